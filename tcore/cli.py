@@ -1,0 +1,157 @@
+"""The command line: `python -m tcore run ...` runs one experiment, `list` and `show` read the store."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+from tcore import report
+from tcore.events import ERROR_KINDS, PHASE_TITLES
+from tcore.spec import CHOICES, Experiment, SpecError
+from tcore.store import RunStore
+
+# Fields whose default depends on the model and the device (the registry knows them).
+_DEVICE_DEFAULTS = ("preset", "batch_size")
+_TRISTATE = {"none": None, "true": True, "false": False}
+
+
+def _add_spec_args(parser: argparse.ArgumentParser) -> None:
+    """One option per Experiment field, so the command line can say everything the app can."""
+    import sample_models
+
+    for f in dataclasses.fields(Experiment):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name in _DEVICE_DEFAULTS:
+            kind = int if f.name == "batch_size" else str
+            parser.add_argument(flag, type=kind, default=None, help="default: the model's default for the device")
+        elif f.name == "model":
+            parser.add_argument(flag, choices=list(sample_models.MODELS), default=f.default)
+        elif f.name == "dynamic":
+            parser.add_argument(flag, choices=list(_TRISTATE), default="none")
+        elif isinstance(f.default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        elif f.name in CHOICES:
+            parser.add_argument(flag, choices=CHOICES[f.name], default=f.default)
+        else:
+            kind = int if f.name == "timed_steps" else type(f.default)
+            parser.add_argument(flag, type=kind, default=f.default)
+
+
+def experiment_from_args(args: argparse.Namespace) -> Experiment:
+    import sample_models
+    from tcore.runs import preflight
+
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
+    values["dynamic"] = _TRISTATE[values["dynamic"]]
+    entry = sample_models.get(values["model"])
+    if None in (values["preset"], values["batch_size"]):
+        device, _ = preflight(Experiment(model=values["model"], device=values["device"]))
+        values["preset"] = values["preset"] or entry.default_preset[device]
+        values["batch_size"] = values["batch_size"] or entry.default_batch[device]
+    return Experiment(**values)
+
+
+class ProgressLine:
+    """A one-line live status on stderr: phase, progress, elapsed time, latest power."""
+
+    def __init__(self) -> None:
+        self.t0 = time.time()
+        self.phase = "starting"
+        self.progress = ""
+        self.watts = None
+
+    def __call__(self, event: dict) -> None:
+        if event["type"] == "phase":
+            self.phase, self.progress = PHASE_TITLES.get(event["phase"], event["phase"]), ""
+        elif event["type"] == "progress":
+            self.progress = f"{event['done']}/{event['total']}"
+        elif event["type"] == "power" and event["samples"]:
+            self.watts = event["samples"][-1][1]
+        elif event["type"] == "note":
+            sys.stderr.write(f"\rnote: {event['text']}\n")
+        power = f"  {self.watts:.0f} W" if self.watts is not None else ""
+        sys.stderr.write(f"\r{self.phase} {self.progress}  {time.time() - self.t0:.0f} s{power}\033[K")
+        sys.stderr.flush()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tcore.runs import execute
+
+    try:
+        exp = experiment_from_args(args)
+    except SpecError as e:
+        print(f"invalid experiment: {e}", file=sys.stderr)
+        return 2
+    store = RunStore(args.db)
+    print(f"{exp.label}\nstore: {store.path}", file=sys.stderr)
+    record = execute(exp, store, timeout_s=args.timeout, on_event=None if args.quiet else ProgressLine())
+    print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
+    elif record.status == "finished":
+        print(f"run {record.id} on {record.result['device']}\n")
+        print(report.text_table(record.result))
+    if record.status != "finished":
+        err = record.error
+        print(f"run {record.id} failed: {ERROR_KINDS.get(err.get('kind'), err.get('kind'))}: {err.get('message')}",
+              file=sys.stderr)
+        if err.get("log_tail"):
+            print("last lines of the worker's log:\n  " + "\n  ".join(err["log_tail"][-15:]), file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    records = RunStore(args.db).list(limit=args.limit)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in records], indent=2, default=str))
+        return 0
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
+        res = r.result
+        figures = (f"speedup {res['speedup']:.2f}x, compile {res['compile_s']:.1f} s"
+                   if res.get("speedup") is not None else (r.error_kind or r.status))
+        print(f"{r.id}  {when}  {r.status:8}  {r.label}  [{figures}]")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    record = RunStore(args.db).get(args.run_id)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
+    elif record.result:
+        print(f"{record.label}\n")
+        print(report.text_table(record.result))
+    else:
+        print(f"{record.label}\n{record.status}: {record.error.get('kind')}: {record.error.get('message')}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tcore", description=__doc__)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=None,
+                        help="run store (default: $COMPILE_LAB_DB or ~/.local/share/compile-lab/runs.sqlite)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", parents=[common], help="run one experiment: eager against compiled")
+    _add_spec_args(run)
+    run.add_argument("--timeout", type=float, default=None, help="stop the run after this many seconds")
+    run.add_argument("--json", action="store_true", help="print the stored record as JSON")
+    run.add_argument("--quiet", action="store_true", help="no live progress line")
+    run.set_defaults(func=cmd_run)
+
+    ls = sub.add_parser("list", parents=[common], help="stored runs, newest first")
+    ls.add_argument("--limit", type=int, default=None)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_list)
+
+    show = sub.add_parser("show", parents=[common], help="one stored run")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+
+    args = parser.parse_args(argv)
+    return args.func(args)

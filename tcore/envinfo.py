@@ -1,0 +1,71 @@
+"""The environment a run measured on: versions, the GPU or CPU, its power limit."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from typing import Any
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass  # not Linux: platform.processor() below is the portable answer
+    return platform.processor() or platform.machine()
+
+
+def _nvml_facts(torch_device_index: int) -> dict[str, Any]:
+    """Driver, power limit and memory from NVML; each missing fact is recorded with why."""
+    facts: dict[str, Any] = {}
+    try:
+        import pynvml
+
+        from tcore.power import nvml_index
+
+        pynvml.nvmlInit()
+    except Exception as e:  # ImportError or NVMLError: the reason is recorded, not hidden
+        return {"nvml_unavailable": str(e)}
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(torch_device_index))
+        facts["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        facts["power_limit_w"] = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1e3
+        facts["gpu_memory_gib"] = round(pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30, 1)
+    finally:
+        pynvml.nvmlShutdown()
+    return facts
+
+
+def collect(device: str, torch_device_index: int = 0) -> dict[str, Any]:
+    import torch
+
+    env: dict[str, Any] = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "device": device,
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None  # CPU builds of torch ship without triton; Inductor then emits C++ only
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch_device_index)
+        env.update(
+            gpu=props.name,
+            gpu_sm_count=props.multi_processor_count,
+            compute_capability=f"{props.major}.{props.minor}",
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+        )
+        env.update(_nvml_facts(torch_device_index))
+    return env

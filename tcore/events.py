@@ -1,0 +1,66 @@
+"""The worker's event protocol: one JSON object per line on the worker's event channel.
+
+Every event has a "type":
+  started   {device}                               the worker is up and has resolved the device
+  phase     {phase}                                a phase began (PHASES, in order)
+  progress  {phase, done, total}                   steps or blocks done within a phase
+  power     {samples: [[t_s, watts, phase, util_pct], ...]}
+  note      {text}                                 something the user should know (a knob that does nothing here)
+  result    {result, env}                          the run finished; the last event of a good run
+  error     {kind, message, traceback?, log_tail?} the run failed; the last event of a failed run
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import IO, Any
+
+PHASES = ("building", "eager", "compiling", "warmup", "measuring")
+PHASE_TITLES = {
+    "building": "Building the model",
+    "eager": "Eager baseline (warm-up)",
+    "compiling": "Compiling (first call)",
+    "warmup": "Warming up the compiled model",
+    "measuring": "Measuring eager vs compiled",
+}
+
+# Why a run failed. The first three are raised inside the worker; the rest are decided by the parent.
+ERROR_KINDS = {
+    "invalid_spec": "Invalid settings",
+    "compile_error": "Compile error",
+    "oom": "Out of memory",
+    "timeout": "Timed out",
+    "cancelled": "Cancelled",
+    "crashed": "Crashed",
+}
+TERMINAL = ("result", "error")
+
+
+class EventWriter:
+    """Writes events as JSON lines; safe to call from the power-sampler thread and the main thread."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._t0 = time.perf_counter()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        line = json.dumps({"t": round(time.perf_counter() - self._t0, 3), **event}, default=str)
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+
+def parse(line: str) -> dict[str, Any]:
+    """One line from the worker; anything that is not an event becomes a 'log' event."""
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return {"type": "log", "line": line.rstrip("\n")}
+    return event if isinstance(event, dict) and "type" in event else {"type": "log", "line": line.rstrip("\n")}
+
+
+def error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+    assert kind in ERROR_KINDS, kind
+    return {"type": "error", "kind": kind, "message": message, **extra}
