@@ -27,6 +27,13 @@ LOG_TAIL_LINES = 40
 _END = {"type": "_end"}
 
 
+def warm_cache_dir() -> Path:
+    """The compile caches that warm runs share: $COMPILE_LAB_CACHE_DIR, else ~/.cache/compile-lab."""
+    if os.environ.get("COMPILE_LAB_CACHE_DIR"):
+        return Path(os.environ["COMPILE_LAB_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compile-lab"
+
+
 class RunHandle:
     """A running worker. Iterate over it (or call poll()) for events; the last one is 'result' or 'error'."""
 
@@ -41,9 +48,10 @@ class RunHandle:
         self._queue: queue.Queue = queue.Queue()
         self._done = threading.Event()
 
+        caches = self.workdir if exp.cache == "cold" else warm_cache_dir()
         env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   TORCHINDUCTOR_CACHE_DIR=str(self.workdir / "inductor"),
-                   TRITON_CACHE_DIR=str(self.workdir / "triton"))
+                   TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"),
+                   TRITON_CACHE_DIR=str(caches / "triton"))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         env.update(extra_env or {})
         self._log = open(self.log_path, "w")

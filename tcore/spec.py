@@ -15,7 +15,7 @@ COMPILE_SCOPES = ("off", "whole", "regional")
 # validating a spec does not import Inductor.
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "lite")
 BACKENDS = ("inductor", "aot_eager", "eager", "cudagraphs")
-CACHE_MODES = ("cold",)
+CACHE_MODES = ("cold", "warm")  # warm: the persistent local Inductor/Triton cache of earlier runs
 # The fixed choices of each field, for validation, the command line and the app's widgets.
 CHOICES = {"dtype": DTYPES, "device": DEVICES, "task": TASKS, "compile": COMPILE_SCOPES, "mode": MODES,
            "backend": BACKENDS, "cache": CACHE_MODES}
@@ -49,7 +49,7 @@ class Experiment:
     timed_steps: int | None = None  # when set, replaces timed_s: timed steps per variant
     rounds: int = 5  # alternating eager/compiled timed blocks, as the Inductor harness does against drift
     seed: int = 0
-    cache: str = "cold"
+    cache: str = "cold"  # cold: fresh compile caches, so compile time is the cold one
 
     def __post_init__(self) -> None:
         for name, choices in CHOICES.items():

@@ -1,0 +1,36 @@
+"""Shared test fixtures: an isolated run store and a compile cache shared by tests that don't time cold compiles."""
+import os
+
+import pytest
+import torch
+
+from tcore.spec import Experiment
+from tcore.store import RunStore
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine: pytest -m gpu)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_paths(tmp_path_factory):
+    """No test touches the user's run store or compile cache; warm runs share one cache per session."""
+    os.environ["COMPILE_LAB_DB"] = str(tmp_path_factory.mktemp("store") / "runs.sqlite")
+    os.environ["COMPILE_LAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("compile-cache"))
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "runs.sqlite")
+
+
+@pytest.fixture
+def tiny():
+    """The smallest real experiment: a tiny model, a short timed stage, warm compile caches."""
+    return Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=2,
+                      timed_steps=4, rounds=2, cache="warm")

@@ -1,0 +1,157 @@
+"""Measurement logic on the CPU: statistics, energy accounting, power meters, compile diagnostics, events."""
+import io
+import json
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from tcore import events, report
+from tcore.diagnostics import phase_split_s
+from tcore.measure import Block, PeakMemory, VariantStats, percentile, time_block
+from tcore.power import PowerMeter, PowerSampler, RaplMeter, open_meter
+
+
+class FakeMeter(PowerMeter):
+    """A meter whose counter advances by a fixed number of joules per reading."""
+
+    source = "fake"
+
+    def __init__(self, joules_per_read=1.0):
+        super().__init__(reason="")
+        self.total, self.step = 0.0, joules_per_read
+
+    def energy_j(self):
+        self.total += self.step
+        return self.total
+
+    def power_w(self):
+        return 100.0
+
+
+def test_percentile_interpolates():
+    assert percentile([1.0], 95) == 1.0
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    assert percentile([0, 10], 95) == pytest.approx(9.5)
+
+
+def test_variant_summary_is_medians_with_spread_and_energy_per_step():
+    stats = VariantStats("compiled", peak_mem_gib=1.5)
+    # three blocks: 10 steps each at 1 s, 2 s and 0.5 s; 20 J each
+    for wall in (1.0, 2.0, 0.5):
+        stats.blocks.append(Block(steps=10, wall_s=wall, step_s=[wall / 10] * 10, energy_j=20.0))
+    s = stats.summary(batch_size=4, power_reason=None)
+    assert s["compiled_steps_per_s"] == 10.0  # median of 10, 5, 20
+    assert (s["compiled_steps_per_s_min"], s["compiled_steps_per_s_max"]) == (5.0, 20.0)
+    assert s["compiled_samples_per_s"] == 40.0
+    assert s["compiled_energy_j_per_step"] == pytest.approx(2.0)  # 60 J over 30 steps
+    assert s["compiled_energy_j_per_sample"] == pytest.approx(0.5)
+    assert s["compiled_power_w"] == pytest.approx(60 / 3.5)
+    assert s["compiled_latency_ms_p50"] == pytest.approx(100.0)
+    assert s["compiled_peak_mem_gib"] == 1.5
+
+
+def test_unmeasurable_energy_is_none_never_zero():
+    stats = VariantStats("eager")
+    stats.blocks.append(Block(steps=5, wall_s=0.05, step_s=[0.01] * 5, energy_j=0.0))  # counter did not tick
+    assert stats.summary(1, power_reason=None)["eager_energy_j_per_step"] is None
+    stats.blocks[0].energy_j = None
+    assert stats.summary(1, power_reason="no meter")["eager_power_w"] is None
+
+
+def test_time_block_counts_steps_and_energy_on_cpu():
+    calls = []
+    block = time_block(lambda: calls.append(1), 7, "cpu", FakeMeter(joules_per_read=3.0))
+    assert len(calls) == 7 and block.steps == 7 and len(block.step_s) == 7
+    assert block.energy_j == 3.0
+    assert block.wall_s >= sum(block.step_s) * 0.99
+
+
+def test_cpu_peak_memory_sees_an_allocation_and_resets():
+    mem = PeakMemory("cpu")
+    mem.reset()
+    before = mem.peak_gib()
+    blob = bytearray(300 * 2**20)
+    blob[:: 4096] = b"x" * len(blob[:: 4096])  # touch every page so it is resident
+    assert mem.peak_gib() - before > 0.25
+    del blob
+    mem.reset()
+    assert mem.peak_gib() - before < 0.1
+
+
+def test_cpu_without_rapl_says_why():
+    meter = open_meter("cpu")
+    if meter.available:
+        pytest.skip("this machine has a readable RAPL counter")
+    assert not meter.available and "RAPL" in meter.reason
+    assert meter.energy_j() is None
+
+
+def test_rapl_sums_domains_and_survives_counter_wrap(tmp_path):
+    domains = []
+    for i, start in enumerate((900, 50)):
+        d = tmp_path / f"intel-rapl:{i}"
+        d.mkdir()
+        (d / "max_energy_range_uj").write_text("999")
+        (d / "energy_uj").write_text(str(start))
+        domains.append(str(d))
+    meter = RaplMeter(domains)
+    (tmp_path / "intel-rapl:0" / "energy_uj").write_text("100")  # wrapped: 900 -> 999 -> 0 -> 100 = 200 uJ
+    (tmp_path / "intel-rapl:1" / "energy_uj").write_text("150")  # +100 uJ
+    assert meter.energy_j() == pytest.approx(300e-6)
+
+
+def test_power_sampler_tags_samples_with_the_phase():
+    batches = []
+    sampler = PowerSampler(FakeMeter(), batches.append, hz=100, flush_every_s=0.02).start()
+    sampler.phase = "measuring"
+    threading.Event().wait(0.2)
+    sampler.stop()
+    samples = [s for b in batches for s in b]
+    assert len(samples) >= 5
+    assert samples[-1][1] == 100.0 and samples[-1][2] == "measuring"
+    assert all(a[0] <= b[0] for a, b in zip(samples, samples[1:]))
+
+
+def test_compile_phase_split_nests_timers():
+    fwd = SimpleNamespace(dynamo_cumulative_compile_time_us=10e6, aot_autograd_cumulative_compile_time_us=8e6,
+                          inductor_cumulative_compile_time_us=7e6,
+                          inductor_code_gen_cumulative_compile_time_us=5e6)
+    bwd = SimpleNamespace(dynamo_cumulative_compile_time_us=None, aot_autograd_cumulative_compile_time_us=None,
+                          inductor_cumulative_compile_time_us=3e6,
+                          inductor_code_gen_cumulative_compile_time_us=2e6)
+    assert phase_split_s([fwd, bwd]) == {"dynamo_tracing_s": 2.0, "aot_autograd_s": 1.0,
+                                         "inductor_lowering_s": 3.0, "codegen_and_compile_s": 7.0}
+
+
+def test_event_writer_writes_whole_lines_from_many_threads():
+    stream = io.StringIO()
+    emit = events.EventWriter(stream)
+    threads = [threading.Thread(target=lambda i=i: [emit({"type": "progress", "done": i}) for _ in range(50)])
+               for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 200
+    assert all(events.parse(line)["type"] == "progress" for line in lines)
+    assert "t" in json.loads(lines[0])
+
+
+def test_non_event_lines_become_log_events():
+    assert events.parse("g++ -O3 ...\n") == {"type": "log", "line": "g++ -O3 ..."}
+    assert events.parse('{"no_type": 1}')["type"] == "log"
+    with pytest.raises(AssertionError):
+        events.error("exploded", "not a known kind")
+
+
+def test_report_shows_units_and_reasons():
+    result = {"speedup": 1.5, "compile_s": 12.34, "breakeven_steps": None,
+              "unavailable": {"breakeven_steps": "the compiled model is not faster",
+                              "eager_power_w": "no RAPL", "compiled_power_w": "no RAPL"},
+              "eager_steps_per_s": 2.0, "compiled_steps_per_s": 3.0}
+    assert report.fmt(result, "compile_s", "s", "{:.1f}") == "12.3 s"
+    assert report.fmt(result, "breakeven_steps", "steps", "{:.0f}") == "n/a (the compiled model is not faster)"
+    table = report.text_table(result)
+    assert "Throughput (steps/s)" in table and "n/a: no RAPL" in table

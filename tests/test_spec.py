@@ -1,0 +1,64 @@
+"""The experiment spec: validation messages, JSON round trip, device checks."""
+import pytest
+
+from tcore.spec import MODES, Experiment, SpecError, check_on_device, resolve_device
+
+
+def test_defaults_are_valid_and_round_trip_through_json():
+    exp = Experiment(model="flux", preset="tiny", dynamic=True, task="training", compile_optimizer=True)
+    again = Experiment.from_json(exp.to_json())
+    assert again == exp
+    assert again.dynamic is True
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(model="gpt9"), "unknown model 'gpt9'; choose one of: captioner, resnet50, flux"),
+    (dict(preset="huge"), "unknown preset 'huge' for resnet50; choose one of: tiny"),
+    (dict(batch_size=0), "batch_size must be a whole number of at least 1"),
+    (dict(compile_optimizer=True), "compile_optimizer needs task=training"),
+    (dict(dtype="int8"), "unknown dtype 'int8'; choose one of: float32, bfloat16, float16"),
+    (dict(mode="turbo"), "unknown mode 'turbo'"),
+    (dict(backend="aot_eager", mode="max-autotune"), "applies only to the inductor backend"),
+    (dict(compile="off", mode="reduce-overhead"), "need compile=whole or regional"),
+    (dict(model="flux", channels_last=True), "channels_last applies to convolutional models only"),
+    (dict(warmup_steps=0), "warmup_steps must be at least 1"),
+    (dict(timed_steps=2, rounds=5), "timed_steps (2) must be at least rounds (5)"),
+    (dict(timed_s=0), "timed_s must be a positive number"),
+    (dict(dynamic="yes"), "dynamic must be None, True or False"),
+])
+def test_invalid_experiments_are_refused_with_what_to_change(changes, message):
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Experiment(**changes)
+
+
+def test_unknown_json_fields_are_refused_not_ignored():
+    with pytest.raises(SpecError, match="unknown experiment field"):
+        Experiment.from_dict({"model": "resnet50", "batchsize": 8})
+
+
+def test_optimizer_compile_alone_is_a_compiled_variant():
+    exp = Experiment(task="training", compile="off", compile_optimizer=True)
+    assert exp.has_compiled_variant and not exp.compiles
+    assert "optimizer only" in exp.label
+    assert not Experiment(compile="off").has_compiled_variant
+
+
+def test_device_resolution():
+    assert resolve_device("auto", cuda_available=False) == "cpu"
+    assert resolve_device("auto", cuda_available=True) == "cuda"
+    with pytest.raises(SpecError, match="no usable CUDA GPU; choose device=cpu or auto"):
+        resolve_device("cuda", cuda_available=False)
+
+
+def test_settings_that_do_nothing_on_cpu_run_with_a_note():
+    notes = check_on_device(Experiment(mode="reduce-overhead"), "cpu")
+    assert any("behaves like default" in n for n in notes)
+    assert check_on_device(Experiment(mode="reduce-overhead"), "cuda") == []
+    with pytest.raises(SpecError, match="cudagraphs needs a CUDA GPU"):
+        check_on_device(Experiment(backend="cudagraphs"), "cpu")
+
+
+def test_mode_list_matches_installed_inductor():
+    import torch._inductor
+
+    assert set(MODES) == set(torch._inductor.list_mode_options())

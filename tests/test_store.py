@@ -1,0 +1,66 @@
+"""The SQLite run store: round trip, failures kept, concurrent writers from several processes."""
+import multiprocessing
+
+import pytest
+
+from tcore.spec import Experiment
+from tcore.store import RunStore
+
+
+def test_round_trip_keeps_spec_result_env_and_trace(store):
+    exp = Experiment(model="captioner", preset="tiny", dtype="bfloat16")
+    run_id = store.create(exp)
+    assert store.get(run_id).status == "running"
+    result = {"device": "cpu", "speedup": 1.7, "graph_breaks": [{"reason": "x", "count": 2}],
+              "unavailable": {"eager_power_w": "no RAPL"}}
+    trace = [[0.05, 101.5, "eager", 40.0], [0.1, 250.0, "compiling", 99.0]]
+    store.finish(run_id, result=result, env={"torch": "2.13.0"}, trace=trace)
+
+    rec = store.get(run_id)
+    assert rec.status == "finished" and rec.device == "cpu"
+    assert Experiment.from_dict(rec.spec) == exp
+    assert rec.result == result and rec.env == {"torch": "2.13.0"}
+    assert store.trace(run_id) == trace
+    frame = store.dataframe()
+    assert frame.loc[0, "speedup"] == 1.7 and frame.loc[0, "dtype"] == "bfloat16"
+    assert "graph_breaks" not in frame.columns  # lists stay in the record, not the table
+
+
+def test_failed_runs_are_kept_with_their_cause(store):
+    run_id = store.create(Experiment())
+    store.finish(run_id, error={"type": "error", "kind": "oom", "message": "CUDA out of memory", "log_tail": ["a"]})
+    rec = store.get(run_id)
+    assert rec.status == "failed" and rec.error_kind == "oom"
+    assert rec.error["log_tail"] == ["a"]
+    assert [r.id for r in store.list()] == [run_id]
+
+
+def test_delete_removes_run_and_trace(store):
+    run_id = store.create(Experiment())
+    store.finish(run_id, result={"device": "cpu"}, trace=[[0, 1, "eager", None]])
+    store.delete(run_id)
+    assert store.list() == [] and store.trace(run_id) == []
+    with pytest.raises(KeyError):
+        store.get(run_id)
+
+
+def _write_runs(path, n):
+    store = RunStore(path)
+    exp = Experiment()
+    for i in range(n):
+        run_id = store.create(exp)
+        store.finish(run_id, result={"device": "cpu", "i": i}, trace=[[i, 1.0, "eager", None]] * 50)
+
+
+def test_concurrent_writers_from_several_processes_lose_nothing(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    RunStore(path)
+    procs = [multiprocessing.get_context("spawn").Process(target=_write_runs, args=(path, 25)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    runs = RunStore(path).list()
+    assert len(runs) == 100 and len({r.id for r in runs}) == 100
+    assert all(r.status == "finished" for r in runs)

@@ -1,0 +1,98 @@
+"""The worker process and its events: bad input, compile errors, cancel, timeout, a worker that dies."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tcore import runs
+from tcore.launcher import REPO_ROOT
+from tcore.spec import Experiment, SpecError
+
+
+class Recorder:
+    """Collects a run's events (from the run's follower thread) so a test can wait for one."""
+
+    def __init__(self):
+        self.events = []
+
+    def __call__(self, event):
+        self.events.append(event)
+
+    def wait_for_phase(self, live, phase, timeout_s=120):
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if any(e["type"] == "phase" and e["phase"] == phase for e in list(self.events)):
+                return list(self.events)
+            assert not live.done, f"run ended before phase {phase}: {live.handle.final}"
+            time.sleep(0.05)
+        raise AssertionError(f"no phase {phase} within {timeout_s} s; saw {self.events}")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_worker_refuses_an_invalid_spec_with_an_error_event():
+    proc = subprocess.run([sys.executable, "-m", "tcore.worker"], input=json.dumps({"model": "gpt9"}),
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 1
+    (event,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert event["type"] == "error" and event["kind"] == "invalid_spec"
+    assert "choose one of: captioner, resnet50, flux" in event["message"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_bad_input_is_refused_before_any_worker_starts(store):
+    with pytest.raises(SpecError, match="no usable CUDA GPU"):
+        runs.start(Experiment(device="cuda"), store)
+    assert store.list() == []
+
+
+def test_events_arrive_in_phase_order_and_cancel_kills_the_process_group(tiny, store):
+    recorder = Recorder()
+    # cold caches: the compile phase lasts long enough to cancel in
+    live = runs.start(tiny.replace(cache="cold"), store, on_event=recorder)
+    seen = recorder.wait_for_phase(live, "compiling")
+    phases = [e["phase"] for e in seen if e["type"] == "phase"]
+    assert phases == ["building", "eager", "compiling"]
+    assert seen[0]["type"] == "started" and seen[0]["device"] == "cpu"
+    assert all("t" in e for e in seen)
+    live.cancel()
+    record = live.wait()
+    assert record.status == "failed" and record.error_kind == "cancelled"
+    assert not _group_alive(live.handle.pid)
+    assert store.get(live.run_id).error["message"] == "cancelled by the user"
+
+
+def test_timeout_stops_the_run_and_records_it(tiny, store):
+    record = runs.execute(tiny.replace(cache="cold"), store, timeout_s=3)
+    assert record.status == "failed" and record.error_kind == "timeout"
+    assert "3 s time limit" in record.error["message"]
+
+
+def test_a_worker_that_dies_is_recorded_as_crashed_with_its_log(tiny, store):
+    recorder = Recorder()
+    live = runs.start(tiny.replace(cache="cold"), store, on_event=recorder)
+    recorder.wait_for_phase(live, "compiling")
+    os.kill(live.handle.pid, signal.SIGKILL)  # as the kernel's OOM killer would
+    record = live.wait()
+    assert record.status == "failed" and record.error_kind == "crashed"
+    assert "SIGKILL" in record.error["message"]
+    assert isinstance(record.error["log_tail"], list)
+
+
+def test_a_graph_break_under_fullgraph_is_a_compile_error_with_the_reason(tiny, store):
+    exp = tiny.replace(graph_break=True, fullgraph=True, compile="regional")
+    record = runs.execute(exp, store, timeout_s=300)
+    assert record.status == "failed" and record.error_kind == "compile_error"
+    assert "item" in record.error["message"]  # the .item() call that breaks the graph
+    assert record.error["traceback"]
