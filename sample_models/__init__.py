@@ -1,0 +1,146 @@
+"""Registry of the sample models Compile Lab can build, batch, and measure."""
+import functools
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from . import captioner, flux, resnet50
+
+# name -> (model file, top-level module class)
+_ARCH = {
+    "captioner": (captioner, captioner.Captioner),
+    "resnet50": (resnet50, resnet50.ResNet),
+    "flux": (flux, flux.Flux),
+}
+
+
+@dataclass(frozen=True)
+class Batch:
+    inputs: tuple[torch.Tensor, ...]  # positional args: output = model(*batch.inputs)
+    target: torch.Tensor              # what loss() compares the output with
+
+
+@dataclass(frozen=True)
+class SampleModel:
+    name: str
+    title: str
+    description: str
+    presets: dict[str, dict]          # preset name -> config overrides, small -> large
+    default_preset: dict[str, str]    # device type -> preset
+    default_batch: dict[str, int]     # device type -> batch size
+    block_classes: tuple[type, ...]   # the repeated blocks, for regional compilation
+    varying_dim: str                  # what seq_len varies, in words; "" when the model has no sequence
+    supports_channels_last: bool
+
+    def config(self, preset: str, **overrides):
+        if preset not in self.presets:
+            raise ValueError(f"unknown preset '{preset}' for {self.name}; choose one of: {', '.join(self.presets)}")
+        file, _ = _ARCH[self.name]
+        return file.Config(**{**self.presets[preset], **overrides})
+
+    def build(self, preset: str, *, device="cpu", dtype=torch.float32, graph_break=False) -> nn.Module:
+        _, cls = _ARCH[self.name]
+        cfg = self.config(preset, graph_break=graph_break)
+        # built straight on the device: on "meta" even the 11.9B-parameter Flux allocates nothing
+        with torch.device(device):
+            model = cls(cfg)
+        return model.to(dtype)
+
+    def make_batch(self, preset: str, batch_size: int, *, device="cpu", seq_len: int | None = None,
+                   generator: torch.Generator | None = None) -> Batch:
+        file, _ = _ARCH[self.name]
+        inputs, target = file.make_batch(self.config(preset), batch_size, device=device, seq_len=seq_len,
+                                         generator=generator)
+        return Batch(inputs, target)
+
+    def loss(self, output, batch: Batch) -> torch.Tensor:
+        file, _ = _ARCH[self.name]
+        return file.loss(output, batch.target)
+
+    def repeated_blocks(self, model: nn.Module) -> list[nn.Module]:
+        return [m for m in model.modules() if isinstance(m, self.block_classes)]
+
+    def param_count(self, preset: str) -> int:
+        return _param_count(self.name, preset)
+
+    def flops_per_sample(self, preset: str, *, training: bool = False) -> int:
+        return _flops_per_sample(self.name, preset, training)
+
+
+# Module-level so the caches key on plain strings (SampleModel holds dicts, so it is not hashable)
+@functools.lru_cache(maxsize=None)
+def _param_count(name: str, preset: str) -> int:
+    return sum(p.numel() for p in get(name).build(preset, device="meta").parameters())
+
+
+@functools.lru_cache(maxsize=None)
+def _flops_per_sample(name: str, preset: str, training: bool) -> int:
+    m = get(name)
+    model = m.build(preset, device="meta")
+    # eval(): BatchNorm refuses a batch of one in training mode; the counted matmuls and convs are the same either way
+    model.eval()
+    batch = m.make_batch(preset, 1, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        output = model(*batch.inputs)
+        if training:
+            m.loss(output, batch).backward()
+    return counter.get_total_flops()
+
+
+MODELS: dict[str, SampleModel] = {
+    "captioner": SampleModel(
+        name="captioner",
+        title="Toy image captioner",
+        description=(
+            "A small vision-language model: a ViT encoder turns an image into patch tokens and a transformer "
+            "decoder writes a caption one token at a time while looking at them. It shows compile fusing "
+            "attention, LayerNorm and MLP code, regional compilation of the repeated encoder and decoder blocks, "
+            "and what happens when the caption length changes from call to call (recompiles vs dynamic shapes)."
+        ),
+        presets=captioner.presets,
+        default_preset={"cuda": "small", "cpu": "tiny"},
+        default_batch={"cuda": 32, "cpu": 8},
+        block_classes=(captioner.EncoderBlock, captioner.DecoderBlock),
+        varying_dim="caption length (tokens)",
+        supports_channels_last=False,
+    ),
+    "resnet50": SampleModel(
+        name="resnet50",
+        title="ResNet-50",
+        description=(
+            "The classic 25.6M-parameter convolutional image classifier. Built from many small conv, BatchNorm "
+            "and ReLU kernels, it shows compile fusing the pointwise work around convolutions, the channels-last "
+            "memory format, and CUDA graphs cutting the launch overhead of many small kernels."
+        ),
+        presets=resnet50.presets,
+        default_preset={"cuda": "full", "cpu": "tiny"},
+        default_batch={"cuda": 64, "cpu": 8},
+        block_classes=(resnet50.Bottleneck,),
+        varying_dim="",
+        supports_channels_last=True,
+    ),
+    "flux": SampleModel(
+        name="flux",
+        title="Flux-like block stack",
+        description=(
+            "The transformer inside the Flux.1 text-to-image model: 19 double-stream blocks (separate image and "
+            "text weights, joint attention) then 38 single-stream blocks, all steered by the diffusion timestep. "
+            "At 11.9B parameters it shows compile on a large attention- and matmul-bound model, and how "
+            "compiling one repeated block instead of the whole stack keeps compile time short."
+        ),
+        presets=flux.presets,
+        default_preset={"cuda": "medium", "cpu": "tiny"},
+        default_batch={"cuda": 4, "cpu": 2},
+        block_classes=(flux.DoubleStreamBlock, flux.SingleStreamBlock),
+        varying_dim="image tokens",
+        supports_channels_last=False,
+    ),
+}
+
+
+def get(name: str) -> SampleModel:
+    if name not in MODELS:
+        raise ValueError(f"unknown model '{name}'; choose one of: {', '.join(MODELS)}")
+    return MODELS[name]
