@@ -1,0 +1,21 @@
+# Two entry points: `make app` (set up, then start the app) and `make test` (set up, then run the tests).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: app test
+app: $(VENV)/.app-installed
+	$(PY) -m streamlit run app.py
+
+test: $(VENV)/.test-installed
+	$(PY) -m pytest
+
+$(VENV)/.app-installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.test-installed: requirements.txt requirements-test.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+	touch $@ $(VENV)/.app-installed

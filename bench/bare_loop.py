@@ -1,0 +1,95 @@
+"""Check the engine's throughput against a bare loop timed with CUDA events around the same model.
+
+    python bench/bare_loop.py --model resnet50 --preset full --batch-size 64 --dtype bfloat16
+
+Runs `python -m tcore run` (eager vs compiled, default mode), then times the same model, batch
+and dtype in a plain loop here: N steps between two CUDA events, after a warm-up. Prints both
+throughputs and their difference; exits 1 if either differs by more than --tolerance.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import sample_models  # noqa: E402
+
+
+def bare_steps_per_s(fn, steps: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(steps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return steps / (start.elapsed_time(end) / 1e3)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--preset", default="full")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--tolerance", type=float, default=0.03)
+    parser.add_argument("--db", default=os.environ.get("COMPILE_LAB_DB", "/tmp/bare-loop.sqlite"))
+    parser.add_argument("--out", default=None, help="write the comparison as JSON here")
+    args = parser.parse_args()
+
+    cmd = [sys.executable, "-m", "tcore", "run", "--db", args.db, "--model", args.model, "--preset", args.preset,
+           "--batch-size", str(args.batch_size), "--dtype", args.dtype, "--device", "cuda",
+           "--compile", "whole", "--mode", "default", "--timed-s", "10", "--json", "--quiet"]
+    record = json.loads(subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout)
+    engine = record["result"]
+
+    entry = sample_models.get(args.model)
+    torch.manual_seed(0)
+    model = entry.build(args.preset, device="cuda").eval()
+    batch = entry.make_batch(args.preset, args.batch_size, device="cuda")
+    dtype = getattr(torch, args.dtype)
+    autocast = torch.autocast("cuda", dtype=dtype) if dtype != torch.float32 else nullcontext()
+    compiled = torch.compile(model)
+
+    def step(m):
+        with torch.no_grad(), autocast:
+            return m(*batch.inputs)
+
+    bare = {"eager": bare_steps_per_s(lambda: step(model), args.steps, warmup=10),
+            "compiled": bare_steps_per_s(lambda: step(compiled), args.steps, warmup=10)}
+    rows, ok = [], True
+    for variant in ("eager", "compiled"):
+        ours = engine[f"{variant}_steps_per_s"]
+        diff = ours / bare[variant] - 1
+        ok &= abs(diff) <= args.tolerance
+        rows.append({"variant": variant, "engine_steps_per_s": ours, "bare_steps_per_s": bare[variant],
+                     "diff_pct": 100 * diff, "engine_energy_j_per_step": engine[f"{variant}_energy_j_per_step"],
+                     "engine_power_w": engine[f"{variant}_power_w"]})
+    summary = {"gpu": record["env"].get("gpu"), "torch": torch.__version__, "driver": record["env"].get("driver"),
+               "model": args.model, "preset": args.preset, "batch_size": args.batch_size, "dtype": args.dtype,
+               "speedup": engine["speedup"], "compile_s": engine["compile_s"], "rows": rows, "within_tolerance": ok}
+    for r in rows:
+        print(f"{r['variant']:9} engine {r['engine_steps_per_s']:8.2f} steps/s   bare loop {r['bare_steps_per_s']:8.2f}"
+              f" steps/s   diff {r['diff_pct']:+.2f}%   energy {r['engine_energy_j_per_step']} J/step"
+              f"   power {r['engine_power_w']} W")
+    print(f"{summary['gpu']}, torch {summary['torch']}: speedup {engine['speedup']:.2f}x, "
+          f"compile {engine['compile_s']:.1f} s, within {args.tolerance:.0%}: {ok}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(summary, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
