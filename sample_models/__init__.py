@@ -32,6 +32,7 @@ class SampleModel:
     default_batch: dict[str, int]     # device type -> batch size
     block_classes: tuple[type, ...]   # the repeated blocks, for regional compilation
     varying_dim: str                  # what seq_len varies, in words; "" when the model has no sequence
+    seq_field: str                    # the config field that holds the default seq_len; "" with no sequence
     supports_channels_last: bool
 
     def config(self, preset: str, **overrides):
@@ -58,6 +59,9 @@ class SampleModel:
     def loss(self, output, batch: Batch) -> torch.Tensor:
         file, _ = _ARCH[self.name]
         return file.loss(output, batch.target)
+
+    def default_seq_len(self, preset: str) -> int | None:
+        return getattr(self.config(preset), self.seq_field) if self.seq_field else None
 
     def repeated_blocks(self, model: nn.Module) -> list[nn.Module]:
         return [m for m in model.modules() if isinstance(m, self.block_classes)]
@@ -104,6 +108,7 @@ MODELS: dict[str, SampleModel] = {
         default_batch={"cuda": 32, "cpu": 8},
         block_classes=(captioner.EncoderBlock, captioner.DecoderBlock),
         varying_dim="caption length (tokens)",
+        seq_field="max_caption_len",
         supports_channels_last=False,
     ),
     "resnet50": SampleModel(
@@ -119,6 +124,7 @@ MODELS: dict[str, SampleModel] = {
         default_batch={"cuda": 64, "cpu": 8},
         block_classes=(resnet50.Bottleneck,),
         varying_dim="",
+        seq_field="",
         supports_channels_last=True,
     ),
     "flux": SampleModel(
@@ -135,6 +141,7 @@ MODELS: dict[str, SampleModel] = {
         default_batch={"cuda": 4, "cpu": 2},
         block_classes=(flux.DoubleStreamBlock, flux.SingleStreamBlock),
         varying_dim="image tokens",
+        seq_field="img_tokens",
         supports_channels_last=False,
     ),
 }

@@ -1,8 +1,15 @@
-"""What torch reports about a compile: graphs, breaks, recompilations, CUDA-graph skips, time per phase."""
+"""What torch reports about a compile: graphs, breaks, recompilations, CUDA-graph skips, time per phase,
+kernels per step and the code Inductor generated."""
 from __future__ import annotations
 
-from typing import Any
+import linecache
+import logging
+import re
+from collections import Counter
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
+import torch
 import torch._dynamo.utils as dynamo_utils
 
 # Cumulative timers on each compilation-metrics entry, outermost first (torch 2.11 and 2.13).
@@ -21,6 +28,11 @@ def reset() -> None:
     dynamo_utils.clear_compilation_metrics()
 
 
+def metrics() -> list[Any]:
+    """Dynamo's per-frame compilation records since the last reset()."""
+    return list(dynamo_utils.get_compilation_metrics())
+
+
 def _metric(entry: Any, name: str) -> Any:
     return getattr(entry, name, None)  # fields come and go between torch versions
 
@@ -37,11 +49,142 @@ def phase_split_s(entries: list[Any]) -> dict[str, float]:
     return {name: round(s, 4) for name, s in totals.items()}
 
 
-def collect() -> dict[str, Any]:
+def _hit_recompile_limit(entry: Any) -> bool:
+    return bool(re.search(r"recompile.?limit|cache.?size.?limit", _metric(entry, "fail_reason") or "", re.I))
+
+
+def compile_events(entries: list[Any], t0: float) -> list[dict[str, Any]]:
+    """Every compilation as a timeline event: when (s after t0, an epoch time), how long, why.
+
+    kind is "compile" (a frame's first), "recompile" (a guard failed: the reason says which) or
+    "limit" (the recompile limit was hit and the frame falls back to eager from then on).
+    """
+    out = []
+    for e in entries:
+        start = _metric(e, "start_time") or t0
+        kind = "limit" if _hit_recompile_limit(e) else "recompile" if _metric(e, "recompile_reason") else "compile"
+        out.append({"compile_id": _metric(e, "compile_id"), "frame": _metric(e, "co_name"), "kind": kind,
+                    "t_s": round(start - t0, 3),
+                    "duration_s": round((_metric(e, "entire_frame_compile_time_s") or 0.0), 3),
+                    "reason": _metric(e, "recompile_reason") or (_metric(e, "fail_reason") or "").split("\n")[0],
+                    "graph_ops": _metric(e, "graph_op_count")})
+    return out
+
+
+_CONTEXT_LINES = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
+
+
+class BreakRecorder(logging.Handler):
+    """Collects Dynamo's graph-break log records: reason and user source line of each break.
+
+    Dynamo logs each break as "Graph break in user code at FILE:LINE" followed by "Graph Break
+    Reason: ..."; the counters carry the reasons but not where they happened.
+    """
+
+    LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
+    _WHERE = re.compile(r"in user code at (.+):(\d+)")
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.breaks: Counter = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        where = self._WHERE.search(text.split("\n", 1)[0])
+        reason = text.split("Graph Break Reason:", 1)[-1].split("User code traceback:", 1)[0]
+        lines = [line.strip() for line in reason.strip().splitlines() if line.strip()]
+        # Skip what Dynamo was doing ("Encountered graph break when attempting to trace CALL") to reach
+        # what it could not do ("Unsupported Tensor.item() call ...").
+        headline = next((line for line in lines if not line.startswith(_CONTEXT_LINES)), text.split("\n")[0])
+        hint = next((line for line in lines if line.startswith("Hint:")), "")
+        # Dynamo cannot resume after a break inside a loop: it runs the whole enclosing function eagerly.
+        skipped = "falling back to eager" in reason
+        key = (headline, where.group(1) if where else None, int(where.group(2)) if where else None, hint, skipped)
+        self.breaks[key] += 1
+
+    @contextmanager
+    def attached(self) -> Iterator[BreakRecorder]:
+        torch._logging.set_logs(graph_breaks=True, recompiles=True)  # also printed to the worker's log
+        logger = logging.getLogger(self.LOGGER)
+        logger.addHandler(self)
+        try:
+            yield self
+        finally:
+            logger.removeHandler(self)
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [{"reason": reason, "file": path, "line": line, "count": n, "hint": hint, "skipped_frame": skipped,
+                 "source": linecache.getline(path, line).strip() if path else ""}
+                for (reason, path, line, hint, skipped), n in self.breaks.most_common()]
+
+
+def explain_compile_error(exc: BaseException) -> str:
+    """A readable account of a compile failure: what Dynamo could not do, and where in user code."""
+    text = str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    where = re.findall(r'File "([^"]+)", line (\d+), in (\w+)\n\s+(.+)', text.split("from user code:")[-1])
+    hint = next((line.strip() for line in text.splitlines() if line.strip().startswith("Hint:")), "")
+    parts = [f"{type(exc).__name__}: {first}"]
+    if where:
+        path, line, func, code = where[-1]
+        parts.append(f"at {path}:{line} in {func}: {code.strip()}")
+    if hint:
+        parts.append(hint)
+    return "\n".join(parts)
+
+
+def kernels_per_step(step: Callable[[], object], device: str) -> int:
+    """Compute kernels one step launches, from the profiler.
+
+    On CUDA: the GPU kernels. On CPU, where there are no launches as such: the leaf operators that
+    compute (views and allocations left out) plus Inductor's generated C++ kernels, which the
+    profiler sees when cpp.enable_kernel_profile is on.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    step()  # one unprofiled call, so lazy initialisation is not counted
+    with profile(activities=activities) as prof:
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+    events = prof.events()
+    if device == "cuda":
+        return sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+                   and not e.name.startswith(("Memcpy", "Memset")))
+    return sum(1 for e in events if "cpp_fused" in e.name or (
+        e.name.startswith("aten::") and not e.cpu_children and e.name not in _CPU_METADATA_OPS))
+
+
+_CPU_METADATA_OPS = {f"aten::{op}" for op in (
+    "view", "_unsafe_view", "as_strided", "transpose", "t", "expand", "reshape", "permute", "squeeze",
+    "unsqueeze", "slice", "select", "split", "chunk", "unbind", "narrow", "alias", "detach", "lift_fresh",
+    "resolve_conj", "resolve_neg", "empty", "empty_strided", "empty_like", "contiguous", "flatten",
+    "expand_as", "view_as", "split_with_sizes", "is_same_size", "result_type", "to", "_to_copy_meta")}
+
+
+@contextmanager
+def generated_code() -> Iterator[list[str]]:
+    """Collect the source Inductor writes for each graph (Python wrapper with Triton or C++ kernels)."""
+    from torch._inductor.graph import GraphLowering
+
+    sources: list[str] = []
+    if not hasattr(GraphLowering, "save_output_code"):
+        yield sources  # an Inductor without the hook: the code is simply not shown
+        return
+    previous = GraphLowering.save_output_code
+    GraphLowering.save_output_code = staticmethod(sources.append)
+    try:
+        yield sources
+    finally:
+        GraphLowering.save_output_code = previous
+
+
+def collect(breaks: BreakRecorder | None = None) -> dict[str, Any]:
     """A flat summary of everything compiled since the last reset()."""
     entries = dynamo_utils.get_compilation_metrics()
     counters = dynamo_utils.counters
-    breaks = sorted(counters["graph_break"].items(), key=lambda kv: -kv[1])
+    breaks_by_reason = sorted(counters["graph_break"].items(), key=lambda kv: -kv[1])
     recompiles = [
         {"compile_id": _metric(e, "compile_id"), "frame": _metric(e, "co_name"),
          "reason": _metric(e, "recompile_reason")}
@@ -54,10 +197,16 @@ def collect() -> dict[str, Any]:
         "fx_graph_cache_misses": counters["inductor"]["fxgraph_cache_miss"],
         "aot_autograd_cache_hits": sum(_metric(e, "aotautograd_local_cache_hit_count") or 0 for e in entries),
     }
+    located = breaks.summary() if breaks else []
     return {
         "graph_count": counters["stats"]["unique_graphs"],
-        "graph_break_count": sum(n for _, n in breaks),
-        "graph_breaks": [{"reason": reason, "count": n} for reason, n in breaks],
+        "graph_break_count": sum(n for _, n in breaks_by_reason),
+        # Dynamo's log says where each break is; the counters, available always, only why.
+        "graph_breaks": located or [{"reason": reason.split("\n")[0], "count": n} for reason, n in breaks_by_reason],
+        "graphs": [{"compile_id": _metric(e, "compile_id"), "frame": _metric(e, "co_name"),
+                    "ops": _metric(e, "graph_op_count"), "compile_s": _metric(e, "entire_frame_compile_time_s")}
+                   for e in entries if _metric(e, "graph_op_count") is not None],
+        "recompile_limit_hit": any(_hit_recompile_limit(e) for e in entries),
         "recompile_count": len(recompiles),
         "recompiles": recompiles,
         "compile_failures": failures,

@@ -6,6 +6,7 @@ Every event has a "type":
   progress  {phase, done, total}                   steps or blocks done within a phase
   power     {samples: [[t_s, watts, phase, util_pct], ...]}
   note      {text}                                 something the user should know (a knob that does nothing here)
+  code      {sources: [str, ...]}                  the source Inductor generated, one per graph
   result    {result, env}                          the run finished; the last event of a good run
   error     {kind, message, traceback?, log_tail?} the run failed; the last event of a failed run
 """
@@ -16,13 +17,15 @@ import threading
 import time
 from typing import IO, Any
 
-PHASES = ("building", "eager", "compiling", "warmup", "measuring")
+PHASES = ("building", "eager", "compiling", "warmup", "schedule", "measuring", "profiling")
 PHASE_TITLES = {
     "building": "Building the model",
     "eager": "Eager baseline (warm-up)",
     "compiling": "Compiling (first call)",
     "warmup": "Warming up the compiled model",
+    "schedule": "Feeding the shape schedule",
     "measuring": "Measuring eager vs compiled",
+    "profiling": "Counting kernels per step",
 }
 
 # Why a run failed. The first three are raised inside the worker; the rest are decided by the parent.

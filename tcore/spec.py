@@ -15,10 +15,12 @@ COMPILE_SCOPES = ("off", "whole", "regional")
 # validating a spec does not import Inductor.
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "lite")
 BACKENDS = ("inductor", "aot_eager", "eager", "cudagraphs")
+SHAPE_ORDERS = ("ascending", "shuffled")
+SHAPE_REMEDIES = ("none", "mark_dynamic", "buckets")
 CACHE_MODES = ("cold", "warm")  # warm: the persistent local Inductor/Triton cache of earlier runs
 # The fixed choices of each field, for validation, the command line and the app's widgets.
 CHOICES = {"dtype": DTYPES, "device": DEVICES, "task": TASKS, "compile": COMPILE_SCOPES, "mode": MODES,
-           "backend": BACKENDS, "cache": CACHE_MODES}
+           "backend": BACKENDS, "cache": CACHE_MODES, "shape_order": SHAPE_ORDERS, "shape_remedy": SHAPE_REMEDIES}
 
 
 class SpecError(ValueError):
@@ -41,8 +43,16 @@ class Experiment:
     backend: str = "inductor"
     compile_optimizer: bool = False  # training only; the learning rate is a tensor so LR changes don't recompile
 
+    recompile_limit: int = 8  # torch._dynamo.config.recompile_limit: past it a frame runs eagerly
+
     channels_last: bool = False
     graph_break: bool = False  # switch on each model's deliberate graph break (a .item() branch)
+
+    # Dynamic shapes: feed `shape_count` distinct sizes of the varying dimension (0: one fixed shape).
+    shape_count: int = 0
+    shape_order: str = "ascending"
+    shape_remedy: str = "none"  # mark_dynamic before the first call, or pad to `buckets` sizes warmed up in advance
+    buckets: int = 3
 
     warmup_steps: int = 3
     timed_s: float = 4.0  # timed seconds per variant, split over `rounds` blocks
@@ -81,6 +91,16 @@ class Experiment:
         if not self.compiles and (self.mode != "default" or self.fullgraph or self.dynamic is not None
                                   or self.backend != "inductor"):
             raise SpecError("compile settings (mode, dynamic, fullgraph, backend) need compile=whole or regional")
+        if self.recompile_limit < 1:
+            raise SpecError("recompile_limit must be at least 1")
+        if self.shape_count == 1 or self.shape_count < 0:
+            raise SpecError("shape_count must be 0 (one fixed shape) or at least 2 distinct shapes")
+        if self.shape_count and not self.compiles:
+            raise SpecError("a shape schedule shows recompilations: it needs compile=whole or regional")
+        if self.shape_remedy != "none" and not self.shape_count:
+            raise SpecError(f"shape_remedy={self.shape_remedy} needs a shape schedule: set shape_count to 2 or more")
+        if self.shape_remedy == "buckets" and not 1 <= self.buckets < self.shape_count:
+            raise SpecError(f"buckets must be between 1 and shape_count - 1 ({self.shape_count - 1}), not {self.buckets}")
         if self.warmup_steps < 1:
             raise SpecError("warmup_steps must be at least 1: the first eager step sets the compile-time baseline")
         if self.rounds < 1:
@@ -106,6 +126,12 @@ class Experiment:
             f"{self.compile} {self.mode}" if self.compiles else "optimizer only")
         if self.compile_optimizer and self.compiles:
             scope += " +opt"
+        if self.dynamic is not None:
+            scope += f" dynamic={self.dynamic}"
+        if self.graph_break:
+            scope += " +break"
+        if self.shape_count:
+            scope += f", {self.shape_count} shapes" + ("" if self.shape_remedy == "none" else f" {self.shape_remedy}")
         short = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[self.dtype]
         return f"{self.model}/{self.preset} bs{self.batch_size} {short} {self.task}, {scope}"
 

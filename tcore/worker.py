@@ -46,8 +46,14 @@ def main() -> int:
         outcome = runner.run(exp, emit)
     except BaseException as exc:  # every failure becomes an error event with its kind and traceback
         traceback.print_exc()  # also into the log
-        message = str(exc).strip() or type(exc).__name__
-        emit(error(classify(exc), message, exception=type(exc).__name__,
+        kind = classify(exc)
+        if kind == "compile_error":
+            from tcore.diagnostics import explain_compile_error
+
+            message = explain_compile_error(exc.__cause__ or exc)  # Dynamo's full text stays in the traceback
+        else:
+            message = str(exc).strip() or type(exc).__name__
+        emit(error(kind, message, exception=type(exc.__cause__ or exc).__name__,
                    traceback=traceback.format_exc(limit=-12)))
         return 1
     emit({"type": "result", **outcome})
