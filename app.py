@@ -1,0 +1,15 @@
+"""Compile Lab: see what torch.compile does to a model. `streamlit run app.py`
+
+The pages live in app_pages/, not pages/: while a folder named pages/ exists, Streamlit runs a fresh
+server's first session in its legacy multipage mode, so a deep link (/compare) would open without
+this router, its wide layout or its page titles.
+"""
+import streamlit as st
+
+st.set_page_config(page_title="Compile Lab", page_icon=":material/bolt:", layout="wide")
+st.navigation([
+    st.Page("app_pages/run.py", title="Run", icon=":material/play_arrow:", default=True),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("app_pages/sweep.py", title="Sweep", icon=":material/grid_on:"),
+    st.Page("app_pages/system.py", title="System", icon=":material/memory:"),
+]).run()

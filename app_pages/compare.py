@@ -1,0 +1,70 @@
+"""Compare stored runs: a filterable table, side-by-side charts, a compile-time vs speedup scatter, CSV, delete."""
+import streamlit as st
+
+from tcore import runs
+from tcore.store import RunStore
+from ui import charts, results, summary
+
+store = RunStore()
+st.title("Compare runs")
+frame = store.dataframe()
+if frame.empty:
+    st.info("No runs stored yet: start one on the Run page, or a few at once on the Sweep page.")
+    st.stop()
+
+cols = st.columns(3)
+filters = {c: cols[i].multiselect(c.capitalize(), sorted(frame[c].dropna().unique()), key=f"compare_{c}",
+                                  placeholder=f"every {c}") for i, c in enumerate(("model", "device", "status"))}
+view = frame
+for column, chosen in filters.items():
+    if chosen:  # nothing chosen means no filter
+        view = view[view[column].isin(chosen)]
+formats = {title: st.column_config.NumberColumn(format=f) for title, f in summary.RUN_COLUMN_FORMATS.items()}
+st.dataframe(summary.run_table(view), hide_index=True, width="stretch", key="compare_table",
+             column_config={"Started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"), **formats})
+
+finished = view[view.status == "finished"]
+names = dict(zip(finished.id, charts.run_names(finished)))
+if "compare_runs" not in st.session_state:
+    st.session_state.compare_runs = list(finished.id[:4])  # the newest four
+# Runs hidden by a filter or deleted since leave the selection rather than break the widget.
+st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i in names]
+chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get)
+picked = finished[finished.id.isin(chosen)]
+if picked.empty:
+    st.info("Choose finished runs above to compare them.")
+else:
+    reasons = store.get(picked.id.iloc[0]).result.get("unavailable", {})
+    left, right = st.columns(2)
+    left.plotly_chart(charts.compare_bars(picked, "compile_s", "Compile time", "s",
+                                          reason="nothing was compiled in these runs"),
+                      width="stretch", key="compare_compile")
+    right.plotly_chart(charts.compare_variants(picked, "samples_per_s", better="higher"),
+                       width="stretch", key="compare_throughput")
+    left.plotly_chart(charts.compare_variants(picked, "energy_j_per_step", better="lower",
+                                              reason=reasons.get("eager_energy_j_per_step")),
+                      width="stretch", key="compare_energy")
+    right.plotly_chart(charts.tradeoff_scatter(picked), width="stretch", key="compare_scatter")
+    right.caption("Each point is a run: further up is faster than eager, further left compiled sooner, so up "
+                  "and to the left is best. Below the dashed line compiling made it slower. Break-even steps "
+                  "(in the hover) = compile time / (eager step time - compiled step time): how many steps it "
+                  "takes to earn the compile time back.")
+
+down = st.columns(2)
+down[0].download_button("Download the chosen runs (CSV)", picked.to_csv(index=False), "compile-lab-runs.csv",
+                        "text/csv", key="compare_csv_chosen", disabled=picked.empty)
+down[1].download_button("Download every run (CSV)", frame.to_csv(index=False), "compile-lab-all-runs.csv",
+                        "text/csv", key="compare_csv_all")
+
+labels = dict(zip(view.id, view.label + " · " + view.id.str[-6:] + " (" + view.status + ")"))
+detail = st.selectbox("One run in detail", list(labels), format_func=labels.get, key="compare_detail")
+if detail:
+    with st.container(border=True):
+        results.show_run(store.get(detail), store, key="compare_detail_run")
+    running = runs.live(detail) is not None and not runs.live(detail).done
+    with st.popover("Delete this run", icon=":material/delete:", disabled=running,
+                    help="A run still in progress cannot be deleted; cancel it on the Run page first."):
+        st.write(f"Delete {labels[detail]} and its power trace from the store? This cannot be undone.")
+        if st.button("Delete", key="compare_delete", type="primary"):
+            store.delete(detail)
+            st.rerun()

@@ -1,0 +1,66 @@
+"""Sweep: cross a few compile settings over one model and run them one at a time into a results matrix."""
+import streamlit as st
+
+from tcore import runs
+from tcore import sweep as sweeps
+from tcore.spec import CHOICES
+from tcore.store import RunStore
+from ui import knobs, live
+
+if "sweep_id" not in st.session_state:
+    st.session_state.sweep_id = None
+store = RunStore()
+
+st.title("Sweep compile settings")
+st.caption("One model, every combination of the settings you pick, run one after another (two runs at once "
+           "would disturb each other's timings).")
+knob_col, out_col = st.columns([2, 3], gap="large")
+with knob_col:
+    with st.container(border=True):
+        st.markdown("#### Model")
+        model = knobs.model_knobs("sweep_")
+    with st.container(border=True):
+        st.markdown("#### Settings to cross")
+        axes = {
+            "compile": st.multiselect("Compile scope", CHOICES["compile"], default=["whole", "regional"],
+                                      key="sweep_compile"),
+            "mode": st.multiselect("Modes", CHOICES["mode"], default=["default"], key="sweep_mode"),
+            "dynamic": st.multiselect("Dynamic shapes", [None, True, False], default=[None], key="sweep_dynamic",
+                                      format_func=knobs.DYNAMIC_NAMES.get),
+            "compile_optimizer": st.multiselect("Optimizer step", [False, True], default=[False], key="sweep_opt",
+                                                format_func={False: "eager", True: "compiled (training)"}.get),
+        }
+        st.caption("Every combination of these runs once; combinations that cannot run are skipped with the reason.")
+        backend = st.selectbox("Backend (every compiled run)", CHOICES["backend"], key="sweep_backend")
+        st.caption(knobs.explain("backend", backend))
+    measure = knobs.measure_knobs("sweep_")
+    base, _, error = knobs.build({**model, **measure, "backend": backend})
+
+with out_col:
+    experiments, skipped = sweeps.cross(base, axes) if base else ([], [])
+    if error:
+        st.error(f"**These settings cannot run:** {error}")
+    else:
+        st.markdown(f"**{len(experiments)} run{'s' if len(experiments) != 1 else ''}** to do"
+                    + (f", {len(skipped)} combination{'s' if len(skipped) != 1 else ''} skipped." if skipped else "."))
+    if skipped:
+        with st.expander("Skipped combinations and why"):
+            st.markdown("\n".join(f"- {s}" for s in skipped))
+    busy = bool(runs.active() or sweeps.active())
+    clicked = st.button("Start sweep", key="sweep_start", type="primary", icon=":material/play_arrow:",
+                        width="stretch", disabled=not experiments or busy,
+                        help="One run or sweep at a time." if busy else None)
+    if clicked and experiments and not busy:  # checked here too: disabled is only a hint to the browser
+        timeout_s = 60 * st.session_state["sweep_timeout_min"]
+        st.session_state.sweep_id = sweeps.start(experiments, store, timeout_s=timeout_s).id
+        st.rerun()  # redraw with the Start button greyed out while the sweep goes on
+
+    # The session's own sweep, else the latest one (a refreshed browser has lost its session).
+    sweep = sweeps.get(st.session_state.sweep_id) if st.session_state.sweep_id else sweeps.latest()
+    if sweep is None:
+        st.markdown("Pick the settings to cross, then press **Start sweep**. A matrix of speedups and compile "
+                    "times fills in as the runs finish, and the best setting is named at the end.")
+    elif sweep.done:
+        live.draw_sweep(sweep, store)
+    else:
+        live.sweep_panel(sweep.id, store)

@@ -1,0 +1,71 @@
+"""System: the GPU or CPU this app runs on, the versions that matter, and what is not available here."""
+import time
+
+import streamlit as st
+
+from tcore import machine, runs
+from tcore import sweep as sweeps
+from ui import charts
+
+facts = machine.facts()
+st.title("System")
+
+if facts["gpus"]:
+    for gpu in facts["gpus"]:
+        st.subheader(f"GPU {gpu['index']}: {gpu['name']}")
+        cols = st.columns(4)
+        cols[0].metric("Driver", gpu["driver"])
+        cols[1].metric("Memory", f"{gpu['memory_total_gib']:.0f} GiB")
+        cols[2].metric("Power limit", f"{gpu['power_limit_w']:.0f} W")
+        cols[3].metric("CUDA (torch build)", facts["cuda"] or "n/a")
+else:
+    st.subheader(f"CPU: {facts['cpu']}")
+    st.metric("Cores", f"{facts['cpu_count']} cores")
+st.caption(f"{facts['platform']}")
+
+cols = st.columns(4)
+cols[0].metric("torch", facts["torch"])
+cols[1].metric("triton", facts["triton"] or "not installed")
+cols[2].metric("python", facts["python"])
+cols[3].metric("streamlit", facts["streamlit"] or "n/a")
+
+if facts["missing"]:
+    st.markdown("#### Not available here")
+    st.warning("\n".join(f"- {line}" for line in facts["missing"]))
+busy = len(runs.active()) + len(sweeps.active())
+st.caption(f"Runs or sweeps in progress: {busy}." if busy else "Nothing is running.")
+
+if "system_samples" not in st.session_state:
+    st.session_state.system_samples = []  # [t_s, watts, "idle", util_pct], the last two minutes
+
+
+@st.fragment(run_every=1.0)
+def live_power() -> None:
+    """Power and utilisation now, read from NVML (GPU) or RAPL (CPU) once a second."""
+    st.markdown("#### Live power")
+    if facts["gpus"]:
+        reading = machine.gpus()[0][0]
+        watts, util = reading["power_w"], reading["utilization_pct"]
+    else:
+        meter = machine.meter("cpu")
+        if not meter.available:
+            st.info(f"No power reading on this CPU: {meter.reason}.")
+            return
+        watts, util = meter.power_w(), None
+    if watts is None:
+        st.caption("Waiting for a second energy reading to compute power...")
+        return
+    samples = st.session_state.system_samples
+    samples.append([time.time(), watts, "idle", util])
+    del samples[:-120]
+    cols = st.columns(2)
+    cols[0].metric("Power now", f"{watts:.0f} W")
+    cols[1].metric("Utilisation now", f"{util:.0f} %" if util is not None else "n/a")
+    t0 = samples[0][0]
+    st.plotly_chart(charts.power_trace_chart([[t - t0, w, p, u] for t, w, p, u in samples],
+                                             title="Power over the last two minutes",
+                                             x_title="Time (s)"),
+                    width="stretch", key="system_live_power")
+
+
+live_power()

@@ -1,0 +1,253 @@
+"""The app, headless (Streamlit's AppTest): pages load, a tiny CPU run from the Run page, invalid settings,
+Compare with stored runs, and a two-run sweep through tcore.sweep and its page.
+
+Real runs use captioner/tiny with backend=aot_eager: it traces forward and backward like Inductor
+does but skips code generation, so a whole run takes seconds on the CPU.
+"""
+import re
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tcore import runs
+from tcore import sweep as sweeps
+from tcore.spec import CHOICES, Experiment
+from tcore.store import RunStore
+from ui import knobs
+
+PAGES = ["app_pages/run.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/system.py"]
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    """The store every page opens (RunStore() reads $COMPILE_LAB_DB), empty for each test."""
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    yield RunStore()
+    for run in runs.active():  # never leave a worker behind for the next test
+        run.cancel()
+        run.wait()
+
+
+def app() -> AppTest:
+    # The first run imports torch and the sample models: allow far more than AppTest's 3 s default.
+    return AppTest.from_file("../app.py", default_timeout=60).run()
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def wait_for(at: AppTest, done, limit_s: float = 120) -> AppTest:
+    """Rerun the script, as the page's fragment would, until done(at) or the time limit."""
+    deadline = time.time() + limit_s
+    while not done(at):
+        assert time.time() < deadline, f"gave up after {limit_s} s; page says: {texts(at.markdown)[:500]}"
+        assert not at.exception, at.exception
+        time.sleep(1)
+        at.run()
+    return at
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_loads(db, page):
+    at = app()
+    if page != "app_pages/run.py":
+        at.switch_page(page).run()
+    assert not at.exception
+    assert at.title[0].value  # each page opens with its title
+
+
+def test_run_page_says_cpu_and_tiny_without_a_gpu(db):
+    at = app()
+    if runs.preflight(Experiment(model="captioner"))[0] == "cpu":
+        assert "runs use the **CPU** with the **tiny** presets" in texts(at.info)
+        assert at.selectbox(key="run_preset").value == "tiny"
+        assert at.number_input(key="run_batch_size").value == 8  # the registry's CPU batch for the captioner
+
+
+def set_tiny_fast(at: AppTest) -> AppTest:
+    at.selectbox(key="run_model").set_value("captioner")
+    at.selectbox(key="run_backend").set_value("aot_eager")
+    at.number_input(key="run_batch_size").set_value(2)
+    at.radio(key="run_timed_by").set_value("steps").run()
+    at.number_input(key="run_timed_steps").set_value(4)
+    at.number_input(key="run_rounds").set_value(2)
+    return at.run()
+
+
+def test_tiny_cpu_run_from_the_run_page(db):
+    at = set_tiny_fast(app())
+    assert "captioner/tiny bs2 fp32 inference, whole default" in texts(at.caption)
+    at.button(key="run_start").click().run()
+    assert not at.exception
+    assert any(re.match(r"(Queued|Running): captioner/tiny bs2", s.value) for s in at.subheader)
+    assert at.button(key="run_start").disabled  # one run at a time
+
+    # A refreshed browser has a new session: it finds the run through tcore.runs.active().
+    refreshed = app()
+    assert any(re.match(r"(Queued|Running): captioner/tiny bs2", s.value) for s in refreshed.subheader)
+
+    wait_for(at, lambda at: any(m.label == "Speedup" for m in at.metric))
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Speedup"].endswith(" x")
+    assert metrics["Compile time"].endswith(" s")
+    assert float(metrics["Eager throughput (samples/s)"]) > 0
+    assert "Compiled output matches eager" in texts(at.success)
+    assert "Dynamo captured 1 graph with no graph breaks." in texts(at.markdown)
+    assert len(at.get("plotly_chart")) >= 5  # throughput, latency, memory, energy, compile phases
+    (record,) = db.list()
+    assert record.status == "finished" and record.spec["backend"] == "aot_eager"
+
+
+def test_cancel_from_the_run_page_shows_why_the_run_ended(db):
+    at = set_tiny_fast(app())
+    at.button(key="run_start").click().run()
+    (run,) = runs.active()
+    at.button(key=f"run_cancel_{run.run_id}").click().run()
+    wait_for(at, lambda at: "**Cancelled**" in texts(at.error), limit_s=60)
+    assert not at.exception
+    assert db.get(run.run_id).error_kind == "cancelled"
+    assert not at.button(key="run_start").disabled  # free to run again
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"run_mode": "max-autotune"}, "mode 'max-autotune' applies only to the inductor backend"),
+    ({"run_rounds": 9}, "timed_steps (4) must be at least rounds (9)"),
+])
+def test_invalid_settings_show_the_spec_error_and_start_nothing(db, change, message):
+    at = set_tiny_fast(app())
+    for key, value in change.items():
+        (at.selectbox(key=key) if key == "run_mode" else at.number_input(key=key)).set_value(value)
+    at.run()
+    assert message in texts(at.error)
+    assert at.button(key="run_start").disabled
+    assert not runs.active() and not db.list()
+
+
+def test_cuda_on_a_cpu_machine_is_refused_before_running(db):
+    if runs.preflight(Experiment(model="captioner"))[0] == "cuda":
+        pytest.skip("this machine has a GPU")
+    at = app()
+    at.radio(key="run_device").set_value("cuda").run()
+    assert "device=cuda but this machine has no usable CUDA GPU" in texts(at.error)
+    assert at.button(key="run_start").disabled
+
+
+def test_every_choice_of_every_knob_is_explained():
+    for field, choices in CHOICES.items():
+        if field in knobs.EXPLAIN and isinstance(knobs.EXPLAIN[field], dict):
+            missing = set(choices) - set(knobs.EXPLAIN[field])
+            assert not missing, f"ui/knobs.py EXPLAIN[{field!r}] has no sentence for {sorted(missing)}"
+
+
+def stored_run(store: RunStore, exp: Experiment, **result) -> str:
+    """A finished run with hand-made figures, as the worker would have recorded it."""
+    run_id = store.create(exp)
+    batch = exp.batch_size
+    figures = {"device": "cpu", "eager_steps_per_s": 10.0, "eager_samples_per_s": 10.0 * batch,
+               "compiled_steps_per_s": 12.0, "compiled_samples_per_s": 12.0 * batch, "eager_energy_j_per_step": None,
+               "compiled_energy_j_per_step": None, "unavailable": {"eager_energy_j_per_step": "no RAPL here"},
+               **result}
+    store.finish(run_id, result=figures, env={"torch": "2.13.0+cpu", "device": "cpu"})
+    return run_id
+
+
+def test_compare_shows_stored_runs_side_by_side_and_deletes(db):
+    tiny = Experiment(model="captioner", device="cpu", backend="aot_eager")
+    whole = stored_run(db, tiny, speedup=1.2, compile_s=3.0, breakeven_steps=450.0)
+    regional = stored_run(db, tiny.replace(compile="regional"), speedup=1.1, compile_s=1.0, breakeven_steps=300.0)
+    failed = db.create(tiny.replace(model="resnet50"))
+    db.finish(failed, error={"kind": "compile_error", "message": "InductorError: boom", "log_tail": ["g++ failed"]})
+
+    at = app().switch_page("app_pages/compare.py").run()
+    assert not at.exception
+    assert set(at.multiselect(key="compare_runs").value) == {whole, regional}  # finished runs only
+    assert len(at.get("plotly_chart")) == 4  # compile time, throughput, energy, compile time vs speedup
+    assert "up and to the left is best" in texts(at.caption)
+    assert {b.label for b in at.get("download_button")} == {"Download the chosen runs (CSV)",
+                                                            "Download every run (CSV)"}
+
+    at.multiselect(key="compare_status").set_value(["failed"]).run()
+    assert at.selectbox(key="compare_detail").value == failed
+    assert "**Compile error**: InductorError: boom" in texts(at.error)  # a failed run shows its kind and cause
+
+    at.button(key="compare_delete").click().run()
+    assert not at.exception
+    assert {r.id for r in db.list()} == {whole, regional}
+
+
+def test_sweep_crosses_settings_and_skips_invalid_ones():
+    base = Experiment(model="captioner", device="cpu", backend="aot_eager")
+    experiments, skipped = sweeps.cross(base, {"compile": ["off", "whole"], "mode": ["default", "max-autotune"]})
+    assert [(e.compile, e.mode) for e in experiments] == [("off", "default"), ("whole", "default")]
+    assert experiments[0].backend == "inductor"  # the eager baseline ignores the base's backend
+    assert len(skipped) == 2 and all("max-autotune" in s for s in skipped)
+    assert "compile settings (mode, dynamic, fullgraph, backend) need compile=whole or regional" in skipped[0]
+
+
+def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
+    base = Experiment(model="captioner", device="cpu", backend="aot_eager", batch_size=2, timed_steps=4, rounds=2,
+                      warmup_steps=2)
+    experiments, _ = sweeps.cross(base, {"compile": ["whole", "regional"]})
+    sweep = sweeps.start(experiments, db)
+    at = app().switch_page("app_pages/sweep.py").run()  # a fresh session finds the running sweep
+    assert not at.exception
+    assert any(s.value.startswith("Sweep running") for s in at.subheader)
+    deadline = time.time() + 120
+    while not sweep.done:
+        assert len(runs.active()) <= 1  # never two runs at once
+        assert time.time() < deadline, "the sweep did not finish within 120 s"
+        time.sleep(0.5)
+    assert sweep.progress() == (2, 2) and sweep.error is None
+    assert [db.get(i).status for i in sweep.run_ids] == ["finished", "finished"]
+
+    at.run()
+    assert not at.exception
+    assert any(s.value == "Sweep finished: 2 of 2 runs done" for s in at.subheader)
+    assert texts(at.success).startswith("Fastest: **")
+    assert len(at.get("plotly_chart")) == 1  # the heatmap
+    assert at.button(key="sweep_start").disabled is False
+
+
+def test_cancelled_sweep_starts_no_further_runs(db):
+    base = Experiment(model="captioner", device="cpu", backend="aot_eager", batch_size=2, timed_steps=4, rounds=2)
+    sweep = sweeps.start(sweeps.cross(base, {"compile": ["whole", "regional"]})[0], db)
+    while sweep.run_ids[0] is None:
+        time.sleep(0.05)
+    sweep.cancel()
+    deadline = time.time() + 60
+    while not sweep.done:
+        assert time.time() < deadline, "the cancelled sweep did not stop within 60 s"
+        time.sleep(0.2)
+    assert sweep.cancelled and sweep.run_ids[1] is None
+    assert db.get(sweep.run_ids[0]).error_kind == "cancelled"
+
+
+# What tcore.machine.facts() returned on an H200 (recorded), for the pages' GPU branches on a CPU machine.
+H200 = {"name": "NVIDIA H200", "index": 0, "driver": "580.159.04", "memory_total_gib": 140.4, "memory_used_gib": 0.6,
+        "power_limit_w": 700.0, "power_w": 79.9, "utilization_pct": 0.0}
+
+
+def test_gpu_machine_pages(db, monkeypatch):
+    from tcore import machine
+
+    facts = {**machine.facts(), "device": "cuda", "cuda_available": True, "cuda": "13.0", "triton": "3.6.0",
+             "gpus": [H200], "nvml_reason": None, "power_source": "nvml", "power_reason": None, "missing": []}
+    monkeypatch.setattr(machine, "facts", lambda: facts)
+    monkeypatch.setattr(machine, "gpus", lambda: ([H200], None))
+    monkeypatch.setattr(machine, "cuda_available", lambda: True)
+
+    at = app()
+    assert not any("runs use the **CPU**" in str(i.value) for i in at.info)  # no CPU banner with a GPU
+    assert at.selectbox(key="run_preset").value == "small"  # the registry's GPU defaults
+    assert at.number_input(key="run_batch_size").value == 32
+
+    at.switch_page("app_pages/system.py").run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert at.subheader[0].value == "GPU 0: NVIDIA H200"
+    assert metrics["Power limit"] == "700 W" and metrics["Memory"] == "140 GiB" and metrics["Driver"] == "580.159.04"
+    assert metrics["Power now"] == "80 W" and metrics["Utilisation now"] == "0 %"
+    assert len(at.get("plotly_chart")) == 1  # the live power chart

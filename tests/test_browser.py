@@ -1,0 +1,118 @@
+"""The app as a person sees it: `streamlit run app.py`, driven in headless Chromium by Playwright.
+
+Runs the tiny captioner on the CPU with backend=aot_eager (seconds), waits for the result charts
+and saves screenshots to artifacts/ (git-ignored) for a person to look at.
+"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+# Tall enough that the whole Run page fits: Streamlit scrolls inside the page, so a full-page
+# screenshot would show only the first screen.
+VIEWPORT = {"width": 1600, "height": 2600}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian package 'chromium'): the browser test needs it")
+    port = free_port()
+    env = dict(os.environ, COMPILE_LAB_DB=str(tmp_path / "runs.sqlite"))
+    log = open(tmp_path / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                break
+        except OSError:
+            pass  # not listening yet
+        assert proc.poll() is None, (tmp_path / "streamlit.log").read_text()
+        assert time.time() < deadline, "streamlit did not answer /_stcore/health within 60 s"
+        time.sleep(0.5)
+    yield url
+    # The server's group; a run worker has its own group and, tiny as the runs here are, ends within seconds.
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+
+
+def test_tiny_cpu_run_in_a_real_browser(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(server)
+        page.get_by_text("Run an experiment").wait_for(timeout=60_000)
+
+        device = page.locator('[data-testid="stRadio"]').filter(has_text="Device")
+        device.get_by_text("cpu", exact=True).click()
+        page.get_by_role("combobox", name="Backend").click()
+        page.get_by_role("option", name="aot_eager", exact=True).click()
+        page.get_by_text("captioner/tiny bs8 fp32 inference, whole default").wait_for()
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+
+        page.get_by_role("button", name="Run", exact=True).click()
+        page.get_by_text("Running: captioner/tiny").wait_for(timeout=30_000)
+        # Screenshot while timing, so the phase steps show progress.
+        progress = page.locator('[data-testid="stProgress"]')
+        progress.filter(has_text=re.compile(r"Measuring eager vs compiled.*in this phase")).wait_for(timeout=60_000)
+        page.screenshot(path=ARTIFACTS / "run-page-running.png")
+
+        page.get_by_text("Compiled output matches eager").wait_for(timeout=120_000)
+        page.locator(".js-plotly-plot").nth(4).wait_for(timeout=30_000)
+        time.sleep(1.5)  # let plotly finish laying out before the screenshot
+        page.screenshot(path=ARTIFACTS / "run-page.png")
+
+        assert page.locator(".js-plotly-plot").count() >= 5  # throughput, latency, memory, energy, phases
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.get_by_text("Speedup", exact=True).count() == 1
+        for title in ("Throughput (samples/s)", "Step latency (ms)", "Peak memory (GiB)"):
+            assert page.locator(".js-plotly-plot").filter(has_text=title).count() == 1, title
+        browser.close()
+
+
+def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
+    """The first session of a fresh server, landing on /system, still gets app.py's navigation and layout."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{server}/system")
+        page.get_by_role("heading", name="System").wait_for(timeout=60_000)
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        names = [t.split()[-1] for t in nav.get_by_role("link").all_inner_texts()]  # "play_arrow\n\nRun": icon, title
+        assert names == ["Run", "Compare", "Sweep", "System"]
+        assert page.locator('[data-testid="stException"]').count() == 0
+        browser.close()

@@ -1,0 +1,1 @@
+"""Streamlit UI pieces shared by the pages; ui.charts and ui.tables stay free of Streamlit."""

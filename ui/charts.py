@@ -1,0 +1,318 @@
+"""Plotly figures for Compile Lab: pure functions from result dicts, run tables and power traces to go.Figure.
+
+No Streamlit here, so every figure can be unit-tested. A figure that could not be measured is drawn
+as an empty chart that says "n/a" and why (the result's `unavailable` reason), never as a guess.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from tcore.events import PHASE_TITLES, PHASES
+from tcore.report import COMPILE_PHASES, VARIANT_METRICS
+
+EAGER_COLOR = "#8896ab"  # muted grey-blue: the baseline
+COMPILED_COLOR = "#ee4c2c"  # PyTorch orange: what compile produced
+VARIANTS = (("eager", "Eager", EAGER_COLOR), ("compiled", "Compiled", COMPILED_COLOR))
+PHASE_COLORS = {"idle": "#b0b0b0", "building": "#9467bd", "eager": EAGER_COLOR, "compiling": "#f2a900",
+                "warmup": "#17becf", "measuring": COMPILED_COLOR}
+COMPILE_PHASE_COLORS = ("#4c78a8", "#72b7b2", "#f58518", "#e45756")
+OTHER_PHASE_COLOR = "#cfcfcf"
+HEIGHT = 330
+
+
+def metric_info(suffix: str) -> tuple[str, str, str]:
+    """(title, unit, format) of a per-variant figure, from tcore.report."""
+    for s, title, unit, pattern in VARIANT_METRICS:
+        if s == suffix:
+            return title, unit, pattern
+    raise KeyError(suffix)
+
+
+def _style(fig: go.Figure, title: str, subtitle: str = "", *, height: int = HEIGHT) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=15),
+                                 subtitle=dict(text=subtitle, font=dict(size=12, color="#777"))),
+                      height=height, margin=dict(l=10, r=10, t=70 if subtitle else 50, b=10), bargap=0.35,
+                      showlegend=False, legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+    # Upright, readable labels rather than plotly's sideways or shrunken text in narrow bars.
+    fig.update_traces(textangle=0, insidetextanchor="middle", textfont_size=13, selector=dict(type="bar"))
+    fig.update_layout(uniformtext=dict(minsize=11, mode="show"))
+    return fig
+
+
+def not_available(title: str, reason: str | None) -> go.Figure:
+    """An empty chart that says what is missing and why, so a gap is never mistaken for zero."""
+    fig = go.Figure()
+    fig.add_annotation(text=f"n/a<br><sup>{_wrap(reason or 'not measured in this run')}</sup>",
+                       x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font=dict(size=18, color="#888"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _style(fig, title)
+
+
+def _wrap(text: str, width: int = 60) -> str:
+    words, lines, line = text.split(), [], ""
+    for w in words:
+        if line and len(line) + len(w) > width:
+            lines.append(line)
+            line = ""
+        line = f"{line} {w}".strip()
+    return "<br>".join(lines + [line])
+
+
+def _label(value: str, unit: str) -> str:
+    """A bar's label: the number over its unit, narrow enough for a bar in half a page."""
+    return f"{value}<br>{unit}"
+
+
+def _variants(result: dict) -> list[tuple[str, str, str]]:
+    """The variants this run measured: eager always, compiled only when something was compiled."""
+    return [v for v in VARIANTS if v[0] == "eager" or "compiled_steps_per_s" in result]
+
+
+def _reason(result: dict, keys: list[str]) -> str | None:
+    unavailable = result.get("unavailable", {})
+    return next((unavailable[k] for k in keys if unavailable.get(k)), None)
+
+
+def variant_bar(result: dict, suffix: str, *, better: str = "lower") -> go.Figure:
+    """Eager vs compiled bars of one per-variant figure (e.g. 'peak_mem_gib'), labelled with units."""
+    title, unit, pattern = metric_info(suffix)
+    variants = _variants(result)
+    values = [result.get(f"{v}_{suffix}") for v, _, _ in variants]
+    chart_title = f"{title} ({unit})"
+    if all(v is None for v in values):
+        return not_available(chart_title, _reason(result, [f"{v}_{suffix}" for v, _, _ in variants]))
+    fig = go.Figure(go.Bar(
+        x=[name for _, name, _ in variants], y=values, marker_color=[c for _, _, c in variants],
+        text=[_label(pattern.format(v), unit) if v is not None else "n/a" for v in values], textposition="auto"))
+    fig.update_yaxes(title_text=f"{title} ({unit})", rangemode="tozero")
+    return _style(fig, chart_title, f"{better} is better")
+
+
+def throughput_chart(result: dict) -> go.Figure:
+    """Samples/s per variant; whiskers span the slowest to the fastest timed round."""
+    variants = _variants(result)
+    xs, ys, lo, hi, text = [], [], [], [], []
+    for v, name, _ in variants:
+        steps, samples = result.get(f"{v}_steps_per_s"), result.get(f"{v}_samples_per_s")
+        if steps is None or samples is None:
+            return not_available("Throughput (samples/s)", _reason(result, [f"{v}_samples_per_s"]))
+        per_step = samples / steps  # the batch size: samples/s min-max are the steps/s ones scaled by it
+        xs.append(name)
+        ys.append(samples)
+        lo.append(samples - result.get(f"{v}_steps_per_s_min", steps) * per_step)
+        hi.append(result.get(f"{v}_steps_per_s_max", steps) * per_step - samples)
+        text.append(_label(f"{samples:.1f}", "samples/s"))
+    fig = go.Figure(go.Bar(
+        x=xs, y=ys, marker_color=[c for _, _, c in variants], text=text, textposition="inside",
+        error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#333", thickness=1.5)))
+    fig.update_yaxes(title_text="Throughput (samples/s)", rangemode="tozero")
+    _style(fig, "Throughput (samples/s)", "higher is better · whiskers: slowest to fastest timed round")
+    return fig.update_traces(insidetextanchor="start")  # at the foot of the bar, clear of the whiskers
+
+
+def latency_chart(result: dict) -> go.Figure:
+    """Step latency p50 and p95, eager vs compiled, in ms."""
+    variants = _variants(result)
+    if all(result.get(f"{v}_latency_ms_p50") is None for v, _, _ in variants):
+        return not_available("Step latency (ms)", _reason(result, ["eager_latency_ms_p50"]))
+    fig = go.Figure()
+    for v, name, color in variants:
+        values = [result.get(f"{v}_latency_ms_p50"), result.get(f"{v}_latency_ms_p95")]
+        fig.add_bar(name=name, x=["median (p50)", "slow steps (p95)"], y=values, marker_color=color,
+                    text=[_label(f"{x:.2f}", "ms") if x is not None else "n/a" for x in values], textposition="auto")
+    fig.update_yaxes(title_text="Step latency (ms)", rangemode="tozero")
+    _style(fig, "Step latency (ms)", "lower is better · p95: 1 step in 20 is slower than this")
+    fig.update_layout(barmode="group", showlegend=True, legend=dict(yanchor="top", y=-0.12, xanchor="left", x=0))
+    return fig
+
+
+def energy_chart(result: dict) -> go.Figure:
+    """Mean power (W) beside energy per step (J): compiled code may draw more power yet spend less energy."""
+    variants = _variants(result)
+    keys = [f"{v}_{s}" for v, _, _ in variants for s in ("power_w", "energy_j_per_step")]
+    if all(result.get(k) is None for k in keys):
+        return not_available("Power (W) and energy per step (J)", _reason(result, keys))
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.18)
+    for col, suffix in ((1, "power_w"), (2, "energy_j_per_step")):
+        _, unit, pattern = metric_info(suffix)
+        values = [result.get(f"{v}_{suffix}") for v, _, _ in variants]
+        fig.add_bar(x=[n for _, n, _ in variants], y=values, marker_color=[c for _, _, c in variants],
+                    text=[_label(pattern.format(x), unit) if x is not None else "n/a" for x in values],
+                    textposition="auto", row=1, col=col)
+        fig.update_yaxes(title_text=f"{metric_info(suffix)[0]} ({unit})", rangemode="tozero", row=1, col=col)
+    return _style(fig, "Power (W) and energy per step (J)",
+                  "energy: lower is better · compiled code may draw more power yet spend less energy per step")
+
+
+def compile_phases_chart(result: dict) -> go.Figure:
+    """Compile time as one stacked bar: each compiler phase, then what no phase timer covered."""
+    total = result.get("compile_s")
+    if total is None:
+        return not_available("Compile time by phase (s)", _reason(result, ["compile_s"]))
+    phases = result.get("compile_phases_s") or {}
+    fig = go.Figure()
+    for (key, title), color in zip(COMPILE_PHASES.items(), COMPILE_PHASE_COLORS):
+        seconds = phases.get(key)
+        if seconds:
+            fig.add_bar(name=title, y=["compile"], x=[seconds], orientation="h", marker_color=color,
+                        text=f"{seconds:.2f} s", textposition="inside", insidetextanchor="middle",
+                        hovertemplate=f"{title}: %{{x:.2f}} s<extra></extra>")
+    # The phase timers cover Dynamo and the compiler; the rest of the first call (running the step,
+    # guards, Python) is compile_s minus their sum. Shown only when positive: timers can overlap.
+    rest = total - sum(v for v in phases.values() if v)
+    if rest > 0.005:
+        fig.add_bar(name="Not in a phase timer (first step, guards, Python)", y=["compile"], x=[rest],
+                    orientation="h", marker_color=OTHER_PHASE_COLOR, text=f"{rest:.2f} s", textposition="inside",
+                    hovertemplate="Not in a phase timer: %{x:.2f} s<extra></extra>")
+    fig.update_xaxes(title_text="Compile time (s)", rangemode="tozero")
+    fig.update_yaxes(visible=False)
+    _style(fig, f"Compile time by phase: {total:.1f} s in all",
+           "the first compiled call, minus one eager step; phases summed over every compiled graph", height=280)
+    fig.update_layout(barmode="stack", showlegend=True,
+                      legend=dict(traceorder="normal", yanchor="top", y=-0.45, xanchor="left", x=0))
+    return fig
+
+
+def power_trace_chart(trace: list[list], *, title: str = "Power during the run, coloured by phase",
+                      x_title: str = "Time since the worker started (s)") -> go.Figure:
+    """Watts over time, one coloured line per phase; utilisation (%) on a second axis when known.
+
+    `trace` is [[t_s, watts, phase, util_pct], ...] as the worker samples it.
+    """
+    if not trace:
+        return not_available(title, "no power samples were recorded")
+    frame = pd.DataFrame(trace, columns=["t_s", "watts", "phase", "util_pct"])
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    order = ["idle", *PHASES] + sorted(set(frame.phase) - {"idle", *PHASES})
+    for phase in order:
+        rows = frame.index[frame.phase == phase]
+        if rows.empty:
+            continue
+        # Take in the next phase's first sample, so the line runs on without a gap.
+        part = frame.loc[rows.min(): min(rows.max() + 1, len(frame) - 1)]
+        fig.add_scatter(x=part.t_s, y=part.watts, mode="lines", name=PHASE_TITLES.get(phase, phase),
+                        line=dict(color=PHASE_COLORS.get(phase, "#555"), width=2),
+                        hovertemplate="%{x:.1f} s: %{y:.0f} W<extra>" + PHASE_TITLES.get(phase, phase) + "</extra>")
+    has_util = frame.util_pct.notna().any()
+    if has_util:
+        fig.add_scatter(x=frame.t_s, y=frame.util_pct, mode="lines", name="Utilisation (%)", secondary_y=True,
+                        line=dict(color="#999", width=1, dash="dot"), hovertemplate="%{y:.0f} %<extra></extra>")
+        fig.update_yaxes(title_text="Utilisation (%)", range=[0, 105], tickvals=[0, 25, 50, 75, 100],
+                         secondary_y=True, showgrid=False)
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text="Power (W)", rangemode="tozero", secondary_y=False)
+    _style(fig, title, height=360)
+    # Below the plot: seven phase names do not fit beside the title.
+    fig.update_layout(showlegend=True, legend=dict(yanchor="top", y=-0.22, xanchor="left", x=0))
+    return fig
+
+
+def run_names(frame: pd.DataFrame, *, wrap: bool = False) -> pd.Series:
+    """A readable, unique name per run: its label plus the end of its id (labels repeat across runs).
+
+    wrap: break after the model part ('captioner/tiny bs8 fp32 inference'), for chart axes.
+    """
+    labels = frame["label"].str.replace(", ", "<br>", n=1, regex=False) if wrap else frame["label"]
+    return labels + " · " + frame["id"].str[-6:]
+
+
+def compare_bars(frame: pd.DataFrame, column: str, title: str, unit: str, *,
+                 reason: str | None = None) -> go.Figure:
+    """One horizontal bar per run of a run-level figure (e.g. compile_s)."""
+    values = pd.to_numeric(frame.get(column), errors="coerce") if column in frame else pd.Series(dtype=float)
+    if values.isna().all():
+        return not_available(f"{title} ({unit})", reason)
+    names = run_names(frame, wrap=True)
+    fig = go.Figure(go.Bar(y=names, x=values, orientation="h", marker_color=COMPILED_COLOR,
+                           text=[f"{v:.3g} {unit}" if not math.isnan(v) else "n/a" for v in values],
+                           textposition="auto"))
+    fig.update_xaxes(title_text=f"{title} ({unit})", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    return _style(fig, f"{title} ({unit})", "lower is better", height=_bars_height(len(frame)))
+
+
+def compare_variants(frame: pd.DataFrame, suffix: str, *, better: str, reason: str | None = None) -> go.Figure:
+    """Eager vs compiled of one per-variant figure (e.g. 'samples_per_s'), one pair of bars per run."""
+    title, unit, pattern = metric_info(suffix)
+    names = run_names(frame, wrap=True)
+    fig = go.Figure()
+    for v, name, color in VARIANTS:
+        col = f"{v}_{suffix}"
+        values = pd.to_numeric(frame[col], errors="coerce") if col in frame else pd.Series([math.nan] * len(frame))
+        if values.notna().any():
+            fig.add_bar(name=name, y=names, x=values, orientation="h", marker_color=color,
+                        text=[pattern.format(x) + f" {unit}" if not math.isnan(x) else "n/a" for x in values],
+                        textposition="auto")
+    if not fig.data:
+        return not_available(f"{title} ({unit})", reason)
+    fig.update_xaxes(title_text=f"{title} ({unit})", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    # Plotly draws nothing, not even a label, for a missing bar: say what an empty row means.
+    blank = any(all(pd.isna(x) for x in bars) for bars in zip(*(t.x for t in fig.data)))
+    subtitle = f"{better} is better" + (" · an empty row: not measured in that run (see its details)" if blank else "")
+    _style(fig, f"{title} ({unit})", subtitle, height=_bars_height(len(frame), 2))
+    fig.update_layout(barmode="group", showlegend=True)
+    return fig
+
+
+def _bars_height(n: int, per_run: int = 1) -> int:
+    return max(HEIGHT, 130 + 40 * n * per_run)
+
+
+def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
+    """Compile time (x) against speedup (y), one point per run: up and to the left is best."""
+    needed = {"compile_s", "speedup"}
+    points = frame.dropna(subset=list(needed)) if needed <= set(frame.columns) else frame.iloc[0:0]
+    title = "Compile time vs speedup"
+    if points.empty:
+        return not_available(title, "none of these runs compiled anything, so none has a speedup")
+    breakeven = points.get("breakeven_steps", pd.Series([None] * len(points), index=points.index))
+    hover = [f"<b>{label}</b><br>compile {c:.1f} s, speedup {s:.2f}x<br>break-even "
+             + (f"{b:,.0f} steps" if pd.notna(b) else "never (not faster)")
+             for label, c, s, b in zip(points.label, points.compile_s, points.speedup, breakeven)]
+    fig = go.Figure(go.Scatter(
+        x=points.compile_s, y=points.speedup, mode="markers+text", text=points.id.str[-6:],
+        textposition="top center", hovertext=hover, hoverinfo="text",
+        marker=dict(size=13, color=COMPILED_COLOR, line=dict(color="white", width=1))))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#888", annotation_text="as fast as eager",
+                  annotation_position="bottom right")
+    fig.update_xaxes(title_text="Compile time (s)", rangemode="tozero")
+    fig.update_yaxes(title_text="Speedup over eager (x)")
+    return _style(fig, title, "up and to the left is best · hover a point for its run", height=380)
+
+
+def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
+    """Speedup of each crossed setting: rows are compile scope and mode, columns dynamic and optimizer.
+
+    `matrix` has columns row, col, speedup, compile_s (NaN until a run finishes).
+    """
+    title = "Speedup over eager (x) per setting"
+    if matrix.empty:
+        return not_available(title, "no settings in this sweep")
+    rows = list(dict.fromkeys(matrix["row"]))
+    cols = list(dict.fromkeys(matrix["col"]))
+    z = [[math.nan] * len(cols) for _ in rows]
+    text = [[""] * len(cols) for _ in rows]
+    pending = [[math.nan] * len(cols) for _ in rows]  # grey cells that say why there is no number yet
+    for r in matrix.itertuples():
+        i, j = rows.index(r.row), cols.index(r.col)
+        if pd.notna(r.speedup):
+            z[i][j] = r.speedup
+            text[i][j] = f"{r.speedup:.2f}x" + (f"<br>{r.compile_s:.1f} s" if pd.notna(r.compile_s) else "")
+        else:
+            pending[i][j] = 0.0
+            text[i][j] = getattr(r, "status", "n/a")
+    fig = go.Figure([
+        go.Heatmap(z=pending, x=cols, y=rows, text=text, texttemplate="%{text}", showscale=False,
+                   colorscale=[[0, "#eeeeee"], [1, "#eeeeee"]], hovertemplate="%{y} / %{x}: %{text}<extra></extra>"),
+        go.Heatmap(z=z, x=cols, y=rows, text=text, texttemplate="%{text}", colorscale="RdBu", zmid=1.0,
+                   colorbar=dict(title="speedup (x)"), hovertemplate="%{y} / %{x}: %{z:.2f}x<extra></extra>"),
+    ])
+    fig.update_yaxes(autorange="reversed")
+    return _style(fig, title, "each cell: speedup (x), then compile time (s); blue is faster than eager",
+                  height=max(260, 110 + 60 * len(rows)))

@@ -1,0 +1,203 @@
+"""The experiment knobs: what each one does and costs (one sentence), and the widgets that build an Experiment.
+
+Widgets carry explicit keys under a page prefix ("run_", "sweep_"), so pages don't collide and
+tests can set them. Defaults follow the device: on a CPU the tiny preset, the registry's batch
+size and a short timed stage; on a GPU the registry's GPU preset and a longer one.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+import sample_models
+from tcore import machine
+from tcore.runs import preflight
+from tcore.spec import CHOICES, Experiment, SpecError
+
+# One sentence per knob; for a knob with choices, one per choice (shown for the chosen one).
+EXPLAIN: dict[str, str | dict] = {
+    "preset": "How big the model is: tiny runs in seconds on a CPU, the larger presets want a GPU.",
+    "batch_size": "Samples per step: bigger batches keep the device busier (more samples/s) until memory runs out.",
+    "dtype": {
+        "float32": "Full precision: the reference, and the strictest correctness tolerance (1e-3).",
+        "bfloat16": "Matmuls in bfloat16 under autocast (weights stay float32): faster on GPUs, tolerance 5e-2.",
+        "float16": "Matmuls in float16 under autocast (weights stay float32): faster on GPUs, tolerance 1e-2.",
+    },
+    "task": {
+        "inference": "Forward pass only, no gradients: the cheapest thing to compile.",
+        "training": "Forward, backward and an AdamW step: compile also builds the backward graph, so it "
+                    "takes longer.",
+    },
+    "device": {
+        "auto": "The CUDA GPU when there is one, else the CPU.",
+        "cuda": "The first CUDA GPU; refused on a machine without one.",
+        "cpu": "The CPU: Inductor writes C++ and runs a C++ compiler, so compiles are slow but work anywhere.",
+    },
+    "compile": {
+        "off": "Eager only: the baseline, nothing is compiled (the compiler settings below do nothing).",
+        "whole": "torch.compile the whole model into as few graphs as it can: most fusion, longest compile.",
+        "regional": "Compile each repeated block once and reuse it for its copies: much shorter compile, "
+                    "usually nearly the same speed.",
+    },
+    "mode": {
+        "default": "Inductor's balanced setting: fused kernels without extra tuning.",
+        "reduce-overhead": "Adds CUDA graphs, which replay a whole step with one launch: less CPU overhead, "
+                           "more GPU memory.",
+        "max-autotune": "Benchmarks many kernel variants and adds CUDA graphs: fastest code, much longer compile.",
+        "max-autotune-no-cudagraphs": "Benchmarks many kernel variants, without CUDA graphs: longer compile.",
+        "lite": "Fewer optimisation passes: a quicker compile, less speedup.",
+    },
+    "dynamic": {
+        None: "Automatic: compile for the first shapes, recompile once with symbolic sizes if a shape changes.",
+        True: "Symbolic sizes from the start: one graph for every size, some static optimisations lost.",
+        False: "Always static: one compile per new shape, until the recompile limit (8) falls back to eager.",
+    },
+    "fullgraph": "Make any graph break an error instead of quietly splitting the model: proves it compiles "
+                 "as one graph.",
+    "backend": {
+        "inductor": "Generates fused C++ (CPU) or Triton (GPU) kernels: where the speedups come from.",
+        "aot_eager": "Traces forward and backward but runs them with eager kernels: compiles in seconds, no "
+                     "speedup; checks that tracing works.",
+        "eager": "Only Dynamo's graph capture, run eagerly: isolates graph breaks from code generation.",
+        "cudagraphs": "Records CUDA graphs of the captured graphs, without Inductor (GPU only).",
+    },
+    "compile_optimizer": "Also compile the AdamW step into a few fused kernels (training only): faster "
+                         "optimizer steps for one more compile.",
+    "channels_last": "Store images as NHWC: GPU convolutions prefer this layout (convolutional models only).",
+    "graph_break": "Switch on a deliberate graph break (a .item() branch) in every block, to see what "
+                   "breaks cost: more graphs, less fusion.",
+    "timed_s": "Timed seconds per variant (eager and compiled): longer gives steadier numbers.",
+    "timed_steps": "Timed steps per variant, instead of seconds: for a fixed, quick measurement.",
+    "rounds": "Eager and compiled blocks alternate this many times, so drift hits both alike; the spread "
+              "across rounds gives the error bars.",
+    "warmup_steps": "Untimed steps before timing each variant; the first eager one is the compile-time baseline.",
+    "cache": {
+        "cold": "Fresh compile caches: the compile time of a first ever launch.",
+        "warm": "Reuse the caches of earlier warm runs: the compile time of a restart.",
+        "artifacts": "A fresh cache seeded with what an earlier run of the same settings saved: the compile "
+                     "time of a new machine that ships its compile cache.",
+    },
+    "timeout_min": "A run still going after this long is stopped and recorded as timed out.",
+}
+
+DYNAMIC_NAMES = {None: "auto", True: "always dynamic", False: "always static"}
+
+
+def explain(field: str, value=None) -> str:
+    """The knob's sentence; for a choice the engine added after this text was written, nothing."""
+    text = EXPLAIN[field]
+    return text.get(value, "") if isinstance(text, dict) else text
+
+
+def target_device(device: str) -> str:
+    """The device whose defaults apply: what 'auto' resolves to here (cuda is refused later if absent)."""
+    return "cuda" if device == "cuda" or (device == "auto" and machine.cuda_available()) else "cpu"
+
+
+def _reset_sizes(prefix: str) -> None:
+    """Model or device changed: take that model's preset, batch size and timing for the device."""
+    entry = sample_models.get(st.session_state[prefix + "model"])
+    dev = target_device(st.session_state[prefix + "device"])
+    st.session_state[prefix + "preset"] = entry.default_preset[dev]
+    st.session_state[prefix + "batch_size"] = entry.default_batch[dev]
+    # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
+    st.session_state[prefix + "timed_s"] = 2.0 if dev == "cpu" else 4.0
+    st.session_state[prefix + "rounds"] = 3 if dev == "cpu" else 5
+
+
+def _defaults(prefix: str) -> None:
+    if prefix + "model" not in st.session_state:
+        st.session_state[prefix + "model"] = "captioner"
+        st.session_state[prefix + "device"] = "auto"
+        _reset_sizes(prefix)
+
+
+def model_knobs(prefix: str) -> dict:
+    """Model, preset, batch size, dtype, task and device, each with its explanation."""
+    _defaults(prefix)
+    model = st.selectbox("Model", list(sample_models.MODELS), key=prefix + "model", on_change=_reset_sizes,
+                         args=(prefix,), format_func=lambda m: sample_models.get(m).title)
+    entry = sample_models.get(model)
+    st.caption(entry.description)
+    preset = st.selectbox("Preset", list(entry.presets), key=prefix + "preset",
+                          format_func=lambda p: f"{p}: {_millions(entry.param_count(p))} parameters")
+    st.caption(explain("preset"))
+    batch = st.number_input("Batch size (samples per step)", min_value=1, max_value=4096, step=1,
+                            key=prefix + "batch_size")
+    st.caption(explain("batch_size"))
+    dtype = st.radio("Precision", CHOICES["dtype"], key=prefix + "dtype", horizontal=True)
+    st.caption(explain("dtype", dtype))
+    task = st.radio("Task", CHOICES["task"], key=prefix + "task", horizontal=True)
+    st.caption(explain("task", task))
+    device = st.radio("Device", CHOICES["device"], key=prefix + "device", horizontal=True, on_change=_reset_sizes,
+                      args=(prefix,))
+    st.caption(explain("device", device))
+    return dict(model=model, preset=preset, batch_size=int(batch), dtype=dtype, task=task, device=device)
+
+
+def compile_knobs(prefix: str, model: str, task: str) -> dict:
+    """Scope, mode, dynamic, fullgraph, backend, optimizer compile, channels_last, graph break."""
+    entry = sample_models.get(model)
+    scope = st.radio("Compile", CHOICES["compile"], key=prefix + "compile", index=1, horizontal=True,
+                     format_func={"off": "off (eager)", "whole": "whole model", "regional": "regional (blocks)"}.get)
+    st.caption(explain("compile", scope))
+    off = scope == "off"
+    backend = st.selectbox("Backend", CHOICES["backend"], key=prefix + "backend", disabled=off)
+    st.caption(explain("backend", backend))
+    mode = st.selectbox("Mode", CHOICES["mode"], key=prefix + "mode", disabled=off)
+    st.caption(explain("mode", mode))
+    dynamic = st.radio("Dynamic shapes", [None, True, False], key=prefix + "dynamic", horizontal=True,
+                       format_func=DYNAMIC_NAMES.get, disabled=off)
+    st.caption(explain("dynamic", dynamic))
+    fullgraph = st.toggle("fullgraph: no graph breaks allowed", key=prefix + "fullgraph", disabled=off)
+    st.caption(explain("fullgraph"))
+    training = task == "training"
+    opt = st.toggle("Compile the optimizer step", key=prefix + "compile_optimizer", disabled=not training)
+    st.caption(explain("compile_optimizer") + ("" if training else " Switch Task to training to use it."))
+    cl = st.toggle("channels_last memory format", key=prefix + "channels_last",
+                   disabled=not entry.supports_channels_last)
+    st.caption(explain("channels_last"))
+    gb = st.toggle("Insert a graph break", key=prefix + "graph_break")
+    st.caption(explain("graph_break"))
+    # A greyed-out knob does nothing: the experiment gets its neutral value, not the stale widget state.
+    compiler = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend) if not off else {}
+    return dict(compile=scope, **compiler, compile_optimizer=opt and training,
+                channels_last=cl and entry.supports_channels_last, graph_break=gb)
+
+
+def measure_knobs(prefix: str) -> dict:
+    """The timed stage, warm-up, cache and time limit, in an 'advanced' expander."""
+    with st.expander("Advanced: how long and how carefully to measure"):
+        by = st.radio("Timed stage length", ["seconds", "steps"], key=prefix + "timed_by", horizontal=True)
+        # Both stay on the page (one greyed out): a widget left out of a rerun loses its value.
+        timed_s = st.number_input("Timed seconds per variant (s)", min_value=0.5, max_value=600.0, step=0.5,
+                                  key=prefix + "timed_s", disabled=by != "seconds")
+        st.caption(explain("timed_s"))
+        timed_steps = st.number_input("Timed steps per variant", min_value=1, max_value=100000, value=6, step=1,
+                                      key=prefix + "timed_steps", disabled=by != "steps")
+        st.caption(explain("timed_steps"))
+        rounds = st.number_input("Rounds", min_value=1, max_value=50, step=1, key=prefix + "rounds")
+        st.caption(explain("rounds"))
+        warmup = st.number_input("Warm-up steps", min_value=1, max_value=100, value=3, step=1,
+                                 key=prefix + "warmup_steps")
+        st.caption(explain("warmup_steps"))
+        cache = st.radio("Compile cache", CHOICES["cache"], key=prefix + "cache", horizontal=True)
+        st.caption(explain("cache", cache))
+        st.number_input("Stop the run after (min)", min_value=1, max_value=600, value=15, step=1,
+                        key=prefix + "timeout_min")
+        st.caption(explain("timeout_min"))
+    return dict(timed_s=float(timed_s), rounds=int(rounds), timed_steps=int(timed_steps) if by == "steps" else None,
+                warmup_steps=int(warmup), cache=cache)
+
+
+def build(values: dict) -> tuple[Experiment | None, list[str], str | None]:
+    """(experiment, notes on knobs that do nothing here, None), or (None, [], the SpecError message)."""
+    try:
+        exp = Experiment(**values)
+        _, notes = preflight(exp)
+    except SpecError as e:  # returned for the page to show: the message says what to change
+        return None, [], str(e)
+    return exp, notes, None
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e9:.1f} B" if n >= 1e9 else f"{n / 1e6:.2f} M" if n < 1e7 else f"{n / 1e6:.0f} M"

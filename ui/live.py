@@ -1,0 +1,153 @@
+"""Live views: a run in progress (phase, progress, elapsed time, power trace, Cancel) and a sweep.
+
+run_panel and sweep_panel are fragments: each reruns itself every second or two, alone, without
+rerunning the page around it; when its run or sweep ends it reruns the whole page, which then draws
+the stored result.
+"""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from tcore import machine, runs
+from tcore import sweep as sweeps
+from tcore.events import PHASE_TITLES, PHASES
+from tcore.store import RunStore
+from ui import charts, summary
+
+
+# What happens in each phase, for an audience watching the progress bar.
+PHASE_EXPLAIN = {
+    None: "A fresh Python process starts and imports torch, so that this run's compile is a cold one.",
+    "queued": "It starts as soon as the device is free.",
+    "building": "Building the model and a batch of inputs on the device.",
+    "eager": "Plain PyTorch (eager) steps, untimed: the first one sets the baseline that compile time is "
+             "measured against.",
+    "compiling": "The first compiled call: Dynamo traces the Python, AOT autograd adds the backward, Inductor "
+                 "generates kernels (on a CPU it runs a C++ compiler: tens of seconds, with no progress to show).",
+    "warmup": "A few compiled steps, untimed, so caches and the memory allocator settle.",
+    "schedule": "One pass over batches of different sizes: each new shape may recompile, and this counts how often.",
+    "measuring": "Timed blocks of eager and compiled steps in turn, {rounds} rounds, so drift hits both alike.",
+    "profiling": "Counting the kernels one step launches, eager vs compiled: fusion shows up as fewer kernels.",
+}
+
+
+def phases_of(run: runs.LiveRun) -> list[str]:
+    """The phases this run will go through: without a compiled variant or a shape schedule, fewer."""
+    skip = set() if run.exp.has_compiled_variant else {"compiling", "warmup", "schedule", "profiling"}
+    if not run.exp.shape_count:
+        skip.add("schedule")
+    return [p for p in PHASES if p not in skip]
+
+
+def progress_fraction(phases: list[str], phase: str | None, progress: dict) -> float:
+    if phase not in phases:
+        return 0.0
+    done, total = progress.get(phase, (0, 1))
+    return min((phases.index(phase) + done / max(total, 1)) / len(phases), 1.0)
+
+
+@st.fragment(run_every=1.0)
+def run_panel(run_id: str, *, key: str = "run") -> None:
+    """Redraws every second; reruns the whole page once the run is over, to draw its stored result."""
+    run = runs.live(run_id)
+    if run is None or run.done:
+        st.rerun()
+    draw_progress(run, key=key)
+
+
+def draw_progress(run: runs.LiveRun, *, key: str) -> None:
+    snap = run.snapshot()
+    run_id, phases, phase = run.run_id, phases_of(run), snap["phase"]
+    # The snapshot has no phase start times: remember when this page first saw each phase.
+    seen = st.session_state.setdefault("phase_seen", {})
+    in_phase_s = max(time.time() - seen.setdefault(f"{run_id}/{phase}", time.time()), 0.0)
+
+    st.subheader(f"{'Queued' if snap.get('status') == 'queued' else 'Running'}: {run.exp.label}")
+    steps = []
+    for p in phases:  # Material icons ship with Streamlit; emoji need a font the browser may lack
+        if phase in phases and phases.index(p) < phases.index(phase):
+            steps.append(f":green[:material/check_circle: {PHASE_TITLES[p]}]")
+        elif p == phase:
+            steps.append(f":orange[:material/play_circle: **{PHASE_TITLES[p]}**]")
+        else:
+            steps.append(f":gray[:material/radio_button_unchecked: {PHASE_TITLES[p]}]")
+    st.markdown(" &nbsp;:gray[:material/arrow_forward:]&nbsp; ".join(steps))
+    if snap.get("status") == "queued":  # waiting for the device: another run is being timed on it
+        place, eta = snap.get("queue_position"), snap.get("eta_s")
+        st.info(f"Waiting in the queue{f', number {place}' if place else ''}: another run is being timed on "
+                f"this device, and two at once would disturb each other's timings."
+                + (f" Starts in about {eta:.0f} s (an estimate from recent runs)." if eta is not None else ""))
+    title = {None: "Starting the worker process", "queued": "Waiting in the queue", **PHASE_TITLES}.get(phase, phase)
+    done, total = snap["progress"].get(phase, (None, None))
+    counted = f" ({done}/{total})" if done is not None else ""
+    st.progress(progress_fraction(phases, phase, snap["progress"]),
+                text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
+    st.caption(PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds))
+    for note in snap["notes"]:
+        st.warning(note)
+    if snap["trace"]:
+        st.plotly_chart(charts.power_trace_chart(snap["trace"], title="Power so far, coloured by phase"),
+                        width="stretch", key=f"{key}_live_trace")
+    else:
+        meter = machine.meter(run.device)
+        st.info(f"No live power trace: {meter.reason}." if not meter.available else
+                "Waiting for the first power samples...")
+    if st.button("Cancel run", key=f"{key}_cancel_{run_id}", icon=":material/stop_circle:"):
+        run.cancel()
+        st.toast("Cancelling: the worker and its compile processes are being stopped.")
+
+
+def sweep_records(sweep: sweeps.Sweep, store: RunStore) -> list:
+    """Per experiment: its stored RunRecord once finished, else 'waiting', 'running' or 'skipped'."""
+    out = []
+    for run_id in sweep.run_ids:
+        live_run = runs.live(run_id) if run_id else None
+        if run_id is None:
+            out.append("cancelled" if sweep.done else "waiting")
+        elif live_run is not None and not live_run.done:
+            out.append("running")
+        else:
+            out.append(store.get(run_id))
+    return out
+
+
+@st.fragment(run_every=2.0)
+def sweep_panel(sweep_id: str, store: RunStore) -> None:
+    """The sweep's matrix and its current run, redrawn every 2 s; the whole page reruns when it ends."""
+    sweep = sweeps.get(sweep_id)
+    if sweep is None or sweep.done:
+        st.rerun()
+    draw_sweep(sweep, store)
+    if (run := sweep.current()) is not None:
+        with st.container(border=True):
+            draw_progress(run, key="sweep")
+    if st.button("Cancel the sweep", key=f"sweep_cancel_{sweep_id}", icon=":material/stop_circle:"):
+        sweep.cancel()
+        st.toast("Cancelling the current run; no further runs will start.")
+
+
+def draw_sweep(sweep: sweeps.Sweep, store: RunStore) -> None:
+    done, total = sweep.progress()
+    matrix = summary.sweep_matrix(sweep.experiments, sweep_records(sweep, store))
+    state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
+    st.subheader(f"Sweep {state}: {done} of {total} runs done")
+    st.progress(done / max(total, 1))
+    if sweep.error:
+        st.error(f"The sweep stopped early: {sweep.error}")
+    if best := summary.best_setting(matrix, final=sweep.done):
+        (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
+    st.plotly_chart(charts.sweep_heatmap(matrix), width="stretch", key=f"sweep_heatmap_{sweep.id}")
+    st.dataframe(matrix.drop(columns=["row", "col"]), hide_index=True, width="stretch",
+                 key=f"sweep_matrix_{sweep.id}",
+                 column_config={"setting": "Setting", "status": "Status",
+                                "speedup": st.column_config.NumberColumn("Speedup (x)", format="%.2f"),
+                                "compile_s": st.column_config.NumberColumn("Compile (s)", format="%.1f"),
+                                "eager_samples_per_s": st.column_config.NumberColumn("Eager (samples/s)",
+                                                                                     format="%.1f"),
+                                "compiled_samples_per_s": st.column_config.NumberColumn("Compiled (samples/s)",
+                                                                                        format="%.1f"),
+                                "breakeven_steps": st.column_config.NumberColumn("Break-even (steps)",
+                                                                                 format="%.0f"),
+                                "error": "Why it failed", "run_id": "Run id"})

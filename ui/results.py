@@ -1,0 +1,117 @@
+"""Draw one stored run: headline figures, charts against eager, what the compiler did, or why it failed.
+
+Used by the Run page (the run just finished) and the Compare page (any run, in detail).
+"""
+from __future__ import annotations
+
+import datetime
+
+import pandas as pd
+import streamlit as st
+
+from tcore import report
+from tcore.events import ERROR_KINDS
+from tcore.store import RunRecord, RunStore
+from ui import charts, summary
+
+# What to try next, per failure kind (tcore.events.ERROR_KINDS).
+FAILURE_HINTS = {
+    "invalid_spec": "Change the setting the message names and run again.",
+    "compile_error": "Try backend=aot_eager: if that works, tracing is fine and Inductor's code generation failed.",
+    "oom": "Try a smaller preset or batch size, or compile=regional.",
+    "timeout": "Raise 'Stop the run after' under Advanced, or pick a smaller preset.",
+    "cancelled": "",
+    "crashed": "The worker died without reporting; its log below says why.",
+}
+
+RUN_TITLES = {key: title for key, title, *_ in report.RUN_METRICS}
+
+
+def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
+    when = datetime.datetime.fromtimestamp(rec.created_at).strftime("%Y-%m-%d %H:%M:%S")
+    st.subheader(rec.label)
+    st.caption(f"Run {rec.id} · started {when} · device {rec.device or rec.spec.get('device')}")
+    if rec.status == "failed":
+        show_failure(rec)
+    elif rec.status == "running":
+        st.warning("This run has no result yet: it is still running, or the app stopped while it ran.")
+    else:
+        show_result(rec, store.trace(rec.id), key=key)
+
+
+def show_failure(rec: RunRecord) -> None:
+    kind = rec.error.get("kind", "crashed")
+    st.error(f"**{ERROR_KINDS.get(kind, kind)}**: {rec.error.get('message', 'no message')}")
+    if FAILURE_HINTS.get(kind):
+        st.caption(FAILURE_HINTS[kind])
+    with st.expander("Worker log (last lines)", expanded=kind in ("crashed", "compile_error")):
+        st.code("\n".join(rec.error.get("log_tail") or ["(the log is empty)"]), language=None)
+    if rec.error.get("traceback"):
+        with st.expander("Traceback"):
+            st.code(rec.error["traceback"], language=None)
+
+
+def show_result(rec: RunRecord, trace: list, *, key: str) -> None:
+    r = rec.result
+    compiled = "compiled_steps_per_s" in r
+    figures = summary.headline(r)
+    top = st.columns(3)
+    top[0].metric("Speedup", figures["speedup"][0], help="compiled throughput / eager throughput")
+    top[1].metric("Compile time", figures["compile_s"][0], help="cold first compiled call minus one eager step")
+    top[2].metric("Break-even", figures["breakeven_steps"][0],
+                  help="compile time / (eager step time - compiled step time)")
+    speed = r.get("speedup")
+    bottom = st.columns(3)
+    # The unit sits in the label: "3184.6 samples/s" does not fit a third of the column.
+    bottom[0].metric("Eager throughput (samples/s)", report.fmt(r, "eager_samples_per_s", "", "{:.1f}", reason=False))
+    bottom[1].metric("Compiled throughput (samples/s)",
+                     report.fmt(r, "compiled_samples_per_s", "", "{:.1f}", reason=False),
+                     delta=f"{(speed - 1) * 100:+.0f}% vs eager" if speed else None)
+    for k in ("speedup", "compile_s", "breakeven_steps"):
+        if figures[k][1]:
+            st.caption(f"{RUN_TITLES[k]}: n/a, {figures[k][1]}.")
+    if payback := summary.payback_words(r):
+        st.caption(payback)
+
+    ok, words = summary.correctness_words(r, rec.spec.get("dtype", "float32"))
+    (st.success if ok else st.error if ok is False else st.info)(words)
+    if compiled:
+        with st.container(border=True):
+            st.markdown("**What the compiler did**")
+            # Sentences as paragraphs; "- " lines stay together as one list.
+            st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in summary.graph_words(r)))
+            if r.get("graph_breaks") or r.get("recompiles"):
+                with st.expander("Full messages from torch"):
+                    for b in r.get("graph_breaks", []):
+                        where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
+                        hint = f"\n{b['hint']}" if b.get("hint") else ""
+                        st.code(f"graph break{where} (x{b['count']}):\n{b['reason']}{hint}", language=None)
+                    for c in r.get("recompiles", []):
+                        st.code(f"recompile {c['compile_id']} of {c['frame']}:\n{c['reason']}", language=None)
+    if r.get("notes"):
+        st.info("\n".join(f"- {n}" for n in r["notes"]))
+
+    left, right = st.columns(2)
+    left.plotly_chart(charts.throughput_chart(r), width="stretch", key=f"{key}_throughput")
+    right.plotly_chart(charts.latency_chart(r), width="stretch", key=f"{key}_latency")
+    left.plotly_chart(charts.variant_bar(r, "peak_mem_gib"), width="stretch", key=f"{key}_memory")
+    right.plotly_chart(charts.energy_chart(r), width="stretch", key=f"{key}_energy")
+    memory = r.get("peak_mem_source", "unknown source")
+    if "RSS" in memory:  # the CPU figure counts the whole process, torch's own libraries included
+        memory += ", the whole worker process with torch itself, so small models show about the same for both"
+    power = r.get("power_source") if r.get("power_source") not in (None, "none") else "no meter"
+    st.caption(f"Peak memory: {memory}. Power: {power}.")
+    if compiled:
+        st.plotly_chart(charts.compile_phases_chart(r), width="stretch", key=f"{key}_phases")
+    if trace:
+        st.plotly_chart(charts.power_trace_chart(trace), width="stretch", key=f"{key}_trace")
+    else:
+        reason = r.get("unavailable", {}).get("eager_power_w", "no power samples were recorded")
+        st.caption(f"No power trace for this run: {reason}.")
+
+    with st.expander("All figures, eager vs compiled"):
+        st.dataframe(pd.DataFrame(report.variant_rows(r), columns=["figure", "eager", "compiled"]),
+                     hide_index=True, width="stretch", key=f"{key}_figures")
+    with st.expander("Environment"):
+        st.dataframe(pd.DataFrame(summary.env_rows(rec.env, rec.device), columns=["what", "value"]),
+                     hide_index=True, width="stretch", key=f"{key}_env")
