@@ -28,6 +28,14 @@ PHASE_TITLES = {
     "profiling": "Counting kernels per step",
 }
 
+def phases_for(exp) -> list[str]:
+    """The phases a run of `exp` goes through, in order: fewer without a compiled variant or a schedule."""
+    skip = set() if exp.has_compiled_variant else {"compiling", "warmup", "schedule", "profiling"}
+    if not exp.shape_count:
+        skip.add("schedule")
+    return [p for p in PHASES if p not in skip]
+
+
 # Why a run failed. The first three are raised inside the worker; the rest are decided by the parent.
 ERROR_KINDS = {
     "invalid_spec": "Invalid settings",

@@ -15,7 +15,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 import sample_models
-from tcore import diagnostics, envinfo, shapes
+from tcore import caches, diagnostics, envinfo, shapes
 from tcore.compile import apply_compile, make_optimizer, optimizer_step
 from tcore.measure import PeakMemory, VariantStats, sync, time_block, timed_call
 from tcore.power import PowerSampler, open_meter
@@ -127,7 +127,7 @@ def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
         sampler.start()
     try:
         with diagnostics.BreakRecorder().attached() as breaks, diagnostics.generated_code() as sources:
-            result = _measure(exp, device, entry, meter, phase, emit, breaks)
+            result = _measure(exp, device, entry, meter, phase, emit, breaks, env)
     finally:
         if sampler:
             sampler.stop()
@@ -139,7 +139,7 @@ def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
     return {"result": result, "env": env}
 
 
-def _measure(exp, device, entry, meter, phase, emit, breaks) -> dict[str, Any]:
+def _measure(exp, device, entry, meter, phase, emit, breaks, env) -> dict[str, Any]:
     notes: list[str] = []
     unavailable: dict[str, str] = {}
     memory = PeakMemory(device)
@@ -194,6 +194,9 @@ def _measure(exp, device, entry, meter, phase, emit, breaks) -> dict[str, Any]:
 
     if compiled is not None:
         phase("compiling")
+        result["cache_artifacts"], cache_note = caches.load_in_worker(env)
+        if cache_note:
+            notes.append(cache_note)
         diagnostics.reset()
         with _compile_errors():
             target = apply_compile(model, exp, entry.repeated_blocks(model))
@@ -232,6 +235,7 @@ def _measure(exp, device, entry, meter, phase, emit, breaks) -> dict[str, Any]:
                                                  device, emit)
         result.update(diagnostics.collect(breaks))
         recompiles_before_timing = result["recompile_count"]
+        result["cache_artifacts_bytes"] = caches.save_in_worker()
     else:
         unavailable["compile_s"] = "nothing is compiled in this run (compile=off)"
 
@@ -255,6 +259,7 @@ def _measure(exp, device, entry, meter, phase, emit, breaks) -> dict[str, Any]:
     sync(device)
 
     result["rounds"] = exp.rounds
+    result["variants"] = [stats.name for stats, *_ in variants]
     power_reason = None if meter.available else meter.reason
     for stats in [eager] + ([compiled] if compiled else []):
         result.update(stats.summary(exp.batch_size, power_reason))

@@ -27,6 +27,7 @@ def gpu_result():
         **variant("eager", 124.8, power=582.0, energy=4.67, mem=3.1, p50=8.0, p95=8.2),
         **variant("compiled", 142.8, power=591.0, energy=4.14, mem=2.4, p50=7.0, p95=7.1),
         "speedup": 1.144, "compile_s": 11.24, "breakeven_steps": 11121.0, "device": "cuda",
+        "variants": ["eager", "compiled"],
         "compile_phases_s": {"dynamo_tracing_s": 1.22, "aot_autograd_s": 2.52, "inductor_lowering_s": 2.37,
                              "codegen_and_compile_s": 4.34},
         "graph_count": 3, "graph_break_count": 4,

@@ -70,7 +70,7 @@ def _label(value: str, unit: str) -> str:
 
 def _variants(result: dict) -> list[tuple[str, str, str]]:
     """The variants this run measured: eager always, compiled only when something was compiled."""
-    return [v for v in VARIANTS if v[0] == "eager" or "compiled_steps_per_s" in result]
+    return [v for v in VARIANTS if v[0] in result.get("variants", ("eager",))]
 
 
 def _reason(result: dict, keys: list[str]) -> str | None:

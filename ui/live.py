@@ -12,7 +12,7 @@ import streamlit as st
 
 from tcore import machine, runs
 from tcore import sweep as sweeps
-from tcore.events import PHASE_TITLES, PHASES
+from tcore.events import PHASE_TITLES, phases_for
 from tcore.store import RunStore
 from ui import charts, summary
 
@@ -34,11 +34,7 @@ PHASE_EXPLAIN = {
 
 
 def phases_of(run: runs.LiveRun) -> list[str]:
-    """The phases this run will go through: without a compiled variant or a shape schedule, fewer."""
-    skip = set() if run.exp.has_compiled_variant else {"compiling", "warmup", "schedule", "profiling"}
-    if not run.exp.shape_count:
-        skip.add("schedule")
-    return [p for p in PHASES if p not in skip]
+    return phases_for(run.exp)
 
 
 def progress_fraction(phases: list[str], phase: str | None, progress: dict) -> float:

@@ -53,7 +53,7 @@ def show_failure(rec: RunRecord) -> None:
 
 def show_result(rec: RunRecord, trace: list, *, key: str) -> None:
     r = rec.result
-    compiled = "compiled_steps_per_s" in r
+    compiled = "compiled" in r.get("variants", ())
     figures = summary.headline(r)
     top = st.columns(3)
     top[0].metric("Speedup", figures["speedup"][0], help="compiled throughput / eager throughput")
