@@ -1,19 +1,27 @@
-"""Runs end to end: check the experiment, start its worker, follow it live, record the outcome.
+"""Runs end to end: check the experiment, queue it, start its worker in its turn, follow it live, record the outcome.
 
-The app and the command line both go through start(), so they produce the same records.
-A LiveRun follows its worker in a thread and lives in a process-wide registry, so a run
-outlives the Streamlit script rerun, a page switch or a browser refresh.
+The app and the command line both go through start(), so they produce the same records. A run waits
+in the queue kept in the store (tcore.scheduler) until its device slot is free: two runs timed at once on
+one device would measure each other. A LiveRun follows its run in a thread and lives in a process-wide
+registry, so a run outlives the Streamlit script rerun, a page switch or a browser refresh; the store
+outlives the process, and recover() picks up, after a restart, the runs a dead process left queued.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
+from tcore import caches, limits, scheduler
 from tcore.events import TERMINAL
+from tcore.events import error as error_event
 from tcore.launcher import RunHandle
-from tcore.spec import Experiment, check_on_device, resolve_device
-from tcore.store import RunRecord, RunStore
+from tcore.spec import Experiment, SpecError, check_on_device, resolve_device
+from tcore.store import QueueFull, RunRecord, RunStore
 
 
 def preflight(exp: Experiment) -> tuple[str, list[str]]:
@@ -25,29 +33,78 @@ def preflight(exp: Experiment) -> tuple[str, list[str]]:
 
 
 class LiveRun:
-    """One run in progress: its phase, progress, power trace and, at the end, its stored record."""
+    """One run, queued or in progress: its phase, progress, power trace, queue place and, at the end, its record.
 
-    def __init__(self, exp: Experiment, store: RunStore, *, timeout_s: float | None = None,
+    phase is "queued" while it waits, None while its worker starts, then the worker's phases.
+    """
+
+    def __init__(self, exp: Experiment, store: RunStore, *, run_id: str, device: str, notes: list[str],
+                 owner: str, timeout_s: float | None, queued_at: float | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.exp = exp
         self.store = store
-        self.device, self.notes = preflight(exp)
-        self.phase: str | None = None
+        self.run_id = run_id
+        self.device = device
+        self.notes = list(notes)
+        self.owner = owner
+        self.timeout_s = timeout_s
+        self.queued_at = queued_at or time.time()
+        self.phase: str | None = "queued"
         self.progress: dict[str, tuple[int, int]] = {}  # phase -> (done, total)
         self.trace: list[list] = []
+        self.code: list[str] = []  # Inductor's generated source, one per graph
+        self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
         self.final: dict[str, Any] | None = None
         self.record: RunRecord | None = None
+        self.handle: RunHandle | None = None  # the worker, once the run has left the queue
+        self.device_slot: str | None = None
+        self.queue_position: int | None = None  # 1: next to start
+        self.eta_s: float | None = None  # estimated seconds until it starts
         self._on_event = on_event
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards what snapshot() reads
+        self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
+        self._launched = False
+        self._cancelled = False
         self._done = threading.Event()
-        self.run_id = store.create(exp)
-        try:
-            self.handle = RunHandle(exp, timeout_s=timeout_s)
-        except OSError as e:  # the worker could not even start: record that, then tell the caller
-            store.finish(self.run_id, error={"type": "error", "kind": "crashed", "message": str(e)})
-            raise
-        self._thread = threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True)
-        self._thread.start()
+
+    # --- called by the scheduler (tcore.scheduler) ---------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        """Whether the run has left the queue (claimed for a slot)."""
+        return self._launched
+
+    def set_queue_place(self, position: int | None, eta_s: float | None) -> None:
+        with self._lock:
+            self.queue_position, self.eta_s = position, eta_s
+
+    def launch(self, slot: str, env: dict[str, str]) -> None:
+        """Start the worker in `slot`; the store already says this run is running there."""
+        with self._launch_lock:
+            self._launched = True
+            with self._lock:
+                self.phase, self.device_slot, self.queue_position, self.eta_s = None, slot, None, None
+            if self._cancelled:  # cancelled after the scheduler claimed it: it never starts
+                self._end(error_event("cancelled", "cancelled by the user before its worker started"))
+                return
+            self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
+            env = {**env, **caches.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)}
+            try:
+                self.handle = RunHandle(self.exp, timeout_s=self.timeout_s, extra_env=env, workdir=self.workdir)
+            except OSError as e:  # the worker could not even start: that is this run's outcome
+                self._end(error_event("crashed", f"the worker process could not start: {e}"))
+                return
+        self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid))
+        threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
+
+    def ended_in_queue(self) -> None:
+        """The store says this run ended before it started (cancelled from another process, or deleted)."""
+        with self._launch_lock:
+            if not self._launched:
+                self._launched = True
+                self._collect_record()
+
+    # --- following the worker --------------------------------------------------------------------
 
     def _follow(self) -> None:
         for event in self.handle:
@@ -55,58 +112,185 @@ class LiveRun:
                 kind = event["type"]
                 if kind == "phase":
                     self.phase = event["phase"]
+                    self.phase_started_at[self.phase] = time.time()
                 elif kind == "progress":
                     self.progress[event["phase"]] = (event["done"], event["total"])
                 elif kind == "power":
                     self.trace.extend(event["samples"])
                 elif kind == "note":
                     self.notes.append(event["text"])
+                elif kind == "code":
+                    self.code = event["sources"]
                 elif kind in TERMINAL:
                     self.final = event
             if self._on_event:
                 self._on_event(event)
         final = self.handle.final
         if final["type"] == "result":
-            self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.trace)
+            self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.trace, code=self.code)
+            caches.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path, self.workdir)
+            self._collect_record()
         else:
-            self.store.finish(self.run_id, error=final, trace=self.trace)
-        self.record = self.store.get(self.run_id)
+            self._end(final)
+        shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
+
+    def _end(self, error: dict[str, Any]) -> None:
+        self.store.finish(self.run_id, error=error, trace=self.trace)
+        self._collect_record()
+
+    def _collect_record(self) -> None:
+        try:
+            self.record = self.store.get(self.run_id)
+        except KeyError:  # deleted from the store while it waited
+            self.record = None
+        with self._lock:
+            if self.final is None and self.record is not None and self.record.error:
+                self.final = self.record.error
+            self.queue_position = self.eta_s = None
         self._done.set()
+
+    # --- for pages and the command line ----------------------------------------------------------
 
     @property
     def done(self) -> bool:
         return self._done.is_set()
 
+    @property
+    def status(self) -> str:
+        """queued | running | finished | failed."""
+        if self.done:
+            return self.record.status if self.record is not None else "failed"
+        return "running" if self._launched else "queued"
+
     def snapshot(self) -> dict[str, Any]:
-        """A consistent copy of the live state, for a page to draw."""
+        """A consistent copy of the live state, for a page to draw.
+
+        status: queued | running | finished | failed; queue_position: 1 = next to start, None once it
+        has left the queue; eta_s: estimated seconds until it starts (from the median duration of
+        recent runs on this device kind), None when there is nothing to estimate from; waited_s: time
+        in the queue; elapsed_s: time since its worker started (0 while queued).
+        """
         with self._lock:
-            return {"run_id": self.run_id, "phase": self.phase, "progress": dict(self.progress),
-                    "trace": list(self.trace), "notes": list(self.notes), "done": self.done,
-                    "elapsed_s": _elapsed(self.handle)}
+            now = time.time()
+            handle = self.handle
+            left_queue_at = handle.started_at if handle else (self.record.finished_at if self.record else None)
+            return {"run_id": self.run_id, "status": self.status, "phase": self.phase,
+                    "progress": dict(self.progress), "trace": list(self.trace), "notes": list(self.notes),
+                    "done": self.done, "elapsed_s": (handle.finished_at or now) - handle.started_at if handle else 0.0,
+                    "queue_position": self.queue_position, "eta_s": self.eta_s,
+                    "waited_s": (left_queue_at or now) - self.queued_at,
+                    "device_slot": self.device_slot, "owner": self.owner,
+                    "phase_started_at": dict(self.phase_started_at)}
 
     def cancel(self) -> None:
+        """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
+        with self._launch_lock:
+            self._cancelled = True
+            if self.handle is None:
+                if not self._launched and self.store.cancel_queued(self.run_id):
+                    self._launched = True
+                    self._collect_record()
+                return  # else claimed a moment ago: launch() sees _cancelled and records it
         self.handle.cancel()
 
-    def wait(self) -> RunRecord:
-        self._done.wait()
+    def wait(self, timeout: float | None = None) -> RunRecord | None:
+        self._done.wait(timeout)
         return self.record
-
-
-def _elapsed(handle: RunHandle) -> float:
-    return (handle.finished_at or time.time()) - handle.started_at
 
 
 _LIVE: dict[str, LiveRun] = {}
 _LIVE_LOCK = threading.Lock()
+_SCHEDULERS: dict[tuple[int, str], scheduler.Scheduler] = {}
+_SCHEDULERS_LOCK = threading.Lock()
 
 
-def start(exp: Experiment, store: RunStore, *, timeout_s: float | None = None,
-          on_event: Callable[[dict[str, Any]], None] | None = None) -> LiveRun:
-    """Start a run and register it so any page, in any browser session, can find it by id."""
-    run = LiveRun(exp, store, timeout_s=timeout_s, on_event=on_event)
+def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
+    """This process's scheduler for `store`; on first use it is started and adopts (returned) dead processes' runs."""
+    key = (os.getpid(), str(store.path.resolve()))  # a forked child inherits the dict, not the parent's thread
+    with _SCHEDULERS_LOCK:
+        if key in _SCHEDULERS:
+            return _SCHEDULERS[key], []
+        sched = _SCHEDULERS[key] = scheduler.Scheduler(store, lambda record: _adopt(record, store))
+        return sched, sched.start()
+
+
+def _register(run: LiveRun) -> None:
     with _LIVE_LOCK:
         _LIVE[run.run_id] = run
+
+
+def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
+    """A LiveRun here for a queued run whose owning process died."""
+    try:
+        exp = Experiment.from_dict(record.spec)
+    except SpecError as e:  # written by another version of Compile Lab: it cannot run, say why
+        store.finish(record.id, error=error_event("invalid_spec", f"queued by a process that has ended, and "
+                                                                  f"this version cannot run it: {e}"))
+        return None
+    run = LiveRun(exp, store, run_id=record.id, device=record.device, owner=record.owner,
+                  timeout_s=record.timeout_s, queued_at=record.queued_at,
+                  notes=["queued by a process that has since ended (e.g. the app restarted); this one runs it"])
+    _register(run)
     return run
+
+
+def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout_s: float | None = None,
+          on_event: Callable[[dict[str, Any]], None] | None = None) -> LiveRun:
+    """Check `exp` against this machine and the lab's limits, then queue it; returns at once, phase "queued".
+
+    owner: the submitting session (the app passes its browser session id); it bounds how many runs
+    one session may queue. None (the command line, a sweep) means this process, with no such bound.
+    Raises SpecError, with what to change, before anything is queued.
+    """
+    device, notes = preflight(exp)
+    lab = limits.load()
+    limits.check(exp, device, owner, store, lab)
+    timeout_s, lowered = lab.run_time(timeout_s)
+    sched, _ = _scheduler(store)
+    try:
+        run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
+                               timeout_s=timeout_s, max_queued=lab.max_queued_per_session if owner else None)
+    except QueueFull as e:  # a race with another tab of the same session, which check() could not see
+        raise SpecError(limits.queue_full_message(e.count, lab)) from None
+    run = LiveRun(exp, store, run_id=run_id, device=device, notes=notes + ([lowered] if lowered else []),
+                  owner=owner or sched.proc.name, timeout_s=timeout_s, on_event=on_event)
+    _register(run)
+    sched.submit(run)
+    return run
+
+
+def recover(store: RunStore) -> list[LiveRun]:
+    """Start this process's queue for `store` and repair what dead processes left: call once at start-up.
+
+    Runs a dead process was running are marked crashed; its queued runs are adopted here (returned)
+    and run in their turn. The scheduler repeats this every few seconds while the process lives.
+    """
+    sched, adopted = _scheduler(store)
+    return adopted + sched.recover()
+
+
+def cancel(run_id: str, store: RunStore, *, owner: str | None = None) -> None:
+    """Cancel a run from any process: queued, it never starts; running, its owning process stops it.
+
+    With `owner`, only that session's runs may be cancelled (PermissionError otherwise).
+    """
+    if owner is not None and store.get(run_id).owner != owner:
+        raise PermissionError(f"run {run_id} was submitted by another session; only its owner can cancel it")
+    if (run := live(run_id)) is not None and not run.done:
+        run.cancel()
+    else:
+        store.request_cancel(run_id)
+
+
+def queue_view(store: RunStore) -> list[dict[str, Any]]:
+    """The room's queue on this host: running runs, then queued ones in turn, with position and ETA (an estimate)."""
+    host = scheduler.this_process().host
+    pending = store.pending(host)
+    places = scheduler.places(store, host, {rec.device for rec in pending if rec.status == "queued"})
+    return [{"run_id": rec.id, "label": rec.label, "owner": rec.owner, "status": rec.status,
+             "device_slot": rec.device_slot, "queued_at": rec.queued_at, "started_at": rec.started_at,
+             "queue_position": places.get(rec.id, (None, None))[0], "eta_s": places.get(rec.id, (None, None))[1]}
+            for rec in pending]
 
 
 def live(run_id: str) -> LiveRun | None:
@@ -115,11 +299,12 @@ def live(run_id: str) -> LiveRun | None:
 
 
 def active() -> list[LiveRun]:
+    """Runs in this process that have not ended: queued and running."""
     with _LIVE_LOCK:
         return [r for r in _LIVE.values() if not r.done]
 
 
-def execute(exp: Experiment, store: RunStore, *, timeout_s: float | None = None,
+def execute(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout_s: float | None = None,
             on_event: Callable[[dict[str, Any]], None] | None = None) -> RunRecord:
-    """Run to the end and return the stored record (what the command line does)."""
-    return start(exp, store, timeout_s=timeout_s, on_event=on_event).wait()
+    """Queue, run to the end and return the stored record (what the command line does)."""
+    return start(exp, store, owner=owner, timeout_s=timeout_s, on_event=on_event).wait()

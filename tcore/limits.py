@@ -1,0 +1,254 @@
+"""Limits an instructor sets for a shared machine, and the check that refuses a run past them before it queues.
+
+Set them in `compile-lab.toml` (in the working directory, or the file named by $COMPILE_LAB_CONFIG):
+
+    [limits]
+    max_run_s = 600               # a run past this is stopped and recorded as "timeout"
+    max_batch_size = 64           # "none": no limit
+    max_memory_gib = 40           # estimated memory per run; "none": only the device's own memory
+    max_queued_per_session = 3    # runs one browser session may have waiting at once
+
+or in the environment, which wins: COMPILE_LAB_MAX_RUN_S, COMPILE_LAB_MAX_BATCH_SIZE,
+COMPILE_LAB_MAX_MEMORY_GIB, COMPILE_LAB_MAX_QUEUED_PER_SESSION. They are read at every submission,
+so an edit applies to the next run without a restart.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from tcore.spec import Experiment, SpecError
+from tcore.store import RunStore
+
+CONFIG_ENV = "COMPILE_LAB_CONFIG"
+CONFIG_NAME = "compile-lab.toml"
+ENV = {
+    "max_run_s": "COMPILE_LAB_MAX_RUN_S",
+    "max_batch_size": "COMPILE_LAB_MAX_BATCH_SIZE",
+    "max_memory_gib": "COMPILE_LAB_MAX_MEMORY_GIB",
+    "max_queued_per_session": "COMPILE_LAB_MAX_QUEUED_PER_SESSION",
+}
+# field -> (type, may be None, what a valid value is)
+_RULES = {
+    "max_run_s": (float, False, "a positive number of seconds"),
+    "max_batch_size": (int, True, "a whole number of at least 1, or \"none\" for no limit"),
+    "max_memory_gib": (float, True, "a positive number of GiB, or \"none\" for no limit"),
+    "max_queued_per_session": (int, False, "a whole number of at least 1"),
+}
+
+
+class LimitsError(SpecError):
+    """The instructor's limits are written wrongly; the message names the setting and where it came from.
+
+    A SpecError, so that every page and command that shows a refused run shows this too: no run can start.
+    """
+
+
+@dataclass(frozen=True)
+class Limits:
+    # a quarter of an hour: a cold compile of the largest preset fits; a hung run does not hold the room for long
+    max_run_s: float = 900.0
+    max_batch_size: int | None = 1024
+    max_memory_gib: float | None = None  # None: a run may use up to the device's memory
+    max_queued_per_session: int = 5
+    # field -> where its value came from ("default", a file path, an environment variable), for messages
+    origin: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, (kind, optional, valid) in _RULES.items():
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            ok_type = isinstance(value, (int, float)) if kind is float else isinstance(value, int)
+            if isinstance(value, bool) or not ok_type or not value > 0:
+                raise LimitsError(f"{name} = {value!r}{self._from(name)}: it must be {valid}")
+
+    def _from(self, name: str) -> str:
+        where = self.origin.get(name, "default")
+        return "" if where == "default" else f" (from {where})"
+
+    def describe(self, name: str) -> str:
+        """'max_batch_size = 64 (from compile-lab.toml)', for messages that say what to change."""
+        return f"{name} = {getattr(self, name)}{self._from(name)}"
+
+    def run_time(self, requested_s: float | None) -> tuple[float, str | None]:
+        """The time limit a run gets: the one asked for, at most max_run_s; and a note when it was lowered."""
+        if requested_s is None or requested_s <= self.max_run_s:
+            return (self.max_run_s if requested_s is None else requested_s), None
+        return self.max_run_s, (f"time limit lowered from {requested_s:g} s to this lab's maximum run time "
+                                f"({self.describe('max_run_s')})")
+
+
+def load(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> Limits:
+    """Defaults, overridden by the config file, overridden by the environment."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    path = Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else Path(cwd or os.getcwd()) / CONFIG_NAME
+    if environ.get(CONFIG_ENV) and not path.is_file():
+        raise LimitsError(f"{CONFIG_ENV}={environ[CONFIG_ENV]} names no file")
+    if path.is_file():
+        try:
+            table = tomllib.loads(path.read_text()).get("limits", {})
+        except tomllib.TOMLDecodeError as e:
+            raise LimitsError(f"{path} is not valid TOML: {e}") from None
+        unknown = sorted(set(table) - set(_RULES))
+        if unknown:
+            raise LimitsError(f"{path}: unknown setting(s) in [limits]: {', '.join(unknown)}; "
+                              f"known: {', '.join(_RULES)}")
+        for name, value in table.items():
+            values[name], origin[name] = _parse(name, value, str(path)), str(path)
+    for name, var in ENV.items():
+        if environ.get(var, "").strip():
+            values[name], origin[name] = _parse(name, environ[var], var), var
+    return Limits(**values, origin=origin)
+
+
+def _parse(name: str, value: Any, where: str) -> Any:
+    kind, optional, valid = _RULES[name]
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if optional and text in ("none", "off"):
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise LimitsError(f"{name} = {value!r} (from {where}): it must be {valid}") from None
+    return value  # TOML numbers; Limits.__post_init__ checks them
+
+
+def queue_full_message(waiting: int, limits: Limits) -> str:
+    return (f"you already have {waiting} run(s) waiting in the queue, this lab's limit per session "
+            f"({limits.describe('max_queued_per_session')}); wait for one to start, or cancel one, then submit again")
+
+
+def check(exp: Experiment, device: str, owner: str | None, store: RunStore, limits: Limits | None = None) -> None:
+    """Refuse, with what to change, a run past the limits or past the memory of `device` (cpu or cuda).
+
+    `owner` None (the command line, a sweep's own runs) has no per-session queue limit.
+    """
+    limits = load() if limits is None else limits
+    if limits.max_batch_size is not None and exp.batch_size > limits.max_batch_size:
+        raise SpecError(f"batch_size {exp.batch_size} is over this lab's limit ({limits.describe('max_batch_size')}); "
+                        f"choose a batch size of at most {limits.max_batch_size}")
+    try:
+        need_gib = estimate_memory_gib(exp)
+    except NotImplementedError:  # an op with no meta kernel: no estimate, so only the run's own OOM guard applies
+        return _check_queue(owner, store, limits)
+    what = "weights, gradients, AdamW state and activations" if exp.task == "training" else "weights and activations"
+    have_gib, device_memory = device_memory_gib(device)
+    if need_gib > have_gib:
+        raise SpecError(f"this run needs an estimated {need_gib:.3g} GiB ({what}), more than the {have_gib:.3g} GiB "
+                        f"{device_memory}; choose a smaller batch_size or preset")
+    if limits.max_memory_gib is not None and need_gib > limits.max_memory_gib:
+        raise SpecError(f"this run needs an estimated {need_gib:.3g} GiB ({what}), over this lab's limit per run "
+                        f"({limits.describe('max_memory_gib')}); choose a smaller batch_size or preset")
+    _check_queue(owner, store, limits)
+
+
+def _check_queue(owner: str | None, store: RunStore, limits: Limits) -> None:
+    if owner is not None and (waiting := store.queued_count(owner)) >= limits.max_queued_per_session:
+        raise SpecError(queue_full_message(waiting, limits))
+
+
+def device_memory_gib(device: str) -> tuple[float, str]:
+    """(GiB a run may use on `device`, what that figure is, in words)."""
+    if device == "cpu":
+        meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        return int(meminfo["MemAvailable"].split()[0]) / 2**20, "of RAM available on this machine now"
+    return _gpu_memory_gib(), "of memory on this machine's smallest GPU"
+
+
+@functools.cache
+def _gpu_memory_gib() -> float:
+    from tcore import machine
+
+    gpus, _ = machine.gpus()  # NVML: asking torch would create a CUDA context in the app's process
+    if gpus:
+        return min(g["memory_total_gib"] for g in gpus)
+    import torch
+
+    return min(torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())) / 2**30
+
+
+def estimate_memory_gib(exp: Experiment) -> float:
+    """An estimate, in GiB, of the device memory one run of `exp` needs; the UI must call it an estimate.
+
+    Measured on the meta device, where tensors have shapes but no storage, so nothing is allocated:
+      weights and buffers (float32: reduced precisions run under autocast, weights stay float32)
+      + the batch
+      + for training, gradients and AdamW's two moments: 3 x the weights
+      + activations: the peak of the bytes held by tensors that the forward (and for training the
+        loss and backward) creates, while they are alive. With grad on, autograd keeps the saved
+        activations alive, so for training this is roughly the sum of the forward's saved outputs;
+        under no_grad it is the largest set of intermediates alive at once. Views are not counted
+        twice. bfloat16 and float16 halve the activations (a rough figure: autocast keeps some ops,
+        such as softmax and norms, in float32).
+    Not included: the CUDA context (about 0.5 GiB), the caching allocator's slack, compile
+    workspaces, CUDA graph pools (reduce-overhead keeps their memory) and the compiled variant's
+    different fusion of intermediates. The run itself reports its measured peak.
+    """
+    return _estimate_bytes(exp.model, exp.preset, exp.batch_size, exp.task, exp.dtype) / 2**30
+
+
+@functools.lru_cache(maxsize=256)
+def _estimate_bytes(model: str, preset: str, batch_size: int, task: str, dtype: str) -> int:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    import sample_models
+
+    entry = sample_models.get(model)
+    net = entry.build(preset, device="meta")  # graph_break off: .item() cannot run on meta, and costs no memory
+    batch = entry.make_batch(preset, batch_size, device="meta")
+    weights = sum(_nbytes(t) for t in [*net.parameters(), *net.buffers()])
+    inputs = sum(_nbytes(t) for t in tree_leaves((batch.inputs, batch.target)))
+    training = task == "training"
+    net.train(training)
+    with _live_bytes_mode()() as live, torch.set_grad_enabled(training):
+        output = net(*batch.inputs)
+        if training:
+            entry.loss(output, batch).backward()
+    activations = live.peak // 2 if dtype != "float32" else live.peak
+    return weights + inputs + (3 * weights if training else 0) + activations
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+@functools.cache
+def _live_bytes_mode() -> type:
+    """The TorchDispatchMode class below, defined on first use so that importing this module needs no torch."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class LiveBytes(TorchDispatchMode):
+        """Tracks the bytes of the tensors that ops create while those tensors are alive, and their peak."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.live = self.peak = 0
+
+        def _freed(self, n: int) -> None:
+            self.live -= n
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if any(r.alias_info is not None for r in func._schema.returns):
+                return out  # a view or an in-place result: its memory is counted already
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    n = _nbytes(t)
+                    self.live += n
+                    self.peak = max(self.peak, self.live)
+                    weakref.finalize(t, self._freed, n)  # fires when the tensor is freed
+            return out
+
+    return LiveBytes

@@ -1,0 +1,244 @@
+"""The run queue: one run at a time per device slot, across every process that shares the run store.
+
+The queue itself is rows of the store (tcore.store); this module schedules it. Each process that
+submits runs has one Scheduler per store: a thread that every TICK_S claims this process's runs when
+their turn comes (the oldest queued run of their device kind) and a slot is free, starts their
+workers, forwards cancel requests from other processes, and keeps each queued run's position and
+ETA fresh. Every RECOVER_EVERY_S it also repairs the runs of processes that have died: a running one
+is marked crashed, a queued one is adopted here and runs in its turn.
+
+A process is known by (host, pid, start time): the start time, from /proc/<pid>/stat, tells the
+owner that queued a run from a later process that happens to get the same pid.
+"""
+from __future__ import annotations
+
+import functools
+import heapq
+import os
+import signal
+import socket
+import statistics
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Callable, NamedTuple, Protocol
+
+from tcore.store import RunRecord, RunStore
+
+TICK_S = 0.25
+RECOVER_EVERY_S = 2.0
+RECENT_RUNS = 10  # the ETA uses the median duration of this many latest runs on the same device kind
+
+
+class Proc(NamedTuple):
+    host: str
+    pid: int
+    started: str | None  # clock ticks since boot, from /proc/<pid>/stat; None where there is no /proc
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+
+def this_process() -> Proc:
+    return _proc(os.getpid())  # keyed by pid: a forked child is another process
+
+
+@functools.cache
+def _proc(pid: int) -> Proc:
+    return Proc(socket.gethostname(), pid, process_start(pid))
+
+
+def process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # fields after "pid (comm)" start at field 3
+
+
+def is_alive(pid: int, started: str | None) -> bool:
+    """Whether the process `pid` that started at `started` still runs (a zombie does not)."""
+    if not Path("/proc/self").is_dir():  # no procfs (macOS): a signal 0 is the best we can do
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    if fields[0] in ("Z", "X"):
+        return False
+    return started is None or fields[19] == started
+
+
+def stop_worker(pid: int, started: str | None, wait_s: float = 5.0) -> bool:
+    """SIGKILL the process group of a worker left behind by a dead owner; True if there was one."""
+    if not is_alive(pid, started):
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)  # a worker leads its own group (start_new_session), compile workers included
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + wait_s
+    while is_alive(pid, started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True
+
+
+@functools.cache
+def device_slots(device: str) -> tuple[str, ...]:
+    """The slots runs of a device kind take turns in: one "cpu", or one per GPU, cuda:0, cuda:1, ..."""
+    if device == "cpu":
+        return ("cpu",)
+    import torch
+
+    return tuple(f"cuda:{i}" for i in range(torch.cuda.device_count()))
+
+
+def slot_env(slot: str) -> dict[str, str]:
+    """The environment that pins a worker to its slot: CUDA_VISIBLE_DEVICES holds that GPU only."""
+    if not slot.startswith("cuda:"):
+        return {}
+    index = int(slot.split(":")[1])
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    # torch numbers the GPUs this process may see; a restricted list maps them back to the real ones
+    physical = visible.split(",")[index].strip() if visible else str(index)
+    return {"CUDA_VISIBLE_DEVICES": physical}
+
+
+def estimate_wait_s(position: int, running_for_s: list[float], n_slots: int, typical_s: float | None) -> float | None:
+    """Seconds until the run at `position` (1 = next) should start, if every run takes `typical_s`.
+
+    A running run is assumed to end `typical_s` after it started (now, if it is already past that).
+    None when there is no typical duration yet (no run has finished on this device kind).
+    """
+    if typical_s is None or n_slots < 1:
+        return None
+    free_at = [max(typical_s - t, 0.0) for t in running_for_s][:n_slots]
+    free_at += [0.0] * (n_slots - len(free_at))
+    heapq.heapify(free_at)
+    for _ in range(position - 1):  # each run ahead takes the slot that frees first
+        heapq.heapreplace(free_at, free_at[0] + typical_s)
+    return free_at[0]
+
+
+class Job(Protocol):
+    """A run this process owns (tcore.runs.LiveRun); the scheduler calls these."""
+    run_id: str
+    device: str
+
+    @property
+    def started(self) -> bool: ...
+    @property
+    def done(self) -> bool: ...
+    def launch(self, slot: str, env: dict[str, str]) -> None: ...
+    def ended_in_queue(self) -> None: ...
+    def set_queue_place(self, position: int | None, eta_s: float | None) -> None: ...
+    def cancel(self) -> None: ...
+
+
+class Scheduler:
+    """Starts this process's queued runs of one store when their turn comes; repairs dead owners' runs."""
+
+    def __init__(self, store: RunStore, adopt: Callable[[RunRecord], Job | None]) -> None:
+        self.store = store
+        self.proc = this_process()
+        self.error: str | None = None  # the last unexpected failure of a tick, for a page to show
+        self._adopt = adopt
+        self._jobs: dict[str, Job] = {}  # runs this process owns that have not ended
+        self._lock = threading.Lock()
+        self._cancels_forwarded: set[str] = set()
+        self._next_recovery = 0.0
+        self._thread = threading.Thread(target=self._loop, name=f"queue-{store.path.name}", daemon=True)
+
+    def start(self) -> list[Job]:
+        """Recover the store (see recover()), then start ticking; returns the runs adopted."""
+        adopted = self.recover()
+        self._thread.start()
+        return adopted
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            self._jobs[job.run_id] = job
+        self._update_places({job.run_id: job})  # so the caller's first snapshot already has a position
+
+    def recover(self) -> list[Job]:
+        """Mark dead owners' running runs crashed and adopt their queued ones; returns the adopted runs."""
+        self._next_recovery = time.monotonic() + RECOVER_EVERY_S
+        _, adopted_ids = self.store.recover(self.proc, is_alive, stop_worker)
+        adopted = []
+        for run_id in adopted_ids:
+            job = self._adopt(self.store.get(run_id))
+            if job is not None:
+                with self._lock:
+                    self._jobs[run_id] = job
+                adopted.append(job)
+        return adopted
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self._tick()
+                self.error = None
+            except Exception:  # a locked or vanished store must not stop the queue for good: retry next tick
+                self.error = traceback.format_exc(limit=-3)
+                print(f"compile-lab queue ({self.store.path}):\n{self.error}", file=sys.stderr)
+            time.sleep(TICK_S)
+
+    def _tick(self) -> None:
+        if time.monotonic() >= self._next_recovery:
+            self.recover()
+        with self._lock:
+            self._jobs = {run_id: job for run_id, job in self._jobs.items() if not job.done}
+            jobs = dict(self._jobs)
+        if not jobs:
+            return
+        self._forward_cancels(jobs)
+        waiting = {run_id: job for run_id, job in jobs.items() if not job.started}
+        if not waiting:
+            return
+        statuses = self.store.statuses(list(waiting))
+        for run_id, job in list(waiting.items()):
+            if statuses.get(run_id) != "queued":  # cancelled from another process, or deleted
+                job.ended_in_queue()
+                del waiting[run_id]
+        for device in {job.device for job in waiting.values()}:
+            slots = list(device_slots(device))
+            while (claim := self.store.claim_next(self.proc, device, slots, set(waiting))) is not None:
+                run_id, slot = claim
+                waiting.pop(run_id).launch(slot, slot_env(slot))
+        self._update_places(waiting)
+
+    def _forward_cancels(self, jobs: dict[str, Job]) -> None:
+        for run_id in self.store.cancel_requests(self.proc):
+            if run_id in jobs and run_id not in self._cancels_forwarded:
+                self._cancels_forwarded.add(run_id)
+                # cancel() waits for the worker to stop; the queue keeps ticking meanwhile
+                threading.Thread(target=jobs[run_id].cancel, name=f"cancel-{run_id}", daemon=True).start()
+
+    def _update_places(self, waiting: dict[str, Job]) -> None:
+        devices = {job.device for job in waiting.values()}
+        for run_id, (position, eta_s) in places(self.store, self.proc.host, devices).items():
+            if (job := waiting.get(run_id)) is not None:
+                job.set_queue_place(position, eta_s)
+
+
+def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int, float | None]]:
+    """run id -> (position, 1 = next; estimated seconds until it starts) for every queued run of `devices` on `host`."""
+    out = {}
+    for device in devices:
+        queued, running_since, durations = store.queue_state(host, device, recent=RECENT_RUNS)
+        typical_s = statistics.median(durations) if durations else None
+        now = time.time()
+        running_for_s = [now - t for t in running_since]
+        for position, run_id in enumerate(queued, start=1):
+            out[run_id] = (position, estimate_wait_s(position, running_for_s, len(device_slots(device)), typical_s))
+    return out

@@ -1,0 +1,309 @@
+"""The run queue: one run at a time per device slot across processes, cancel, limits, memory estimates, recovery.
+
+Real runs use captioner/tiny with backend=eager (Dynamo traces, Inductor is skipped): about 4 s each.
+A "held" slot is a row claimed straight in the store, with no worker: it keeps the queue waiting for free.
+"""
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tcore import limits, runs, scheduler
+from tcore.launcher import REPO_ROOT
+from tcore.spec import Experiment, SpecError
+from tcore.store import RunStore
+
+QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
+                   rounds=1, backend="eager", cache="warm")
+
+
+@pytest.fixture(autouse=True)
+def _no_limits_from_outside(monkeypatch, tmp_path):
+    """Only the limits a test sets apply: no compile-lab.toml from the working dir, no COMPILE_LAB_MAX_* vars."""
+    for var in [limits.CONFIG_ENV, *limits.ENV.values()]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def cleanup():
+    """Runs a test started; any still going at the end are cancelled, so no worker outlives its test."""
+    started = []
+    yield started
+    for run in started:
+        if not run.done:
+            run.cancel()
+        run.wait(60)
+
+
+def hold_cpu_slot(store) -> str:
+    """Occupy the cpu slot with a run that has no worker; store.finish() on its id frees the slot."""
+    proc = scheduler.this_process()
+    run_id = store.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None)
+    assert store.claim_next(proc, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")
+    return run_id
+
+
+def wait_until(condition, limit_s=60, what="condition"):
+    deadline = time.time() + limit_s
+    while not condition():
+        assert time.time() < deadline, f"no {what} within {limit_s} s"
+        time.sleep(0.05)
+
+
+def assert_no_overlap(records):
+    spans = sorted((r.started_at, r.finished_at, r.device_slot) for r in records)
+    for (_, end, slot), (start, _, next_slot) in zip(spans, spans[1:]):
+        assert slot == next_slot == "cpu"
+        assert start >= end, f"runs overlap on the cpu slot: {spans}"
+
+
+# --- pure logic -----------------------------------------------------------------------------------
+
+def test_wait_estimate_counts_the_runs_ahead_and_the_running_ones():
+    assert scheduler.estimate_wait_s(1, [], 1, None) is None  # nothing finished yet: no estimate, not a guess
+    assert scheduler.estimate_wait_s(1, [], 1, 10.0) == 0.0
+    assert scheduler.estimate_wait_s(1, [4.0], 1, 10.0) == 6.0
+    assert scheduler.estimate_wait_s(3, [4.0], 1, 10.0) == 26.0
+    assert scheduler.estimate_wait_s(3, [4.0, 0.0], 2, 10.0) == 16.0  # two GPUs share the work ahead
+    assert scheduler.estimate_wait_s(1, [50.0], 1, 10.0) == 0.0  # overdue: could end any moment
+
+
+def test_a_reused_pid_is_not_the_process_that_queued_the_run():
+    me = scheduler.this_process()
+    assert scheduler.is_alive(me.pid, me.started)
+    assert not scheduler.is_alive(me.pid, str(int(me.started) + 1))  # same pid, later start: another process
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert not scheduler.is_alive(gone.pid, None)
+
+
+def test_gpu_slots_pin_one_gpu_each(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert scheduler.slot_env("cuda:1") == {"CUDA_VISIBLE_DEVICES": "1"} and scheduler.slot_env("cpu") == {}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")  # this process may use GPUs 4 and 6 only
+    assert scheduler.slot_env("cuda:1") == {"CUDA_VISIBLE_DEVICES": "6"}
+
+
+def test_a_store_from_before_the_queue_gains_its_columns_and_keeps_its_runs(tmp_path):
+    import sqlite3
+
+    from tcore import store as store_module
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(store_module.SCHEMA)
+        db.execute("INSERT INTO runs (id, created_at, status, label, model, preset, spec) VALUES "
+                   "('old', 1.0, 'finished', 'x', 'captioner', 'tiny', ?)", (QUICK.to_json(),))
+    store = RunStore(path)
+    (old,) = store.list()
+    assert old.id == "old" and old.owner is None and old.device_slot is None
+    assert store.queued_count("anyone") == 0
+
+
+# --- limits and refusals --------------------------------------------------------------------------
+
+def test_limits_come_from_the_file_and_the_environment_wins(tmp_path):
+    config = tmp_path / "lab.toml"
+    config.write_text("[limits]\nmax_run_s = 120\nmax_batch_size = 16\nmax_memory_gib = 2.5\n")
+    lab = limits.load({"COMPILE_LAB_CONFIG": str(config), "COMPILE_LAB_MAX_BATCH_SIZE": "8"})
+    assert (lab.max_run_s, lab.max_batch_size, lab.max_memory_gib, lab.max_queued_per_session) == (120, 8, 2.5, 5)
+    assert lab.run_time(600)[0] == 120 and "lowered from 600 s" in lab.run_time(600)[1]
+    (tmp_path / "compile-lab.toml").write_text("[limits]\nmax_batch_size = \"none\"\n")
+    assert limits.load({}, cwd=tmp_path).max_batch_size is None
+
+    with pytest.raises(limits.LimitsError, match="COMPILE_LAB_MAX_BATCH_SIZE.*whole number"):
+        limits.load({"COMPILE_LAB_MAX_BATCH_SIZE": "lots"})
+    with pytest.raises(limits.LimitsError, match="max_run_s = -5.*from .*lab.toml.*positive number"):
+        config.write_text("[limits]\nmax_run_s = -5\n")
+        limits.load({"COMPILE_LAB_CONFIG": str(config)})
+    with pytest.raises(limits.LimitsError, match="unknown setting.*max_gpus"):
+        config.write_text("[limits]\nmax_gpus = 2\n")
+        limits.load({"COMPILE_LAB_CONFIG": str(config)})
+
+
+def test_batch_and_memory_over_the_limits_are_refused_before_anything_is_queued(store, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "4")
+    with pytest.raises(SpecError, match=r"batch_size 8 is over this lab's limit \(max_batch_size = 4 "
+                                        r"\(from COMPILE_LAB_MAX_BATCH_SIZE\)\); choose a batch size of at most 4"):
+        runs.start(QUICK.replace(batch_size=8), store, owner="s1")
+
+    monkeypatch.setenv("COMPILE_LAB_MAX_MEMORY_GIB", "0.001")
+    with pytest.raises(SpecError, match=r"needs an estimated 0\.00\d+ GiB \(weights and activations\), over this "
+                                        r"lab's limit per run \(max_memory_gib = 0\.001.*smaller batch_size or preset"):
+        runs.start(QUICK, store, owner="s1")
+
+    monkeypatch.delenv("COMPILE_LAB_MAX_MEMORY_GIB")
+    monkeypatch.setattr(limits, "device_memory_gib", lambda device: (0.0001, "of RAM available on this machine now"))
+    with pytest.raises(SpecError, match=r"needs an estimated .* GiB \(weights, gradients, AdamW state and "
+                                        r"activations\), more than the 0\.0001 GiB of RAM available"):
+        runs.start(QUICK.replace(task="training"), store, owner="s1")
+    assert store.list() == []
+
+
+def test_the_memory_estimate_grows_with_batch_and_training_needs_more():
+    small = limits.estimate_memory_gib(QUICK)
+    assert 0 < small < limits.estimate_memory_gib(QUICK.replace(batch_size=64))
+    assert limits.estimate_memory_gib(QUICK.replace(task="training")) > small
+    resnet = Experiment(model="resnet50", preset="full", batch_size=64, device="cpu")
+    # ResNet-50 at 224 px keeps about 5 GiB of activations for backward at batch 64 in float32
+    assert 0.3 < limits.estimate_memory_gib(resnet) < 2
+    assert 2 < limits.estimate_memory_gib(resnet.replace(task="training")) < 10
+    assert limits.estimate_memory_gib(resnet.replace(task="training", dtype="bfloat16")) < \
+        limits.estimate_memory_gib(resnet.replace(task="training"))
+
+
+def test_one_session_may_queue_only_so_many_runs(store, monkeypatch, cleanup):
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "2")
+    holder = hold_cpu_slot(store)
+    cleanup += [runs.start(QUICK, store, owner="alice") for _ in range(2)]
+    with pytest.raises(SpecError, match=r"you already have 2 run\(s\) waiting in the queue.*"
+                                        r"max_queued_per_session = 2.*cancel one"):
+        runs.start(QUICK, store, owner="alice")
+    cleanup.append(runs.start(QUICK, store, owner="bob"))  # another session is not held back by alice
+    assert [r.status for r in store.list()].count("queued") == 3
+    for run in cleanup:
+        run.cancel()
+    store.finish(holder, result={"device": "cpu"})
+
+
+# --- the queue with real runs ---------------------------------------------------------------------
+
+def test_runs_start_first_come_first_served_across_sessions_one_at_a_time(store, cleanup):
+    holder = hold_cpu_slot(store)
+    a, b, c = [runs.start(QUICK, store, owner=owner) for owner in ("alice", "bob", "alice")]
+    cleanup += [a, b, c]
+    assert [r.snapshot()["queue_position"] for r in (a, b, c)] == [1, 2, 3]
+    assert all(r.phase == "queued" and r.handle is None for r in (a, b, c))
+    assert c.snapshot()["eta_s"] is None  # no run has finished on this store: nothing to estimate from
+    time.sleep(1)
+    assert all(r.status == "queued" for r in (a, b, c))  # the slot is busy: nothing starts
+    store.finish(holder, result={"device": "cpu"})
+
+    wait_until(lambda: b.status == "running", what="second run starting")
+    assert a.done and c.status == "queued"
+    # now that one run has finished, c (next after b) gets an estimate from its duration
+    wait_until(lambda: c.snapshot()["queue_position"] == 1 and c.snapshot()["eta_s"] is not None, 5, "an ETA")
+    assert 0 <= c.snapshot()["eta_s"] <= store.get(a.run_id).finished_at - store.get(a.run_id).started_at
+    for run in (a, b, c):
+        assert run.wait(120).status == "finished"
+    records = [store.get(r.run_id) for r in (a, b, c)]
+    assert [r.owner for r in records] == ["alice", "bob", "alice"]
+    assert records[0].started_at < records[1].started_at < records[2].started_at
+    assert_no_overlap(records)
+
+
+def test_cancel_a_queued_run_it_never_starts_cancel_a_running_one_it_stops(store, cleanup):
+    first = runs.start(QUICK, store, owner="alice")
+    second = runs.start(QUICK, store, owner="alice")
+    third = runs.start(QUICK, store, owner="bob")
+    cleanup += [first, second, third]
+    second.cancel()
+    rec = second.wait(5)
+    assert rec.status == "failed" and rec.error_kind == "cancelled" and "never started" in rec.error["message"]
+    assert rec.started_at is None and rec.device_slot is None and second.handle is None
+
+    with pytest.raises(PermissionError, match="another session"):
+        runs.cancel(first.run_id, store, owner="bob")
+    wait_until(lambda: first.status == "running" and first.handle is not None, what="first run starting")
+    store.request_cancel(first.run_id)  # as another process would: the owning process stops the worker
+    rec = first.wait(30)
+    assert rec.status == "failed" and rec.error_kind == "cancelled"
+    assert third.wait(120).status == "finished"  # the queue moved on
+    assert second.handle is None
+
+
+def test_a_killed_worker_a_compile_error_and_a_timeout_each_are_recorded_and_the_queue_moves_on(
+        store, cleanup, monkeypatch):
+    victim = runs.start(QUICK, store, owner="alice")
+    broken = runs.start(QUICK.replace(graph_break=True, fullgraph=True), store, owner="bob")  # Dynamo refuses
+    monkeypatch.setenv("COMPILE_LAB_MAX_RUN_S", "1.5")  # read when a run is submitted: this one only
+    slow = runs.start(QUICK, store, owner="carol", timeout_s=600)
+    monkeypatch.delenv("COMPILE_LAB_MAX_RUN_S")
+    after = runs.start(QUICK, store, owner="dave")
+    cleanup += [victim, broken, slow, after]
+    assert any("lowered from 600 s" in note for note in slow.notes)
+
+    wait_until(lambda: victim.phase not in ("queued", None), what="worker up")
+    os.kill(victim.handle.pid, signal.SIGKILL)  # as the kernel's OOM killer would
+    rec = victim.wait(30)
+    assert rec.status == "failed" and rec.error_kind == "crashed" and "SIGKILL" in rec.error["message"]
+    assert broken.wait(120).error_kind == "compile_error"
+    rec = slow.wait(60)
+    assert rec.error_kind == "timeout" and "1.5 s time limit" in rec.error["message"]
+    assert after.wait(120).status == "finished"
+    assert_no_overlap([store.get(r.run_id) for r in (victim, broken, slow, after)])
+    assert store.pending(scheduler.this_process().host) == []  # nothing left queued or running
+
+
+# --- several processes ----------------------------------------------------------------------------
+
+SUBMIT_AND_HANG = """
+import json, sys, time
+from tcore import runs
+from tcore.spec import Experiment
+from tcore.store import RunStore
+store = RunStore(sys.argv[1])
+exp = Experiment.from_json(sys.argv[2])
+live = [runs.start(exp, store, owner="crowd") for _ in range(3)]
+while live[0].handle is None or live[0].phase in ("queued", None):
+    time.sleep(0.05)
+print(json.dumps({"ids": [r.run_id for r in live], "worker": live[0].handle.pid}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marked_crashed(store):
+    child = subprocess.Popen([sys.executable, "-c", SUBMIT_AND_HANG, str(store.path), QUICK.to_json()],
+                             stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                             env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    try:
+        line = child.stdout.readline()
+    finally:
+        child.kill()  # the "app" dies with one run running and two queued
+        child.wait()
+    state = json.loads(line)
+    running, *queued = state["ids"]
+    assert [store.get(i).status for i in state["ids"]] == ["running", "queued", "queued"]
+
+    adopted = runs.recover(store)
+    assert sorted(r.run_id for r in adopted) == sorted(queued)
+    crashed = store.get(running)
+    assert crashed.status == "failed" and crashed.error_kind == "crashed"
+    assert "ended mid-run" in crashed.error["message"]
+    assert "worker, left behind, was stopped" in crashed.error["message"]
+    assert not scheduler.is_alive(state["worker"], None)  # it cannot go on measuring beside the next run
+    for run_id in queued:
+        assert runs.live(run_id) is not None
+        assert runs.live(run_id).wait(120).status == "finished"
+    records = [store.get(i) for i in queued]
+    assert all(r.owner == "crowd" for r in records)
+    assert_no_overlap(records)
+
+
+def _submit_two(path: str, owner: str) -> None:
+    store = RunStore(path)
+    pending = [runs.start(QUICK, store, owner=owner) for _ in range(2)]
+    for run in pending:
+        assert run.wait(300).status == "finished"
+
+
+def test_two_processes_submitting_at_once_never_overlap_on_the_cpu_slot(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    RunStore(path)
+    spawn = multiprocessing.get_context("spawn")
+    procs = [spawn.Process(target=_submit_two, args=(str(path), f"proc{i}")) for i in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(240)
+        assert p.exitcode == 0
+    records = RunStore(path).list()
+    assert len(records) == 4 and {r.owner for r in records} == {"proc0", "proc1"}
+    assert all(r.status == "finished" for r in records)
+    assert_no_overlap(records)
