@@ -37,10 +37,11 @@ def warm_cache_dir() -> Path:
 class RunHandle:
     """A running worker. Iterate over it (or call poll()) for events; the last one is 'result' or 'error'."""
 
-    def __init__(self, exp: Experiment, *, timeout_s: float | None = None, extra_env: dict[str, str] | None = None):
+    def __init__(self, exp: Experiment, *, timeout_s: float | None = None, extra_env: dict[str, str] | None = None,
+                 workdir: Path | None = None):
         self.exp = exp
         self.timeout_s = timeout_s
-        self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="tcore-run-"))
         self.log_path = self.workdir / "worker.log"
         self.final: dict[str, Any] | None = None
         self.finished_at: float | None = None
@@ -48,10 +49,10 @@ class RunHandle:
         self._queue: queue.Queue = queue.Queue()
         self._done = threading.Event()
 
-        caches = self.workdir if exp.cache == "cold" else warm_cache_dir()
+        cache_root = warm_cache_dir() if exp.cache == "warm" else self.workdir
         env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"),
-                   TRITON_CACHE_DIR=str(caches / "triton"))
+                   TORCHINDUCTOR_CACHE_DIR=str(cache_root / "inductor"),
+                   TRITON_CACHE_DIR=str(cache_root / "triton"))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         env.update(extra_env or {})
         self._log = open(self.log_path, "w")

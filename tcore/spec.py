@@ -17,7 +17,9 @@ MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagrap
 BACKENDS = ("inductor", "aot_eager", "eager", "cudagraphs")
 SHAPE_ORDERS = ("ascending", "shuffled")
 SHAPE_REMEDIES = ("none", "mark_dynamic", "buckets")
-CACHE_MODES = ("cold", "warm")  # warm: the persistent local Inductor/Triton cache of earlier runs
+# cold: fresh compile caches; warm: the persistent local cache of earlier runs; artifacts: a fresh
+# cache seeded with the portable artifacts an earlier run with the same settings saved (tcore.caches)
+CACHE_MODES = ("cold", "warm", "artifacts")
 # The fixed choices of each field, for validation, the command line and the app's widgets.
 CHOICES = {"dtype": DTYPES, "device": DEVICES, "task": TASKS, "compile": COMPILE_SCOPES, "mode": MODES,
            "backend": BACKENDS, "cache": CACHE_MODES, "shape_order": SHAPE_ORDERS, "shape_remedy": SHAPE_REMEDIES}
@@ -101,6 +103,8 @@ class Experiment:
             raise SpecError(f"shape_remedy={self.shape_remedy} needs a shape schedule: set shape_count to 2 or more")
         if self.shape_remedy == "buckets" and not 1 <= self.buckets < self.shape_count:
             raise SpecError(f"buckets must be between 1 and shape_count - 1 ({self.shape_count - 1}), not {self.buckets}")
+        if self.cache == "artifacts" and not self.has_compiled_variant:
+            raise SpecError("cache=artifacts warms up a compile: it needs something compiled (compile or compile_optimizer)")
         if self.warmup_steps < 1:
             raise SpecError("warmup_steps must be at least 1: the first eager step sets the compile-time baseline")
         if self.rounds < 1:

@@ -1,0 +1,47 @@
+"""Warm starts: portable compile artifacts halve a cold compile, and mismatched ones fall back to cold."""
+import json
+import sqlite3
+
+import pytest
+
+from tcore import caches, runs
+from tcore.spec import Experiment
+
+
+def test_compile_key_ignores_timing_but_not_compile_settings():
+    base = Experiment(model="captioner", preset="tiny").to_dict()
+    assert caches.compile_key(base, "cpu") == caches.compile_key({**base, "timed_s": 9, "cache": "artifacts"}, "cpu")
+    assert caches.compile_key(base, "cpu") != caches.compile_key({**base, "mode": "max-autotune"}, "cpu")
+    assert caches.compile_key(base, "cpu") != caches.compile_key(base, "cuda")
+
+
+@pytest.mark.compile
+def test_artifacts_from_a_cold_run_make_the_next_start_fast(store):
+    exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1,
+                     timed_steps=2, rounds=1, cache="cold")
+    cold = runs.execute(exp, store, timeout_s=300)
+    assert cold.status == "finished", cold.error
+    assert cold.result["cache_artifacts_bytes"] > 0
+
+    warm = runs.execute(exp.replace(cache="artifacts"), store, timeout_s=300)
+    assert warm.status == "finished", warm.error
+    assert warm.result["cache_artifacts"] == "loaded"
+    assert warm.result["compile_s"] <= 0.5 * cold.result["compile_s"]
+    assert warm.result["fx_graph_cache_hits"] + warm.result["aot_autograd_cache_hits"] > 0
+    assert any(f"saved by run {cold.id}" in n for n in warm.result["notes"])
+
+    # Artifacts from another torch build are not loaded: the run says why and compiles cold.
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE compile_artifacts SET made_on=?",
+                   (json.dumps({"torch": "2.11.0+cu130", "triton": "3.6.0", "device_name": "NVIDIA H200"}),))
+    mismatched = runs.execute(exp.replace(cache="artifacts"), store, timeout_s=300)
+    assert mismatched.result["cache_artifacts"] == "cold"
+    assert any("made with torch 2.11.0+cu130" in n and "compiles cold" in n for n in mismatched.result["notes"])
+
+
+def test_artifacts_without_an_earlier_run_say_so(store):
+    exp = Experiment(model="resnet50", preset="tiny", device="cpu", backend="eager", warmup_steps=1,
+                     timed_steps=2, rounds=1, cache="artifacts")
+    record = runs.execute(exp, store, timeout_s=300)
+    assert record.result["cache_artifacts"] == "cold"
+    assert any("run it once cold first" in n for n in record.result["notes"])
