@@ -50,3 +50,19 @@ def test_power_and_energy_are_plausible(store):
         assert result[f"{variant}_energy_j_per_step"] > 0
     phases = {sample[2] for sample in store.trace(record.id)}
     assert {"eager", "compiling", "measuring"} <= phases
+
+
+@pytest.mark.parametrize("dynamic, most_compiles", [(False, 6), (None, 2), (True, 1)])
+def test_dynamic_settings_on_varying_shapes(dynamic, most_compiles, store):
+    exp = _gpu_exp(model="captioner", dynamic=dynamic, shape_count=6, timed_steps=12)
+    result = _check_finished(runs.execute(exp, store, timeout_s=480))
+    compiles = [e for e in result["compile_events"] if e["kind"] in ("compile", "recompile")]
+    assert 1 <= len(compiles) <= most_compiles
+    assert len(result["schedule"]) == 6
+
+
+def test_warm_start_from_artifacts_compiles_faster(store):
+    cold = _check_finished(runs.execute(_gpu_exp(model="flux", cache="cold"), store, timeout_s=480))
+    warm = _check_finished(runs.execute(_gpu_exp(model="flux", cache="artifacts"), store, timeout_s=480))
+    assert warm["cache_artifacts"] == "loaded"
+    assert warm["compile_s"] < cold["compile_s"]
