@@ -56,13 +56,15 @@ def _hit_recompile_limit(entry: Any) -> bool:
 def compile_events(entries: list[Any], t0: float) -> list[dict[str, Any]]:
     """Every compilation as a timeline event: when (s after t0, an epoch time), how long, why.
 
-    kind is "compile" (a frame's first), "recompile" (a guard failed: the reason says which) or
-    "limit" (the recompile limit was hit and the frame falls back to eager from then on).
+    kind is "compile" (a frame's first), "recompile" (a guard failed: the reason says which),
+    "limit" (the recompile limit was hit and the frame falls back to eager from then on) or
+    "runtime" (Inductor compiling or autotuning kernels lazily on their first run, not a Dynamo compile).
     """
     out = []
     for e in entries:
         start = _metric(e, "start_time") or t0
-        kind = "limit" if _hit_recompile_limit(e) else "recompile" if _metric(e, "recompile_reason") else "compile"
+        kind = ("runtime" if _metric(e, "is_runtime") else "limit" if _hit_recompile_limit(e)
+                else "recompile" if _metric(e, "recompile_reason") else "compile")
         out.append({"compile_id": _metric(e, "compile_id"), "frame": _metric(e, "co_name"), "kind": kind,
                     "t_s": round(start - t0, 3),
                     "duration_s": round((_metric(e, "entire_frame_compile_time_s") or 0.0), 3),

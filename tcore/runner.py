@@ -311,13 +311,13 @@ def _first_pass(batches, compiled_batches, schedule, eager_step, compiled_step, 
     for i, (batch, padded, size) in enumerate(zip(batches, compiled_batches, schedule.sizes)):
         seen = len(diagnostics.metrics())
         compiled_s = timed_call(lambda: compiled_step(padded), device)[1]
-        new = diagnostics.metrics()[seen:]
+        events = diagnostics.compile_events(diagnostics.metrics()[seen:], 0.0)
         with torch.compiler.set_stance("force_eager"):
             eager_s = timed_call(lambda: eager_step(batch), device)[1]
         rows.append({"step": i, "size": size, "padded_to": schedule.padded(size), "eager_ms": eager_s * 1e3,
                      "compiled_ms": compiled_s * 1e3,
-                     "compiles": [e["compile_id"] for e in diagnostics.compile_events(new, 0.0)],
-                     "hit_limit": any(e["kind"] == "limit" for e in diagnostics.compile_events(new, 0.0))})
+                     "compiles": [e["compile_id"] for e in events if e["kind"] in ("compile", "recompile")],
+                     "hit_limit": any(e["kind"] == "limit" for e in events)})
         emit({"type": "progress", "phase": "schedule", "done": i + 1, "total": len(batches)})
     return rows
 

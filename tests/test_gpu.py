@@ -52,13 +52,17 @@ def test_power_and_energy_are_plausible(store):
     assert {"eager", "compiling", "measuring"} <= phases
 
 
-@pytest.mark.parametrize("dynamic, most_compiles", [(False, 6), (None, 2), (True, 1)])
-def test_dynamic_settings_on_varying_shapes(dynamic, most_compiles, store):
-    exp = _gpu_exp(model="captioner", dynamic=dynamic, shape_count=6, timed_steps=12)
-    result = _check_finished(runs.execute(exp, store, timeout_s=480))
-    compiles = [e for e in result["compile_events"] if e["kind"] in ("compile", "recompile")]
-    assert 1 <= len(compiles) <= most_compiles
-    assert len(result["schedule"]) == 6
+def test_dynamic_settings_on_varying_shapes(store):
+    """False compiles once per new size; None goes symbolic after the first change; True starts symbolic."""
+    counts = {}
+    for dynamic in (False, None, True):
+        exp = _gpu_exp(model="captioner", dynamic=dynamic, shape_count=6, timed_steps=12)
+        result = _check_finished(runs.execute(exp, store, timeout_s=480))
+        events = [(e["kind"], e["frame"], e["reason"]) for e in result["compile_events"]]
+        counts[dynamic] = sum(kind in ("compile", "recompile") for kind, *_ in events)
+        assert len(result["schedule"]) == 6, events
+        print(f"dynamic={dynamic}: {counts[dynamic]} compilations: {events}")
+    assert counts[False] > counts[None] >= counts[True] >= 1, counts
 
 
 def test_warm_start_from_artifacts_compiles_faster(store):
