@@ -48,8 +48,10 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
     entry = sample_models.get(values["model"])
     if None in (values["preset"], values["batch_size"]):
         device, _ = preflight(Experiment(model=values["model"], device=values["device"]))
-        values["preset"] = values["preset"] or entry.default_preset[device]
-        values["batch_size"] = values["batch_size"] or entry.default_batch[device]
+        if values["preset"] is None:
+            values["preset"] = entry.default_preset[device]
+        if values["batch_size"] is None:
+            values["batch_size"] = entry.default_batch[device]
     return Experiment(**values)
 
 
@@ -77,16 +79,23 @@ class ProgressLine:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore.runs import execute
+    from tcore import runs
 
+    store = RunStore(args.db)
     try:
         exp = experiment_from_args(args)
-    except SpecError as e:
+        run = runs.start(exp, store, timeout_s=args.timeout, on_event=None if args.quiet else ProgressLine())
+    except SpecError as e:  # invalid settings or the lab's limits: nothing was queued
         print(f"invalid experiment: {e}", file=sys.stderr)
         return 2
-    store = RunStore(args.db)
     print(f"{exp.label}\nstore: {store.path}", file=sys.stderr)
-    record = execute(exp, store, timeout_s=args.timeout, on_event=None if args.quiet else ProgressLine())
+    while not run.done:  # the worker's events drive the progress line; this shows the wait before it
+        snap = run.snapshot()
+        if snap["status"] == "queued" and not args.quiet:
+            eta = f", about {snap['eta_s']:.0f} s to wait (estimate)" if snap["eta_s"] is not None else ""
+            sys.stderr.write(f"\rqueued: position {snap['queue_position']}{eta}\033[K")
+        run.wait(timeout=1.0)
+    record = run.record
     print(file=sys.stderr)
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))

@@ -96,3 +96,20 @@ def test_a_graph_break_under_fullgraph_is_a_compile_error_with_the_reason(tiny, 
     assert record.status == "failed" and record.error_kind == "compile_error"
     assert "item" in record.error["message"]  # the .item() call that breaks the graph
     assert record.error["traceback"]
+
+
+def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
+    db = tmp_path / "cli.sqlite"
+    run = subprocess.run([sys.executable, "-m", "tcore", "run", "--db", str(db), "--model", "resnet50",
+                          "--device", "cpu", "--backend", "eager", "--timed-steps", "2", "--rounds", "1",
+                          "--warmup-steps", "1", "--quiet"], capture_output=True, text=True, cwd=REPO_ROOT,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "Throughput (steps/s)" in run.stdout and "Speedup" in run.stdout
+    listed = subprocess.run([sys.executable, "-m", "tcore", "list", "--db", str(db), "--json"],
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    (record,) = json.loads(listed.stdout)
+    assert record["status"] == "finished" and record["spec"]["preset"] == "tiny"  # the CPU default preset
+    refused = subprocess.run([sys.executable, "-m", "tcore", "run", "--db", str(db), "--batch-size", "0"],
+                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert refused.returncode == 2 and "batch_size must be a whole number" in refused.stderr
