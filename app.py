@@ -6,9 +6,21 @@ this router, its wide layout or its page titles.
 """
 import streamlit as st
 
+from tcore import runs
+from tcore.store import RunStore
+
+
+@st.cache_resource(show_spinner=False)
+def start_queue(db_path: str) -> int:
+    """Once per server process and store: start the run queue and adopt the runs queued before a restart."""
+    return len(runs.recover(RunStore(db_path)))
+
+
 st.set_page_config(page_title="Compile Lab", page_icon=":material/bolt:", layout="wide")
+start_queue(str(RunStore().path))
 st.navigation([
     st.Page("app_pages/run.py", title="Run", icon=":material/play_arrow:", default=True),
+    st.Page("app_pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("app_pages/sweep.py", title="Sweep", icon=":material/grid_on:"),
     st.Page("app_pages/system.py", title="System", icon=":material/memory:"),

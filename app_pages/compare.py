@@ -1,7 +1,6 @@
 """Compare stored runs: a filterable table, side-by-side charts, a compile-time vs speedup scatter, CSV, delete."""
 import streamlit as st
 
-from tcore import runs
 from tcore.store import RunStore
 from ui import charts, results, summary
 
@@ -49,6 +48,12 @@ else:
                   "and to the left is best. Below the dashed line compiling made it slower. Break-even steps "
                   "(in the hover) = compile time / (eager step time - compiled step time): how many steps it "
                   "takes to earn the compile time back.")
+    chosen_records = [store.get(i) for i in picked.id]
+    left.plotly_chart(charts.cold_warm_chart(summary.cache_frame(chosen_records)), width="stretch",
+                      key="compare_cold_warm")
+    right.caption("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a "
+                  "bar. Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts "
+                  "loads what an earlier run of the same settings saved. Hover a bar for its cache hits.")
 
 down = st.columns(2)
 down[0].download_button("Download the chosen runs (CSV)", picked.to_csv(index=False), "compile-lab-runs.csv",
@@ -61,9 +66,11 @@ detail = st.selectbox("One run in detail", list(labels), format_func=labels.get,
 if detail:
     with st.container(border=True):
         results.show_run(store.get(detail), store, key="compare_detail_run")
-    running = runs.live(detail) is not None and not runs.live(detail).done
-    with st.popover("Delete this run", icon=":material/delete:", disabled=running,
-                    help="A run still in progress cannot be deleted; cancel it on the Run page first."):
+    st.page_link("app_pages/diagnose.py", label="Why is it slow? Open this run on the Diagnose page",
+                 icon=":material/troubleshoot:", query_params={"run": detail})
+    under_way = store.get(detail).status in ("queued", "running")
+    with st.popover("Delete this run", icon=":material/delete:", disabled=under_way,
+                    help="A run waiting or in progress cannot be deleted; cancel it on the Run page first."):
         st.write(f"Delete {labels[detail]} and its power trace from the store? This cannot be undone.")
         if st.button("Delete", key="compare_delete", type="primary"):
             store.delete(detail)

@@ -1,13 +1,10 @@
-"""Run one experiment: set the knobs, start it, follow it live, then read what compile did."""
+"""Run one experiment: set the knobs, queue it, follow it live, then read what compile did."""
 import streamlit as st
 
 from tcore import machine, runs
-from tcore.spec import SpecError
 from tcore.store import RunStore
-from ui import knobs, live, results
+from ui import knobs, live, queue, results
 
-if "run_id" not in st.session_state:
-    st.session_state.run_id = None
 store = RunStore()
 
 st.title("Run an experiment")
@@ -23,46 +20,51 @@ with knob_col:
     with st.container(border=True):
         st.markdown("#### Compiler")
         compiler = knobs.compile_knobs("run_", model["model"], model["task"])
-    measure = knobs.measure_knobs("run_")
+    measure = knobs.measure_knobs("run_", with_cache=False)
     exp, notes, error = knobs.build({**model, **compiler, **measure})
 
 with out_col:
-    busy = runs.active()
-    # Two runs at once on one machine disturb each other's timings: one at a time.
-    clicked = st.button("Run", key="run_start", type="primary", icon=":material/play_arrow:", width="stretch",
-                        disabled=exp is None or bool(busy))
-    if clicked and exp is not None and not busy:  # checked here too: disabled is only a hint to the browser
-        try:
-            run = runs.start(exp, store, timeout_s=60 * st.session_state["run_timeout_min"])
-        except SpecError as e:  # refused by this machine or the lab's limits; the message says why
-            st.error(f"**This run cannot start:** {e}")
-        else:
-            st.session_state.run_id = run.run_id
-            st.rerun()  # redraw with the Run button greyed out while the run goes on
+    # Runs wait their turn in the machine's queue, so Run is never greyed out for someone else's run.
+    if st.button("Run", key="run_start", type="primary", icon=":material/play_arrow:", width="stretch",
+                 disabled=exp is None) and exp is not None:
+        queued = queue.submit([exp], store, key="run", timeout_s=60 * st.session_state["run_timeout_min"])
+        if queued:
+            st.session_state.run_shown = queued[0]
+        st.rerun()
+    queue.show_refusal("run")
     if error:
         st.error(f"**These settings cannot run:** {error}")
     else:
         st.caption(f"Will run: **{exp.label}**")
     for note in notes:
         st.warning(note)
+    if exp is not None and exp.cache == "artifacts":
+        source = knobs.artifacts_source(exp, store.list(limit=200))
+        st.caption(f"Will load the compile artifacts saved by run {source.id}." if source else
+                   "No stored run of these settings has saved compile artifacts yet: this run will compile "
+                   "cold (and save them). Run it once with cache=cold first to see a warm start.")
 
-    current = runs.live(st.session_state.run_id) if st.session_state.run_id else None
-    if busy and (current is None or current.done):
-        # A run started elsewhere (another tab, a sweep, this tab before a refresh): follow it here.
-        current = busy[0]
-        st.session_state.run_id = current.run_id
-    if current is not None and not current.done:
-        live.run_panel(current.run_id)
-    elif st.session_state.run_id:
-        try:
-            record = store.get(st.session_state.run_id)
-        except KeyError:  # deleted on the Compare page since
-            st.session_state.run_id = None
-            st.rerun()
-        results.show_run(record, store, key="run_result")
+    with st.container(border=True):
+        queue.queue_view(store, key="run_queue")
+
+    records = queue.my_runs(store)
+    mine = [r.id for r in records]
+    if st.session_state.get("run_shown") not in mine:  # none yet, or deleted on the Compare page since
+        st.session_state.run_shown = mine[0] if mine else None
+    if mine:
+        queue.my_runs_table(store)
+        labels = {r.id: f"{r.label} · {r.id[-6:]}" for r in records}
+        if len(mine) > 1:
+            st.selectbox("Show below", mine, key="run_shown", format_func=labels.get)
+        current = runs.live(st.session_state.run_shown)
+        if current is not None and not current.done:
+            live.run_panel(current.run_id)
+        else:
+            results.show_run(store.get(st.session_state.run_shown), store, key="run_result")
     else:
         st.markdown(
-            "Pick a model and how to compile it, then press **Run**. A run builds the model, times eager "
-            "steps, compiles it (the first compiled call), warms it up, then alternates timed blocks of "
-            "eager and compiled steps. You will see its speedup, compile time, break-even point, graph "
-            "breaks, recompilations and, where the hardware has a meter, power and energy.")
+            "Pick a model and how to compile it, then press **Run**. The run waits in the queue while another "
+            "is being timed on this device, then builds the model, times eager steps, compiles it (the first "
+            "compiled call), warms it up and alternates timed blocks of eager and compiled steps. You will see "
+            "its speedup, compile time, break-even point, graph breaks, recompilations and, where the hardware "
+            "has a meter, power and energy. Press **Run** again to queue more.")

@@ -1,7 +1,6 @@
 """Sweep: cross a few compile settings over one model and run them one at a time into a results matrix."""
 import streamlit as st
 
-from tcore import runs
 from tcore import sweep as sweeps
 from tcore.spec import CHOICES
 from tcore.store import RunStore
@@ -12,8 +11,8 @@ if "sweep_id" not in st.session_state:
 store = RunStore()
 
 st.title("Sweep compile settings")
-st.caption("One model, every combination of the settings you pick, run one after another (two runs at once "
-           "would disturb each other's timings).")
+st.caption("One model, every combination of the settings you pick, run one after another through the machine's "
+           "queue (two runs at once would disturb each other's timings).")
 knob_col, out_col = st.columns([2, 3], gap="large")
 with knob_col:
     with st.container(border=True):
@@ -46,10 +45,11 @@ with out_col:
     if skipped:
         with st.expander("Skipped combinations and why"):
             st.markdown("\n".join(f"- {s}" for s in skipped))
-    busy = bool(runs.active() or sweeps.active())
+    # Its runs join the machine's queue one by one, so other runs may go on; one sweep at a time, though.
+    busy = bool(sweeps.active())
     clicked = st.button("Start sweep", key="sweep_start", type="primary", icon=":material/play_arrow:",
                         width="stretch", disabled=not experiments or busy,
-                        help="One run or sweep at a time." if busy else None)
+                        help="One sweep at a time: start this one when the current sweep has ended." if busy else None)
     if clicked and experiments and not busy:  # checked here too: disabled is only a hint to the browser
         timeout_s = 60 * st.session_state["sweep_timeout_min"]
         st.session_state.sweep_id = sweeps.start(experiments, store, timeout_s=timeout_s).id

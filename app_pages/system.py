@@ -3,9 +3,10 @@ import time
 
 import streamlit as st
 
-from tcore import machine, runs
+from tcore import machine
 from tcore import sweep as sweeps
-from ui import charts
+from tcore.store import RunStore
+from ui import charts, queue
 
 facts = machine.facts()
 st.title("System")
@@ -32,8 +33,10 @@ cols[3].metric("streamlit", facts["streamlit"] or "n/a")
 if facts["missing"]:
     st.markdown("#### Not available here")
     st.warning("\n".join(f"- {line}" for line in facts["missing"]))
-busy = len(runs.active()) + len(sweeps.active())
-st.caption(f"Runs or sweeps in progress: {busy}." if busy else "Nothing is running.")
+with st.container(border=True):
+    queue.queue_view(RunStore(), key="system_queue")
+if sweeps.active():
+    st.caption(f"Sweeps in progress: {len(sweeps.active())}.")
 
 if "system_samples" not in st.session_state:
     st.session_state.system_samples = []  # [t_s, watts, "idle", util_pct], the last two minutes

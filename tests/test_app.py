@@ -1,9 +1,10 @@
-"""The app, headless (Streamlit's AppTest): pages load, a tiny CPU run from the Run page, invalid settings,
-Compare with stored runs, and a two-run sweep through tcore.sweep and its page.
+"""The app, headless (Streamlit's AppTest): pages load, a tiny CPU run from the Run page, runs queued behind it,
+invalid settings, Compare with stored runs, the Diagnose page over real runs, and a two-run sweep.
 
-Real runs use captioner/tiny with backend=aot_eager: it traces forward and backward like Inductor
-does but skips code generation, so a whole run takes seconds on the CPU.
+Real runs use captioner/tiny with backend=aot_eager or eager: aot_eager traces forward and backward like
+Inductor does but skips code generation; eager is Dynamo alone. Either way a run takes seconds on the CPU.
 """
+import json
 import re
 import time
 
@@ -16,7 +17,8 @@ from tcore.spec import CHOICES, Experiment
 from tcore.store import RunStore
 from ui import knobs
 
-PAGES = ["app_pages/run.py", "app_pages/compare.py", "app_pages/sweep.py", "app_pages/system.py"]
+PAGES = ["app_pages/run.py", "app_pages/diagnose.py", "app_pages/compare.py", "app_pages/sweep.py",
+         "app_pages/system.py"]
 
 
 @pytest.fixture
@@ -82,11 +84,12 @@ def test_tiny_cpu_run_from_the_run_page(db):
     at.button(key="run_start").click().run()
     assert not at.exception
     assert any(re.match(r"(Queued|Running): captioner/tiny bs2", s.value) for s in at.subheader)
-    assert at.button(key="run_start").disabled  # one run at a time
+    assert not at.button(key="run_start").disabled  # more runs can queue behind it
 
-    # A refreshed browser has a new session: it finds the run through tcore.runs.active().
+    # A refreshed browser is a new session: the run is in the machine's queue, but not its own.
     refreshed = app()
-    assert any(re.match(r"(Queued|Running): captioner/tiny bs2", s.value) for s in refreshed.subheader)
+    assert "captioner/tiny bs2 fp32 inference, whole default · :gray[another session]" in texts(refreshed.markdown)
+    assert not refreshed.subheader
 
     wait_for(at, lambda at: any(m.label == "Speedup" for m in at.metric))
     assert not at.exception
@@ -96,6 +99,7 @@ def test_tiny_cpu_run_from_the_run_page(db):
     assert float(metrics["Eager throughput (samples/s)"]) > 0
     assert "Compiled output matches eager" in texts(at.success)
     assert "Dynamo captured 1 graph with no graph breaks." in texts(at.markdown)
+    assert "Compile cache: cold (fresh caches); FX graph cache 0 hits" in texts(at.caption)
     assert len(at.get("plotly_chart")) >= 5  # throughput, latency, memory, energy, compile phases
     (record,) = db.list()
     assert record.status == "finished" and record.spec["backend"] == "aot_eager"
@@ -110,6 +114,40 @@ def test_cancel_from_the_run_page_shows_why_the_run_ended(db):
     assert not at.exception
     assert db.get(run.run_id).error_kind == "cancelled"
     assert not at.button(key="run_start").disabled  # free to run again
+
+
+def test_runs_queue_behind_each_other_from_the_run_page_and_a_queued_one_cancels(db):
+    at = set_tiny_fast(app())
+    at.selectbox(key="run_backend").set_value("eager").run()  # Dynamo alone: the quickest real run
+    for _ in range(3):  # one click each: nothing greys Run out while runs are waiting
+        at.button(key="run_start").click().run()
+        assert not at.exception and not at.button(key="run_start").disabled
+    first, second, third = sorted(runs.active(), key=lambda r: r.queued_at)
+    assert {r.owner for r in runs.active()} == {at.session_state["owner"]}  # submitted as this session
+    assert third.status == "queued"
+    # The page follows the newest run: waiting, with its place in the queue.
+    assert any(s.value.startswith("Queued: captioner/tiny bs2") for s in at.subheader)
+    assert re.search(r"Queued: position [123] · ", texts(at.info))
+    board = texts(at.markdown)
+    assert "in the queue**" in board and board.count(":gray[yours]") == 3
+    assert [r.id for r in db.list()] == [third.run_id, second.run_id, first.run_id]
+
+    at.button(key=f"run_queue_cancel_{third.run_id}").click().run()  # from the queue view
+    assert not at.exception
+    assert db.get(third.run_id).error_kind == "cancelled" and third.done
+
+    deadline = time.time() + 120
+    while not (first.done and second.done):
+        assert time.time() < deadline, "the two queued runs did not finish within 120 s"
+        time.sleep(0.5)
+    a, b = db.get(first.run_id), db.get(second.run_id)
+    assert a.status == b.status == "finished"
+    assert b.started_at >= a.finished_at  # the second waited for the first: one run at a time on the cpu
+    at.run()
+    assert not at.exception
+    mine = next(d.value for d in at.dataframe if "State" in d.value.columns)  # "Your runs in this session"
+    assert mine["State"][0] == "failed: cancelled"
+    assert all(state.startswith("finished") for state in mine["State"][1:])
 
 
 @pytest.mark.parametrize("change, message", [
@@ -164,7 +202,8 @@ def test_compare_shows_stored_runs_side_by_side_and_deletes(db):
     at = app().switch_page("app_pages/compare.py").run()
     assert not at.exception
     assert set(at.multiselect(key="compare_runs").value) == {whole, regional}  # finished runs only
-    assert len(at.get("plotly_chart")) == 4  # compile time, throughput, energy, compile time vs speedup
+    # compile time, throughput, energy, compile time vs speedup, cold vs warm
+    assert len(at.get("plotly_chart")) == 5
     assert "up and to the left is best" in texts(at.caption)
     assert {b.label for b in at.get("download_button")} == {"Download the chosen runs (CSV)",
                                                             "Download every run (CSV)"}
@@ -176,6 +215,110 @@ def test_compare_shows_stored_runs_side_by_side_and_deletes(db):
     at.button(key="compare_delete").click().run()
     assert not at.exception
     assert {r.id for r in db.list()} == {whole, regional}
+
+
+def test_a_run_past_the_labs_limits_is_refused_with_the_reason(db, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "1")
+    at = set_tiny_fast(app())
+    at.button(key="run_start").click().run()
+    assert not at.exception
+    assert "cannot be queued:** " in texts(at.error) and "max_batch_size" in texts(at.error)
+    assert not runs.active() and not db.list()
+
+
+def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
+    tiny = Experiment(model="captioner", device="cpu")
+    stored_run(db, tiny, compile_s=20.0, fx_graph_cache_misses=1, cache_artifacts="none")
+    stored_run(db, tiny.replace(compile="regional"), compile_s=8.0, cache_artifacts="none")
+    warm = stored_run(db, tiny.replace(cache="artifacts"), compile_s=2.0, cache_artifacts="loaded",
+                      fx_graph_cache_hits=1, fx_graph_cache_misses=0, aot_autograd_cache_hits=1)
+    stored_run(db, tiny.replace(compile="regional", cache="artifacts"), compile_s=1.0, cache_artifacts="loaded")
+
+    at = app().switch_page("app_pages/compare.py").run()
+    assert not at.exception
+    cold_warm = chart_titled(at, "Compile time: cold vs warm")
+    assert [t["name"] for t in cold_warm["data"]] == ["cold", "artifacts loaded"]
+    assert cold_warm["data"][1]["x"] == [1.0, 2.0]  # regional, then whole: newest settings first
+    assert "FX graph cache: 1 hits, 0 misses" in cold_warm["data"][1]["hovertext"][1]
+    at.selectbox(key="compare_detail").set_value(warm).run()  # one run in detail: its cache, beside its cold twin
+    assert "Compile cache: warm: compile artifacts from an earlier run were loaded; FX graph cache 1 hits" \
+        in texts(at.caption)
+    assert [f["layout"]["title"]["text"] for f in map(figure, at.get("plotly_chart"))].count(
+        "Compile time: cold vs warm") == 2
+
+    at.switch_page("app_pages/diagnose.py").run()
+    assert not at.exception
+    cold, hot = chart_titled(at, "Compile time: whole model vs regional")["data"]
+    assert cold["text"] == ["20.0 s", "8.0 s<br>2.5x faster"]
+    assert hot["text"] == ["2.0 s<br>10.0x faster", "1.0 s<br>20.0x faster"]
+
+
+def figure(chart) -> dict:
+    """The plotly figure an AppTest plotly_chart element carries, as JSON."""
+    return json.loads(chart.proto.spec)
+
+
+def chart_titled(at: AppTest, start: str) -> dict:
+    return next(f for f in map(figure, at.get("plotly_chart")) if f["layout"]["title"]["text"].startswith(start))
+
+
+EAGER_TINY = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
+                        rounds=1, backend="eager", cache="warm")
+
+
+def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
+    clean = runs.execute(EAGER_TINY, db, timeout_s=120)
+    broken = runs.execute(EAGER_TINY.replace(graph_break=True), db, timeout_s=120)
+    strict = runs.execute(EAGER_TINY.replace(graph_break=True, fullgraph=True), db, timeout_s=120)
+    static = runs.execute(EAGER_TINY.replace(dynamic=False, shape_count=4, recompile_limit=2), db, timeout_s=120)
+    assert [r.status for r in (clean, broken, static)] == ["finished"] * 3 and strict.error_kind == "compile_error"
+
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert not at.exception
+    # Graph breaks: the stored pair side by side, each break with the user's line of code.
+    assert at.selectbox(key="diag_with").value == broken.id and at.selectbox(key="diag_without").value == clean.id
+    assert "Graph break at `captioner.py:74`: Unsupported Tensor.item() call" in texts(at.markdown)
+    assert "if x.abs().mean().item() > 1e4:" in [c.value for c in at.code]
+    assert "ran the **whole enclosing function eagerly**" in texts(at.warning)  # Dynamo skipped a frame
+    pair = chart_titled(at, "What the break costs")
+    graphs = pair["data"][4:6]  # the third panel: throughput, speedup, then graphs, a bar per run
+    assert [t["name"] for t in graphs] == ["without the break", "with the break"]
+    assert [t["y"][0] for t in graphs] == [1, broken.result["graph_count"]]
+    at.toggle(key="diag_break_fullgraph").set_value(True).run()
+    assert "sample_models/captioner.py:74" in texts(at.code)  # the fullgraph run's readable error
+
+    # Recompilations: the static run's timeline, its recompiles and the limit.
+    assert at.multiselect(key="diag_shape_runs").value == [static.id]
+    timeline = chart_titled(at, "Every compilation")
+    kinds = {t["name"]: t["marker"]["symbol"] for t in timeline["data"]}
+    assert kinds == {"First compile of a frame": "circle", "Recompile (a guard failed)": "diamond",
+                     "Recompile limit hit: eager from here": "x"}
+    assert "size mismatch" in " ".join(timeline["data"][1]["hovertext"])
+    assert chart_titled(at, "Step time over the shape schedule")["layout"]["yaxis"]["type"] == "log"
+    assert "**The recompile limit was hit**" in texts(at.markdown)
+
+    # One run, opened by id as the Compare page's link does.
+    at.query_params["run"] = static.id
+    at.run()
+    assert not at.exception and at.selectbox(key="diag_run").value == static.id
+    assert "None stored: only Inductor generates code, and this run used backend=eager." in texts(at.caption)
+
+
+def test_diagnose_queues_the_break_pair_for_this_session_and_cancels_it(db):
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert "No finished run with the deliberate break is stored yet" in texts(at.info)
+    at.selectbox(key="diag_break_backend").set_value("eager").run()
+    at.button(key="diag_break_start").click().run()
+    assert not at.exception
+    queued = sorted(runs.active(), key=lambda r: r.queued_at)
+    assert [r.exp.graph_break for r in queued] == [False, True]
+    assert {r.owner for r in queued} == {at.session_state["owner"]}
+    assert "+break" in texts(at.markdown)  # the live line of each run
+    for run in queued:
+        at.button(key=f"diag_breaks_pending_cancel_{run.run_id}").click().run()
+        assert not at.exception
+    for run in queued:
+        assert run.wait(60).error_kind == "cancelled"
 
 
 def test_sweep_crosses_settings_and_skips_invalid_ones():

@@ -1,7 +1,8 @@
 """The app as a person sees it: `streamlit run app.py`, driven in headless Chromium by Playwright.
 
-Runs the tiny captioner on the CPU with backend=aot_eager (seconds), waits for the result charts
-and saves screenshots to artifacts/ (git-ignored) for a person to look at.
+Runs the tiny captioner on the CPU with backend=aot_eager (seconds), waits for the result charts,
+opens the Diagnose page over hand-made stored runs, and saves screenshots to artifacts/ (git-ignored)
+for a person to look at.
 """
 import os
 import re
@@ -113,6 +114,63 @@ def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
         page.get_by_role("heading", name="System").wait_for(timeout=60_000)
         nav = page.locator('[data-testid="stSidebarNav"]')
         names = [t.split()[-1] for t in nav.get_by_role("link").all_inner_texts()]  # "play_arrow\n\nRun": icon, title
-        assert names == ["Run", "Compare", "Sweep", "System"]
+        assert names == ["Run", "Diagnose", "Compare", "Sweep", "System"]
+        assert page.locator('[data-testid="stException"]').count() == 0
+        browser.close()
+
+
+def store_schedule_run(db_path: Path) -> str:
+    """A finished dynamic=False run over 6 sizes that hit a recompile limit of 4, as the worker records it."""
+    from tcore.spec import Experiment
+    from tcore.store import RunStore
+
+    sizes = [3, 5, 8, 11, 13, 16]
+    events = [{"compile_id": f"0/{i}", "frame": "forward", "kind": "recompile" if i else "compile", "t_s": 0.5 * i,
+               "duration_s": 0.4, "graph_ops": 115, "reason": f"0/{i - 1}: tensor 'tokens' size mismatch at index 1. "
+               f"expected {sizes[i - 1]}, actual {sizes[i]}" if i else ""} for i in range(4)]
+    events.append({"compile_id": "0/4", "frame": None, "kind": "limit", "t_s": 2.0, "duration_s": 0.0,
+                   "reason": "0/3: tensor 'tokens' size mismatch at index 1. expected 11, actual 13"})
+    result = {"device": "cpu", "variants": ["eager", "compiled"], "compile_s": 0.5, "speedup": 0.9,
+              "eager_samples_per_s": 1800.0, "compiled_samples_per_s": 1600.0, "eager_steps_per_s": 900.0,
+              "compiled_steps_per_s": 800.0, "graph_count": 4, "graph_break_count": 0, "graph_breaks": [],
+              "recompile_count": 4, "recompiles": [], "recompile_limit_hit": True, "compile_events": events,
+              "graphs": [{"compile_id": e["compile_id"], "frame": "forward", "ops": 115, "compile_s": 0.4}
+                         for e in events[:4]],
+              "eager_kernels_per_step": 51, "compiled_kernels_per_step": 51, "schedule_sizes": sizes,
+              "schedule_dim": "caption length (tokens)", "schedule_buckets": [],
+              "schedule": [{"step": i, "size": n, "padded_to": n, "eager_ms": 1.2,
+                            "compiled_ms": 400.0 if 1 <= i <= 3 else 1.0,
+                            "compiles": [f"0/{i}"] if 1 <= i <= 3 else [], "hit_limit": i == 4}
+                           for i, n in enumerate(sizes)], "notes": [], "unavailable": {}}
+    store = RunStore(db_path)
+    exp = Experiment(model="captioner", device="cpu", backend="eager", dynamic=False, shape_count=6, recompile_limit=4)
+    run_id = store.create(exp)
+    store.finish(run_id, result=result, env={"device": "cpu"})
+    return run_id
+
+
+def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
+    """Hand-made stored runs (no compiling): the recompilation timeline draws, and a deep link opens one run."""
+    from playwright.sync_api import sync_playwright
+
+    run_id = store_schedule_run(tmp_path / "runs.sqlite")  # the store the server fixture opened
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 2400})
+        page.goto(f"{server}/diagnose")
+        page.get_by_role("heading", name="Why is it slow?").wait_for(timeout=60_000)
+        page.get_by_role("tab", name="Recompilations").click()
+        plots = page.locator(".js-plotly-plot")
+        plots.filter(has_text="Every compilation, over the run").first.wait_for(timeout=30_000)
+        assert plots.filter(has_text="Recompile limit hit: eager from here").count() >= 1  # the legend
+        assert plots.filter(has_text="Step time over the shape schedule").count() >= 1
+        time.sleep(1.5)  # let plotly finish laying out before the screenshot
+        page.screenshot(path=ARTIFACTS / "diagnose-recompilations-handmade.png")
+
+        page.goto(f"{server}/diagnose?run={run_id}")  # as the Compare page links to it
+        page.get_by_role("tab", name="One run: graphs and generated code", selected=True).wait_for(timeout=60_000)
+        plots.filter(has_text="Operations per captured graph").first.wait_for(timeout=30_000)
+        page.get_by_text("None stored: only Inductor generates code").wait_for()
         assert page.locator('[data-testid="stException"]').count() == 0
         browser.close()

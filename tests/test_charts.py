@@ -208,6 +208,14 @@ def test_graph_words_say_where_a_break_is_and_count_kernels():
     assert "Kernels launched per step: 67 eager, 12 compiled (fusion merged them)." in words
 
 
+def test_graph_words_name_the_recompile_limit():
+    words = summary.graph_words({"recompile_count": 2, "recompiles": [
+        {"compile_id": "0/1", "frame": "forward", "reason": "0/0: tensor 'tokens' size mismatch at index 1"},
+        {"compile_id": "0/2", "frame": None, "reason": "0/1: tensor 'tokens' size mismatch at index 1"}]})
+    assert "- recompile 0/1 of `forward`: tensor 'tokens' size mismatch at index 1" in words
+    assert "- 0/2: the recompile limit was hit, no compile: tensor 'tokens' size mismatch at index 1" in words
+
+
 def test_graph_words_for_a_clean_compile():
     words = summary.graph_words({"graph_count": 1, "graph_break_count": 0, "graph_breaks": [],
                                  "recompile_count": 0, "recompiles": []})
@@ -240,3 +248,198 @@ def test_best_setting_names_fastest_and_soonest_payback():
     assert text.startswith("Fastest: **whole · max-autotune**, 1.60x eager after 90.0 s")
     assert "Pays back soonest: **regional · default**" in text
     assert summary.best_setting(matrix.iloc[2:]) is None
+
+
+# --- Why is it slow: compile events, schedules, strategies, caches ---------------------------------
+
+@pytest.fixture
+def static_schedule():
+    """dynamic=False over 6 caption lengths with recompile_limit=4, shaped like a real CPU run."""
+    sizes = [3, 5, 8, 11, 13, 16]
+    events = [{"compile_id": "0/0", "frame": "forward", "kind": "compile", "t_s": 0.08, "duration_s": 0.52,
+               "reason": "", "graph_ops": 115}]
+    events += [{"compile_id": f"0/{i}", "frame": "forward", "kind": "recompile", "t_s": 0.1 + 0.5 * i,
+                "duration_s": 0.4, "graph_ops": 115,
+                "reason": f"0/{i - 1}: tensor 'tokens' size mismatch at index 1. expected {sizes[i - 1]}, "
+                          f"actual {sizes[i]}"} for i in (1, 2, 3)]
+    events.append({"compile_id": "0/4", "frame": None, "kind": "limit", "t_s": 1.95, "duration_s": 0.002,
+                   "reason": "0/3: tensor 'tokens' size mismatch at index 1. expected 11, actual 13",
+                   "graph_ops": None})
+    schedule = [{"step": i, "size": s, "padded_to": s, "eager_ms": 1.2, "compiled_ms": 400.0 if 1 <= i <= 3 else 1.0,
+                 "compiles": [f"0/{i}"] if 1 <= i <= 3 else [], "hit_limit": i == 4} for i, s in enumerate(sizes)]
+    return {"compile_events": events, "schedule": schedule, "schedule_sizes": sizes,
+            "schedule_dim": "caption length (tokens)", "schedule_buckets": [], "recompile_limit_hit": True,
+            "speedup": 0.9, "compiled_samples_per_s": 1580.0, "unavailable": {}}
+
+
+def test_timeline_one_trace_per_event_kind_with_markers_and_the_guard_in_the_hover(static_schedule):
+    fig = charts.compile_timeline(static_schedule)
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name) == ["First compile of a frame", "Recompile (a guard failed)",
+                             "Recompile limit hit: eager from here"]
+    recompiles = by_name["Recompile (a guard failed)"]
+    assert recompiles.marker.symbol == "diamond" and list(recompiles.x) == [0.6, 1.1, 1.6]
+    assert list(recompiles.y) == [0.4, 0.4, 0.4]  # y: how long each compilation took
+    assert by_name["Recompile limit hit: eager from here"].marker.symbol == "x"
+    hover = recompiles.hovertext[0]
+    assert "tensor 'tokens' size mismatch at index 1. expected 3, actual 5" in hover
+    assert "0/0:" not in hover  # the id prefix of torch's reason is dropped: the id is in the title
+    assert "schedule step 1 (caption length (tokens) 5)" in hover
+    (shade,) = fig.layout.shapes  # the eager fallback after the limit, from the limit event on
+    assert shade.x0 == 1.95 and "eagerly" in annotation_text(fig)
+    assert fig.layout.xaxis.title.text == "Time since the run started (s)"
+
+
+def test_timeline_without_events_says_why():
+    fig = charts.compile_timeline({"unavailable": {"compile_s": "nothing is compiled in this run (compile=off)"}})
+    assert not fig.data and "compile=off" in annotation_text(fig)
+
+
+def test_schedule_lines_compiled_and_eager_with_compile_steps_and_the_limit(static_schedule):
+    fig = charts.schedule_chart(static_schedule)
+    eager, compiled = fig.data
+    assert (eager.name, compiled.name) == ("Eager", "Compiled")
+    assert list(compiled.y) == [1.0, 400.0, 400.0, 400.0, 1.0, 1.0]
+    assert list(compiled.marker.symbol) == ["circle", "diamond", "diamond", "diamond", "x", "circle"]
+    assert list(fig.layout.xaxis.ticktext) == ["3", "5", "8", "11", "13", "16"]
+    assert fig.layout.yaxis.type == "log"  # compile steps are hundreds of times a normal step
+    (shade,) = fig.layout.shapes
+    assert shade.x0 == 3.5 and "recompile limit hit" in annotation_text(fig)
+    assert "compiled 0/2" in compiled.hovertext[2]
+
+
+def test_schedule_shows_padding_to_buckets_and_na_without_a_schedule():
+    rows = [{"step": 0, "size": 5, "padded_to": 8, "eager_ms": 1.0, "compiled_ms": 0.8, "compiles": [],
+             "hit_limit": False}, {"step": 1, "size": 8, "padded_to": 8, "eager_ms": 1.1, "compiled_ms": 0.8,
+                                   "compiles": [], "hit_limit": False}]
+    fig = charts.schedule_chart({"schedule": rows, "schedule_dim": "batch size"})
+    assert list(fig.layout.xaxis.ticktext) == ["5→8", "8"] and not fig.layout.shapes
+    empty = charts.schedule_chart({"schedule": []})
+    assert not empty.data and "one fixed shape" in annotation_text(empty)
+
+
+def test_side_by_side_one_panel_per_figure_and_na_for_a_missing_one():
+    items = [("without the break", {"graph_count": 1, "compile_s": 18.8, "compiled_kernels_per_step": 43}),
+             ("with the break", {"graph_count": 6, "compile_s": 41.0, "compiled_kernels_per_step": None})]
+    panels = [("graph_count", "Graphs", "", "{:d}"), ("compile_s", "Compile time", "s", "{:.1f}"),
+              ("compiled_kernels_per_step", "Kernels per step", "", "{:d}")]
+    fig = charts.side_by_side(items, panels, title="What the break costs")
+    assert [a.text for a in fig.layout.annotations] == ["Graphs", "Compile time (s)", "Kernels per step"]
+    assert [t.name for t in fig.data] == ["without the break", "with the break"] * 3  # panel by panel
+    assert [t.y[0] for t in fig.data[:2]] == [1, 6]
+    assert [t.text[0] for t in fig.data[2:4]] == ["18.8", "41.0"]
+    assert fig.data[5].text[0] == "n/a" and math.isnan(fig.data[5].y[0])  # no bar, never a zero
+    # One colour per run across the panels, named once in the legend.
+    assert fig.data[0].marker.color == fig.data[2].marker.color != fig.data[1].marker.color
+    assert [t.showlegend for t in fig.data] == [True, True, False, False, False, False]
+
+
+def test_kernels_and_graph_ops_charts():
+    result = {"eager_kernels_per_step": 51, "compiled_kernels_per_step": 17,
+              "graphs": [{"compile_id": "0/0", "frame": "forward", "ops": 115, "compile_s": 18.8},
+                         {"compile_id": "1/0", "frame": "torch_dynamo_resume_in_forward_at_74", "ops": 19,
+                          "compile_s": 2.0}]}
+    kernels = charts.kernels_chart(result)
+    assert list(kernels.data[0].y) == [51, 17] and "3.0x fewer launches" in kernels.layout.title.subtitle.text
+    ops = charts.graph_ops_chart(result)
+    assert list(ops.data[0].x) == ["0/0 forward", "1/0 torch_dynamo_resume_in_forward_at_74"]
+    assert list(ops.data[0].y) == [115, 19] and "2.00 s" in ops.data[0].hovertext[1]
+    assert not charts.kernels_chart({}).data
+
+
+def test_four_way_bars_with_speedups_over_the_whole_model_cold_compile():
+    # The H200 figures for Flux (full preset): only a sanity check of the labels here.
+    fig = charts.four_way_chart({("whole", "cold"): 75.3, ("whole", "warm"): 10.5, ("regional", "cold"): 9.5,
+                                 ("regional", "warm"): 2.5})
+    cold, warm = fig.data
+    assert list(cold.x) == ["Whole model", "Regional (blocks)"] and list(cold.y) == [75.3, 9.5]
+    assert list(cold.text) == ["75.3 s", "9.5 s<br>7.9x faster"]
+    assert list(warm.text) == ["10.5 s<br>7.2x faster", "2.5 s<br>30.1x faster"]
+    assert fig.layout.barmode == "group"
+    partial = charts.four_way_chart({("whole", "cold"): 20.0, ("regional", "cold"): None})
+    assert list(partial.data[0].text) == ["20.0 s", "not run yet"]
+    assert not charts.four_way_chart({}).data
+
+
+def test_cold_warm_groups_runs_by_settings_with_cache_hits_in_the_hover():
+    frame = pd.DataFrame([
+        {"id": "r4-dddddd", "label": "captioner/tiny bs8 fp32 inference, whole default", "settings": "k1",
+         "cache": "artifacts", "cache_artifacts": "loaded", "compile_s": 3.1, "fx_graph_cache_hits": 1,
+         "fx_graph_cache_misses": 0, "aot_autograd_cache_hits": 1},
+        {"id": "r3-cccccc", "label": "captioner/tiny bs8 fp32 inference, whole default", "settings": "k1",
+         "cache": "cold", "cache_artifacts": "none", "compile_s": 19.0, "fx_graph_cache_hits": 0,
+         "fx_graph_cache_misses": 1, "aot_autograd_cache_hits": 0},
+        {"id": "r2-bbbbbb", "label": "captioner/tiny bs8 fp32 inference, whole default", "settings": "k1",
+         "cache": "cold", "cache_artifacts": "none", "compile_s": 25.0, "fx_graph_cache_hits": 0,
+         "fx_graph_cache_misses": 1, "aot_autograd_cache_hits": 0},  # an older cold run: the newest one shows
+        {"id": "r1-aaaaaa", "label": "captioner/tiny bs8 fp32 inference, regional default", "settings": "k2",
+         "cache": "artifacts", "cache_artifacts": "cold", "compile_s": 9.0, "fx_graph_cache_hits": 0,
+         "fx_graph_cache_misses": 2, "aot_autograd_cache_hits": 0},
+    ])
+    fig = charts.cold_warm_chart(frame)
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name) == ["cold", "artifacts loaded", "artifacts not loaded (compiled cold)"]
+    assert list(by_name["cold"].x)[0] == 19.0 and math.isnan(by_name["cold"].x[1])
+    assert by_name["artifacts loaded"].y[0] == "captioner/tiny bs8 fp32 inference<br>whole default"
+    assert "FX graph cache: 1 hits, 0 misses" in by_name["artifacts loaded"].hovertext[0]
+    assert "AOT autograd cache: 1 hits" in by_name["artifacts loaded"].hovertext[0]
+    assert "hover a bar for its cache hits" in fig.layout.title.subtitle.text
+    assert not charts.cold_warm_chart(frame.assign(compile_s=None)).data
+
+
+def test_break_grouping_strategies_and_queue_words():
+    breaks = [{"reason": "Unsupported Tensor.item() call\n  Explanation: ...", "file": "/r/captioner.py", "line": 74,
+               "count": 1, "skipped_frame": True, "source": "if x.abs().mean().item() > 1e4:", "hint": "Hint: x"},
+              {"reason": "Unsupported Tensor.item() call", "file": "/r/captioner.py", "line": 74, "count": 1,
+               "skipped_frame": False, "source": "if x.abs().mean().item() > 1e4:", "hint": "Hint: x"},
+              {"reason": "Unsupported Tensor.item() call", "file": "/r/captioner.py", "line": 97, "count": 1,
+               "skipped_frame": False, "source": "if x.abs().mean().item() > 1e4:", "hint": "Hint: x"}]
+    grouped = summary.group_breaks(breaks)
+    assert [(b["line"], b["count"], b["skipped_frame"]) for b in grouped] == [(74, 2, True), (97, 1, False)]
+    assert summary.break_title(grouped[0]) == "`captioner.py:74`: Unsupported Tensor.item() call (hit 2 times)"
+
+    assert [summary.strategy_of({"shape_count": 6, **changes}) for _, changes, _ in summary.STRATEGIES.values()] \
+        == list(summary.STRATEGIES)
+    assert summary.strategy_of({"shape_count": 0, "dynamic": False}) is None
+    assert summary.compile_totals({"compile_events": [{"kind": "compile", "duration_s": 0.5},
+                                                      {"kind": "recompile", "duration_s": 0.25},
+                                                      {"kind": "limit", "duration_s": 0.01}]}) \
+        == {"compilations": 2, "compiling_s": 0.75}
+
+    assert summary.queue_words(2, 95.0, 12.0) == ("Queued: position 2 · starts in about 1 min 35 s (an estimate "
+                                                  "from recent runs) · waited 12 s")
+    assert "no estimate yet" in summary.queue_words(1, None, 0.0)
+    assert summary.owner_words("abc", "abc") == "yours"
+    assert summary.owner_words("host:123", "abc") == "the command line or a sweep"
+    assert summary.owner_words("def", "abc") == "another session"
+
+
+def record(run_id, spec, result=None, status="finished"):
+    return RunRecord(id=run_id, status=status, created_at=0, label="", spec=spec, result=result or {}, device="cpu")
+
+
+def test_four_way_picks_the_newest_run_of_each_cell_with_the_same_settings():
+    base = Experiment(model="captioner", device="cpu").to_dict()
+    records = [  # newest first
+        record("regional-warm", {**base, "compile": "regional", "cache": "artifacts"},
+               {"compile_s": 1.0, "cache_artifacts": "loaded"}),
+        record("whole-fell-back", {**base, "cache": "artifacts"}, {"compile_s": 18.0, "cache_artifacts": "cold"}),
+        record("regional-cold", {**base, "compile": "regional"}, {"compile_s": 8.0}),
+        record("whole-cold-bigger", {**base, "batch_size": 64}, {"compile_s": 30.0}),  # other settings: left out
+        record("whole-cold", base, {"compile_s": 20.0}),
+    ]
+    cells = summary.four_way(records)
+    # The anchor is the newest cold run: an artifacts run that loaded nothing compiled cold, so it counts as cold.
+    assert {k: r.id for k, r in cells.items()} == {("regional", "warm"): "regional-warm",
+                                                    ("whole", "cold"): "whole-fell-back",
+                                                    ("regional", "cold"): "regional-cold"}
+
+
+def test_break_pair_words_say_what_the_break_cost():
+    clean = {"graph_count": 1, "compiled_samples_per_s": 5591.7, "compile_s": 18.2}
+    broken = {"graph_count": 6, "compiled_samples_per_s": 4192.3, "compile_s": 17.7}
+    assert summary.break_pair_words(clean, broken) == ("With the break, Dynamo captured **6 graphs** instead of 1; "
+                                                       "the model runs at **75%** of the throughput; compiling took "
+                                                       "17.7 s instead of 18.2 s.")
+    assert summary.break_pair_words({"graph_count": 1}, {"graph_count": 3}) == \
+        "With the break, Dynamo captured **3 graphs** instead of 1."

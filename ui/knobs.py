@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 import sample_models
-from tcore import machine
+from tcore import caches, machine
 from tcore.runs import preflight
 from tcore.spec import CHOICES, Experiment, SpecError
 
@@ -73,8 +73,10 @@ EXPLAIN: dict[str, str | dict] = {
     "cache": {
         "cold": "Fresh compile caches: the compile time of a first ever launch.",
         "warm": "Reuse the caches of earlier warm runs: the compile time of a restart.",
-        "artifacts": "A fresh cache seeded with what an earlier run of the same settings saved: the compile "
-                     "time of a new machine that ships its compile cache.",
+        "artifacts": "A fresh cache seeded with the compile artifacts an earlier run of the same settings saved: "
+                     "the compile time of a new machine that ships its compile cache. Needs such a run first "
+                     "(run these settings once cold); without one, or made with another torch or device, it "
+                     "compiles cold and says why.",
     },
     "timeout_min": "A run still going after this long is stopped and recorded as timed out.",
 }
@@ -158,14 +160,21 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     st.caption(explain("channels_last"))
     gb = st.toggle("Insert a graph break", key=prefix + "graph_break")
     st.caption(explain("graph_break"))
+    cache = cache_knob(prefix)
     # A greyed-out knob does nothing: the experiment gets its neutral value, not the stale widget state.
     compiler = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend) if not off else {}
     return dict(compile=scope, **compiler, compile_optimizer=opt and training,
-                channels_last=cl and entry.supports_channels_last, graph_break=gb)
+                channels_last=cl and entry.supports_channels_last, graph_break=gb, cache=cache)
 
 
-def measure_knobs(prefix: str) -> dict:
-    """The timed stage, warm-up, cache and time limit, in an 'advanced' expander."""
+def cache_knob(prefix: str) -> str:
+    cache = st.radio("Compile cache", CHOICES["cache"], key=prefix + "cache", horizontal=True)
+    st.caption(explain("cache", cache))
+    return cache
+
+
+def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
+    """The timed stage, warm-up, time limit and (unless the page shows it elsewhere) the cache, in an expander."""
     with st.expander("Advanced: how long and how carefully to measure"):
         by = st.radio("Timed stage length", ["seconds", "steps"], key=prefix + "timed_by", horizontal=True)
         # Both stay on the page (one greyed out): a widget left out of a rerun loses its value.
@@ -180,13 +189,25 @@ def measure_knobs(prefix: str) -> dict:
         warmup = st.number_input("Warm-up steps", min_value=1, max_value=100, value=3, step=1,
                                  key=prefix + "warmup_steps")
         st.caption(explain("warmup_steps"))
-        cache = st.radio("Compile cache", CHOICES["cache"], key=prefix + "cache", horizontal=True)
-        st.caption(explain("cache", cache))
+        cache = cache_knob(prefix) if with_cache else None
         st.number_input("Stop the run after (min)", min_value=1, max_value=600, value=15, step=1,
                         key=prefix + "timeout_min")
         st.caption(explain("timeout_min"))
-    return dict(timed_s=float(timed_s), rounds=int(rounds), timed_steps=int(timed_steps) if by == "steps" else None,
-                warmup_steps=int(warmup), cache=cache)
+    knobs = dict(timed_s=float(timed_s), rounds=int(rounds), timed_steps=int(timed_steps) if by == "steps" else None,
+                 warmup_steps=int(warmup))
+    return knobs if cache is None else {**knobs, "cache": cache}
+
+
+def artifacts_source(exp: Experiment, records: list):
+    """The newest stored run whose saved compile artifacts a cache=artifacts run of `exp` would load, or None.
+
+    Same compile settings and device kind (tcore.caches.compile_key); whether its torch and device
+    match this machine is checked by the run itself.
+    """
+    device, _ = preflight(exp)
+    want = caches.compile_key(exp.to_dict(), device)
+    return next((r for r in records if r.status == "finished" and r.result.get("cache_artifacts_bytes")
+                 and caches.compile_key(r.spec, r.device or device) == want), None)
 
 
 def build(values: dict) -> tuple[Experiment | None, list[str], str | None]:

@@ -1,4 +1,4 @@
-"""Live views: a run in progress (phase, progress, elapsed time, power trace, Cancel) and a sweep.
+"""Live views: a run waiting in the queue or in progress (place, phase, elapsed time, power trace, Cancel) and a sweep.
 
 run_panel and sweep_panel are fragments: each reruns itself every second or two, alone, without
 rerunning the page around it; when its run or sweep ends it reruns the whole page, which then draws
@@ -20,7 +20,6 @@ from ui import charts, summary
 # What happens in each phase, for an audience watching the progress bar.
 PHASE_EXPLAIN = {
     None: "A fresh Python process starts and imports torch, so that this run's compile is a cold one.",
-    "queued": "It starts as soon as the device is free.",
     "building": "Building the model and a batch of inputs on the device.",
     "eager": "Plain PyTorch (eager) steps, untimed: the first one sets the baseline that compile time is "
              "measured against.",
@@ -56,11 +55,11 @@ def run_panel(run_id: str, *, key: str = "run") -> None:
 def draw_progress(run: runs.LiveRun, *, key: str) -> None:
     snap = run.snapshot()
     run_id, phases, phase = run.run_id, phases_of(run), snap["phase"]
-    # The snapshot has no phase start times: remember when this page first saw each phase.
-    seen = st.session_state.setdefault("phase_seen", {})
-    in_phase_s = max(time.time() - seen.setdefault(f"{run_id}/{phase}", time.time()), 0.0)
+    started = snap["phase_started_at"].get(phase)
+    in_phase_s = max(time.time() - started, 0.0) if started else snap["elapsed_s"]
 
-    st.subheader(f"{'Queued' if snap.get('status') == 'queued' else 'Running'}: {run.exp.label}")
+    queued = snap["status"] == "queued"
+    st.subheader(f"{'Queued' if queued else 'Running'}: {run.exp.label}")
     steps = []
     for p in phases:  # Material icons ship with Streamlit; emoji need a font the browser may lack
         if phase in phases and phases.index(p) < phases.index(phase):
@@ -70,29 +69,31 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         else:
             steps.append(f":gray[:material/radio_button_unchecked: {PHASE_TITLES[p]}]")
     st.markdown(" &nbsp;:gray[:material/arrow_forward:]&nbsp; ".join(steps))
-    if snap.get("status") == "queued":  # waiting for the device: another run is being timed on it
-        place, eta = snap.get("queue_position"), snap.get("eta_s")
-        st.info(f"Waiting in the queue{f', number {place}' if place else ''}: another run is being timed on "
-                f"this device, and two at once would disturb each other's timings."
-                + (f" Starts in about {eta:.0f} s (an estimate from recent runs)." if eta is not None else ""))
-    title = {None: "Starting the worker process", "queued": "Waiting in the queue", **PHASE_TITLES}.get(phase, phase)
-    done, total = snap["progress"].get(phase, (None, None))
-    counted = f" ({done}/{total})" if done is not None else ""
-    st.progress(progress_fraction(phases, phase, snap["progress"]),
-                text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
-    st.caption(PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds))
+    if queued:  # waiting for the device: other runs are ahead of it
+        st.info(f"**{summary.queue_words(snap['queue_position'], snap['eta_s'], snap['waited_s'])}**\n\n"
+                "One run at a time per device, in the order they were queued: two at once would disturb "
+                "each other's timings.")
+    else:
+        title = PHASE_TITLES.get(phase, "Starting the worker process")
+        done, total = snap["progress"].get(phase, (None, None))
+        counted = f" ({done}/{total})" if done is not None else ""
+        st.progress(progress_fraction(phases, phase, snap["progress"]),
+                    text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
+        st.caption(PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds))
     for note in snap["notes"]:
         st.warning(note)
     if snap["trace"]:
         st.plotly_chart(charts.power_trace_chart(snap["trace"], title="Power so far, coloured by phase"),
                         width="stretch", key=f"{key}_live_trace")
-    else:
+    elif not queued:
         meter = machine.meter(run.device)
         st.info(f"No live power trace: {meter.reason}." if not meter.available else
                 "Waiting for the first power samples...")
-    if st.button("Cancel run", key=f"{key}_cancel_{run_id}", icon=":material/stop_circle:"):
+    if st.button("Cancel run", key=f"{key}_cancel_{run_id}", icon=":material/stop_circle:",
+                 help="A queued run never starts; a running one has its worker stopped."):
         run.cancel()
-        st.toast("Cancelling: the worker and its compile processes are being stopped.")
+        st.toast("Cancelled: it leaves the queue." if queued else
+                 "Cancelling: the worker and its compile processes are being stopped.")
 
 
 def sweep_records(sweep: sweeps.Sweep, store: RunStore) -> list:

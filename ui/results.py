@@ -33,10 +33,12 @@ def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
     st.caption(f"Run {rec.id} · started {when} · device {rec.device or rec.spec.get('device')}")
     if rec.status == "failed":
         show_failure(rec)
+    elif rec.status == "queued":
+        st.info("This run is waiting in the queue for its turn on the device.")
     elif rec.status == "running":
         st.warning("This run has no result yet: it is still running, or the app stopped while it ran.")
     else:
-        show_result(rec, store.trace(rec.id), key=key)
+        show_result(rec, store.trace(rec.id), key=key, store=store)
 
 
 def show_failure(rec: RunRecord) -> None:
@@ -51,7 +53,7 @@ def show_failure(rec: RunRecord) -> None:
             st.code(rec.error["traceback"], language=None)
 
 
-def show_result(rec: RunRecord, trace: list, *, key: str) -> None:
+def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None = None) -> None:
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
     figures = summary.headline(r)
@@ -87,9 +89,12 @@ def show_result(rec: RunRecord, trace: list, *, key: str) -> None:
                         hint = f"\n{b['hint']}" if b.get("hint") else ""
                         st.code(f"graph break{where} (x{b['count']}):\n{b['reason']}{hint}", language=None)
                     for c in r.get("recompiles", []):
-                        st.code(f"recompile {c['compile_id']} of {c['frame']}:\n{c['reason']}", language=None)
+                        frame = c["frame"] or "nothing: the recompile limit was hit"
+                        st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)
     if r.get("notes"):
         st.info("\n".join(f"- {n}" for n in r["notes"]))
+    if store is not None and (words := summary.cache_words(r, rec.spec)):
+        show_cache(rec, store, words, key=key)
 
     left, right = st.columns(2)
     left.plotly_chart(charts.throughput_chart(r), width="stretch", key=f"{key}_throughput")
@@ -115,3 +120,14 @@ def show_result(rec: RunRecord, trace: list, *, key: str) -> None:
     with st.expander("Environment"):
         st.dataframe(pd.DataFrame(summary.env_rows(rec.env, rec.device), columns=["what", "value"]),
                      hide_index=True, width="stretch", key=f"{key}_env")
+
+
+def show_cache(rec: RunRecord, store: RunStore, words: str, *, key: str) -> None:
+    """What the compile caches did; when the same settings also ran with another cache mode, both compile times."""
+    st.caption(words)
+    records = store.list(limit=200)
+    same = summary.same_settings(rec, records)
+    kinds = {charts.cache_kind(r.spec.get("cache"), r.result.get("cache_artifacts")) for r in same}
+    if len(kinds) > 1:
+        st.plotly_chart(charts.cold_warm_chart(summary.cache_frame(same), height=260), width="stretch",
+                        key=f"{key}_cold_warm")

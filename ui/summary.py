@@ -5,9 +5,11 @@ No Streamlit here, so the wording is unit-tested like the charts.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from tcore.caches import compile_key
 from tcore.report import RUN_METRICS, fmt
 from tcore.spec import Experiment
 
@@ -52,7 +54,10 @@ def graph_words(result: dict) -> list[str]:
                      f"{len(recompiles)} recompilation{'s' if len(recompiles) != 1 else ''} "
                      "(a guard failed, so the frame compiled again):")
     for r in recompiles:
-        lines.append(f"- recompile {r['compile_id']} of `{r['frame']}`: {_after_id(first_line(r['reason']))}")
+        # The attempt that hits the recompile limit is listed too; it has no frame, since nothing was compiled.
+        what = f"recompile {r['compile_id']} of `{r['frame']}`" if r.get("frame") else \
+            f"{r['compile_id']}: the recompile limit was hit, no compile"
+        lines.append(f"- {what}: {_after_id(first_line(r['reason']))}")
     eager_k, compiled_k = result.get("eager_kernels_per_step"), result.get("compiled_kernels_per_step")
     if eager_k is not None and compiled_k is not None:
         lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled"
@@ -164,3 +169,203 @@ def env_rows(env: dict, device: str | None) -> list[tuple[str, str]]:
     rows += [("CPU", env.get("cpu")), ("CPU cores", env.get("cpu_count")), ("torch threads", env.get("torch_threads")),
              ("host", env.get("hostname"))]
     return [(k, str(v)) for k, v in rows if v is not None]
+
+
+def duration(seconds: float | None) -> str:
+    """'45 s', '3 min 05 s', '1 h 02 min': a wait or an elapsed time, for people."""
+    if seconds is None:
+        return "n/a"
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def queue_words(position: int | None, eta_s: float | None, waited_s: float | None) -> str:
+    """'Queued: position 2 · starts in about 40 s (an estimate from recent runs) · waited 12 s'."""
+    eta = ("no estimate yet (no run has finished on this device)" if eta_s is None else
+           "starts as soon as the device is free" if eta_s < 1 else
+           f"starts in about {duration(eta_s)} (an estimate from recent runs)")
+    place = f"position {position}" if position else "about to start"
+    return f"Queued: {place} · {eta} · waited {duration(waited_s)}"
+
+
+def owner_words(owner: str | None, me: str) -> str:
+    """Whose a queued run is: 'yours', the command line or a sweep (a process), or another session."""
+    if owner == me:
+        return "yours"
+    if owner and ":" in owner:  # tcore.scheduler.Proc.name, "host:pid": queued without a browser session
+        return "the command line or a sweep"
+    return "another session"
+
+
+# --- Why is it slow ------------------------------------------------------------------------------
+
+def group_breaks(breaks: list[dict]) -> list[dict]:
+    """One entry per place and reason: Dynamo reports a break once per frame it hit it in."""
+    grouped: dict[tuple, dict] = {}
+    for b in breaks:
+        key = (first_line(b.get("reason")), b.get("file"), b.get("line"))
+        if key not in grouped:
+            grouped[key] = {**b, "reason": key[0], "count": 0, "skipped_frame": False}
+        grouped[key]["count"] += b.get("count") or 0
+        grouped[key]["skipped_frame"] |= bool(b.get("skipped_frame"))
+    return list(grouped.values())
+
+
+def break_title(b: dict) -> str:
+    """'`captioner.py:74`: Unsupported Tensor.item() call ... (hit 2 times)'."""
+    where = f"`{Path(b['file']).name}:{b['line']}`: " if b.get("file") and b.get("line") else ""
+    times = f"hit {b['count']} time{'s' if b['count'] != 1 else ''}" if b.get("count") else ""
+    return f"{where}{b['reason']}" + (f" ({times})" if times else "")
+
+
+def break_pair_words(clean: dict, broken: dict) -> str:
+    """What the break changed, in a sentence: graphs, share of the throughput, compile time."""
+    graphs = f"Dynamo captured **{broken.get('graph_count')} graphs** instead of {clean.get('graph_count')}"
+    speed = broken.get("compiled_samples_per_s"), clean.get("compiled_samples_per_s")
+    share = f"; the model runs at **{speed[0] / speed[1]:.0%}** of the throughput" if all(speed) else ""
+    times = broken.get("compile_s"), clean.get("compile_s")
+    took = f"; compiling took {times[0]:.1f} s instead of {times[1]:.1f} s" if None not in times else ""
+    return f"With the break, {graphs}{share}{took}."
+
+
+SKIPPED_FRAME_WORDS = ("Dynamo could not resume after this break (it sits inside a loop), so it ran the **whole "
+                       "enclosing function eagerly**: nothing in it was compiled.")
+
+# The ways a varying shape can be compiled, run side by side on the Diagnose page.
+# name -> (title, the Experiment fields that make it, what it costs)
+STRATEGIES = {
+    "static": ("dynamic=False", dict(dynamic=False, shape_remedy="none"),
+               "Always static: every new size compiles again, until the recompile limit; past it the function "
+               "runs eagerly. Costs one compile per shape, then the speedup for new shapes."),
+    "automatic": ("dynamic=None (default)", dict(dynamic=None, shape_remedy="none"),
+                  "Static first; on the first size change it recompiles once with that size symbolic. Costs "
+                  "two compiles, and the symbolic graph may be a little slower."),
+    "dynamic": ("dynamic=True", dict(dynamic=True, shape_remedy="none"),
+                "Symbolic sizes from the first compile: one compile for every size. Costs some static "
+                "optimisations (and, on a GPU, CUDA graphs per size)."),
+    "mark_dynamic": ("mark_dynamic", dict(dynamic=False, shape_remedy="mark_dynamic"),
+                     "The varying dimension is marked dynamic before the first call, everything else stays "
+                     "static: one compile. Costs a line of code where the inputs are made."),
+    "buckets": ("buckets", dict(dynamic=False, shape_remedy="buckets"),
+                "Inputs are padded up to a few fixed sizes, each compiled during warm-up: one compile per "
+                "bucket, none later. Costs the work spent on padding."),
+}
+
+
+def strategy_of(spec: dict) -> str | None:
+    """Which of STRATEGIES a run with a shape schedule used; None for a run with one fixed shape."""
+    if not spec.get("shape_count"):
+        return None
+    remedy = spec.get("shape_remedy", "none")
+    if remedy != "none":
+        return remedy
+    return {False: "static", None: "automatic", True: "dynamic"}[spec.get("dynamic")]
+
+
+def compile_totals(result: dict) -> dict:
+    """How many compilations a run did and how long they took in all, from its compile events."""
+    events = [e for e in result.get("compile_events") or [] if e.get("kind") in ("compile", "recompile")]
+    return {"compilations": len(events), "compiling_s": sum(e.get("duration_s") or 0 for e in events)
+            if events else None}
+
+
+def four_way(records: list) -> dict[tuple[str, str], Any]:
+    """(scope, "cold" | "warm") -> the newest finished run of each, from `records` (newest first).
+
+    Cold is a run with fresh caches (or artifacts that could not be loaded); warm is one that loaded
+    compile artifacts. Only runs with the settings of the newest cold run of the first scope found count,
+    so the four compare like with like.
+    """
+    def temperature(rec) -> str | None:
+        cache, loaded = rec.spec.get("cache", "cold"), rec.result.get("cache_artifacts")
+        if cache == "cold" or (cache == "artifacts" and loaded != "loaded"):
+            return "cold"
+        return "warm" if cache == "artifacts" else None  # the local "warm" cache is not a portable warm start
+
+    def settings(rec) -> tuple:
+        return tuple(sorted((k, str(v)) for k, v in rec.spec.items() if k not in _NOT_SETTINGS))
+
+    done = [r for r in records if r.status == "finished" and r.spec.get("compile") in ("whole", "regional")
+            and r.result.get("compile_s") is not None]
+    anchor = next((r for r in done if temperature(r) == "cold"), None)
+    cells: dict[tuple[str, str], Any] = {}
+    for rec in done:
+        key = (rec.spec["compile"], temperature(rec))
+        if key[1] and key not in cells and (anchor is None or settings(rec) == settings(anchor)):
+            cells[key] = rec
+    return cells
+
+
+# Fields that do not change what is compiled, or that the four-way varies itself.
+_NOT_SETTINGS = {"compile", "cache", "warmup_steps", "timed_s", "timed_steps", "rounds", "seed"}
+
+
+def cache_words(result: dict, spec: dict) -> str | None:
+    """What the compile caches did in a run, in a sentence; None when nothing was compiled."""
+    if result.get("compile_s") is None:
+        return None
+    cache = spec.get("cache", "cold")
+    kind = {"cold": "cold (fresh caches)", "warm": "warm (the local cache of earlier warm runs)",
+            "artifacts": {"loaded": "warm: compile artifacts from an earlier run were loaded",
+                          "cold": "artifacts asked for but not loaded, so it compiled cold"}.get(
+                              result.get("cache_artifacts"), "artifacts")}[cache]
+    hits = (f"FX graph cache {result.get('fx_graph_cache_hits', 0)} hits / "
+            f"{result.get('fx_graph_cache_misses', 0)} misses, AOT autograd cache "
+            f"{result.get('aot_autograd_cache_hits', 0)} hits")
+    saved = result.get("cache_artifacts_bytes")
+    keep = (f" It saved {saved / 1e6:.1f} MB of compile artifacts: a run of these settings with cache=artifacts "
+            "starts warm from them." if saved else "")
+    return f"Compile cache: {kind}; {hits}.{keep}"
+
+
+def settings_key(rec) -> str:
+    """What a run compiled, whatever its cache mode and timing (tcore.caches.compile_key)."""
+    return compile_key(rec.spec, rec.device or rec.result.get("device") or "cpu")
+
+
+def same_settings(rec, records: list) -> list:
+    """The finished compiled runs among `records` (newest first) that compiled what `rec` did, `rec` included."""
+    key = settings_key(rec)
+    return [r for r in records if r.status == "finished" and r.result.get("compile_s") is not None
+            and settings_key(r) == key]
+
+
+CACHE_COLUMNS = ["id", "label", "settings", "cache", "cache_artifacts", "compile_s", "fx_graph_cache_hits",
+                 "fx_graph_cache_misses", "aot_autograd_cache_hits"]
+
+
+def cache_frame(records: list) -> pd.DataFrame:
+    """One row per run for charts.cold_warm_chart: its settings (a key and the label) and cache figures."""
+    return pd.DataFrame([{"id": r.id, "label": r.label, "settings": settings_key(r), "cache": r.spec.get("cache"),
+                          **{c: r.result.get(c) for c in CACHE_COLUMNS[4:]}} for r in records], columns=CACHE_COLUMNS)
+
+
+# What makes two runs of a schedule comparable, whatever strategy each used.
+_SCHEDULE_FIELDS = ("model", "preset", "batch_size", "dtype", "task", "compile", "backend", "shape_count",
+                    "shape_order", "recompile_limit")
+
+
+def strategy_runs(records: list) -> dict[str, Any]:
+    """strategy -> its newest finished run, among runs (newest first) with the newest schedule run's settings."""
+    done = [r for r in records if r.status == "finished" and strategy_of(r.spec)]
+    out: dict[str, Any] = {}
+    for rec in done:
+        if all(rec.spec.get(k) == done[0].spec.get(k) for k in _SCHEDULE_FIELDS):
+            out.setdefault(strategy_of(rec.spec), rec)
+    return {name: out[name] for name in STRATEGIES if name in out}
+
+
+def counterpart(rec, records: list, **changes):
+    """The newest finished run among `records` whose settings (cache included) are `rec`'s with `changes`."""
+    def settings(spec: dict) -> dict:
+        return {k: v for k, v in spec.items() if k not in _TIMING}
+
+    want = settings({**rec.spec, **changes})
+    return next((r for r in records if r.status == "finished" and r.id != rec.id and settings(r.spec) == want), None)
+
+
+_TIMING = {"warmup_steps", "timed_s", "timed_steps", "rounds", "seed"}

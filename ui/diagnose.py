@@ -1,0 +1,327 @@
+"""The sections of the Diagnose page ("Why is it slow?"): graph breaks, recompilations, cold vs warm, one run.
+
+Each section queues its runs (tcore.runs through ui.queue), shows them waiting and running, then
+draws them from the store; it can as well draw runs stored earlier, picked in its selectors.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+import sample_models
+from tcore.events import ERROR_KINDS
+from tcore.spec import CHOICES, Experiment, SpecError
+from tcore.store import RunRecord, RunStore
+from ui import charts, knobs, queue, results, summary
+
+CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
+
+
+def base_experiment(model: str, **changes) -> Experiment:
+    """The model's defaults for this machine's device (preset, batch, a short timed stage), with `changes`."""
+    entry = sample_models.get(model)
+    dev = knobs.target_device("auto")
+    cpu = dev == "cpu"
+    return Experiment(model=model, preset=entry.default_preset[dev], batch_size=entry.default_batch[dev],
+                      timed_s=2.0 if cpu else 4.0, rounds=3 if cpu else 5, **changes)
+
+
+def _pick(key: str, options: list[str], preferred: str | None) -> None:
+    """Point the selectbox `key` at `preferred` once it becomes an option (a run just finished), else keep a
+    valid choice. Set before the widget is drawn, as Streamlit requires."""
+    if preferred in options and st.session_state.get(f"{key}_applied") != preferred:
+        st.session_state[key], st.session_state[f"{key}_applied"] = preferred, preferred
+    elif st.session_state.get(key) not in options:
+        st.session_state[key] = options[0] if options else None
+
+
+def _names(records: list[RunRecord]) -> dict[str, str]:
+    return {r.id: f"{r.label} · {r.id[-6:]}" for r in records}
+
+
+def _model_picker(key: str) -> str:
+    return st.selectbox("Model", list(sample_models.MODELS), key=key,
+                        format_func=lambda m: sample_models.get(m).title)
+
+
+def _queue(experiments: list[Experiment], store: RunStore, *, key: str) -> None:
+    ids = queue.submit(experiments, store, key=key)
+    st.session_state[key] = ids
+    st.rerun()
+
+
+def _waiting(key: str, records: list[RunRecord]) -> list[str]:
+    """The ids this section queued in this session; draws a live line for those still under way and says
+    why any of them failed (not when cancelled, nor a fullgraph run on the deliberate break: it is meant to)."""
+    ids = st.session_state.get(key, [])
+    if waiting := queue.pending(ids):
+        with st.container(border=True):
+            queue.pending_panel(waiting, key=f"{key}_pending")
+    queue.show_refusal(key)
+    for rec in records:
+        expected = rec.error_kind == "cancelled" or (rec.spec.get("fullgraph") and rec.spec.get("graph_break"))
+        if rec.id in ids and rec.status == "failed" and not expected:
+            st.error(f"**{rec.label}** · {ERROR_KINDS.get(rec.error_kind, rec.error_kind)}: "
+                     f"{summary.first_line(rec.error.get('message'))}")
+    return ids
+
+
+# --- graph breaks --------------------------------------------------------------------------------
+
+BREAK_PANELS = [("compiled_samples_per_s", "Compiled throughput", "samples/s", "{:.0f}"),
+                ("speedup", "Speedup over eager", "x", "{:.2f}"),
+                ("graph_count", "Graphs", "", "{:d}"),
+                ("compile_s", "Compile time", "s", "{:.1f}"),
+                ("compiled_kernels_per_step", "Kernels per step", "", "{:d}")]
+
+
+def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
+    st.markdown("A **graph break** is code Dynamo cannot put in a graph (here a Python `if` on a tensor's value, "
+                "through `.item()`): the graph ends there, Python runs the line, and a new graph starts after it. "
+                "Each break costs a round trip to Python and the fusion across it. Run a model with and without "
+                "its deliberate break to see what that costs.")
+    cols = st.columns(3)
+    with cols[0]:
+        model = _model_picker("diag_break_model")
+    scope = cols[1].radio("Compile", ["whole", "regional"], key="diag_break_scope", horizontal=True,
+                          format_func={"whole": "whole model", "regional": "regional (blocks)"}.get)
+    backend = cols[2].selectbox("Backend", [b for b in CHOICES["backend"] if b != "cudagraphs"],
+                                key="diag_break_backend")
+    st.caption(knobs.explain("compile", scope) + " " + knobs.explain("backend", backend))
+    fullgraph = st.toggle("Also show what fullgraph=True does: a third run, with the break, that must fail",
+                          key="diag_break_fullgraph")
+    if st.button("Run without and with the break", key="diag_break_start", type="primary",
+                 icon=":material/play_arrow:"):
+        base = base_experiment(model, compile=scope, backend=backend)
+        _queue([base, base.replace(graph_break=True)]
+               + ([base.replace(graph_break=True, fullgraph=True)] if fullgraph else []), store, key="diag_breaks")
+    session = dict(zip(("without", "with", "fullgraph"), _waiting("diag_breaks", records)))
+
+    done = [r for r in records if r.status == "finished" and r.spec.get("compile") != "off"]
+    with_break = [r for r in done if r.spec.get("graph_break")]
+    if not with_break:
+        st.info("No finished run with the deliberate break is stored yet: press the button above.")
+        return
+    names = _names(done)
+    left, right = st.columns(2)
+    _pick("diag_with", [r.id for r in with_break], session.get("with"))
+    chosen = next(r for r in with_break if r.id == st.session_state.diag_with)
+    without = [r for r in done if not r.spec.get("graph_break")]
+    twin = summary.counterpart(chosen, records, graph_break=False)
+    _pick("diag_without", [r.id for r in without], session.get("without") or (twin.id if twin else None))
+    left.selectbox("Without the break", [r.id for r in without], key="diag_without", format_func=names.get)
+    right.selectbox("With the break", [r.id for r in with_break], key="diag_with", format_func=names.get)
+
+    clean = next((r for r in without if r.id == st.session_state.diag_without), None)
+    pair = [("without the break", clean.result)] if clean else []
+    st.plotly_chart(charts.side_by_side(pair + [("with the break", chosen.result)], BREAK_PANELS,
+                                        title="What the break costs", subtitle="each panel: one figure, both runs"),
+                    width="stretch", key="diag_break_pair")
+    if clean:
+        st.markdown(summary.break_pair_words(clean.result, chosen.result))
+    st.markdown("#### The breaks, where they are in the code")
+    show_breaks(chosen.result)
+    if fullgraph:
+        show_fullgraph(records, chosen, session.get("fullgraph"))
+
+
+def show_breaks(result: dict) -> None:
+    """Each break in plain words: where, what Dynamo could not do, the line of code, torch's hint."""
+    breaks = summary.group_breaks(result.get("graph_breaks") or [])
+    if not breaks:
+        st.success("No graph breaks: Dynamo captured each compiled function whole.")
+        return
+    for b in breaks:
+        with st.container(border=True):
+            st.markdown(f"**Graph break at {summary.break_title(b)}**")
+            if b.get("source"):
+                st.code(b["source"], language="python")
+            if b.get("hint"):
+                st.caption(b["hint"].removeprefix("Hint: ").strip())
+            if b.get("skipped_frame"):
+                st.warning(summary.SKIPPED_FRAME_WORDS)
+
+
+def show_fullgraph(records: list[RunRecord], chosen: RunRecord, session_id: str | None) -> None:
+    st.markdown("#### fullgraph=True: a break becomes an error")
+    failed = [r for r in records if r.status == "failed" and r.spec.get("fullgraph") and r.spec.get("graph_break")]
+    rec = next((r for r in failed if r.id == session_id), None) or next(
+        (r for r in failed if r.spec.get("model") == chosen.spec.get("model")), None)
+    if rec is None:
+        st.caption("No such run yet: press the button with this switch on. With fullgraph=True, torch.compile "
+                   "refuses to split the model, so the run fails at the break and says where.")
+        return
+    st.caption(f"Run {rec.id}: {rec.label}, with fullgraph=True. Instead of splitting the graph quietly, "
+               "compile stops at the break, so you learn where it is the first time you run.")
+    st.error(f"**{ERROR_KINDS.get(rec.error_kind, rec.error_kind)}**")
+    st.code(rec.error.get("message", "no message"), language=None, wrap_lines=True)
+
+
+# --- recompilations ------------------------------------------------------------------------------
+
+STRATEGY_PANELS = [("compilations", "Compilations", "", "{:d}"),
+                   ("compiling_s", "Time compiling", "s", "{:.1f}"),
+                   ("speedup", "Steady speedup over eager", "x", "{:.2f}"),
+                   ("compiled_samples_per_s", "Compiled throughput", "samples/s", "{:.0f}")]
+
+
+def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
+    st.markdown("When the input's shape changes from call to call, the compiled code's **guards** fail and "
+                "Dynamo compiles again. Feed a model a schedule of distinct sizes and compare the ways to handle "
+                "it: every compilation is a marker on the timeline; past the **recompile limit** Dynamo gives up "
+                "and runs that function eagerly.")
+    cols = st.columns(4)
+    with cols[0]:
+        model = _model_picker("diag_shape_model")
+    count = cols[1].number_input("Distinct shapes", min_value=2, max_value=32, value=10, key="diag_shape_count")
+    order = cols[2].radio("Order", CHOICES["shape_order"], key="diag_shape_order", horizontal=True)
+    limit = cols[3].number_input("Recompile limit", min_value=1, max_value=64, value=8, key="diag_shape_limit")
+    cols = st.columns([1, 1, 2])
+    buckets = cols[0].number_input("Buckets (for padding)", min_value=1, max_value=31, value=3,
+                                   key="diag_shape_buckets")
+    cpu = knobs.target_device("auto") == "cpu"
+    backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
+    # On a CPU every Inductor compile runs g++ (20-30 s each): aot_eager shows the same guards in seconds.
+    backend = cols[1].selectbox("Backend", backends, index=backends.index("aot_eager" if cpu else "inductor"),
+                                key="diag_shape_backend")
+    cols[2].caption(knobs.explain("backend", backend) + (" On this CPU, Inductor compiles take tens of seconds "
+                                                         "each, so aot_eager is the default here." if cpu else ""))
+    chosen = st.multiselect("Strategies", list(summary.STRATEGIES), default=list(summary.STRATEGIES),
+                            key="diag_shape_strategies", format_func=lambda s: summary.STRATEGIES[s][0])
+    if st.button("Run the strategies side by side", key="diag_shape_start", type="primary",
+                 icon=":material/play_arrow:", disabled=not chosen):
+        try:
+            base = base_experiment(model, backend=backend, shape_count=int(count), shape_order=order,
+                                   recompile_limit=int(limit), buckets=int(buckets))
+            experiments = [base.replace(**summary.STRATEGIES[s][1]) for s in chosen]
+        except SpecError as e:
+            st.error(f"**These settings cannot run:** {e}")
+        else:
+            _queue(experiments, store, key="diag_shapes")
+    session = _waiting("diag_shapes", records)
+
+    done = [r for r in records if r.status == "finished" and summary.strategy_of(r.spec)]
+    if not done:
+        st.info("No finished run with a shape schedule is stored yet: press the button above.")
+        return
+    mine = [i for i in session if i in {r.id for r in done}]
+    default = mine or [r.id for r in summary.strategy_runs(records).values()]
+    if st.session_state.get("diag_shape_runs_applied") != default:  # new runs finished: show them
+        st.session_state.diag_shape_runs, st.session_state.diag_shape_runs_applied = default, default
+    st.session_state.diag_shape_runs = [i for i in st.session_state.get("diag_shape_runs", []) if i in _names(done)]
+    with st.expander(f"Runs shown: {len(st.session_state.diag_shape_runs)} (pick other stored runs)"):
+        picked_ids = st.multiselect("Runs shown", [r.id for r in done], key="diag_shape_runs",
+                                    format_func=_names(done).get)
+    picked = sorted((r for r in done if r.id in picked_ids),
+                    key=lambda r: list(summary.STRATEGIES).index(summary.strategy_of(r.spec)))
+    if not picked:
+        return
+    items = [(summary.STRATEGIES[summary.strategy_of(r.spec)][0], {**r.result, **summary.compile_totals(r.result)})
+             for r in picked]
+    st.plotly_chart(charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
+                                        subtitle="compilations and their time, then the steady speed over the "
+                                                 "whole schedule"),
+                    width="stretch", key="diag_shape_summary")
+    for rec in picked:
+        title, _, words = summary.STRATEGIES[summary.strategy_of(rec.spec)]
+        with st.container(border=True):
+            st.markdown(f"#### {title}")
+            st.caption(f"{words} · run {rec.id}: {rec.label}")
+            show_schedule(rec, key=f"diag_shape_{rec.id}")
+
+
+def show_schedule(rec: RunRecord, *, key: str) -> None:
+    r = rec.result
+    totals = summary.compile_totals(r)
+    sizes = r.get("schedule_sizes") or []
+    st.markdown(f"{totals['compilations']} compilation{'s' if totals['compilations'] != 1 else ''} for "
+                f"{len(set(sizes))} distinct {r.get('schedule_dim', 'sizes')}"
+                + (f" (padded to {r['schedule_buckets']})" if r.get("schedule_buckets") else "")
+                + (". **The recompile limit was hit**: later new shapes ran eagerly." if r.get("recompile_limit_hit")
+                   else "."))
+    left, right = st.columns(2)
+    left.plotly_chart(charts.compile_timeline(r), width="stretch", key=f"{key}_timeline")
+    right.plotly_chart(charts.schedule_chart(r), width="stretch", key=f"{key}_schedule")
+
+
+# --- cold vs warm --------------------------------------------------------------------------------
+
+def caches_section(store: RunStore, records: list[RunRecord]) -> None:
+    st.markdown("A **cold** start compiles everything from scratch. A **warm** start loads the compile artifacts "
+                "an earlier run of the same settings saved (`torch.compiler.load_cache_artifacts`, valid for the "
+                "same torch, Triton and GPU), as a restarted server or a new machine that ships its cache would. "
+                "**Regional** compilation compiles one repeated block and reuses it, so there is less to compile "
+                "in the first place. The four-way runs all four, cold runs first.")
+    cols = st.columns([1, 2])
+    with cols[0]:
+        model = _model_picker("diag_cache_model")
+    if cols[1].button("Run the four-way", key="diag_cache_start", type="primary", icon=":material/play_arrow:"):
+        base = base_experiment(model, backend="inductor")
+        # The cold runs first: each saves the artifacts its warm twin loads when its turn comes.
+        _queue([base.replace(compile=scope, cache=cache) for cache in ("cold", "artifacts")
+                for scope in ("whole", "regional")], store, key="diag_fourway")
+    _waiting("diag_fourway", records)
+    cells = summary.four_way([r for r in records if r.spec.get("model") == model])
+    st.plotly_chart(charts.four_way_chart({k: rec.result.get("compile_s") for k, rec in cells.items()}),
+                    width="stretch", key="diag_fourway_chart")
+    if cells:
+        st.caption("From runs " + ", ".join(f"{scope} {temp}: {rec.id}" for (scope, temp), rec in sorted(cells.items()))
+                   + ".")
+    for rec in cells.values():
+        for note in rec.result.get("notes", []):
+            if "artifacts" in note:
+                st.caption(f"{rec.spec['compile']} {rec.spec['cache']}: {note}")
+
+
+# --- one run -------------------------------------------------------------------------------------
+
+def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -> None:
+    candidates = [r for r in records if r.status == "finished" or r.error_kind == "compile_error"]
+    if not candidates:
+        st.info("No finished run is stored yet.")
+        return
+    _pick("diag_run", [r.id for r in candidates], opened)
+    names = {r.id: f"{r.label} · {r.id[-6:]} ({r.status})" for r in candidates}
+    run_id = st.selectbox("Run", list(names), key="diag_run", format_func=names.get,
+                          help="Any stored run; the Compare page links here with its run chosen.")
+    rec = store.get(run_id)
+    if rec.status == "failed":
+        results.show_failure(rec)
+        return
+    r = rec.result
+    if "compiled" not in r.get("variants", ()):
+        st.info("This run compiled nothing (compile=off): there are no graphs, breaks or generated code to show.")
+        return
+    st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in summary.graph_words(r)))
+    if r.get("graph_breaks"):
+        show_breaks(r)
+    left, right = st.columns(2)
+    left.plotly_chart(charts.kernels_chart(r), width="stretch", key="diag_run_kernels")
+    right.plotly_chart(charts.graph_ops_chart(r), width="stretch", key="diag_run_ops")
+    if r.get("schedule"):
+        show_schedule(rec, key="diag_run")
+    else:
+        st.plotly_chart(charts.compile_timeline(r), width="stretch", key="diag_run_timeline")
+    show_code(rec, store.code(rec.id))
+
+
+def show_code(rec: RunRecord, sources: list[str]) -> None:
+    st.markdown("#### The code Inductor generated")
+    if not sources:
+        backend = rec.spec.get("backend", "inductor")
+        st.caption(f"None stored: only Inductor generates code, and this run used backend={backend}." if
+                   backend != "inductor" else "None stored for this run.")
+        return
+    if st.session_state.get("diag_code_graph", 0) >= len(sources):  # another run, with fewer graphs
+        st.session_state.diag_code_graph = 0
+    graph = st.selectbox("Graph", range(len(sources)), key="diag_code_graph",
+                         format_func=lambda i: f"Graph {i + 1} of {len(sources)} · "
+                                               f"{sources[i].count(chr(10)) + 1} lines")
+    lines = sources[graph].splitlines()
+    st.caption("A Python wrapper that allocates buffers and calls the generated kernels (C++ on the CPU, "
+               "Triton on a GPU) in order; each kernel is one fused loop over several of the model's operations.")
+    st.code("\n".join(lines[:CODE_LINES_SHOWN]), language="python", line_numbers=True, height=500)
+    if len(lines) > CODE_LINES_SHOWN:
+        with st.expander(f"The other {len(lines) - CODE_LINES_SHOWN} lines"):
+            st.code("\n".join(lines[CODE_LINES_SHOWN:]), language="python", height=500)
+    st.download_button("Download this graph's code", sources[graph], f"{rec.id}-graph{graph + 1}.py",
+                       "text/x-python", key="diag_code_download", icon=":material/download:")

@@ -1,0 +1,169 @@
+"""The shared run queue as a page sees it: who this browser session is, submitting runs, its runs, the room's queue.
+
+Every run waits its turn in the queue kept in the store (tcore.scheduler): one run at a time per
+device, across every session and process. A session submits with its own id as owner, so the lab's
+limit on queued runs applies per person and only the owner may cancel.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pandas as pd
+import streamlit as st
+
+from tcore import runs
+from tcore.events import PHASE_TITLES
+from tcore.spec import Experiment, SpecError
+from tcore.store import RunStore
+from ui import summary
+
+MY_RUNS_SHOWN = 8
+
+
+def session_owner() -> str:
+    """This browser session's id: Streamlit's own where it has one (st.context.session_id), else a uuid.
+
+    A refreshed browser tab is a new session, so its earlier runs are no longer "yours".
+    """
+    own = getattr(st.context, "session_id", None)
+    if own:
+        return own
+    if "owner" not in st.session_state:
+        st.session_state.owner = uuid.uuid4().hex
+    return st.session_state.owner
+
+
+def submit(experiments: list[Experiment], store: RunStore, *, key: str,
+           timeout_s: float | None = None) -> list[str]:
+    """Queue the experiments in order for this session; returns the ids queued.
+
+    A refusal (batch too big, too much memory, too many queued runs) stops the rest, and
+    show_refusal(key) shows it after the rerun; what was queued before it stays queued.
+    """
+    queued = []
+    for exp in experiments:
+        try:
+            queued.append(runs.start(exp, store, owner=session_owner(), timeout_s=timeout_s).run_id)
+        except SpecError as e:
+            st.session_state[f"{key}_refusal"] = (f"**{exp.label} cannot be queued:** {e}"
+                                              + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))
+            break
+    return queued
+
+
+def show_refusal(key: str) -> None:
+    """The last refusal, once: submit() is followed by st.rerun(), which would wipe an st.error drawn there."""
+    if message := st.session_state.pop(f"{key}_refusal", None):
+        st.error(message)
+
+
+def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
+    """This session's latest runs, newest first: queued, running and ended."""
+    me = session_owner()
+    return [r for r in store.list(limit=200) if r.owner == me][:limit]
+
+
+def status_words(record, places: dict[str, dict]) -> str:
+    """'queued, position 2, ~40 s' / 'running: Compiling (first call)' / 'finished, 1.32x' / 'failed: timeout'."""
+    live = runs.live(record.id)
+    if live is not None and not live.done:
+        snap = live.snapshot()
+        if snap["status"] == "queued":
+            eta = f", starts in ~{summary.duration(snap['eta_s'])}" if snap["eta_s"] is not None else ""
+            return f"queued, position {snap['queue_position'] or '?'}{eta}"
+        return f"running: {PHASE_TITLES.get(snap['phase'], 'starting the worker')}"
+    if record.id in places:  # queued or running in another process
+        place = places[record.id]
+        return "running" if place["status"] == "running" else f"queued, position {place['queue_position'] or '?'}"
+    status = store_status(record)
+    if status == "finished" and record.result.get("speedup") is not None:
+        return f"finished, {record.result['speedup']:.2f}x eager"
+    return status
+
+
+def store_status(record) -> str:
+    return f"failed: {record.error_kind}" if record.status == "failed" and record.error_kind else record.status
+
+
+def places_by_id(store: RunStore) -> dict[str, dict]:
+    return {row["run_id"]: row for row in runs.queue_view(store)}
+
+
+@st.fragment(run_every=2.0)
+def my_runs_table(store: RunStore) -> None:
+    """This session's runs with their state, refreshed every 2 s."""
+    mine = my_runs(store)
+    if not mine:
+        return
+    places = places_by_id(store)
+    st.markdown("**Your runs in this session**")
+    st.dataframe(pd.DataFrame({"Run": [f"{r.label} · {r.id[-6:]}" for r in mine],
+                               "State": [status_words(r, places) for r in mine]}),
+                 hide_index=True, width="stretch", key="my_runs_table")
+
+
+@st.fragment(run_every=2.0)
+def queue_view(store: RunStore, *, key: str) -> None:
+    """The room's queue on this machine: running, then queued runs, whose they are; cancel your own."""
+    me = session_owner()
+    rows = runs.queue_view(store)
+    st.markdown("**The queue on this machine**")
+    if not rows:
+        st.caption("Nothing is running or waiting: a run starts at once.")
+        return
+    st.caption("One run at a time per device, in the order they were queued, across every browser and the "
+               "command line: two runs at once would disturb each other's timings.")
+    for row in rows:
+        left, right = st.columns([4, 1], vertical_alignment="center")
+        whose = summary.owner_words(row["owner"], me)
+        if row["status"] == "running":
+            where = f" on {row['device_slot']}" if row.get("device_slot") else ""
+            state = f"**running**{where} for {summary.duration(_since(row['started_at']))}"
+        else:
+            eta = ("no estimate yet" if row["eta_s"] is None else f"starts in ~{summary.duration(row['eta_s'])}")
+            state = f"**#{row['queue_position'] or '?'} in the queue**, {eta}"
+        left.markdown(f"{state} · {row['label']} · :gray[{whose}]")
+        if whose == "yours" and right.button("Cancel", key=f"{key}_cancel_{row['run_id']}",
+                                             icon=":material/cancel:"):
+            cancel(row["run_id"], store)
+
+
+def cancel(run_id: str, store: RunStore) -> None:
+    try:
+        runs.cancel(run_id, store, owner=session_owner())
+    except (PermissionError, KeyError) as e:  # not ours after all, or gone meanwhile
+        st.toast(str(e))
+    else:
+        st.toast("Cancelled: a queued run never starts; a running one has its worker stopped.")
+
+
+def _since(t: float | None) -> float | None:
+    return None if t is None else time.time() - t
+
+
+def pending(run_ids: list[str]) -> list[str]:
+    """The ids among `run_ids` that this process is still running or holding in the queue."""
+    return [i for i in run_ids if i and (r := runs.live(i)) is not None and not r.done]
+
+
+@st.fragment(run_every=2.0)
+def pending_panel(run_ids: list[str], *, key: str) -> None:
+    """One line per run still queued or running, with a cancel button; reruns the page when all have ended."""
+    waiting = pending(run_ids)
+    if not waiting:
+        st.rerun()  # the page draws their results now
+    for run_id in waiting:
+        run = runs.live(run_id)
+        snap = run.snapshot()
+        left, right = st.columns([4, 1], vertical_alignment="center")
+        if snap["status"] == "queued":
+            state = summary.queue_words(snap["queue_position"], snap["eta_s"], snap["waited_s"])
+        else:
+            phase = PHASE_TITLES.get(snap["phase"], "Starting the worker")
+            started = snap["phase_started_at"].get(snap["phase"])
+            in_phase = f", {summary.duration(_since(started))} in this phase" if started else ""
+            state = f"Running: {phase}{in_phase}, {summary.duration(snap['elapsed_s'])} in all"
+        left.markdown(f"**{run.exp.label}** · {state}")
+        if right.button("Cancel", key=f"{key}_cancel_{run_id}", icon=":material/cancel:"):
+            run.cancel()
