@@ -39,8 +39,8 @@ with out_col:
     for note in notes:
         st.warning(note)
     if exp is not None and exp.cache == "artifacts":
-        source = knobs.artifacts_source(exp, store.list(limit=200))
-        st.caption(f"Will load the compile artifacts saved by run {source.id}." if source else
+        source = knobs.artifacts_source(exp, store)
+        st.caption(f"Will load the compile artifacts saved by run {source['run_id']}." if source else
                    "No stored run of these settings has saved compile artifacts yet: this run will compile "
                    "cold (and save them). Run it once with cache=cold first to see a warm start.")
 

@@ -56,14 +56,25 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     return db
 
 
+def _newest(spec: dict[str, Any], device: str, db_path: Path, *, with_data: bool) -> tuple | None:
+    columns = "run_id, made_on" + (", data" if with_data else "")
+    with _connect(db_path) as db:
+        return db.execute(f"SELECT {columns} FROM compile_artifacts WHERE compile_key=? "
+                          "ORDER BY created_at DESC LIMIT 1", (compile_key(spec, device),)).fetchone()
+
+
+def artifacts_for(spec: dict[str, Any], device: str, db_path: Path) -> dict[str, Any] | None:
+    """The stored artifacts a cache=artifacts run of `spec` would load: {run_id, torch, triton, device_name}."""
+    row = _newest(spec, device, db_path, with_data=False)
+    return None if row is None else {"run_id": row[0], **json.loads(row[1])}
+
+
 def launch_env(spec: dict[str, Any], device: str, db_path: Path, workdir: Path) -> dict[str, str]:
     """Environment for a run's worker: where to save its artifacts and, for cache=artifacts, what to load."""
     env = {SAVE_TO: str(workdir / "artifacts.bin")}
     if spec["cache"] != "artifacts":
         return env
-    with _connect(db_path) as db:
-        row = db.execute("SELECT run_id, made_on, data FROM compile_artifacts WHERE compile_key=? "
-                         "ORDER BY created_at DESC LIMIT 1", (compile_key(spec, device),)).fetchone()
+    row = _newest(spec, device, db_path, with_data=True)
     if row is None:
         env[COLD_BECAUSE] = "no run with these settings has saved compile artifacts yet: run it once cold first"
         return env

@@ -190,7 +190,7 @@ def collect(breaks: BreakRecorder | None = None) -> dict[str, Any]:
     recompiles = [
         {"compile_id": _metric(e, "compile_id"), "frame": _metric(e, "co_name"),
          "reason": _metric(e, "recompile_reason")}
-        for e in entries if _metric(e, "recompile_reason")
+        for e in entries if _metric(e, "recompile_reason") and not _hit_recompile_limit(e)
     ]
     failures = [_metric(e, "fail_reason") for e in entries if _metric(e, "fail_reason")]
     skip_reasons = sorted({r for e in entries if (r := _metric(e, "cudagraph_skip_reason"))})

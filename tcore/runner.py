@@ -180,6 +180,7 @@ def _measure(exp, device, entry, meter, phase, emit, breaks, env) -> dict[str, A
         "param_count": sum(p.numel() for p in model.parameters()),
         "flops_per_step": entry.flops_per_sample(exp.preset, training=exp.task == "training") * exp.batch_size,
         "eager_first_call_s": eager_warmup_s[0],
+        "eager_warmup_ms": [round(t * 1e3, 2) for t in eager_warmup_s],
         "eager_step_s": eager_step_s,
         "peak_mem_source": memory.what,
         "power_source": meter.source,

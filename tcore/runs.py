@@ -127,8 +127,9 @@ class LiveRun:
                 self._on_event(event)
         final = self.handle.final
         if final["type"] == "result":
-            self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.trace, code=self.code)
+            # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
             caches.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path, self.workdir)
+            self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.trace, code=self.code)
             self._collect_record()
         else:
             self._end(final)

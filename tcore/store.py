@@ -359,7 +359,8 @@ class RunStore:
         rows = []
         for rec in self.list():
             row = {"id": rec.id, "status": rec.status, "label": rec.label, "created_at": rec.created_at,
-                   "error_kind": rec.error_kind, "gpu": rec.env.get("gpu"), **rec.spec}
+                   "error_kind": rec.error_kind, "gpu": rec.env.get("gpu"), **rec.spec,
+                   "device": rec.device or rec.spec.get("device")}  # where it ran, not the spec's "auto"
             row.update({k: v for k, v in rec.result.items() if not isinstance(v, (list, dict))})
             rows.append(row)
         frame = pd.DataFrame(rows)

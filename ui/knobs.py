@@ -198,16 +198,13 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
     return knobs if cache is None else {**knobs, "cache": cache}
 
 
-def artifacts_source(exp: Experiment, records: list):
-    """The newest stored run whose saved compile artifacts a cache=artifacts run of `exp` would load, or None.
+def artifacts_source(exp: Experiment, store) -> dict | None:
+    """The stored artifacts a cache=artifacts run of `exp` would load ({run_id, torch, ...}), or None.
 
-    Same compile settings and device kind (tcore.caches.compile_key); whether its torch and device
-    match this machine is checked by the run itself.
+    Whether their torch and device match this machine is checked by the run itself.
     """
     device, _ = preflight(exp)
-    want = caches.compile_key(exp.to_dict(), device)
-    return next((r for r in records if r.status == "finished" and r.result.get("cache_artifacts_bytes")
-                 and caches.compile_key(r.spec, r.device or device) == want), None)
+    return caches.artifacts_for(exp.to_dict(), device, store.path)
 
 
 def build(values: dict) -> tuple[Experiment | None, list[str], str | None]:
