@@ -2,7 +2,7 @@
 import streamlit as st
 
 from tcore.store import RunStore
-from ui import charts, results, summary
+from ui import charts, diagnose_charts, results, summary
 
 store = RunStore()
 st.title("Compare runs")
@@ -49,7 +49,7 @@ else:
                   "(in the hover) = compile time / (eager step time - compiled step time): how many steps it "
                   "takes to earn the compile time back.")
     chosen_records = [store.get(i) for i in picked.id]
-    left.plotly_chart(charts.cold_warm_chart(summary.cache_frame(chosen_records)), width="stretch",
+    left.plotly_chart(diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)), width="stretch",
                       key="compare_cold_warm")
     right.caption("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a "
                   "bar. Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts "

@@ -7,7 +7,7 @@ import pytest
 
 from tcore.spec import Experiment
 from tcore.store import RunRecord
-from ui import charts, summary
+from ui import charts, diagnose_charts, summary
 
 NO_RAPL = "no RAPL energy counter on this CPU (/sys/class/powercap/intel-rapl:* is absent)"
 
@@ -273,7 +273,7 @@ def static_schedule():
 
 
 def test_timeline_one_trace_per_event_kind_with_markers_and_the_guard_in_the_hover(static_schedule):
-    fig = charts.compile_timeline(static_schedule)
+    fig = diagnose_charts.compile_timeline(static_schedule)
     by_name = {t.name: t for t in fig.data}
     assert list(by_name) == ["First compile of a frame", "Recompile (a guard failed)",
                              "Recompile limit hit: eager from here"]
@@ -291,12 +291,12 @@ def test_timeline_one_trace_per_event_kind_with_markers_and_the_guard_in_the_hov
 
 
 def test_timeline_without_events_says_why():
-    fig = charts.compile_timeline({"unavailable": {"compile_s": "nothing is compiled in this run (compile=off)"}})
+    fig = diagnose_charts.compile_timeline({"unavailable": {"compile_s": "nothing is compiled in this run (compile=off)"}})
     assert not fig.data and "compile=off" in annotation_text(fig)
 
 
 def test_schedule_lines_compiled_and_eager_with_compile_steps_and_the_limit(static_schedule):
-    fig = charts.schedule_chart(static_schedule)
+    fig = diagnose_charts.schedule_chart(static_schedule)
     eager, compiled = fig.data
     assert (eager.name, compiled.name) == ("Eager", "Compiled")
     assert list(compiled.y) == [1.0, 400.0, 400.0, 400.0, 1.0, 1.0]
@@ -312,9 +312,9 @@ def test_schedule_shows_padding_to_buckets_and_na_without_a_schedule():
     rows = [{"step": 0, "size": 5, "padded_to": 8, "eager_ms": 1.0, "compiled_ms": 0.8, "compiles": [],
              "hit_limit": False}, {"step": 1, "size": 8, "padded_to": 8, "eager_ms": 1.1, "compiled_ms": 0.8,
                                    "compiles": [], "hit_limit": False}]
-    fig = charts.schedule_chart({"schedule": rows, "schedule_dim": "batch size"})
+    fig = diagnose_charts.schedule_chart({"schedule": rows, "schedule_dim": "batch size"})
     assert list(fig.layout.xaxis.ticktext) == ["5→8", "8"] and not fig.layout.shapes
-    empty = charts.schedule_chart({"schedule": []})
+    empty = diagnose_charts.schedule_chart({"schedule": []})
     assert not empty.data and "one fixed shape" in annotation_text(empty)
 
 
@@ -323,7 +323,7 @@ def test_side_by_side_one_panel_per_figure_and_na_for_a_missing_one():
              ("with the break", {"graph_count": 6, "compile_s": 41.0, "compiled_kernels_per_step": None})]
     panels = [("graph_count", "Graphs", "", "{:d}"), ("compile_s", "Compile time", "s", "{:.1f}"),
               ("compiled_kernels_per_step", "Kernels per step", "", "{:d}")]
-    fig = charts.side_by_side(items, panels, title="What the break costs")
+    fig = diagnose_charts.side_by_side(items, panels, title="What the break costs")
     assert [a.text for a in fig.layout.annotations] == ["Graphs", "Compile time (s)", "Kernels per step"]
     assert [t.name for t in fig.data] == ["without the break", "with the break"] * 3  # panel by panel
     assert [t.y[0] for t in fig.data[:2]] == [1, 6]
@@ -339,26 +339,26 @@ def test_kernels_and_graph_ops_charts():
               "graphs": [{"compile_id": "0/0", "frame": "forward", "ops": 115, "compile_s": 18.8},
                          {"compile_id": "1/0", "frame": "torch_dynamo_resume_in_forward_at_74", "ops": 19,
                           "compile_s": 2.0}]}
-    kernels = charts.kernels_chart(result)
+    kernels = diagnose_charts.kernels_chart(result)
     assert list(kernels.data[0].y) == [51, 17] and "3.0x fewer launches" in kernels.layout.title.subtitle.text
-    ops = charts.graph_ops_chart(result)
+    ops = diagnose_charts.graph_ops_chart(result)
     assert list(ops.data[0].x) == ["0/0 forward", "1/0 torch_dynamo_resume_in_forward_at_74"]
     assert list(ops.data[0].y) == [115, 19] and "2.00 s" in ops.data[0].hovertext[1]
-    assert not charts.kernels_chart({}).data
+    assert not diagnose_charts.kernels_chart({}).data
 
 
 def test_four_way_bars_with_speedups_over_the_whole_model_cold_compile():
     # The H200 figures for Flux (full preset): only a sanity check of the labels here.
-    fig = charts.four_way_chart({("whole", "cold"): 75.3, ("whole", "warm"): 10.5, ("regional", "cold"): 9.5,
+    fig = diagnose_charts.four_way_chart({("whole", "cold"): 75.3, ("whole", "warm"): 10.5, ("regional", "cold"): 9.5,
                                  ("regional", "warm"): 2.5})
     cold, warm = fig.data
     assert list(cold.x) == ["Whole model", "Regional (blocks)"] and list(cold.y) == [75.3, 9.5]
     assert list(cold.text) == ["75.3 s", "9.5 s<br>7.9x faster"]
     assert list(warm.text) == ["10.5 s<br>7.2x faster", "2.5 s<br>30.1x faster"]
     assert fig.layout.barmode == "group"
-    partial = charts.four_way_chart({("whole", "cold"): 20.0, ("regional", "cold"): None})
+    partial = diagnose_charts.four_way_chart({("whole", "cold"): 20.0, ("regional", "cold"): None})
     assert list(partial.data[0].text) == ["20.0 s", "not run yet"]
-    assert not charts.four_way_chart({}).data
+    assert not diagnose_charts.four_way_chart({}).data
 
 
 def test_cold_warm_groups_runs_by_settings_with_cache_hits_in_the_hover():
@@ -376,7 +376,7 @@ def test_cold_warm_groups_runs_by_settings_with_cache_hits_in_the_hover():
          "cache": "artifacts", "cache_artifacts": "cold", "compile_s": 9.0, "fx_graph_cache_hits": 0,
          "fx_graph_cache_misses": 2, "aot_autograd_cache_hits": 0},
     ])
-    fig = charts.cold_warm_chart(frame)
+    fig = diagnose_charts.cold_warm_chart(frame)
     by_name = {t.name: t for t in fig.data}
     assert list(by_name) == ["cold", "artifacts loaded", "artifacts not loaded (compiled cold)"]
     assert list(by_name["cold"].x)[0] == 19.0 and math.isnan(by_name["cold"].x[1])
@@ -384,7 +384,7 @@ def test_cold_warm_groups_runs_by_settings_with_cache_hits_in_the_hover():
     assert "FX graph cache: 1 hits, 0 misses" in by_name["artifacts loaded"].hovertext[0]
     assert "AOT autograd cache: 1 hits" in by_name["artifacts loaded"].hovertext[0]
     assert "hover a bar for its cache hits" in fig.layout.title.subtitle.text
-    assert not charts.cold_warm_chart(frame.assign(compile_s=None)).data
+    assert not diagnose_charts.cold_warm_chart(frame.assign(compile_s=None)).data
 
 
 def test_break_grouping_strategies_and_queue_words():

@@ -11,7 +11,7 @@ import sample_models
 from tcore.events import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError
 from tcore.store import RunRecord, RunStore
-from ui import charts, knobs, queue, results, summary
+from ui import diagnose_charts, knobs, queue, results, summary
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
 
@@ -113,7 +113,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
 
     clean = next((r for r in without if r.id == st.session_state.diag_without), None)
     pair = [("without the break", clean.result)] if clean else []
-    st.plotly_chart(charts.side_by_side(pair + [("with the break", chosen.result)], BREAK_PANELS,
+    st.plotly_chart(diagnose_charts.side_by_side(pair + [("with the break", chosen.result)], BREAK_PANELS,
                                         title="What the break costs", subtitle="each panel: one figure, both runs"),
                     width="stretch", key="diag_break_pair")
     if clean:
@@ -217,7 +217,7 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
         return
     items = [(summary.STRATEGIES[summary.strategy_of(r.spec)][0], {**r.result, **summary.compile_totals(r.result)})
              for r in picked]
-    st.plotly_chart(charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
+    st.plotly_chart(diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
                                         subtitle="compilations and their time, then the steady speed over the "
                                                  "whole schedule"),
                     width="stretch", key="diag_shape_summary")
@@ -239,8 +239,8 @@ def show_schedule(rec: RunRecord, *, key: str) -> None:
                 + (". **The recompile limit was hit**: later new shapes ran eagerly." if r.get("recompile_limit_hit")
                    else "."))
     left, right = st.columns(2)
-    left.plotly_chart(charts.compile_timeline(r), width="stretch", key=f"{key}_timeline")
-    right.plotly_chart(charts.schedule_chart(r), width="stretch", key=f"{key}_schedule")
+    left.plotly_chart(diagnose_charts.compile_timeline(r), width="stretch", key=f"{key}_timeline")
+    right.plotly_chart(diagnose_charts.schedule_chart(r), width="stretch", key=f"{key}_schedule")
 
 
 # --- cold vs warm --------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def caches_section(store: RunStore, records: list[RunRecord]) -> None:
                 for scope in ("whole", "regional")], store, key="diag_fourway")
     _waiting("diag_fourway", records)
     cells = summary.four_way([r for r in records if r.spec.get("model") == model])
-    st.plotly_chart(charts.four_way_chart({k: rec.result.get("compile_s") for k, rec in cells.items()}),
+    st.plotly_chart(diagnose_charts.four_way_chart({k: rec.result.get("compile_s") for k, rec in cells.items()}),
                     width="stretch", key="diag_fourway_chart")
     if cells:
         st.caption("From runs " + ", ".join(f"{scope} {temp}: {rec.id}" for (scope, temp), rec in sorted(cells.items()))
@@ -295,12 +295,12 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     if r.get("graph_breaks"):
         show_breaks(r)
     left, right = st.columns(2)
-    left.plotly_chart(charts.kernels_chart(r), width="stretch", key="diag_run_kernels")
-    right.plotly_chart(charts.graph_ops_chart(r), width="stretch", key="diag_run_ops")
+    left.plotly_chart(diagnose_charts.kernels_chart(r), width="stretch", key="diag_run_kernels")
+    right.plotly_chart(diagnose_charts.graph_ops_chart(r), width="stretch", key="diag_run_ops")
     if r.get("schedule"):
         show_schedule(rec, key="diag_run")
     else:
-        st.plotly_chart(charts.compile_timeline(r), width="stretch", key="diag_run_timeline")
+        st.plotly_chart(diagnose_charts.compile_timeline(r), width="stretch", key="diag_run_timeline")
     show_code(rec, store.code(rec.id))
 
 

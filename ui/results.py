@@ -12,7 +12,7 @@ import streamlit as st
 from tcore import report
 from tcore.events import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
-from ui import charts, summary
+from ui import charts, diagnose_charts, summary
 
 # What to try next, per failure kind (tcore.events.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -127,7 +127,7 @@ def show_cache(rec: RunRecord, store: RunStore, words: str, *, key: str) -> None
     st.caption(words)
     records = store.list(limit=200)
     same = summary.same_settings(rec, records)
-    kinds = {charts.cache_kind(r.spec.get("cache"), r.result.get("cache_artifacts")) for r in same}
+    kinds = {diagnose_charts.cache_kind(r.spec.get("cache"), r.result.get("cache_artifacts")) for r in same}
     if len(kinds) > 1:
-        st.plotly_chart(charts.cold_warm_chart(summary.cache_frame(same), height=260), width="stretch",
+        st.plotly_chart(diagnose_charts.cold_warm_chart(summary.cache_frame(same), height=260), width="stretch",
                         key=f"{key}_cold_warm")

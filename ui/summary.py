@@ -339,7 +339,7 @@ CACHE_COLUMNS = ["id", "label", "settings", "cache", "cache_artifacts", "compile
 
 
 def cache_frame(records: list) -> pd.DataFrame:
-    """One row per run for charts.cold_warm_chart: its settings (a key and the label) and cache figures."""
+    """One row per run for diagnose_charts.cold_warm_chart: its settings (a key and the label) and cache figures."""
     return pd.DataFrame([{"id": r.id, "label": r.label, "settings": settings_key(r), "cache": r.spec.get("cache"),
                           **{c: r.result.get(c) for c in CACHE_COLUMNS[4:]}} for r in records], columns=CACHE_COLUMNS)
 
