@@ -7,7 +7,7 @@ this router, its wide layout or its page titles.
 import streamlit as st
 
 from tcore import runs
-from tcore.store import RunStore
+from tcore.store import RunStore, default_path
 
 
 @st.cache_resource(show_spinner=False)
@@ -17,7 +17,7 @@ def start_queue(db_path: str) -> int:
 
 
 st.set_page_config(page_title="Compile Lab", page_icon=":material/bolt:", layout="wide")
-start_queue(str(RunStore().path))
+start_queue(str(default_path()))
 st.navigation([
     st.Page("app_pages/run.py", title="Run", icon=":material/play_arrow:", default=True),
     st.Page("app_pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),

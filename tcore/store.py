@@ -119,9 +119,14 @@ class RunRecord:
                    started_at=row["started_at"], timeout_s=row["timeout_s"])
 
 
+_SCHEMA_READY: set[Path] = set()  # store files this process has created or migrated
+
+
 class RunStore:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else default_path()
+        if self.path.resolve() in _SCHEMA_READY and self.path.exists():
+            return  # pages open the store on every rerun: set up the schema once, not under the write lock each time
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
@@ -132,6 +137,7 @@ class RunStore:
                 if name not in have:
                     db.execute(f"ALTER TABLE runs ADD COLUMN {name} {decl}")
             db.execute("CREATE INDEX IF NOT EXISTS runs_queue ON runs(status, host, device)")
+        _SCHEMA_READY.add(self.path.resolve())
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
