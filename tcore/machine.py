@@ -21,10 +21,6 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def default_device() -> str:
-    return "cuda" if cuda_available() else "cpu"
-
-
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)
