@@ -119,6 +119,26 @@ class RunRecord:
                    started_at=row["started_at"], timeout_s=row["timeout_s"])
 
 
+def _use_wal(db: sqlite3.Connection, wait_s: float = 30.0) -> None:
+    """Switch the store to WAL, waiting for any other process that is creating it at the same moment.
+
+    Switching the journal mode needs the file to itself, and SQLite answers "database is locked" at once
+    there rather than through the busy timeout, so two processes opening a new store together would
+    otherwise see one of them fail. The mode is kept in the file: once one process has set it, it is done.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if db.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal":
+                return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise sqlite3.OperationalError(f"could not switch {db} to WAL within {wait_s:.0f} s")
+        time.sleep(0.02)
+
+
 _SCHEMA_READY: set[Path] = set()  # store files this process has created or migrated
 
 
@@ -129,7 +149,7 @@ class RunStore:
             return  # pages open the store on every rerun: set up the schema once, not under the write lock each time
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
+            _use_wal(db)
             db.executescript(SCHEMA)
         with self._write() as db:  # one process adds the columns; another opening the store at once waits
             have = {r["name"] for r in db.execute("PRAGMA table_info(runs)")}

@@ -1,5 +1,6 @@
 """Shared test fixtures: an isolated run store and a compile cache shared by tests that don't time cold compiles."""
 import os
+import sys
 
 import pytest
 import torch
@@ -22,6 +23,15 @@ def _isolated_paths(tmp_path_factory):
     """No test touches the user's run store or compile cache; warm runs share one cache per session."""
     os.environ["COMPILE_LAB_DB"] = str(tmp_path_factory.mktemp("store") / "runs.sqlite")
     os.environ["COMPILE_LAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("compile-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module():
+    """AppTest installs app.py as sys.modules["__main__"] and leaves it there; a process spawned by a later
+    test would then run app.py (start the queue, recover runs) before its target. Put the real one back."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
 
 
 @pytest.fixture

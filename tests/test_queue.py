@@ -287,6 +287,7 @@ def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marke
 
 
 def _submit_two(path: str, owner: str) -> None:
+    assert "streamlit" not in sys.modules, "the spawned child ran app.py as its main module (see conftest)"
     store = RunStore(path)
     pending = [runs.start(QUICK, store, owner=owner) for _ in range(2)]
     for run in pending:

@@ -64,3 +64,22 @@ def test_concurrent_writers_from_several_processes_lose_nothing(tmp_path):
     runs = RunStore(path).list()
     assert len(runs) == 100 and len({r.id for r in runs}) == 100
     assert all(r.status == "finished" for r in runs)
+
+
+def _open_when_released(path, barrier):
+    barrier.wait()
+    RunStore(path).list()
+
+
+def test_processes_creating_a_new_store_at_once_all_open_it(tmp_path):
+    """Two app processes started together both create the store: switching it to WAL must wait, not fail."""
+    spawn = multiprocessing.get_context("spawn")
+    for trial in range(3):
+        path = tmp_path / f"new{trial}.sqlite"
+        barrier = spawn.Barrier(6)
+        procs = [spawn.Process(target=_open_when_released, args=(str(path), barrier)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0] * 6
