@@ -131,11 +131,13 @@ def _use_wal(db: sqlite3.Connection, wait_s: float = 30.0) -> None:
         try:
             if db.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal":
                 return
+            reason = "SQLite kept another journal mode"
         except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() > deadline:
+            if "locked" not in str(e):
                 raise
+            reason = str(e)
         if time.monotonic() > deadline:
-            raise sqlite3.OperationalError(f"could not switch {db} to WAL within {wait_s:.0f} s")
+            raise sqlite3.OperationalError(f"could not switch the run store to WAL within {wait_s:.0f} s: {reason}")
         time.sleep(0.02)
 
 
