@@ -6,7 +6,7 @@ this router, its wide layout or its page titles.
 """
 import streamlit as st
 
-from tcore import runs
+from tcore.lab import runs
 from tcore.store import RunStore, default_path
 
 

@@ -18,7 +18,8 @@ view = frame
 for column, chosen in filters.items():
     if chosen:  # nothing chosen means no filter
         view = view[view[column].isin(chosen)]
-formats = {title: st.column_config.NumberColumn(format=f) for title, f in summary.RUN_COLUMN_FORMATS.items()}
+formats = {title: st.column_config.NumberColumn(format=f)
+           for title, f in summary.number_formats(summary.RUN_TABLE_FIGURES).values()}
 st.dataframe(summary.run_table(view), hide_index=True, width="stretch", key="compare_table",
              column_config={"Started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"), **formats})
 
@@ -38,9 +39,9 @@ else:
     left.plotly_chart(charts.compare_bars(picked, "compile_s", "Compile time", "s",
                                           reason="nothing was compiled in these runs"),
                       width="stretch", key="compare_compile")
-    right.plotly_chart(charts.compare_variants(picked, "samples_per_s", better="higher"),
+    right.plotly_chart(charts.compare_variants(picked, "samples_per_s"),
                        width="stretch", key="compare_throughput")
-    left.plotly_chart(charts.compare_variants(picked, "energy_j_per_step", better="lower",
+    left.plotly_chart(charts.compare_variants(picked, "energy_j_per_step",
                                               reason=reasons.get("eager_energy_j_per_step")),
                       width="stretch", key="compare_energy")
     right.plotly_chart(charts.tradeoff_scatter(picked), width="stretch", key="compare_scatter")

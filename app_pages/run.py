@@ -1,7 +1,8 @@
 """Run one experiment: set the knobs, queue it, follow it live, then read what compile did."""
 import streamlit as st
 
-from tcore import machine, runs
+from tcore import machine
+from tcore.lab import runs
 from tcore.store import RunStore
 from ui import knobs, live, queue, results
 

@@ -1,7 +1,7 @@
 """Sweep: cross a few compile settings over one model and run them one at a time into a results matrix."""
 import streamlit as st
 
-from tcore import sweep as sweeps
+from tcore.lab import sweeps
 from tcore.spec import CHOICES
 from tcore.store import RunStore
 from ui import knobs, live

@@ -4,7 +4,7 @@ import time
 import streamlit as st
 
 from tcore import machine
-from tcore import sweep as sweeps
+from tcore.lab import sweeps
 from tcore.store import RunStore
 from ui import charts, queue
 

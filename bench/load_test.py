@@ -45,7 +45,7 @@ LATENCY_MAX_REQUESTS = 4000
 
 def session(index: int, runs_per_session: int, db: str, out) -> None:
     """One person: submit runs, watch them, wait; sessions 3, 5 and 7 make the mistakes people make."""
-    from tcore import runs
+    from tcore.lab import runs
     from tcore.spec import Experiment, SpecError
     from tcore.store import RunStore
 
@@ -75,7 +75,7 @@ def session(index: int, runs_per_session: int, db: str, out) -> None:
 
 def submitter(indices: list[int], runs_per_session: int, db: str, out) -> None:
     """A process with one thread per session: the queue must hold across processes as well as threads."""
-    from tcore import runs
+    from tcore.lab import runs
 
     threads = [threading.Thread(target=session, args=(i, runs_per_session, db, out)) for i in indices]
     for t in threads:
@@ -181,7 +181,7 @@ def main() -> int:
     for p in procs:
         p.join()
 
-    from tcore import runs
+    from tcore.lab import runs
     from tcore.store import RunStore
 
     store = RunStore(db)

@@ -8,7 +8,7 @@ import sys
 import time
 
 from tcore import report
-from tcore.events import ERROR_KINDS, PHASE_TITLES
+from tcore.protocol import ERROR_KINDS, PHASE_TITLES
 from tcore.spec import CHOICES, Experiment, SpecError
 from tcore.store import RunStore
 
@@ -41,7 +41,7 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
 
 def experiment_from_args(args: argparse.Namespace) -> Experiment:
     import sample_models
-    from tcore.runs import preflight
+    from tcore.lab.runs import preflight
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
     values["dynamic"] = _TRISTATE[values["dynamic"]]
@@ -79,7 +79,7 @@ class ProgressLine:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore import runs
+    from tcore.lab import runs
 
     store = RunStore(args.db)
     try:

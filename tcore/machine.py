@@ -1,4 +1,4 @@
-"""Facts about this machine for the System page: versions, the GPUs (from NVML) or the CPU, and what is missing.
+"""Facts about this machine, for the System page, the lab's limits and a run's record: versions, GPUs (NVML), CPU.
 
 Headless and cheap: it never creates a CUDA context (NVML answers the GPU questions; torch is asked
 only for its version and whether CUDA is usable), so the app process stays free of GPU memory.
@@ -11,8 +11,18 @@ import threading
 from importlib import metadata
 from typing import Any
 
-from tcore.envinfo import cpu_model
 from tcore.power import PowerMeter, open_meter
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass  # not Linux: platform.processor() below is the portable answer
+    return platform.processor() or platform.machine()
 
 
 def cuda_available() -> bool:

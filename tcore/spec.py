@@ -1,28 +1,35 @@
-"""The experiment spec: one frozen dataclass that describes a run, validates itself and round-trips to JSON."""
+"""The experiment spec: one frozen dataclass that describes a run, validates itself and round-trips to JSON.
+
+Each field documents itself where it is defined: one sentence, and one per choice. The Run page's
+captions and `python -m tcore run --help` both read that text (describe()).
+"""
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-DTYPES = ("float32", "bfloat16", "float16")
-DEVICES = ("auto", "cuda", "cpu")
-TASKS = ("inference", "training")
-COMPILE_SCOPES = ("off", "whole", "regional")
-# The keys of torch._inductor.list_mode_options(), the same on torch 2.11 and 2.13
-# (tests/test_spec.py checks them against the installed torch). Kept here so that
-# validating a spec does not import Inductor.
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "lite")
-BACKENDS = ("inductor", "aot_eager", "eager", "cudagraphs")
-SHAPE_ORDERS = ("ascending", "shuffled")
-SHAPE_REMEDIES = ("none", "mark_dynamic", "buckets")
-# cold: fresh compile caches; warm: the persistent local cache of earlier runs; artifacts: a fresh
-# cache seeded with the portable artifacts an earlier run with the same settings saved (tcore.caches)
-CACHE_MODES = ("cold", "warm", "artifacts")
-# The fixed choices of each field, for validation, the command line and the app's widgets.
-CHOICES = {"dtype": DTYPES, "device": DEVICES, "task": TASKS, "compile": COMPILE_SCOPES, "mode": MODES,
-           "backend": BACKENDS, "cache": CACHE_MODES, "shape_order": SHAPE_ORDERS, "shape_remedy": SHAPE_REMEDIES}
+
+def knob(default: Any, doc: str, choices: dict[Any, str] | None = None) -> Any:
+    """A field of the experiment with its sentence and, for a field with fixed choices, one sentence per choice."""
+    return field(default=default, metadata={"doc": doc, "choices": choices or {}})
+
+
+# Fields that say how long and how carefully to measure: they change neither the compiled code nor what a figure means.
+MEASUREMENT_FIELDS = frozenset({"warmup_steps", "timed_s", "timed_steps", "rounds", "seed"})
+# Fields that say where a compile's work comes from (fresh or reused caches) or which device kind was asked for
+# (the run records the one it resolved to): they do not change what gets compiled.
+PROVENANCE_FIELDS = frozenset({"cache", "device"})
+
+
+def settings(spec: dict[str, Any], *, ignoring: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+    """A spec's fields less the measurement ones and `ignoring`: two runs with equal settings ran the same experiment.
+
+    settings(spec, ignoring=PROVENANCE_FIELDS) is what was compiled (the compile-artifacts key); a page that
+    varies a field itself (cold vs warm, whole vs regional) ignores that field too.
+    """
+    return {k: v for k, v in spec.items() if k not in MEASUREMENT_FIELDS and k not in ignoring}
 
 
 class SpecError(ValueError):
@@ -31,37 +38,97 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class Experiment:
-    model: str = "resnet50"
-    preset: str = "tiny"
-    batch_size: int = 4
-    dtype: str = "float32"  # reduced precisions run under AMP autocast; weights stay float32
-    device: str = "auto"  # auto: cuda when available, else cpu
-    task: str = "inference"
+    model: str = knob("resnet50", "Which sample model to run (see sample_models).")
+    preset: str = knob("tiny", "How big the model is: tiny runs in seconds on a CPU, the larger presets want a GPU.")
+    batch_size: int = knob(4, "Samples per step: bigger batches keep the device busier (more samples/s) until "
+                              "memory runs out.")
+    dtype: str = knob("float32", "The precision the model computes in.", {
+        "float32": "Full precision: the reference, and the strictest correctness tolerance (1e-3).",
+        "bfloat16": "Matmuls in bfloat16 under autocast (weights stay float32): faster on GPUs, tolerance 5e-2.",
+        "float16": "Matmuls in float16 under autocast (weights stay float32): faster on GPUs, tolerance 1e-2.",
+    })
+    device: str = knob("auto", "Where the run executes.", {
+        "auto": "The CUDA GPU when there is one, else the CPU.",
+        "cuda": "The first CUDA GPU; refused on a machine without one.",
+        "cpu": "The CPU: Inductor writes C++ and runs a C++ compiler, so compiles are slow but work anywhere.",
+    })
+    task: str = knob("inference", "What one step does.", {
+        "inference": "Forward pass only, no gradients: the cheapest thing to compile.",
+        "training": "Forward, backward and an AdamW step: compile also builds the backward graph, so it takes "
+                    "longer.",
+    })
 
-    compile: str = "whole"  # off | whole model | regional (each repeated block compiled in place)
-    mode: str = "default"
-    dynamic: bool | None = None  # None: static first, then automatic dynamic on a shape change
-    fullgraph: bool = False
-    backend: str = "inductor"
-    compile_optimizer: bool = False  # training only; the learning rate is a tensor so LR changes don't recompile
+    compile: str = knob("whole", "What torch.compile is applied to.", {
+        "off": "Eager only: the baseline, nothing is compiled (the compiler settings do nothing).",
+        "whole": "torch.compile the whole model into as few graphs as it can: most fusion, longest compile.",
+        "regional": "Compile each repeated block once and reuse it for its copies: much shorter compile, usually "
+                    "nearly the same speed.",
+    })
+    # The keys of torch._inductor.list_mode_options(), the same on torch 2.11 and 2.13 (tests/test_spec.py
+    # checks them against the installed torch), kept here so that validating a spec does not import Inductor.
+    mode: str = knob("default", "Inductor's mode: how hard it tunes, and whether it adds CUDA graphs.", {
+        "default": "Inductor's balanced setting: fused kernels without extra tuning.",
+        "reduce-overhead": "Adds CUDA graphs, which replay a whole step with one launch: less CPU overhead, more "
+                           "GPU memory.",
+        "max-autotune": "Benchmarks many kernel variants and adds CUDA graphs: fastest code, much longer compile.",
+        "max-autotune-no-cudagraphs": "Benchmarks many kernel variants, without CUDA graphs: longer compile.",
+        "lite": "Fewer optimisation passes: a quicker compile, less speedup.",
+    })
+    dynamic: bool | None = knob(None, "How torch.compile treats sizes that change between calls.", {
+        None: "Automatic: compile for the first shapes, recompile once with symbolic sizes if a shape changes.",
+        True: "Symbolic sizes from the start: one graph for every size, some static optimisations lost.",
+        False: "Always static: one compile per new shape, until the recompile limit falls back to eager.",
+    })
+    fullgraph: bool = knob(False, "Make any graph break an error instead of quietly splitting the model: proves it "
+                                  "compiles as one graph.")
+    backend: str = knob("inductor", "The compiler Dynamo hands its graphs to.", {
+        "inductor": "Generates fused C++ (CPU) or Triton (GPU) kernels: where the speedups come from.",
+        "aot_eager": "Traces forward and backward but runs them with eager kernels: compiles in seconds, no "
+                     "speedup; checks that tracing works.",
+        "eager": "Only Dynamo's graph capture, run eagerly: isolates graph breaks from code generation.",
+        "cudagraphs": "Records CUDA graphs of the captured graphs, without Inductor (GPU only).",
+    })
+    compile_optimizer: bool = knob(False, "Also compile the AdamW step into a few fused kernels (training only): "
+                                          "faster optimizer steps for one more compile; the learning rate is a "
+                                          "tensor, so changing it does not recompile.")
+    recompile_limit: int = knob(8, "Compiles one function may have (torch._dynamo.config.recompile_limit): past it "
+                                   "the function runs eagerly.")
 
-    recompile_limit: int = 8  # torch._dynamo.config.recompile_limit: past it a frame runs eagerly
+    channels_last: bool = knob(False, "Store images as NHWC: GPU convolutions prefer this layout (convolutional "
+                                      "models only).")
+    graph_break: bool = knob(False, "Switch on a deliberate graph break (a .item() branch) in every block, to see "
+                                    "what breaks cost: more graphs, less fusion.")
 
-    channels_last: bool = False
-    graph_break: bool = False  # switch on each model's deliberate graph break (a .item() branch)
+    shape_count: int = knob(0, "Feed this many distinct sizes of the varying dimension, to see recompilations "
+                               "(0: one fixed shape).")
+    shape_order: str = knob("ascending", "The order the distinct sizes come in.", {
+        "ascending": "Smallest first, each size once.",
+        "shuffled": "A random order (from the seed), as real inputs arrive.",
+    })
+    shape_remedy: str = knob("none", "What is done about the varying size.", {
+        "none": "Nothing: torch.compile's dynamic setting decides.",
+        "mark_dynamic": "Mark the varying dimension dynamic before the first call: one compile for every size.",
+        "buckets": "Pad every input up to one of a few sizes, each compiled during warm-up.",
+    })
+    buckets: int = knob(3, "How many padded sizes the buckets remedy compiles.")
 
-    # Dynamic shapes: feed `shape_count` distinct sizes of the varying dimension (0: one fixed shape).
-    shape_count: int = 0
-    shape_order: str = "ascending"
-    shape_remedy: str = "none"  # mark_dynamic before the first call, or pad to `buckets` sizes warmed up in advance
-    buckets: int = 3
-
-    warmup_steps: int = 3
-    timed_s: float = 4.0  # timed seconds per variant, split over `rounds` blocks
-    timed_steps: int | None = None  # when set, replaces timed_s: timed steps per variant
-    rounds: int = 5  # alternating eager/compiled timed blocks, as the Inductor harness does against drift
-    seed: int = 0
-    cache: str = "cold"  # cold: fresh compile caches, so compile time is the cold one
+    warmup_steps: int = knob(3, "Untimed steps before timing each variant; the first eager one is the "
+                                "compile-time baseline.")
+    timed_s: float = knob(4.0, "Timed seconds per variant (eager and compiled), split over the rounds: longer gives "
+                               "steadier numbers.")
+    timed_steps: int | None = knob(None, "Timed steps per variant, instead of seconds: for a fixed, quick "
+                                         "measurement.")
+    rounds: int = knob(5, "Eager and compiled blocks alternate this many times, as the Inductor harness does, so "
+                          "drift hits both alike; the spread across rounds gives the error bars.")
+    seed: int = knob(0, "Seeds the weights, the inputs and a shuffled shape order.")
+    cache: str = knob("cold", "Where the compile's work may come from.", {
+        "cold": "Fresh compile caches: the compile time of a first ever launch.",
+        "warm": "Reuse the caches of earlier warm runs: the compile time of a restart.",
+        "artifacts": "A fresh cache seeded with the compile artifacts an earlier run of the same settings saved: "
+                     "the compile time of a new machine that ships its compile cache. Needs such a run first (run "
+                     "these settings once cold); without one, or made with another torch or device, it compiles "
+                     "cold and says why.",
+    })
 
     def __post_init__(self) -> None:
         for name, choices in CHOICES.items():
@@ -159,6 +226,25 @@ class Experiment:
     @classmethod
     def from_json(cls, text: str) -> Experiment:
         return cls.from_dict(json.loads(text))
+
+
+# The fixed choices of each field that has them, for validation, the command line and the app's widgets.
+CHOICES: dict[str, tuple[str, ...]] = {f.name: tuple(f.metadata["choices"]) for f in dataclasses.fields(Experiment)
+                                       if f.metadata["choices"] and f.name != "dynamic"}
+MODES = CHOICES["mode"]
+_FIELDS = {f.name: f for f in dataclasses.fields(Experiment)}
+_NO_CHOICE = object()
+
+
+def describe(name: str, value: Any = _NO_CHOICE) -> str:
+    """A field's sentence or, given one of its choices, that choice's sentence ('' for a choice without one)."""
+    meta = _FIELDS[name].metadata
+    return meta["doc"] if value is _NO_CHOICE else meta["choices"].get(value, "")
+
+
+def choice_docs(name: str) -> dict[Any, str]:
+    """A field's choices, each with its sentence; empty for a field without fixed choices."""
+    return dict(_FIELDS[name].metadata["choices"])
 
 
 def resolve_device(requested: str, cuda_available: bool) -> str:

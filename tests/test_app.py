@@ -11,8 +11,8 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore import runs
-from tcore import sweep as sweeps
+from tcore.lab import runs
+from tcore.lab import sweeps
 from tcore.spec import CHOICES, Experiment
 from tcore.store import RunStore
 from ui import knobs

@@ -4,15 +4,16 @@ import sqlite3
 
 import pytest
 
-from tcore import caches, runs
+from tcore.lab import artifacts
+from tcore.lab import runs
 from tcore.spec import Experiment
 
 
 def test_compile_key_ignores_timing_but_not_compile_settings():
     base = Experiment(model="captioner", preset="tiny").to_dict()
-    assert caches.compile_key(base, "cpu") == caches.compile_key({**base, "timed_s": 9, "cache": "artifacts"}, "cpu")
-    assert caches.compile_key(base, "cpu") != caches.compile_key({**base, "mode": "max-autotune"}, "cpu")
-    assert caches.compile_key(base, "cpu") != caches.compile_key(base, "cuda")
+    assert artifacts.compile_key(base, "cpu") == artifacts.compile_key({**base, "timed_s": 9, "cache": "artifacts"}, "cpu")
+    assert artifacts.compile_key(base, "cpu") != artifacts.compile_key({**base, "mode": "max-autotune"}, "cpu")
+    assert artifacts.compile_key(base, "cpu") != artifacts.compile_key(base, "cuda")
 
 
 @pytest.mark.compile

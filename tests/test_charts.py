@@ -5,6 +5,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from tcore import figures
 from tcore.spec import Experiment
 from tcore.store import RunRecord
 from ui import charts, diagnose_charts, summary
@@ -154,14 +155,14 @@ def test_compare_charts_one_entry_per_run_and_units():
     assert list(compile_fig.data[0].y) == list(charts.run_names(frame, wrap=True))
     assert compile_fig.data[0].y[1] == "captioner/tiny bs8 fp32 inference<br>regional default · bbbbbb"
     assert compile_fig.layout.xaxis.title.text == "Compile time (s)"
-    throughput = charts.compare_variants(frame, "samples_per_s", better="higher")
+    throughput = charts.compare_variants(frame, "samples_per_s")
     assert [t.name for t in throughput.data] == ["Eager", "Compiled"]
     assert math.isnan(throughput.data[1].x[2])  # the eager-only run has no compiled bar
     assert "empty row" not in throughput.layout.title.subtitle.text  # it has its eager bar
-    energy = charts.compare_variants(frame, "energy_j_per_step", better="lower", reason=NO_RAPL)
+    energy = charts.compare_variants(frame, "energy_j_per_step", reason=NO_RAPL)
     assert not energy.data and "RAPL" in annotation_text(energy)
     frame.loc[0, "compiled_energy_j_per_step"] = 2.0  # one run had a meter, the other two did not
-    energy = charts.compare_variants(frame, "energy_j_per_step", better="lower")
+    energy = charts.compare_variants(frame, "energy_j_per_step")
     assert "an empty row: not measured in that run" in energy.layout.title.subtitle.text
 
 
@@ -321,10 +322,10 @@ def test_schedule_shows_padding_to_buckets_and_na_without_a_schedule():
 def test_side_by_side_one_panel_per_figure_and_na_for_a_missing_one():
     items = [("without the break", {"graph_count": 1, "compile_s": 18.8, "compiled_kernels_per_step": 43}),
              ("with the break", {"graph_count": 6, "compile_s": 41.0, "compiled_kernels_per_step": None})]
-    panels = [("graph_count", "Graphs", "", "{:d}"), ("compile_s", "Compile time", "s", "{:.1f}"),
-              ("compiled_kernels_per_step", "Kernels per step", "", "{:d}")]
+    panels = ["graph_count", "compile_s", "compiled_kernels_per_step"]
     fig = diagnose_charts.side_by_side(items, panels, title="What the break costs")
-    assert [a.text for a in fig.layout.annotations] == ["Graphs", "Compile time (s)", "Kernels per step"]
+    assert [a.text for a in fig.layout.annotations] == ["Graphs", "Compile time (s)",
+                                                        "Compiled kernels per step"]
     assert [t.name for t in fig.data] == ["without the break", "with the break"] * 3  # panel by panel
     assert [t.y[0] for t in fig.data[:2]] == [1, 6]
     assert [t.text[0] for t in fig.data[2:4]] == ["18.8", "41.0"]
@@ -401,10 +402,8 @@ def test_break_grouping_strategies_and_queue_words():
     assert [summary.strategy_of({"shape_count": 6, **changes}) for _, changes, _ in summary.STRATEGIES.values()] \
         == list(summary.STRATEGIES)
     assert summary.strategy_of({"shape_count": 0, "dynamic": False}) is None
-    assert summary.compile_totals({"compile_events": [{"kind": "compile", "duration_s": 0.5},
-                                                      {"kind": "recompile", "duration_s": 0.25},
-                                                      {"kind": "limit", "duration_s": 0.01}]}) \
-        == {"compilations": 2, "compiling_s": 0.75}
+    assert figures.compile_totals([{"kind": "compile", "duration_s": 0.5}, {"kind": "recompile", "duration_s": 0.25},
+                                   {"kind": "limit", "duration_s": 0.01}]) == {"compilations": 2, "compiling_s": 0.75}
 
     assert summary.queue_words(2, 95.0, 12.0) == ("Queued: position 2 · starts in about 1 min 35 s (an estimate "
                                                   "from recent runs) · waited 12 s")

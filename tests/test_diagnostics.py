@@ -5,8 +5,8 @@ backend="eager" (Dynamo without Inductor) to stay fast; the kernel count needs r
 """
 import pytest
 
-from tcore import runs
-from tcore.shapes import make_schedule, pad, varying_dims
+from tcore.lab import runs
+from tcore.worker.shapes import make_schedule, pad, varying_dims
 from tcore.spec import Experiment, SpecError
 
 import sample_models

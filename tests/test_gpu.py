@@ -1,7 +1,7 @@
 """On a CUDA GPU (pytest -m gpu): every model and compile knob runs, and power readings are plausible."""
 import pytest
 
-from tcore import runs
+from tcore.lab import runs
 from tcore.spec import Experiment
 
 pytestmark = pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""Measurement logic on the CPU: statistics, energy accounting, power meters, compile diagnostics, events."""
+"""Measurement in the worker on the CPU: timed blocks, peak memory, power meters, compile diagnostics, protocol."""
 import io
 import json
 import threading
@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from tcore import events, report
-from tcore.diagnostics import phase_split_s
-from tcore.measure import Block, PeakMemory, VariantStats, percentile, time_block
+from tcore import figures, protocol, report
+from tcore.worker.diagnostics import phase_split_s
 from tcore.power import PowerMeter, PowerSampler, RaplMeter, open_meter
+from tcore.worker.timing import PeakMemory, time_block
 
 
 class FakeMeter(PowerMeter):
@@ -27,36 +27,6 @@ class FakeMeter(PowerMeter):
 
     def power_w(self):
         return 100.0
-
-
-def test_percentile_interpolates():
-    assert percentile([1.0], 95) == 1.0
-    assert percentile([1, 2, 3, 4, 5], 50) == 3
-    assert percentile([0, 10], 95) == pytest.approx(9.5)
-
-
-def test_variant_summary_is_medians_with_spread_and_energy_per_step():
-    stats = VariantStats("compiled", peak_mem_gib=1.5)
-    # three blocks: 10 steps each at 1 s, 2 s and 0.5 s; 20 J each
-    for wall in (1.0, 2.0, 0.5):
-        stats.blocks.append(Block(steps=10, wall_s=wall, step_s=[wall / 10] * 10, energy_j=20.0))
-    s = stats.summary(batch_size=4, power_reason=None)
-    assert s["compiled_steps_per_s"] == 10.0  # median of 10, 5, 20
-    assert (s["compiled_steps_per_s_min"], s["compiled_steps_per_s_max"]) == (5.0, 20.0)
-    assert s["compiled_samples_per_s"] == 40.0
-    assert s["compiled_energy_j_per_step"] == pytest.approx(2.0)  # 60 J over 30 steps
-    assert s["compiled_energy_j_per_sample"] == pytest.approx(0.5)
-    assert s["compiled_power_w"] == pytest.approx(60 / 3.5)
-    assert s["compiled_latency_ms_p50"] == pytest.approx(100.0)
-    assert s["compiled_peak_mem_gib"] == 1.5
-
-
-def test_unmeasurable_energy_is_none_never_zero():
-    stats = VariantStats("eager")
-    stats.blocks.append(Block(steps=5, wall_s=0.05, step_s=[0.01] * 5, energy_j=0.0))  # counter did not tick
-    assert stats.summary(1, power_reason=None)["eager_energy_j_per_step"] is None
-    stats.blocks[0].energy_j = None
-    assert stats.summary(1, power_reason="no meter")["eager_power_w"] is None
 
 
 def test_time_block_counts_steps_and_energy_on_cpu():
@@ -126,7 +96,7 @@ def test_compile_phase_split_nests_timers():
 
 def test_event_writer_writes_whole_lines_from_many_threads():
     stream = io.StringIO()
-    emit = events.EventWriter(stream)
+    emit = protocol.EventWriter(stream)
     threads = [threading.Thread(target=lambda i=i: [emit({"type": "progress", "done": i}) for _ in range(50)])
                for i in range(4)]
     for t in threads:
@@ -135,15 +105,15 @@ def test_event_writer_writes_whole_lines_from_many_threads():
         t.join()
     lines = stream.getvalue().splitlines()
     assert len(lines) == 200
-    assert all(events.parse(line)["type"] == "progress" for line in lines)
+    assert all(protocol.parse(line)["type"] == "progress" for line in lines)
     assert "t" in json.loads(lines[0])
 
 
 def test_non_event_lines_become_log_events():
-    assert events.parse("g++ -O3 ...\n") == {"type": "log", "line": "g++ -O3 ..."}
-    assert events.parse('{"no_type": 1}')["type"] == "log"
+    assert protocol.parse("g++ -O3 ...\n") == {"type": "log", "line": "g++ -O3 ..."}
+    assert protocol.parse('{"no_type": 1}')["type"] == "log"
     with pytest.raises(AssertionError):
-        events.error("exploded", "not a known kind")
+        protocol.error("exploded", "not a known kind")
 
 
 def test_report_shows_units_and_reasons():
@@ -151,7 +121,7 @@ def test_report_shows_units_and_reasons():
               "unavailable": {"breakeven_steps": "the compiled model is not faster",
                               "eager_power_w": "no RAPL", "compiled_power_w": "no RAPL"},
               "eager_steps_per_s": 2.0, "compiled_steps_per_s": 3.0}
-    assert report.fmt(result, "compile_s", "s", "{:.1f}") == "12.3 s"
-    assert report.fmt(result, "breakeven_steps", "steps", "{:.0f}") == "n/a (the compiled model is not faster)"
+    assert figures.text(result, "compile_s") == "12.3 s"
+    assert figures.text(result, "breakeven_steps") == "n/a (the compiled model is not faster)"
     table = report.text_table(result)
     assert "Throughput (steps/s)" in table and "n/a: no RAPL" in table

@@ -7,14 +7,15 @@ import json
 import multiprocessing
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tcore import limits, runs, scheduler
-from tcore.launcher import REPO_ROOT
+from tcore.lab import limits, runs, scheduler
+from tcore.lab.launcher import REPO_ROOT
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 
@@ -93,7 +94,7 @@ def test_gpu_slots_pin_one_gpu_each(monkeypatch):
 def test_a_store_from_before_the_queue_gains_its_columns_and_keeps_its_runs(tmp_path):
     import sqlite3
 
-    from tcore import store as store_module
+    from tcore.store import runs as store_module
 
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as db:
@@ -245,7 +246,7 @@ def test_a_killed_worker_a_compile_error_and_a_timeout_each_are_recorded_and_the
 
 SUBMIT_AND_HANG = """
 import json, sys, time
-from tcore import runs
+from tcore.lab import runs
 from tcore.spec import Experiment
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
@@ -308,3 +309,40 @@ def test_two_processes_submitting_at_once_never_overlap_on_the_cpu_slot(tmp_path
     assert len(records) == 4 and {r.owner for r in records} == {"proc0", "proc1"}
     assert all(r.status == "finished" for r in records)
     assert_no_overlap(records)
+
+
+def test_a_run_whose_outcome_cannot_be_recorded_still_ends_and_frees_its_slot(store, monkeypatch, cleanup):
+    from tcore.lab import artifacts
+
+    def broken_keep(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(artifacts, "keep", broken_keep)
+    first = runs.start(QUICK, store)
+    cleanup.append(first)
+    rec = first.wait(120)
+    assert first.done and rec.status == "failed" and rec.error_kind == "crashed"
+    assert "recording its outcome failed: OSError: disk full" in rec.error["message"]
+    monkeypatch.undo()
+    second = runs.start(QUICK, store)  # the slot is free again: the next run is claimed and runs
+    cleanup.append(second)
+    assert second.wait(120).status == "finished"
+
+
+def test_a_queue_that_cannot_tick_says_why_to_the_page(store, monkeypatch):
+    sched, _ = runs._scheduler(store)  # this process's queue for the store, ticking in its thread
+
+    def locked():
+        raise sqlite3.OperationalError("database is locked")
+
+    def problem_becomes(expected):
+        deadline = time.time() + 10
+        while runs.queue_problem(store) != expected and time.time() < deadline:
+            time.sleep(0.05)
+        return runs.queue_problem(store)
+
+    assert problem_becomes(None) is None
+    monkeypatch.setattr(sched, "_tick", locked)
+    assert problem_becomes("OperationalError: database is locked") == "OperationalError: database is locked"
+    monkeypatch.undo()  # the store answers again: the queue recovers by itself and the page stops saying so
+    assert problem_becomes(None) is None

@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from tcore import runs
-from tcore.launcher import REPO_ROOT
+from tcore.lab import runs
+from tcore.lab.launcher import REPO_ROOT
 from tcore.spec import Experiment, SpecError
 
 

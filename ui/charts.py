@@ -11,8 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tcore.events import PHASE_TITLES, PHASES
-from tcore.report import COMPILE_PHASES, VARIANT_METRICS
+from tcore.protocol import PHASE_TITLES, PHASES
+from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
 
 EAGER_COLOR = "#8896ab"  # muted grey-blue: the baseline
 COMPILED_COLOR = "#ee4c2c"  # PyTorch orange: what compile produced
@@ -25,11 +25,9 @@ HEIGHT = 330
 
 
 def metric_info(suffix: str) -> tuple[str, str, str]:
-    """(title, unit, format) of a per-variant figure, from tcore.report."""
-    for s, title, unit, pattern in VARIANT_METRICS:
-        if s == suffix:
-            return title, unit, pattern
-    raise KeyError(suffix)
+    """(title, unit, printf format) of a per-variant figure, from tcore.figures."""
+    fig = VARIANT_FIGURES[suffix]
+    return fig.title, fig.unit, fig.fmt
 
 
 def _style(fig: go.Figure, title: str, subtitle: str = "", *, height: int = HEIGHT) -> go.Figure:
@@ -78,7 +76,7 @@ def _reason(result: dict, keys: list[str]) -> str | None:
     return next((unavailable[k] for k in keys if unavailable.get(k)), None)
 
 
-def variant_bar(result: dict, suffix: str, *, better: str = "lower") -> go.Figure:
+def variant_bar(result: dict, suffix: str) -> go.Figure:
     """Eager vs compiled bars of one per-variant figure (e.g. 'peak_mem_gib'), labelled with units."""
     title, unit, pattern = metric_info(suffix)
     variants = _variants(result)
@@ -88,9 +86,9 @@ def variant_bar(result: dict, suffix: str, *, better: str = "lower") -> go.Figur
         return not_available(chart_title, _reason(result, [f"{v}_{suffix}" for v, _, _ in variants]))
     fig = go.Figure(go.Bar(
         x=[name for _, name, _ in variants], y=values, marker_color=[c for _, _, c in variants],
-        text=[_label(pattern.format(v), unit) if v is not None else "n/a" for v in values], textposition="auto"))
+        text=[_label(pattern % v, unit) if v is not None else "n/a" for v in values], textposition="auto"))
     fig.update_yaxes(title_text=f"{title} ({unit})", rangemode="tozero")
-    return _style(fig, chart_title, f"{better} is better")
+    return _style(fig, chart_title, f"{VARIANT_FIGURES[suffix].better} is better")
 
 
 def throughput_chart(result: dict) -> go.Figure:
@@ -142,7 +140,7 @@ def energy_chart(result: dict) -> go.Figure:
         _, unit, pattern = metric_info(suffix)
         values = [result.get(f"{v}_{suffix}") for v, _, _ in variants]
         fig.add_bar(x=[n for _, n, _ in variants], y=values, marker_color=[c for _, _, c in variants],
-                    text=[_label(pattern.format(x), unit) if x is not None else "n/a" for x in values],
+                    text=[_label(pattern % x, unit) if x is not None else "n/a" for x in values],
                     textposition="auto", row=1, col=col)
         fig.update_yaxes(title_text=f"{metric_info(suffix)[0]} ({unit})", rangemode="tozero", row=1, col=col)
     return _style(fig, "Power (W) and energy per step (J)",
@@ -236,7 +234,7 @@ def compare_bars(frame: pd.DataFrame, column: str, title: str, unit: str, *,
     return _style(fig, f"{title} ({unit})", "lower is better", height=_bars_height(len(frame)))
 
 
-def compare_variants(frame: pd.DataFrame, suffix: str, *, better: str, reason: str | None = None) -> go.Figure:
+def compare_variants(frame: pd.DataFrame, suffix: str, *, reason: str | None = None) -> go.Figure:
     """Eager vs compiled of one per-variant figure (e.g. 'samples_per_s'), one pair of bars per run."""
     title, unit, pattern = metric_info(suffix)
     names = run_names(frame, wrap=True)
@@ -246,7 +244,7 @@ def compare_variants(frame: pd.DataFrame, suffix: str, *, better: str, reason: s
         values = pd.to_numeric(frame[col], errors="coerce") if col in frame else pd.Series([math.nan] * len(frame))
         if values.notna().any():
             fig.add_bar(name=name, y=names, x=values, orientation="h", marker_color=color,
-                        text=[pattern.format(x) + f" {unit}" if not math.isnan(x) else "n/a" for x in values],
+                        text=[pattern % x + f" {unit}" if not math.isnan(x) else "n/a" for x in values],
                         textposition="auto")
     if not fig.data:
         return not_available(f"{title} ({unit})", reason)
@@ -254,7 +252,7 @@ def compare_variants(frame: pd.DataFrame, suffix: str, *, better: str, reason: s
     fig.update_yaxes(autorange="reversed")
     # Plotly draws nothing, not even a label, for a missing bar: say what an empty row means.
     blank = any(all(pd.isna(x) for x in bars) for bars in zip(*(t.x for t in fig.data)))
-    subtitle = f"{better} is better" + (" · an empty row: not measured in that run (see its details)" if blank else "")
+    subtitle = f"{VARIANT_FIGURES[suffix].better} is better" + (" · an empty row: not measured in that run (see its details)" if blank else "")
     _style(fig, f"{title} ({unit})", subtitle, height=_bars_height(len(frame), 2))
     fig.update_layout(barmode="group", showlegend=True)
     return fig

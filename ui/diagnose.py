@@ -8,7 +8,8 @@ from __future__ import annotations
 import streamlit as st
 
 import sample_models
-from tcore.events import ERROR_KINDS
+from tcore import figures
+from tcore.protocol import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError
 from tcore.store import RunRecord, RunStore
 from ui import diagnose_charts, knobs, queue, results, summary
@@ -67,11 +68,7 @@ def _waiting(key: str, records: list[RunRecord]) -> list[str]:
 
 # --- graph breaks --------------------------------------------------------------------------------
 
-BREAK_PANELS = [("compiled_samples_per_s", "Compiled throughput", "samples/s", "{:.0f}"),
-                ("speedup", "Speedup over eager", "x", "{:.2f}"),
-                ("graph_count", "Graphs", "", "{:d}"),
-                ("compile_s", "Compile time", "s", "{:.1f}"),
-                ("compiled_kernels_per_step", "Kernels per step", "", "{:d}")]
+BREAK_PANELS = ["compiled_samples_per_s", "speedup", "graph_count", "compile_s", "compiled_kernels_per_step"]
 
 
 def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
@@ -158,10 +155,7 @@ def show_fullgraph(records: list[RunRecord], chosen: RunRecord, session_id: str 
 
 # --- recompilations ------------------------------------------------------------------------------
 
-STRATEGY_PANELS = [("compilations", "Compilations", "", "{:d}"),
-                   ("compiling_s", "Time compiling", "s", "{:.1f}"),
-                   ("speedup", "Steady speedup over eager", "x", "{:.2f}"),
-                   ("compiled_samples_per_s", "Compiled throughput", "samples/s", "{:.0f}")]
+STRATEGY_PANELS = ["compilations", "compiling_s", "speedup", "compiled_samples_per_s"]
 
 
 def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
@@ -215,7 +209,7 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
                     key=lambda r: list(summary.STRATEGIES).index(summary.strategy_of(r.spec)))
     if not picked:
         return
-    items = [(summary.STRATEGIES[summary.strategy_of(r.spec)][0], {**r.result, **summary.compile_totals(r.result)})
+    items = [(summary.STRATEGIES[summary.strategy_of(r.spec)][0], {**r.result, **figures.compile_totals(r.result.get("compile_events"))})
              for r in picked]
     st.plotly_chart(diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
                                         subtitle="compilations and their time, then the steady speed over the "
@@ -231,7 +225,7 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
 
 def show_schedule(rec: RunRecord, *, key: str) -> None:
     r = rec.result
-    totals = summary.compile_totals(r)
+    totals = figures.compile_totals(r.get("compile_events"))
     sizes = r.get("schedule_sizes") or []
     st.markdown(f"{totals['compilations']} compilation{'s' if totals['compilations'] != 1 else ''} for "
                 f"{len(set(sizes))} distinct {r.get('schedule_dim', 'sizes')}"

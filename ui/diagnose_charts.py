@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from tcore import figures
 from ui.charts import COMPILED_COLOR, EAGER_COLOR, _bars_height, _label, _style, _wrap, not_available
 
 # --- Compile events, shape schedules, graphs and kernels --------------------------
@@ -123,22 +124,23 @@ def schedule_chart(result: dict) -> go.Figure:
 RUN_COLORS = ("#4c78a8", "#ee4c2c", "#54a24b", "#b279a2", "#f2a900", "#72b7b2")
 
 
-def side_by_side(items: list[tuple[str, dict]], panels: list[tuple[str, str, str, str]], *, title: str,
-                 subtitle: str = "") -> go.Figure:
+def side_by_side(items: list[tuple[str, dict]], panels: list[str], *, title: str, subtitle: str = "") -> go.Figure:
     """A few figures of a few runs: one panel per figure, one bar per run, each run its colour (the legend).
 
-    items: (name, figures) per run; panels: (key in figures, title, unit, format) per figure. The
+    items: (name, stored record) per run; panels: the stored columns to show (tcore.figures). The
     traces go panel by panel, a run after another within each. A missing figure is a bar labelled
     n/a (no bar), never a zero.
     """
     if not items:
         return not_available(title, "no runs to compare yet")
     fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.05,
-                        subplot_titles=[f"{t} ({u})" if u else t for _, t, u, _ in panels])
-    for col, (key, panel, unit, pattern) in enumerate(panels, start=1):
-        for i, (name, figures) in enumerate(items):
-            value = figures.get(key)
-            text = pattern.format(value) if value is not None else "n/a"
+                        subplot_titles=[figures.column_label(key) for key in panels])
+    for col, key in enumerate(panels, start=1):
+        fig_def, _ = figures.lookup(key)
+        panel, unit = figures.column_label(key), fig_def.unit
+        for i, (name, record) in enumerate(items):
+            value = record.get(key)
+            text = fig_def.text(value, unit=False)
             fig.add_bar(x=[name], y=[value if value is not None else math.nan], name=name, legendgroup=name,
                         showlegend=col == 1, marker_color=RUN_COLORS[i % len(RUN_COLORS)], text=[text],
                         textposition="auto", row=1, col=col,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 import sample_models
-from tcore import caches, machine
-from tcore.runs import preflight
+from tcore import machine
+from tcore.lab import artifacts
+from tcore.lab.runs import preflight
 from tcore.spec import CHOICES, Experiment, SpecError
 
 # One sentence per knob; for a knob with choices, one per choice (shown for the chosen one).
@@ -204,7 +205,7 @@ def artifacts_source(exp: Experiment, store) -> dict | None:
     Whether their torch and device match this machine is checked by the run itself.
     """
     device, _ = preflight(exp)
-    return caches.artifacts_for(exp.to_dict(), device, store.path)
+    return artifacts.artifacts_for(exp.to_dict(), device, store.path)
 
 
 def build(values: dict) -> tuple[Experiment | None, list[str], str | None]:

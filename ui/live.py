@@ -10,9 +10,10 @@ import time
 
 import streamlit as st
 
-from tcore import machine, runs
-from tcore import sweep as sweeps
-from tcore.events import PHASE_TITLES, phases_for
+from tcore import machine
+from tcore.lab import runs
+from tcore.lab import sweeps
+from tcore.protocol import PHASE_TITLES, phases_for
 from tcore.store import RunStore
 from ui import charts, summary
 
@@ -138,13 +139,6 @@ def draw_sweep(sweep: sweeps.Sweep, store: RunStore) -> None:
     st.plotly_chart(charts.sweep_heatmap(matrix), width="stretch", key=f"sweep_heatmap_{sweep.id}")
     st.dataframe(matrix.drop(columns=["row", "col"]), hide_index=True, width="stretch",
                  key=f"sweep_matrix_{sweep.id}",
-                 column_config={"setting": "Setting", "status": "Status",
-                                "speedup": st.column_config.NumberColumn("Speedup (x)", format="%.2f"),
-                                "compile_s": st.column_config.NumberColumn("Compile (s)", format="%.1f"),
-                                "eager_samples_per_s": st.column_config.NumberColumn("Eager (samples/s)",
-                                                                                     format="%.1f"),
-                                "compiled_samples_per_s": st.column_config.NumberColumn("Compiled (samples/s)",
-                                                                                        format="%.1f"),
-                                "breakeven_steps": st.column_config.NumberColumn("Break-even (steps)",
-                                                                                 format="%.0f"),
-                                "error": "Why it failed", "run_id": "Run id"})
+                 column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",
+                                **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)
+                                   in summary.number_formats(summary.SWEEP_FIGURES).items()}})

@@ -12,8 +12,8 @@ import uuid
 import pandas as pd
 import streamlit as st
 
-from tcore import runs
-from tcore.events import PHASE_TITLES
+from tcore.lab import runs, scheduler
+from tcore.protocol import PHASE_TITLES
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 from ui import summary
@@ -109,6 +109,8 @@ def queue_view(store: RunStore, *, key: str) -> None:
     me = session_owner()
     rows = runs.queue_view(store)
     st.markdown("**The queue on this machine**")
+    if problem := runs.queue_problem(store):
+        st.error(f"The queue cannot start runs right now and keeps retrying every {scheduler.TICK_S:g} s: {problem}")
     if not rows:
         st.caption("Nothing is running or waiting: a run starts at once.")
         return

@@ -9,8 +9,9 @@ import datetime
 import pandas as pd
 import streamlit as st
 
-from tcore import report
-from tcore.events import ERROR_KINDS
+from tcore import figures, report
+from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
+from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
 from ui import charts, diagnose_charts, summary
 
@@ -24,7 +25,6 @@ FAILURE_HINTS = {
     "crashed": "The worker died without reporting; its log below says why.",
 }
 
-RUN_TITLES = {key: title for key, title, *_ in report.RUN_METRICS}
 
 
 def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
@@ -56,22 +56,21 @@ def show_failure(rec: RunRecord) -> None:
 def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None = None) -> None:
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
-    figures = summary.headline(r)
+    shown = summary.headline(r)
     top = st.columns(3)
-    top[0].metric("Speedup", figures["speedup"][0], help="compiled throughput / eager throughput")
-    top[1].metric("Compile time", figures["compile_s"][0], help="cold first compiled call minus one eager step")
-    top[2].metric("Break-even", figures["breakeven_steps"][0],
-                  help="compile time / (eager step time - compiled step time)")
+    for col, key in zip(top, ("speedup", "compile_s", "breakeven_steps")):
+        col.metric(RUN_FIGURES[key].title, shown[key][0], help=RUN_FIGURES[key].means)
     speed = r.get("speedup")
     bottom = st.columns(3)
     # The unit sits in the label: "3184.6 samples/s" does not fit a third of the column.
-    bottom[0].metric("Eager throughput (samples/s)", report.fmt(r, "eager_samples_per_s", "", "{:.1f}", reason=False))
-    bottom[1].metric("Compiled throughput (samples/s)",
-                     report.fmt(r, "compiled_samples_per_s", "", "{:.1f}", reason=False),
-                     delta=f"{(speed - 1) * 100:+.0f}% vs eager" if speed else None)
+    for col, variant in zip(bottom, ("eager", "compiled")):
+        column = f"{variant}_samples_per_s"
+        col.metric(figures.column_label(column), figures.text(r, column, unit=False, reason=False),
+                   delta=f"{(speed - 1) * 100:+.0f}% vs eager" if speed and variant == "compiled" else None,
+                   help=VARIANT_FIGURES["samples_per_s"].means)
     for k in ("speedup", "compile_s", "breakeven_steps"):
-        if figures[k][1]:
-            st.caption(f"{RUN_TITLES[k]}: n/a, {figures[k][1]}.")
+        if shown[k][1]:
+            st.caption(f"{RUN_FIGURES[k].title}: n/a, {shown[k][1]}.")
     if payback := summary.payback_words(r):
         st.caption(payback)
 

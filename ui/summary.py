@@ -9,25 +9,22 @@ from typing import Any
 
 import pandas as pd
 
-from tcore.caches import compile_key
-from tcore.report import RUN_METRICS, fmt
-from tcore.spec import Experiment
+from tcore import figures
+from tcore.lab.artifacts import compile_key
+from tcore.spec import Experiment, settings
 
-DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+# The figures in the Compare page's run table and in a sweep's matrix, as stored columns (tcore.figures).
+RUN_TABLE_FIGURES = ["speedup", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
+                     "eager_energy_j_per_step", "compiled_energy_j_per_step"]
+SWEEP_FIGURES = ["speedup", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
+# The run table: (column of RunStore.dataframe(), title with unit).
+RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
+               *[(c, figures.column_label(c)) for c in RUN_TABLE_FIGURES], ("error_kind", "Error"), ("id", "Run id")]
 
-# Columns of the run table on the Compare page: (column of RunStore.dataframe(), title with unit).
-RUN_COLUMNS = [
-    ("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
-    ("speedup", "Speedup (x)"), ("compile_s", "Compile (s)"),
-    ("eager_samples_per_s", "Eager (samples/s)"), ("compiled_samples_per_s", "Compiled (samples/s)"),
-    ("breakeven_steps", "Break-even (steps)"), ("eager_energy_j_per_step", "Eager energy (J/step)"),
-    ("compiled_energy_j_per_step", "Compiled energy (J/step)"), ("error_kind", "Error"), ("id", "Run id"),
-]
 
-# printf formats of the numeric columns above, for st.column_config.NumberColumn.
-RUN_COLUMN_FORMATS = {"Speedup (x)": "%.2f", "Compile (s)": "%.1f", "Eager (samples/s)": "%.1f",
-                      "Compiled (samples/s)": "%.1f", "Break-even (steps)": "%.0f", "Eager energy (J/step)": "%.3g",
-                      "Compiled energy (J/step)": "%.3g"}
+def number_formats(columns: list[str]) -> dict[str, tuple[str, str]]:
+    """column -> (its title with unit, its printf format), for st.column_config.NumberColumn."""
+    return {c: (figures.column_label(c), figures.lookup(c)[0].fmt) for c in columns}
 
 
 def first_line(text: str | None) -> str:
@@ -86,12 +83,10 @@ def correctness_words(result: dict, dtype: str) -> tuple[bool | None, str]:
 
 
 def headline(result: dict) -> dict[str, tuple[str, str | None]]:
-    """Title -> (value with unit, why n/a) for the run-level figures (tcore.report.RUN_METRICS)."""
-    out = {}
-    for key, title, unit, pattern in RUN_METRICS:
-        why = result.get("unavailable", {}).get(key) if result.get(key) is None else None
-        out[key] = (fmt(result, key, unit, pattern, reason=False), why)
-    return out
+    """Figure -> (value with unit, why n/a) for the run-level figures of a summary (tcore.figures.SUMMARY_RUN)."""
+    return {key: (figures.text(result, key, reason=False),
+                  (result.get("unavailable") or {}).get(key) if result.get(key) is None else None)
+            for key in figures.SUMMARY_RUN}
 
 
 def payback_words(result: dict) -> str | None:
@@ -127,14 +122,11 @@ def sweep_matrix(experiments: list[Experiment], records: list) -> pd.DataFrame:
         status = rec if isinstance(rec, str) else rec.status
         result = rec.result if not isinstance(rec, str) else {}
         rows.append({"row": row, "col": col, "setting": f"{row} · {col}", "status": status,
-                     "speedup": result.get("speedup"), "compile_s": result.get("compile_s"),
-                     "eager_samples_per_s": result.get("eager_samples_per_s"),
-                     "compiled_samples_per_s": result.get("compiled_samples_per_s"),
-                     "breakeven_steps": result.get("breakeven_steps"),
+                     **{c: result.get(c) for c in SWEEP_FIGURES},
                      "error": first_line(rec.error.get("message")) if status == "failed" else None,
                      "run_id": None if isinstance(rec, str) else rec.id})
     frame = pd.DataFrame(rows)
-    for col in ("speedup", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"):
+    for col in SWEEP_FIGURES:
         frame[col] = pd.to_numeric(frame[col], errors="coerce") if not frame.empty else frame.get(col)
     return frame
 
@@ -266,13 +258,6 @@ def strategy_of(spec: dict) -> str | None:
     return {False: "static", None: "automatic", True: "dynamic"}[spec.get("dynamic")]
 
 
-def compile_totals(result: dict) -> dict:
-    """How many compilations a run did and how long they took in all, from its compile events."""
-    events = [e for e in result.get("compile_events") or [] if e.get("kind") in ("compile", "recompile")]
-    return {"compilations": len(events), "compiling_s": sum(e.get("duration_s") or 0 for e in events)
-            if events else None}
-
-
 def four_way(records: list) -> dict[tuple[str, str], Any]:
     """(scope, "cold" | "warm") -> the newest finished run of each, from `records` (newest first).
 
@@ -286,8 +271,8 @@ def four_way(records: list) -> dict[tuple[str, str], Any]:
             return "cold"
         return "warm" if cache == "artifacts" else None  # the local "warm" cache is not a portable warm start
 
-    def settings(rec) -> tuple:
-        return tuple(sorted((k, str(v)) for k, v in rec.spec.items() if k not in _NOT_SETTINGS))
+    def compared(rec) -> dict:  # the four-way varies the scope and the cache itself
+        return settings(rec.spec, ignoring={"compile", "cache"})
 
     done = [r for r in records if r.status == "finished" and r.spec.get("compile") in ("whole", "regional")
             and r.result.get("compile_s") is not None]
@@ -295,13 +280,9 @@ def four_way(records: list) -> dict[tuple[str, str], Any]:
     cells: dict[tuple[str, str], Any] = {}
     for rec in done:
         key = (rec.spec["compile"], temperature(rec))
-        if key[1] and key not in cells and (anchor is None or settings(rec) == settings(anchor)):
+        if key[1] and key not in cells and (anchor is None or compared(rec) == compared(anchor)):
             cells[key] = rec
     return cells
-
-
-# Fields that do not change what is compiled, or that the four-way varies itself.
-_NOT_SETTINGS = {"compile", "cache", "warmup_steps", "timed_s", "timed_steps", "rounds", "seed"}
 
 
 def cache_words(result: dict, spec: dict) -> str | None:
@@ -361,11 +342,5 @@ def strategy_runs(records: list) -> dict[str, Any]:
 
 def counterpart(rec, records: list, **changes):
     """The newest finished run among `records` whose settings (cache included) are `rec`'s with `changes`."""
-    def settings(spec: dict) -> dict:
-        return {k: v for k, v in spec.items() if k not in _TIMING}
-
     want = settings({**rec.spec, **changes})
     return next((r for r in records if r.status == "finished" and r.id != rec.id and settings(r.spec) == want), None)
-
-
-_TIMING = {"warmup_steps", "timed_s", "timed_steps", "rounds", "seed"}

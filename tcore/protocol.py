@@ -1,4 +1,7 @@
-"""The worker's event protocol: one JSON object per line on the worker's event channel.
+"""What the lab side and the worker process say to each other.
+
+The lab side starts `python -m tcore.worker`, writes the experiment as JSON on its stdin and sets the
+environment variables below; the worker answers with events, one JSON object per line on its stdout.
 
 Every event has a "type":
   started   {device}                               the worker is up and has resolved the device
@@ -75,3 +78,15 @@ def parse(line: str) -> dict[str, Any]:
 def error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
     assert kind in ERROR_KINDS, kind
     return {"type": "error", "kind": kind, "message": message, **extra}
+
+
+# --- the launch environment: compile artifacts (tcore.lab.artifacts hands them over, tcore.worker.artifacts uses them)
+SAVE_ARTIFACTS_TO = "TCORE_SAVE_ARTIFACTS"      # where the worker writes the artifacts of this run
+LOAD_ARTIFACTS_FROM = "TCORE_LOAD_ARTIFACTS"    # artifacts to load before the first compile
+ARTIFACTS_MADE_ON = "TCORE_ARTIFACTS_MADE_ON"   # JSON: the torch/triton/device (and run) the artifacts came from
+COLD_BECAUSE = "TCORE_COLD_BECAUSE"             # why an artifacts run has nothing to load
+
+
+def made_on(env: dict[str, Any]) -> dict[str, Any]:
+    """What compile artifacts depend on: the torch and triton versions and the device they were compiled for."""
+    return {"torch": env.get("torch"), "triton": env.get("triton"), "device_name": env.get("gpu") or env.get("cpu")}

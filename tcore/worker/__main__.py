@@ -22,7 +22,7 @@ def classify(exc: BaseException) -> str:
     """The error kind of an exception raised inside the worker (see tcore.events.ERROR_KINDS)."""
     import torch
 
-    from tcore.runner import CompilePhaseError
+    from tcore.worker.build import CompilePhaseError
     from tcore.spec import SpecError
 
     if isinstance(exc, SpecError):
@@ -35,11 +35,11 @@ def classify(exc: BaseException) -> str:
 
 
 def main() -> int:
-    from tcore.events import EventWriter, error
+    from tcore.protocol import EventWriter, error
 
     emit = EventWriter(_event_stream())
     try:
-        from tcore import runner
+        from tcore.worker import run as runner
         from tcore.spec import Experiment
 
         exp = Experiment.from_json(sys.stdin.read())
@@ -48,7 +48,7 @@ def main() -> int:
         traceback.print_exc()  # also into the log
         kind = classify(exc)
         if kind == "compile_error":
-            from tcore.diagnostics import explain_compile_error
+            from tcore.worker.diagnostics import explain_compile_error
 
             message = explain_compile_error(exc.__cause__ or exc)  # Dynamo's full text stays in the traceback
         else:

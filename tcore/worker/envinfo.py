@@ -6,16 +6,7 @@ import platform
 import socket
 from typing import Any
 
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass  # not Linux: platform.processor() below is the portable answer
-    return platform.processor() or platform.machine()
+from tcore.machine import cpu_model
 
 
 def _nvml_facts(torch_device_index: int) -> dict[str, Any]:

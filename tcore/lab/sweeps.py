@@ -9,7 +9,7 @@ import time
 import uuid
 from typing import Any
 
-from tcore import runs
+from tcore.lab import runs
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 

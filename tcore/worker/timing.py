@@ -1,14 +1,14 @@
-"""Honest timing: synchronize around timed regions, time each step, summarize blocks as medians with spread."""
+"""Honest timing: synchronize around timed regions, time each step of a block, read peak memory.
+
+The figures derived from the blocks (medians, spread, percentiles, energy per step) are tcore.figures.summarize."""
 from __future__ import annotations
 
-import math
-import statistics
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
+from tcore.figures import Block
 from tcore.power import PowerMeter
 
 
@@ -24,16 +24,6 @@ def timed_call(fn: Callable[[], object], device: str) -> tuple[object, float]:
     out = fn()
     sync(device)
     return out, time.perf_counter() - t0
-
-
-@dataclass
-class Block:
-    """One timed block of consecutive steps of one variant."""
-
-    steps: int
-    wall_s: float
-    step_s: list[float]
-    energy_j: float | None
 
 
 def time_block(step: Callable[[], object], n_steps: int, device: str, meter: PowerMeter) -> Block:
@@ -62,51 +52,6 @@ def time_block(step: Callable[[], object], n_steps: int, device: str, meter: Pow
         wall = stamps[-1] - stamps[0]
     e1 = meter.energy_j()
     return Block(n_steps, wall, step_s, None if e0 is None or e1 is None else e1 - e0)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile, q in [0, 100]."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    pos = (len(ordered) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-@dataclass
-class VariantStats:
-    """The timed blocks of one variant (eager or compiled) and their summary."""
-
-    name: str
-    blocks: list[Block] = field(default_factory=list)
-    peak_mem_gib: float | None = None
-
-    def summary(self, batch_size: int, power_reason: str | None) -> dict[str, float | None]:
-        """Flat figures with units in their names; None where nothing could be measured."""
-        rates = [b.steps / b.wall_s for b in self.blocks]
-        all_steps = [s for b in self.blocks for s in b.step_s]
-        total_steps = sum(b.steps for b in self.blocks)
-        total_wall = sum(b.wall_s for b in self.blocks)
-        energies = [b.energy_j for b in self.blocks]
-        energy = None if power_reason or None in energies else sum(energies)
-        # A counter that did not tick over a block (too short for its ~100 ms update) is no reading.
-        if energy is not None and energy <= 0:
-            energy = None
-        p = self.name
-        return {
-            f"{p}_steps": total_steps,
-            f"{p}_steps_per_s": statistics.median(rates),
-            f"{p}_steps_per_s_min": min(rates),
-            f"{p}_steps_per_s_max": max(rates),
-            f"{p}_samples_per_s": statistics.median(rates) * batch_size,
-            f"{p}_latency_ms_p50": percentile(all_steps, 50) * 1e3,
-            f"{p}_latency_ms_p95": percentile(all_steps, 95) * 1e3,
-            f"{p}_peak_mem_gib": self.peak_mem_gib,
-            f"{p}_power_w": None if energy is None else energy / total_wall,
-            f"{p}_energy_j_per_step": None if energy is None else energy / total_steps,
-            f"{p}_energy_j_per_sample": None if energy is None else energy / (total_steps * batch_size),
-        }
 
 
 class PeakMemory:

@@ -19,10 +19,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
-from tcore import events
+from tcore import protocol
 from tcore.spec import Experiment
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LOG_TAIL_LINES = 40
 _END = {"type": "_end"}
 
@@ -89,8 +89,8 @@ class RunHandle:
     def _read(self) -> None:
         terminal = None
         for line in self.proc.stdout:
-            event = events.parse(line)
-            if event["type"] in events.TERMINAL:
+            event = protocol.parse(line)
+            if event["type"] in protocol.TERMINAL:
                 terminal = event  # held back: the log tail is added once the process has ended
             else:
                 self._queue.put(event)
@@ -100,11 +100,11 @@ class RunHandle:
         self._log.close()
         if terminal is None:  # the worker said nothing final: it was stopped, or it died
             if self._stop_reason == "timeout":
-                terminal = events.error("timeout", f"stopped after the {self.timeout_s:g} s time limit")
+                terminal = protocol.error("timeout", f"stopped after the {self.timeout_s:g} s time limit")
             elif self._stop_reason == "cancelled":
-                terminal = events.error("cancelled", "cancelled by the user")
+                terminal = protocol.error("cancelled", "cancelled by the user")
             else:
-                terminal = events.error("crashed", _death_message(returncode))
+                terminal = protocol.error("crashed", _death_message(returncode))
         if terminal["type"] == "error":
             terminal["log_tail"] = self.log_tail()
         self.final = terminal

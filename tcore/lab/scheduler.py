@@ -151,7 +151,7 @@ class Scheduler:
     def __init__(self, store: RunStore, adopt: Callable[[RunRecord], Job | None]) -> None:
         self.store = store
         self.proc = this_process()
-        self.error: str | None = None  # the last unexpected failure of a tick, for a page to show
+        self.error: str | None = None  # why the last tick failed, while ticks keep failing: the queue view shows it
         self._adopt = adopt
         self._jobs: dict[str, Job] = {}  # runs this process owns that have not ended
         self._lock = threading.Lock()
@@ -188,9 +188,9 @@ class Scheduler:
             try:
                 self._tick()
                 self.error = None
-            except Exception:  # a locked or vanished store must not stop the queue for good: retry next tick
-                self.error = traceback.format_exc(limit=-3)
-                print(f"compile-lab queue ({self.store.path}):\n{self.error}", file=sys.stderr)
+            except Exception as e:  # a locked or vanished store must not stop the queue for good: retry next tick
+                self.error = f"{type(e).__name__}: {e}"
+                print(f"compile-lab queue ({self.store.path}):\n{traceback.format_exc(limit=-3)}", file=sys.stderr)
             time.sleep(TICK_S)
 
     def _tick(self) -> None:

@@ -13,13 +13,16 @@ import shutil
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from tcore import caches, limits, scheduler
-from tcore.events import TERMINAL
-from tcore.events import error as error_event
-from tcore.launcher import RunHandle
+from tcore.lab import artifacts
+from tcore.lab import limits
+from tcore.lab import scheduler
+from tcore.protocol import TERMINAL
+from tcore.protocol import error as error_event
+from tcore.lab.launcher import RunHandle
 from tcore.spec import Experiment, SpecError, check_on_device, resolve_device
 from tcore.store import QueueFull, RunRecord, RunStore
 
@@ -88,7 +91,7 @@ class LiveRun:
                 self._end(error_event("cancelled", "cancelled by the user before its worker started"))
                 return
             self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
-            env = {**env, **caches.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)}
+            env = {**env, **artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)}
             try:
                 self.handle = RunHandle(self.exp, timeout_s=self.timeout_s, extra_env=env, workdir=self.workdir)
             except OSError as e:  # the worker could not even start: that is this run's outcome
@@ -107,6 +110,27 @@ class LiveRun:
     # --- following the worker --------------------------------------------------------------------
 
     def _follow(self) -> None:
+        """Follow the worker's events; at its end, record the outcome, whatever goes wrong while recording it."""
+        try:
+            self._read_events()
+            final = self.handle.final
+            if final["type"] == "result":
+                # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
+                artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path,
+                               self.workdir)
+                self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.trace,
+                                  code=self.code)
+                self._collect_record()
+            else:
+                self._end(final)
+        except Exception as e:  # the record must not stay "running", holding its device slot, under a live owner
+            traceback.print_exc()
+            self._end(error_event("crashed", f"the run ended, but recording its outcome failed: "
+                                             f"{type(e).__name__}: {e}"))
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
+
+    def _read_events(self) -> None:
         for event in self.handle:
             with self._lock:
                 kind = event["type"]
@@ -125,30 +149,24 @@ class LiveRun:
                     self.final = event
             if self._on_event:
                 self._on_event(event)
-        final = self.handle.final
-        if final["type"] == "result":
-            # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
-            caches.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path, self.workdir)
-            self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.trace, code=self.code)
-            self._collect_record()
-        else:
-            self._end(final)
-        shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
 
     def _end(self, error: dict[str, Any]) -> None:
-        self.store.finish(self.run_id, error=error, trace=self.trace)
-        self._collect_record()
+        try:
+            self.store.finish(self.run_id, error=error, trace=self.trace)
+        finally:  # even if the store cannot be written, waiters are released
+            self._collect_record()
 
     def _collect_record(self) -> None:
         try:
             self.record = self.store.get(self.run_id)
         except KeyError:  # deleted from the store while it waited
             self.record = None
-        with self._lock:
-            if self.final is None and self.record is not None and self.record.error:
-                self.final = self.record.error
-            self.queue_position = self.eta_s = None
-        self._done.set()
+        finally:
+            with self._lock:
+                if self.final is None and self.record is not None and self.record.error:
+                    self.final = self.record.error
+                self.queue_position = self.eta_s = None
+            self._done.set()
 
     # --- for pages and the command line ----------------------------------------------------------
 
@@ -292,6 +310,13 @@ def queue_view(store: RunStore) -> list[dict[str, Any]]:
              "device_slot": rec.device_slot, "queued_at": rec.queued_at, "started_at": rec.started_at,
              "queue_position": places.get(rec.id, (None, None))[0], "eta_s": places.get(rec.id, (None, None))[1]}
             for rec in pending]
+
+
+def queue_problem(store: RunStore) -> str | None:
+    """Why this process's queue for `store` is failing to tick (it retries), or None while it works."""
+    with _SCHEDULERS_LOCK:
+        sched = _SCHEDULERS.get((os.getpid(), str(store.path.resolve())))
+    return sched.error if sched else None
 
 
 def live(run_id: str) -> LiveRun | None:

@@ -1,0 +1,287 @@
+"""The figures of a run, each defined once, and the arithmetic that derives some of them from others.
+
+A figure is a field of `RunFigures` (one value per run) or of `VariantFigures` (one value per variant,
+eager and compiled), declared with `figure(...)`: its title, unit, format, which way is better and one
+sentence on what it means. The worker fills a `Result`; the record stored and read by every page, the
+CSV and the command line is its flat form, where a per-variant figure is the column
+f"{variant}_{key}" (`eager_samples_per_s`). Adding a figure is one field here plus the code that
+measures it: every table, chart and export reads its title, unit and format from here.
+
+The derived figures (throughput, latency percentiles, energy per step and per sample, speedup,
+break-even, TFLOP/s) are pure functions of measured numbers, so they are unit-tested on the CPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+VARIANTS = ("eager", "compiled")
+HIGHER, LOWER = "higher", "lower"
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str          # the field name; per variant, the stored column is f"{variant}_{key}"
+    title: str        # "Throughput"
+    unit: str         # "samples/s"; "" for a count or a ratio without a unit
+    fmt: str          # printf style, as pandas and st.column_config take it: "%.1f"
+    better: str | None  # HIGHER, LOWER, or None where neither is better
+    means: str        # one sentence: what it is and how it was measured
+    per_variant: bool = False
+
+    @property
+    def label(self) -> str:
+        """'Throughput (samples/s)': a title with its unit, for an axis or a column."""
+        return f"{self.title} ({self.unit})" if self.unit else self.title
+
+    def column(self, variant: str | None = None) -> str:
+        return f"{variant}_{self.key}" if self.per_variant else self.key
+
+    def column_label(self, variant: str | None = None) -> str:
+        """'Eager throughput (samples/s)' for a per-variant column, else the label."""
+        return f"{variant.capitalize()} {self.label[0].lower()}{self.label[1:]}" if variant else self.label
+
+    def text(self, value: Any, *, unit: bool = True) -> str:
+        """The value formatted, with its unit unless `unit` is False; 'n/a' for None."""
+        if value is None:
+            return "n/a"
+        shown = self.fmt % value
+        return f"{shown} {self.unit}" if unit and self.unit else shown
+
+
+def figure(title: str, unit: str, fmt: str, better: str | None, means: str) -> Any:
+    """A dataclass field that is a figure: None until measured; its metadata is the Figure."""
+    return field(default=None, metadata={"figure": (title, unit, fmt, better, means)})
+
+
+@dataclass
+class VariantFigures:
+    """What one variant (eager or compiled) measured over its timed blocks."""
+
+    steps: int | None = figure("Timed steps", "steps", "%d", None, "Steps timed over all rounds of this variant.")
+    steps_per_s: float | None = figure(
+        "Throughput", "steps/s", "%.2f", HIGHER, "Steps per second: the median of the timed rounds.")
+    steps_per_s_min: float | None = figure(
+        "Slowest round", "steps/s", "%.2f", HIGHER, "Steps per second in the slowest timed round.")
+    steps_per_s_max: float | None = figure(
+        "Fastest round", "steps/s", "%.2f", HIGHER, "Steps per second in the fastest timed round.")
+    samples_per_s: float | None = figure(
+        "Throughput", "samples/s", "%.1f", HIGHER, "Samples per second: median steps per second times the batch size.")
+    latency_ms_p50: float | None = figure(
+        "Step latency p50", "ms", "%.2f", LOWER, "The median time of one step, over every timed step.")
+    latency_ms_p95: float | None = figure(
+        "Step latency p95", "ms", "%.2f", LOWER, "95% of timed steps took at most this long.")
+    block_s: float | None = figure(
+        "Timed block", "s", "%.2f", None, "How long one timed block of consecutive steps lasted (median).")
+    peak_mem_gib: float | None = figure(
+        "Peak memory", "GiB", "%.3f", LOWER, "The most memory held during the timed blocks.")
+    power_w: float | None = figure(
+        "Mean power", "W", "%.0f", LOWER, "Energy over the timed blocks divided by their duration.")
+    energy_j_per_step: float | None = figure(
+        "Energy per step", "J", "%.3g", LOWER, "Energy counter difference over the timed blocks, per step.")
+    energy_j_per_sample: float | None = figure(
+        "Energy per sample", "J", "%.3g", LOWER, "Energy per step divided by the batch size.")
+    tflops: float | None = figure(
+        "Achieved compute", "TFLOP/s", "%.3g", HIGHER, "The model's FLOPs per step times steps per second.")
+    kernels_per_step: int | None = figure(
+        "Kernels per step", "", "%d", LOWER, "Compute kernels one step launches, from the profiler.")
+
+
+@dataclass
+class RunFigures:
+    """What the run measured as a whole."""
+
+    speedup: float | None = figure(
+        "Speedup", "x", "%.2f", HIGHER, "Compiled throughput divided by eager throughput (medians of the rounds).")
+    compile_s: float | None = figure(
+        "Compile time", "s", "%.1f", LOWER, "The first compiled call minus one eager step: what compiling cost.")
+    breakeven_steps: float | None = figure(
+        "Break-even", "steps", "%.0f", LOWER,
+        "Steps after which compiling has paid for itself: compile time / (eager step time - compiled step time).")
+    graph_count: int | None = figure("Graphs", "", "%d", LOWER, "Distinct graphs Dynamo captured.")
+    graph_break_count: int | None = figure(
+        "Graph breaks", "", "%d", LOWER, "Times Dynamo stopped a graph and ran Python in between.")
+    recompile_count: int | None = figure(
+        "Recompilations", "", "%d", LOWER, "Compiles caused by a failed guard (a new shape, a new type).")
+    correctness_rel_diff: float | None = figure(
+        "Largest compiled-vs-eager difference (relative)", "", "%.2g", LOWER,
+        "The largest |compiled - eager| over the largest |eager| of the outputs.")
+    eager_first_call_s: float | None = figure(
+        "First eager call", "s", "%.2f", LOWER, "The first eager step: allocation and kernel selection included.")
+    compiled_first_call_s: float | None = figure(
+        "First compiled call", "s", "%.2f", LOWER, "The first compiled step: tracing and compiling included.")
+    eager_step_s: float | None = figure(
+        "Eager step (warm-up)", "s", "%.4f", LOWER, "The median eager warm-up step after the first.")
+    param_count: int | None = figure("Parameters", "", "%d", None, "Weights in the model.")
+    flops_per_step: float | None = figure(
+        "FLOPs per step", "FLOP", "%.3g", None, "Counted on the meta device at the preset's default shape.")
+    cache_artifacts_bytes: int | None = figure(
+        "Compile artifacts saved", "bytes", "%d", None, "What this run saved for a later warm start.")
+    fx_graph_cache_hits: int | None = figure("FX graph cache hits", "", "%d", HIGHER, "Inductor graphs reused.")
+    fx_graph_cache_misses: int | None = figure("FX graph cache misses", "", "%d", LOWER, "Inductor graphs built.")
+    aot_autograd_cache_hits: int | None = figure("AOT autograd cache hits", "", "%d", HIGHER, "AOT graphs reused.")
+    cudagraph_skip_count: int | None = figure(
+        "CUDA graph skips", "", "%d", LOWER, "Graphs that could not be captured as CUDA graphs.")
+    compilations: int | None = figure(
+        "Compilations", "", "%d", LOWER, "Dynamo compiles over the whole run: first compiles and recompiles.")
+    compiling_s: float | None = figure(
+        "Time compiling", "s", "%.1f", LOWER, "The compile time of every compilation in the run, added up.")
+
+
+# What a summary of a run shows, in this order: the command line's table, the Run page's "All figures".
+SUMMARY_RUN = ("speedup", "compile_s", "breakeven_steps", "graph_count", "graph_break_count", "recompile_count",
+               "correctness_rel_diff")
+SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "latency_ms_p50", "latency_ms_p95", "block_s", "peak_mem_gib",
+                   "power_w", "energy_j_per_step", "energy_j_per_sample", "tflops", "kernels_per_step")
+# The parts of compile time (details["compile_phases_s"], from Dynamo's nested timers), outermost first.
+COMPILE_PHASES = {
+    "dynamo_tracing_s": "Dynamo tracing and guards",
+    "aot_autograd_s": "AOT autograd",
+    "inductor_lowering_s": "Inductor lowering and passes",
+    "codegen_and_compile_s": "Code generation and C++/Triton compile",
+}
+
+
+def _figures(cls: type, per_variant: bool) -> dict[str, Figure]:
+    return {f.name: Figure(f.name, *f.metadata["figure"], per_variant=per_variant)
+            for f in dataclasses.fields(cls) if "figure" in f.metadata}
+
+
+RUN_FIGURES: dict[str, Figure] = _figures(RunFigures, per_variant=False)
+VARIANT_FIGURES: dict[str, Figure] = _figures(VariantFigures, per_variant=True)
+
+
+def lookup(column: str) -> tuple[Figure, str | None]:
+    """The figure of a stored column and its variant: 'eager_samples_per_s' -> (samples_per_s, 'eager')."""
+    if column in RUN_FIGURES:
+        return RUN_FIGURES[column], None
+    variant, _, key = column.partition("_")
+    if variant in VARIANTS and key in VARIANT_FIGURES:
+        return VARIANT_FIGURES[key], variant
+    raise KeyError(f"no figure is stored as {column!r}")
+
+
+def column_label(column: str) -> str:
+    fig, variant = lookup(column)
+    return fig.column_label(variant)
+
+
+def text(result: Mapping[str, Any], column: str, *, unit: bool = True, reason: bool = True) -> str:
+    """A stored figure with its unit, or 'n/a' with (if `reason`) why it could not be measured."""
+    fig, _ = lookup(column)
+    value = result.get(column)
+    if value is None:
+        why = (result.get("unavailable") or {}).get(column)
+        return f"n/a ({why})" if why and reason else "n/a"
+    return fig.text(value, unit=unit)
+
+
+@dataclass
+class Result:
+    """A finished run's figures and what else it found, as the worker fills it.
+
+    `details` holds the structured findings that are not figures (graph breaks with their source lines,
+    recompilations, the compile timeline, the shape schedule, ...); `unavailable` maps a stored column
+    to why it could not be measured.
+    """
+
+    device: str
+    variants: list[str]
+    run: RunFigures = field(default_factory=RunFigures)
+    eager: VariantFigures = field(default_factory=VariantFigures)
+    compiled: VariantFigures | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def variant(self, name: str) -> VariantFigures | None:
+        return {"eager": self.eager, "compiled": self.compiled}[name]
+
+    def to_record(self) -> dict[str, Any]:
+        """The flat record that is stored: run figures, f"{variant}_{key}" columns, details, notes."""
+        record: dict[str, Any] = {"device": self.device, "variants": list(self.variants), **self.details}
+        record.update(dataclasses.asdict(self.run))
+        for name in self.variants:
+            record.update({f"{name}_{k}": v for k, v in dataclasses.asdict(self.variant(name)).items()})
+        record.update(notes=list(self.notes), unavailable=dict(self.unavailable))
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Result:
+        """A stored record back as a Result; records stored before a figure existed read it as None."""
+        variants = list(record.get("variants") or ["eager"])
+        known = {"device", "variants", "notes", "unavailable", *RUN_FIGURES}
+        known |= {f"{v}_{k}" for v in VARIANTS for k in VARIANT_FIGURES}
+
+        def variant(name: str) -> VariantFigures:
+            return VariantFigures(**{k: record.get(f"{name}_{k}") for k in VARIANT_FIGURES})
+
+        return cls(device=record.get("device", "?"), variants=variants,
+                   run=RunFigures(**{k: record.get(k) for k in RUN_FIGURES}), eager=variant("eager"),
+                   compiled=variant("compiled") if "compiled" in variants else None,
+                   details={k: v for k, v in record.items() if k not in known},
+                   notes=list(record.get("notes") or []), unavailable=dict(record.get("unavailable") or {}))
+
+
+# --- derived figures: pure arithmetic over measured numbers --------------------------------------
+
+@dataclass
+class Block:
+    """One timed block of consecutive steps of one variant, as measured."""
+
+    steps: int
+    wall_s: float
+    step_s: list[float]
+    energy_j: float | None  # the energy counter's difference over the block; None without a meter
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(blocks: list[Block], *, batch_size: int, flops_per_step: float | None = None,
+              peak_mem_gib: float | None = None) -> VariantFigures:
+    """A variant's figures from its timed blocks. Energy is None when any block has no reading, or when the
+    counter did not advance (a block shorter than its update interval is no reading)."""
+    rates = [b.steps / b.wall_s for b in blocks]
+    all_steps = [s for b in blocks for s in b.step_s]
+    total_steps, total_wall = sum(b.steps for b in blocks), sum(b.wall_s for b in blocks)
+    energies = [b.energy_j for b in blocks]
+    energy = None if None in energies else sum(energies)
+    if energy is not None and energy <= 0:
+        energy = None
+    steps_per_s = statistics.median(rates)
+    return VariantFigures(
+        steps=total_steps, steps_per_s=steps_per_s, steps_per_s_min=min(rates), steps_per_s_max=max(rates),
+        samples_per_s=steps_per_s * batch_size,
+        latency_ms_p50=percentile(all_steps, 50) * 1e3, latency_ms_p95=percentile(all_steps, 95) * 1e3,
+        block_s=statistics.median(b.wall_s for b in blocks), peak_mem_gib=peak_mem_gib,
+        power_w=None if energy is None else energy / total_wall,
+        energy_j_per_step=None if energy is None else energy / total_steps,
+        energy_j_per_sample=None if energy is None else energy / (total_steps * batch_size),
+        tflops=None if flops_per_step is None else flops_per_step * steps_per_s / 1e12)
+
+
+def compile_totals(events: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """How many compilations a run did and how long they took in all, from its compile events."""
+    done = [e for e in events or [] if e.get("kind") in ("compile", "recompile")]
+    return {"compilations": len(done), "compiling_s": sum(e.get("duration_s") or 0 for e in done) if done else None}
+
+
+def speedup(eager: VariantFigures, compiled: VariantFigures) -> float:
+    return compiled.steps_per_s / eager.steps_per_s
+
+
+def breakeven_steps(compile_s: float, eager: VariantFigures, compiled: VariantFigures) -> float | None:
+    """Steps after which the compiled model has made up its compile time; None if it never does."""
+    saved_s = 1 / eager.steps_per_s - 1 / compiled.steps_per_s
+    return compile_s / saved_s if saved_s > 0 else None

@@ -1,0 +1,87 @@
+"""Compile artifacts on the lab side: which stored artifacts a run would load, handing them to its worker,
+and keeping the ones a finished run saved.
+
+Three cache settings (Experiment.cache):
+  cold       fresh Inductor and Triton cache directories: the compile time a first-time user pays
+  warm       the persistent local cache directory that earlier warm runs filled
+  artifacts  fresh directories, seeded before the first call with torch.compiler.load_cache_artifacts()
+             from the artifacts a previous run with the same settings saved (the "mega-cache")
+Artifacts are valid only for the same torch, triton and device; elsewhere the run compiles cold and
+says why. Every compiled run saves its artifacts (tcore.worker.artifacts), stored beside its record.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from tcore.protocol import ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, made_on
+from tcore.spec import PROVENANCE_FIELDS, settings
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS compile_artifacts (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    compile_key TEXT NOT NULL,
+    made_on TEXT NOT NULL,        -- JSON {torch, triton, device_name}
+    created_at REAL NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS compile_artifacts_key ON compile_artifacts(compile_key, created_at);
+"""
+
+
+def compile_key(spec: dict[str, Any], device: str) -> str:
+    """The settings that determine what gets compiled, on which kind of device, as a short hash."""
+    compiled = settings(spec, ignoring=PROVENANCE_FIELDS)
+    return hashlib.sha256(json.dumps([compiled, device], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _connect(db_path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(db_path, timeout=30)
+    db.executescript(SCHEMA)
+    return db
+
+
+def _newest(spec: dict[str, Any], device: str, db_path: Path, *, with_data: bool) -> tuple | None:
+    columns = "run_id, made_on" + (", data" if with_data else "")
+    with _connect(db_path) as db:
+        return db.execute(f"SELECT {columns} FROM compile_artifacts WHERE compile_key=? "
+                          "ORDER BY created_at DESC LIMIT 1", (compile_key(spec, device),)).fetchone()
+
+
+def artifacts_for(spec: dict[str, Any], device: str, db_path: Path) -> dict[str, Any] | None:
+    """The stored artifacts a cache=artifacts run of `spec` would load: {run_id, torch, triton, device_name}."""
+    row = _newest(spec, device, db_path, with_data=False)
+    return None if row is None else {"run_id": row[0], **json.loads(row[1])}
+
+
+def launch_env(spec: dict[str, Any], device: str, db_path: Path, workdir: Path) -> dict[str, str]:
+    """Environment for a run's worker: where to save its artifacts and, for cache=artifacts, what to load."""
+    env = {SAVE_ARTIFACTS_TO: str(workdir / "artifacts.bin")}
+    if spec["cache"] != "artifacts":
+        return env
+    row = _newest(spec, device, db_path, with_data=True)
+    if row is None:
+        env[COLD_BECAUSE] = "no run with these settings has saved compile artifacts yet: run it once cold first"
+        return env
+    run_id, made_on, data = row
+    (workdir / "load.bin").write_bytes(data)
+    env[LOAD_ARTIFACTS_FROM] = str(workdir / "load.bin")
+    env[ARTIFACTS_MADE_ON] = json.dumps({**json.loads(made_on), "run_id": run_id})
+    return env
+
+
+def keep(run_id: str, spec: dict[str, Any], result: dict[str, Any], env: dict[str, Any],
+         db_path: Path, workdir: Path) -> None:
+    """Store the artifacts a finished run saved, keyed by its compile settings."""
+    path = workdir / "artifacts.bin"
+    if not path.exists():
+        return
+    with _connect(db_path) as db:
+        db.execute("INSERT OR REPLACE INTO compile_artifacts VALUES (?,?,?,?,?)",
+                   (run_id, compile_key(spec, result["device"]), json.dumps(made_on(env)), time.time(),
+                    path.read_bytes()))
+

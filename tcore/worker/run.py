@@ -1,0 +1,285 @@
+"""One experiment, in this process: build, eager warm-up, compile, compiled warm-up, timed blocks, profile.
+
+The worker process calls run(); nothing else should, because cold compile time means a fresh
+process with fresh Inductor and Triton cache directories (the lab side's launcher sets those up).
+Each phase is a method of `Measurement`; the arithmetic on what they measure is tcore.figures.
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from contextlib import nullcontext
+from typing import Any, Callable
+
+import torch
+
+from tcore import figures
+from tcore.figures import Result, RunFigures, VariantFigures
+from tcore.power import PowerMeter, PowerSampler, open_meter
+from tcore.spec import Experiment, check_on_device, resolve_device
+from tcore.worker import artifacts, diagnostics, envinfo, shapes
+from tcore.worker.build import (TOLERANCE, Step, Workload, build, clone, compare, compile_errors,
+                                eager, restore, snapshot, step_fn)
+from tcore.worker.compile import apply_compile, optimizer_step
+from tcore.worker.timing import PeakMemory, sync, time_block, timed_call
+
+Emit = Callable[[dict[str, Any]], None]
+
+# NVML's energy counter updates about every 100 ms: blocks much shorter than this read coarsely.
+ENERGY_BLOCK_MIN_S = 1.0
+
+
+def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
+    """Measure `exp`; emit phase, progress, power and code events; return {"result": record, "env": env}."""
+    device = resolve_device(exp.device, torch.cuda.is_available())
+    notes = check_on_device(exp, device)
+    emit({"type": "started", "device": device})
+    for text in notes:
+        emit({"type": "note", "text": text})
+    _configure_torch(exp, device)
+    env = envinfo.collect(device)
+    meter = open_meter(device)
+    sampler = PowerSampler(meter, lambda s: emit({"type": "power", "samples": s})) if meter.available else None
+    if sampler:
+        sampler.start()
+    try:
+        with diagnostics.BreakRecorder().attached() as breaks, diagnostics.generated_code() as sources:
+            result = Measurement(exp, device, meter, emit, sampler, env).measure(breaks)
+    finally:
+        if sampler:
+            sampler.stop()
+        meter.close()
+    if sources:
+        emit({"type": "code", "sources": sources})
+    result.details["generated_graph_count"] = len(sources)
+    result.notes[:0] = notes
+    return {"result": result.to_record(), "env": env}
+
+
+def _configure_torch(exp: Experiment, device: str) -> None:
+    dynamo_config = torch._dynamo.config
+    # recompile_limit is the current name; cache_size_limit the older alias (same setting)
+    setattr(dynamo_config, "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit",
+            exp.recompile_limit)
+    if device == "cpu" and hasattr(torch._inductor.config.cpp, "enable_kernel_profile"):
+        # Lets the profiler see Inductor's C++ kernels, for the kernels-per-step count.
+        torch._inductor.config.cpp.enable_kernel_profile = True
+
+
+def steps_per_block(exp: Experiment, step_s: float, multiple: int = 1) -> int:
+    """Steps per timed block: the experiment's step count, or enough steps to fill its time;
+    rounded to a multiple of the schedule length so each block sees every shape equally often."""
+    steps = exp.timed_steps // exp.rounds if exp.timed_steps is not None else round(
+        exp.timed_s / exp.rounds / max(step_s, 1e-6))
+    return max(1, round(steps / multiple)) * multiple
+
+
+class Measurement:
+    """The phases of one run, in order; each fills its part of `self.result`."""
+
+    def __init__(self, exp: Experiment, device: str, meter: PowerMeter, emit: Emit,
+                 sampler: PowerSampler | None, env: dict[str, Any]) -> None:
+        self.exp, self.device, self.meter, self.emit, self.sampler, self.env = exp, device, meter, emit, sampler, env
+        variants = ["eager", "compiled"] if exp.has_compiled_variant else ["eager"]
+        self.result = Result(device=device, variants=variants, run=RunFigures(),
+                             compiled=VariantFigures() if exp.has_compiled_variant else None)
+        self.t_start = time.time()
+        self.compiled_warmup_step_s = 0.0  # the median compiled warm-up step: sizes the compiled blocks
+        self.blocks: dict[str, list[figures.Block]] = {}  # variant -> its timed blocks
+        self.peak_gib: dict[str, float] = {}  # variant -> peak memory over its timed blocks
+
+    def phase(self, name: str) -> None:
+        self.emit({"type": "phase", "phase": name})
+        if self.sampler:
+            self.sampler.phase = name
+
+    def progress(self, phase: str, done: int, total: int) -> None:
+        self.emit({"type": "progress", "phase": phase, "done": done, "total": total})
+
+    def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
+        self.phase("building")
+        w = build(self.exp, self.device)
+        eager_step = step_fn(w.model, w, self.exp, self.device, w.optimizer and w.optimizer.step)
+        self._describe(w)
+        eager_out = self.eager_warmup(w, eager_step)
+        compiled_step, recompiles_before = None, 0
+        if self.exp.has_compiled_variant:
+            compiled_step = self.compile(w, eager_out)
+            self.warm_up(w, eager_step, compiled_step)
+            self._record(diagnostics.collect(breaks))
+            recompiles_before = self.result.run.recompile_count
+            self.result.run.cache_artifacts_bytes = artifacts.save()
+        else:
+            self.result.unavailable["compile_s"] = "nothing is compiled in this run (compile=off)"
+        self.time_blocks(w, eager_step, compiled_step)
+        self.derive(recompiles_before)
+        if compiled_step is not None:
+            self.profile(w, eager_step, compiled_step)
+        return self.result
+
+    def _record(self, collected: dict[str, Any]) -> None:
+        """What diagnostics.collect() found: its figures (graphs, breaks, cache hits) and the details behind them."""
+        for key in [k for k in collected if k in figures.RUN_FIGURES]:
+            setattr(self.result.run, key, collected.pop(key))
+        self.result.details.update(collected)
+
+    def _describe(self, w: Workload) -> None:
+        exp, run = self.exp, self.result.run
+        run.param_count = sum(p.numel() for p in w.model.parameters())
+        run.flops_per_step = w.entry.flops_per_sample(exp.preset, training=exp.task == "training") * exp.batch_size
+        self.result.details.update(peak_mem_source=PeakMemory(self.device).what, power_source=self.meter.source,
+                                   rounds=exp.rounds)
+        if w.schedule:
+            self.result.details.update(schedule_sizes=w.schedule.sizes, schedule_dim=w.schedule.dim_name,
+                                       schedule_buckets=w.schedule.buckets)
+            self.result.unavailable["flops_per_step"] = "the shapes vary: FLOPs are counted at the preset's default shape only"
+            run.flops_per_step = None
+
+    def eager_warmup(self, w: Workload, eager_step: Step):
+        """Untimed eager steps; the first pays for allocation and kernel selection, later ones are the steady state.
+
+        Returns the reference output for the correctness check (None for training, which compares later).
+        """
+        self.phase("eager")
+        times = []
+        for i in range(self.exp.warmup_steps):
+            times.append(timed_call(lambda: eager_step(w.batches[0]), self.device)[1])
+            self.progress("eager", i + 1, self.exp.warmup_steps)
+        run = self.result.run
+        run.eager_first_call_s, run.eager_step_s = times[0], statistics.median(times[1:] or times)
+        self.result.details["eager_warmup_ms"] = [round(t * 1e3, 2) for t in times]
+        return None if w.optimizer else clone(eager_step(w.compiled_batches[0]))
+
+    def compile(self, w: Workload, eager_out) -> Step:
+        """The first compiled call: compile time is its duration minus one eager step."""
+        exp, run = self.exp, self.result.run
+        self.phase("compiling")
+        self.result.details["cache_artifacts"], cache_note = artifacts.load(self.env)
+        if cache_note:
+            self.result.notes.append(cache_note)
+        diagnostics.reset()
+        with compile_errors():
+            target = apply_compile(w.model, exp, w.entry.repeated_blocks(w.model))
+            opt_step = optimizer_step(w.optimizer, exp) if w.optimizer else None
+            compiled_step = step_fn(target, w, exp, self.device, opt_step)
+            if exp.shape_remedy == "mark_dynamic":
+                shapes.mark_dynamic(w.compiled_batches[0], w.dims)
+            saved = snapshot(w.model) if w.optimizer else None
+            compiled_out, run.compiled_first_call_s = timed_call(lambda: compiled_step(w.compiled_batches[0]),
+                                                                 self.device)
+            compiled_out = clone(compiled_out)
+        run.compile_s = max(run.compiled_first_call_s - run.eager_step_s, 0.0)
+        if w.optimizer:
+            # The step changed the weights: rerun it eagerly from the same weights to compare outputs
+            # (the output is computed before the optimizer step, so optimizer state does not matter).
+            restore(saved)
+            del saved
+            with eager():
+                eager_out = clone(compiled_step(w.compiled_batches[0]))
+        checked = compare(compiled_out, eager_out, exp.dtype)
+        run.correctness_rel_diff = checked.pop("correctness_rel_diff")
+        self.result.details.update(checked)
+        return compiled_step
+
+    def warm_up(self, w: Workload, eager_step: Step, compiled_step: Step) -> None:
+        """Untimed compiled steps (every bucket first, with buckets), then one pass over any shape schedule."""
+        self.phase("warmup")
+        times = []
+        with compile_errors():
+            if w.schedule and w.schedule.buckets:  # compile every bucket before the schedule starts
+                for size in w.schedule.buckets:
+                    first = next(b for b, s in zip(w.compiled_batches, w.schedule.sizes) if w.schedule.padded(s) == size)
+                    compiled_step(first)
+            for i in range(self.exp.warmup_steps):
+                times.append(timed_call(lambda: compiled_step(w.compiled_batches[0]), self.device)[1])
+                self.progress("warmup", i + 1, self.exp.warmup_steps)
+            if w.schedule:
+                self.phase("schedule")
+                self.result.details["schedule"] = self._first_pass(w, eager_step, compiled_step)
+        self.compiled_warmup_step_s = statistics.median(times)
+
+    def _first_pass(self, w: Workload, eager_step: Step, compiled_step: Step) -> list[dict]:
+        """One pass over the shape schedule: each size's compiled step (with any compile it triggers)
+        and eager step, and which compilations each compiled step caused."""
+        rows = []
+        for i, (batch, padded, size) in enumerate(zip(w.batches, w.compiled_batches, w.schedule.sizes)):
+            seen = len(diagnostics.metrics())
+            compiled_s = timed_call(lambda: compiled_step(padded), self.device)[1]
+            events = diagnostics.compile_events(diagnostics.metrics()[seen:], 0.0)
+            with eager():
+                eager_s = timed_call(lambda: eager_step(batch), self.device)[1]
+            rows.append({"step": i, "size": size, "padded_to": w.schedule.padded(size), "eager_ms": eager_s * 1e3,
+                         "compiled_ms": compiled_s * 1e3,
+                         "compiles": [e["compile_id"] for e in events if e["kind"] in ("compile", "recompile")],
+                         "hit_limit": any(e["kind"] == "limit" for e in events)})
+            self.progress("schedule", i + 1, len(w.batches))
+        return rows
+
+    def time_blocks(self, w: Workload, eager_step: Step, compiled_step: Step | None) -> None:
+        """Alternating timed blocks of eager and compiled steps, `rounds` times, so drift hits both alike."""
+        self.phase("measuring")
+        exp, memory = self.exp, PeakMemory(self.device)
+        multiple = len(w.batches)
+        variants = [("eager", steps_per_block(exp, self.result.run.eager_step_s, multiple), eager_step, w.batches)]
+        if compiled_step is not None:
+            variants.append(("compiled", steps_per_block(exp, self.compiled_warmup_step_s, multiple), compiled_step,
+                             w.compiled_batches))
+        self.blocks = {name: [] for name, *_ in variants}
+        for r in range(exp.rounds):
+            for name, n, step, inputs in variants:
+                memory.reset()
+                cycle = itertools.cycle(inputs)
+                with eager() if name == "eager" else nullcontext():
+                    self.blocks[name].append(time_block(lambda: step(next(cycle)), n, self.device, self.meter))
+                self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
+            self.progress("measuring", r + 1, exp.rounds)
+        sync(self.device)
+
+    def derive(self, recompiles_before: int) -> None:
+        """The figures of each variant and of the run, from the timed blocks; notes on what to distrust."""
+        exp, result = self.exp, self.result
+        power_reason = None if self.meter.available else self.meter.reason
+        for name, blocks in self.blocks.items():
+            if power_reason:
+                blocks = [figures.Block(b.steps, b.wall_s, b.step_s, None) for b in blocks]
+            summary = figures.summarize(blocks, batch_size=exp.batch_size, flops_per_step=result.run.flops_per_step,
+                                        peak_mem_gib=self.peak_gib[name])
+            setattr(result, name, summary)
+            if summary.energy_j_per_step is None:
+                for key in ("power_w", "energy_j_per_step", "energy_j_per_sample"):
+                    result.unavailable[f"{name}_{key}"] = power_reason or (
+                        "the energy counter did not advance over the timed blocks; time longer blocks")
+            elif summary.block_s < ENERGY_BLOCK_MIN_S and self.meter.source == "nvml":
+                result.notes.append(f"{name} blocks last {summary.block_s:.2f} s; NVML's energy counter ticks every "
+                                    "~0.1 s, so energy figures are coarse: raise timed_s")
+        if result.compiled is None:
+            result.unavailable["speedup"] = "nothing is compiled in this run (compile=off)"
+            return
+        run = result.run
+        run.speedup = figures.speedup(result.eager, result.compiled)
+        run.breakeven_steps = figures.breakeven_steps(run.compile_s, result.eager, result.compiled)
+        if run.breakeven_steps is None:
+            result.unavailable["breakeven_steps"] = "the compiled model is not faster, so compiling never pays back"
+        late = diagnostics.collect()["recompile_count"] - recompiles_before
+        if late:
+            result.notes.append(f"{late} recompilation(s) happened during the timed blocks; their cost is in the timings")
+        if result.details.get("recompile_limit_hit"):
+            result.notes.append(f"the recompile limit ({exp.recompile_limit}) was hit: from then on Dynamo runs the "
+                                "affected code eagerly, so new shapes get no compiled speed")
+        if not result.details["correctness_ok"]:
+            result.notes.append(f"compiled output differs from eager by {run.correctness_rel_diff:.2g} "
+                                f"(relative), above the {exp.dtype} tolerance of {TOLERANCE[exp.dtype]:g}")
+
+    def profile(self, w: Workload, eager_step: Step, compiled_step: Step) -> None:
+        """Kernels one step launches, eager and compiled, and every compilation on a timeline."""
+        self.phase("profiling")
+        with eager():
+            self.result.eager.kernels_per_step = diagnostics.kernels_per_step(lambda: eager_step(w.batches[0]),
+                                                                              self.device)
+        self.result.compiled.kernels_per_step = diagnostics.kernels_per_step(
+            lambda: compiled_step(w.compiled_batches[0]), self.device)
+        events = self.result.details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(), self.t_start)
+        for key, value in figures.compile_totals(events).items():
+            setattr(self.result.run, key, value)
+

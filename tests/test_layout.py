@@ -1,0 +1,32 @@
+"""The engine's folders show its process boundary: nothing outside tcore/worker imports from inside it."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTSIDE_THE_WORKER = [p for p in ROOT.glob("**/*.py")
+                      if not {".venv", "tests", "bench"} & set(p.relative_to(ROOT).parts)
+                      and "worker" not in p.relative_to(ROOT).parts[:2]]
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_the_app_and_command_line_side_import_nothing_from_inside_the_worker():
+    assert len(OUTSIDE_THE_WORKER) > 20  # the app, its pages, ui/ and the lab side of tcore
+    offenders = {str(p.relative_to(ROOT)): sorted(n for n in _imports(p) if n.startswith("tcore.worker"))
+                 for p in OUTSIDE_THE_WORKER}
+    assert {p: n for p, n in offenders.items() if n} == {}
+
+
+def test_the_worker_imports_nothing_from_the_lab_side_or_the_store():
+    inside = list((ROOT / "tcore" / "worker").glob("*.py"))
+    offenders = {str(p.relative_to(ROOT)): sorted(n for n in _imports(p) if n.startswith(("tcore.lab", "tcore.store")))
+                 for p in inside}
+    assert {p: n for p, n in offenders.items() if n} == {}
