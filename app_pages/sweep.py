@@ -1,10 +1,10 @@
-"""Sweep: cross a few compile settings over one model and run them one at a time into a results matrix."""
+"""Sweep: cross a few compile settings over one model and queue them as one sweep, filling a results matrix."""
 import streamlit as st
 
 from tcore.lab import sweeps
-from tcore.spec import CHOICES
+from tcore.spec import CHOICES, SpecError
 from tcore.store import RunStore
-from ui import knobs, live
+from ui import knobs, live, queue
 
 if "sweep_id" not in st.session_state:
     st.session_state.sweep_id = None
@@ -12,7 +12,8 @@ store = RunStore()
 
 st.title("Sweep compile settings")
 st.caption("One model, every combination of the settings you pick, run one after another through the machine's "
-           "queue (two runs at once would disturb each other's timings).")
+           "queue (two runs at once would disturb each other's timings). Each run of a sweep takes its turn behind "
+           "everyone else's, and the sweep is kept in the run store: it goes on after the app restarts.")
 knob_col, out_col = st.columns([2, 3], gap="large")
 with knob_col:
     with st.container(border=True):
@@ -45,22 +46,29 @@ with out_col:
     if skipped:
         with st.expander("Skipped combinations and why"):
             st.markdown("\n".join(f"- {s}" for s in skipped))
-    # Its runs join the machine's queue one by one, so other runs may go on; one sweep at a time, though.
-    busy = bool(sweeps.active())
+    # Its runs take turns with everyone else's in the machine's queue; one sweep at a time, though.
+    busy = sweeps.active_count(store) > 0
     clicked = st.button("Start sweep", key="sweep_start", type="primary", icon=":material/play_arrow:",
                         width="stretch", disabled=not experiments or busy,
                         help="One sweep at a time: start this one when the current sweep has ended." if busy else None)
     if clicked and experiments and not busy:  # checked here too: disabled is only a hint to the browser
-        timeout_s = 60 * st.session_state["sweep_timeout_min"]
-        st.session_state.sweep_id = sweeps.start(experiments, store, timeout_s=timeout_s).id
+        try:
+            st.session_state.sweep_id = sweeps.start(
+                experiments, store, owner=queue.session_owner(), timeout_s=60 * st.session_state["sweep_timeout_min"],
+                label=f"{base.model}/{base.preset}: " + " × ".join(k for k, v in axes.items() if len(v) > 1),
+                skipped=skipped)
+        except SpecError as e:
+            st.session_state["sweep_refusal"] = f"**The sweep cannot be queued:** {e}"
         st.rerun()  # redraw with the Start button greyed out while the sweep goes on
+    queue.show_refusal("sweep")
 
-    # The session's own sweep, else the latest one (a refreshed browser has lost its session).
-    sweep = sweeps.get(st.session_state.sweep_id) if st.session_state.sweep_id else sweeps.latest()
+    # The session's own sweep, else the latest one (a refreshed browser has a new session).
+    sweep = (sweeps.get(st.session_state.sweep_id, store) if st.session_state.sweep_id
+             else sweeps.latest(store, queue.session_owner()))
     if sweep is None:
         st.markdown("Pick the settings to cross, then press **Start sweep**. A matrix of speedups and compile "
                     "times fills in as the runs finish, and the best setting is named at the end.")
     elif sweep.done:
-        live.draw_sweep(sweep, store)
+        live.draw_sweep(sweep)
     else:
         live.sweep_panel(sweep.id, store)

@@ -35,8 +35,8 @@ if facts["missing"]:
     st.warning("\n".join(f"- {line}" for line in facts["missing"]))
 with st.container(border=True):
     queue.queue_view(RunStore(), key="system_queue")
-if sweeps.active():
-    st.caption(f"Sweeps in progress: {len(sweeps.active())}.")
+if active := sweeps.active_count(RunStore()):
+    st.caption(f"Sweeps in progress: {active}.")
 
 if "system_samples" not in st.session_state:
     st.session_state.system_samples = []  # [t_s, watts, "idle", util_pct], the last two minutes

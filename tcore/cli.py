@@ -9,12 +9,19 @@ import time
 
 from tcore import report
 from tcore.protocol import ERROR_KINDS, PHASE_TITLES
-from tcore.spec import CHOICES, Experiment, SpecError
+from tcore.spec import CHOICES, Experiment, SpecError, choice_docs, describe
 from tcore.store import RunStore
 
 # Fields whose default depends on the model and the device (the registry knows them).
 _DEVICE_DEFAULTS = ("preset", "batch_size")
 _TRISTATE = {"none": None, "true": True, "false": False}
+_TRISTATE_NAMES = {v: k for k, v in _TRISTATE.items()}
+
+
+def field_help(name: str) -> str:
+    """A field's own sentence from tcore.spec, then one line per choice: the text the Run page shows too."""
+    lines = [describe(name)] + [f"  {_TRISTATE_NAMES.get(v, v)}: {doc}" for v, doc in choice_docs(name).items()]
+    return "\n".join(lines).replace("%", "%%")  # argparse formats help with %
 
 
 def _add_spec_args(parser: argparse.ArgumentParser) -> None:
@@ -22,21 +29,21 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     import sample_models
 
     for f in dataclasses.fields(Experiment):
-        flag = "--" + f.name.replace("_", "-")
+        flag, text = "--" + f.name.replace("_", "-"), field_help(f.name)
         if f.name in _DEVICE_DEFAULTS:
             kind = int if f.name == "batch_size" else str
-            parser.add_argument(flag, type=kind, default=None, help="default: the model's default for the device")
+            parser.add_argument(flag, type=kind, default=None, help=text + "\n(default: the model's default for the device)")
         elif f.name == "model":
-            parser.add_argument(flag, choices=list(sample_models.MODELS), default=f.default)
+            parser.add_argument(flag, choices=list(sample_models.MODELS), default=f.default, help=text)
         elif f.name == "dynamic":
-            parser.add_argument(flag, choices=list(_TRISTATE), default="none")
+            parser.add_argument(flag, choices=list(_TRISTATE), default="none", help=text)
         elif isinstance(f.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
         elif f.name in CHOICES:
-            parser.add_argument(flag, choices=CHOICES[f.name], default=f.default)
+            parser.add_argument(flag, choices=CHOICES[f.name], default=f.default, help=text)
         else:
             kind = int if f.name == "timed_steps" else type(f.default)
-            parser.add_argument(flag, type=kind, default=f.default)
+            parser.add_argument(flag, type=kind, default=f.default, help=text)
 
 
 def experiment_from_args(args: argparse.Namespace) -> Experiment:
@@ -145,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run store (default: $COMPILE_LAB_DB or ~/.local/share/compile-lab/runs.sqlite)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", parents=[common], help="run one experiment: eager against compiled")
+    run = sub.add_parser("run", parents=[common], help="run one experiment: eager against compiled",
+                         formatter_class=argparse.RawTextHelpFormatter)
     _add_spec_args(run)
     run.add_argument("--timeout", type=float, default=None, help="stop the run after this many seconds")
     run.add_argument("--json", action="store_true", help="print the stored record as JSON")

@@ -52,7 +52,7 @@ class Experiment:
         "cuda": "The first CUDA GPU; refused on a machine without one.",
         "cpu": "The CPU: Inductor writes C++ and runs a C++ compiler, so compiles are slow but work anywhere.",
     })
-    task: str = knob("inference", "What one step does.", {
+    task: str = knob("inference", "What one timed step does.", {
         "inference": "Forward pass only, no gradients: the cheapest thing to compile.",
         "training": "Forward, backward and an AdamW step: compile also builds the backward graph, so it takes "
                     "longer.",

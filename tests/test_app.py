@@ -11,11 +11,10 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import runs
-from tcore.lab import sweeps
-from tcore.spec import CHOICES, Experiment
+from tcore.lab import runs, sweeps
+from tcore.spec import Experiment
 from tcore.store import RunStore
-from ui import knobs
+from tests.helpers import insert_run
 
 PAGES = ["app_pages/run.py", "app_pages/diagnose.py", "app_pages/compare.py", "app_pages/sweep.py",
          "app_pages/system.py"]
@@ -173,16 +172,9 @@ def test_cuda_on_a_cpu_machine_is_refused_before_running(db):
     assert at.button(key="run_start").disabled
 
 
-def test_every_choice_of_every_knob_is_explained():
-    for field, choices in CHOICES.items():
-        if field in knobs.EXPLAIN and isinstance(knobs.EXPLAIN[field], dict):
-            missing = set(choices) - set(knobs.EXPLAIN[field])
-            assert not missing, f"ui/knobs.py EXPLAIN[{field!r}] has no sentence for {sorted(missing)}"
-
-
 def stored_run(store: RunStore, exp: Experiment, **result) -> str:
     """A finished run with hand-made figures, as the worker would have recorded it."""
-    run_id = store.create(exp)
+    run_id = insert_run(store, exp)
     batch = exp.batch_size
     figures = {"device": "cpu", "eager_steps_per_s": 10.0, "eager_samples_per_s": 10.0 * batch,
                "compiled_steps_per_s": 12.0, "compiled_samples_per_s": 12.0 * batch, "eager_energy_j_per_step": None,
@@ -196,7 +188,7 @@ def test_compare_shows_stored_runs_side_by_side_and_deletes(db):
     tiny = Experiment(model="captioner", device="cpu", backend="aot_eager")
     whole = stored_run(db, tiny, speedup=1.2, compile_s=3.0, breakeven_steps=450.0)
     regional = stored_run(db, tiny.replace(compile="regional"), speedup=1.1, compile_s=1.0, breakeven_steps=300.0)
-    failed = db.create(tiny.replace(model="resnet50"))
+    failed = insert_run(db, tiny.replace(model="resnet50"))
     db.finish(failed, error={"kind": "compile_error", "message": "InductorError: boom", "log_tail": ["g++ failed"]})
 
     at = app().switch_page("app_pages/compare.py").run()
@@ -334,17 +326,17 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
     base = Experiment(model="captioner", device="cpu", backend="aot_eager", batch_size=2, timed_steps=4, rounds=2,
                       warmup_steps=2)
     experiments, _ = sweeps.cross(base, {"compile": ["whole", "regional"]})
-    sweep = sweeps.start(experiments, db)
+    sweep_id = sweeps.start(experiments, db)
     at = app().switch_page("app_pages/sweep.py").run()  # a fresh session finds the running sweep
     assert not at.exception
     assert any(s.value.startswith("Sweep running") for s in at.subheader)
     deadline = time.time() + 120
-    while not sweep.done:
-        assert len(runs.active()) <= 1  # never two runs at once
+    while not sweeps.get(sweep_id, db).done:
+        assert len([r for r in runs.active() if r.status == "running"]) <= 1  # never two runs at once
         assert time.time() < deadline, "the sweep did not finish within 120 s"
         time.sleep(0.5)
-    assert sweep.progress() == (2, 2) and sweep.error is None
-    assert [db.get(i).status for i in sweep.run_ids] == ["finished", "finished"]
+    sweep = sweeps.get(sweep_id, db)
+    assert [r.status for r in sweep.runs] == ["finished", "finished"] and sweep.finished_count == 2
 
     at.run()
     assert not at.exception
@@ -356,16 +348,18 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
 
 def test_cancelled_sweep_starts_no_further_runs(db):
     base = Experiment(model="captioner", device="cpu", backend="aot_eager", batch_size=2, timed_steps=4, rounds=2)
-    sweep = sweeps.start(sweeps.cross(base, {"compile": ["whole", "regional"]})[0], db)
-    while sweep.run_ids[0] is None:
+    sweep_id = sweeps.start(sweeps.cross(base, {"compile": ["whole", "regional"]})[0], db)
+    while sweeps.get(sweep_id, db).runs[0].status == "queued":
         time.sleep(0.05)
-    sweep.cancel()
+    sweeps.cancel(sweep_id, db)
     deadline = time.time() + 60
-    while not sweep.done:
+    while not sweeps.get(sweep_id, db).done:
         assert time.time() < deadline, "the cancelled sweep did not stop within 60 s"
         time.sleep(0.2)
-    assert sweep.cancelled and sweep.run_ids[1] is None
-    assert db.get(sweep.run_ids[0]).error_kind == "cancelled"
+    sweep = sweeps.get(sweep_id, db)
+    assert sweep.cancelled and [r.error_kind for r in sweep.runs] == ["cancelled", "cancelled"]
+    assert sweep.runs[1].started_at is None  # the second never started
+    assert "its sweep was cancelled" in sweep.runs[1].error["message"]
 
 
 # What tcore.machine.facts() returned on an H200 (recorded), for the pages' GPU branches on a CPU machine.

@@ -123,6 +123,7 @@ def store_schedule_run(db_path: Path) -> str:
     """A finished dynamic=False run over 6 sizes that hit a recompile limit of 4, as the worker records it."""
     from tcore.spec import Experiment
     from tcore.store import RunStore
+    from tests.helpers import insert_run
 
     sizes = [3, 5, 8, 11, 13, 16]
     events = [{"compile_id": f"0/{i}", "frame": "forward", "kind": "recompile" if i else "compile", "t_s": 0.5 * i,
@@ -144,7 +145,7 @@ def store_schedule_run(db_path: Path) -> str:
                            for i, n in enumerate(sizes)], "notes": [], "unavailable": {}}
     store = RunStore(db_path)
     exp = Experiment(model="captioner", device="cpu", backend="eager", dynamic=False, shape_count=6, recompile_limit=4)
-    run_id = store.create(exp)
+    run_id = insert_run(store, exp)
     store.finish(run_id, result=result, env={"device": "cpu"})
     return run_id
 

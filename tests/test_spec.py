@@ -62,3 +62,30 @@ def test_mode_list_matches_installed_inductor():
     import torch._inductor
 
     assert set(MODES) == set(torch._inductor.list_mode_options())
+
+
+def test_every_field_documents_itself_and_each_of_its_choices():
+    import dataclasses
+
+    from tcore.spec import CHOICES, choice_docs, describe
+
+    for f in dataclasses.fields(Experiment):
+        assert describe(f.name).endswith(".") and len(describe(f.name)) > 15, f.name
+        for value, doc in choice_docs(f.name).items():
+            assert doc.endswith("."), (f.name, value)
+    assert {name: tuple(choice_docs(name)) for name in CHOICES} == CHOICES
+    assert set(choice_docs("dynamic")) == {None, True, False}
+
+
+def test_the_run_page_and_the_command_line_show_the_same_sentences(capsys):
+    from tcore.cli import main
+    from tcore.spec import describe
+    from ui.knobs import explain
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for name, value in [("compile", "regional"), ("dynamic", None), ("cache", "artifacts"), ("timed_s", None),
+                        ("channels_last", None)]:
+        assert " ".join(explain(name, value).split()) in help_text, name
+    assert describe("timed_s") == explain("timed_s")

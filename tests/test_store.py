@@ -5,11 +5,12 @@ import pytest
 
 from tcore.spec import Experiment
 from tcore.store import RunStore
+from tests.helpers import insert_run
 
 
 def test_round_trip_keeps_spec_result_env_and_trace(store):
     exp = Experiment(model="captioner", preset="tiny", dtype="bfloat16")
-    run_id = store.create(exp)
+    run_id = insert_run(store, exp)
     assert store.get(run_id).status == "running"
     result = {"device": "cpu", "speedup": 1.7, "graph_breaks": [{"reason": "x", "count": 2}],
               "unavailable": {"eager_power_w": "no RAPL"}}
@@ -27,7 +28,7 @@ def test_round_trip_keeps_spec_result_env_and_trace(store):
 
 
 def test_failed_runs_are_kept_with_their_cause(store):
-    run_id = store.create(Experiment())
+    run_id = insert_run(store, Experiment())
     store.finish(run_id, error={"type": "error", "kind": "oom", "message": "CUDA out of memory", "log_tail": ["a"]})
     rec = store.get(run_id)
     assert rec.status == "failed" and rec.error_kind == "oom"
@@ -36,7 +37,7 @@ def test_failed_runs_are_kept_with_their_cause(store):
 
 
 def test_delete_removes_run_and_trace(store):
-    run_id = store.create(Experiment())
+    run_id = insert_run(store, Experiment())
     store.finish(run_id, result={"device": "cpu"}, trace=[[0, 1, "eager", None]])
     store.delete(run_id)
     assert store.list() == [] and store.trace(run_id) == []
@@ -48,7 +49,7 @@ def _write_runs(path, n):
     store = RunStore(path)
     exp = Experiment()
     for i in range(n):
-        run_id = store.create(exp)
+        run_id = insert_run(store, exp)
         store.finish(run_id, result={"device": "cpu", "i": i}, trace=[[i, 1.0, "eager", None]] * 50)
 
 

@@ -1,4 +1,4 @@
-"""The experiment knobs: what each one does and costs (one sentence), and the widgets that build an Experiment.
+"""The experiment knobs: the widgets that build an Experiment, each captioned with its field's own sentence (tcore.spec).
 
 Widgets carry explicit keys under a page prefix ("run_", "sweep_"), so pages don't collide and
 tests can set them. Defaults follow the device: on a CPU the tiny preset, the registry's batch
@@ -12,83 +12,21 @@ import sample_models
 from tcore import machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
-from tcore.spec import CHOICES, Experiment, SpecError
+from tcore.spec import CHOICES, Experiment, SpecError, choice_docs, describe
 
-# One sentence per knob; for a knob with choices, one per choice (shown for the chosen one).
-EXPLAIN: dict[str, str | dict] = {
-    "preset": "How big the model is: tiny runs in seconds on a CPU, the larger presets want a GPU.",
-    "batch_size": "Samples per step: bigger batches keep the device busier (more samples/s) until memory runs out.",
-    "dtype": {
-        "float32": "Full precision: the reference, and the strictest correctness tolerance (1e-3).",
-        "bfloat16": "Matmuls in bfloat16 under autocast (weights stay float32): faster on GPUs, tolerance 5e-2.",
-        "float16": "Matmuls in float16 under autocast (weights stay float32): faster on GPUs, tolerance 1e-2.",
-    },
-    "task": {
-        "inference": "Forward pass only, no gradients: the cheapest thing to compile.",
-        "training": "Forward, backward and an AdamW step: compile also builds the backward graph, so it "
-                    "takes longer.",
-    },
-    "device": {
-        "auto": "The CUDA GPU when there is one, else the CPU.",
-        "cuda": "The first CUDA GPU; refused on a machine without one.",
-        "cpu": "The CPU: Inductor writes C++ and runs a C++ compiler, so compiles are slow but work anywhere.",
-    },
-    "compile": {
-        "off": "Eager only: the baseline, nothing is compiled (the compiler settings below do nothing).",
-        "whole": "torch.compile the whole model into as few graphs as it can: most fusion, longest compile.",
-        "regional": "Compile each repeated block once and reuse it for its copies: much shorter compile, "
-                    "usually nearly the same speed.",
-    },
-    "mode": {
-        "default": "Inductor's balanced setting: fused kernels without extra tuning.",
-        "reduce-overhead": "Adds CUDA graphs, which replay a whole step with one launch: less CPU overhead, "
-                           "more GPU memory.",
-        "max-autotune": "Benchmarks many kernel variants and adds CUDA graphs: fastest code, much longer compile.",
-        "max-autotune-no-cudagraphs": "Benchmarks many kernel variants, without CUDA graphs: longer compile.",
-        "lite": "Fewer optimisation passes: a quicker compile, less speedup.",
-    },
-    "dynamic": {
-        None: "Automatic: compile for the first shapes, recompile once with symbolic sizes if a shape changes.",
-        True: "Symbolic sizes from the start: one graph for every size, some static optimisations lost.",
-        False: "Always static: one compile per new shape, until the recompile limit (8) falls back to eager.",
-    },
-    "fullgraph": "Make any graph break an error instead of quietly splitting the model: proves it compiles "
-                 "as one graph.",
-    "backend": {
-        "inductor": "Generates fused C++ (CPU) or Triton (GPU) kernels: where the speedups come from.",
-        "aot_eager": "Traces forward and backward but runs them with eager kernels: compiles in seconds, no "
-                     "speedup; checks that tracing works.",
-        "eager": "Only Dynamo's graph capture, run eagerly: isolates graph breaks from code generation.",
-        "cudagraphs": "Records CUDA graphs of the captured graphs, without Inductor (GPU only).",
-    },
-    "compile_optimizer": "Also compile the AdamW step into a few fused kernels (training only): faster "
-                         "optimizer steps for one more compile.",
-    "channels_last": "Store images as NHWC: GPU convolutions prefer this layout (convolutional models only).",
-    "graph_break": "Switch on a deliberate graph break (a .item() branch) in every block, to see what "
-                   "breaks cost: more graphs, less fusion.",
-    "timed_s": "Timed seconds per variant (eager and compiled): longer gives steadier numbers.",
-    "timed_steps": "Timed steps per variant, instead of seconds: for a fixed, quick measurement.",
-    "rounds": "Eager and compiled blocks alternate this many times, so drift hits both alike; the spread "
-              "across rounds gives the error bars.",
-    "warmup_steps": "Untimed steps before timing each variant; the first eager one is the compile-time baseline.",
-    "cache": {
-        "cold": "Fresh compile caches: the compile time of a first ever launch.",
-        "warm": "Reuse the caches of earlier warm runs: the compile time of a restart.",
-        "artifacts": "A fresh cache seeded with the compile artifacts an earlier run of the same settings saved: "
-                     "the compile time of a new machine that ships its compile cache. Needs such a run first "
-                     "(run these settings once cold); without one, or made with another torch or device, it "
-                     "compiles cold and says why.",
-    },
+# Knobs of the page that are not fields of the experiment; every field explains itself in tcore.spec.
+PAGE_KNOBS = {
     "timeout_min": "A run still going after this long is stopped and recorded as timed out.",
 }
 
 DYNAMIC_NAMES = {None: "auto", True: "always dynamic", False: "always static"}
 
 
-def explain(field: str, value=None) -> str:
-    """The knob's sentence; for a choice the engine added after this text was written, nothing."""
-    text = EXPLAIN[field]
-    return text.get(value, "") if isinstance(text, dict) else text
+def explain(name: str, value=None) -> str:
+    """The sentence a knob's caption shows: for a field with choices the chosen value's, else the field's own."""
+    if name in PAGE_KNOBS:
+        return PAGE_KNOBS[name]
+    return describe(name, value) if choice_docs(name) else describe(name)
 
 
 def target_device(device: str) -> str:

@@ -11,9 +11,9 @@ import time
 import streamlit as st
 
 from tcore import machine
-from tcore.lab import runs
-from tcore.lab import sweeps
+from tcore.lab import runs, sweeps
 from tcore.protocol import PHASE_TITLES, phases_for
+from tcore.spec import Experiment
 from tcore.store import RunStore
 from ui import charts, summary
 
@@ -97,43 +97,33 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
                  "Cancelling: the worker and its compile processes are being stopped.")
 
 
-def sweep_records(sweep: sweeps.Sweep, store: RunStore) -> list:
-    """Per experiment: its stored RunRecord once finished, else 'waiting', 'running' or 'skipped'."""
-    out = []
-    for run_id in sweep.run_ids:
-        live_run = runs.live(run_id) if run_id else None
-        if run_id is None:
-            out.append("cancelled" if sweep.done else "waiting")
-        elif live_run is not None and not live_run.done:
-            out.append("running")
-        else:
-            out.append(store.get(run_id))
-    return out
+def sweep_cells(sweep: sweeps.SweepRecord) -> list:
+    """Per run, in the sweep's order: its RunRecord once it has ended, else 'waiting' (behind the sweep's
+    previous run), 'queued' (taking its turn in the room's queue) or 'running'."""
+    return [r if r.status in ("finished", "failed") else "waiting" if r.held else r.status for r in sweep.runs]
 
 
 @st.fragment(run_every=2.0)
 def sweep_panel(sweep_id: str, store: RunStore) -> None:
-    """The sweep's matrix and its current run, redrawn every 2 s; the whole page reruns when it ends."""
-    sweep = sweeps.get(sweep_id)
-    if sweep is None or sweep.done:
+    """The sweep's matrix and its current run, redrawn every 2 s from the store; the whole page reruns when it ends."""
+    sweep = sweeps.get(sweep_id, store)
+    if sweep.done:
         st.rerun()
-    draw_sweep(sweep, store)
-    if (run := sweep.current()) is not None:
+    draw_sweep(sweep)
+    running = next((r for r in sweep.runs if r.status == "running"), None)
+    if running is not None and (run := runs.live(running.id)) is not None and not run.done:
         with st.container(border=True):
             draw_progress(run, key="sweep")
     if st.button("Cancel the sweep", key=f"sweep_cancel_{sweep_id}", icon=":material/stop_circle:"):
-        sweep.cancel()
+        sweeps.cancel(sweep_id, store)
         st.toast("Cancelling the current run; no further runs will start.")
 
 
-def draw_sweep(sweep: sweeps.Sweep, store: RunStore) -> None:
-    done, total = sweep.progress()
-    matrix = summary.sweep_matrix(sweep.experiments, sweep_records(sweep, store))
+def draw_sweep(sweep: sweeps.SweepRecord) -> None:
+    matrix = summary.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
-    st.subheader(f"Sweep {state}: {done} of {total} runs done")
-    st.progress(done / max(total, 1))
-    if sweep.error:
-        st.error(f"The sweep stopped early: {sweep.error}")
+    st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs done")
+    st.progress(sum(r.status in ("finished", "failed") for r in sweep.runs) / max(sweep.size, 1))
     if best := summary.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
     st.plotly_chart(charts.sweep_heatmap(matrix), width="stretch", key=f"sweep_heatmap_{sweep.id}")
@@ -142,3 +132,6 @@ def draw_sweep(sweep: sweeps.Sweep, store: RunStore) -> None:
                  column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",
                                 **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)
                                    in summary.number_formats(summary.SWEEP_FIGURES).items()}})
+    if sweep.skipped:
+        with st.expander(f"{len(sweep.skipped)} combination{'s' if len(sweep.skipped) != 1 else ''} skipped, and why"):
+            st.markdown("\n".join(f"- {s}" for s in sweep.skipped))

@@ -254,11 +254,12 @@ def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
 
 
 def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout_s: float | None = None,
-          on_event: Callable[[dict[str, Any]], None] | None = None) -> LiveRun:
+          on_event: Callable[[dict[str, Any]], None] | None = None, sweep: tuple[str, int] | None = None) -> LiveRun:
     """Check `exp` against this machine and the lab's limits, then queue it; returns at once, phase "queued".
 
     owner: the submitting session (the app passes its browser session id); it bounds how many runs
     one session may queue. None (the command line, a sweep) means this process, with no such bound.
+    sweep: (sweep id, place in it) for a run of a sweep (tcore.lab.sweeps).
     Raises SpecError, with what to change, before anything is queued.
     """
     device, notes = preflight(exp)
@@ -268,7 +269,8 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     sched, _ = _scheduler(store)
     try:
         run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
-                               timeout_s=timeout_s, max_queued=lab.max_queued_per_session if owner else None)
+                               timeout_s=timeout_s, max_queued=lab.max_queued_per_session if owner else None,
+                               sweep=sweep)
     except QueueFull as e:  # a race with another tab of the same session, which check() could not see
         raise SpecError(limits.queue_full_message(e.count, lab)) from None
     run = LiveRun(exp, store, run_id=run_id, device=device, notes=notes + ([lowered] if lowered else []),

@@ -1,17 +1,22 @@
-"""Sweeps: cross a few settings, then run the experiments one at a time in a background thread.
-One at a time: two runs at once disturb each other's timings. A process-wide registry (as in tcore.runs)
-lets a sweep outlive page switches and browser refreshes."""
+"""Sweeps: cross a few settings over one base experiment, and queue the combinations as one sweep.
+
+A sweep is a batch of queued runs that the store knows by its id (tcore.store.sweeps): the queue
+runs them one at a time, each taking its turn behind everyone else's runs, and because all of it is
+in the store, a sweep and its matrix survive an app restart. There is one scheduling mechanism: the
+queue (tcore.lab.scheduler).
+"""
 from __future__ import annotations
 
 import itertools
-import threading
-import time
-import uuid
 from typing import Any
 
 from tcore.lab import runs
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
+from tcore.store import sweeps as stored
+from tcore.store.sweeps import SweepRecord
+
+__all__ = ["cross", "start", "cancel", "get", "latest", "active_count", "SweepRecord"]
 
 
 def cross(base: Experiment, axes: dict[str, list[Any]]) -> tuple[list[Experiment], list[str]]:
@@ -32,66 +37,41 @@ def cross(base: Experiment, axes: dict[str, list[Any]]) -> tuple[list[Experiment
     return experiments, skipped
 
 
-class Sweep:
-    """Runs `experiments` in order; `run_ids[i]` is set when experiment i starts."""
+def start(experiments: list[Experiment], store: RunStore, *, owner: str | None = None,
+          timeout_s: float | None = None, label: str = "", skipped: list[str] | None = None) -> str:
+    """Queue `experiments` as one sweep; returns its id. SpecError (nothing left queued) if the lab refuses one.
 
-    def __init__(self, experiments: list[Experiment], store: RunStore, *, timeout_s: float | None = None):
-        self.started_at, self.id = time.time(), time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
-        self.experiments, self.store, self.timeout_s = list(experiments), store, timeout_s
-        self.run_ids: list[str | None] = [None] * len(self.experiments)
-        self.cancelled, self.error = False, None  # error: why the sweep stopped early, other than a cancel
-        self._current: runs.LiveRun | None = None
-        self._lock = threading.Lock()  # a cancel never slips in between starting a run and recording it
-        self._thread = threading.Thread(target=self._run_all, name=f"sweep-{self.id}", daemon=True)
-        self._thread.start()
-
-    def _run_all(self) -> None:
-        for i, exp in enumerate(self.experiments):
-            with self._lock:
-                if self.cancelled:
-                    return
-                try:
-                    self._current = runs.start(exp, self.store, timeout_s=self.timeout_s)
-                except (SpecError, OSError) as e:  # kept on the sweep for the page to show, not swallowed
-                    self.error = f"{exp.label}: {e}"
-                    return
-                self.run_ids[i] = self._current.run_id
-            self._current.wait()
-
-    @property
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def current(self) -> runs.LiveRun | None:  # the run in progress, if any
-        return self._current if self._current and not self._current.done else None
-
-    def progress(self) -> tuple[int, int]:  # (runs finished, runs in the sweep)
-        return sum(1 for i in self.run_ids if i and (r := runs.live(i)) and r.done), len(self.experiments)
-
-    def cancel(self) -> None:
-        with self._lock:
-            self.cancelled = True
-            if self._current is not None:
-                self._current.cancel()
+    owner: the browser session that started it, so its page finds it again; its runs are queued by this
+    process (owner None for the queue), so the per-session limit on waiting runs does not cut a sweep short.
+    """
+    if not experiments:
+        raise SpecError("a sweep needs at least one experiment that can run")
+    sweep_id = stored.create(store, owner=owner, label=label or experiments[0].label, size=len(experiments),
+                             skipped=list(skipped or []))
+    try:
+        for i, exp in enumerate(experiments):
+            runs.start(exp, store, timeout_s=timeout_s, sweep=(sweep_id, i))
+    except SpecError:
+        cancel(sweep_id, store)
+        raise
+    return sweep_id
 
 
-_SWEEPS: dict[str, Sweep] = {}  # single dict operations are atomic under the GIL; readers copy the values
+def cancel(sweep_id: str, store: RunStore) -> None:
+    """Its waiting runs never start; its running one is stopped."""
+    for run_id in stored.cancel(store, sweep_id):
+        runs.cancel(run_id, store)
 
 
-def start(experiments: list[Experiment], store: RunStore, *, timeout_s: float | None = None) -> Sweep:
-    sweep = Sweep(experiments, store, timeout_s=timeout_s)
-    _SWEEPS[sweep.id] = sweep
-    return sweep
+def get(sweep_id: str, store: RunStore) -> SweepRecord:
+    return stored.get(store, sweep_id)
 
 
-def get(sweep_id: str) -> Sweep | None:
-    return _SWEEPS.get(sweep_id)
+def latest(store: RunStore, owner: str | None = None) -> SweepRecord | None:
+    """The newest sweep of `owner`, else the newest of anyone's (a refreshed browser has a new session)."""
+    sweep_id = (stored.latest(store, owner) if owner else None) or stored.latest(store)
+    return stored.get(store, sweep_id) if sweep_id else None
 
 
-def latest() -> Sweep | None:
-    """The most recently started sweep in this process, running or not."""
-    return max(list(_SWEEPS.values()), key=lambda s: s.started_at, default=None)
-
-
-def active() -> list[Sweep]:
-    return [s for s in list(_SWEEPS.values()) if not s.done]
+def active_count(store: RunStore) -> int:
+    return stored.active_count(store)

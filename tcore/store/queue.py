@@ -1,0 +1,218 @@
+"""The run queue, kept in the store: queue, claim a device slot, cancel, and repair what dead processes left.
+
+A run is inserted "queued" with its owner (a session id), the process that owns it and its device
+kind; claiming it (status "running" in a free device slot) is one BEGIN IMMEDIATE transaction, so
+two processes never both claim a slot. tcore.lab.scheduler decides when to call these; the queue
+lives here and nowhere else, so it survives a restart of any process.
+"""
+from __future__ import annotations
+
+import sqlite3
+import time
+from contextlib import AbstractContextManager
+from typing import Callable, Protocol
+
+from tcore.store.records import RunRecord, new_id, to_json
+
+QUEUE_COLUMNS = {
+    "owner": "TEXT",               # who submitted it: a browser session id, or the command-line process
+    "device_slot": "TEXT",         # cpu, cuda:0, cuda:1, ...: set when the run is claimed
+    "queued_at": "REAL",
+    "started_at": "REAL",          # when it was claimed, just before its worker started
+    "timeout_s": "REAL",           # its time limit, kept so that a process adopting it applies the same one
+    "host": "TEXT",                # the owning process's host: queues, slots and pids are per host
+    "owner_pid": "INTEGER",        # the process that owns it (runs its scheduler) ...
+    "owner_started": "TEXT",       # ... and that process's start time, which tells a live owner from a reused pid
+    "worker_started": "TEXT",      # the worker's start time, to stop a worker that a dead owner left behind
+    "cancel_requested": "INTEGER NOT NULL DEFAULT 0",  # set by another process; the owner stops the worker
+    "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweeps) ...
+    "sweep_index": "INTEGER",      # ... and its place in that sweep
+    "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
+}
+CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
+
+
+class Proc(Protocol):
+    """A process that owns runs (tcore.scheduler.Proc)."""
+    host: str
+    pid: int
+    started: str | None
+
+
+class QueueFull(Exception):
+    """The owner already has `count` runs waiting."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
+
+class Queue:
+    """The queue's operations; RunStore has them (it provides _connect and _write)."""
+
+    _connect: Callable[[], AbstractContextManager[sqlite3.Connection]]
+    _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+
+    def enqueue(self, exp, *, device: str, owner: str, proc: Proc, timeout_s: float | None,
+                max_queued: int | None = None, sweep: tuple[str, int] | None = None) -> str:
+        """Queue a run on `device` (cpu or cuda) for `proc` to start; QueueFull if `owner` has `max_queued` waiting.
+
+        The count and the insert share one transaction, so two tabs of one session cannot both slip under it.
+        sweep: (sweep id, place in it); every run of a sweep but its first is held until the one before it ends.
+        """
+        run_id = new_id()
+        with self._write() as db:
+            if max_queued is not None:
+                (waiting,) = db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?",
+                                        (owner,)).fetchone()
+                if waiting >= max_queued:
+                    raise QueueFull(waiting)
+            now = time.time()
+            sweep_id, sweep_index = sweep or (None, None)
+            db.execute(
+                "INSERT INTO runs (id, created_at, status, label, model, preset, device, spec, owner, queued_at,"
+                " timeout_s, host, owner_pid, owner_started, sweep_id, sweep_index, held)"
+                " VALUES (?,?,'queued',?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, now, exp.label, exp.model, exp.preset, device, exp.to_json(), owner, now, timeout_s,
+                 proc.host, proc.pid, proc.started, sweep_id, sweep_index, int(bool(sweep_index))))
+        return run_id
+
+    def claim_next(self, proc: Proc, device: str, slots: list[str], run_ids: set[str]) -> tuple[str, str] | None:
+        """Claim the oldest queued `device` run on proc's host if it is one of proc's `run_ids` and a slot is free.
+
+        Returns (run_id, slot), the run now "running" in that slot, or None. Only the owner of the
+        oldest run may claim, so the queue is first come, first served across processes.
+        """
+        with self._write() as db:
+            oldest = db.execute(
+                "SELECT id, owner_pid, owner_started FROM runs WHERE status='queued' AND held=0 AND host=? AND device=?"
+                " ORDER BY queued_at, rowid LIMIT 1", (proc.host, device)).fetchone()
+            if (oldest is None or oldest["id"] not in run_ids
+                    or (oldest["owner_pid"], oldest["owner_started"]) != (proc.pid, proc.started)):
+                return None
+            busy = {r[0] for r in db.execute("SELECT device_slot FROM runs WHERE status='running' AND host=?"
+                                              " AND device_slot IS NOT NULL", (proc.host,))}
+            free = [slot for slot in slots if slot not in busy]
+            if not free:
+                return None
+            db.execute("UPDATE runs SET status='running', device_slot=?, started_at=? WHERE id=?",
+                       (free[0], time.time(), oldest["id"]))
+            return oldest["id"], free[0]
+
+    def set_worker(self, run_id: str, pid: int, started: str | None) -> None:
+        with self._write() as db:
+            db.execute("UPDATE runs SET pid=?, worker_started=? WHERE id=?", (pid, started, run_id))
+
+    def cancel_queued(self, run_id: str) -> bool:
+        """Cancel a run that is still waiting; False if it has been claimed (or has ended) since."""
+        with self._write() as db:
+            return cancel_if_queued(db, run_id)
+
+    def request_cancel(self, run_id: str) -> str:
+        """Cancel from any process: a queued run at once, a running one by asking its owner; returns the old status."""
+        with self._write() as db:
+            row = db.execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"no run {run_id!r} in {self.path}")
+            if row["status"] == "queued":
+                cancel_if_queued(db, run_id)
+            elif row["status"] == "running":
+                db.execute("UPDATE runs SET cancel_requested=1 WHERE id=?", (run_id,))
+            return row["status"]
+
+    def cancel_requests(self, proc: Proc) -> list[str]:
+        """Running runs of `proc` that another process asked to cancel."""
+        with self._connect() as db:
+            return [r[0] for r in db.execute(
+                "SELECT id FROM runs WHERE status='running' AND cancel_requested=1 AND host=? AND owner_pid=?"
+                " AND owner_started IS ?", (proc.host, proc.pid, proc.started))]
+
+    def statuses(self, run_ids: list[str]) -> dict[str, str]:
+        """run id -> status, for the ids still in the store."""
+        with self._connect() as db:
+            marks = ",".join("?" * len(run_ids))
+            return {r[0]: r[1] for r in db.execute(f"SELECT id, status FROM runs WHERE id IN ({marks})", run_ids)}
+
+    def queued_count(self, owner: str) -> int:
+        with self._connect() as db:
+            return db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?", (owner,)).fetchone()[0]
+
+    def queue_state(self, host: str, device: str, *, recent: int = 10) -> tuple[list[str], list[float], list[float]]:
+        """For one device kind on one host: (queued ids, oldest first; start times of running runs;
+        durations in s of the `recent` latest runs that ran, newest first)."""
+        with self._connect() as db:
+            queued = [r[0] for r in db.execute(
+                "SELECT id FROM runs WHERE status='queued' AND held=0 AND host=? AND device=? ORDER BY queued_at, rowid",
+                (host, device))]
+            running = [r[0] for r in db.execute(
+                "SELECT started_at FROM runs WHERE status='running' AND host=? AND device=? AND started_at IS NOT NULL",
+                (host, device))]
+            durations = [r[0] for r in db.execute(
+                "SELECT finished_at - started_at FROM runs WHERE status IN ('finished', 'failed') AND host=?"
+                " AND device=? AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?", (host, device, recent))]
+        return queued, running, durations
+
+    def pending(self, host: str) -> list[RunRecord]:
+        """Running, then queued runs on `host`, in queue order: the room's queue, for a page to show.
+
+        A sweep's held runs are not in it yet: each joins when the sweep's run before it ends."""
+        with self._connect() as db:
+            return [RunRecord.from_row(r) for r in db.execute(
+                "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
+                " ORDER BY status DESC, queued_at, rowid", (host,))]
+
+    def recover(self, proc: Proc, is_alive: Callable[[int, str | None], bool],
+                stop_worker: Callable[[int, str | None], bool]) -> tuple[list[str], list[str]]:
+        """Fix the runs of owners on proc's host that have died; returns (ids marked crashed, ids adopted).
+
+        A running run is marked failed, kind "crashed" (its worker, if still alive, is stopped first, so it
+        cannot overlap the next run); a queued run is adopted by `proc`: it stays queued, in its place.
+        """
+        crashed, adopted = [], []
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT id, status, owner_pid, owner_started, pid, worker_started FROM runs"
+                " WHERE status IN ('queued', 'running') AND host=? AND owner_pid IS NOT NULL", (proc.host,)).fetchall()
+            verdicts: dict[tuple, bool] = {}
+            for row in rows:
+                owner = (row["owner_pid"], row["owner_started"])
+                if owner == (proc.pid, proc.started):
+                    continue
+                if owner not in verdicts:
+                    verdicts[owner] = is_alive(*owner)
+                if verdicts[owner]:
+                    continue
+                if row["status"] == "queued":
+                    db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?",
+                               (proc.pid, proc.started, row["id"]))
+                    adopted.append(row["id"])
+                    continue
+                stopped = row["pid"] is not None and stop_worker(row["pid"], row["worker_started"])
+                message = (f"the process that ran it (pid {row['owner_pid']} on {proc.host}) ended mid-run, "
+                           "e.g. the app was restarted or the command line was stopped"
+                           + ("; its worker, left behind, was stopped" if stopped else ""))
+                db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='crashed', error=? WHERE id=?",
+                           (time.time(), to_json({"type": "error", "kind": "crashed", "message": message}), row["id"]))
+                release_next(db, row["id"])
+                crashed.append(row["id"])
+        return crashed, adopted
+
+
+def cancel_if_queued(db: sqlite3.Connection, run_id: str, message: str = CANCELLED_IN_QUEUE) -> bool:
+    """Within a write transaction: cancel `run_id` if it still waits; False if it has been claimed or has ended."""
+    error = to_json({"type": "error", "kind": "cancelled", "message": message})
+    cancelled = db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='cancelled', error=?"
+                           " WHERE id=? AND status='queued'", (time.time(), error, run_id)).rowcount == 1
+    if cancelled:
+        release_next(db, run_id)
+    return cancelled
+
+
+def release_next(db: sqlite3.Connection, run_id: str) -> None:
+    """`run_id` has ended: if it belongs to a sweep that goes on, its next run joins the back of the queue."""
+    db.execute(
+        "UPDATE runs SET held=0, queued_at=? WHERE id=(SELECT next.id FROM runs AS ended"
+        " JOIN runs AS next ON next.sweep_id=ended.sweep_id JOIN sweeps ON sweeps.id=ended.sweep_id"
+        " WHERE ended.id=? AND next.status='queued' AND next.held=1 AND sweeps.cancelled=0"
+        " ORDER BY next.sweep_index LIMIT 1)", (time.time(), run_id))
