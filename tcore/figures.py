@@ -20,6 +20,12 @@ from typing import Any, Mapping
 
 VARIANTS = ("eager", "compiled")
 HIGHER, LOWER = "higher", "lower"
+# Past these a figure is noise, not a measurement, and the run says so next to its headline.
+NOISY_SPREAD_PCT = 10.0   # the timed rounds of a variant disagree by more than this
+SLOW_STEP_FACTOR = 3.0    # a step slower than this many median steps is a stall, not the steady state
+SLOW_TIME_PCT = 5.0       # ... and such steps took more than this share of the timed time
+BUSY_CORES = 0.5          # other processes kept more than this many CPU cores busy while timing
+DISAGREE_PCT = 20.0       # throughput and median-step speedups further apart than this need explaining
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,14 @@ class VariantFigures:
         "Step latency p95", "ms", "%.2f", LOWER, "95% of timed steps took at most this long.")
     block_s: float | None = figure(
         "Timed block", "s", "%.2f", None, "How long one timed block of consecutive steps lasted (median).")
+    spread_pct: float | None = figure(
+        "Round-to-round spread", "%", "%.0f", LOWER,
+        "How far apart the fastest and the slowest timed round are, as a share of the median round.")
+    slow_steps: int | None = figure(
+        "Slow steps", "steps", "%d", LOWER,
+        "Timed steps that took over 3 times the median step: a recompile, a stall, or a busy machine.")
+    slow_time_pct: float | None = figure(
+        "Time in slow steps", "%", "%.0f", LOWER, "The share of the timed time that the slow steps took.")
     peak_mem_gib: float | None = figure(
         "Peak memory", "GiB", "%.3f", LOWER, "The most memory held during the timed blocks.")
     power_w: float | None = figure(
@@ -98,6 +112,17 @@ class RunFigures:
         "Speedup", "x", "%.2f", HIGHER, "Compiled throughput divided by eager throughput (medians of the rounds).")
     compile_s: float | None = figure(
         "Compile time", "s", "%.1f", LOWER, "The first compiled call minus one eager step: what compiling cost.")
+    speedup_min: float | None = figure(
+        "Lowest round's speedup", "x", "%.2f", HIGHER,
+        "Each round times eager then compiled back to back: the lowest compiled-over-eager ratio of a round.")
+    speedup_max: float | None = figure(
+        "Highest round's speedup", "x", "%.2f", HIGHER, "The highest compiled-over-eager ratio of a round.")
+    speedup_p50: float | None = figure(
+        "Speedup by median step", "x", "%.2f", HIGHER,
+        "Eager's median step time over compiled's: what a typical step gains, whatever the slow steps did.")
+    busy_cores: float | None = figure(
+        "Other load while timing", "cores", "%.1f", LOWER,
+        "CPU cores that other processes kept busy, on average, during the timed blocks (from /proc/stat).")
     breakeven_steps: float | None = figure(
         "Break-even", "steps", "%.0f", LOWER,
         "Steps after which compiling has paid for itself: compile time / (eager step time - compiled step time).")
@@ -132,9 +157,10 @@ class RunFigures:
 
 
 # What a summary of a run shows, in this order: the command line's table, the Run page's "All figures".
-SUMMARY_RUN = ("speedup", "compile_s", "breakeven_steps", "graph_count", "graph_break_count", "recompile_count",
-               "correctness_rel_diff")
-SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "latency_ms_p50", "latency_ms_p95", "block_s", "peak_mem_gib",
+SUMMARY_RUN = ("speedup", "speedup_min", "speedup_max", "speedup_p50", "compile_s", "breakeven_steps", "graph_count",
+               "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores")
+SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
+                   "slow_time_pct", "block_s", "peak_mem_gib",
                    "power_w", "energy_j_per_step", "energy_j_per_sample", "tflops", "kernels_per_step")
 # The parts of compile time (details["compile_phases_s"], from Dynamo's nested timers), outermost first.
 COMPILE_PHASES = {
@@ -255,6 +281,8 @@ def summarize(blocks: list[Block], *, batch_size: int, flops_per_step: float | N
     rates = [b.steps / b.wall_s for b in blocks]
     all_steps = [s for b in blocks for s in b.step_s]
     total_steps, total_wall = sum(b.steps for b in blocks), sum(b.wall_s for b in blocks)
+    slow_limit = percentile(all_steps, 50) * SLOW_STEP_FACTOR
+    slow = [s for s in all_steps if s > slow_limit]
     energies = [b.energy_j for b in blocks]
     energy = None if None in energies else sum(energies)
     if energy is not None and energy <= 0:
@@ -265,6 +293,8 @@ def summarize(blocks: list[Block], *, batch_size: int, flops_per_step: float | N
         samples_per_s=steps_per_s * batch_size,
         latency_ms_p50=percentile(all_steps, 50) * 1e3, latency_ms_p95=percentile(all_steps, 95) * 1e3,
         block_s=statistics.median(b.wall_s for b in blocks), peak_mem_gib=peak_mem_gib,
+        spread_pct=(max(rates) - min(rates)) / steps_per_s * 100, slow_steps=len(slow),
+        slow_time_pct=sum(slow) / sum(all_steps) * 100 if all_steps else 0.0,
         power_w=None if energy is None else energy / total_wall,
         energy_j_per_step=None if energy is None else energy / total_steps,
         energy_j_per_sample=None if energy is None else energy / (total_steps * batch_size),
@@ -277,8 +307,63 @@ def compile_totals(events: list[dict[str, Any]] | None) -> dict[str, Any]:
     return {"compilations": len(done), "compiling_s": sum(e.get("duration_s") or 0 for e in done) if done else None}
 
 
+def energy_error_pct(blocks: list[Block], update_s: float) -> float:
+    """The expected error of a variant's summed energy, as a share of it, from a counter updating every `update_s`.
+
+    Each block's start and end readings lag the truth by up to one update (uniformly, if the block
+    does not line up with the counter): the difference of two such lags has a variance of
+    update_s**2 / 6, so n blocks of T seconds in all, at steady power, are off by update_s * sqrt(n / 6) / T.
+    """
+    total_s = sum(b.wall_s for b in blocks)
+    return 100 * update_s * math.sqrt(len(blocks) / 6) / total_s
+
+
 def speedup(eager: VariantFigures, compiled: VariantFigures) -> float:
     return compiled.steps_per_s / eager.steps_per_s
+
+
+def round_speedups(eager: list[Block], compiled: list[Block]) -> list[float]:
+    """Compiled over eager throughput, round by round: each round's two blocks ran back to back."""
+    return [(c.steps / c.wall_s) / (e.steps / e.wall_s) for e, c in zip(eager, compiled)]
+
+
+def slow_step_places(blocks: list[Block], limit: int = 12) -> list[dict[str, Any]]:
+    """Where the slow steps were: round, step within its block, and how many median steps each took."""
+    median_s = percentile([s for b in blocks for s in b.step_s], 50)
+    return [{"round": r, "step": i, "ms": round(s * 1e3, 3), "times_median": round(s / median_s, 1)}
+            for r, b in enumerate(blocks) for i, s in enumerate(b.step_s)
+            if s > median_s * SLOW_STEP_FACTOR][:limit]
+
+
+def noise_reasons(result: Mapping[str, Any]) -> list[str]:
+    """Why a run's headline should not be read as solid, in sentences; empty when nothing says so."""
+    reasons = []
+    for v in result.get("variants") or ["eager"]:
+        spread = result.get(f"{v}_spread_pct")
+        if spread is not None and spread > NOISY_SPREAD_PCT:
+            reasons.append(f"the {v} rounds disagree by {spread:.0f}% ({result[f'{v}_steps_per_s_min']:.3g} to "
+                           f"{result[f'{v}_steps_per_s_max']:.3g} steps/s)")
+        slow_pct = result.get(f"{v}_slow_time_pct")
+        if slow_pct is not None and slow_pct > SLOW_TIME_PCT:
+            reasons.append(f"{result[f'{v}_slow_steps']} {v} step(s) took over {SLOW_STEP_FACTOR:g}x the median step "
+                           f"and {slow_pct:.0f}% of its timed time")
+    busy = result.get("busy_cores")
+    if busy is not None and busy > BUSY_CORES:
+        reasons.append(f"other processes kept {busy:.1f} CPU cores busy while it was timed")
+    return reasons
+
+
+def disagreement(result: Mapping[str, Any]) -> str | None:
+    """When throughput and median steps tell different stories, which steps make the difference."""
+    by_rate, by_step = result.get("speedup"), result.get("speedup_p50")
+    if by_rate is None or by_step is None or abs(by_step / by_rate - 1) * 100 <= DISAGREE_PCT:
+        return None
+    slow = [f"{result.get(f'{v}_slow_steps')} slow {v} step(s), {result.get(f'{v}_slow_time_pct'):.0f}% of its time"
+            for v in ("eager", "compiled") if result.get(f"{v}_slow_steps")]
+    why = ("; ".join(slow) + " count in throughput but not in the median step") if slow else \
+        "the rounds differ more than the steps within them: the machine's speed changed between rounds"
+    return (f"By throughput compiled is {by_rate:.2f}x eager, by its median step {by_step:.2f}x: {why}. "
+            f"Throughput is what a long job gets; the median step, what a typical step costs.")
 
 
 def breakeven_steps(compile_s: float, eager: VariantFigures, compiled: VariantFigures) -> float | None:

@@ -72,7 +72,7 @@ def facts() -> dict[str, Any]:
     import torch
 
     has_cuda = torch.cuda.is_available()
-    gpu_list, nvml_reason = gpus()
+    gpu_list, _ = gpus()  # without NVML, power_reason below says why
     device = "cuda" if has_cuda else "cpu"
     meter = open_meter(device)
     power_reason = meter.reason if not meter.available else None
@@ -86,8 +86,6 @@ def facts() -> dict[str, Any]:
     if _version("triton") is None:
         missing.append("Triton is not installed: Inductor generates C++ for the CPU only.")
     return {
-        "device": device,
-        "cuda_available": has_cuda,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "triton": _version("triton"),
@@ -97,9 +95,6 @@ def facts() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "gpus": gpu_list,
-        "nvml_reason": nvml_reason,
-        "power_source": meter.source,
-        "power_reason": power_reason,
         "missing": missing,
     }
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcore.figures import RUN_FIGURES, SUMMARY_RUN, SUMMARY_VARIANT, VARIANT_FIGURES, text
+from tcore.figures import (RUN_FIGURES, SUMMARY_RUN, SUMMARY_VARIANT, VARIANT_FIGURES, disagreement, noise_reasons,
+                           text)
 
 
 def variant_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -32,6 +33,10 @@ def text_table(result: dict[str, Any]) -> str:
         lines.append(f"recompile {r['compile_id']} ({r['frame']}): {r['reason']}")
     for note in result.get("notes", []):
         lines.append(f"note: {note}")
+    for reason in noise_reasons(result):
+        lines.append(f"noisy: {reason}")
+    if why := disagreement(result):
+        lines.append(f"note: {why}")
     variant_keys = {f"{v}_{k}" for v in ("eager", "compiled") for k in SUMMARY_VARIANT}
     for why in sorted({w for k, w in result.get("unavailable", {}).items() if k in variant_keys}):
         lines.append(f"n/a: {why}")

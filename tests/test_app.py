@@ -388,3 +388,27 @@ def test_gpu_machine_pages(db, monkeypatch):
     assert metrics["Power limit"] == "700 W" and metrics["Memory"] == "140 GiB" and metrics["Driver"] == "580.159.04"
     assert metrics["Power now"] == "80 W" and metrics["Utilisation now"] == "0 %"
     assert len(at.get("plotly_chart")) == 1  # the live power chart
+
+
+def test_a_noisy_run_says_so_beside_its_headline_with_the_spread(db):
+    tiny = Experiment(model="captioner", device="cpu", backend="aot_eager")
+    noisy = stored_run(db, tiny, speedup=10.01, speedup_min=0.4, speedup_max=16.1, speedup_p50=1.39, compile_s=3.0,
+                       variants=["eager", "compiled"], eager_spread_pct=373.0, eager_steps_per_s_min=21.0,
+                       eager_steps_per_s_max=230.0, compiled_slow_steps=8, compiled_slow_time_pct=40.0,
+                       busy_cores=0.9)
+    steady = stored_run(db, tiny.replace(compile="regional"), speedup=1.2, speedup_min=1.18, speedup_max=1.23,
+                        speedup_p50=1.21, compile_s=1.0, variants=["eager", "compiled"], eager_spread_pct=2.0,
+                        compiled_spread_pct=3.0, busy_cores=0.0)
+    at = app().switch_page("app_pages/compare.py").run()
+    at.selectbox(key="compare_detail").set_value(noisy).run()
+    assert not at.exception
+    speedup = next(m for m in at.metric if m.label == "Speedup")
+    assert speedup.value == "10.01 x" and "noisy · rounds: 0.40–16.10 x" in str(speedup.proto.delta)
+    warning = texts(at.warning)
+    assert "**Noisy: read these figures as rough, not solid.** the eager rounds disagree by 373%" in warning
+    assert "other processes kept 0.9 CPU cores busy" in warning
+    assert "By throughput compiled is 10.01x eager, by its median step 1.39x" in texts(at.info)
+
+    at.selectbox(key="compare_detail").set_value(steady).run()
+    speedup = next(m for m in at.metric if m.label == "Speedup")
+    assert "noisy" not in str(speedup.proto.delta) and "Noisy" not in texts(at.warning)

@@ -251,6 +251,20 @@ def test_best_setting_names_fastest_and_soonest_payback():
     assert summary.best_setting(matrix.iloc[2:]) is None
 
 
+def test_best_setting_gives_its_spread_and_names_the_settings_it_cannot_be_told_from():
+    matrix = pd.DataFrame([
+        {"setting": "whole · default", "speedup": 1.50, "speedup_min": 1.20, "speedup_max": 1.90, "compile_s": 20.0,
+         "breakeven_steps": 900.0},
+        {"setting": "regional · default", "speedup": 1.40, "speedup_min": 1.25, "speedup_max": 1.45, "compile_s": 8.0,
+         "breakeven_steps": 400.0},
+        {"setting": "whole · lite", "speedup": 1.05, "speedup_min": 1.00, "speedup_max": 1.10, "compile_s": 6.0,
+         "breakeven_steps": None},
+    ])
+    text = summary.best_setting(matrix)
+    assert text.startswith("Fastest: **whole · default**, 1.50x eager (rounds 1.20–1.90x) after 20.0 s")
+    assert "Within its spread: **regional · default**;" in text and "whole · lite**;" not in text
+
+
 # --- Why is it slow: compile events, schedules, strategies, caches ---------------------------------
 
 @pytest.fixture

@@ -88,3 +88,49 @@ def test_a_record_stored_before_a_figure_existed_still_opens():
     assert result.compiled.block_s is None and result.details == {"compile_events": []}
     eager_only = Result.from_record({"device": "cpu", "variants": ["eager"], "eager_steps_per_s": 2.0})
     assert eager_only.compiled is None and dataclasses.asdict(eager_only.run)["speedup"] is None
+
+
+def test_the_spread_of_the_rounds_and_the_slow_steps_are_counted():
+    steady = Block(steps=10, wall_s=0.1, step_s=[0.01] * 10, energy_j=None)
+    stalled = Block(steps=10, wall_s=0.19, step_s=[0.01] * 9 + [0.1], energy_j=None)  # one step took 10 medians
+    s = figures.summarize([steady, stalled, steady], batch_size=1)
+    assert s.spread_pct == pytest.approx((100 - 10 / 0.19) / 100 * 100)
+    assert s.slow_steps == 1 and s.slow_time_pct == pytest.approx(0.1 / 0.39 * 100)
+    assert figures.slow_step_places([steady, stalled]) == [{"round": 1, "step": 9, "ms": 100.0, "times_median": 10.0}]
+
+
+def test_a_noisy_run_says_why_and_a_steady_one_says_nothing():
+    steady = {"variants": ["eager", "compiled"], "eager_spread_pct": 2.0, "compiled_spread_pct": 3.0,
+              "eager_slow_time_pct": 0.0, "compiled_slow_time_pct": 1.0, "busy_cores": 0.1}
+    assert figures.noise_reasons(steady) == []
+    noisy = {**steady, "eager_spread_pct": 373.0, "eager_steps_per_s_min": 21.0, "eager_steps_per_s_max": 230.0,
+             "compiled_slow_steps": 8, "compiled_slow_time_pct": 40.0, "busy_cores": 0.9}
+    reasons = figures.noise_reasons(noisy)
+    assert reasons == ["the eager rounds disagree by 373% (21 to 230 steps/s)",
+                       "8 compiled step(s) took over 3x the median step and 40% of its timed time",
+                       "other processes kept 0.9 CPU cores busy while it was timed"]
+
+
+def test_throughput_and_median_step_that_disagree_are_explained_by_the_slow_steps():
+    agree = {"speedup": 1.10, "speedup_p50": 1.12}
+    assert figures.disagreement(agree) is None
+    split = {"speedup": 0.31, "speedup_p50": 1.11, "compiled_slow_steps": 3, "compiled_slow_time_pct": 71.0,
+             "eager_slow_steps": 0}
+    words = figures.disagreement(split)
+    assert words.startswith("By throughput compiled is 0.31x eager, by its median step 1.11x: 3 slow compiled step(s), "
+                            "71% of its time count in throughput but not in the median step")
+    assert "the machine's speed changed between rounds" in figures.disagreement({**split, "compiled_slow_steps": 0})
+
+
+def test_round_speedups_pair_the_blocks_of_each_round():
+    eager = [Block(10, 1.0, [0.1] * 10, None), Block(10, 2.0, [0.2] * 10, None)]
+    compiled = [Block(20, 1.0, [0.05] * 20, None), Block(10, 1.0, [0.1] * 10, None)]
+    assert figures.round_speedups(eager, compiled) == [2.0, 2.0]  # the slow second round hit both alike
+
+
+def test_energy_error_shrinks_with_longer_and_more_blocks():
+    blocks = [Block(10, 0.8, [0.08] * 10, 1.0)] * 5  # the default GPU run: 4 s per variant in 5 blocks
+    assert figures.energy_error_pct(blocks, 0.1) == pytest.approx(2.28, abs=0.01)
+    assert figures.energy_error_pct(blocks[:1] * 5, 0.1) > figures.energy_error_pct(blocks * 4, 0.1)
+    short = [Block(10, 0.1, [0.01] * 10, 1.0)] * 3
+    assert figures.energy_error_pct(short, 0.1) > 20

@@ -125,3 +125,45 @@ def test_report_shows_units_and_reasons():
     assert figures.text(result, "breakeven_steps") == "n/a (the compiled model is not faster)"
     table = report.text_table(result)
     assert "Throughput (steps/s)" in table and "n/a: no RAPL" in table
+
+
+def test_blocks_are_sized_from_the_steady_state_not_from_a_slow_warm_up():
+    import time as clock
+
+    from tcore.spec import Experiment
+    from tcore.worker.run import steps_per_block
+    from tcore.worker.timing import calibrate
+
+    calls = []
+
+    def step():  # the first three steps are twenty times slower than the steady state
+        calls.append(1)
+        clock.sleep(0.1 if len(calls) <= 3 else 0.005)
+
+    step_s = calibrate(step, "cpu", at_least_s=0.15, budget_s=1.0)
+    assert 0.004 < step_s < 0.008
+    exp = Experiment(model="captioner", device="cpu", timed_s=0.6, rounds=3)  # blocks of 0.2 s asked
+    block = time_block(step, steps_per_block(exp, step_s), "cpu", PowerMeter("none"))
+    assert 0.15 < block.wall_s < 0.25, block.wall_s  # within 25% of what was asked
+    sized_from_warm_up = steps_per_block(exp, 0.1)  # what sizing from the slow warm-up steps gives
+    assert sized_from_warm_up * 0.005 < 0.05
+
+
+def test_cpu_load_sees_another_process_keeping_a_core_busy():
+    import subprocess
+    import sys
+    import time as clock
+
+    from tcore.worker.timing import CpuLoad
+
+    quiet = CpuLoad()
+    clock.sleep(0.5)
+    idle = quiet.other_cores()
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"])
+    try:
+        clock.sleep(0.5)
+        load = CpuLoad()
+        clock.sleep(1.0)
+        assert load.other_cores() > idle + 0.6  # the spinning child is about one core
+    finally:
+        busy.kill()

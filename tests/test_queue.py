@@ -406,3 +406,14 @@ def test_a_sweep_takes_turns_with_other_runs_instead_of_holding_the_queue(store,
     # The other run queued after the whole sweep, yet it starts right after the sweep's first run.
     assert [r.spec["seed"] for r in order] == [0, 0, 9, 1, 2]
     assert_no_overlap(order)
+
+
+def test_a_run_that_cannot_finish_in_its_time_limit_is_refused_with_the_numbers(store, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_MAX_RUN_S", "900")
+    long = QUICK.replace(timed_steps=None, timed_s=600.0, rounds=50)
+    with pytest.raises(SpecError) as refused:
+        runs.start(long, store)
+    assert ("needs at least 1200 s (2 × 600 s timed), more than its time limit of 900 s "
+            "(this lab's max_run_s = 900.0 (from COMPILE_LAB_MAX_RUN_S))") in str(refused.value)
+    assert store.list() == []  # nothing was queued
+    runs.start(long.replace(timed_s=4.0, rounds=2), store).cancel()  # what fits is accepted

@@ -56,10 +56,13 @@ def show_failure(rec: RunRecord) -> None:
 def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None = None) -> None:
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
-    shown = summary.headline(r)
+    shown, noise = summary.headline(r), summary.noise_words(r)
     top = st.columns(3)
-    for col, key in zip(top, ("speedup", "compile_s", "breakeven_steps")):
-        col.metric(RUN_FIGURES[key].title, shown[key][0], help=RUN_FIGURES[key].means)
+    spread = summary.speedup_range(r)
+    top[0].metric("Speedup", shown["speedup"][0], help=RUN_FIGURES["speedup"].means, delta_color="off",
+                  delta=f"noisy · {spread}" if noise and spread else spread, delta_arrow="off")
+    for col, name in zip(top[1:], ("compile_s", "breakeven_steps")):
+        col.metric(RUN_FIGURES[name].title, shown[name][0], help=RUN_FIGURES[name].means)
     speed = r.get("speedup")
     bottom = st.columns(3)
     # The unit sits in the label: "3184.6 samples/s" does not fit a third of the column.
@@ -71,6 +74,10 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
     for k in ("speedup", "compile_s", "breakeven_steps"):
         if shown[k][1]:
             st.caption(f"{RUN_FIGURES[k].title}: n/a, {shown[k][1]}.")
+    if noise:
+        st.warning(noise, icon=":material/warning:")
+    if why := figures.disagreement(r):
+        st.info(why, icon=":material/info:")
     if payback := summary.payback_words(r):
         st.caption(payback)
 

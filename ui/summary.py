@@ -14,9 +14,9 @@ from tcore.lab.artifacts import compile_key
 from tcore.spec import Experiment, settings
 
 # The figures in the Compare page's run table and in a sweep's matrix, as stored columns (tcore.figures).
-RUN_TABLE_FIGURES = ["speedup", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
+RUN_TABLE_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
                      "eager_energy_j_per_step", "compiled_energy_j_per_step"]
-SWEEP_FIGURES = ["speedup", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
+SWEEP_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
 # The run table: (column of RunStore.dataframe(), title with unit).
 RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
                *[(c, figures.column_label(c)) for c in RUN_TABLE_FIGURES], ("error_kind", "Error"), ("id", "Run id")]
@@ -89,6 +89,21 @@ def headline(result: dict) -> dict[str, tuple[str, str | None]]:
             for key in figures.SUMMARY_RUN}
 
 
+def speedup_range(result: dict) -> str | None:
+    """'rounds: 1.21–1.87 x': the speedup's spread across the timed rounds, shown under the headline."""
+    lo, hi = result.get("speedup_min"), result.get("speedup_max")
+    return None if lo is None or hi is None else f"rounds: {lo:.2f}–{hi:.2f} x"
+
+
+def noise_words(result: dict) -> str | None:
+    """Why the headline is not solid, in a sentence a page shows beside it; None for a steady run."""
+    reasons = figures.noise_reasons(result)
+    if not reasons:
+        return None
+    return ("**Noisy: read these figures as rough, not solid.** " + "; ".join(reasons) + ". Run it again with "
+            "nothing else running on this machine, or time it for longer (Advanced › timed seconds).")
+
+
 def payback_words(result: dict) -> str | None:
     """Break-even in steps and in seconds of compiled running, with the formula."""
     steps, sps = result.get("breakeven_steps"), result.get("compiled_steps_per_s")
@@ -137,7 +152,15 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     if done.empty:
         return None
     best = done.loc[done.speedup.idxmax()]
-    text = f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager after {best.compile_s:.1f} s of compiling."
+    ranged = pd.notna(best.get("speedup_min")) and pd.notna(best.get("speedup_max"))
+    spread = f" (rounds {best.speedup_min:.2f}–{best.speedup_max:.2f}x)" if ranged else ""
+    text = f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of compiling."
+    # Another setting whose best round reaches this one's worst round is not told apart by these runs.
+    rivals = done[(done.setting != best.setting) & (done.speedup_max >= best.speedup_min)] if ranged else done[:0]
+    if not rivals.empty:
+        names = ", ".join(f"**{s}**" for s in rivals.setting)
+        text += (f" Within its spread: {names}; the rounds overlap, so these runs do not tell them apart: "
+                 "time them for longer before picking one.")
     paying = done.dropna(subset=["breakeven_steps"])
     if not paying.empty:
         soon = paying.loc[paying.breakeven_steps.idxmin()]

@@ -35,7 +35,7 @@ def warm_cache_dir() -> Path:
 
 
 class RunHandle:
-    """A running worker. Iterate over it (or call poll()) for events; the last one is 'result' or 'error'."""
+    """A running worker. Iterate over it for events; the last one is 'result' or 'error'."""
 
     def __init__(self, exp: Experiment, *, timeout_s: float | None = None, extra_env: dict[str, str] | None = None,
                  workdir: Path | None = None):
@@ -47,7 +47,6 @@ class RunHandle:
         self.finished_at: float | None = None
         self._stop_reason: str | None = None  # "cancelled" or "timeout", set before the group is killed
         self._queue: queue.Queue = queue.Queue()
-        self._done = threading.Event()
 
         cache_root = warm_cache_dir() if exp.cache == "warm" else self.workdir
         env = dict(os.environ, PYTHONUNBUFFERED="1",
@@ -72,10 +71,6 @@ class RunHandle:
     @property
     def pid(self) -> int:
         return self.proc.pid
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
 
     def cancel(self) -> None:
         self._stop("cancelled")
@@ -111,7 +106,6 @@ class RunHandle:
         self.finished_at = time.time()
         self._queue.put(terminal)
         self._queue.put(_END)
-        self._done.set()
         shutil.rmtree(self.workdir / "inductor", ignore_errors=True)  # fresh caches are single-use
         shutil.rmtree(self.workdir / "triton", ignore_errors=True)
 
@@ -119,24 +113,9 @@ class RunHandle:
         with open(self.log_path, errors="replace") as f:
             return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
 
-    def poll(self) -> list[dict[str, Any]]:
-        """Events that arrived since the last call, without waiting."""
-        out = []
-        while True:
-            try:
-                event = self._queue.get_nowait()
-            except queue.Empty:
-                return out
-            if event is not _END:
-                out.append(event)
-
     def __iter__(self) -> Iterator[dict[str, Any]]:
         while (event := self._queue.get()) is not _END:
             yield event
-
-    def wait(self) -> dict[str, Any]:
-        self._done.wait()
-        return self.final
 
 
 def _death_message(returncode: int) -> str:

@@ -151,6 +151,31 @@ def check(exp: Experiment, device: str, owner: str | None, store: RunStore, limi
     _check_queue(owner, store, limits)
 
 
+def minimum_run_s(exp: Experiment, typical_compile_s: float | None = None) -> tuple[float, str]:
+    """A lower bound on how long a run of `exp` takes, in s, and its sum in words.
+
+    The timed stage of each variant, and the compile time similar runs took (when known). Starting the
+    worker (7.4 s of imports on an H200, NOTES.md), warm-up and profiling come on top, so a run whose
+    bound is past its time limit cannot finish.
+    """
+    variants = 2 if exp.has_compiled_variant else 1
+    parts = []
+    if exp.timed_steps is None:
+        parts.append((variants * exp.timed_s, f"{variants} × {exp.timed_s:g} s timed"))
+    if typical_compile_s:
+        parts.append((typical_compile_s, f"{typical_compile_s:.0f} s of compiling, as similar runs took"))
+    return sum(s for s, _ in parts), " + ".join(words for _, words in parts) or "nothing timed by the clock"
+
+
+def check_duration(exp: Experiment, time_limit_s: float, limits: Limits, typical_compile_s: float | None = None) -> None:
+    """Refuse, with the numbers, a run that cannot finish within its time limit."""
+    need_s, parts = minimum_run_s(exp, typical_compile_s)
+    if need_s > time_limit_s:
+        raise SpecError(f"this run needs at least {need_s:.0f} s ({parts}), more than its time limit of "
+                        f"{time_limit_s:g} s (this lab's {limits.describe('max_run_s')}); lower the timed seconds "
+                        "or the rounds' total, or raise the limit")
+
+
 def _check_queue(owner: str | None, store: RunStore, limits: Limits) -> None:
     if owner is not None and (waiting := store.queued_count(owner)) >= limits.max_queued_per_session:
         raise SpecError(queue_full_message(waiting, limits))

@@ -22,12 +22,14 @@ from tcore.worker import artifacts, diagnostics, envinfo, shapes
 from tcore.worker.build import (TOLERANCE, Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
 from tcore.worker.compile import apply_compile, optimizer_step
-from tcore.worker.timing import PeakMemory, sync, time_block, timed_call
+from tcore.worker.timing import CpuLoad, PeakMemory, calibrate, sync, time_block, timed_call
 
 Emit = Callable[[dict[str, Any]], None]
 
-# NVML's energy counter updates about every 100 ms: blocks much shorter than this read coarsely.
-ENERGY_BLOCK_MIN_S = 1.0
+# NVML's energy counter updates about every 100 ms (NOTES.md): each block's two readings are blurred by that.
+NVML_UPDATE_S = 0.1
+# An energy figure whose expected error from that blur is above this gets a note.
+ENERGY_ERROR_PCT = 5.0
 
 
 def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
@@ -68,8 +70,9 @@ def _configure_torch(exp: Experiment, device: str) -> None:
 
 
 def steps_per_block(exp: Experiment, step_s: float, multiple: int = 1) -> int:
-    """Steps per timed block: the experiment's step count, or enough steps to fill its time;
-    rounded to a multiple of the schedule length so each block sees every shape equally often."""
+    """Steps per timed block: the experiment's step count, or enough steps of `step_s` (a steady-state
+    step) to fill its time; rounded to a multiple of the schedule length so each block sees every
+    shape equally often."""
     steps = exp.timed_steps // exp.rounds if exp.timed_steps is not None else round(
         exp.timed_s / exp.rounds / max(step_s, 1e-6))
     return max(1, round(steps / multiple)) * multiple
@@ -85,7 +88,6 @@ class Measurement:
         self.result = Result(device=device, variants=variants, run=RunFigures(),
                              compiled=VariantFigures() if exp.has_compiled_variant else None)
         self.t_start = time.time()
-        self.compiled_warmup_step_s = 0.0  # the median compiled warm-up step: sizes the compiled blocks
         self.blocks: dict[str, list[figures.Block]] = {}  # variant -> its timed blocks
         self.peak_gib: dict[str, float] = {}  # variant -> peak memory over its timed blocks
 
@@ -185,19 +187,17 @@ class Measurement:
     def warm_up(self, w: Workload, eager_step: Step, compiled_step: Step) -> None:
         """Untimed compiled steps (every bucket first, with buckets), then one pass over any shape schedule."""
         self.phase("warmup")
-        times = []
         with compile_errors():
             if w.schedule and w.schedule.buckets:  # compile every bucket before the schedule starts
                 for size in w.schedule.buckets:
                     first = next(b for b, s in zip(w.compiled_batches, w.schedule.sizes) if w.schedule.padded(s) == size)
                     compiled_step(first)
             for i in range(self.exp.warmup_steps):
-                times.append(timed_call(lambda: compiled_step(w.compiled_batches[0]), self.device)[1])
+                compiled_step(w.compiled_batches[0])
                 self.progress("warmup", i + 1, self.exp.warmup_steps)
             if w.schedule:
                 self.phase("schedule")
                 self.result.details["schedule"] = self._first_pass(w, eager_step, compiled_step)
-        self.compiled_warmup_step_s = statistics.median(times)
 
     def _first_pass(self, w: Workload, eager_step: Step, compiled_step: Step) -> list[dict]:
         """One pass over the shape schedule: each size's compiled step (with any compile it triggers)
@@ -217,24 +217,47 @@ class Measurement:
         return rows
 
     def time_blocks(self, w: Workload, eager_step: Step, compiled_step: Step | None) -> None:
-        """Alternating timed blocks of eager and compiled steps, `rounds` times, so drift hits both alike."""
+        """Alternating timed blocks of eager and compiled steps, `rounds` times, so drift hits both alike.
+
+        Each variant's first block is sized from a steady-state calibration, each later one from the
+        block before it, so blocks last what was asked whatever the warm-up did.
+        """
         self.phase("measuring")
         exp, memory = self.exp, PeakMemory(self.device)
         multiple = len(w.batches)
-        variants = [("eager", steps_per_block(exp, self.result.run.eager_step_s, multiple), eager_step, w.batches)]
+        variants = [("eager", eager_step, w.batches)]
         if compiled_step is not None:
-            variants.append(("compiled", steps_per_block(exp, self.compiled_warmup_step_s, multiple), compiled_step,
-                             w.compiled_batches))
+            variants.append(("compiled", compiled_step, w.compiled_batches))
+        target_s = exp.timed_s / exp.rounds
+        step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
         self.blocks = {name: [] for name, *_ in variants}
+        load = CpuLoad()
         for r in range(exp.rounds):
-            for name, n, step, inputs in variants:
+            for name, step, inputs in variants:
                 memory.reset()
                 cycle = itertools.cycle(inputs)
+                n = steps_per_block(exp, step_s[name], multiple)
                 with eager() if name == "eager" else nullcontext():
-                    self.blocks[name].append(time_block(lambda: step(next(cycle)), n, self.device, self.meter))
+                    block = time_block(lambda: step(next(cycle)), n, self.device, self.meter)
+                self.blocks[name].append(block)
+                # The next block is sized from the median step so far: a stall does not shrink it.
+                step_s[name] = statistics.median(s for b in self.blocks[name] for s in b.step_s)
                 self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
             self.progress("measuring", r + 1, exp.rounds)
         sync(self.device)
+        self.result.run.busy_cores = load.other_cores()
+        self.result.details.update(block_target_s=None if exp.timed_steps is not None else target_s,
+                                   blocks={name: [[b.steps, round(b.wall_s, 4)] for b in blocks]
+                                           for name, blocks in self.blocks.items()})
+
+    def _steady_step_s(self, name: str, step: Step, inputs: list, target_s: float) -> float:
+        """A steady-state step of one variant, for sizing its first block (nothing to size with timed_steps)."""
+        if self.exp.timed_steps is not None:
+            return 0.0
+        cycle = itertools.cycle(inputs)
+        with eager() if name == "eager" else nullcontext():
+            return calibrate(lambda: step(next(cycle)), self.device, at_least_s=min(0.2, target_s / 4),
+                             budget_s=target_s)
 
     def derive(self, recompiles_before: int) -> None:
         """The figures of each variant and of the run, from the timed blocks; notes on what to distrust."""
@@ -246,18 +269,24 @@ class Measurement:
             summary = figures.summarize(blocks, batch_size=exp.batch_size, flops_per_step=result.run.flops_per_step,
                                         peak_mem_gib=self.peak_gib[name])
             setattr(result, name, summary)
+            result.details.setdefault("slow_steps", {})[name] = figures.slow_step_places(blocks)
             if summary.energy_j_per_step is None:
                 for key in ("power_w", "energy_j_per_step", "energy_j_per_sample"):
                     result.unavailable[f"{name}_{key}"] = power_reason or (
                         "the energy counter did not advance over the timed blocks; time longer blocks")
-            elif summary.block_s < ENERGY_BLOCK_MIN_S and self.meter.source == "nvml":
-                result.notes.append(f"{name} blocks last {summary.block_s:.2f} s; NVML's energy counter ticks every "
-                                    "~0.1 s, so energy figures are coarse: raise timed_s")
+            elif self.meter.source == "nvml" and (
+                    error := figures.energy_error_pct(blocks, NVML_UPDATE_S)) > ENERGY_ERROR_PCT:
+                result.notes.append(f"{name} energy may be off by about {error:.0f}%: its {len(blocks)} blocks last "
+                                    f"{sum(b.wall_s for b in blocks):.1f} s in all against NVML's ~0.1 s counter "
+                                    "updates; raise timed_s for a finer figure")
         if result.compiled is None:
             result.unavailable["speedup"] = "nothing is compiled in this run (compile=off)"
             return
         run = result.run
         run.speedup = figures.speedup(result.eager, result.compiled)
+        per_round = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
+        run.speedup_min, run.speedup_max = min(per_round), max(per_round)
+        run.speedup_p50 = result.eager.latency_ms_p50 / result.compiled.latency_ms_p50
         run.breakeven_steps = figures.breakeven_steps(run.compile_s, result.eager, result.compiled)
         if run.breakeven_steps is None:
             result.unavailable["breakeven_steps"] = "the compiled model is not faster, so compiling never pays back"

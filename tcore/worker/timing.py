@@ -3,6 +3,8 @@
 The figures derived from the blocks (medians, spread, percentiles, energy per step) are tcore.figures.summarize."""
 from __future__ import annotations
 
+import os
+import statistics
 import time
 from typing import Callable
 
@@ -76,3 +78,47 @@ class PeakMemory:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024 / 2**30
         raise RuntimeError("/proc/self/status has no VmHWM line")
+
+
+def calibrate(step: Callable[[], object], device: str, *, at_least_s: float = 0.05, budget_s: float = 2.0) -> float:
+    """Seconds per step in the steady state: single synchronized steps are timed until their later half
+    lasts `at_least_s` (and 6 steps at least), within `budget_s`; the median of that later half.
+
+    Warm-up steps can run many times slower than the steady state (allocation, autotuning, a cold cache)
+    and a busy machine stalls a step now and then, so blocks are sized from this, not from the warm-up:
+    the earlier half absorbs the stragglers, the median the stalls.
+    """
+    times: list[float] = []
+    while (sum(times[len(times) // 2:]) < at_least_s or len(times) < 6) and sum(times) < budget_s:
+        times.append(timed_call(step, device)[1])
+    return statistics.median(times[len(times) // 2:])
+
+
+class CpuLoad:
+    """How many CPU cores other processes kept busy over a stretch of time, from /proc/stat (Linux).
+
+    Busy time of the whole machine minus this process's own CPU time, over the wall time: 1.0 means
+    another process kept one core busy all along. None where /proc/stat cannot be read.
+    """
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float, float] | None:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(x) for x in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        busy_s = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+        own = os.times()
+        return time.perf_counter(), busy_s, own.user + own.system
+
+    def other_cores(self) -> float | None:
+        end = self._read()
+        if self._start is None or end is None or end[0] <= self._start[0]:
+            return None
+        wall = end[0] - self._start[0]
+        return max((end[1] - self._start[1]) - (end[2] - self._start[2]), 0.0) / wall
