@@ -98,6 +98,8 @@ class VariantFigures:
         "Energy per step", "J", "%.3g", LOWER, "Energy counter difference over the timed blocks, per step.")
     energy_j_per_sample: float | None = figure(
         "Energy per sample", "J", "%.3g", LOWER, "Energy per step divided by the batch size.")
+    samples_per_j: float | None = figure(
+        "Energy efficiency", "samples/J", "%.3g", HIGHER, "Samples computed per joule of energy over the timed blocks.")
     tflops: float | None = figure(
         "Achieved compute", "TFLOP/s", "%.3g", HIGHER, "The model's FLOPs per step times steps per second.")
     kernels_per_step: int | None = figure(
@@ -161,7 +163,7 @@ SUMMARY_RUN = ("speedup", "speedup_min", "speedup_max", "speedup_p50", "compile_
                "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores")
 SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
                    "slow_time_pct", "block_s", "peak_mem_gib",
-                   "power_w", "energy_j_per_step", "energy_j_per_sample", "tflops", "kernels_per_step")
+                   "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "kernels_per_step")
 # The parts of compile time (details["compile_phases_s"], from Dynamo's nested timers), outermost first.
 COMPILE_PHASES = {
     "dynamo_tracing_s": "Dynamo tracing and guards",
@@ -298,6 +300,7 @@ def summarize(blocks: list[Block], *, batch_size: int, flops_per_step: float | N
         power_w=None if energy is None else energy / total_wall,
         energy_j_per_step=None if energy is None else energy / total_steps,
         energy_j_per_sample=None if energy is None else energy / (total_steps * batch_size),
+        samples_per_j=None if energy is None else total_steps * batch_size / energy,
         tflops=None if flops_per_step is None else flops_per_step * steps_per_s / 1e12)
 
 

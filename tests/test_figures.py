@@ -25,6 +25,7 @@ def test_a_variant_is_medians_with_spread_and_energy_per_step():
     assert s.samples_per_s == 40.0
     assert s.energy_j_per_step == pytest.approx(2.0)  # 60 J over 30 steps
     assert s.energy_j_per_sample == pytest.approx(0.5)
+    assert s.samples_per_j == pytest.approx(2.0)  # 120 samples for 60 J
     assert s.power_w == pytest.approx(60 / 3.5)
     assert s.latency_ms_p50 == pytest.approx(100.0)
     assert s.block_s == 1.0
@@ -35,7 +36,7 @@ def test_a_variant_is_medians_with_spread_and_energy_per_step():
 def test_unmeasurable_energy_is_none_never_zero():
     assert figures.summarize(_blocks([0.05], steps=5, energy_j=0.0), batch_size=1).energy_j_per_step is None
     missing = figures.summarize(_blocks([0.05], steps=5, energy_j=None), batch_size=1)
-    assert missing.power_w is None and missing.energy_j_per_sample is None
+    assert missing.power_w is None and missing.energy_j_per_sample is None and missing.samples_per_j is None
     assert figures.summarize(_blocks([1.0]), batch_size=1).tflops is None  # no FLOP count, no TFLOP/s
 
 
