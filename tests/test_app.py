@@ -405,7 +405,7 @@ def test_a_noisy_run_says_so_beside_its_headline_with_the_spread(db):
     speedup = next(m for m in at.metric if m.label == "Speedup")
     assert speedup.value == "10.01 x" and "noisy · rounds: 0.40–16.10 x" in str(speedup.proto.delta)
     warning = texts(at.warning)
-    assert "**Noisy: read these figures as rough, not solid.** the eager rounds disagree by 373%" in warning
+    assert "**Noisy: read these figures as rough, not solid.** The eager rounds disagree by 373%" in warning
     assert "other processes kept 0.9 CPU cores busy" in warning
     assert "By throughput compiled is 10.01x eager, by its median step 1.39x" in texts(at.info)
 

@@ -259,16 +259,21 @@ time.sleep(600)
 """
 
 
-def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marked_crashed(store):
-    child = subprocess.Popen([sys.executable, "-c", SUBMIT_AND_HANG, str(store.path), QUICK.to_json()],
+def killed_after_it_reports(script: str, store) -> dict:
+    """Run `script` as an "app" process on `store`, read the JSON line it prints, then kill it (as a crash would)."""
+    child = subprocess.Popen([sys.executable, "-c", script, str(store.path), QUICK.to_json()],
                              stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                              env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
     try:
         line = child.stdout.readline()
     finally:
-        child.kill()  # the "app" dies with one run running and two queued
+        child.kill()
         child.wait()
-    state = json.loads(line)
+    return json.loads(line)
+
+
+def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marked_crashed(store):
+    state = killed_after_it_reports(SUBMIT_AND_HANG, store)  # the "app" dies with one run running, two queued
     running, *queued = state["ids"]
     assert [store.get(i).status for i in state["ids"]] == ["running", "queued", "queued"]
 
@@ -366,15 +371,7 @@ time.sleep(600)
 def test_a_sweep_survives_an_app_restart_and_its_matrix_is_rebuilt_from_the_store(store):
     from tcore.lab import sweeps
 
-    child = subprocess.Popen([sys.executable, "-c", SWEEP_AND_HANG, str(store.path), QUICK.to_json()],
-                             stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-                             env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
-    try:
-        line = child.stdout.readline()
-    finally:
-        child.kill()  # the "app" dies mid-sweep: its first run running, two waiting
-        child.wait()
-    sweep_id = json.loads(line)["sweep"]
+    sweep_id = killed_after_it_reports(SWEEP_AND_HANG, store)["sweep"]  # mid-sweep: one run running, two waiting
     assert [(r.status, r.held) for r in sweeps.get(sweep_id, store).runs] == \
         [("running", False), ("queued", True), ("queued", True)]
 

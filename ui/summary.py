@@ -100,7 +100,8 @@ def noise_words(result: dict) -> str | None:
     reasons = figures.noise_reasons(result)
     if not reasons:
         return None
-    return ("**Noisy: read these figures as rough, not solid.** " + "; ".join(reasons) + ". Run it again with "
+    said = "; ".join(reasons)
+    return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". Run it again with "
             "nothing else running on this machine, or time it for longer (Advanced › timed seconds).")
 
 
