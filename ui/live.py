@@ -97,6 +97,17 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
                  "Cancelling: the worker and its compile processes are being stopped.")
 
 
+def sweep_settings(sweep: sweeps.SweepRecord) -> str:
+    """What every run of the sweep shares, in words: the page's knobs may have moved on since it started."""
+    if not sweep.runs:
+        return "no runs"
+    spec = sweep.runs[0].spec
+    timed = f"{spec['timed_steps']} steps" if spec.get("timed_steps") else f"{spec.get('timed_s')} s"
+    backend = {r.spec.get("backend") for r in sweep.runs if r.spec.get("compile") != "off"}
+    return (f"{spec.get('dtype')} {spec.get('task')}, batch {spec.get('batch_size')}, backend "
+            f"{', '.join(sorted(backend)) or 'none'}, {timed} per variant in {spec.get('rounds')} rounds")
+
+
 def sweep_cells(sweep: sweeps.SweepRecord) -> list:
     """Per run, in the sweep's order: its RunRecord once it has ended, else 'waiting' (behind the sweep's
     previous run), 'queued' (taking its turn in the room's queue) or 'running'."""
@@ -123,6 +134,7 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     matrix = summary.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
     st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs done")
+    st.caption(f"{sweep.label} · {sweep_settings(sweep)} · started {time.strftime('%H:%M', time.localtime(sweep.created_at))}")
     st.progress(sum(r.status in ("finished", "failed") for r in sweep.runs) / max(sweep.size, 1))
     if best := summary.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
