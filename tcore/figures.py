@@ -122,6 +122,9 @@ class RunFigures:
     speedup_p50: float | None = figure(
         "Speedup by median step", "x", "%.2f", HIGHER,
         "Eager's median step time over compiled's: what a typical step gains, whatever the slow steps did.")
+    gpu_processes: int | None = figure(
+        "Processes on the GPU while timing", "", "%d", LOWER,
+        "The most compute processes NVML saw on this GPU between timed blocks, this run's own included.")
     busy_cores: float | None = figure(
         "Other load while timing", "cores", "%.1f", LOWER,
         "CPU cores that other processes kept busy, on average, during the timed blocks (from /proc/stat).")
@@ -160,7 +163,7 @@ class RunFigures:
 
 # What a summary of a run shows, in this order: the command line's table, the Run page's "All figures".
 SUMMARY_RUN = ("speedup", "speedup_min", "speedup_max", "speedup_p50", "compile_s", "breakeven_steps", "graph_count",
-               "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores")
+               "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores", "gpu_processes")
 SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
                    "slow_time_pct", "block_s", "peak_mem_gib",
                    "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "kernels_per_step")
@@ -353,6 +356,9 @@ def noise_reasons(result: Mapping[str, Any]) -> list[str]:
     busy = result.get("busy_cores")
     if busy is not None and busy > BUSY_CORES:
         reasons.append(f"other processes kept {busy:.1f} CPU cores busy while it was timed")
+    sharing = result.get("gpu_processes")
+    if sharing is not None and sharing > 1:
+        reasons.append(f"{sharing - 1} other process(es) computed on this GPU while it was timed")
     return reasons
 
 

@@ -34,6 +34,10 @@ class PowerMeter:
     def utilization_pct(self) -> float | None:
         return None
 
+    def compute_processes(self) -> int | None:
+        """Processes computing on this device now, this one included; None where that cannot be seen."""
+        return None
+
     def close(self) -> None:
         pass
 
@@ -64,6 +68,13 @@ class NvmlMeter(PowerMeter):
 
     def utilization_pct(self) -> float:
         return float(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+
+    def compute_processes(self) -> int | None:
+        # Counted, not matched by pid: inside a container NVML reports the host's pids, not ours.
+        try:
+            return len(self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle))
+        except self._nvml.NVMLError:  # not supported on this GPU or driver: nothing to see
+            return None
 
     def close(self) -> None:
         self._nvml.nvmlShutdown()

@@ -104,12 +104,14 @@ def test_a_noisy_run_says_why_and_a_steady_one_says_nothing():
     steady = {"variants": ["eager", "compiled"], "eager_spread_pct": 2.0, "compiled_spread_pct": 3.0,
               "eager_slow_time_pct": 0.0, "compiled_slow_time_pct": 1.0, "busy_cores": 0.1}
     assert figures.noise_reasons(steady) == []
+    assert figures.noise_reasons({**steady, "gpu_processes": 1}) == []  # the run's own worker
     noisy = {**steady, "eager_spread_pct": 373.0, "eager_steps_per_s_min": 21.0, "eager_steps_per_s_max": 230.0,
-             "compiled_slow_steps": 8, "compiled_slow_time_pct": 40.0, "busy_cores": 0.9}
+             "compiled_slow_steps": 8, "compiled_slow_time_pct": 40.0, "busy_cores": 0.9, "gpu_processes": 3}
     reasons = figures.noise_reasons(noisy)
     assert reasons == ["the eager rounds disagree by 373% (21 to 230 steps/s)",
                        "8 compiled step(s) took over 3x the median step and 40% of its timed time",
-                       "other processes kept 0.9 CPU cores busy while it was timed"]
+                       "other processes kept 0.9 CPU cores busy while it was timed",
+                       "2 other process(es) computed on this GPU while it was timed"]
 
 
 def test_throughput_and_median_step_that_disagree_are_explained_by_the_slow_steps():

@@ -70,3 +70,34 @@ def test_warm_start_from_artifacts_compiles_faster(store):
     warm = _check_finished(runs.execute(_gpu_exp(model="flux", cache="artifacts"), store, timeout_s=480))
     assert warm["cache_artifacts"] == "loaded"
     assert warm["compile_s"] < cold["compile_s"]
+
+
+def test_blocks_last_what_was_asked_and_another_gpu_process_makes_the_run_noisy(store, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    # A GPU-bound setting: a tiny model's launch-bound eager steps move with the host CPU's speed.
+    exp = _gpu_exp(model="resnet50", preset="full", batch_size=64, timed_steps=None, timed_s=2.0, rounds=4)
+    alone = _check_finished(runs.execute(exp, store, timeout_s=480))
+    assert alone["gpu_processes"] in (None, 1)  # its own worker only (None where NVML cannot see processes)
+    # Sized from the steady state; the GPU's own speed still moves between blocks (clocks, power), by up to ~30%.
+    assert all(0.25 <= wall <= 0.75 for blocks in alone["blocks"].values() for _, wall in blocks), alone["blocks"]
+    if alone["gpu_processes"] is None:
+        pytest.skip("NVML lists no compute processes here")
+    ready = tmp_path / "ready"
+    hog = subprocess.Popen([sys.executable, "-c", (
+        "import pathlib, sys, torch\nx = torch.randn(4096, 4096, device='cuda')\n"
+        f"pathlib.Path({str(ready)!r}).touch()\nwhile True:\n    x = (x @ x).clamp_(-1, 1)\n")])
+    try:
+        while not ready.exists():
+            assert hog.poll() is None, "the GPU hog did not start"
+            time.sleep(0.1)
+        shared = _check_finished(runs.execute(exp.replace(seed=1), store, timeout_s=480))
+    finally:
+        hog.kill()
+        hog.wait()
+    assert shared["gpu_processes"] >= 2
+    from tcore.figures import noise_reasons
+
+    assert any("other process(es) computed on this GPU" in r for r in noise_reasons(shared))

@@ -231,9 +231,10 @@ class Measurement:
         target_s = exp.timed_s / exp.rounds
         step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
         self.blocks = {name: [] for name, *_ in variants}
-        load = CpuLoad()
+        load, sharing = CpuLoad(), []
         for r in range(exp.rounds):
             for name, step, inputs in variants:
+                sharing.append(self.meter.compute_processes())
                 memory.reset()
                 cycle = itertools.cycle(inputs)
                 n = steps_per_block(exp, step_s[name], multiple)
@@ -246,6 +247,8 @@ class Measurement:
             self.progress("measuring", r + 1, exp.rounds)
         sync(self.device)
         self.result.run.busy_cores = load.other_cores()
+        seen = [n for n in sharing if n is not None]
+        self.result.run.gpu_processes = max(seen) if seen else None
         self.result.details.update(block_target_s=None if exp.timed_steps is not None else target_s,
                                    blocks={name: [[b.steps, round(b.wall_s, 4)] for b in blocks]
                                            for name, blocks in self.blocks.items()})
