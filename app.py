@@ -4,6 +4,8 @@ The pages live in app_pages/, not pages/: while a folder named pages/ exists, St
 server's first session in its legacy multipage mode, so a deep link (/compare) would open without
 this router, its wide layout or its page titles.
 """
+from pathlib import Path
+
 import streamlit as st
 
 from tcore.lab import runs
@@ -16,7 +18,9 @@ def start_queue(db_path: str) -> int:
     return len(runs.recover(RunStore(db_path)))
 
 
-st.set_page_config(page_title="Compile Lab", page_icon=":material/bolt:", layout="wide")
+# A file, not ":material/bolt:": Streamlit fetches a Material favicon from fonts.gstatic.com, which an
+# offline workshop network cannot reach.
+st.set_page_config(page_title="Compile Lab", page_icon=str(Path(__file__).parent / "ui" / "favicon.png"), layout="wide")
 start_queue(str(default_path()))
 st.navigation([
     st.Page("app_pages/run.py", title="Run", icon=":material/play_arrow:", default=True),

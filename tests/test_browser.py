@@ -73,6 +73,8 @@ def test_tiny_cpu_run_in_a_real_browser(server):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport=VIEWPORT)
+        asked = []  # every address the page asks for: a workshop network may reach nothing outside
+        page.on("request", lambda request: asked.append(request.url))
         page.goto(server)
         page.get_by_text("Run an experiment").wait_for(timeout=60_000)
 
@@ -100,6 +102,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         assert page.get_by_text("Speedup", exact=True).count() == 1
         for title in ("Throughput (samples/s)", "Step latency (ms)", "Peak memory (GiB)"):
             assert page.locator(".js-plotly-plot").filter(has_text=title).count() == 1, title
+        assert [url for url in asked if not url.startswith((server, "data:", "blob:"))] == []
         browser.close()
 
 

@@ -217,6 +217,16 @@ def test_graph_words_name_the_recompile_limit():
     assert "- 0/2: the recompile limit was hit, no compile: tensor 'tokens' size mismatch at index 1" in words
 
 
+def test_cuda_graph_skips_on_the_cpu_say_why_and_on_a_gpu_give_torchs_reason():
+    cpu = summary.graph_words({"device": "cpu", "cudagraph_skip_count": 2, "cudagraph_skip_reasons": []})
+    assert cpu == ["CUDA graphs were skipped 2 time(s): there are no CUDA graphs on the CPU, so reduce-overhead and "
+                   "max-autotune run without them here."]
+    gpu = summary.graph_words({"device": "cuda", "cudagraph_skip_count": 1,
+                               "cudagraph_skip_reasons": ["skipping cudagraphs due to mutated inputs (1 instances)"]})
+    assert gpu == ["CUDA graphs were skipped 1 time(s): skipping cudagraphs due to mutated inputs (1 instances)."]
+    assert "torch gave no reason" in summary.graph_words({"device": "cuda", "cudagraph_skip_count": 1})[0]
+
+
 def test_graph_words_for_a_clean_compile():
     words = summary.graph_words({"graph_count": 1, "graph_break_count": 0, "graph_breaks": [],
                                  "recompile_count": 0, "recompiles": []})

@@ -59,9 +59,11 @@ def graph_words(result: dict) -> list[str]:
     if eager_k is not None and compiled_k is not None:
         lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled"
                      + (" (fusion merged them)." if compiled_k < eager_k else "."))
-    if result.get("cudagraph_skip_count"):
-        reasons = "; ".join(first_line(r) for r in result.get("cudagraph_skip_reasons") or []) or "no reason given"
-        lines.append(f"CUDA graphs were skipped {result['cudagraph_skip_count']} time(s): {reasons}.")
+    if skips := result.get("cudagraph_skip_count"):
+        reasons = "; ".join(first_line(r) for r in result.get("cudagraph_skip_reasons") or [])
+        if result.get("device") == "cpu":  # Inductor counts a skip for each graph it would have captured
+            reasons = "there are no CUDA graphs on the CPU, so reduce-overhead and max-autotune run without them here"
+        lines.append(f"CUDA graphs were skipped {skips} time(s): {reasons or 'torch gave no reason'}.")
     return lines
 
 
