@@ -192,9 +192,17 @@ class Experiment:
 
     @property
     def label(self) -> str:
-        """A short human name: 'resnet50/tiny bs4 bf16 inference, whole default'."""
+        """A short human name that tells apart runs that differ: 'resnet50/tiny bs4 bf16 inference, whole default'.
+
+        The backend shows in place of the mode when it is not Inductor (only Inductor has modes), and
+        fullgraph and a cache other than cold are named, so a warm or aot_eager run never reads as a cold
+        Inductor one.
+        """
+        how = self.mode if self.backend == "inductor" else self.backend
         scope = "eager only" if not self.has_compiled_variant else (
-            f"{self.compile} {self.mode}" if self.compiles else "optimizer only")
+            f"{self.compile} {how}" if self.compiles else "optimizer only")
+        if self.fullgraph:
+            scope += " fullgraph"
         if self.compile_optimizer and self.compiles:
             scope += " +opt"
         if self.dynamic is not None:
@@ -203,6 +211,8 @@ class Experiment:
             scope += " +break"
         if self.shape_count:
             scope += f", {self.shape_count} shapes" + ("" if self.shape_remedy == "none" else f" {self.shape_remedy}")
+        if self.cache != "cold" and self.has_compiled_variant:
+            scope += f", {self.cache} cache"
         short = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[self.dtype]
         return f"{self.model}/{self.preset} bs{self.batch_size} {short} {self.task}, {scope}"
 

@@ -79,7 +79,7 @@ def set_tiny_fast(at: AppTest) -> AppTest:
 
 def test_tiny_cpu_run_from_the_run_page(db):
     at = set_tiny_fast(app())
-    assert "captioner/tiny bs2 fp32 inference, whole default" in texts(at.caption)
+    assert "captioner/tiny bs2 fp32 inference, whole aot_eager" in texts(at.caption)
     at.button(key="run_start").click().run()
     assert not at.exception
     assert any(re.match(r"(Queued|Running): captioner/tiny bs2", s.value) for s in at.subheader)
@@ -87,7 +87,7 @@ def test_tiny_cpu_run_from_the_run_page(db):
 
     # A refreshed browser is a new session: the run is in the machine's queue, but not its own.
     refreshed = app()
-    assert "captioner/tiny bs2 fp32 inference, whole default · :gray[another session]" in texts(refreshed.markdown)
+    assert "captioner/tiny bs2 fp32 inference, whole aot_eager · :gray[another session]" in texts(refreshed.markdown)
     assert not refreshed.subheader
 
     wait_for(at, lambda at: any(m.label == "Speedup" for m in at.metric))
@@ -121,6 +121,9 @@ def test_runs_queue_behind_each_other_from_the_run_page_and_a_queued_one_cancels
     for _ in range(3):  # one click each: nothing greys Run out while runs are waiting
         at.button(key="run_start").click().run()
         assert not at.exception and not at.button(key="run_start").disabled
+    # Identical runs are allowed (a repeat is a measurement too), but not without a word.
+    assert re.search(r"You have [23] identical runs of \*\*captioner/tiny bs2 fp32 inference, whole eager\*\*",
+                     texts(at.warning))
     first, second, third = sorted(runs.active(), key=lambda r: r.queued_at)
     assert {r.owner for r in runs.active()} == {at.session_state["owner"]}  # submitted as this session
     assert third.status == "queued"

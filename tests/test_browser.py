@@ -82,7 +82,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         device.get_by_text("cpu", exact=True).click()
         page.get_by_role("combobox", name="Backend").click()
         page.get_by_role("option", name="aot_eager", exact=True).click()
-        page.get_by_text("captioner/tiny bs8 fp32 inference, whole default").wait_for()
+        page.get_by_text("captioner/tiny bs8 fp32 inference, whole aot_eager").wait_for()
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
 
         page.get_by_role("button", name="Run", exact=True).click()

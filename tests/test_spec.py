@@ -89,3 +89,14 @@ def test_the_run_page_and_the_command_line_show_the_same_sentences(capsys):
                         ("channels_last", None)]:
         assert " ".join(explain(name, value).split()) in help_text, name
     assert describe("timed_s") == explain("timed_s")
+
+
+def test_labels_tell_apart_runs_that_differ_in_backend_cache_or_fullgraph():
+    base = Experiment(model="captioner", device="cpu", batch_size=8)
+    assert base.label == "captioner/tiny bs8 fp32 inference, whole default"
+    assert base.replace(backend="aot_eager").label == "captioner/tiny bs8 fp32 inference, whole aot_eager"
+    assert base.replace(cache="artifacts").label == "captioner/tiny bs8 fp32 inference, whole default, artifacts cache"
+    assert base.replace(fullgraph=True, mode="reduce-overhead").label == \
+        "captioner/tiny bs8 fp32 inference, whole reduce-overhead fullgraph"
+    assert len({base.label, base.replace(cache="warm").label, base.replace(backend="eager").label}) == 3
+    assert base.replace(compile="off", cache="warm").label == "captioner/tiny bs8 fp32 inference, eager only"

@@ -49,13 +49,25 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str,
             st.session_state[f"{key}_refusal"] = (f"**{exp.label} cannot be queued:** {e}"
                                               + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))
             break
+        if (twins := identical_waiting(exp, store)) > 1:
+            st.session_state[f"{key}_notice"] = (
+                f"You have {twins} identical runs of **{exp.label}** queued or running: each repeats the same "
+                "measurement. If that was a double click, cancel the extra ones in the queue.")
     return queued
 
 
+def identical_waiting(exp: Experiment, store: RunStore) -> int:
+    """This session's runs of exactly `exp` that are queued or running."""
+    spec = exp.to_dict()
+    return sum(1 for r in my_runs(store, limit=200) if r.status in ("queued", "running") and r.spec == spec)
+
+
 def show_refusal(key: str) -> None:
-    """The last refusal, once: submit() is followed by st.rerun(), which would wipe an st.error drawn there."""
+    """The last refusal or notice, once: submit() is followed by st.rerun(), which would wipe one drawn there."""
     if message := st.session_state.pop(f"{key}_refusal", None):
         st.error(message)
+    if message := st.session_state.pop(f"{key}_notice", None):
+        st.warning(message)
 
 
 def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
