@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 from tcore.spec import Experiment
 from tcore.store import RunStore
+from tcore.store.records import new_id
 
 
 def insert_run(store: RunStore, exp: Experiment, *, status: str = "running") -> str:
     """A run row outside the queue (no owner, no host, so no queue adopts it), for a test to finish by hand."""
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    run_id = new_id()
     with store._write() as db:
         db.execute("INSERT INTO runs (id, created_at, status, label, model, preset, spec) VALUES (?,?,?,?,?,?,?)",
                    (run_id, time.time(), status, exp.label, exp.model, exp.preset, exp.to_json()))

@@ -135,7 +135,7 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
     st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs done")
     st.caption(f"{sweep.label} · {sweep_settings(sweep)} · started {time.strftime('%H:%M', time.localtime(sweep.created_at))}")
-    st.progress(sum(r.status in ("finished", "failed") for r in sweep.runs) / max(sweep.size, 1))
+    st.progress(sweep.ended_count / max(sweep.size, 1))
     if best := summary.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
     st.plotly_chart(charts.sweep_heatmap(matrix), width="stretch", key=f"sweep_heatmap_{sweep.id}")

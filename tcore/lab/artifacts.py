@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -51,17 +50,6 @@ def _newest(spec: dict[str, Any], device: str, db_path: Path, *, with_data: bool
     with _connect(db_path) as db:
         return db.execute(f"SELECT {columns} FROM compile_artifacts WHERE compile_key=? "
                           "ORDER BY created_at DESC LIMIT 1", (compile_key(spec, device),)).fetchone()
-
-
-def typical_compile_s(spec: dict[str, Any], device: str, db_path: Path, recent: int = 5) -> float | None:
-    """The median cold compile time of the latest finished runs that compiled what `spec` compiles, or None."""
-    from tcore.store import RunStore
-
-    key = compile_key(spec, device)
-    times = [r.result["compile_s"] for r in RunStore(db_path).list(limit=200)
-             if r.status == "finished" and r.result.get("compile_s") is not None and r.spec.get("cache") == "cold"
-             and compile_key(r.spec, r.device or device) == key][:recent]
-    return statistics.median(times) if times else None
 
 
 def artifacts_for(spec: dict[str, Any], device: str, db_path: Path) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import statistics
 import tomllib
 import weakref
 from dataclasses import dataclass, field
@@ -167,9 +168,20 @@ def minimum_run_s(exp: Experiment, typical_compile_s: float | None = None) -> tu
     return sum(s for s, _ in parts), " + ".join(words for _, words in parts) or "nothing timed by the clock"
 
 
-def check_duration(exp: Experiment, time_limit_s: float, limits: Limits, typical_compile_s: float | None = None) -> None:
+def typical_compile_s(exp: Experiment, device: str, store: RunStore, recent: int = 5) -> float | None:
+    """The median cold compile time of the latest finished runs that compiled what `exp` compiles, or None."""
+    from tcore.lab.artifacts import compile_key
+
+    key = compile_key(exp.to_dict(), device)
+    times = [r.result["compile_s"] for r in store.list(limit=200)
+             if r.status == "finished" and r.result.get("compile_s") is not None and r.spec.get("cache") == "cold"
+             and compile_key(r.spec, r.device or device) == key][:recent]
+    return statistics.median(times) if times else None
+
+
+def check_duration(exp: Experiment, device: str, time_limit_s: float, store: RunStore, limits: Limits) -> None:
     """Refuse, with the numbers, a run that cannot finish within its time limit."""
-    need_s, parts = minimum_run_s(exp, typical_compile_s)
+    need_s, parts = minimum_run_s(exp, typical_compile_s(exp, device, store))
     if need_s > time_limit_s:
         raise SpecError(f"this run needs at least {need_s:.0f} s ({parts}), more than its time limit of "
                         f"{time_limit_s:g} s (this lab's {limits.describe('max_run_s')}); lower the timed seconds "

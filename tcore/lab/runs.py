@@ -266,7 +266,7 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     lab = limits.load()
     limits.check(exp, device, owner, store, lab)
     timeout_s, lowered = lab.run_time(timeout_s)
-    limits.check_duration(exp, timeout_s, lab, artifacts.typical_compile_s(exp.to_dict(), device, store.path))
+    limits.check_duration(exp, device, timeout_s, store, lab)
     sched, _ = _scheduler(store)
     try:
         run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,

@@ -43,9 +43,14 @@ class SweepRecord:
     runs: list[RunRecord] = field(default_factory=list)  # in the sweep's order
 
     @property
+    def ended_count(self) -> int:
+        """Its runs that have ended, finished or failed."""
+        return sum(1 for r in self.runs if r.status in ("finished", "failed"))
+
+    @property
     def done(self) -> bool:
         """No run of it is queued or running any more."""
-        return all(r.status in ("finished", "failed") for r in self.runs)
+        return self.ended_count == len(self.runs)
 
     @property
     def finished_count(self) -> int:
