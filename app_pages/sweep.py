@@ -1,6 +1,8 @@
 """Sweep: cross a few compile settings over one model and queue them as one sweep, filling a results matrix."""
 import streamlit as st
 
+import sample_models
+
 from tcore.lab import sweeps
 from tcore.spec import CHOICES, SpecError
 from tcore.store import RunStore
@@ -29,7 +31,13 @@ with knob_col:
                                       format_func=knobs.DYNAMIC_NAMES.get),
             "compile_optimizer": st.multiselect("Optimizer step", [False, True], default=[False], key="sweep_opt",
                                                 format_func={False: "eager", True: "compiled (training)"}.get),
+            "precision": st.multiselect("Precisions", CHOICES["precision"], default=[model["precision"]],
+                                        key="sweep_precisions", format_func=knobs.PRECISION_NAMES.get),
         }
+        if sample_models.get(model["model"]).supports_channels_last:
+            axes["channels_last"] = st.multiselect("Memory format", [True, False], default=[True, False],
+                                                   key="sweep_layouts",
+                                                   format_func={True: "channels_last", False: "NCHW"}.get)
         st.caption("Every combination of these runs once; combinations that cannot run are skipped with the reason.")
         backend = st.selectbox("Backend (every compiled run)", CHOICES["backend"], key="sweep_backend")
         st.caption(knobs.explain("backend", backend))

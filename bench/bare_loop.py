@@ -1,9 +1,9 @@
 """Check the engine's throughput against a bare loop timed with CUDA events around the same model.
 
-    python bench/bare_loop.py --model resnet50 --preset full --batch-size 64 --dtype bfloat16
+    python bench/bare_loop.py --model resnet50 --preset full --batch-size 64 --precision amp-bf16
 
 Runs `python -m tcore run` (eager vs compiled, default mode), then times the same model, batch
-and dtype in a plain loop here: N steps between two CUDA events, after a warm-up. Prints both
+and precision (autocast or cast weights) in a plain loop here: N steps between two CUDA events, after a warm-up. Prints both
 throughputs and their difference; exits 1 if either differs by more than --tolerance.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import sample_models  # noqa: E402
+from tcore.worker.run import set_tf32  # noqa: E402
 
 
 def bare_steps_per_s(fn, steps: int, warmup: int) -> float:
@@ -42,7 +43,8 @@ def main() -> int:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--preset", default="full")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--precision", default="amp-bf16", choices=["fp32", "amp-bf16", "amp-fp16", "bf16", "fp16"])
+    parser.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--tolerance", type=float, default=0.03)
     parser.add_argument("--db", default=os.environ.get("COMPILE_LAB_DB", "/tmp/bare-loop.sqlite"))
@@ -50,7 +52,8 @@ def main() -> int:
     args = parser.parse_args()
 
     cmd = [sys.executable, "-m", "tcore", "run", "--db", args.db, "--model", args.model, "--preset", args.preset,
-           "--batch-size", str(args.batch_size), "--dtype", args.dtype, "--device", "cuda",
+           "--batch-size", str(args.batch_size), "--precision", args.precision, "--device", "cuda",
+           "--channels-last" if args.channels_last else "--no-channels-last",
            "--compile", "whole", "--mode", "default", "--timed-s", "10", "--json", "--quiet"]
     record = json.loads(subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout)
     engine = record["result"]
@@ -59,13 +62,23 @@ def main() -> int:
     torch.manual_seed(0)
     model = entry.build(args.preset, device="cuda").eval()
     batch = entry.make_batch(args.preset, args.batch_size, device="cuda")
-    dtype = getattr(torch, args.dtype)
-    autocast = torch.autocast("cuda", dtype=dtype) if dtype != torch.float32 else nullcontext()
+    # fp32 is TF32-off in the engine; cast weights (bf16, fp16) cast the model and its float inputs, as inference does
+    set_tf32(False)
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    inputs = batch.inputs
+    if half is not None:
+        model = model.to(half)
+        inputs = tuple(t.to(half) if t.is_floating_point() else t for t in inputs)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        inputs = (inputs[0].contiguous(memory_format=torch.channels_last), *inputs[1:])
+    amp = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(args.precision)
+    autocast = torch.autocast("cuda", dtype=amp) if amp else nullcontext()
     compiled = torch.compile(model)
 
     def step(m):
         with torch.no_grad(), autocast:
-            return m(*batch.inputs)
+            return m(*inputs)
 
     bare = {"eager": bare_steps_per_s(lambda: step(model), args.steps, warmup=10),
             "compiled": bare_steps_per_s(lambda: step(compiled), args.steps, warmup=10)}
@@ -78,7 +91,8 @@ def main() -> int:
                      "diff_pct": 100 * diff, "engine_energy_j_per_step": engine[f"{variant}_energy_j_per_step"],
                      "engine_power_w": engine[f"{variant}_power_w"]})
     summary = {"gpu": record["env"].get("gpu"), "torch": torch.__version__, "driver": record["env"].get("driver"),
-               "model": args.model, "preset": args.preset, "batch_size": args.batch_size, "dtype": args.dtype,
+               "model": args.model, "preset": args.preset, "batch_size": args.batch_size, "precision": args.precision,
+               "channels_last": args.channels_last,
                "speedup": engine["speedup"], "compile_s": engine["compile_s"], "rows": rows, "within_tolerance": ok}
     for r in rows:
         print(f"{r['variant']:9} engine {r['engine_steps_per_s']:8.2f} steps/s   bare loop {r['bare_steps_per_s']:8.2f}"

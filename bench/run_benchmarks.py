@@ -18,9 +18,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# (name, group, CLI options). Inference rows use bf16 autocast; timed_s=10 gives 2 s blocks, long
+# (name, group, CLI options). Rows use bf16 autocast (the first edition's setting); timed_s=10 gives 2 s blocks, long
 # enough for NVML's ~0.1 s energy counter.
-COMMON = ["--device", "cuda", "--dtype", "bfloat16", "--timed-s", "10", "--rounds", "5"]
+COMMON = ["--device", "cuda", "--precision", "amp-bf16", "--no-channels-last", "--timed-s", "10", "--rounds", "5"]
 RESNET = ["--model", "resnet50", "--preset", "full", "--batch-size", "128"]
 CAPTIONER = ["--model", "captioner", "--preset", "full", "--batch-size", "64", "--task", "training"]
 FLUX = ["--model", "flux", "--preset", "full", "--batch-size", "1"]
@@ -45,16 +45,17 @@ EXPERIMENTS = [
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0}
 
 
-def run(out: Path, only: list[str], timeout_s: float) -> int:
+def run(out: Path, only: list[str], timeout_s: float, experiments: list = EXPERIMENTS, common: list = COMMON) -> int:
+    """Run each (name, group, options) not yet in out/results.jsonl, appending its record there."""
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     done = {json.loads(line)["name"] for line in results.read_text().splitlines()} if results.exists() else set()
     failures = 0
-    for name, group, options in EXPERIMENTS:
+    for name, group, options in experiments:
         if name in done or (only and not any(o in name for o in only)):
             continue
         cmd = [sys.executable, "-m", "tcore", "run", "--db", str(out / "runs.sqlite"), "--json", "--quiet",
-               "--timeout", str(timeout_s), *COMMON, *options]
+               "--timeout", str(timeout_s), *common, *options]
         t0 = time.time()
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
         record = json.loads(proc.stdout) if proc.stdout.strip() else {"status": "failed", "error": proc.stderr[-2000:]}

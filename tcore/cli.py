@@ -12,8 +12,8 @@ from tcore.protocol import ERROR_KINDS, PHASE_TITLES
 from tcore.spec import CHOICES, Experiment, SpecError, choice_docs, describe
 from tcore.store import RunStore
 
-# Fields whose default depends on the model and the device (the registry knows them).
-_DEVICE_DEFAULTS = ("preset", "batch_size")
+# Fields whose default depends on the model, the device and the task (tcore.spec.practical_defaults).
+_DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last")
 _TRISTATE = {"none": None, "true": True, "false": False}
 _TRISTATE_NAMES = {v: k for k, v in _TRISTATE.items()}
 
@@ -31,8 +31,13 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(Experiment):
         flag, text = "--" + f.name.replace("_", "-"), field_help(f.name)
         if f.name in _DEVICE_DEFAULTS:
-            kind = int if f.name == "batch_size" else str
-            parser.add_argument(flag, type=kind, default=None, help=text + "\n(default: the model's default for the device)")
+            text += "\n(default: what a practitioner would pick for the model, device and task)"
+            if f.name == "channels_last":
+                parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+            elif f.name == "precision":
+                parser.add_argument(flag, choices=CHOICES[f.name], default=None, help=text)
+            else:
+                parser.add_argument(flag, type=int if f.name == "batch_size" else str, default=None, help=text)
         elif f.name == "model":
             parser.add_argument(flag, choices=list(sample_models.MODELS), default=f.default, help=text)
         elif f.name == "dynamic":
@@ -47,18 +52,16 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
 
 
 def experiment_from_args(args: argparse.Namespace) -> Experiment:
-    import sample_models
     from tcore.lab.runs import preflight
+    from tcore.spec import practical_defaults
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
     values["dynamic"] = _TRISTATE[values["dynamic"]]
-    entry = sample_models.get(values["model"])
-    if None in (values["preset"], values["batch_size"]):
+    unset = [name for name in _DEVICE_DEFAULTS if values[name] is None]
+    if unset:
         device, _ = preflight(Experiment(model=values["model"], device=values["device"]))
-        if values["preset"] is None:
-            values["preset"] = entry.default_preset[device]
-        if values["batch_size"] is None:
-            values["batch_size"] = entry.default_batch[device]
+        defaults = practical_defaults(values["model"], device, values["task"])
+        values.update({name: defaults[name] for name in unset})
     return Experiment(**values)
 
 
@@ -108,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
     elif record.status == "finished":
         print(f"run {record.id} on {record.result['device']}\n")
-        print(report.text_table(record.result))
+        print(report.text_table(record.result, record.spec, record.device))
     if record.status != "finished":
         err = record.error
         print(f"run {record.id} failed: {ERROR_KINDS.get(err.get('kind'), err.get('kind'))}: {err.get('message')}",
@@ -139,7 +142,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
     elif record.result:
         print(f"{record.label}\n")
-        print(report.text_table(record.result))
+        print(report.text_table(record.result, record.spec, record.device))
     else:
         print(f"{record.label}\n{record.status}: {record.error.get('kind')}: {record.error.get('message')}")
     return 0

@@ -18,6 +18,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from tcore.breakdown import CATEGORIES
+
 VARIANTS = ("eager", "compiled")
 HIGHER, LOWER = "higher", "lower"
 # Past these a figure is noise, not a measurement, and the run says so next to its headline.
@@ -63,6 +65,9 @@ def figure(title: str, unit: str, fmt: str, better: str | None, means: str) -> A
     return field(default=None, metadata={"figure": (title, unit, fmt, better, means)})
 
 
+_MEANS = {k: f"Per profiled step: {what}." for k, (_, what) in CATEGORIES.items()}
+
+
 @dataclass
 class VariantFigures:
     """What one variant (eager or compiled) measured over its timed blocks."""
@@ -104,6 +109,23 @@ class VariantFigures:
         "Achieved compute", "TFLOP/s", "%.3g", HIGHER, "The model's FLOPs per step times steps per second.")
     kernels_per_step: int | None = figure(
         "Kernels per step", "", "%d", LOWER, "Compute kernels one step launches, from the profiler.")
+    peak_pct: float | None = figure(
+        "Share of peak compute", "%", "%.1f", HIGHER,
+        "Achieved TFLOP/s over the GPU's dense peak for the precision the matmuls ran in (tcore.peaks).")
+    weights_bw_pct: float | None = figure(
+        "Weight reads, share of memory bandwidth", "%", "%.1f", None,
+        "The weights' bytes read once per step, per second, over the GPU's memory bandwidth: a floor on the "
+        "bandwidth a step uses (activations come on top); inference only.")
+    # Where the time of one profiled step goes (tcore.breakdown): the categories plus the idle make up the step.
+    profiled_step_ms: float | None = figure(
+        "Profiled step", "ms", "%.2f", LOWER, "One step under the profiler: the steps profiled back to back, averaged.")
+    matmul_ms: float | None = figure("Matmuls and convolutions", "ms", "%.2f", LOWER, _MEANS["matmul"])
+    attention_ms: float | None = figure("Attention", "ms", "%.2f", LOWER, _MEANS["attention"])
+    pointwise_ms: float | None = figure("Pointwise, norms and reductions", "ms", "%.2f", LOWER, _MEANS["pointwise"])
+    copy_ms: float | None = figure("Copies and conversions", "ms", "%.2f", LOWER, _MEANS["copy"])
+    optimizer_ms: float | None = figure("Optimizer", "ms", "%.2f", LOWER, _MEANS["optimizer"])
+    other_ms: float | None = figure("Other kernels", "ms", "%.2f", LOWER, _MEANS["other"])
+    idle_ms: float | None = figure("Idle", "ms", "%.2f", LOWER, _MEANS["idle"])
 
 
 @dataclass
@@ -166,7 +188,8 @@ SUMMARY_RUN = ("speedup", "speedup_min", "speedup_max", "speedup_p50", "compile_
                "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores", "gpu_processes")
 SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
                    "slow_time_pct", "block_s", "peak_mem_gib",
-                   "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "kernels_per_step")
+                   "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "peak_pct",
+                   "weights_bw_pct", "kernels_per_step", "profiled_step_ms", *(f"{k}_ms" for k in CATEGORIES))
 # The parts of compile time (details["compile_phases_s"], from Dynamo's nested timers), outermost first.
 COMPILE_PHASES = {
     "dynamo_tracing_s": "Dynamo tracing and guards",
@@ -305,6 +328,27 @@ def summarize(blocks: list[Block], *, batch_size: int, flops_per_step: float | N
         energy_j_per_sample=None if energy is None else energy / (total_steps * batch_size),
         samples_per_j=None if energy is None else total_steps * batch_size / energy,
         tflops=None if flops_per_step is None else flops_per_step * steps_per_s / 1e12)
+
+
+def peak_shares(v: VariantFigures, peak: Any, precision: str, weight_bytes: int | None,
+                inference: bool) -> tuple[dict[str, float], dict[str, str]]:
+    """(peak_pct and weights_bw_pct that can be worked out, {figure: why not} for those that cannot).
+
+    `peak` is the GPU's tcore.peaks.Peak, or None for a CPU or a GPU not in the table.
+    """
+    if peak is None:
+        why = "no peak figures for this device (tcore.peaks lists the common data-centre GPUs)"
+        return {}, {"peak_pct": why, "weights_bw_pct": why}
+    shares, missing = {}, {}
+    if v.tflops is not None:
+        shares["peak_pct"] = 100 * v.tflops / peak.tflops(precision)
+    else:
+        missing["peak_pct"] = "the FLOPs per step are not known for this run"
+    if inference and weight_bytes and v.steps_per_s:
+        shares["weights_bw_pct"] = 100 * weight_bytes * v.steps_per_s / (peak.mem_tb_s * 1e12)
+    else:
+        missing["weights_bw_pct"] = "a training step moves gradients and optimizer state too: not estimated"
+    return shares, missing
 
 
 def compile_totals(events: list[dict[str, Any]] | None) -> dict[str, Any]:

@@ -28,12 +28,12 @@ PHASE_TITLES = {
     "warmup": "Warming up the compiled model",
     "schedule": "Feeding the shape schedule",
     "measuring": "Measuring eager vs compiled",
-    "profiling": "Counting kernels per step",
+    "profiling": "Profiling steps: where the time goes",
 }
 
 def phases_for(exp) -> list[str]:
     """The phases a run of `exp` goes through, in order: fewer without a compiled variant or a schedule."""
-    skip = set() if exp.has_compiled_variant else {"compiling", "warmup", "schedule", "profiling"}
+    skip = set() if exp.has_compiled_variant else {"compiling", "warmup", "schedule"}
     if not exp.shape_count:
         skip.add("schedule")
     return [p for p in PHASES if p not in skip]
@@ -85,6 +85,7 @@ SAVE_ARTIFACTS_TO = "TCORE_SAVE_ARTIFACTS"      # where the worker writes the ar
 LOAD_ARTIFACTS_FROM = "TCORE_LOAD_ARTIFACTS"    # artifacts to load before the first compile
 ARTIFACTS_MADE_ON = "TCORE_ARTIFACTS_MADE_ON"   # JSON: the torch/triton/device (and run) the artifacts came from
 COLD_BECAUSE = "TCORE_COLD_BECAUSE"             # why an artifacts run has nothing to load
+SAVE_TRACES_TO = "TCORE_SAVE_TRACES"            # a folder for the profiler traces of the steps profiled
 
 
 def made_on(env: dict[str, Any]) -> dict[str, Any]:

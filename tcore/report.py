@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcore import advice, breakdown
 from tcore.figures import (RUN_FIGURES, SUMMARY_RUN, SUMMARY_VARIANT, VARIANT_FIGURES, disagreement, noise_reasons,
                            text)
 
@@ -18,7 +19,7 @@ def run_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return [(RUN_FIGURES[k].title, text(result, k)) for k in SUMMARY_RUN]
 
 
-def text_table(result: dict[str, Any]) -> str:
+def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, device: str | None = None) -> str:
     rows = [("", "eager", "compiled")] + variant_rows(result)
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -40,4 +41,11 @@ def text_table(result: dict[str, Any]) -> str:
     variant_keys = {f"{v}_{k}" for v in ("eager", "compiled") for k in SUMMARY_VARIANT}
     for why in sorted({w for k, w in result.get("unavailable", {}).items() if k in variant_keys}):
         lines.append(f"n/a: {why}")
+    found = result.get("breakdown") or {}
+    if "eager" in found and "compiled" in found and (changed := breakdown.differences(found["eager"],
+                                                                                      found["compiled"])):
+        lines.append(f"where the time went, eager -> compiled: {changed}")
+    if spec is not None:
+        for s in advice.suggest(spec, result, device):
+            lines.append(f"try next: {s.title}. {s.evidence}")
     return "\n".join(lines)

@@ -32,6 +32,56 @@ def settings(spec: dict[str, Any], *, ignoring: frozenset[str] | set[str] = froz
     return {k: v for k, v in spec.items() if k not in MEASUREMENT_FIELDS and k not in ignoring}
 
 
+@dataclass(frozen=True)
+class Precision:
+    """What one precision choice does: the worker applies it, the label and the tolerance come from it."""
+
+    weights: str            # the dtype the model and its floating-point inputs are cast to
+    autocast: str | None    # the dtype torch.autocast runs matmuls and convolutions in; None for no autocast
+    tf32: bool              # float32 matmuls and convolutions on tensor cores in TF32 (GPU only)
+    tolerance: float        # largest |compiled - eager| / max|eager| accepted as the same result
+    summary: str
+
+    @property
+    def doc(self) -> str:
+        return f"{self.summary} Correctness tolerance {self.tolerance:g}."
+
+
+# Inductor reorders and fuses reductions, and reduced precisions round every intermediate (eager rounds
+# after each op, fused code once per kernel), so the tolerance widens with the format's mantissa.
+PRECISIONS: dict[str, Precision] = {
+    "fp32": Precision("float32", None, False, 1e-3,
+                      "float32 weights and math, TF32 off: the reference, and the slowest on a GPU."),
+    "tf32": Precision("float32", None, True, 1e-2,
+                      "float32 weights; matmuls and convolutions run on tensor cores in TF32 (a 10-bit mantissa): "
+                      "the first precision knob people turn on Ampere and newer GPUs; no effect on the CPU."),
+    "amp-bf16": Precision("float32", "bfloat16", False, 5e-2,
+                          "Autocast to bfloat16 over float32 weights, as people train: matmuls in bf16, and the "
+                          "weights are cast every step."),
+    "amp-fp16": Precision("float32", "float16", False, 1e-2,
+                          "Autocast to float16 over float32 weights: matmuls in fp16 (training in fp16 also "
+                          "needs loss scaling, which this lab leaves out)."),
+    "bf16": Precision("bfloat16", None, False, 5e-2,
+                      "Model and inputs cast to bfloat16, as people run inference (diffusers' "
+                      "torch_dtype=torch.bfloat16): half the weight memory and no casts."),
+    "fp16": Precision("float16", None, False, 1e-2,
+                      "Model and inputs cast to float16, for inference: like bf16 with a finer mantissa and a "
+                      "narrower range, so large activations can overflow."),
+}
+# Runs stored before the precision field said "dtype", which meant autocast over float32 weights.
+LEGACY_DTYPES = {"float32": "fp32", "bfloat16": "amp-bf16", "float16": "amp-fp16"}
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored spec in today's fields: older records said dtype=bfloat16 for what is now precision=amp-bf16."""
+    if "dtype" not in data:
+        return data
+    data = dict(data)
+    legacy = data.pop("dtype")
+    data.setdefault("precision", LEGACY_DTYPES.get(legacy, legacy))
+    return data
+
+
 class SpecError(ValueError):
     """An experiment that cannot run as written; the message says what to change."""
 
@@ -42,11 +92,8 @@ class Experiment:
     preset: str = knob("tiny", "How big the model is: tiny runs in seconds on a CPU, the larger presets want a GPU.")
     batch_size: int = knob(4, "Samples per step: bigger batches keep the device busier (more samples/s) until "
                               "memory runs out.")
-    dtype: str = knob("float32", "The precision the model computes in.", {
-        "float32": "Full precision: the reference, and the strictest correctness tolerance (1e-3).",
-        "bfloat16": "Matmuls in bfloat16 under autocast (weights stay float32): faster on GPUs, tolerance 5e-2.",
-        "float16": "Matmuls in float16 under autocast (weights stay float32): faster on GPUs, tolerance 1e-2.",
-    })
+    precision: str = knob("fp32", "The number formats the model runs in: its weights, and what its matmuls and "
+                                  "convolutions compute in.", {name: p.doc for name, p in PRECISIONS.items()})
     device: str = knob("auto", "Where the run executes.", {
         "auto": "The CUDA GPU when there is one, else the CPU.",
         "cuda": "The first CUDA GPU; refused on a machine without one.",
@@ -93,6 +140,23 @@ class Experiment:
                                           "tensor, so changing it does not recompile.")
     recompile_limit: int = knob(8, "Compiles one function may have (torch._dynamo.config.recompile_limit): past it "
                                    "the function runs eagerly.")
+
+    # Inductor options that tuning guides name, each one torch._inductor.config setting (INDUCTOR_OPTIONS).
+    freezing: bool = knob(False, "Inductor freezing (inference only): treat the weights as constants, so Inductor "
+                                 "can fold them into the graph and lay them out for its kernels ahead of time; a "
+                                 "longer compile, often faster inference, and the weights can no longer change.")
+    coordinate_descent: bool = knob(False, "Coordinate-descent tuning: after choosing a kernel's block sizes, try "
+                                           "neighbouring sizes one at a time and keep the fastest; a longer compile, "
+                                           "sometimes faster pointwise and reduction kernels (the max-autotune modes "
+                                           "turn it on already).")
+    epilogue_fusion: bool = knob(True, "Fuse the pointwise work after a matmul (bias, activation) into the matmul "
+                                       "kernel when Inductor writes that kernel itself (max-autotune templates); off "
+                                       "leaves it as separate kernels.")
+    aggressive_fusion: bool = knob(False, "Fuse operations even when they share no memory reads, to cut kernel "
+                                          "launches further: fewer, larger kernels, not always faster ones.")
+    max_fusion_size: int = knob(64, "The most operations Inductor fuses into one kernel (the fusion granularity of "
+                                    "tuning guides): smaller gives more, simpler kernels; larger, fewer and longer "
+                                    "ones.")
 
     channels_last: bool = knob(False, "Store images as NHWC: GPU convolutions prefer this layout (convolutional "
                                       "models only).")
@@ -160,6 +224,17 @@ class Experiment:
         if not self.compiles and (self.mode != "default" or self.fullgraph or self.dynamic is not None
                                   or self.backend != "inductor"):
             raise SpecError("compile settings (mode, dynamic, fullgraph, backend) need compile=whole or regional")
+        changed = [name for name in INDUCTOR_OPTIONS if getattr(self, name) != DEFAULTS[name]]
+        if changed and not (self.has_compiled_variant and self.backend == "inductor"):
+            raise SpecError(f"{', '.join(changed)} set(s) Inductor options: it needs the inductor backend and "
+                            "something compiled")
+        if self.freezing and self.task != "inference":
+            raise SpecError("freezing treats the weights as constants: it applies to task=inference only")
+        if self.max_fusion_size < 1:
+            raise SpecError(f"max_fusion_size must be at least 1, not {self.max_fusion_size!r}")
+        if self.weights_cast_for_training:
+            raise SpecError(f"precision={self.precision} casts the weights to float16, which training cannot update "
+                            "without loss scaling and float32 master weights; choose amp-fp16, amp-bf16 or bf16")
         if self.recompile_limit < 1:
             raise SpecError("recompile_limit must be at least 1")
         if self.shape_count == 1 or self.shape_count < 0:
@@ -187,6 +262,10 @@ class Experiment:
         return self.compile != "off"
 
     @property
+    def weights_cast_for_training(self) -> bool:
+        return self.task == "training" and PRECISIONS[self.precision].weights == "float16"
+
+    @property
     def has_compiled_variant(self) -> bool:
         return self.compiles or self.compile_optimizer
 
@@ -209,12 +288,13 @@ class Experiment:
             scope += f" dynamic={self.dynamic}"
         if self.graph_break:
             scope += " +break"
+        scope += "".join(_option_label(name, getattr(self, name)) for name in INDUCTOR_OPTIONS
+                         if getattr(self, name) != DEFAULTS[name])
         if self.shape_count:
             scope += f", {self.shape_count} shapes" + ("" if self.shape_remedy == "none" else f" {self.shape_remedy}")
         if self.cache != "cold" and self.has_compiled_variant:
             scope += f", {self.cache} cache"
-        short = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[self.dtype]
-        return f"{self.model}/{self.preset} bs{self.batch_size} {short} {self.task}, {scope}"
+        return f"{self.model}/{self.preset} bs{self.batch_size} {self.precision} {self.task}, {scope}"
 
     def replace(self, **changes: Any) -> Experiment:
         return dataclasses.replace(self, **changes)
@@ -227,6 +307,7 @@ class Experiment:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Experiment:
+        data = upgrade(data)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -243,6 +324,17 @@ CHOICES: dict[str, tuple[str, ...]] = {f.name: tuple(f.metadata["choices"]) for 
                                        if f.metadata["choices"] and f.name != "dynamic"}
 MODES = CHOICES["mode"]
 _FIELDS = {f.name: f for f in dataclasses.fields(Experiment)}
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Experiment)}
+# Experiment field -> the torch._inductor.config setting it sets (the worker applies them, feature-detected).
+INDUCTOR_OPTIONS = {"freezing": "freezing", "coordinate_descent": "coordinate_descent_tuning",
+                    "epilogue_fusion": "epilogue_fusion", "aggressive_fusion": "aggressive_fusion",
+                    "max_fusion_size": "max_fusion_size"}
+
+
+def _option_label(name: str, value: Any) -> str:
+    if name == "max_fusion_size":
+        return f" fusion<={value}"
+    return f" +{name.replace('_', '-')}" if value else f" -{name.replace('_', '-')}"
 _NO_CHOICE = object()
 
 
@@ -266,10 +358,28 @@ def resolve_device(requested: str, cuda_available: bool) -> str:
     return requested
 
 
+def practical_defaults(model: str, device: str, task: str) -> dict[str, Any]:
+    """What a practitioner would pick for `model` on `device` ("cuda" or "cpu"): the app's and the CLI's defaults.
+
+    On a GPU: bf16 weights for inference, autocast to bf16 for training (people keep float32 master
+    weights), and channels_last for a convolutional model, so the eager baseline is eager as people
+    tune it. On the CPU: the tiny presets in float32, which stay quick there.
+    """
+    import sample_models
+
+    entry = sample_models.get(model)
+    gpu = device == "cuda"
+    return dict(preset=entry.default_preset[device], batch_size=entry.default_batch[device],
+                precision=("bf16" if task == "inference" else "amp-bf16") if gpu else "fp32",
+                channels_last=gpu and entry.supports_channels_last)
+
+
 def check_on_device(exp: Experiment, device: str) -> list[str]:
     """Refuse what cannot run on `device`; return notes on settings that run there but do nothing."""
     notes = []
     if device == "cpu":
+        if PRECISIONS[exp.precision].tf32:
+            notes.append("precision=tf32 changes GPU matmuls only: on the CPU it runs as fp32")
         if exp.backend == "cudagraphs":
             raise SpecError("backend=cudagraphs needs a CUDA GPU; choose backend=inductor on the CPU")
         if exp.mode in ("reduce-overhead", "max-autotune"):

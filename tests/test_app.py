@@ -99,7 +99,8 @@ def test_tiny_cpu_run_from_the_run_page(db):
     assert "Compiled output matches eager" in texts(at.success)
     assert "Dynamo captured 1 graph with no graph breaks." in texts(at.markdown)
     assert "Compile cache: cold (fresh caches); FX graph cache 0 hits" in texts(at.caption)
-    assert len(at.get("plotly_chart")) >= 5  # throughput, latency, memory, energy, compile phases
+    assert len(at.get("plotly_chart")) >= 6  # throughput, latency, memory, energy, compile phases, breakdown
+    assert "Where the time goes" in texts(at.markdown)
     (record,) = db.list()
     assert record.status == "finished" and record.spec["backend"] == "aot_eager"
 
@@ -345,7 +346,7 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
     assert not at.exception
     assert any(s.value == "Sweep finished: 2 of 2 runs done" for s in at.subheader)
     # What every run shared, since the knobs beside it may have moved on (or reset, after a refresh).
-    assert "float32 inference, batch 2, backend aot_eager, 4 steps per variant in 2 rounds" in texts(at.caption)
+    assert "fp32 inference, batch 2, backend aot_eager, 4 steps per variant in 2 rounds" in texts(at.caption)
     assert texts(at.success).startswith("Fastest: **")
     assert len(at.get("plotly_chart")) == 1  # the heatmap
     assert at.button(key="sweep_start").disabled is False
@@ -417,3 +418,31 @@ def test_a_noisy_run_says_so_beside_its_headline_with_the_spread(db):
     at.selectbox(key="compare_detail").set_value(steady).run()
     speedup = next(m for m in at.metric if m.label == "Speedup")
     assert "noisy" not in str(speedup.proto.delta) and "Noisy" not in texts(at.warning)
+
+
+def test_a_suggestion_queues_its_counterpart_and_shows_the_two_side_by_side(db):
+    """A stored run with a deliberate graph break suggests running without it; one click queues that run
+    (a real aot_eager run on the CPU), and once it finishes the Run page draws the two side by side."""
+    exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="aot_eager",
+                     graph_break=True, timed_steps=4, rounds=2, warmup_steps=1)
+    bd = {"step_ms": 10.0, "steps": 3, "source": "cpu ops", "overlap_ms": 0.0, "top": [],
+          "ms": {"matmul": 4.0, "pointwise": 3.0, "idle": 3.0}}
+    origin = stored_run(db, exp, speedup=0.9, compile_s=2.0, breakeven_steps=None, variants=["eager", "compiled"],
+                        graph_break_count=2, graph_breaks=[{"reason": "Unsupported Tensor.item() call", "count": 2,
+                                                            "file": "/m.py", "line": 7, "source": "x.item()"}],
+                        eager_profiled_step_ms=10.0, compiled_profiled_step_ms=10.0, eager_latency_ms_p50=9.5,
+                        breakdown={"eager": bd, "compiled": bd})
+    at = app().switch_page("app_pages/compare.py").run()
+    at.selectbox(key="compare_detail").set_value(origin).run()
+    assert not at.exception
+    assert "Where the time goes" in texts(at.markdown) and "What to try next" in texts(at.markdown)
+    assert "Eager: 3 profiled steps of 10.00 ms on average against 9.50 ms timed (+5%)." in texts(at.caption)
+    assert "at /m.py:7 (`x.item()`)" in texts(at.markdown)
+    queue_it = next(b for b in at.button if b.label == "Queue it" and "graph_break=False" in (b.help or ""))
+    queue_it.click().run()
+    assert not at.exception
+    wait_for(at, lambda at: "Side by side with the run that suggested it" in texts(at.markdown))
+    assert "graph_break: True → False" in texts(at.markdown)
+    counterpart = next(r for r in db.list() if r.id != origin)
+    assert counterpart.status == "finished" and counterpart.spec["graph_break"] is False
+    assert counterpart.result["breakdown"]["eager"]["source"] == "cpu ops"

@@ -466,3 +466,13 @@ def test_break_pair_words_say_what_the_break_cost():
                                                        "17.7 s instead of 18.2 s.")
     assert summary.break_pair_words({"graph_count": 1}, {"graph_count": 3}) == \
         "With the break, Dynamo captured **3 graphs** instead of 1."
+
+
+def test_the_baseline_sentence_says_which_precision_and_layout_eager_ran_in():
+    from ui.summary import baseline_words
+
+    tuned = baseline_words({"model": "resnet50", "precision": "bf16", "channels_last": True}, "cuda")
+    assert "**bf16**" in tuned and "channels_last**, as people tune a CNN" in tuned
+    assert "Eager runs in **NCHW**" in baseline_words({"model": "resnet50", "channels_last": False}, "cuda")
+    assert "NCHW" not in baseline_words({"model": "flux", "precision": "bf16"}, "cuda")
+    assert "runs as fp32" in baseline_words({"model": "flux", "precision": "tf32"}, "cpu")

@@ -3,6 +3,9 @@
 Dynamo's break and recompile decisions are the same whatever the backend, so most runs here use
 backend="eager" (Dynamo without Inductor) to stay fast; the kernel count needs real Inductor.
 """
+import gzip
+import json
+
 import pytest
 
 from tcore.lab import runs
@@ -69,10 +72,25 @@ def test_buckets_compile_each_bucket_before_the_schedule(store):
 
 
 @pytest.mark.compile
-def test_inductor_launches_fewer_kernels_than_eager(store):
-    result = runs.execute(_exp(backend="inductor"), store, timeout_s=300).result
+def test_inductor_launches_fewer_kernels_than_eager_and_each_step_is_accounted_for(store):
+    """One real Inductor run on the CPU: fewer kernels, and a time breakdown of each variant that adds up."""
+    from tcore.breakdown import CATEGORIES
+    from tcore.lab.artifacts import profiler_trace
+
+    rec = runs.execute(_exp(backend="inductor"), store, timeout_s=300)
+    result = rec.result
     assert 0 < result["compiled_kernels_per_step"] < result["eager_kernels_per_step"]
     assert result["generated_graph_count"] == result["graph_count"] == 1
+    for variant in ("eager", "compiled"):
+        b = result["breakdown"][variant]
+        assert b["source"] == "cpu ops" and b["steps"] >= 3
+        assert sum(b["ms"].values()) == pytest.approx(b["step_ms"], rel=0.01)  # categories + idle = the step
+        assert b["ms"]["matmul"] > 0 and b["top"]
+        assert result[f"{variant}_profiled_step_ms"] == pytest.approx(b["step_ms"], abs=1e-3)
+        assert set(b["ms"]) == set(CATEGORIES)
+        trace = profiler_trace(rec.id, variant, store.path)
+        assert "traceEvents" in json.loads(gzip.decompress(trace))  # a Chrome trace, kept with the run
+    assert any("cpp_fused" in t["name"] for t in result["breakdown"]["compiled"]["top"])
 
 
 def test_schedule_sizes_buckets_and_padding():

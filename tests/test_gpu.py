@@ -8,7 +8,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _gpu_exp(**changes) -> Experiment:
-    base = dict(preset="tiny", batch_size=8, device="cuda", dtype="bfloat16", warmup_steps=3, timed_steps=20,
+    base = dict(preset="tiny", batch_size=8, device="cuda", precision="amp-bf16", warmup_steps=3, timed_steps=20,
                 rounds=2, cache="warm")
     return Experiment(**{**base, **changes})
 
@@ -101,3 +101,31 @@ def test_blocks_last_what_was_asked_and_another_gpu_process_makes_the_run_noisy(
     from tcore.figures import noise_reasons
 
     assert any("other process(es) computed on this GPU" in r for r in noise_reasons(shared))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "bf16", "fp16"])
+def test_every_precision_runs_within_its_tolerance(precision, store):
+    """Each precision choice applies on torch's GPU API of this version (TF32 included) and stays correct."""
+    result = _check_finished(runs.execute(_gpu_exp(model="flux", precision=precision), store, timeout_s=480))
+    assert result["correctness_tolerance"] > 0
+
+
+def test_inductor_options_compile_and_freezing_changes_the_code(store):
+    plain = _check_finished(runs.execute(_gpu_exp(model="resnet50", precision="bf16"), store, timeout_s=480))
+    tuned = _check_finished(runs.execute(_gpu_exp(model="resnet50", precision="bf16", freezing=True,
+                                                  coordinate_descent=True, max_fusion_size=8), store, timeout_s=480))
+    assert tuned["compiled_kernels_per_step"] != plain["compiled_kernels_per_step"]
+
+
+def test_the_gpu_breakdown_adds_up_to_the_step_and_finds_matmuls(store):
+    """From the GPU kernels: categories plus idle make up the profiled step, which is near the timed one."""
+    exp = _gpu_exp(model="resnet50", preset="full", batch_size=64, precision="bf16", channels_last=True,
+                   timed_steps=None, timed_s=4)
+    result = _check_finished(runs.execute(exp, store, timeout_s=480))
+    for variant in ("eager", "compiled"):
+        b = result["breakdown"][variant]
+        assert b["source"] == "gpu kernels"
+        assert sum(b["ms"].values()) == pytest.approx(b["step_ms"] + b["overlap_ms"], rel=0.01)
+        assert b["ms"]["matmul"] > 0.3 * b["step_ms"]  # a big-batch ResNet-50 is convolution-bound
+        assert b["step_ms"] == pytest.approx(result[f"{variant}_latency_ms_p50"], rel=0.10)
+        assert result[f"{variant}_peak_pct"] > 0

@@ -5,10 +5,12 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from tcore import figures, protocol, report
 from tcore.worker.diagnostics import phase_split_s
 from tcore.power import PowerMeter, PowerSampler, RaplMeter, open_meter
+from tcore.spec import Experiment
 from tcore.worker.timing import PeakMemory, time_block
 
 
@@ -168,3 +170,37 @@ def test_cpu_load_sees_another_process_keeping_a_core_busy():
         assert load.other_cores() > idle + 0.6  # the spinning child is about one core
     finally:
         busy.kill()
+
+
+def test_cast_weights_cast_the_model_and_float_inputs_but_not_token_ids():
+    from tcore.worker.build import build
+
+    w = build(Experiment(model="captioner", preset="tiny", batch_size=2, precision="bf16"), "cpu")
+    assert {p.dtype for p in w.model.parameters()} == {torch.bfloat16}
+    images, tokens = w.batches[0].inputs
+    assert images.dtype == torch.bfloat16 and tokens.dtype == torch.long
+    w = build(Experiment(model="captioner", preset="tiny", batch_size=2, precision="amp-bf16"), "cpu")
+    assert {p.dtype for p in w.model.parameters()} == {torch.float32}  # autocast leaves the weights alone
+
+
+def test_the_worker_applies_the_inductor_options_and_tf32_it_is_asked_for():
+    import torch._inductor.config as config
+
+    from tcore.spec import INDUCTOR_OPTIONS
+    from tcore.worker.run import _configure_torch, set_tf32
+
+    saved = {option: getattr(config, option) for option in INDUCTOR_OPTIONS.values()}
+    try:
+        exp = Experiment(precision="tf32", freezing=True, coordinate_descent=True, aggressive_fusion=True,
+                         epilogue_fusion=False, max_fusion_size=16)
+        assert _configure_torch(exp, "cpu") == []
+        assert (config.freezing, config.coordinate_descent_tuning, config.aggressive_fusion, config.epilogue_fusion,
+                config.max_fusion_size) == (True, True, True, False, 16)
+        if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+            assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+            _configure_torch(Experiment(), "cpu")
+            assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    finally:
+        for option, value in saved.items():
+            setattr(config, option, value)
+        set_tf32(False)

@@ -155,7 +155,7 @@ def test_the_memory_estimate_grows_with_batch_and_training_needs_more():
     # ResNet-50 at 224 px keeps about 5 GiB of activations for backward at batch 64 in float32
     assert 0.3 < limits.estimate_memory_gib(resnet) < 2
     assert 2 < limits.estimate_memory_gib(resnet.replace(task="training")) < 10
-    assert limits.estimate_memory_gib(resnet.replace(task="training", dtype="bfloat16")) < \
+    assert limits.estimate_memory_gib(resnet.replace(task="training", precision="amp-bf16")) < \
         limits.estimate_memory_gib(resnet.replace(task="training"))
 
 

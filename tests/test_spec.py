@@ -16,7 +16,12 @@ def test_defaults_are_valid_and_round_trip_through_json():
     (dict(preset="huge"), "unknown preset 'huge' for resnet50; choose one of: tiny"),
     (dict(batch_size=0), "batch_size must be a whole number of at least 1"),
     (dict(compile_optimizer=True), "compile_optimizer needs task=training"),
-    (dict(dtype="int8"), "unknown dtype 'int8'; choose one of: float32, bfloat16, float16"),
+    (dict(precision="int8"), "unknown precision 'int8'; choose one of: fp32, tf32, amp-bf16, amp-fp16, bf16, fp16"),
+    (dict(task="training", precision="fp16"), "casts the weights to float16, which training cannot update"),
+    (dict(task="training", freezing=True), "freezing treats the weights as constants: it applies to task=inference"),
+    (dict(compile="off", coordinate_descent=True), "coordinate_descent set(s) Inductor options: it needs the inductor"),
+    (dict(backend="aot_eager", max_fusion_size=8), "max_fusion_size set(s) Inductor options"),
+    (dict(max_fusion_size=0), "max_fusion_size must be at least 1"),
     (dict(mode="turbo"), "unknown mode 'turbo'"),
     (dict(backend="aot_eager", mode="max-autotune"), "applies only to the inductor backend"),
     (dict(compile="off", mode="reduce-overhead"), "need compile=whole or regional"),
@@ -100,3 +105,62 @@ def test_labels_tell_apart_runs_that_differ_in_backend_cache_or_fullgraph():
         "captioner/tiny bs8 fp32 inference, whole reduce-overhead fullgraph"
     assert len({base.label, base.replace(cache="warm").label, base.replace(backend="eager").label}) == 3
     assert base.replace(compile="off", cache="warm").label == "captioner/tiny bs8 fp32 inference, eager only"
+
+
+def test_old_records_that_said_dtype_read_as_the_autocast_precision_they_ran():
+    """Before the precision field, dtype=bfloat16 meant autocast over float32 weights: amp-bf16 now."""
+    from tcore.spec import upgrade
+
+    old = {"model": "resnet50", "preset": "tiny", "dtype": "bfloat16"}
+    assert Experiment.from_dict(old).precision == "amp-bf16"
+    assert Experiment.from_dict({**old, "dtype": "float32"}).precision == "fp32"
+    assert Experiment.from_dict({**old, "dtype": "float16"}).label.split()[2] == "amp-fp16"
+    assert upgrade({"precision": "bf16"}) == {"precision": "bf16"}
+
+
+def test_each_precision_says_what_it_does_and_its_tolerance_where_it_is_chosen():
+    from tcore.spec import PRECISIONS, describe
+
+    for name, p in PRECISIONS.items():
+        assert f"tolerance {p.tolerance:g}" in describe("precision", name)
+    assert PRECISIONS["bf16"].weights == "bfloat16" and PRECISIONS["bf16"].autocast is None
+    assert PRECISIONS["amp-bf16"].weights == "float32" and PRECISIONS["amp-bf16"].autocast == "bfloat16"
+    assert PRECISIONS["tf32"].tf32 and not PRECISIONS["fp32"].tf32
+    # reduced precisions are given more room than float32, and never less than TF32's
+    assert PRECISIONS["fp32"].tolerance < PRECISIONS["tf32"].tolerance <= min(
+        PRECISIONS[n].tolerance for n in ("amp-bf16", "amp-fp16", "bf16", "fp16"))
+
+
+def test_labels_name_the_precision_and_any_inductor_option_changed():
+    exp = Experiment(precision="bf16", freezing=True, coordinate_descent=True, max_fusion_size=16)
+    assert exp.label == "resnet50/tiny bs4 bf16 inference, whole default +freezing +coordinate-descent fusion<=16"
+    assert "-epilogue-fusion" in Experiment(epilogue_fusion=False).label
+    assert "+freezing" not in Experiment().label
+
+
+def test_inductor_option_defaults_match_the_installed_inductor():
+    """The spec keeps Inductor's own defaults, so an untouched knob changes nothing."""
+    import torch._inductor.config as config
+
+    from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS
+
+    for name, option in INDUCTOR_OPTIONS.items():
+        assert getattr(config, option) == DEFAULTS[name], option
+
+
+@pytest.mark.parametrize("device, task, expected", [
+    ("cuda", "inference", dict(precision="bf16", channels_last=True, preset="full")),
+    ("cuda", "training", dict(precision="amp-bf16", channels_last=True)),
+    ("cpu", "inference", dict(precision="fp32", channels_last=False, preset="tiny")),
+])
+def test_practical_defaults_follow_the_device_and_task(device, task, expected):
+    from tcore.spec import practical_defaults
+
+    got = practical_defaults("resnet50", device, task)
+    assert {k: got[k] for k in expected} == expected
+    assert practical_defaults("flux", device, task)["channels_last"] is False  # not a convolutional model
+    Experiment(model="resnet50", task=task, **got)  # and they make a valid experiment
+
+
+def test_tf32_on_the_cpu_runs_with_a_note():
+    assert any("on the CPU it runs as fp32" in n for n in check_on_device(Experiment(precision="tf32"), "cpu"))

@@ -9,7 +9,7 @@ from tests.helpers import insert_run
 
 
 def test_round_trip_keeps_spec_result_env_and_trace(store):
-    exp = Experiment(model="captioner", preset="tiny", dtype="bfloat16")
+    exp = Experiment(model="captioner", preset="tiny", precision="amp-bf16")
     run_id = insert_run(store, exp)
     assert store.get(run_id).status == "running"
     result = {"device": "cpu", "speedup": 1.7, "graph_breaks": [{"reason": "x", "count": 2}],
@@ -23,7 +23,7 @@ def test_round_trip_keeps_spec_result_env_and_trace(store):
     assert rec.result == result and rec.env == {"torch": "2.13.0"}
     assert store.trace(run_id) == trace
     frame = store.dataframe()
-    assert frame.loc[0, "speedup"] == 1.7 and frame.loc[0, "dtype"] == "bfloat16"
+    assert frame.loc[0, "speedup"] == 1.7 and frame.loc[0, "precision"] == "amp-bf16"
     assert "graph_breaks" not in frame.columns  # lists stay in the record, not the table
 
 

@@ -11,8 +11,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tcore.protocol import PHASE_TITLES, PHASES
+from tcore.breakdown import CATEGORIES
 from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
+from tcore.protocol import PHASE_TITLES, PHASES
 
 EAGER_COLOR = "#8896ab"  # muted grey-blue: the baseline
 COMPILED_COLOR = "#ee4c2c"  # PyTorch orange: what compile produced
@@ -21,6 +22,9 @@ PHASE_COLORS = {"idle": "#b0b0b0", "building": "#9467bd", "eager": EAGER_COLOR, 
                 "warmup": "#17becf", "measuring": COMPILED_COLOR}
 COMPILE_PHASE_COLORS = ("#4c78a8", "#72b7b2", "#f58518", "#e45756")
 OTHER_PHASE_COLOR = "#cfcfcf"
+# The time-breakdown categories (tcore.breakdown): compute in blues, memory-bound work in warm colours, idle grey.
+CATEGORY_COLORS = {"matmul": "#4c78a8", "attention": "#72b7b2", "pointwise": "#f58518", "copy": "#e45756",
+                   "optimizer": "#b279a2", "other": "#bab0ac", "idle": "#d9d9d9"}
 HEIGHT = 330
 
 
@@ -314,3 +318,36 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     return _style(fig, title, "each cell: speedup (x), then compile time (s); blue is faster than eager",
                   height=max(260, 110 + 60 * len(rows)))
+
+
+def breakdown_chart(rows: list[tuple[str, dict[str, float]]], *, title: str = "Where the time of a step goes",
+                    subtitle: str = "") -> go.Figure:
+    """Stacked horizontal bars, one per (name, {category: ms per step}): the categories plus the idle make a step."""
+    fig = go.Figure()
+    names = [name for name, _ in rows]
+    for key, (label, what) in CATEGORIES.items():
+        values = [ms.get(key) or 0.0 for _, ms in rows]
+        if not any(values):
+            continue
+        fig.add_bar(y=names, x=values, name=label, orientation="h", marker_color=CATEGORY_COLORS[key],
+                    text=[f"{v:.2f}" if v >= 0.08 * max(sum(m.values()) for _, m in rows) else "" for v in values],
+                    textposition="inside", hovertemplate=f"{label}: %{{x:.3f}} ms<br><sup>{what}</sup><extra></extra>")
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="Time per step (ms)", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    _style(fig, title, subtitle, height=max(200, 120 + 55 * len(rows)))
+    fig.update_layout(showlegend=True, legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
+    fig.update_layout(margin=dict(l=10, r=10, t=70 if subtitle else 50, b=90))
+    return fig
+
+
+def variant_breakdown_chart(result: dict) -> go.Figure:
+    """Eager against compiled, from one run's stored breakdown; 'n/a' with the reason when it was not profiled."""
+    rows = [(label, result["breakdown"][v]["ms"]) for v, label, _ in _variants(result)
+            if v in (result.get("breakdown") or {})]
+    if not rows:
+        reason = (result.get("unavailable") or {}).get("eager_profiled_step_ms") or \
+            "this run was stored before Compile Lab profiled steps"
+        return not_available("Where the time of a step goes", reason)
+    source = next(iter(result["breakdown"].values()))["source"]
+    return breakdown_chart(rows, subtitle=f"ms per step, from the profiler's {source}; idle is time between them")

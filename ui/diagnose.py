@@ -10,7 +10,7 @@ import streamlit as st
 import sample_models
 from tcore import figures
 from tcore.protocol import ERROR_KINDS
-from tcore.spec import CHOICES, Experiment, SpecError
+from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
 from tcore.store import RunRecord, RunStore
 from ui import diagnose_charts, knobs, queue, results, summary
 
@@ -18,12 +18,12 @@ CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest 
 
 
 def base_experiment(model: str, **changes) -> Experiment:
-    """The model's defaults for this machine's device (preset, batch, a short timed stage), with `changes`."""
-    entry = sample_models.get(model)
+    """The model's practical defaults for this machine's device (preset, batch, precision, layout, a short
+    timed stage), with `changes`."""
     dev = knobs.target_device("auto")
     cpu = dev == "cpu"
-    return Experiment(model=model, preset=entry.default_preset[dev], batch_size=entry.default_batch[dev],
-                      timed_s=2.0 if cpu else 4.0, rounds=3 if cpu else 5, **changes)
+    defaults = practical_defaults(model, dev, changes.get("task", "inference"))
+    return Experiment(model=model, **{**defaults, "timed_s": 2.0 if cpu else 4.0, "rounds": 3 if cpu else 5, **changes})
 
 
 def _pick(key: str, options: list[str], preferred: str | None) -> None:

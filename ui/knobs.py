@@ -1,8 +1,9 @@
 """The experiment knobs: the widgets that build an Experiment, each captioned with its field's own sentence (tcore.spec).
 
 Widgets carry explicit keys under a page prefix ("run_", "sweep_"), so pages don't collide and
-tests can set them. Defaults follow the device: on a CPU the tiny preset, the registry's batch
-size and a short timed stage; on a GPU the registry's GPU preset and a longer one.
+tests can set them. Defaults follow the device (tcore.spec.practical_defaults): on a CPU the tiny
+preset in float32 and a short timed stage; on a GPU the GPU preset, bf16 weights for inference or
+autocast for training, channels_last for a convolutional model, and a longer timed stage.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sample_models
 from tcore import machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
-from tcore.spec import CHOICES, Experiment, SpecError, choice_docs, describe
+from tcore.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe, practical_defaults
 
 # Knobs of the page that are not fields of the experiment; every field explains itself in tcore.spec.
 PAGE_KNOBS = {
@@ -20,6 +21,8 @@ PAGE_KNOBS = {
 }
 
 DYNAMIC_NAMES = {None: "auto", True: "always dynamic", False: "always static"}
+PRECISION_NAMES = {"fp32": "fp32 (TF32 off)", "tf32": "fp32 with TF32 matmuls", "amp-bf16": "AMP bf16 (fp32 weights)",
+                   "amp-fp16": "AMP fp16 (fp32 weights)", "bf16": "bf16 weights", "fp16": "fp16 weights"}
 
 
 def explain(name: str, value=None) -> str:
@@ -35,14 +38,21 @@ def target_device(device: str) -> str:
 
 
 def _reset_sizes(prefix: str) -> None:
-    """Model or device changed: take that model's preset, batch size and timing for the device."""
-    entry = sample_models.get(st.session_state[prefix + "model"])
+    """Model or device changed: take what a practitioner would pick for that model on the device."""
     dev = target_device(st.session_state[prefix + "device"])
-    st.session_state[prefix + "preset"] = entry.default_preset[dev]
-    st.session_state[prefix + "batch_size"] = entry.default_batch[dev]
+    task = st.session_state.get(prefix + "task", "inference")
+    for name, value in practical_defaults(st.session_state[prefix + "model"], dev, task).items():
+        st.session_state[prefix + name] = value
     # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
     st.session_state[prefix + "timed_s"] = 2.0 if dev == "cpu" else 4.0
     st.session_state[prefix + "rounds"] = 3 if dev == "cpu" else 5
+
+
+def _reset_precision(prefix: str) -> None:
+    """Task changed: inference and training have different practical precisions on a GPU."""
+    dev = target_device(st.session_state[prefix + "device"])
+    defaults = practical_defaults(st.session_state[prefix + "model"], dev, st.session_state[prefix + "task"])
+    st.session_state[prefix + "precision"] = defaults["precision"]
 
 
 def _defaults(prefix: str) -> None:
@@ -53,7 +63,7 @@ def _defaults(prefix: str) -> None:
 
 
 def model_knobs(prefix: str) -> dict:
-    """Model, preset, batch size, dtype, task and device, each with its explanation."""
+    """Model, preset, batch size, precision, task and device, each with its explanation."""
     _defaults(prefix)
     model = st.selectbox("Model", list(sample_models.MODELS), key=prefix + "model", on_change=_reset_sizes,
                          args=(prefix,), format_func=lambda m: sample_models.get(m).title)
@@ -65,14 +75,16 @@ def model_knobs(prefix: str) -> dict:
     batch = st.number_input("Batch size (samples per step)", min_value=1, max_value=4096, step=1,
                             key=prefix + "batch_size")
     st.caption(explain("batch_size"))
-    dtype = st.radio("Precision", CHOICES["dtype"], key=prefix + "dtype", horizontal=True)
-    st.caption(explain("dtype", dtype))
-    task = st.radio("Task", CHOICES["task"], key=prefix + "task", horizontal=True)
+    task = st.radio("Task", CHOICES["task"], key=prefix + "task", horizontal=True, on_change=_reset_precision,
+                    args=(prefix,))
     st.caption(explain("task", task))
+    precision = st.selectbox("Precision", CHOICES["precision"], key=prefix + "precision",
+                             format_func=PRECISION_NAMES.get)
+    st.caption(explain("precision", precision))
     device = st.radio("Device", CHOICES["device"], key=prefix + "device", horizontal=True, on_change=_reset_sizes,
                       args=(prefix,))
     st.caption(explain("device", device))
-    return dict(model=model, preset=preset, batch_size=int(batch), dtype=dtype, task=task, device=device)
+    return dict(model=model, preset=preset, batch_size=int(batch), precision=precision, task=task, device=device)
 
 
 def compile_knobs(prefix: str, model: str, task: str) -> dict:
@@ -96,14 +108,46 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     st.caption(explain("compile_optimizer") + ("" if training else " Switch Task to training to use it."))
     cl = st.toggle("channels_last memory format", key=prefix + "channels_last",
                    disabled=not entry.supports_channels_last)
-    st.caption(explain("channels_last"))
+    st.caption(explain("channels_last") + (CHANNELS_LAST_LESSON if entry.supports_channels_last else ""))
     gb = st.toggle("Insert a graph break", key=prefix + "graph_break")
     st.caption(explain("graph_break"))
     cache = cache_knob(prefix)
+    options = inductor_knobs(prefix, disabled=backend != "inductor" or not (not off or (opt and training)),
+                             training=training)
     # A greyed-out knob does nothing: the experiment gets its neutral value, not the stale widget state.
     compiler = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend) if not off else {}
     return dict(compile=scope, **compiler, compile_optimizer=opt and training,
-                channels_last=cl and entry.supports_channels_last, graph_break=gb, cache=cache)
+                channels_last=cl and entry.supports_channels_last, graph_break=gb, cache=cache, **options)
+
+
+def inductor_knobs(prefix: str, *, disabled: bool, training: bool) -> dict:
+    """Freezing, coordinate-descent tuning and fusion: Inductor options, in an expander; {} while they cannot apply."""
+    with st.expander("Inductor options: freezing, tuning, fusion"):
+        if disabled:
+            st.caption("These tune Inductor's code: they need the inductor backend and something compiled.")
+        values = {}
+        for name in INDUCTOR_OPTIONS:
+            if name == "max_fusion_size":
+                values[name] = int(st.number_input("Largest fusion (operations per kernel)", min_value=1,
+                                                   max_value=1024, value=64, step=8, key=prefix + name,
+                                                   disabled=disabled))
+            else:
+                default = DEFAULTS[name]
+                off = disabled or (name == "freezing" and training)
+                values[name] = st.toggle(OPTION_TITLES[name], value=default, key=prefix + name, disabled=off)
+                values[name] = default if off else values[name]
+            st.caption(explain(name) + (" Switch Task to inference to use it." if name == "freezing" and training
+                                        else ""))
+    return {} if disabled else values
+
+
+OPTION_TITLES = {"freezing": "Freezing (weights as constants)", "coordinate_descent": "Coordinate-descent tuning",
+                 "epilogue_fusion": "Epilogue fusion into matmul templates",
+                 "aggressive_fusion": "Aggressive fusion"}
+CHANNELS_LAST_LESSON = (" On a GPU it is on by default, because that is how people tune a CNN's eager code; "
+                        "turn it off to see the larger speedup over NCHW eager, most of which is this layout "
+                        "change, which Inductor makes on its own.")
+
 
 
 def cache_knob(prefix: str) -> str:

@@ -29,7 +29,8 @@ PHASE_EXPLAIN = {
     "warmup": "A few compiled steps, untimed, so caches and the memory allocator settle.",
     "schedule": "One pass over batches of different sizes: each new shape may recompile, and this counts how often.",
     "measuring": "Timed blocks of eager and compiled steps in turn, {rounds} rounds, so drift hits both alike.",
-    "profiling": "Counting the kernels one step launches, eager vs compiled: fusion shows up as fewer kernels.",
+    "profiling": "A few steps of each variant under the profiler: the kernels one step launches (fusion shows up "
+                 "as fewer) and where each millisecond of a step goes.",
 }
 
 
@@ -104,7 +105,7 @@ def sweep_settings(sweep: sweeps.SweepRecord) -> str:
     spec = sweep.runs[0].spec
     timed = f"{spec['timed_steps']} steps" if spec.get("timed_steps") else f"{spec.get('timed_s')} s"
     backend = {r.spec.get("backend") for r in sweep.runs if r.spec.get("compile") != "off"}
-    return (f"{spec.get('dtype')} {spec.get('task')}, batch {spec.get('batch_size')}, backend "
+    return (f"{spec.get('precision')} {spec.get('task')}, batch {spec.get('batch_size')}, backend "
             f"{', '.join(sorted(backend)) or 'none'}, {timed} per variant in {spec.get('rounds')} rounds")
 
 

@@ -13,7 +13,7 @@ from tcore import figures, report
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
-from ui import charts, diagnose_charts, summary
+from ui import advice, charts, diagnose_charts, summary
 
 # What to try next, per failure kind (tcore.events.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -81,7 +81,8 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
     if payback := summary.payback_words(r):
         st.caption(payback)
 
-    ok, words = summary.correctness_words(r, rec.spec.get("dtype", "float32"))
+    st.caption(summary.baseline_words(rec.spec, rec.device))
+    ok, words = summary.correctness_words(r, rec.spec.get("precision", "fp32"))
     (st.success if ok else st.error if ok is False else st.info)(words)
     if compiled:
         with st.container(border=True):
@@ -99,6 +100,12 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
                         st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)
     if r.get("notes"):
         st.info("\n".join(f"- {n}" for n in r["notes"]))
+    if store is not None:
+        advice.side_by_side(rec, store, key=key)
+    with st.container(border=True):
+        advice.where_time_goes(rec, store, key=key)
+    with st.container(border=True):
+        advice.next_steps(rec, store, key=key)
     if store is not None and (words := summary.cache_words(r, rec.spec)):
         show_cache(rec, store, words, key=key)
 

@@ -73,13 +73,83 @@ def _after_id(reason: str) -> str:
     return rest if sep and "/" in head and " " not in head else reason
 
 
-def correctness_words(result: dict, dtype: str) -> tuple[bool | None, str]:
+def baseline_words(spec: dict, device: str | None) -> str:
+    """What the eager baseline is, in a sentence: its precision and, for a convolutional model, its layout.
+
+    The layout decides what a CNN's speedup teaches: Inductor converts convolutions to channels_last on
+    its own, so against NCHW eager much of the "compile speedup" is a layout change eager can have too.
+    """
+    import sample_models
+
+    from tcore.spec import describe
+
+    precision = spec.get("precision", "fp32")
+    words = f"Eager baseline and compiled model both run in **{precision}**: {describe('precision', precision)}"
+    if device == "cpu" and precision == "tf32":
+        words += " (on this CPU it runs as fp32)"
+    try:
+        convolutional = sample_models.get(spec.get("model", "")).supports_channels_last
+    except ValueError:
+        return words
+    if convolutional and spec.get("channels_last"):
+        words += (" Eager runs in **channels_last**, as people tune a CNN: the speedup is what compiling adds "
+                  "beyond that. Against NCHW eager it would look larger, because Inductor picks channels_last "
+                  "for its convolutions on its own.")
+    elif convolutional:
+        words += (" Eager runs in **NCHW**: part of this speedup is the channels_last layout Inductor picks for "
+                  "its convolutions on its own, which eager can have too; turn channels_last on to see what "
+                  "compiling adds beyond it.")
+    return words
+
+
+def breakdown_words(result: dict) -> list[str]:
+    """Sentences under the time-breakdown chart: the biggest changes, and how the profiled step compares with
+    the timed one (the profiler adds overhead of its own, most to launch-bound steps)."""
+    from tcore.breakdown import differences
+
+    found = result.get("breakdown") or {}
+    words = []
+    if "eager" in found and "compiled" in found and (changed := differences(found["eager"], found["compiled"])):
+        words.append(f"Biggest changes, eager → compiled: {changed}.")
+    for variant, b in found.items():
+        timed = result.get(f"{variant}_latency_ms_p50")
+        if timed:
+            off = (b["step_ms"] - timed) / timed * 100
+            words.append(f"{variant.capitalize()}: {b['steps']} profiled steps of {b['step_ms']:.2f} ms on average "
+                         f"against {timed:.2f} ms timed ({off:+.0f}%)" + (
+                             ": the profiler's own overhead inflates this step, so read the shares, not the sizes"
+                             if abs(off) > 10 else "") + ".")
+        if b.get("overlap_ms", 0) > 0.02 * b["step_ms"]:
+            words.append(f"{variant.capitalize()}: kernels overlapped on several streams for {b['overlap_ms']:.2f} ms "
+                         "per step, so the categories add up to more than the busy time.")
+    return words
+
+
+def peak_words(result: dict, gpu: str | None) -> str:
+    """How much of the GPU a step uses: achieved compute against its peak, and the weight-read floor on bandwidth."""
+    from tcore.peaks import lookup
+
+    peak = lookup(gpu)
+    if peak is None:
+        return f"Share of peak: n/a, {result.get('unavailable', {}).get('eager_peak_pct') or 'unknown device'}."
+    parts = []
+    for variant in result.get("variants", ("eager",)):
+        pct, tflops = result.get(f"{variant}_peak_pct"), result.get(f"{variant}_tflops")
+        if pct is not None and tflops is not None:
+            bw = result.get(f"{variant}_weights_bw_pct")
+            parts.append(f"{variant} {tflops:.3g} TFLOP/s = **{pct:.1f}%**" +
+                         (f", weight reads alone {bw:.1f}% of bandwidth" if bw is not None else ""))
+    return (f"Against the {peak.name}'s dense peak: " + "; ".join(parts) + ". A step far below peak is "
+            "bound by memory traffic or overhead, which fusion and CUDA graphs address.") if parts else ""
+
+
+def correctness_words(result: dict, precision: str) -> tuple[bool | None, str]:
     """(ok, sentence) about the compiled output matching eager; ok is None when nothing was compared."""
     ok = result.get("correctness_ok")
     if ok is None:
         return None, "No correctness check: nothing was compiled, so there is nothing to compare with eager."
     rel, tol = result["correctness_rel_diff"], result["correctness_tolerance"]
-    diff = f"largest difference {rel:.2g} of the output's scale, {'within' if ok else 'above'} the {dtype} " \
+    diff = f"largest difference {rel:.2g} of the output's scale, {'within' if ok else 'above'} the {precision} " \
            f"tolerance of {tol:g}"
     return ok, ("Compiled output matches eager: " if ok else "Compiled output DIFFERS from eager: ") + diff + "."
 
@@ -122,11 +192,22 @@ def run_table(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.reindex(columns=columns).rename(columns=dict(RUN_COLUMNS))
 
 
-def setting_name(exp: Experiment) -> tuple[str, str]:
-    """(row, column) of a sweep setting: 'scope · mode' and 'dynamic · optimizer'."""
+# How a sweep's column names each setting that can vary across it besides the scope and mode.
+_AXIS_WORDS = {
+    "precision": str,
+    "channels_last": lambda v: "channels_last" if v else "NCHW",
+    "dynamic": {None: "dynamic auto", True: "dynamic on", False: "dynamic off"}.get,
+    "compile_optimizer": lambda v: f"optimizer {'compiled' if v else 'eager'}",
+}
+
+
+def setting_name(exp: Experiment, varying: set[str] | frozenset[str] = frozenset({"dynamic", "compile_optimizer"})
+                 ) -> tuple[str, str]:
+    """(row, column) of a sweep setting: 'scope · mode', and the other settings that vary across the sweep
+    ('bf16 · NCHW · dynamic auto')."""
     row = "off (eager)" if exp.compile == "off" else f"{exp.compile} · {exp.mode}"
-    dyn = {None: "dynamic auto", True: "dynamic on", False: "dynamic off"}[exp.dynamic]
-    return row, f"{dyn} · optimizer {'compiled' if exp.compile_optimizer else 'eager'}"
+    col = " · ".join(words(getattr(exp, name)) for name, words in _AXIS_WORDS.items() if name in varying)
+    return row, col or "as set"
 
 
 def sweep_matrix(experiments: list[Experiment], records: list) -> pd.DataFrame:
@@ -135,8 +216,9 @@ def sweep_matrix(experiments: list[Experiment], records: list) -> pd.DataFrame:
     `records` holds, per experiment, its RunRecord, the string 'waiting' or 'running'.
     """
     rows = []
+    varying = {name for name in _AXIS_WORDS if len({getattr(e, name) for e in experiments}) > 1}
     for exp, rec in zip(experiments, records):
-        row, col = setting_name(exp)
+        row, col = setting_name(exp, varying or {"dynamic"})
         status = rec if isinstance(rec, str) else rec.status
         result = rec.result if not isinstance(rec, str) else {}
         rows.append({"row": row, "col": col, "setting": f"{row} · {col}", "status": status,
@@ -352,7 +434,7 @@ def cache_frame(records: list) -> pd.DataFrame:
 
 
 # What makes two runs of a schedule comparable, whatever strategy each used.
-_SCHEDULE_FIELDS = ("model", "preset", "batch_size", "dtype", "task", "compile", "backend", "shape_count",
+_SCHEDULE_FIELDS = ("model", "preset", "batch_size", "precision", "task", "compile", "backend", "shape_count",
                     "shape_order", "recompile_limit")
 
 

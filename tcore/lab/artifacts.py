@@ -1,5 +1,5 @@
-"""Compile artifacts on the lab side: which stored artifacts a run would load, handing them to its worker,
-and keeping the ones a finished run saved.
+"""Compile artifacts and profiler traces on the lab side: which stored artifacts a run would load, handing
+them to its worker, and keeping what a finished run saved (its artifacts and its profiled steps' traces).
 
 Three cache settings (Experiment.cache):
   cold       fresh Inductor and Triton cache directories: the compile time a first-time user pays
@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tcore.protocol import ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, made_on
+from tcore.protocol import (ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, SAVE_TRACES_TO,
+                            made_on)
 from tcore.spec import PROVENANCE_FIELDS, settings
 
 SCHEMA = """
@@ -30,6 +31,12 @@ CREATE TABLE IF NOT EXISTS compile_artifacts (
     data BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS compile_artifacts_key ON compile_artifacts(compile_key, created_at);
+CREATE TABLE IF NOT EXISTS profiler_traces (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    variant TEXT NOT NULL,        -- eager or compiled
+    data BLOB NOT NULL,           -- the Chrome trace JSON, gzipped: opens in Perfetto or chrome://tracing
+    PRIMARY KEY (run_id, variant)
+);
 """
 
 
@@ -60,7 +67,7 @@ def artifacts_for(spec: dict[str, Any], device: str, db_path: Path) -> dict[str,
 
 def launch_env(spec: dict[str, Any], device: str, db_path: Path, workdir: Path) -> dict[str, str]:
     """Environment for a run's worker: where to save its artifacts and, for cache=artifacts, what to load."""
-    env = {SAVE_ARTIFACTS_TO: str(workdir / "artifacts.bin")}
+    env = {SAVE_ARTIFACTS_TO: str(workdir / "artifacts.bin"), SAVE_TRACES_TO: str(workdir / "traces")}
     if spec["cache"] != "artifacts":
         return env
     row = _newest(spec, device, db_path, with_data=True)
@@ -76,12 +83,22 @@ def launch_env(spec: dict[str, Any], device: str, db_path: Path, workdir: Path) 
 
 def keep(run_id: str, spec: dict[str, Any], result: dict[str, Any], env: dict[str, Any],
          db_path: Path, workdir: Path) -> None:
-    """Store the artifacts a finished run saved, keyed by its compile settings."""
+    """Store what a finished run saved: its compile artifacts, keyed by its compile settings, and its traces."""
     path = workdir / "artifacts.bin"
-    if not path.exists():
-        return
+    traces = sorted((workdir / "traces").glob("trace-*.json.gz"))
     with _connect(db_path) as db:
-        db.execute("INSERT OR REPLACE INTO compile_artifacts VALUES (?,?,?,?,?)",
-                   (run_id, compile_key(spec, result["device"]), json.dumps(made_on(env)), time.time(),
-                    path.read_bytes()))
+        if path.exists():
+            db.execute("INSERT OR REPLACE INTO compile_artifacts VALUES (?,?,?,?,?)",
+                       (run_id, compile_key(spec, result["device"]), json.dumps(made_on(env)), time.time(),
+                        path.read_bytes()))
+        db.executemany("INSERT OR REPLACE INTO profiler_traces VALUES (?,?,?)",
+                       [(run_id, t.name.removeprefix("trace-").removesuffix(".json.gz"), t.read_bytes())
+                        for t in traces])
+
+
+def profiler_trace(run_id: str, variant: str, db_path: Path) -> bytes | None:
+    """The gzipped Chrome trace of a run's profiled steps of one variant, or None if it kept none."""
+    with _connect(db_path) as db:
+        row = db.execute("SELECT data FROM profiler_traces WHERE run_id=? AND variant=?", (run_id, variant)).fetchone()
+    return row[0] if row else None
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from tcore.spec import Experiment, SpecError
+from tcore.spec import PRECISIONS, Experiment, SpecError
 from tcore.store import RunStore
 
 CONFIG_ENV = "COMPILE_LAB_CONFIG"
@@ -217,24 +217,24 @@ def estimate_memory_gib(exp: Experiment) -> float:
     """An estimate, in GiB, of the device memory one run of `exp` needs; the UI must call it an estimate.
 
     Measured on the meta device, where tensors have shapes but no storage, so nothing is allocated:
-      weights and buffers (float32: reduced precisions run under autocast, weights stay float32)
+      weights and buffers (float32, or half that for bf16 and fp16 weights; autocast keeps them float32)
       + the batch
       + for training, gradients and AdamW's two moments: 3 x the weights
       + activations: the peak of the bytes held by tensors that the forward (and for training the
         loss and backward) creates, while they are alive. With grad on, autograd keeps the saved
         activations alive, so for training this is roughly the sum of the forward's saved outputs;
         under no_grad it is the largest set of intermediates alive at once. Views are not counted
-        twice. bfloat16 and float16 halve the activations (a rough figure: autocast keeps some ops,
-        such as softmax and norms, in float32).
+        twice. bfloat16 and float16 (autocast or cast weights) halve the activations (a rough figure:
+        autocast keeps some ops, such as softmax and norms, in float32).
     Not included: the CUDA context (about 0.5 GiB), the caching allocator's slack, compile
     workspaces, CUDA graph pools (reduce-overhead keeps their memory) and the compiled variant's
     different fusion of intermediates. The run itself reports its measured peak.
     """
-    return _estimate_bytes(exp.model, exp.preset, exp.batch_size, exp.task, exp.dtype) / 2**30
+    return _estimate_bytes(exp.model, exp.preset, exp.batch_size, exp.task, exp.precision) / 2**30
 
 
 @functools.lru_cache(maxsize=256)
-def _estimate_bytes(model: str, preset: str, batch_size: int, task: str, dtype: str) -> int:
+def _estimate_bytes(model: str, preset: str, batch_size: int, task: str, precision: str) -> int:
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -251,7 +251,10 @@ def _estimate_bytes(model: str, preset: str, batch_size: int, task: str, dtype: 
         output = net(*batch.inputs)
         if training:
             entry.loss(output, batch).backward()
-    activations = live.peak // 2 if dtype != "float32" else live.peak
+    p = PRECISIONS[precision]
+    half = p.autocast is not None or p.weights != "float32"
+    weights = weights // 2 if p.weights != "float32" else weights
+    activations = live.peak // 2 if half else live.peak
     return weights + inputs + (3 * weights if training else 0) + activations
 
 

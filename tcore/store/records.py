@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcore.spec import upgrade
+
 
 @dataclass
 class RunRecord:
@@ -34,7 +36,7 @@ class RunRecord:
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> RunRecord:
         return cls(id=row["id"], status=row["status"], created_at=row["created_at"], label=row["label"],
-                   spec=json.loads(row["spec"]), finished_at=row["finished_at"], device=row["device"],
+                   spec=upgrade(json.loads(row["spec"])), finished_at=row["finished_at"], device=row["device"],
                    error_kind=row["error_kind"], env=json.loads(row["env"] or "{}"),
                    result=json.loads(row["result"] or "{}"), error=json.loads(row["error"] or "{}"),
                    owner=row["owner"], device_slot=row["device_slot"], queued_at=row["queued_at"],

@@ -11,17 +11,16 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
+from torch.profiler import record_function
 from torch.utils._pytree import tree_leaves
 
 import sample_models
-from tcore.spec import Experiment
+from tcore.breakdown import OPTIMIZER_MARK
+from tcore.spec import PRECISIONS, Experiment
 from tcore.worker import shapes
 from tcore.worker.compile import make_optimizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# Largest |compiled - eager| / max|eager| accepted as "the same result": Inductor reorders and
-# fuses reductions, and reduced precisions round every intermediate.
-TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2, "float16": 1e-2}
 
 Step = Callable[[sample_models.Batch], Any]
 
@@ -73,6 +72,11 @@ def build(exp: Experiment, device: str) -> Workload:
     else:
         batches = [entry.make_batch(exp.preset, exp.batch_size, device=device, generator=generator)]
         compiled_batches = list(batches)
+    weights = DTYPES[PRECISIONS[exp.precision].weights]
+    if weights != torch.float32:  # bf16 or fp16 weights: the model and its inputs cast, as for inference
+        model = model.to(weights)
+        batches = [_cast(b, weights) for b in batches]
+        compiled_batches = [_cast(b, weights) for b in compiled_batches]
     if exp.channels_last:
         model = model.to(memory_format=torch.channels_last)
         batches = [_channels_last(b) for b in batches]
@@ -87,8 +91,8 @@ def step_fn(model: Callable, w: Workload, exp: Experiment, device: str, opt_step
 
     Returns the model output, detached, so the correctness check can compare variants.
     """
-    autocast = (torch.autocast(device_type=device, dtype=DTYPES[exp.dtype])
-                if exp.dtype != "float32" else nullcontext())
+    compute = PRECISIONS[exp.precision].autocast
+    autocast = torch.autocast(device_type=device, dtype=DTYPES[compute]) if compute else nullcontext()
     mark_step = torch.compiler.cudagraph_mark_step_begin if device == "cuda" else (lambda: None)
 
     if exp.task == "inference":
@@ -105,14 +109,16 @@ def step_fn(model: Callable, w: Workload, exp: Experiment, device: str, opt_step
             out = model(*batch.inputs)
             loss = w.entry.loss(out, batch)
         loss.backward()
-        opt_step()
+        with record_function(OPTIMIZER_MARK):  # lets the time breakdown tell the optimizer's kernels apart
+            opt_step()
         w.optimizer.zero_grad(set_to_none=True)
         return out.detach()
     return train_step
 
 
-def compare(compiled_out, eager_out, dtype: str) -> dict[str, Any]:
-    """How far the compiled output is from eager's, against the dtype's tolerance."""
+def compare(compiled_out, eager_out, precision: str) -> dict[str, Any]:
+    """How far the compiled output is from eager's, against the precision's tolerance."""
+    tolerance = PRECISIONS[precision].tolerance
     worst_abs, scale, finite = 0.0, 0.0, True
     for c, e in zip(tree_leaves(compiled_out), tree_leaves(eager_out)):
         if not isinstance(c, torch.Tensor):
@@ -123,11 +129,18 @@ def compare(compiled_out, eager_out, dtype: str) -> dict[str, Any]:
         scale = max(scale, e.abs().max().item())
     rel = worst_abs / max(scale, 1e-12)
     return {"correctness_max_abs_diff": worst_abs, "correctness_rel_diff": rel,
-            "correctness_tolerance": TOLERANCE[dtype], "correctness_ok": finite and rel <= TOLERANCE[dtype]}
+            "correctness_tolerance": tolerance, "correctness_ok": finite and rel <= tolerance}
 
 
 def clone(out) -> list[torch.Tensor]:
     return [t.detach().clone() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _cast(batch: sample_models.Batch, dtype: torch.dtype) -> sample_models.Batch:
+    """The batch with its floating-point tensors in `dtype` (token ids and class labels stay integers)."""
+    def cast(t):
+        return t.to(dtype) if t.is_floating_point() else t
+    return sample_models.Batch(tuple(cast(t) for t in batch.inputs), cast(batch.target))
 
 
 def _channels_last(batch: sample_models.Batch) -> sample_models.Batch:

@@ -1,5 +1,5 @@
-"""What torch reports about a compile: graphs, breaks, recompilations, CUDA-graph skips, time per phase,
-kernels per step and the code Inductor generated."""
+"""What torch reports about a compile: graphs, breaks, recompilations, CUDA-graph skips, time per phase
+and the code Inductor generated. (What a step costs once compiled is tcore.worker.profiling.)"""
 from __future__ import annotations
 
 import linecache
@@ -7,7 +7,7 @@ import logging
 import re
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 import torch._dynamo.utils as dynamo_utils
@@ -133,36 +133,6 @@ def explain_compile_error(exc: BaseException) -> str:
     if hint:
         parts.append(hint)
     return "\n".join(parts)
-
-
-def kernels_per_step(step: Callable[[], object], device: str) -> int:
-    """Compute kernels one step launches, from the profiler.
-
-    On CUDA: the GPU kernels. On CPU, where there are no launches as such: the leaf operators that
-    compute (views and allocations left out) plus Inductor's generated C++ kernels, which the
-    profiler sees when cpp.enable_kernel_profile is on.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    step()  # one unprofiled call, so lazy initialisation is not counted
-    with profile(activities=activities) as prof:
-        step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-    events = prof.events()
-    if device == "cuda":
-        return sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA
-                   and not e.name.startswith(("Memcpy", "Memset")))
-    return sum(1 for e in events if "cpp_fused" in e.name or (
-        e.name.startswith("aten::") and not e.cpu_children and e.name not in _CPU_METADATA_OPS))
-
-
-_CPU_METADATA_OPS = {f"aten::{op}" for op in (
-    "view", "_unsafe_view", "as_strided", "transpose", "t", "expand", "reshape", "permute", "squeeze",
-    "unsqueeze", "slice", "select", "split", "chunk", "unbind", "narrow", "alias", "detach", "lift_fresh",
-    "resolve_conj", "resolve_neg", "empty", "empty_strided", "empty_like", "contiguous", "flatten",
-    "expand_as", "view_as", "split_with_sizes", "is_same_size", "result_type", "to", "_to_copy_meta")}
 
 
 @contextmanager

@@ -17,9 +17,10 @@ import torch
 from tcore import figures
 from tcore.figures import Result, RunFigures, VariantFigures
 from tcore.power import PowerMeter, PowerSampler, open_meter
-from tcore.spec import Experiment, check_on_device, resolve_device
-from tcore.worker import artifacts, diagnostics, envinfo, shapes
-from tcore.worker.build import (TOLERANCE, Step, Workload, build, clone, compare, compile_errors,
+from tcore.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment, check_on_device, resolve_device
+from tcore import peaks
+from tcore.worker import artifacts, diagnostics, envinfo, profiling, shapes
+from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
 from tcore.worker.compile import apply_compile, optimizer_step
 from tcore.worker.timing import CpuLoad, PeakMemory, calibrate, sync, time_block, timed_call
@@ -37,9 +38,9 @@ def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
     device = resolve_device(exp.device, torch.cuda.is_available())
     notes = check_on_device(exp, device)
     emit({"type": "started", "device": device})
+    notes += _configure_torch(exp, device)
     for text in notes:
         emit({"type": "note", "text": text})
-    _configure_torch(exp, device)
     env = envinfo.collect(device)
     meter = open_meter(device)
     sampler = PowerSampler(meter, lambda s: emit({"type": "power", "samples": s})) if meter.available else None
@@ -59,14 +60,41 @@ def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
     return {"result": result.to_record(), "env": env}
 
 
-def _configure_torch(exp: Experiment, device: str) -> None:
+def _configure_torch(exp: Experiment, device: str) -> list[str]:
+    """Process-wide settings of the experiment (the worker runs one experiment); returns notes on any that
+    this torch does not have."""
+    notes = []
     dynamo_config = torch._dynamo.config
     # recompile_limit is the current name; cache_size_limit the older alias (same setting)
     setattr(dynamo_config, "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit",
             exp.recompile_limit)
-    if device == "cpu" and hasattr(torch._inductor.config.cpp, "enable_kernel_profile"):
+    set_tf32(PRECISIONS[exp.precision].tf32)
+    inductor_config = torch._inductor.config
+    for field_name, option in INDUCTOR_OPTIONS.items():
+        if hasattr(inductor_config, option):
+            setattr(inductor_config, option, getattr(exp, field_name))
+        else:
+            notes.append(f"this torch has no Inductor option {option}: {field_name} did nothing")
+    if device == "cpu" and hasattr(inductor_config.cpp, "enable_kernel_profile"):
         # Lets the profiler see Inductor's C++ kernels, for the kernels-per-step count.
-        torch._inductor.config.cpp.enable_kernel_profile = True
+        inductor_config.cpp.enable_kernel_profile = True
+    return notes
+
+
+def set_tf32(on: bool) -> None:
+    """TF32 for float32 matmuls and convolutions, on or off, through whichever API this torch has.
+
+    torch 2.9 and later: the fp32_precision settings ("tf32" or "ieee"), which mixing with the older
+    allow_tf32 flags makes an error; earlier: those flags (cuDNN's defaults to on, cuBLAS's to off).
+    """
+    value = "tf32" if on else "ieee"
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision") and hasattr(getattr(cudnn, "conv", None), "fp32_precision"):
+        matmul.fp32_precision = value
+        cudnn.conv.fp32_precision = value
+    else:
+        matmul.allow_tf32 = on
+        cudnn.allow_tf32 = on
 
 
 def steps_per_block(exp: Experiment, step_s: float, multiple: int = 1) -> int:
@@ -90,6 +118,7 @@ class Measurement:
         self.t_start = time.time()
         self.blocks: dict[str, list[figures.Block]] = {}  # variant -> its timed blocks
         self.peak_gib: dict[str, float] = {}  # variant -> peak memory over its timed blocks
+        self.weight_bytes: int | None = None  # the weights and buffers, as the run holds them
 
     def phase(self, name: str) -> None:
         self.emit({"type": "phase", "phase": name})
@@ -116,8 +145,7 @@ class Measurement:
             self.result.unavailable["compile_s"] = "nothing is compiled in this run (compile=off)"
         self.time_blocks(w, eager_step, compiled_step)
         self.derive(recompiles_before)
-        if compiled_step is not None:
-            self.profile(w, eager_step, compiled_step)
+        self.profile(w, eager_step, compiled_step)
         return self.result
 
     def _record(self, collected: dict[str, Any]) -> None:
@@ -129,6 +157,7 @@ class Measurement:
     def _describe(self, w: Workload) -> None:
         exp, run = self.exp, self.result.run
         run.param_count = sum(p.numel() for p in w.model.parameters())
+        self.weight_bytes = sum(t.numel() * t.element_size() for t in (*w.model.parameters(), *w.model.buffers()))
         run.flops_per_step = w.entry.flops_per_sample(exp.preset, training=exp.task == "training") * exp.batch_size
         self.result.details.update(peak_mem_source=PeakMemory(self.device).what, power_source=self.meter.source,
                                    rounds=exp.rounds)
@@ -179,7 +208,7 @@ class Measurement:
             del saved
             with eager():
                 eager_out = clone(compiled_step(w.compiled_batches[0]))
-        checked = compare(compiled_out, eager_out, exp.dtype)
+        checked = compare(compiled_out, eager_out, exp.precision)
         run.correctness_rel_diff = checked.pop("correctness_rel_diff")
         self.result.details.update(checked)
         return compiled_step
@@ -271,6 +300,11 @@ class Measurement:
                 blocks = [figures.Block(b.steps, b.wall_s, b.step_s, None) for b in blocks]
             summary = figures.summarize(blocks, batch_size=exp.batch_size, flops_per_step=result.run.flops_per_step,
                                         peak_mem_gib=self.peak_gib[name])
+            shares, missing = figures.peak_shares(summary, peaks.lookup(self.env.get("gpu")), exp.precision,
+                                                  self.weight_bytes, exp.task == "inference")
+            for key, value in shares.items():
+                setattr(summary, key, value)
+            result.unavailable.update({f"{name}_{key}": why for key, why in missing.items()})
             setattr(result, name, summary)
             result.details.setdefault("slow_steps", {})[name] = figures.slow_step_places(blocks)
             if summary.energy_j_per_step is None:
@@ -301,17 +335,30 @@ class Measurement:
                                 "affected code eagerly, so new shapes get no compiled speed")
         if not result.details["correctness_ok"]:
             result.notes.append(f"compiled output differs from eager by {run.correctness_rel_diff:.2g} "
-                                f"(relative), above the {exp.dtype} tolerance of {TOLERANCE[exp.dtype]:g}")
+                                f"(relative), above the {exp.precision} tolerance of "
+                                f"{PRECISIONS[exp.precision].tolerance:g}")
 
-    def profile(self, w: Workload, eager_step: Step, compiled_step: Step) -> None:
-        """Kernels one step launches, eager and compiled, and every compilation on a timeline."""
+    def profile(self, w: Workload, eager_step: Step, compiled_step: Step | None) -> None:
+        """A few steady-state steps of each variant under the profiler: kernels per step and where the time goes."""
         self.phase("profiling")
-        with eager():
-            self.result.eager.kernels_per_step = diagnostics.kernels_per_step(lambda: eager_step(w.batches[0]),
-                                                                              self.device)
-        self.result.compiled.kernels_per_step = diagnostics.kernels_per_step(
-            lambda: compiled_step(w.compiled_batches[0]), self.device)
-        events = self.result.details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(), self.t_start)
-        for key, value in figures.compile_totals(events).items():
-            setattr(self.result.run, key, value)
-
+        variants = [("eager", eager_step, w.batches[0])]
+        if compiled_step is not None:
+            variants.append(("compiled", compiled_step, w.compiled_batches[0]))
+        for i, (name, step, batch) in enumerate(variants):
+            figs = getattr(self.result, name)
+            steps = profiling.steps_to_profile(figs.latency_ms_p50 and figs.latency_ms_p50 / 1e3)
+            with eager() if name == "eager" else nullcontext():
+                figs.kernels_per_step, found = profiling.profile_steps(lambda: step(batch), self.device, steps, name)
+            if found is None:
+                self.result.unavailable[f"{name}_profiled_step_ms"] = "the profiler recorded no steps"
+            else:
+                figs.profiled_step_ms = found.step_ms
+                for category, ms in found.ms.items():
+                    setattr(figs, f"{category}_ms", ms)
+                self.result.details.setdefault("breakdown", {})[name] = found.to_dict()
+            self.progress("profiling", i + 1, len(variants))
+        if compiled_step is not None:
+            events = self.result.details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(),
+                                                                                        self.t_start)
+            for key, value in figures.compile_totals(events).items():
+                setattr(self.result.run, key, value)

@@ -1,0 +1,124 @@
+"""The GPU sitting behind issues 14 and 15: precisions, the eager layout, where the time goes, and Flux full.
+
+    python bench/trust_sitting.py run --out /tmp/trust          # on the GPU machine; resumable
+    python bench/trust_sitting.py render /tmp/trust/results.jsonl  # the tables for BENCHMARKS.md
+
+Every row is one `python -m tcore run` in a fresh process (cold compile caches unless it says
+otherwise), through bench/run_benchmarks.py's runner. The rows:
+  - ResNet-50 (full, batch 64, channels_last) and Flux medium (batch 4) under fp32, TF32, AMP bf16 and
+    bf16 weights;
+  - ResNet-50 bf16 in NCHW, against the channels_last row above;
+  - ResNet-50 at batch 8 in default and reduce-overhead mode (the device idle should fall);
+  - what a newcomer gets by pressing Run on a GPU (the captioner at its GPU defaults, the app's timing);
+  - Flux full (11.9B parameters) in bf16 weights, whole against regional, cold and warm (artifacts).
+`render` also lists each run's breakdown, its suggestions (tcore.advice) and the counterpart's figures
+when the sitting measured one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.run_benchmarks import run  # noqa: E402
+
+COMMON = ["--device", "cuda", "--timed-s", "5", "--rounds", "5"]
+RESNET = ["--model", "resnet50", "--preset", "full", "--batch-size", "64", "--channels-last"]
+FLUX = ["--model", "flux", "--preset", "medium", "--batch-size", "4"]
+FLUX_FULL = ["--model", "flux", "--preset", "full", "--batch-size", "1", "--precision", "bf16"]
+EXPERIMENTS = [
+    *[(f"resnet50 {p}", "ResNet-50 precision", RESNET + ["--precision", p]) for p in ("fp32", "tf32", "amp-bf16", "bf16")],
+    ("resnet50 bf16 NCHW", "ResNet-50 layout", RESNET[:-1] + ["--no-channels-last", "--precision", "bf16"]),
+    *[(f"flux-medium {p}", "Flux medium precision", FLUX + ["--precision", p]) for p in ("fp32", "tf32", "amp-bf16", "bf16")],
+    ("resnet50 bs8 default", "ResNet-50 small batch", RESNET[:-2] + ["8", "--channels-last", "--precision", "bf16"]),
+    ("resnet50 bs8 reduce-overhead", "ResNet-50 small batch",
+     RESNET[:-2] + ["8", "--channels-last", "--precision", "bf16", "--mode", "reduce-overhead"]),
+    ("first run (app defaults)", "Default first run", ["--model", "captioner", "--timed-s", "4"]),
+    ("flux-full whole cold", "Flux full bf16", FLUX_FULL + ["--compile", "whole"]),
+    ("flux-full regional cold", "Flux full bf16", FLUX_FULL + ["--compile", "regional"]),
+    ("flux-full whole warm", "Flux full bf16", FLUX_FULL + ["--compile", "whole", "--cache", "artifacts"]),
+    ("flux-full regional warm", "Flux full bf16", FLUX_FULL + ["--compile", "regional", "--cache", "artifacts"]),
+]
+
+
+def _f(value, pattern: str) -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+def render(path: Path) -> str:
+    from tcore import advice
+    from tcore.breakdown import CATEGORIES, differences
+
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    env = next(r["env"] for r in rows if r.get("env"))
+    out = [f"{env.get('gpu')} ({env.get('gpu_memory_gib')} GiB, power limit {env.get('power_limit_w')} W), driver "
+           f"{env.get('driver')}, torch {env.get('torch')}, triton {env.get('triton')}; one sitting; 5 alternating "
+           "blocks per variant, medians; cold compile caches unless the row says warm.", "",
+           "| run | precision | layout | compile s | eager steps/s | compiled steps/s | speedup (rounds) | eager J/step "
+           "| compiled J/step | eager / compiled peak GiB | compiled % of peak | wall s |", "|" + "---|" * 12]
+    for row in rows:
+        r, spec = row.get("result") or {}, row.get("spec") or {}
+        if row["status"] != "finished":
+            message = (row.get("error") or {}).get("message", "") if isinstance(row.get("error"), dict) else row.get("error")
+            out.append(f"| {row['name']} | failed: {str(message).splitlines()[0][:150] if message else ''} |" + " |" * 10)
+            continue
+        out.append(
+            f"| {row['name']} | {spec.get('precision')} | {'channels_last' if spec.get('channels_last') else 'NCHW'} "
+            f"| {_f(r.get('compile_s'), '{:.1f}')} | {_f(r.get('eager_steps_per_s'), '{:.2f}')} "
+            f"| {_f(r.get('compiled_steps_per_s'), '{:.2f}')} "
+            f"| {_f(r.get('speedup'), '{:.2f}x')} ({_f(r.get('speedup_min'), '{:.2f}')}–{_f(r.get('speedup_max'), '{:.2f}')}) "
+            f"| {_f(r.get('eager_energy_j_per_step'), '{:.3g}')} | {_f(r.get('compiled_energy_j_per_step'), '{:.3g}')} "
+            f"| {_f(r.get('eager_peak_mem_gib'), '{:.1f}')} / {_f(r.get('compiled_peak_mem_gib'), '{:.1f}')} "
+            f"| {_f(r.get('compiled_peak_pct'), '{:.1f}')} | {row['wall_s']:.0f} |")
+    out += ["", "Where the time of a step goes (ms per profiled step; timed median step for comparison):", "",
+            "| run | variant | " + " | ".join(t for t, _ in CATEGORIES.values()) + " | profiled step | timed step |",
+            "|" + "---|" * (len(CATEGORIES) + 4)]
+    for row in rows:
+        for variant, b in ((row.get("result") or {}).get("breakdown") or {}).items():
+            timed = row["result"].get(f"{variant}_latency_ms_p50")
+            out.append(f"| {row['name']} | {variant} | " + " | ".join(f"{b['ms'].get(k, 0):.2f}" for k in CATEGORIES)
+                       + f" | {b['step_ms']:.2f} | {_f(timed, '{:.2f}')} |")
+    out += ["", "What each run suggested, and what the sitting measured for the counterpart where it ran one:", ""]
+    by_spec = {json.dumps({k: v for k, v in row["spec"].items() if k not in ("timed_s", "rounds")}, sort_keys=True): row
+               for row in rows if row.get("spec")}
+    for row in rows:
+        if row["status"] != "finished":
+            continue
+        found = (row["result"].get("breakdown") or {})
+        changed = differences(found["eager"], found["compiled"]) if {"eager", "compiled"} <= set(found) else ""
+        out.append(f"- **{row['name']}**" + (f": {changed}." if changed else "."))
+        for s in advice.suggest(row["spec"], row["result"], row.get("device")):
+            line = f"  - {s.title}: {s.evidence}"
+            if s.changes:
+                key = {k: v for k, v in {**row["spec"], **s.changes}.items() if k not in ("timed_s", "rounds")}
+                other = by_spec.get(json.dumps(key, sort_keys=True))
+                if other and other["status"] == "finished":
+                    o = other["result"]
+                    line += (f" Measured as **{other['name']}**: compiled {o['compiled_steps_per_s']:.2f} steps/s "
+                             f"against {row['result']['compiled_steps_per_s']:.2f}, speedup {o['speedup']:.2f}x.")
+            out.append(line)
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--only", nargs="*", default=[])
+    r.add_argument("--timeout", type=float, default=900)
+    s = sub.add_parser("render")
+    s.add_argument("results", type=Path)
+    args = parser.parse_args()
+    if args.command == "run":
+        return run(args.out, args.only, args.timeout, EXPERIMENTS, COMMON)
+    print(render(args.results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

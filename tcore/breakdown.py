@@ -1,0 +1,273 @@
+"""Where a step's time goes: device time by kind of work, and the device idle in between, from a profiler trace.
+
+The worker profiles a few steady-state steps of each variant back to back (as the timed blocks run
+them) and hands the Chrome trace that torch.profiler exports to `analyze`. On a GPU the "device" is
+the stream of kernels: each kernel's time goes to a category (matmuls and convolutions, attention,
+pointwise work, copies, the optimizer, other) and the time between kernels, when the GPU waits on
+Python and launches, is idle. On the CPU the host ops are the device: each op's self time goes to
+its category, and time spent outside any op (Python, Dynamo's guards, the dispatcher) is the idle.
+Either way the categories plus idle add up to the profiled step time.
+
+Pure functions over lists of trace events, so they are tested on the CPU with synthetic events.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+# The marks the worker puts in the trace (torch.profiler.record_function).
+STEP_MARK = "compile_lab.step"
+OPTIMIZER_MARK = "compile_lab.optimizer"
+
+# key -> (title, what the time is and what changes it); in the order a stacked bar draws them.
+CATEGORIES: dict[str, tuple[str, str]] = {
+    "matmul": ("Matmuls and convolutions", "compute-bound: cuBLAS, cuDNN or Inductor's templates; "
+                                           "precision and autotuning change them"),
+    "attention": ("Attention", "fused attention kernels (flash or memory-efficient)"),
+    "pointwise": ("Pointwise, norms and reductions", "memory-bound: every kernel reads and writes its tensors, "
+                                                     "which is what fusion removes"),
+    "copy": ("Copies and conversions", "memory copies, dtype casts and layout changes (NCHW to NHWC)"),
+    "optimizer": ("Optimizer", "the AdamW step over every weight"),
+    "other": ("Other", "kernels that fit none of the above"),
+    "idle": ("Idle", "the device waiting between kernels: Python, launch and framework overhead, which "
+                     "CUDA graphs remove"),
+}
+WORK = tuple(k for k in CATEGORIES if k != "idle")
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # what a Chrome trace calls work on the GPU
+# Why a category shrinks from eager to compiled, for the sentence under the chart.
+BECAUSE = {"matmul": "different matmul kernels", "attention": "a different attention kernel",
+           "pointwise": "fusion", "copy": "fewer copies and conversions", "optimizer": "a fused optimizer step",
+           "other": "fewer small kernels", "idle": "fewer launches, or CUDA graphs"}
+
+# --- naming: which category a kernel or op belongs to --------------------------------------------------------
+_NORM = re.compile(r"\bbn_|batch_?norm|layer_?norm|group_?norm|rms_?norm", re.I)  # cuDNN's own norm kernels too
+_ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|mem_eff", re.I)
+_MATMUL = re.compile(r"gemm|gemv|cutlass|xmma|nvjet|cublas|cudnn|conv(?!ert)|wgrad|dgrad|fprop|winograd|"
+                     r"triton_tem_|matmul|\b(?:aten::)?(?:addmm|mm|bmm|baddbmm|linear|addmv)\b|_linear_pointwise|"
+                     r"mkldnn_convolution|_convolution_pointwise", re.I)
+_COPY = re.compile(r"^memcpy|^memset|copy_kernel|direct_copy|nchwtonhwc|nhwctonchw|\baten::(?:copy_|_to_copy|to|"
+                   r"clone|contiguous|cat|_cat)\b", re.I)
+_OPTIMIZER = re.compile(r"multi_tensor_apply|_foreach_|fused_adam|adamw?_", re.I)
+_POINTWISE = re.compile(r"triton_(?:poi|red|per)_|cpp_fused|elementwise|reduce|norm|softmax|vectorized|"
+                        r"activation|gelu|relu|silu|index|scatter|gather|^aten::|at::native", re.I)
+# Ops that only describe or dispatch (views, allocations, Dynamo's and AOT autograd's wrappers): on the CPU
+# their self time is framework overhead, counted with the idle.
+_OVERHEAD = re.compile(r"^(?:aten::(?:view|_unsafe_view|as_strided|transpose|t|expand|reshape|permute|squeeze|"
+                       r"unsqueeze|slice|select|split|chunk|unbind|narrow|alias|detach|lift_fresh|resolve_conj|"
+                       r"resolve_neg|empty|empty_strided|empty_like|flatten|expand_as|view_as|split_with_sizes|"
+                       r"is_same_size|result_type|zeros|zero_|fill_|ones)$|Torch-Compiled Region|TorchDynamo|"
+                       r"## Call CompiledFxGraph|AOTDispatcher|Pregraph|CompiledFunction|compile_lab\.)")
+# Inductor names a fused kernel after its ops: one made only of these moves data and computes nothing.
+_COPY_OPS = {"to", "copy", "clone", "convert", "element", "type", "permute", "view", "expand", "cat", "transpose",
+             "unsqueeze", "squeeze", "slice", "select", "as", "strided", "contiguous", "constant", "pad", "t"}
+_FUSED = re.compile(r"(?:triton_(?:poi|red|per)|cpp)_fused_(.+?)(?:_\d+)*$")
+
+
+def _only_moves_data(name: str) -> bool:
+    match = _FUSED.search(name)
+    return bool(match) and set(filter(None, match.group(1).split("_"))) <= _COPY_OPS
+
+
+def categorize(name: str, op: str = "", *, in_optimizer: bool = False) -> str:
+    """The category of a kernel (GPU) or op (CPU) `name`, launched by the op `op` where known.
+
+    A generic eager kernel name ("vectorized_elementwise_kernel") says little, so the op that
+    launched it (aten::copy_, aten::_foreach_mul_) decides between copy, optimizer and pointwise.
+    """
+    if in_optimizer or _OPTIMIZER.search(op) or _OPTIMIZER.search(name):
+        return "optimizer"
+    if _ATTENTION.search(name) or _ATTENTION.search(op):
+        return "attention"
+    if _only_moves_data(name) or _COPY.search(name):
+        return "copy"
+    if _NORM.search(name):
+        return "pointwise"
+    if _MATMUL.search(name):
+        return "matmul"
+    if _COPY.search(op):
+        return "copy"
+    if _MATMUL.search(op):
+        return "matmul"
+    if _POINTWISE.search(name) or _POINTWISE.search(op):
+        return "pointwise"
+    return "other"
+
+
+def short_name(name: str) -> str:
+    """A kernel's name without its C++ template arguments and signature: the part a person reads."""
+    name = name.removeprefix("void ")
+    depth, out = 0, []
+    for ch in name:  # drop everything inside <...>, keeping what follows
+        depth += ch == "<"
+        if depth == 0 and ch != ">":
+            out.append(ch)
+        depth -= ch == ">" and depth > 0
+    return "".join(out).split("(")[0].strip()[:120] or name[:120]
+
+
+# --- the analysis ---------------------------------------------------------------------------------------------
+@dataclass
+class Breakdown:
+    """One variant's average profiled step: milliseconds per category, the idle, and the top kernels."""
+
+    step_ms: float                                    # the profiled window divided by the steps in it
+    ms: dict[str, float]                              # category (WORK and "idle") -> ms per step
+    steps: int
+    source: str                                       # "gpu kernels" or "cpu ops"
+    top: list[dict[str, Any]] = field(default_factory=list)  # [{name, op, category, ms, share_pct}]
+    overlap_ms: float = 0.0                           # kernels running at once on several streams, per step
+
+    @property
+    def accounted_ms(self) -> float:
+        return sum(self.ms.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ms": {k: round(v, 4) for k, v in self.ms.items()}, "step_ms": round(self.step_ms, 4)}
+
+
+def _complete(events: Iterable[dict]) -> list[dict]:
+    return [e for e in events if e.get("ph") == "X" and "ts" in e and "dur" in e]
+
+
+def _union_us(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+def _launch_contexts(host: list[dict], launches: list[dict]) -> dict[Any, list[dict]]:
+    """For each launch (by correlation id): the ops and annotations around it on its thread, outermost first.
+
+    One sweep per thread in time order with a stack of the open events (they nest properly per thread).
+    """
+    contexts: dict[Any, list[dict]] = {}
+    for tid in {e.get("tid") for e in launches}:
+        items = sorted([(e["ts"], 0, -e["dur"], i, e) for i, e in enumerate(host) if e.get("tid") == tid] +
+                       [(e["ts"], 1, 0, i, e) for i, e in enumerate(launches) if e.get("tid") == tid],
+                       key=lambda item: item[:4])
+        stack: list[dict] = []
+        for ts, kind, _, _, e in items:
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] < ts:
+                stack.pop()
+            if kind == 0:
+                stack.append(e)
+            else:
+                contexts[e["args"]["correlation"]] = list(stack)
+    return contexts
+
+
+def launchers(events: list[dict]) -> dict[str, tuple[str, bool]]:
+    """Kernel name -> (the op that launched it, whether inside the optimizer mark), from a trace with CPU ops.
+
+    The GPU's timing trace is recorded without CPU activity, because recording every host op slows
+    the launches it would measure; a second, detailed trace of the same steps says who launched what.
+    """
+    events = _complete(events)
+    host = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
+    launches = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
+    contexts = _launch_contexts(host, launches)
+    found: dict[str, tuple[str, bool]] = {}
+    for k in events:
+        if k.get("cat") in DEVICE_CATS and k["name"] not in found:
+            around = contexts.get(k.get("args", {}).get("correlation"), [])
+            ops = [e["name"] for e in around if e.get("cat") == "cpu_op"]
+            found[k["name"]] = (ops[-1] if ops else "", any(e["name"] == OPTIMIZER_MARK for e in around))
+    return found
+
+
+def analyze(events: list[dict], steps: int, *, launched_by: dict[str, tuple[str, bool]] | None = None,
+            top: int = 8) -> Breakdown | None:
+    """The breakdown of `steps` steps profiled back to back: from the GPU kernels when the trace has any (the
+    window runs from the first kernel's start to the last one's end), else from the CPU ops inside the step
+    marks. `launched_by` (from launchers()) names the op behind each kernel when this trace has no CPU ops.
+    None when there is nothing to break down."""
+    events = _complete(events)
+    device = [e for e in events if e.get("cat") in DEVICE_CATS]
+    if device:
+        return _gpu(events, device, steps, top, launched_by)
+    if not any(e["name"] == STEP_MARK for e in events):
+        return None
+    return _cpu(events, steps, top)
+
+
+def _gpu(events: list[dict], device: list[dict], steps: int, top: int,
+         launched_by: dict[str, tuple[str, bool]] | None) -> Breakdown:
+    known = launched_by if launched_by is not None else launchers(events)
+    ms = dict.fromkeys(CATEGORIES, 0.0)
+    by_kernel: dict[tuple[str, str], list] = {}
+    for k in device:
+        op, in_optimizer = known.get(k["name"], ("", False))
+        category = categorize(k["name"], op, in_optimizer=in_optimizer)
+        ms[category] += k["dur"] / 1e3
+        entry = by_kernel.setdefault((short_name(k["name"]), op), [category, 0.0])
+        entry[1] += k["dur"] / 1e3
+    start = min(k["ts"] for k in device)
+    window_us = max(k["ts"] + k["dur"] for k in device) - start
+    busy_us = _union_us([(k["ts"], k["ts"] + k["dur"]) for k in device])
+    ms["idle"] = (window_us - busy_us) / 1e3
+    overlap = sum(ms[c] for c in WORK) - busy_us / 1e3
+    return _per_step(ms, window_us / 1e3, steps, "gpu kernels", by_kernel, top, overlap)
+
+
+def _cpu(events: list[dict], steps: int, top: int) -> Breakdown:
+    marks = [e for e in events if e["name"] == STEP_MARK]
+    tid = marks[0].get("tid")
+    start, stop = min(m["ts"] for m in marks), max(m["ts"] + m["dur"] for m in marks)
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op" and e.get("tid") == tid
+                  and start <= e["ts"] < stop), key=lambda e: (e["ts"], -e["dur"]))
+    optimizer = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["name"] == OPTIMIZER_MARK]
+    # Self time: an op's duration less that of the ops directly inside it.
+    self_us = {id(e): e["dur"] for e in ops}
+    stack: list[dict] = []
+    for e in ops:
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
+            stack.pop()
+        if stack:
+            self_us[id(stack[-1])] -= e["dur"]
+        stack.append(e)
+    ms = dict.fromkeys(CATEGORIES, 0.0)
+    by_op: dict[tuple[str, str], list] = {}
+    for e in ops:
+        if _OVERHEAD.search(e["name"]):
+            continue
+        in_optimizer = any(a <= e["ts"] < b for a, b in optimizer)
+        category = categorize(e["name"], in_optimizer=in_optimizer)
+        t = max(self_us[id(e)], 0.0) / 1e3
+        ms[category] += t
+        by_op.setdefault((e["name"], ""), [category, 0.0])[1] += t
+    window_ms = (stop - start) / 1e3
+    ms["idle"] = max(window_ms - sum(ms[c] for c in WORK), 0.0)
+    return _per_step(ms, window_ms, steps, "cpu ops", by_op, top, 0.0)
+
+
+def _per_step(ms: dict[str, float], window_ms: float, steps: int, source: str, by_name: dict, top: int,
+              overlap_ms: float) -> Breakdown:
+    busy = sum(t for _, t in by_name.values()) or 1.0
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]
+    return Breakdown(step_ms=window_ms / steps, ms={k: v / steps for k, v in ms.items()}, steps=steps, source=source,
+                     top=[{"name": name, "op": op, "category": category, "ms": round(t / steps, 4),
+                           "share_pct": round(100 * t / busy, 1)} for (name, op), (category, t) in ranked],
+                     overlap_ms=round(max(overlap_ms, 0.0) / steps, 4))
+
+
+def differences(eager: dict[str, Any], compiled: dict[str, Any], *, most: int = 3, at_least_ms: float = 0.0) -> str:
+    """The biggest changes from eager to compiled, in words: 'pointwise 4.10 → 0.90 ms (fusion); ...'.
+
+    Takes the stored form of two breakdowns (Breakdown.to_dict()); changes smaller than 5% of the eager
+    step or `at_least_ms` are left out.
+    """
+    floor = max(at_least_ms, 0.05 * eager["step_ms"])
+    changes = sorted(((compiled["ms"].get(k, 0.0) - eager["ms"].get(k, 0.0), k) for k in CATEGORIES),
+                     key=lambda c: -abs(c[0]))
+    parts = []
+    for delta, k in changes[:most]:
+        if abs(delta) < floor:
+            continue
+        before, after = eager["ms"].get(k, 0.0), compiled["ms"].get(k, 0.0)
+        why = BECAUSE[k] if delta < 0 else "more time here compiled"
+        parts.append(f"{CATEGORIES[k][0].lower()} {before:.2f} → {after:.2f} ms ({why})")
+    return "; ".join(parts)

@@ -1,0 +1,132 @@
+"""What to try next (tcore.advice): each rule fires on its evidence, quotes it, and stays quiet without it."""
+import pytest
+
+from tcore.advice import counterpart, suggest
+from tcore.spec import Experiment
+
+
+def spec(**changes):
+    return Experiment(**{"model": "captioner", "preset": "tiny", "precision": "bf16", **changes}).to_dict()
+
+
+def result(**figures):
+    """A finished run's record: compiled 1.5x faster, both variants profiled, with `figures` on top."""
+    base = {"variants": ["eager", "compiled"], "speedup": 1.5, "compile_s": 10.0, "breakeven_steps": 200.0,
+            "recompile_count": 0, "graph_break_count": 0,
+            "eager_profiled_step_ms": 10.0, "compiled_profiled_step_ms": 6.0}
+    for variant in ("eager", "compiled"):
+        for k in ("matmul", "attention", "pointwise", "copy", "optimizer", "other", "idle"):
+            base[f"{variant}_{k}_ms"] = 0.0
+    base["eager_matmul_ms"], base["compiled_matmul_ms"] = 9.0, 5.5
+    return {**base, **figures}
+
+
+def rules(found):
+    return [s.rule for s in found]
+
+
+def test_a_run_with_nothing_to_fix_gets_no_suggestion():
+    assert suggest(spec(), result(), "cuda") == []
+
+
+def test_high_device_idle_suggests_cuda_graphs_quoting_the_idle():
+    found = suggest(spec(), result(compiled_idle_ms=3.0, compiled_matmul_ms=3.0), "cuda")
+    assert rules(found) == ["idle"]
+    assert "idle 3.00 of 6.00 ms of each compiled step (50%)" in found[0].evidence
+    assert found[0].changes == {"mode": "reduce-overhead"}
+    assert suggest(spec(mode="reduce-overhead"), result(compiled_idle_ms=3.0), "cuda") == []  # already has them
+    assert suggest(spec(), result(compiled_idle_ms=0.5), "cuda") == []  # 8%: not enough to act on
+    assert suggest(spec(), result(compiled_idle_ms=3.0), "cpu") == []  # no CUDA graphs on a CPU
+
+
+def test_a_convolutional_model_in_nchw_on_a_gpu_suggests_channels_last():
+    found = suggest(spec(model="resnet50"), result(eager_copy_ms=1.2), "cuda")
+    assert "channels_last" in rules(found)
+    s = found[rules(found).index("channels_last")]
+    assert "ResNet-50 ran in NCHW" in s.evidence and "1.20 ms of each eager step (12%)" in s.evidence
+    assert counterpart(spec(model="resnet50"), s).channels_last
+    assert "channels_last" not in rules(suggest(spec(model="resnet50", channels_last=True), result(), "cuda"))
+    assert "channels_last" not in rules(suggest(spec(model="captioner"), result(), "cuda"))
+
+
+def test_autocast_casts_suggest_cast_weights_for_inference():
+    found = suggest(spec(precision="amp-bf16"), result(eager_copy_ms=2.0), "cuda")
+    assert rules(found) == ["cast_weights"] and found[0].changes == {"precision": "bf16"}
+    assert "2.00 of 10.00 ms" in found[0].evidence
+    assert suggest(spec(precision="amp-bf16"), result(eager_copy_ms=0.5), "cuda") == []
+
+
+def test_recompiles_suggest_automatic_dynamic_quoting_the_reason():
+    r = result(recompile_count=3, recompiles=[{"compile_id": "0/1", "reason": "size mismatch at index 1. expected 8, actual 12"}])
+    found = suggest(spec(dynamic=False, shape_count=4), r, "cpu")
+    assert rules(found) == ["recompiles"] and found[0].changes == {"dynamic": None}
+    assert "3 recompilation(s)" in found[0].evidence and "expected 8, actual 12" in found[0].evidence
+    assert suggest(spec(shape_count=4), r, "cpu")[0].changes == {"shape_remedy": "mark_dynamic"}
+
+
+def test_graph_breaks_name_the_file_and_line_and_suggest_fullgraph():
+    r = result(graph_break_count=2, graph_breaks=[{"reason": "Unsupported Tensor.item() call", "file": "/m.py",
+                                                   "line": 42, "source": "if x.sum().item() > 0:", "count": 2}])
+    found = suggest(spec(), r, "cpu")
+    assert rules(found) == ["graph_breaks"] and found[0].changes == {"fullgraph": True}
+    assert "at /m.py:42 (`if x.sum().item() > 0:`)" in found[0].evidence
+    assert suggest(spec(graph_break=True), r, "cpu")[0].changes == {"graph_break": False}
+
+
+def test_compile_time_that_pays_back_late_suggests_regional_then_a_warm_cache():
+    r = result(breakeven_steps=50_000.0, compile_s=40.0)
+    found = suggest(spec(), r, "cuda")
+    assert rules(found) == ["compile_time"] and found[0].changes == {"compile": "regional"}
+    assert "40.0 s and pays back only after 50,000 steps" in found[0].evidence
+    assert suggest(spec(compile="regional"), r, "cuda")[0].changes == {"cache": "warm"}
+    assert suggest(spec(), result(breakeven_steps=300.0), "cuda") == []
+
+
+def test_a_heavy_optimizer_in_training_suggests_compiling_it():
+    r = result(eager_optimizer_ms=3.0)
+    found = suggest(spec(task="training", precision="amp-bf16"), r, "cuda")
+    assert rules(found) == ["optimizer"] and found[0].changes == {"compile_optimizer": True}
+    assert suggest(spec(task="training", precision="amp-bf16", compile_optimizer=True), r, "cuda") == []
+    assert suggest(spec(task="training", precision="amp-bf16"), result(eager_optimizer_ms=0.5), "cuda") == []
+
+
+def test_fp32_on_a_gpu_suggests_tf32_when_matmuls_dominate():
+    found = suggest(spec(precision="fp32"), result(), "cuda")
+    assert rules(found) == ["precision"] and found[0].changes == {"precision": "tf32"}
+    assert "5.50 of 6.00 ms of each compiled step (92%)" in found[0].evidence
+    assert suggest(spec(precision="fp32"), result(), "cpu") == []
+    assert suggest(spec(precision="tf32"), result(), "cuda") == []
+
+
+def test_compiled_slower_than_eager_says_where_from_the_breakdown_first():
+    r = result(speedup=0.8, compiled_idle_ms=4.0, eager_idle_ms=1.0, compiled_profiled_step_ms=12.0,
+               compiled_matmul_ms=7.0)
+    found = suggest(spec(), r, "cuda")
+    assert found[0].rule == "slower"
+    assert "0.80x eager: idle went from 1.00 to 4.00 ms per step" in found[0].evidence
+    assert found[0].changes == {"mode": "reduce-overhead"}
+    assert len(found) <= 3 and len({tuple(sorted(s.changes.items())) for s in found if s.changes}) == \
+        len([s for s in found if s.changes])  # no counterpart twice
+
+
+def test_at_most_three_suggestions_strongest_first():
+    r = result(compiled_idle_ms=3.0, breakeven_steps=50_000.0, recompile_count=1, recompiles=[{"reason": "x"}],
+               graph_break_count=1, graph_breaks=[{"reason": "y", "count": 1}])
+    found = suggest(spec(precision="fp32", dynamic=False, shape_count=3), r, "cuda")
+    assert len(found) == 3
+    assert [s.weight for s in found] == sorted((s.weight for s in found), reverse=True)
+
+
+def test_a_counterpart_that_cannot_run_keeps_its_words_but_loses_its_button():
+    r = result(graph_break_count=1, graph_breaks=[{"reason": "y", "count": 1}])
+    found = suggest(spec(backend="aot_eager", compile="whole"), r, "cpu")
+    assert found[0].rule == "graph_breaks" and found[0].changes == {"fullgraph": True}
+    off = suggest(spec(compile="off"), {**r, "variants": ["eager"]}, "cpu")
+    assert off and off[0].changes == {}  # fullgraph needs something compiled
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_suggestions_read_runs_stored_before_breakdowns(device):
+    old = {"variants": ["eager", "compiled"], "speedup": 1.2, "compile_s": 5.0, "breakeven_steps": 100.0}
+    found = suggest({"model": "resnet50", "preset": "tiny", "dtype": "float32"}, old, device)
+    assert all(s.evidence for s in found)

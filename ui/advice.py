@@ -1,0 +1,105 @@
+"""Why it is faster, and what to try next: a run's time breakdown, its share of peak, the profiler traces to
+download, and up to three suggestions, each with a button that queues its counterpart run.
+
+A counterpart started here remembers the run that suggested it (in the session), so when it finishes
+the two are drawn side by side.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from tcore import advice
+from tcore.breakdown import CATEGORIES
+from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
+from tcore.lab import artifacts
+from tcore.store import RunRecord, RunStore
+from ui import charts, queue, summary
+
+PAIRS = "suggested_pairs"  # session_state: counterpart run id -> the id of the run that suggested it
+SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per_step", "kernels_per_step")
+
+
+def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None:
+    r = rec.result
+    st.markdown("**Where the time goes**")
+    st.plotly_chart(charts.variant_breakdown_chart(r), width="stretch", key=f"{key}_breakdown")
+    for words in summary.breakdown_words(r):
+        st.caption(words)
+    if peak := summary.peak_words(r, rec.env.get("gpu")):
+        st.caption(peak)
+    found = r.get("breakdown") or {}
+    if found:
+        with st.expander("Top kernels per step, by device time"):
+            for variant, b in found.items():
+                st.markdown(f"*{variant.capitalize()}* ({b['source']})")
+                st.dataframe(pd.DataFrame([{"kernel": t["name"], "launched by": t["op"] or "",
+                                            "category": CATEGORIES[t["category"]][0], "ms per step": t["ms"],
+                                            "share of busy time (%)": t["share_pct"]} for t in b["top"]]),
+                             hide_index=True, width="stretch", key=f"{key}_top_{variant}")
+    if store is not None and found:
+        cols = st.columns(len(found))
+        for col, variant in zip(cols, found):
+            data = artifacts.profiler_trace(rec.id, variant, store.path)
+            col.download_button(f"{variant.capitalize()} trace (Perfetto, .json.gz)", data or b"",
+                                file_name=f"{rec.id}-{variant}.json.gz", mime="application/gzip",
+                                disabled=data is None, key=f"{key}_trace_{variant}", icon=":material/download:",
+                                help="The profiled steps as a Chrome trace: open it at ui.perfetto.dev or "
+                                     "chrome://tracing (both read it locally; nothing is uploaded).")
+
+
+def next_steps(rec: RunRecord, store: RunStore | None, *, key: str) -> None:
+    """Up to three suggestions from the run's own evidence, each with a button that queues its counterpart."""
+    found = advice.suggest(rec.spec, rec.result, rec.device)
+    st.markdown("**What to try next**")
+    if not found:
+        st.caption("Nothing in this run's figures points to an obvious next step.")
+        return
+    for i, s in enumerate(found):
+        text, button = st.columns([4, 1.4], vertical_alignment="center")
+        text.markdown(f"**{s.title}.** {s.evidence}")
+        if not s.changes or store is None:
+            continue
+        if button.button("Queue it", key=f"{key}_suggest_{i}", icon=":material/add_to_queue:",
+                         help="Queue the same run with: " + ", ".join(f"{k}={v}" for k, v in s.changes.items())):
+            started = queue.submit([advice.counterpart(rec.spec, s)], store, key="run")
+            if started:
+                st.session_state.setdefault(PAIRS, {})[started[0]] = rec.id
+                st.session_state.run_shown = started[0]
+            st.switch_page("app_pages/run.py")  # where the counterpart is followed, then drawn beside this run
+
+
+def side_by_side(rec: RunRecord, store: RunStore, *, key: str) -> None:
+    """A run queued from a suggestion, next to the run that suggested it."""
+    origin_id = st.session_state.get(PAIRS, {}).get(rec.id)
+    if origin_id is None:
+        return
+    try:
+        origin = store.get(origin_id)
+    except KeyError:  # deleted on the Compare page since
+        return
+    changed = {k: v for k, v in rec.spec.items() if origin.spec.get(k) != v}
+    with st.container(border=True):
+        st.markdown("**Side by side with the run that suggested it** (" +
+                    ", ".join(f"{k}: {origin.spec.get(k)} → {v}" for k, v in changed.items()) + ")")
+        rows = []
+        for variant in ("eager", "compiled"):
+            for name in SIDE_BY_SIDE:
+                fig = VARIANT_FIGURES[name]
+                before, after = origin.result.get(f"{variant}_{name}"), rec.result.get(f"{variant}_{name}")
+                if before is None and after is None:
+                    continue
+                rows.append({"figure": fig.column_label(variant), "before": fig.text(before, unit=False),
+                             "after": fig.text(after, unit=False)})
+        for name in ("speedup", "compile_s"):
+            fig = RUN_FIGURES[name]
+            rows.append({"figure": fig.label, "before": fig.text(origin.result.get(name), unit=False),
+                         "after": fig.text(rec.result.get(name), unit=False)})
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{key}_pair_table")
+        bars = [(f"{label} (before)", origin.result["breakdown"][v]["ms"]) for v, label, _ in charts.VARIANTS
+                if v in (origin.result.get("breakdown") or {})]
+        bars += [(f"{label} (after)", rec.result["breakdown"][v]["ms"]) for v, label, _ in charts.VARIANTS
+                 if v in (rec.result.get("breakdown") or {})]
+        if bars:
+            st.plotly_chart(charts.breakdown_chart(bars, title="Where the time goes, before and after"),
+                            width="stretch", key=f"{key}_pair_breakdown")
