@@ -49,11 +49,32 @@ def _f(value, pattern: str) -> str:
     return "n/a" if value is None else pattern.format(value)
 
 
+def _layout(spec: dict) -> str:
+    if spec.get("model") != "resnet50":
+        return "-"
+    return "channels_last" if spec.get("channels_last") else "NCHW"
+
+
+def _rebased(row: dict) -> dict:
+    """A row recorded before the worker re-based GPU idle on the timed step gets the same arithmetic here
+    (tcore.breakdown.against_timed: a pure function of the stored kernel times and the timed step)."""
+    from tcore.breakdown import Breakdown, against_timed
+
+    result = row.get("result") or {}
+    for variant, b in (result.get("breakdown") or {}).items():
+        timed = result.get(f"{variant}_latency_ms_p50")
+        if b["source"] == "gpu kernels" and b.get("profiled_idle_ms") is None and timed:
+            fixed = against_timed(Breakdown(**b), timed).to_dict()
+            result["breakdown"][variant] = fixed
+            result[f"{variant}_idle_ms"] = fixed["ms"]["idle"]
+    return row
+
+
 def render(path: Path) -> str:
     from tcore import advice
     from tcore.breakdown import CATEGORIES, differences
 
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = [_rebased(json.loads(line)) for line in path.read_text().splitlines()]
     env = next(r["env"] for r in rows if r.get("env"))
     out = [f"{env.get('gpu')} ({env.get('gpu_memory_gib')} GiB, power limit {env.get('power_limit_w')} W), driver "
            f"{env.get('driver')}, torch {env.get('torch')}, triton {env.get('triton')}; one sitting; 5 alternating "
@@ -67,7 +88,7 @@ def render(path: Path) -> str:
             out.append(f"| {row['name']} | failed: {str(message).splitlines()[0][:150] if message else ''} |" + " |" * 10)
             continue
         out.append(
-            f"| {row['name']} | {spec.get('precision')} | {'channels_last' if spec.get('channels_last') else 'NCHW'} "
+            f"| {row['name']} | {spec.get('precision')} | {_layout(spec)} "
             f"| {_f(r.get('compile_s'), '{:.1f}')} | {_f(r.get('eager_steps_per_s'), '{:.2f}')} "
             f"| {_f(r.get('compiled_steps_per_s'), '{:.2f}')} "
             f"| {_f(r.get('speedup'), '{:.2f}x')} ({_f(r.get('speedup_min'), '{:.2f}')}–{_f(r.get('speedup_max'), '{:.2f}')}) "

@@ -40,7 +40,8 @@ def timestep_embedding(t, dim, max_period=10_000, time_factor=1000.0):
     half = dim // 2
     freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
     args = time_factor * t[:, None].float() * freqs[None]  # (B, dim/2)
-    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)  # (B, dim)
+    # computed in float32, handed on in t's dtype (as Flux does), so bf16 weights get bf16 inputs
+    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1).to(t.dtype)  # (B, dim)
 
 
 def rope(pos, dim, theta):

@@ -31,8 +31,13 @@ class Suggestion:
 
 
 def _share(result: dict, variant: str, category: str) -> tuple[float, float, float] | None:
-    """(ms of `category` per profiled step, the profiled step in ms, their ratio), or None without a breakdown."""
-    step, part = result.get(f"{variant}_profiled_step_ms"), result.get(f"{variant}_{category}_ms")
+    """(ms of `category` per step, the step in ms, their ratio), or None without a breakdown. The step is what
+    the breakdown's categories and idle add up to: on a GPU the timed step (tcore.breakdown.against_timed)."""
+    from tcore.breakdown import CATEGORIES
+
+    parts = [result.get(f"{variant}_{k}_ms") for k in CATEGORIES]
+    part = result.get(f"{variant}_{category}_ms")
+    step = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
     if not step or part is None:
         return None
     return part, step, part / step

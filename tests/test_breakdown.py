@@ -167,3 +167,13 @@ def test_peak_shares_from_a_runs_figures():
     assert not shares and "no peak figures for this device" in missing["peak_pct"]
     _, missing = peak_shares(v, lookup("NVIDIA H200"), "amp-bf16", weight_bytes=1, inference=False)
     assert "training" in missing["weights_bw_pct"]
+
+
+def test_gpu_idle_is_re_based_on_the_timed_step_when_profiling_slowed_the_launches():
+    from tcore.breakdown import Breakdown, against_timed
+
+    profiled = Breakdown(step_ms=9.5, ms={"matmul": 0.4, "pointwise": 0.6, "idle": 8.5}, steps=10, source="gpu kernels")
+    b = against_timed(profiled, timed_ms=6.0)
+    assert b.ms["idle"] == pytest.approx(5.0) and b.profiled_idle_ms == 8.5
+    assert sum(b.ms.values()) == pytest.approx(6.0)
+    assert against_timed(profiled, timed_ms=0.5).ms["idle"] == 0.0  # never negative

@@ -118,14 +118,15 @@ def test_inductor_options_compile_and_freezing_changes_the_code(store):
 
 
 def test_the_gpu_breakdown_adds_up_to_the_step_and_finds_matmuls(store):
-    """From the GPU kernels: categories plus idle make up the profiled step, which is near the timed one."""
+    """From the GPU kernels: kernel time by category, and idle as what the timed step leaves over."""
     exp = _gpu_exp(model="resnet50", preset="full", batch_size=64, precision="bf16", channels_last=True,
                    timed_steps=None, timed_s=4)
     result = _check_finished(runs.execute(exp, store, timeout_s=480))
     for variant in ("eager", "compiled"):
         b = result["breakdown"][variant]
         assert b["source"] == "gpu kernels"
-        assert sum(b["ms"].values()) == pytest.approx(b["step_ms"] + b["overlap_ms"], rel=0.01)
-        assert b["ms"]["matmul"] > 0.3 * b["step_ms"]  # a big-batch ResNet-50 is convolution-bound
-        assert b["step_ms"] == pytest.approx(result[f"{variant}_latency_ms_p50"], rel=0.10)
+        timed = result[f"{variant}_latency_ms_p50"]
+        assert sum(b["ms"].values()) - b["overlap_ms"] == pytest.approx(timed, rel=0.10)
+        assert b["ms"]["matmul"] > 0.2 * timed  # a big-batch ResNet-50 spends much of its step in convolutions
+        assert b["profiled_idle_ms"] is not None
         assert result[f"{variant}_peak_pct"] > 0

@@ -18,7 +18,7 @@ from tcore import figures
 from tcore.figures import Result, RunFigures, VariantFigures
 from tcore.power import PowerMeter, PowerSampler, open_meter
 from tcore.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment, check_on_device, resolve_device
-from tcore import peaks
+from tcore import breakdown, peaks
 from tcore.worker import artifacts, diagnostics, envinfo, profiling, shapes
 from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
@@ -349,6 +349,8 @@ class Measurement:
             steps = profiling.steps_to_profile(figs.latency_ms_p50 and figs.latency_ms_p50 / 1e3)
             with eager() if name == "eager" else nullcontext():
                 figs.kernels_per_step, found = profiling.profile_steps(lambda: step(batch), self.device, steps, name)
+            if found is not None and found.source == "gpu kernels" and not w.schedule and figs.latency_ms_p50:
+                found = breakdown.against_timed(found, figs.latency_ms_p50)
             if found is None:
                 self.result.unavailable[f"{name}_profiled_step_ms"] = "the profiler recorded no steps"
             else:
