@@ -50,6 +50,8 @@ else:
                   "(in the hover) = compile time / (eager step time - compiled step time): how many steps it "
                   "takes to earn the compile time back.")
     chosen_records = [store.get(i) for i in picked.id]
+    st.plotly_chart(charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]), width="stretch",
+                    key="compare_breakdown")
     left.plotly_chart(diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)), width="stretch",
                       key="compare_cold_warm")
     right.caption("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a "

@@ -114,8 +114,9 @@ def suggest(spec: dict[str, Any], result: dict[str, Any], device: str | None, *,
             "that names it.", changes, 0.4))
 
     breakeven, compile_s = result.get("breakeven_steps"), result.get("compile_s")
-    if compiled and compile_s and (breakeven is None or breakeven > BREAKEVEN_STEPS):
-        pays = f"pays back only after {breakeven:,.0f} steps" if breakeven else "never pays back in this run"
+    # A compiled variant that is not faster never pays back, whatever the compile costs: the "slower" rule speaks.
+    if compiled and compile_s and breakeven is not None and breakeven > BREAKEVEN_STEPS:
+        pays = f"pays back only after {breakeven:,.0f} steps"
         if exp.compile == "whole" and entry.block_classes:
             found.append(Suggestion(
                 "compile_time", "Try regional compilation",

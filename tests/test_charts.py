@@ -476,3 +476,19 @@ def test_the_baseline_sentence_says_which_precision_and_layout_eager_ran_in():
     assert "Eager runs in **NCHW**" in baseline_words({"model": "resnet50", "channels_last": False}, "cuda")
     assert "NCHW" not in baseline_words({"model": "flux", "precision": "bf16"}, "cuda")
     assert "runs as fp32" in baseline_words({"model": "flux", "precision": "tf32"}, "cpu")
+
+
+def test_breakdown_charts_stack_the_categories_and_say_why_when_absent():
+    from ui.charts import runs_breakdown_chart, variant_breakdown_chart
+
+    bd = {"step_ms": 6.0, "steps": 3, "source": "gpu kernels", "overlap_ms": 0.0, "top": [],
+          "ms": {"matmul": 3.0, "pointwise": 1.5, "copy": 0.0, "idle": 1.5}}
+    result = {"variants": ["eager", "compiled"], "breakdown": {"eager": bd, "compiled": bd}}
+    fig = variant_breakdown_chart(result)
+    assert fig.layout.barmode == "stack"
+    assert [t.name for t in fig.data] == ["Matmuls and convolutions", "Pointwise, norms and reductions", "Idle"]
+    assert list(fig.data[0].y) == ["Eager", "Compiled"] and list(fig.data[0].x) == [3.0, 3.0]
+    old = variant_breakdown_chart({"variants": ["eager", "compiled"]})
+    assert "stored before Compile Lab profiled steps" in old.layout.annotations[0].text
+    both = runs_breakdown_chart([("a", result), ("b", {"variants": ["eager"]})])
+    assert list(both.data[0].y) == ["a · eager", "a · compiled"]

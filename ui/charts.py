@@ -333,11 +333,12 @@ def breakdown_chart(rows: list[tuple[str, dict[str, float]]], *, title: str = "W
                     text=[f"{v:.2f}" if v >= 0.08 * max(sum(m.values()) for _, m in rows) else "" for v in values],
                     textposition="inside", hovertemplate=f"{label}: %{{x:.3f}} ms<br><sup>{what}</sup><extra></extra>")
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title_text="Time per step (ms)", rangemode="tozero")
+    fig.update_xaxes(rangemode="tozero", ticksuffix=" ms")  # the unit on the ticks: the legend sits below the axis
     fig.update_yaxes(autorange="reversed")
-    _style(fig, title, subtitle, height=max(200, 120 + 55 * len(rows)))
-    fig.update_layout(showlegend=True, legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
-    fig.update_layout(margin=dict(l=10, r=10, t=70 if subtitle else 50, b=90))
+    _style(fig, title, subtitle, height=max(230, 150 + 55 * len(rows)))
+    fig.update_layout(showlegend=True, legend=dict(orientation="h", yref="container", y=0.02, yanchor="bottom", traceorder="normal",
+                                                   xanchor="left", x=0))
+    fig.update_layout(margin=dict(l=10, r=10, t=70 if subtitle else 50, b=80))
     return fig
 
 
@@ -351,3 +352,13 @@ def variant_breakdown_chart(result: dict) -> go.Figure:
         return not_available("Where the time of a step goes", reason)
     source = next(iter(result["breakdown"].values()))["source"]
     return breakdown_chart(rows, subtitle=f"ms per step, from the profiler's {source}; idle is time between them")
+
+
+def runs_breakdown_chart(runs: list[tuple[str, dict]]) -> go.Figure:
+    """Where the time goes, eager and compiled, for several runs: (label, result) each; runs without one are left out."""
+    rows = [(f"{label} · {v}", result["breakdown"][v]["ms"]) for label, result in runs
+            for v, _, _ in VARIANTS if v in (result.get("breakdown") or {})]
+    if not rows:
+        return not_available("Where the time of a step goes", "none of these runs was profiled (runs stored "
+                                                              "before Compile Lab profiled steps)")
+    return breakdown_chart(rows, subtitle="ms per step, eager and compiled of each run")

@@ -15,7 +15,7 @@ from tcore.spec import Experiment, settings
 
 # The figures in the Compare page's run table and in a sweep's matrix, as stored columns (tcore.figures).
 RUN_TABLE_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
-                     "eager_energy_j_per_step", "compiled_energy_j_per_step"]
+                     "eager_energy_j_per_step", "compiled_energy_j_per_step", "compiled_peak_pct", "compiled_idle_ms"]
 SWEEP_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
 # The run table: (column of RunStore.dataframe(), title with unit).
 RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
