@@ -386,6 +386,13 @@ def test_gpu_machine_pages(db, monkeypatch):
     assert not any("runs use the **CPU**" in str(i.value) for i in at.info)  # no CPU banner with a GPU
     assert at.selectbox(key="run_preset").value == "small"  # the registry's GPU defaults
     assert at.number_input(key="run_batch_size").value == 32
+    assert at.selectbox(key="run_precision").value == "bf16"  # inference as people run it: bf16 weights
+    at.radio(key="run_task").set_value("training").run()
+    assert at.selectbox(key="run_precision").value == "amp-bf16"  # training keeps float32 master weights
+    at.radio(key="run_task").set_value("inference").run()
+    at.selectbox(key="run_model").set_value("resnet50").run()
+    assert at.toggle(key="run_channels_last").value  # eager as people tune a CNN
+    assert "resnet50/full bs64 bf16 inference, whole default" in texts(at.caption)
 
     at.switch_page("app_pages/system.py").run()
     assert not at.exception
