@@ -4,7 +4,7 @@ import streamlit as st
 import sample_models
 
 from tcore.lab import sweeps
-from tcore.spec import CHOICES, SpecError
+from tcore.spec import CHOICES, SpecError, practical_defaults
 from tcore.store import RunStore
 from ui import knobs, live, queue
 
@@ -35,7 +35,8 @@ with knob_col:
                                         key="sweep_precisions", format_func=knobs.PRECISION_NAMES.get),
         }
         if sample_models.get(model["model"]).supports_channels_last:
-            axes["channels_last"] = st.multiselect("Memory format", [True, False], default=[True, False],
+            tuned = practical_defaults(model["model"], knobs.target_device(model["device"]), model["task"])
+            axes["channels_last"] = st.multiselect("Memory format", [True, False], default=[tuned["channels_last"]],
                                                    key="sweep_layouts",
                                                    format_func={True: "channels_last", False: "NCHW"}.get)
         st.caption("Every combination of these runs once; combinations that cannot run are skipped with the reason.")
