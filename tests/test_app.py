@@ -198,8 +198,7 @@ def test_compare_shows_stored_runs_side_by_side_and_deletes(db):
     at = app().switch_page("app_pages/compare.py").run()
     assert not at.exception
     assert set(at.multiselect(key="compare_runs").value) == {whole, regional}  # finished runs only
-    # compile time, throughput, energy, compile time vs speedup, cold vs warm
-    assert len(at.get("plotly_chart")) == 5
+    assert len(at.get("plotly_chart")) == 6  # compile, throughput, energy, scatter, cold vs warm, where the time goes
     assert "up and to the left is best" in texts(at.caption)
     assert {b.label for b in at.get("download_button")} == {"Download the chosen runs (CSV)",
                                                             "Download every run (CSV)"}
