@@ -51,13 +51,17 @@ _COPY = re.compile(r"^memcpy|^memset|copy_kernel|direct_copy|nchwtonhwc|nhwctonc
 _OPTIMIZER = re.compile(r"multi_tensor_apply|_foreach_|fused_adam|adamw?_", re.I)
 _POINTWISE = re.compile(r"triton_(?:poi|red|per)_|cpp_fused|elementwise|reduce|norm|softmax|vectorized|"
                         r"activation|gelu|relu|silu|index|scatter|gather|^aten::|at::native", re.I)
-# Ops that only describe or dispatch (views, allocations, Dynamo's and AOT autograd's wrappers): on the CPU
-# their self time is framework overhead, counted with the idle.
-_OVERHEAD = re.compile(r"^(?:aten::(?:view|_unsafe_view|as_strided|transpose|t|expand|reshape|permute|squeeze|"
-                       r"unsqueeze|slice|select|split|chunk|unbind|narrow|alias|detach|lift_fresh|resolve_conj|"
-                       r"resolve_neg|empty|empty_strided|empty_like|flatten|expand_as|view_as|split_with_sizes|"
-                       r"is_same_size|result_type|zeros|zero_|fill_|ones)$|Torch-Compiled Region|TorchDynamo|"
-                       r"## Call CompiledFxGraph|AOTDispatcher|Pregraph|CompiledFunction|compile_lab\.)")
+# Ops that only view, describe or allocate tensors (without the aten:: prefix): no compute of their own.
+METADATA_OPS = frozenset({
+    "view", "_unsafe_view", "as_strided", "transpose", "t", "expand", "reshape", "permute", "squeeze", "unsqueeze",
+    "slice", "select", "split", "chunk", "unbind", "narrow", "alias", "detach", "lift_fresh", "resolve_conj",
+    "resolve_neg", "empty", "empty_strided", "empty_like", "flatten", "expand_as", "view_as", "split_with_sizes",
+    "is_same_size", "result_type"})
+# On the CPU the self time of these, of filling fresh tensors, and of Dynamo's and AOT autograd's wrappers is
+# framework overhead, counted with the idle.
+_OVERHEAD = re.compile(r"^(?:aten::(?:" + "|".join(sorted(METADATA_OPS | {"zeros", "zero_", "fill_", "ones"})) +
+                       r")$|Torch-Compiled Region|TorchDynamo|## Call CompiledFxGraph|AOTDispatcher|Pregraph|"
+                       r"CompiledFunction|compile_lab\.)")
 # Inductor names a fused kernel after its ops: one made only of these moves data and computes nothing.
 _COPY_OPS = {"to", "copy", "clone", "convert", "element", "type", "permute", "view", "expand", "cat", "transpose",
              "unsqueeze", "squeeze", "slice", "select", "as", "strided", "contiguous", "constant", "pad", "t"}

@@ -93,8 +93,6 @@ def _count_cpu_kernels(events) -> int:
         e.name.startswith("aten::") and not e.cpu_children and e.name not in _CPU_METADATA_OPS))
 
 
-_CPU_METADATA_OPS = {f"aten::{op}" for op in (
-    "view", "_unsafe_view", "as_strided", "transpose", "t", "expand", "reshape", "permute", "squeeze",
-    "unsqueeze", "slice", "select", "split", "chunk", "unbind", "narrow", "alias", "detach", "lift_fresh",
-    "resolve_conj", "resolve_neg", "empty", "empty_strided", "empty_like", "contiguous", "flatten",
-    "expand_as", "view_as", "split_with_sizes", "is_same_size", "result_type", "to", "_to_copy_meta")}
+# Left out of the CPU's kernel count: the ops that compute nothing, and contiguous and to, whose copy (when
+# there is one) is a leaf op of its own.
+_CPU_METADATA_OPS = {f"aten::{op}" for op in breakdown.METADATA_OPS | {"contiguous", "to", "_to_copy_meta"}}
