@@ -14,7 +14,10 @@ from tcore.store import RunStore, default_path
 
 @st.cache_resource(show_spinner=False)
 def start_queue(db_path: str) -> int:
-    """Once per server process and store: start the run queue and adopt the runs queued before a restart."""
+    """Once per server process and store: keep spare workers, start the run queue, adopt the runs queued before a restart."""
+    import torch
+
+    runs.keep_spares("cuda" if torch.cuda.is_available() else "cpu")
     return len(runs.recover(RunStore(db_path)))
 
 

@@ -66,6 +66,19 @@ class EventWriter:
             self._stream.flush()
 
 
+def envelope(spec_json: str, env: dict[str, str]) -> str:
+    """What the lab side writes on a worker's stdin: the experiment and the environment its run adds."""
+    return json.dumps({"experiment": json.loads(spec_json), "env": env})
+
+
+def open_envelope(text: str) -> tuple[str, dict[str, str]]:
+    """(experiment JSON, environment) from a worker's stdin; a bare experiment (older callers) adds none."""
+    data = json.loads(text)
+    if isinstance(data, dict) and "experiment" in data:
+        return json.dumps(data["experiment"]), {str(k): str(v) for k, v in (data.get("env") or {}).items()}
+    return text, {}
+
+
 def parse(line: str) -> dict[str, Any]:
     """One line from the worker; anything that is not an event becomes a 'log' event."""
     try:

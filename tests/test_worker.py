@@ -113,3 +113,31 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "tcore", "run", "--db", str(db), "--batch-size", "0"],
                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert refused.returncode == 2 and "batch_size must be a whole number" in refused.stderr
+
+
+def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
+    """A spare has imported torch and the engine before the run is queued; the run uses it, and its
+    compile is still cold: the spare's own fresh cache folders are empty."""
+    runs.SPARES.fill("cpu", {})
+    (spare,) = [runs.SPARES._spares["cpu"]]
+    time.sleep(1)
+    record = runs.execute(tiny.replace(cache="cold", backend="aot_eager"), store, timeout_s=300)
+    assert record.status == "finished", record.error
+    live = runs.live(record.id)
+    assert live.from_spare and live.handle.worker is spare
+    assert record.result["cache_artifacts"] == "none" and not record.result["fx_graph_cache_hits"]
+    assert runs.SPARES.slots() == []  # taken; the app's scheduler starts the next one
+
+
+def test_a_spare_started_under_other_torch_settings_is_not_used(monkeypatch):
+    runs.SPARES.fill("cpu", {})
+    spare = runs.SPARES._spares["cpu"]
+    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # read when Inductor is imported
+    assert runs.SPARES.take("cpu", {}) is None
+    assert spare.proc.wait(60) == 0  # let go: it exits by itself once its imports are done
+
+
+def test_a_worker_given_nothing_exits_quietly():
+    proc = subprocess.run([sys.executable, "-m", "tcore.worker"], input="", capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == ""

@@ -3,6 +3,11 @@
 Each run gets a fresh process in its own process group, with fresh TORCHINDUCTOR_CACHE_DIR and
 TRITON_CACHE_DIR: that is what makes its compile time a cold one. Cancelling or timing out kills
 the whole group (the worker and Inductor's compile workers).
+
+A worker imports torch, the engine and the models before it reads its experiment (about 7 s on an
+H200), so the app keeps one spare per device slot started ahead (SparePool): a run takes it and
+skips the imports. A spare is unused, so nothing in it has compiled and its caches are empty; it is
+only handed a run if the lab process's environment is the one it was started with.
 """
 from __future__ import annotations
 
@@ -34,33 +39,141 @@ def warm_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compile-lab"
 
 
-class RunHandle:
-    """A running worker. Iterate over it for events; the last one is 'result' or 'error'."""
+class Worker:
+    """A started `python -m tcore.worker` process, waiting for its experiment on stdin."""
 
-    def __init__(self, exp: Experiment, *, timeout_s: float | None = None, extra_env: dict[str, str] | None = None,
-                 workdir: Path | None = None):
+    def __init__(self, env: dict[str, str]) -> None:
+        self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
+        self.log_path = self.workdir / "worker.log"
+        self.lab_env = _import_time_env()  # a spare is handed a run only while these still hold
+        self.slot_env = dict(env)
+        full = dict(os.environ, PYTHONUNBUFFERED="1",
+                    TORCHINDUCTOR_CACHE_DIR=str(self.workdir / "inductor"),
+                    TRITON_CACHE_DIR=str(self.workdir / "triton"))
+        full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full.get("PYTHONPATH")]))
+        full.update(env)
+        self.spawn_env = full
+        self.spawned_at = time.time()
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._log, text=True, env=full, cwd=REPO_ROOT, start_new_session=True)
+
+    @property
+    def usable(self) -> bool:
+        """Still waiting, and started with the settings torch and the engine read at import that this process has now."""
+        return self.proc.poll() is None and self.lab_env == _import_time_env()
+
+    def dismiss(self) -> None:
+        """Let an unused worker go: on empty stdin it exits once its imports are done; its folder goes too."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        threading.Thread(target=self._reap, name=f"dismiss-{self.proc.pid}", daemon=True).start()
+
+    def _reap(self, grace_s: float = 30.0) -> None:
+        try:
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.proc)
+        self._log.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+# Environment variables read when torch, Triton, the engine or their libraries are imported: a spare
+# started under other values than the lab process has now would run with stale ones. The rest are
+# handed over with the experiment (RunHandle), as they are read at run time if at all.
+IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "NCCL", "OMP_", "MKL", "KMP_",
+                   "LD_", "PYTHON", "COMPILE_LAB", "TCORE")
+
+
+CACHE_DIRS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")  # set for each worker, whatever the lab process has
+
+
+def _import_time_env() -> dict[str, str]:
+    # Inductor writes its default cache folder into os.environ the first time it is asked for it
+    return {k: v for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV) and k not in CACHE_DIRS}
+
+
+class SparePool:
+    """One spare worker per device slot, started ahead so a run does not wait for the imports.
+
+    The scheduler calls fill() for idle slots and take() when it starts a run; a lab process that
+    never calls fill() (the command line) starts each worker when its run starts.
+    """
+
+    def __init__(self) -> None:
+        self._spares: dict[str, Worker] = {}
+        self._lock = threading.Lock()
+
+    def fill(self, slot: str, env: dict[str, str]) -> None:
+        """Start a spare for `slot` unless one is waiting there already."""
+        with self._lock:
+            spare = self._spares.get(slot)
+            if spare is not None and spare.usable and spare.slot_env == env:
+                return
+            self._spares.pop(slot, None)
+        if spare is not None:
+            spare.dismiss()
+        fresh = Worker(env)
+        with self._lock:
+            self._spares[slot] = fresh
+
+    def take(self, slot: str, env: dict[str, str]) -> Worker | None:
+        """The spare waiting for `slot`, now the caller's; None if there is none it may use."""
+        with self._lock:
+            spare = self._spares.pop(slot, None)
+        if spare is not None and spare.usable and spare.slot_env == env:
+            return spare
+        if spare is not None:
+            spare.dismiss()
+        return None
+
+    def slots(self) -> list[str]:
+        with self._lock:
+            return list(self._spares)
+
+    def clear(self) -> None:
+        with self._lock:
+            spares, self._spares = list(self._spares.values()), {}
+        for spare in spares:
+            spare.dismiss()
+
+
+class RunHandle:
+    """A running worker. Iterate over it for events; the last one is 'result' or 'error'.
+
+    worker: a spare (SparePool.take) or one just started; None starts one with `slot_env`. extra_env
+    is what this run adds (artifact and trace paths); a warm run also gets the shared caches.
+    """
+
+    def __init__(self, exp: Experiment, worker: Worker | None = None, *, timeout_s: float | None = None,
+                 extra_env: dict[str, str] | None = None, slot_env: dict[str, str] | None = None):
         self.exp = exp
         self.timeout_s = timeout_s
-        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="tcore-run-"))
-        self.log_path = self.workdir / "worker.log"
+        self.worker = worker or Worker(slot_env or {})
+        self.workdir = self.worker.workdir
+        self.log_path = self.worker.log_path
         self.final: dict[str, Any] | None = None
         self.finished_at: float | None = None
         self._stop_reason: str | None = None  # "cancelled" or "timeout", set before the group is killed
         self._queue: queue.Queue = queue.Queue()
+        self._log = self.worker._log
+        self.proc = self.worker.proc
 
-        cache_root = warm_cache_dir() if exp.cache == "warm" else self.workdir
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   TORCHINDUCTOR_CACHE_DIR=str(cache_root / "inductor"),
-                   TRITON_CACHE_DIR=str(cache_root / "triton"))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        env = {k: v for k, v in os.environ.items()  # set in this process since the worker started
+               if not k.startswith(IMPORT_TIME_ENV) and self.worker.spawn_env.get(k) != v}
         env.update(extra_env or {})
-        self._log = open(self.log_path, "w")
+        if exp.cache == "warm":
+            env.update(TORCHINDUCTOR_CACHE_DIR=str(warm_cache_dir() / "inductor"),
+                       TRITON_CACHE_DIR=str(warm_cache_dir() / "triton"))
         self.started_at = time.time()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, env=env, cwd=REPO_ROOT, start_new_session=True)
-        self.proc.stdin.write(exp.to_json())
-        self.proc.stdin.close()
+        try:
+            self.proc.stdin.write(protocol.envelope(exp.to_json(), env))
+            self.proc.stdin.close()
+        except BrokenPipeError:  # it died before reading; _read() reports how
+            pass
         self._timer = None
         if timeout_s is not None:
             self._timer = threading.Timer(timeout_s, self._stop, args=("timeout",))
@@ -90,6 +203,7 @@ class RunHandle:
             else:
                 self._queue.put(event)
         returncode = self.proc.wait()
+        _end_group(self.proc)  # compile workers the worker left when it exited without teardown
         if self._timer:
             self._timer.cancel()
         self._log.close()
@@ -124,6 +238,13 @@ def _death_message(returncode: int) -> str:
         hint = " (the kernel's OOM killer sends SIGKILL when memory runs out)" if name == "SIGKILL" else ""
         return f"the worker process died from {name}{hint} before reporting a result"
     return f"the worker process exited with code {returncode} before reporting a result"
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # nothing left
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:

@@ -8,13 +8,12 @@ outlives the process, and recover() picks up, after a restart, the runs a dead p
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
-import tempfile
 import threading
 import time
 import traceback
-from pathlib import Path
 from typing import Any, Callable
 
 from tcore.lab import artifacts
@@ -22,7 +21,7 @@ from tcore.lab import limits
 from tcore.lab import scheduler
 from tcore.protocol import TERMINAL
 from tcore.protocol import error as error_event
-from tcore.lab.launcher import RunHandle
+from tcore.lab.launcher import RunHandle, SparePool, Worker
 from tcore.spec import Experiment, SpecError, check_on_device, resolve_device
 from tcore.store import QueueFull, RunRecord, RunStore
 
@@ -60,6 +59,7 @@ class LiveRun:
         self.final: dict[str, Any] | None = None
         self.record: RunRecord | None = None
         self.handle: RunHandle | None = None  # the worker, once the run has left the queue
+        self.from_spare = False  # whether its worker was a spare, started ahead with the imports done
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
         self.eta_s: float | None = None  # estimated seconds until it starts
@@ -90,10 +90,13 @@ class LiveRun:
             if self._cancelled:  # cancelled after the scheduler claimed it: it never starts
                 self._end(error_event("cancelled", "cancelled by the user before its worker started"))
                 return
-            self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
-            env = {**env, **artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)}
             try:
-                self.handle = RunHandle(self.exp, timeout_s=self.timeout_s, extra_env=env, workdir=self.workdir)
+                worker = SPARES.take(slot, env)
+                self.from_spare = worker is not None
+                worker = worker or Worker(env)
+                self.workdir = worker.workdir
+                extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)
+                self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra)
             except OSError as e:  # the worker could not even start: that is this run's outcome
                 self._end(error_event("crashed", f"the worker process could not start: {e}"))
                 return
@@ -137,6 +140,8 @@ class LiveRun:
                 if kind == "phase":
                     self.phase = event["phase"]
                     self.phase_started_at[self.phase] = time.time()
+                    if self.phase == "profiling":
+                        _spare_for_next(self.device, self.device_slot)
                 elif kind == "progress":
                     self.progress[event["phase"]] = (event["done"], event["total"])
                 elif kind == "power":
@@ -217,6 +222,33 @@ class LiveRun:
         return self.record
 
 
+# Spare workers (tcore.lab.launcher.SparePool) for the device kinds keep_spares() named: the app's.
+SPARES = SparePool()
+SPARES_OFF_ENV = "COMPILE_LAB_SPARE_WORKERS"  # "0": start each worker when its run starts
+_SPARE_DEVICES: set[str] = set()
+atexit.register(SPARES.clear)
+
+
+def keep_spares(device: str) -> bool:
+    """Keep a spare worker waiting in each free `device` slot from now on (the app calls this); False if
+    $COMPILE_LAB_SPARE_WORKERS=0 turns them off."""
+    if os.environ.get(SPARES_OFF_ENV, "").strip() in ("0", "off", "false", "no"):
+        return False
+    _SPARE_DEVICES.add(device)
+    return True
+
+
+def _spare_for_next(device: str, slot: str | None) -> None:
+    """A GPU run has reached its profiling pass: start the next run's spare now, so a busy queue gains too.
+
+    Not on the CPU, where the imports would share the cores the profiled run is being measured on. On a
+    GPU the profiler times kernels on the device, and idle is re-based on the timed step
+    (tcore.breakdown.against_timed), so a process importing beside it does not change the figures.
+    """
+    if device != "cpu" and device in _SPARE_DEVICES and slot is not None:
+        threading.Thread(target=SPARES.fill, args=(slot, scheduler.slot_env(slot)), daemon=True).start()
+
+
 _LIVE: dict[str, LiveRun] = {}
 _LIVE_LOCK = threading.Lock()
 _SCHEDULERS: dict[tuple[int, str], scheduler.Scheduler] = {}
@@ -229,7 +261,8 @@ def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
     with _SCHEDULERS_LOCK:
         if key in _SCHEDULERS:
             return _SCHEDULERS[key], []
-        sched = _SCHEDULERS[key] = scheduler.Scheduler(store, lambda record: _adopt(record, store))
+        sched = _SCHEDULERS[key] = scheduler.Scheduler(store, lambda record: _adopt(record, store),
+                                                       spares=SPARES, spare_devices=_SPARE_DEVICES)
         return sched, sched.start()
 
 

@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
+from tcore.lab.launcher import SparePool
 from tcore.store import RunRecord, RunStore
 
 TICK_S = 0.25
@@ -148,8 +149,12 @@ class Job(Protocol):
 class Scheduler:
     """Starts this process's queued runs of one store when their turn comes; repairs dead owners' runs."""
 
-    def __init__(self, store: RunStore, adopt: Callable[[RunRecord], Job | None]) -> None:
+    def __init__(self, store: RunStore, adopt: Callable[[RunRecord], Job | None], *,
+                 spares: SparePool | None = None, spare_devices: set[str] | frozenset = frozenset()) -> None:
+        """spares, spare_devices: keep a spare worker in each free slot of these device kinds (the app's)."""
         self.store = store
+        self.spares = spares
+        self.spare_devices = spare_devices
         self.proc = this_process()
         self.error: str | None = None  # why the last tick failed, while ticks keep failing: the queue view shows it
         self._adopt = adopt
@@ -196,6 +201,7 @@ class Scheduler:
     def _tick(self) -> None:
         if time.monotonic() >= self._next_recovery:
             self.recover()
+            self._fill_spares()
         with self._lock:
             self._jobs = {run_id: job for run_id, job in self._jobs.items() if not job.done}
             jobs = dict(self._jobs)
@@ -216,6 +222,20 @@ class Scheduler:
                 run_id, slot = claim
                 waiting.pop(run_id).launch(slot, slot_env(slot))
         self._update_places(waiting)
+
+    def _fill_spares(self) -> None:
+        """A spare worker in each free slot, so the next run there skips the imports.
+
+        Only free slots: a spare importing beside a run that is being measured would share its CPU.
+        (A GPU run starts the next spare itself once it reaches its profiling pass: tcore.lab.runs.)
+        """
+        if self.spares is None or not self.spare_devices:
+            return
+        busy = self.store.busy_slots(self.proc.host)
+        for device in list(self.spare_devices):
+            for slot in device_slots(device):
+                if slot not in busy:
+                    self.spares.fill(slot, slot_env(slot))
 
     def _forward_cancels(self, jobs: dict[str, Job]) -> None:
         for run_id in self.store.cancel_requests(self.proc):

@@ -100,6 +100,12 @@ class Queue:
                        (free[0], time.time(), oldest["id"]))
             return oldest["id"], free[0]
 
+    def busy_slots(self, host: str) -> set[str]:
+        """The device slots on `host` that a run holds now."""
+        with self._connect() as db:
+            return {r[0] for r in db.execute("SELECT device_slot FROM runs WHERE status='running' AND host=?"
+                                             " AND device_slot IS NOT NULL", (host,))}
+
     def set_worker(self, run_id: str, pid: int, started: str | None) -> None:
         with self._write() as db:
             db.execute("UPDATE runs SET pid=?, worker_started=? WHERE id=?", (pid, started, run_id))
