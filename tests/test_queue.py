@@ -292,6 +292,33 @@ def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marke
     assert_no_overlap(records)
 
 
+def test_a_stopped_owner_loses_its_runs_once_it_has_been_silent_too_long(store, monkeypatch):
+    """Ctrl-Z on a command-line run: the process lives on but no longer moves its runs. Once it has not
+    said it is alive for OWNER_SILENT_S, its running run is ended with the reason and its queued runs
+    are taken over, so the room is not held."""
+    from tcore.store import queue
+
+    monkeypatch.setattr(queue, "OWNER_SILENT_S", 3.0)
+    child = subprocess.Popen([sys.executable, "-c", SUBMIT_AND_HANG, str(store.path), QUICK.to_json()],
+                             stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                             env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    try:
+        state = json.loads(child.stdout.readline())
+        os.kill(child.pid, signal.SIGSTOP)
+        running, *queued = state["ids"]
+        assert runs.recover(store) == []  # alive and heard from a moment ago: nothing is taken yet
+        wait_until(lambda: store.get(running).status == "failed", limit_s=30, what="the silent owner's run ended")
+        ended = store.get(running)
+        assert ended.error_kind == "crashed" and "stopped answering" in ended.error["message"]
+        wait_until(lambda: all(runs.live(i) is not None for i in queued), limit_s=30, what="adoption")
+        records = [runs.live(i).wait(120) for i in queued]
+        assert [r.status for r in records] == ["finished", "finished"]
+        assert_no_overlap([store.get(i) for i in state["ids"]])
+    finally:
+        child.kill()
+        child.wait()
+
+
 def _submit_two(path: str, owner: str) -> None:
     assert "streamlit" not in sys.modules, "the spawned child ran app.py as its main module (see conftest)"
     store = RunStore(path)

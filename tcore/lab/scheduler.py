@@ -4,8 +4,9 @@ The queue itself is rows of the store (tcore.store); this module schedules it. E
 submits runs has one Scheduler per store: a thread that every TICK_S claims this process's runs when
 their turn comes (the oldest queued run of their device kind) and a slot is free, starts their
 workers, forwards cancel requests from other processes, and keeps each queued run's position and
-ETA fresh. Every RECOVER_EVERY_S it also repairs the runs of processes that have died: a running one
-is marked crashed, a queued one is adopted here and runs in its turn.
+ETA fresh. Every RECOVER_EVERY_S it says this process is alive (a heartbeat in the store) and repairs
+the runs of processes that have died or gone silent (stopped with Ctrl-Z): a running one is ended
+with the reason, a queued one is adopted here and runs in its turn.
 
 A process is known by (host, pid, start time): the start time, from /proc/<pid>/stat, tells the
 owner that queued a run from a later process that happens to get the same pid.
@@ -29,7 +30,7 @@ from tcore.lab.launcher import SparePool
 from tcore.store import RunRecord, RunStore
 
 TICK_S = 0.25
-RECOVER_EVERY_S = 2.0
+RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.heartbeat)
 RECENT_RUNS = 10  # the ETA uses the median duration of this many latest runs on the same device kind
 
 
@@ -178,6 +179,7 @@ class Scheduler:
     def recover(self) -> list[Job]:
         """Mark dead owners' running runs crashed and adopt their queued ones; returns the adopted runs."""
         self._next_recovery = time.monotonic() + RECOVER_EVERY_S
+        self.store.heartbeat(self.proc)
         _, adopted_ids = self.store.recover(self.proc, is_alive, stop_worker)
         adopted = []
         for run_id in adopted_ids:
@@ -212,8 +214,10 @@ class Scheduler:
         if not waiting:
             return
         statuses = self.store.statuses(list(waiting))
+        taken = self.store.taken_over(self.proc, list(waiting))
         for run_id, job in list(waiting.items()):
-            if statuses.get(run_id) != "queued":  # cancelled from another process, or deleted
+            # cancelled from another process, deleted, or taken over while this process was stopped
+            if statuses.get(run_id) != "queued" or run_id in taken:
                 job.ended_in_queue()
                 del waiting[run_id]
         for device in {job.device for job in waiting.values()}:

@@ -29,6 +29,23 @@ QUEUE_COLUMNS = {
     "sweep_index": "INTEGER",      # ... and its place in that sweep
     "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
 }
+QUEUE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS owners (  -- each process that owns runs says it is alive (Queue.heartbeat)
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started TEXT NOT NULL,           -- the process's start time ('' where there is no /proc)
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (host, pid, started)
+);
+CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue paused, limits changed
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,             -- JSON
+    set_at REAL NOT NULL
+);
+"""
+# An owner that is alive but has not said so for this long (stopped with Ctrl-Z or SIGSTOP, or hung)
+# loses its runs: the queue must not wait on a process that does not move.
+OWNER_SILENT_S = 30.0
 CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
 
 
@@ -140,6 +157,14 @@ class Queue:
             marks = ",".join("?" * len(run_ids))
             return {r[0]: r[1] for r in db.execute(f"SELECT id, status FROM runs WHERE id IN ({marks})", run_ids)}
 
+    def taken_over(self, proc: Proc, run_ids: list[str]) -> set[str]:
+        """The ids among `run_ids` that another process now owns (it took them over while `proc` was silent)."""
+        with self._connect() as db:
+            marks = ",".join("?" * len(run_ids))
+            return {r[0] for r in db.execute(
+                f"SELECT id FROM runs WHERE id IN ({marks}) AND NOT (owner_pid=? AND owner_started IS ?)",
+                [*run_ids, proc.pid, proc.started])}
+
     def queued_count(self, owner: str) -> int:
         with self._connect() as db:
             return db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?", (owner,)).fetchone()[0]
@@ -168,26 +193,39 @@ class Queue:
                 "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
                 " ORDER BY status DESC, queued_at, rowid", (host,))]
 
-    def recover(self, proc: Proc, is_alive: Callable[[int, str | None], bool],
-                stop_worker: Callable[[int, str | None], bool]) -> tuple[list[str], list[str]]:
-        """Fix the runs of owners on proc's host that have died; returns (ids marked crashed, ids adopted).
+    def heartbeat(self, proc: Proc) -> None:
+        """`proc` is alive and ticking: recover() leaves its runs alone while it keeps saying so."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO owners (host, pid, started, seen_at) VALUES (?,?,?,?)",
+                       (proc.host, proc.pid, proc.started or "", time.time()))
 
-        A running run is marked failed, kind "crashed" (its worker, if still alive, is stopped first, so it
-        cannot overlap the next run); a queued run is adopted by `proc`: it stays queued, in its place.
+    def recover(self, proc: Proc, is_alive: Callable[[int, str | None], bool],
+                stop_worker: Callable[[int, str | None], bool],
+                silent_s: float | None = None) -> tuple[list[str], list[str]]:
+        """Fix the runs of owners on proc's host that have died or gone silent; returns (ids ended, ids adopted).
+
+        Gone silent: alive, but no heartbeat for `silent_s` (a process stopped with Ctrl-Z holds its
+        runs without moving them). A running run is marked failed, kind "crashed", with the reason (its
+        worker, if still alive, is stopped first, so it cannot overlap the next run); a queued run is
+        adopted by `proc`: it stays queued, in its place.
         """
+        silent_s = OWNER_SILENT_S if silent_s is None else silent_s
         crashed, adopted = [], []
+        now = time.time()
         with self._write() as db:
             rows = db.execute(
                 "SELECT id, status, owner_pid, owner_started, pid, worker_started FROM runs"
                 " WHERE status IN ('queued', 'running') AND host=? AND owner_pid IS NOT NULL", (proc.host,)).fetchall()
-            verdicts: dict[tuple, bool] = {}
+            heard = {(r["pid"], r["started"] or None): r["seen_at"] for r in db.execute(
+                "SELECT pid, started, seen_at FROM owners WHERE host=?", (proc.host,))}
+            verdicts: dict[tuple, str | None] = {}  # owner -> None (fine) or why it lost its runs
             for row in rows:
                 owner = (row["owner_pid"], row["owner_started"])
                 if owner == (proc.pid, proc.started):
                     continue
                 if owner not in verdicts:
-                    verdicts[owner] = is_alive(*owner)
-                if verdicts[owner]:
+                    verdicts[owner] = _gone(owner, is_alive, heard.get(owner), now, silent_s, proc.host)
+                if verdicts[owner] is None:
                     continue
                 if row["status"] == "queued":
                     db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?",
@@ -195,14 +233,26 @@ class Queue:
                     adopted.append(row["id"])
                     continue
                 stopped = row["pid"] is not None and stop_worker(row["pid"], row["worker_started"])
-                message = (f"the process that ran it (pid {row['owner_pid']} on {proc.host}) ended mid-run, "
-                           "e.g. the app was restarted or the command line was stopped"
-                           + ("; its worker, left behind, was stopped" if stopped else ""))
+                message = verdicts[owner] + ("; its worker, left behind, was stopped" if stopped else "")
                 db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='crashed', error=? WHERE id=?",
                            (time.time(), to_json({"type": "error", "kind": "crashed", "message": message}), row["id"]))
                 release_next(db, row["id"])
                 crashed.append(row["id"])
         return crashed, adopted
+
+
+def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], bool], seen_at: float | None,
+          now: float, silent_s: float, host: str) -> str | None:
+    """Why an owner's runs must be taken from it, or None while it is alive and heard from."""
+    pid = owner[0]
+    if not is_alive(*owner):
+        return (f"the process that ran it (pid {pid} on {host}) ended mid-run, "
+                "e.g. the app was restarted or the command line was stopped")
+    if seen_at is not None and now - seen_at > silent_s:
+        return (f"the process that ran it (pid {pid} on {host}) stopped answering: not heard from for "
+                f"{now - seen_at:.0f} s (more than {silent_s:g} s), e.g. stopped with Ctrl-Z; "
+                "the queue went on without it")
+    return None  # an owner that never sent a heartbeat (an older version) is judged by is_alive alone
 
 
 def cancel_if_queued(db: sqlite3.Connection, run_id: str, message: str = CANCELLED_IN_QUEUE) -> bool:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tcore.store import sweeps
-from tcore.store.queue import QUEUE_COLUMNS, Queue, release_next
+from tcore.store.queue import QUEUE_COLUMNS, QUEUE_SCHEMA, Queue, release_next
 from tcore.store.records import RunRecord, to_json
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -94,7 +94,7 @@ class RunStore(Queue):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             _use_wal(db)
-            db.executescript(SCHEMA + sweeps.SCHEMA)
+            db.executescript(SCHEMA + QUEUE_SCHEMA + sweeps.SCHEMA)
         with self._write() as db:  # one process adds the columns; another opening the store at once waits
             have = {r["name"] for r in db.execute("PRAGMA table_info(runs)")}
             for name, decl in QUEUE_COLUMNS.items():
@@ -127,23 +127,26 @@ class RunStore(Queue):
     # --- ended runs ------------------------------------------------------------------------------
 
     def finish(self, run_id: str, *, result: dict | None = None, env: dict | None = None,
-               error: dict | None = None, trace: list | None = None, code: list[str] | None = None) -> None:
+               error: dict | None = None, trace: list | None = None, code: list[str] | None = None) -> bool:
         """Record how a run ended: a result (finished) or an error event (failed), its power trace
-        and the code Inductor generated for it."""
+        and the code Inductor generated for it. False if it had ended already: another process took it
+        over (tcore.store.queue.Queue.recover) and its reason stands."""
         status = "failed" if error else "finished"
         device = (result or {}).get("device") or (env or {}).get("device")
         with self._write() as db:
-            db.execute(  # a failed run keeps the device kind it was queued for
-                "UPDATE runs SET status=?, finished_at=?, device=COALESCE(?, device), error_kind=?, env=?, result=?,"
-                " error=? WHERE id=?",
-                (status, time.time(), device, (error or {}).get("kind"), to_json(env), to_json(result),
-                 to_json(error), run_id))
+            if db.execute(  # a failed run keeps the device kind it was queued for
+                    "UPDATE runs SET status=?, finished_at=?, device=COALESCE(?, device), error_kind=?, env=?,"
+                    " result=?, error=? WHERE id=? AND status IN ('queued', 'running')",
+                    (status, time.time(), device, (error or {}).get("kind"), to_json(env), to_json(result),
+                     to_json(error), run_id)).rowcount == 0:
+                return False
             release_next(db, run_id)
             if trace:
                 db.execute("INSERT OR REPLACE INTO traces (run_id, samples) VALUES (?, ?)",
                            (run_id, json.dumps(trace)))
             db.executemany("INSERT OR REPLACE INTO generated_code (run_id, graph, source) VALUES (?, ?, ?)",
                            [(run_id, i, zlib.compress(src.encode())) for i, src in enumerate(code or [])])
+        return True
 
     def get(self, run_id: str) -> RunRecord:
         with self._connect() as db:
