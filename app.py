@@ -10,6 +10,7 @@ import streamlit as st
 
 from tcore.lab import runs
 from tcore.store import RunStore, default_path
+from ui import people
 
 
 @st.cache_resource(show_spinner=False)
@@ -25,10 +26,12 @@ def start_queue(db_path: str) -> int:
 # offline workshop network cannot reach.
 st.set_page_config(page_title="Compile Lab", page_icon=str(Path(__file__).parent / "ui" / "favicon.png"), layout="wide")
 start_queue(str(default_path()))
-st.navigation([
+page = st.navigation([
     st.Page("app_pages/run.py", title="Run", icon=":material/play_arrow:", default=True),
     st.Page("app_pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("app_pages/sweep.py", title="Sweep", icon=":material/grid_on:"),
     st.Page("app_pages/system.py", title="System", icon=":material/memory:"),
-]).run()
+])
+people.identity_sidebar(RunStore())
+page.run()

@@ -1,8 +1,9 @@
 """Compare stored runs: a filterable table, side-by-side charts, a compile-time vs speedup scatter, CSV, delete."""
 import streamlit as st
 
+from tcore.lab import runs
 from tcore.store import RunStore
-from ui import charts, diagnose_charts, results, summary
+from ui import charts, diagnose_charts, people, queue, results, summary
 
 store = RunStore()
 st.title("Compare runs")
@@ -71,10 +72,19 @@ if detail:
         results.show_run(store.get(detail), store, key="compare_detail_run")
     st.page_link("app_pages/diagnose.py", label="Why is it slow? Open this run on the Diagnose page",
                  icon=":material/troubleshoot:", query_params={"run": detail})
-    under_way = store.get(detail).status in ("queued", "running")
-    with st.popover("Delete this run", icon=":material/delete:", disabled=under_way,
-                    help="A run waiting or in progress cannot be deleted; cancel it on the Run page first."):
+    record = store.get(detail)
+    mine = record.owner == queue.session_owner()
+    under_way = record.status in ("queued", "running")
+    allowed = mine or people.is_instructor()
+    why_not = ("A run waiting or in progress cannot be deleted; cancel it on the Run page first." if under_way
+               else None if allowed else
+               f"This run is {people.display_name(record.owner)}'s: only its owner or the instructor can delete it.")
+    with st.popover("Delete this run", icon=":material/delete:", disabled=under_way or not allowed, help=why_not):
         st.write(f"Delete {labels[detail]} and its power trace from the store? This cannot be undone.")
         if st.button("Delete", key="compare_delete", type="primary"):
-            store.delete(detail)
-            st.rerun()
+            try:
+                runs.delete(detail, store, owner=queue.session_owner(), instructor=people.is_instructor())
+            except (PermissionError, KeyError) as e:
+                st.error(str(e))
+            else:
+                st.rerun()

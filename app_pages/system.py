@@ -4,21 +4,52 @@ import time
 import streamlit as st
 
 from tcore import machine
-from tcore.lab import sweeps
+from tcore.lab import runs, scheduler, sweeps
 from tcore.store import RunStore
-from ui import charts, queue
+from ui import charts, instructor, queue, summary
+
+
+
+def gpu_slots() -> dict[int, str]:
+    """NVML index (as nvidia-smi numbers GPUs) -> the queue's slot for it in this app, cuda:0, cuda:1, ..."""
+    from tcore.power import nvml_index
+
+    return {nvml_index(int(slot.split(":")[1])): slot for slot in scheduler.device_slots("cuda")}
+
+
+@st.fragment(run_every=2.0)
+def gpu_queue(store: RunStore, slot: str, uuid: str, *, key: str) -> None:
+    """What this GPU is doing now, and the runs it has done."""
+    now = [row for row in runs.queue_view(store) if row["status"] == "running" and row["device_slot"] == slot]
+    me = queue.session_owner()
+    if now:
+        row = now[0]
+        st.markdown(f"**Running** {row['label']} · :gray[{queue.whose(row['owner'], me)}] · for "
+                    f"{summary.duration(time.time() - row['started_at'])}")
+    else:
+        st.markdown(":gray[Idle: the next run in the queue can start here.]")
+    done = [r for r in store.list(limit=500) if r.env.get("gpu_uuid") == uuid]
+    if done:
+        st.caption(f"{len(done)} of the last 500 stored runs ran on this GPU; the latest: {done[0].label}.")
+
 
 facts = machine.facts()
 st.title("System")
 
+store = RunStore()
 if facts["gpus"]:
+    slots = gpu_slots()
     for gpu in facts["gpus"]:
         st.subheader(f"GPU {gpu['index']}: {gpu['name']}")
+        st.caption(f"{gpu['uuid']}" + (f" · runs here take slot {slots[gpu['index']]}" if gpu["index"] in slots
+                                         else " · not visible to this app (CUDA_VISIBLE_DEVICES)"))
         cols = st.columns(4)
         cols[0].metric("Driver", gpu["driver"])
         cols[1].metric("Memory", f"{gpu['memory_total_gib']:.0f} GiB")
         cols[2].metric("Power limit", f"{gpu['power_limit_w']:.0f} W")
         cols[3].metric("CUDA (torch build)", facts["cuda"] or "n/a")
+        if gpu["index"] in slots:
+            gpu_queue(store, slots[gpu["index"]], gpu["uuid"], key=f"system_gpu_{gpu['index']}")
 else:
     st.subheader(f"CPU: {facts['cpu']}")
     st.metric("Cores", f"{facts['cpu_count']} cores")
@@ -34,9 +65,12 @@ if facts["missing"]:
     st.markdown("#### Not available here")
     st.warning("\n".join(f"- {line}" for line in facts["missing"]))
 with st.container(border=True):
-    queue.queue_view(RunStore(), key="system_queue")
-if active := sweeps.active_count(RunStore()):
+    queue.queue_view(store, key="system_queue")
+if active := sweeps.active_count(store):
     st.caption(f"Sweeps in progress: {active}.")
+
+with st.container(border=True):
+    instructor.panel(store)
 
 if "system_samples" not in st.session_state:
     st.session_state.system_samples = []  # [t_s, watts, "idle", util_pct], the last two minutes

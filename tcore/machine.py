@@ -55,6 +55,7 @@ def gpus() -> tuple[list[dict[str, Any]], str | None]:
             out.append({
                 "index": i,
                 "name": pynvml.nvmlDeviceGetName(h),
+                "uuid": pynvml.nvmlDeviceGetUUID(h),
                 "driver": driver,
                 "memory_total_gib": mem.total / 2**30,
                 "memory_used_gib": mem.used / 2**30,

@@ -85,10 +85,18 @@ def test_tiny_cpu_run_from_the_run_page(db):
     assert any(re.match(r"(Queued|Running): captioner/tiny bs2", s.value) for s in at.subheader)
     assert not at.button(key="run_start").disabled  # more runs can queue behind it
 
-    # A refreshed browser is a new session: the run is in the machine's queue, but not its own.
-    refreshed = app()
-    assert "captioner/tiny bs2 fp32 inference, whole aot_eager · :gray[another session]" in texts(refreshed.markdown)
-    assert not refreshed.subheader
+    # A refreshed tab keeps its address, so its owner: the run is still "yours" and can be cancelled there.
+    me = at.session_state["owner"]
+    assert me.startswith("guest-") and at.query_params["me"] == me
+    refreshed = AppTest.from_file("../app.py", default_timeout=60)
+    refreshed.query_params["me"] = me
+    refreshed.run()
+    assert "captioner/tiny bs2 fp32 inference, whole aot_eager · :gray[yours]" in texts(refreshed.markdown)
+    # Someone else sees whose it is, and has no button to cancel it.
+    other = app()
+    assert f"captioner/tiny bs2 fp32 inference, whole aot_eager · :gray[guest {me[6:10]}]" in texts(other.markdown)
+    assert not other.subheader
+    assert not [b for b in other.button if b.key and b.key.startswith("run_queue_cancel_")]
 
     wait_for(at, lambda at: any(m.label == "Speedup" for m in at.metric))
     assert not at.exception
@@ -188,7 +196,7 @@ def stored_run(store: RunStore, exp: Experiment, **result) -> str:
     return run_id
 
 
-def test_compare_shows_stored_runs_side_by_side_and_deletes(db):
+def test_compare_shows_stored_runs_side_by_side_and_deletes(db, monkeypatch):
     tiny = Experiment(model="captioner", device="cpu", backend="aot_eager")
     whole = stored_run(db, tiny, speedup=1.2, compile_s=3.0, breakeven_steps=450.0)
     regional = stored_run(db, tiny.replace(compile="regional"), speedup=1.1, compile_s=1.0, breakeven_steps=300.0)
@@ -207,9 +215,29 @@ def test_compare_shows_stored_runs_side_by_side_and_deletes(db):
     assert at.selectbox(key="compare_detail").value == failed
     assert "**Compile error**: InductorError: boom" in texts(at.error)  # a failed run shows its kind and cause
 
+    # Not this participant's run: no deleting it, however the button is reached.
+    at.button(key="compare_delete").click().run()
+    assert "only its owner or the instructor can delete it" in texts(at.error)
+    assert failed in {r.id for r in db.list()}
+
+    # The instructor, once unlocked with the passcode, may.
+    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
+    unlock(at, "open up")
+    assert "That is not the passcode." in texts(at.error)
+    unlock(at, "sesame")
+    assert at.button(key="instructor_pause")  # unlocked: the instructor's panel
+    at.switch_page("app_pages/compare.py").run()
+    at.multiselect(key="compare_status").set_value(["failed"]).run()
     at.button(key="compare_delete").click().run()
     assert not at.exception
     assert {r.id for r in db.list()} == {whole, regional}
+
+
+def unlock(at: AppTest, passcode: str) -> AppTest:
+    at.switch_page("app_pages/system.py").run()
+    at.text_input(key="instructor_attempt").set_value(passcode)
+    next(b for b in at.button if b.label == "Unlock").click().run()
+    return at
 
 
 def test_a_run_past_the_labs_limits_is_refused_with_the_reason(db, monkeypatch):
@@ -368,7 +396,7 @@ def test_cancelled_sweep_starts_no_further_runs(db):
 
 
 # What tcore.machine.facts() returned on an H200 (recorded), for the pages' GPU branches on a CPU machine.
-H200 = {"name": "NVIDIA H200", "index": 0, "driver": "580.159.04", "memory_total_gib": 140.4, "memory_used_gib": 0.6,
+H200 = {"name": "NVIDIA H200", "index": 0, "uuid": "GPU-5a1f0c3e-0000-4000-8000-00000000h200", "driver": "580.159.04", "memory_total_gib": 140.4, "memory_used_gib": 0.6,
         "power_limit_w": 700.0, "power_w": 79.9, "utilization_pct": 0.0}
 
 
@@ -380,6 +408,14 @@ def test_gpu_machine_pages(db, monkeypatch):
     monkeypatch.setattr(machine, "facts", lambda: facts)
     monkeypatch.setattr(machine, "gpus", lambda: ([H200], None))
     monkeypatch.setattr(machine, "cuda_available", lambda: True)
+    from tcore import power
+    from tcore.lab import scheduler
+
+    monkeypatch.setattr(scheduler, "device_slots", lambda device: ("cuda:0",) if device == "cuda" else ("cpu",))
+    monkeypatch.setattr(power, "nvml_index", lambda torch_index: torch_index)
+    done = insert_run(db, Experiment(model="captioner", device="cpu"))
+    db.finish(done, result={"device": "cuda"}, env={"device": "cuda", "gpu": "NVIDIA H200", "gpu_index": 0,
+                                                    "gpu_uuid": H200["uuid"]})
 
     at = app()
     assert not any("runs use the **CPU**" in str(i.value) for i in at.info)  # no CPU banner with a GPU
@@ -397,6 +433,9 @@ def test_gpu_machine_pages(db, monkeypatch):
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert at.subheader[0].value == "GPU 0: NVIDIA H200"
+    assert f"{H200['uuid']} · runs here take slot cuda:0" in texts(at.caption)
+    assert "Idle: the next run in the queue can start here." in texts(at.markdown)
+    assert "1 of the last 500 stored runs ran on this GPU" in texts(at.caption)
     assert metrics["Power limit"] == "700 W" and metrics["Memory"] == "140 GiB" and metrics["Driver"] == "580.159.04"
     assert metrics["Power now"] == "80 W" and metrics["Utilisation now"] == "0 %"
     assert len(at.get("plotly_chart")) == 1  # the live power chart

@@ -432,9 +432,19 @@ def test_break_grouping_strategies_and_queue_words():
     assert summary.queue_words(2, 95.0, 12.0) == ("Queued: position 2 · starts in about 1 min 35 s (an estimate "
                                                   "from recent runs) · waited 12 s")
     assert "no estimate yet" in summary.queue_words(1, None, 0.0)
-    assert summary.owner_words("abc", "abc") == "yours"
-    assert summary.owner_words("host:123", "abc") == "the command line or a sweep"
-    assert summary.owner_words("def", "abc") == "another session"
+
+
+def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
+    from ui import people, queue
+
+    assert queue.whose("ada~3f9a", "ada~3f9a") == "yours"
+    assert queue.whose("ada~3f9a", "guest-0badc0") == "ada"
+    assert queue.whose("guest-0badc0", "ada~3f9a") == "guest 0bad"
+    assert queue.whose("host:123", "abc") == "the command line or a sweep"
+    assert queue.whose("9f1c0e", "abc") == "another session"  # a session id from before names
+    assert people.owner_for("  Ada Lovelace! ", "guest-0badc0") == "ada-lovelace~0bad"
+    assert people.owner_for("Ada", "ada-l~0bad") == "ada~0bad"  # a new name keeps the tag
+    assert people.owner_for("!!", "guest-0badc0") is None
 
 
 def record(run_id, spec, result=None, status="finished"):

@@ -18,6 +18,7 @@ from tcore.lab import limits, runs, scheduler
 from tcore.lab.launcher import REPO_ROOT
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
+from tests.helpers import insert_run
 
 QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
                    rounds=1, backend="eager", cache="warm")
@@ -249,6 +250,7 @@ import json, sys, time
 from tcore.lab import runs
 from tcore.spec import Experiment
 from tcore.store import RunStore
+from tests.helpers import insert_run
 store = RunStore(sys.argv[1])
 exp = Experiment.from_json(sys.argv[2])
 live = [runs.start(exp, store, owner="crowd") for _ in range(3)]
@@ -385,6 +387,7 @@ import json, sys, time
 from tcore.lab import runs, sweeps
 from tcore.spec import Experiment
 from tcore.store import RunStore
+from tests.helpers import insert_run
 store = RunStore(sys.argv[1])
 exp = Experiment.from_json(sys.argv[2])
 sweep_id = sweeps.start([exp, exp.replace(seed=1), exp.replace(seed=2)], store, owner="a session")
@@ -441,3 +444,50 @@ def test_a_run_that_cannot_finish_in_its_time_limit_is_refused_with_the_numbers(
             "(this lab's max_run_s = 900.0 (from COMPILE_LAB_MAX_RUN_S))") in str(refused.value)
     assert store.list() == []  # nothing was queued
     runs.start(long.replace(timed_s=4.0, rounds=2), store).cancel()  # what fits is accepted
+
+
+def test_only_the_owner_or_the_instructor_may_cancel_or_delete_a_run(store):
+    run_id = insert_run(store, QUICK)
+    with store._write() as db:
+        db.execute("UPDATE runs SET owner='ada~3f9a' WHERE id=?", (run_id,))
+    store.finish(run_id, result={"device": "cpu"})
+    with pytest.raises(PermissionError, match="only its owner or the instructor can delete it"):
+        runs.delete(run_id, store, owner="bob~0c1d")
+    with pytest.raises(PermissionError, match="can cancel it"):
+        runs.cancel(run_id, store, owner="bob~0c1d")
+    runs.delete(run_id, store, owner="bob~0c1d", instructor=True)
+    assert store.list() == []
+
+
+def test_the_instructor_passcode_comes_from_the_file_or_the_environment(tmp_path):
+    assert limits.instructor_passcode({}, cwd=tmp_path) is None
+    assert not limits.is_instructor("anything", {}, cwd=tmp_path)  # no passcode set: nobody is instructor
+    (tmp_path / "compile-lab.toml").write_text('[instructor]\npasscode = "sesame"\n')
+    assert limits.is_instructor("sesame", {}, cwd=tmp_path)
+    assert not limits.is_instructor("Sesame", {}, cwd=tmp_path) and not limits.is_instructor("", {}, cwd=tmp_path)
+    env = {limits.PASSCODE_ENV: "open"}
+    assert limits.is_instructor("open", env, cwd=tmp_path) and not limits.is_instructor("sesame", env, cwd=tmp_path)
+
+
+def test_limits_the_instructor_sets_in_the_app_win_until_reset(store, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "64")
+    now = limits.set_by_instructor(store, {"max_batch_size": 4, "max_run_s": 120.0})
+    assert now.max_batch_size == 4 and now.max_run_s == 120.0
+    assert now.describe("max_batch_size") == "max_batch_size = 4 (from the instructor, in the app)"
+    with pytest.raises(SpecError, match="batch_size 8 is over this lab's limit"):
+        runs.start(QUICK.replace(batch_size=8), store)
+    with pytest.raises(limits.LimitsError, match="max_queued_per_session = 0"):
+        limits.set_by_instructor(store, {"max_queued_per_session": 0})
+    assert limits.load(store=store).max_batch_size == 4  # a refused change changes nothing
+    assert limits.set_by_instructor(store, None).max_batch_size == 64  # back to the environment's
+
+
+def test_a_paused_queue_starts_nothing_until_the_instructor_resumes_it(store, cleanup):
+    runs.pause(store, True)
+    assert runs.paused_since(store) is not None
+    run = runs.start(QUICK, store)
+    cleanup.append(run)
+    time.sleep(3 * scheduler.TICK_S + scheduler.RECOVER_EVERY_S)
+    assert run.status == "queued" and store.get(run.run_id).status == "queued"
+    runs.pause(store, False)
+    assert run.wait(120).status == "finished"

@@ -1,13 +1,12 @@
 """The shared run queue as a page sees it: who this browser session is, submitting runs, its runs, the room's queue.
 
-Every run waits its turn in the queue kept in the store (tcore.scheduler): one run at a time per
-device, across every session and process. A session submits with its own id as owner, so the lab's
-limit on queued runs applies per person and only the owner may cancel.
+Every run waits its turn in the queue kept in the store (tcore.lab.scheduler): one run at a time per
+device, across every session and process. A participant submits under their own id (ui.people), so
+the lab's limit on queued runs applies per person, and only the owner or the instructor may cancel.
 """
 from __future__ import annotations
 
 import time
-import uuid
 
 import pandas as pd
 import streamlit as st
@@ -16,22 +15,19 @@ from tcore.lab import runs, scheduler
 from tcore.protocol import PHASE_TITLES
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
-from ui import summary
+from ui import people, summary
 
 MY_RUNS_SHOWN = 8
 
 
 def session_owner() -> str:
-    """This browser session's id: Streamlit's own where it has one (st.context.session_id), else a uuid.
+    """This participant's owner id (ui.people.me): it lasts across a refresh and a second tab."""
+    return people.me()
 
-    A refreshed browser tab is a new session, so its earlier runs are no longer "yours".
-    """
-    own = getattr(st.context, "session_id", None)
-    if own:
-        return own
-    if "owner" not in st.session_state:
-        st.session_state.owner = uuid.uuid4().hex
-    return st.session_state.owner
+
+def whose(owner: str | None, me: str) -> str:
+    """'yours', or whose it is: 'ada', 'guest 3f9a', 'the command line or a sweep'."""
+    return "yours" if owner == me else people.display_name(owner)
 
 
 def submit(experiments: list[Experiment], store: RunStore, *, key: str,
@@ -109,7 +105,7 @@ def my_runs_table(store: RunStore) -> None:
     if not mine:
         return
     places = places_by_id(store)
-    st.markdown("**Your runs in this session**")
+    st.markdown("**Your runs**")
     st.dataframe(pd.DataFrame({"Run": [f"{r.label} · {r.id[-6:]}" for r in mine],
                                "State": [status_words(r, places) for r in mine]}),
                  hide_index=True, width="stretch", key="my_runs_table")
@@ -117,10 +113,15 @@ def my_runs_table(store: RunStore) -> None:
 
 @st.fragment(run_every=2.0)
 def queue_view(store: RunStore, *, key: str) -> None:
-    """The room's queue on this machine: running, then queued runs, whose they are; cancel your own."""
+    """The room's queue on this machine: running, then queued runs, whose they are; cancel your own
+    (the instructor: any)."""
     me = session_owner()
+    instructor = people.is_instructor()
     rows = runs.queue_view(store)
     st.markdown("**The queue on this machine**")
+    if (since := runs.paused_since(store)) is not None:
+        st.warning(f"The instructor paused the queue {summary.duration(time.time() - since)} ago: runs under way "
+                   "finish, waiting runs keep their place and start when it resumes.", icon=":material/pause:")
     if problem := runs.queue_problem(store):
         st.error(f"The queue cannot start runs right now and keeps retrying every {scheduler.TICK_S:g} s: {problem}")
     if not rows:
@@ -130,22 +131,22 @@ def queue_view(store: RunStore, *, key: str) -> None:
                "command line: two runs at once would disturb each other's timings.")
     for row in rows:
         left, right = st.columns([4, 1], vertical_alignment="center")
-        whose = summary.owner_words(row["owner"], me)
+        owner = whose(row["owner"], me)
         if row["status"] == "running":
             where = f" on {row['device_slot']}" if row.get("device_slot") else ""
             state = f"**running**{where} for {summary.duration(_since(row['started_at']))}"
         else:
             eta = ("no estimate yet" if row["eta_s"] is None else f"starts in ~{summary.duration(row['eta_s'])}")
             state = f"**#{row['queue_position'] or '?'} in the queue**, {eta}"
-        left.markdown(f"{state} · {row['label']} · :gray[{whose}]")
-        if whose == "yours" and right.button("Cancel", key=f"{key}_cancel_{row['run_id']}",
-                                             icon=":material/cancel:"):
+        left.markdown(f"{state} · {row['label']} · :gray[{owner}]")
+        if (owner == "yours" or instructor) and right.button("Cancel", key=f"{key}_cancel_{row['run_id']}",
+                                                             icon=":material/cancel:"):
             cancel(row["run_id"], store)
 
 
 def cancel(run_id: str, store: RunStore) -> None:
     try:
-        runs.cancel(run_id, store, owner=session_owner())
+        runs.cancel(run_id, store, owner=session_owner(), instructor=people.is_instructor())
     except (PermissionError, KeyError) as e:  # not ours after all, or gone meanwhile
         st.toast(str(e))
     else:

@@ -268,7 +268,8 @@ def env_rows(env: dict, device: str | None) -> list[tuple[str, str]]:
     rows = [("device", device or env.get("device") or "?"), ("torch", env.get("torch")),
             ("triton", env.get("triton") or "not installed"), ("python", env.get("python"))]
     if env.get("gpu"):
-        rows += [("GPU", env["gpu"]), ("CUDA", env.get("cuda")), ("driver", env.get("driver")),
+        which = f"GPU {env['gpu_index']}: " if env.get("gpu_index") is not None else ""
+        rows += [("GPU", f"{which}{env['gpu']}"), ("GPU UUID", env.get("gpu_uuid")), ("CUDA", env.get("cuda")), ("driver", env.get("driver")),
                  ("GPU memory", f"{env['gpu_memory_gib']} GiB" if env.get("gpu_memory_gib") else None),
                  ("power limit", f"{env['power_limit_w']:.0f} W" if env.get("power_limit_w") else None),
                  ("compute capability", env.get("compute_capability"))]
@@ -296,15 +297,6 @@ def queue_words(position: int | None, eta_s: float | None, waited_s: float | Non
            f"starts in about {duration(eta_s)} (an estimate from recent runs)")
     place = f"position {position}" if position else "about to start"
     return f"Queued: {place} · {eta} · waited {duration(waited_s)}"
-
-
-def owner_words(owner: str | None, me: str) -> str:
-    """Whose a queued run is: 'yours', the command line or a sweep (a process), or another session."""
-    if owner == me:
-        return "yours"
-    if owner and ":" in owner:  # tcore.scheduler.Proc.name, "host:pid": queued without a browser session
-        return "the command line or a sweep"
-    return "another session"
 
 
 # --- Why is it slow ------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ class Worker:
 # started under other values than the lab process has now would run with stale ones. The rest are
 # handed over with the experiment (RunHandle), as they are read at run time if at all.
 IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "NCCL", "OMP_", "MKL", "KMP_",
-                   "LD_", "PYTHON", "COMPILE_LAB", "TCORE")
+                   "LD_", "PYTHON")
 
 
 CACHE_DIRS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")  # set for each worker, whatever the lab process has

@@ -8,13 +8,18 @@ Set them in `compile-lab.toml` (in the working directory, or the file named by $
     max_memory_gib = 40           # estimated memory per run; "none": only the device's own memory
     max_queued_per_session = 3    # runs one browser session may have waiting at once
 
-or in the environment, which wins: COMPILE_LAB_MAX_RUN_S, COMPILE_LAB_MAX_BATCH_SIZE,
-COMPILE_LAB_MAX_MEMORY_GIB, COMPILE_LAB_MAX_QUEUED_PER_SESSION. They are read at every submission,
-so an edit applies to the next run without a restart.
+    [instructor]
+    passcode = "change-me"        # unlocks the instructor's actions in the app (System page)
+
+or in the environment, which wins over the file: COMPILE_LAB_MAX_RUN_S, COMPILE_LAB_MAX_BATCH_SIZE,
+COMPILE_LAB_MAX_MEMORY_GIB, COMPILE_LAB_MAX_QUEUED_PER_SESSION, COMPILE_LAB_INSTRUCTOR_PASSCODE.
+The instructor can change the limits in the app; those win over both, until reset. They are read at
+every submission, so a change applies to the next run without a restart.
 """
 from __future__ import annotations
 
 import functools
+import hmac
 import os
 import statistics
 import tomllib
@@ -27,6 +32,8 @@ from tcore.spec import PRECISIONS, Experiment, SpecError
 from tcore.store import RunStore
 
 CONFIG_ENV = "COMPILE_LAB_CONFIG"
+PASSCODE_ENV = "COMPILE_LAB_INSTRUCTOR_PASSCODE"
+INSTRUCTOR_LIMITS = "limits"  # the key, in the store's lab_state, of the limits the instructor set in the app
 CONFIG_NAME = "compile-lab.toml"
 ENV = {
     "max_run_s": "COMPILE_LAB_MAX_RUN_S",
@@ -85,29 +92,69 @@ class Limits:
                                 f"({self.describe('max_run_s')})")
 
 
-def load(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> Limits:
-    """Defaults, overridden by the config file, overridden by the environment."""
+def load(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+         store: RunStore | None = None) -> Limits:
+    """Defaults, overridden by the config file, then the environment, then what the instructor set in the app."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
-    path = Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else Path(cwd or os.getcwd()) / CONFIG_NAME
-    if environ.get(CONFIG_ENV) and not path.is_file():
-        raise LimitsError(f"{CONFIG_ENV}={environ[CONFIG_ENV]} names no file")
-    if path.is_file():
-        try:
-            table = tomllib.loads(path.read_text()).get("limits", {})
-        except tomllib.TOMLDecodeError as e:
-            raise LimitsError(f"{path} is not valid TOML: {e}") from None
-        unknown = sorted(set(table) - set(_RULES))
-        if unknown:
-            raise LimitsError(f"{path}: unknown setting(s) in [limits]: {', '.join(unknown)}; "
-                              f"known: {', '.join(_RULES)}")
-        for name, value in table.items():
-            values[name], origin[name] = _parse(name, value, str(path)), str(path)
+    config, path = _config(environ, cwd)
+    table = config.get("limits", {})
+    unknown = sorted(set(table) - set(_RULES))
+    if unknown:
+        raise LimitsError(f"{path}: unknown setting(s) in [limits]: {', '.join(unknown)}; known: {', '.join(_RULES)}")
+    for name, value in table.items():
+        values[name], origin[name] = _parse(name, value, str(path)), str(path)
     for name, var in ENV.items():
         if environ.get(var, "").strip():
             values[name], origin[name] = _parse(name, environ[var], var), var
+    for name, value in (store.lab_state(INSTRUCTOR_LIMITS) or {} if store is not None else {}).items():
+        if name in _RULES:
+            values[name], origin[name] = value, "the instructor, in the app"
     return Limits(**values, origin=origin)
+
+
+def _config(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict[str, Any], Path]:
+    """The config file's tables ({} when there is no file) and its path."""
+    path = Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else Path(cwd or os.getcwd()) / CONFIG_NAME
+    if environ.get(CONFIG_ENV) and not path.is_file():
+        raise LimitsError(f"{CONFIG_ENV}={environ[CONFIG_ENV]} names no file")
+    if not path.is_file():
+        return {}, path
+    try:
+        return tomllib.loads(path.read_text()), path
+    except tomllib.TOMLDecodeError as e:
+        raise LimitsError(f"{path} is not valid TOML: {e}") from None
+
+
+def set_by_instructor(store: RunStore, values: dict[str, Any] | None) -> Limits:
+    """Store the limits the instructor chose in the app (None: back to the file and environment); returns
+    the limits now in force. Raises LimitsError, naming the setting, for a value that is not allowed."""
+    if values is None:
+        store.set_lab_state(INSTRUCTOR_LIMITS, None)
+        return load(store=store)
+    unknown = sorted(set(values) - set(_RULES))
+    if unknown:
+        raise LimitsError(f"unknown limit(s): {', '.join(unknown)}; known: {', '.join(_RULES)}")
+    Limits(**values)  # checks each value before anything is stored
+    store.set_lab_state(INSTRUCTOR_LIMITS, values)
+    return load(store=store)
+
+
+def instructor_passcode(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> str | None:
+    """The passcode that unlocks instructor actions: $COMPILE_LAB_INSTRUCTOR_PASSCODE, else
+    `passcode` under [instructor] in compile-lab.toml; None when neither is set (nobody has them)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(PASSCODE_ENV, "").strip():
+        return environ[PASSCODE_ENV].strip()
+    code = _config(environ, cwd)[0].get("instructor", {}).get("passcode")
+    return str(code).strip() or None if code is not None else None
+
+
+def is_instructor(attempt: str | None, environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> bool:
+    """Whether `attempt` is the instructor passcode (compared in constant time); False when none is set."""
+    code = instructor_passcode(environ, cwd)
+    return bool(code and attempt) and hmac.compare_digest(code.encode(), attempt.strip().encode())
 
 
 def _parse(name: str, value: Any, where: str) -> Any:

@@ -24,6 +24,7 @@ from tcore.protocol import error as error_event
 from tcore.lab.launcher import RunHandle, SparePool, Worker
 from tcore.spec import Experiment, SpecError, check_on_device, resolve_device
 from tcore.store import QueueFull, RunRecord, RunStore
+from tcore.store.queue import PAUSED
 
 
 def preflight(exp: Experiment) -> tuple[str, list[str]]:
@@ -296,7 +297,7 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     Raises SpecError, with what to change, before anything is queued.
     """
     device, notes = preflight(exp)
-    lab = limits.load()
+    lab = limits.load(store=store)
     limits.check(exp, device, owner, store, lab)
     timeout_s, lowered = lab.run_time(timeout_s)
     limits.check_duration(exp, device, timeout_s, store, lab)
@@ -324,17 +325,43 @@ def recover(store: RunStore) -> list[LiveRun]:
     return adopted + sched.recover()
 
 
-def cancel(run_id: str, store: RunStore, *, owner: str | None = None) -> None:
+def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:
     """Cancel a run from any process: queued, it never starts; running, its owning process stops it.
 
-    With `owner`, only that session's runs may be cancelled (PermissionError otherwise).
+    With `owner`, only that session's runs may be cancelled (PermissionError otherwise), unless
+    `instructor` (the session unlocked the instructor's actions).
     """
-    if owner is not None and store.get(run_id).owner != owner:
-        raise PermissionError(f"run {run_id} was submitted by another session; only its owner can cancel it")
+    _may_touch(store.get(run_id), owner, instructor, "cancel")
     if (run := live(run_id)) is not None and not run.done:
         run.cancel()
     else:
         store.request_cancel(run_id)
+
+
+def delete(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:
+    """Delete an ended run and its trace, code and artifacts; only its owner or the instructor may."""
+    record = store.get(run_id)
+    _may_touch(record, owner, instructor, "delete")
+    if record.status in ("queued", "running"):
+        raise PermissionError(f"run {run_id} is {record.status}: cancel it first, then delete it")
+    store.delete(run_id)
+
+
+def _may_touch(record: RunRecord, owner: str | None, instructor: bool, action: str) -> None:
+    if owner is not None and not instructor and record.owner != owner:
+        raise PermissionError(f"run {record.id} belongs to someone else; only its owner or the instructor "
+                              f"can {action} it")
+
+
+def pause(store: RunStore, paused: bool) -> None:
+    """The instructor holds the queue (runs under way go on, nothing new starts) or lets it go."""
+    store.set_lab_state(PAUSED, {"at": time.time()} if paused else None)
+
+
+def paused_since(store: RunStore) -> float | None:
+    """When the instructor paused the queue, or None while it runs."""
+    state = store.lab_state(PAUSED)
+    return state["at"] if state else None
 
 
 def queue_view(store: RunStore) -> list[dict[str, Any]]:

@@ -7,10 +7,11 @@ lives here and nowhere else, so it survives a restart of any process.
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from contextlib import AbstractContextManager
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from tcore.store.records import RunRecord, new_id, to_json
 
@@ -46,6 +47,7 @@ CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue pa
 # An owner that is alive but has not said so for this long (stopped with Ctrl-Z or SIGSTOP, or hung)
 # loses its runs: the queue must not wait on a process that does not move.
 OWNER_SILENT_S = 30.0
+PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
 CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
 
 
@@ -102,6 +104,8 @@ class Queue:
         oldest run may claim, so the queue is first come, first served across processes.
         """
         with self._write() as db:
+            if db.execute("SELECT 1 FROM lab_state WHERE key=?", (PAUSED,)).fetchone():
+                return None  # the instructor paused the queue: what runs goes on, nothing new starts
             oldest = db.execute(
                 "SELECT id, owner_pid, owner_started FROM runs WHERE status='queued' AND held=0 AND host=? AND device=?"
                 " ORDER BY queued_at, rowid LIMIT 1", (proc.host, device)).fetchone()
@@ -165,6 +169,13 @@ class Queue:
                 f"SELECT id FROM runs WHERE id IN ({marks}) AND NOT (owner_pid=? AND owner_started IS ?)",
                 [*run_ids, proc.pid, proc.started])}
 
+    def rename_owner(self, old: str, new: str) -> int:
+        """A participant took a name: their runs (and sweeps) follow it; returns how many runs moved."""
+        with self._write() as db:
+            moved = db.execute("UPDATE runs SET owner=? WHERE owner=?", (new, old)).rowcount
+            db.execute("UPDATE sweeps SET owner=? WHERE owner=?", (new, old))
+            return moved
+
     def queued_count(self, owner: str) -> int:
         with self._connect() as db:
             return db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?", (owner,)).fetchone()[0]
@@ -192,6 +203,23 @@ class Queue:
             return [RunRecord.from_row(r) for r in db.execute(
                 "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
                 " ORDER BY status DESC, queued_at, rowid", (host,))]
+
+    # --- what the instructor set ----------------------------------------------------------------
+
+    def lab_state(self, key: str) -> Any:
+        """A value the instructor set (PAUSED, the limits), or None."""
+        with self._connect() as db:
+            row = db.execute("SELECT value FROM lab_state WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_lab_state(self, key: str, value: Any) -> None:
+        """Set (None: clear) a value of the room's state."""
+        with self._write() as db:
+            if value is None:
+                db.execute("DELETE FROM lab_state WHERE key=?", (key,))
+            else:
+                db.execute("INSERT OR REPLACE INTO lab_state (key, value, set_at) VALUES (?,?,?)",
+                           (key, json.dumps(value), time.time()))
 
     def heartbeat(self, proc: Proc) -> None:
         """`proc` is alive and ticking: recover() leaves its runs alone while it keeps saying so."""

@@ -10,7 +10,8 @@ from tcore.machine import cpu_model
 
 
 def _nvml_facts(torch_device_index: int) -> dict[str, Any]:
-    """Driver, power limit and memory from NVML; each missing fact is recorded with why."""
+    """The physical GPU (NVML index and UUID), driver, power limit and memory from NVML; each missing
+    fact is recorded with why."""
     facts: dict[str, Any] = {}
     try:
         import pynvml
@@ -21,13 +22,20 @@ def _nvml_facts(torch_device_index: int) -> dict[str, Any]:
     except Exception as e:  # ImportError or NVMLError: the reason is recorded, not hidden
         return {"nvml_unavailable": str(e)}
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(torch_device_index))
+        facts["gpu_index"] = nvml_index(torch_device_index)  # as nvidia-smi numbers it
+        handle = pynvml.nvmlDeviceGetHandleByIndex(facts["gpu_index"])
+        facts["gpu_uuid"] = pynvml.nvmlDeviceGetUUID(handle)
         facts["driver"] = pynvml.nvmlSystemGetDriverVersion()
         facts["power_limit_w"] = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1e3
         facts["gpu_memory_gib"] = round(pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30, 1)
     finally:
         pynvml.nvmlShutdown()
     return facts
+
+
+def _pinned_gpu() -> int | None:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return int(visible) if visible.isdigit() else None
 
 
 def collect(device: str, torch_device_index: int = 0) -> dict[str, Any]:
@@ -53,6 +61,9 @@ def collect(device: str, torch_device_index: int = 0) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(torch_device_index)
         env.update(
             gpu=props.name,
+            # without NVML: the UUID CUDA reports, and the GPU this worker was pinned to (tcore.lab.scheduler.slot_env)
+            gpu_uuid=f"GPU-{props.uuid}" if getattr(props, "uuid", None) else None,
+            gpu_index=_pinned_gpu(),
             gpu_sm_count=props.multi_processor_count,
             compute_capability=f"{props.major}.{props.minor}",
             cuda=torch.version.cuda,

@@ -1,0 +1,93 @@
+"""The instructor's panel (System page): unlock with the passcode, pause the queue, change the limits.
+
+The passcode is set in compile-lab.toml or the environment (tcore.lab.limits.instructor_passcode);
+without one, nobody has these actions. Unlocked, the session may also cancel or delete anyone's run
+(ui.queue, the Compare page).
+"""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from tcore.lab import limits, runs
+from tcore.store import RunStore
+from ui import people, summary
+
+# limit -> (label, unit, smallest value, step, whether "no limit" is allowed)
+_FIELDS = {
+    "max_run_s": ("Longest run", "s", 30.0, 30.0, False),
+    "max_batch_size": ("Largest batch", "samples", 1, 1, True),
+    "max_memory_gib": ("Most memory per run (estimated)", "GiB", 0.5, 0.5, True),
+    "max_queued_per_session": ("Runs one person may have waiting", "runs", 1, 1, False),
+}
+
+
+def panel(store: RunStore) -> None:
+    st.markdown("#### Instructor")
+    try:
+        code = limits.instructor_passcode()
+    except limits.LimitsError as e:
+        st.error(f"The lab's settings cannot be read: {e}")
+        return
+    if code is None:
+        st.caption("No instructor passcode is set, so nobody can cancel or delete another person's run, pause "
+                   "the queue or change the limits. To allow it, set `passcode` under `[instructor]` in "
+                   "compile-lab.toml, or `COMPILE_LAB_INSTRUCTOR_PASSCODE`, and restart the app.")
+        return
+    if not people.is_instructor():
+        with st.form("instructor_unlock", border=False):
+            attempt = st.text_input("Instructor passcode", type="password", key="instructor_attempt",
+                                    help="Unlocks cancelling or deleting anyone's run, pausing the queue and "
+                                         "changing the limits, for this browser session.")
+            if st.form_submit_button("Unlock", icon=":material/lock_open:"):
+                if limits.is_instructor(attempt):
+                    st.session_state.instructor = attempt
+                    st.rerun()
+                st.error("That is not the passcode.")
+        return
+    left, right = st.columns(2)
+    since = runs.paused_since(store)
+    if since is None:
+        if left.button("Pause the queue", icon=":material/pause:", key="instructor_pause",
+                       help="Runs under way finish; waiting runs keep their place; nothing new starts."):
+            runs.pause(store, True)
+            st.rerun()
+    else:
+        left.markdown(f":orange[Paused {summary.duration(time.time() - since)} ago.]")
+        if left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume"):
+            runs.pause(store, False)
+            st.rerun()
+    if right.button("Lock", icon=":material/lock:", key="instructor_lock",
+                    help="Give up the instructor's actions in this browser session."):
+        st.session_state.pop("instructor", None)
+        st.rerun()
+    limits_form(store)
+
+
+def limits_form(store: RunStore) -> None:
+    """The limits in force, where each comes from, and a form to change them for everyone."""
+    now = limits.load(store=store)
+    with st.form("instructor_limits"):
+        st.markdown("**Limits for every run** (they apply to the next run submitted)")
+        values = {}
+        for name, (label, unit, low, step, optional) in _FIELDS.items():
+            current = getattr(now, name)
+            where = now.origin.get(name, "default")
+            cols = st.columns([3, 1], vertical_alignment="bottom")
+            number = cols[0].number_input(f"{label} ({unit})", min_value=low, step=step,
+                                          value=type(low)(current) if current is not None else low,
+                                          key=f"instructor_{name}", help=f"Now {current} ({where}).")
+            unlimited = optional and cols[1].checkbox("No limit", value=current is None, key=f"instructor_{name}_none")
+            values[name] = None if unlimited else number
+        apply, reset = st.columns(2)
+        if apply.form_submit_button("Apply to everyone", type="primary"):
+            try:
+                limits.set_by_instructor(store, values)
+            except limits.LimitsError as e:
+                st.error(str(e))
+            else:
+                st.toast("The new limits apply to the next run submitted.")
+        if reset.form_submit_button("Back to the file's limits"):
+            limits.set_by_instructor(store, None)
+            st.toast("The limits are the config file's and environment's again.")

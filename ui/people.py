@@ -1,0 +1,80 @@
+"""Who is at the keyboard: a participant's lasting identity, and whether this session is the instructor's.
+
+A participant is an owner id kept in the page's address (?me=ada~3f9a) and in the session, so a
+refresh, a bookmark or a second tab opened from the same address keeps their runs theirs. It starts as
+a guest id; naming yourself (the sidebar) renames it and moves your runs with you. Anyone who has the
+address is that participant: it is a name tag for a room, not a login. The instructor's passcode
+(tcore.lab.limits.instructor_passcode) is what guards the actions that touch other people's runs.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+
+import streamlit as st
+
+from tcore.lab import limits
+from tcore.store import RunStore
+
+PARAM = "me"  # the query parameter that carries the owner id
+_OWNER = re.compile(r"^(guest-[0-9a-f]{6}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})$")
+
+
+def me() -> str:
+    """This participant's owner id, from the address or the session; a new guest id the first time.
+
+    Written back into the address on every page, since switching pages drops query parameters.
+    """
+    asked = st.query_params.get(PARAM)
+    owner = asked if asked and _OWNER.match(asked) else st.session_state.get("owner")
+    if not owner:
+        owner = f"guest-{secrets.token_hex(3)}"
+    st.session_state.owner = owner
+    if asked != owner:
+        st.query_params[PARAM] = owner
+    return owner
+
+
+def owner_for(name: str, current: str) -> str | None:
+    """The owner id for a chosen name, keeping this participant's tag so two Adas stay apart; None if the
+    name has no letters or digits."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")[:24].strip("-")
+    if not slug:
+        return None
+    tag = current.split("~")[1] if "~" in current else current.removeprefix("guest-")[:4]
+    return f"{slug}~{tag}"
+
+
+def display_name(owner: str | None) -> str:
+    """How a run's owner reads on a page: 'ada', 'guest 3f9a', 'the command line or a sweep', 'another session'."""
+    if not owner:
+        return "another session"
+    if _OWNER.match(owner):
+        return f"guest {owner[6:10]}" if owner.startswith("guest-") else owner.split("~")[0]
+    if ":" in owner:  # tcore.lab.scheduler.Proc.name, "host:pid": queued without a browser session
+        return "the command line or a sweep"
+    return "another session"  # an older session id
+
+
+def is_instructor() -> bool:
+    """Whether this session unlocked the instructor's actions (and the passcode still is what it was)."""
+    return bool(st.session_state.get("instructor")) and limits.is_instructor(st.session_state.get("instructor"))
+
+
+def identity_sidebar(store: RunStore) -> None:
+    """The sidebar: your name (your runs follow it), and who is instructor."""
+    owner = me()
+    with st.sidebar:
+        name = st.text_input("Your name", value=display_name(owner) if "~" in owner else "",
+                             placeholder="e.g. Ada", key="people_name", max_chars=24,
+                             help="Your runs are kept under this name and this page's address: a refresh, a "
+                                  "bookmark or a second tab opened from it keeps them yours.")
+        if name and (new := owner_for(name, owner)) and new != owner:
+            moved = store.rename_owner(owner, new)
+            st.session_state.owner = new
+            st.query_params[PARAM] = new
+            st.toast(f"You are {name.strip()} now; {moved} run(s) moved with you.")
+        elif name and not owner_for(name, owner):
+            st.caption(":orange[A name needs a letter or a digit.]")
+        st.caption(f"You: **{display_name(st.session_state.owner)}**"
+                   + (" · :violet[instructor]" if is_instructor() else ""))
