@@ -68,7 +68,7 @@ def session(index: int, runs_per_session: int, db: str, out) -> None:
                 os.kill(live.handle.pid, signal.SIGKILL)
         eta_seen = None
         while not live.done:
-            eta_seen = eta_seen if eta_seen is not None else live.snapshot()["eta_s"]
+            eta_seen = eta_seen if eta_seen is not None else live.snapshot()["eta_s"]  # the estimate, when one was made
             time.sleep(0.5)
         out.append({"run_id": live.run_id, "eta_seen": eta_seen})
 

@@ -429,9 +429,15 @@ def test_break_grouping_strategies_and_queue_words():
     assert figures.compile_totals([{"kind": "compile", "duration_s": 0.5}, {"kind": "recompile", "duration_s": 0.25},
                                    {"kind": "limit", "duration_s": 0.01}]) == {"compilations": 2, "compiling_s": 0.75}
 
-    assert summary.queue_words(2, 95.0, 12.0) == ("Queued: position 2 · starts in about 1 min 35 s (an estimate "
-                                                  "from recent runs) · waited 12 s")
+    from tcore.lab.scheduler import Wait
+
+    assert summary.queue_words(2, Wait(95.0, 1200.0), 12.0) == (
+        "Queued: position 2 · starts in about 1 min 35 s (from what runs like the ones ahead took), at most 20 min 00 s "
+        "(the time limits of the runs ahead) · waited 12 s")
     assert "no estimate yet" in summary.queue_words(1, None, 0.0)
+    assert summary.wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s that runs like it took")) \
+        == ("no estimate: a run ahead has run 12 min, past the 40 s that runs like it took, at most 3 min 00 s "
+            "(the time limits of the runs ahead)")
 
 
 def test_whose_run_it_is_reads_as_the_name_its_owner_chose():

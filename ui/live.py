@@ -72,7 +72,7 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
             steps.append(f":gray[:material/radio_button_unchecked: {PHASE_TITLES[p]}]")
     st.markdown(" &nbsp;:gray[:material/arrow_forward:]&nbsp; ".join(steps))
     if queued:  # waiting for the device: other runs are ahead of it
-        st.info(f"**{summary.queue_words(snap['queue_position'], snap['eta_s'], snap['waited_s'])}**\n\n"
+        st.info(f"**{summary.queue_words(snap['queue_position'], snap['wait'], snap['waited_s'])}**\n\n"
                 "One run at a time per device, in the order they were queued: two at once would disturb "
                 "each other's timings.")
     else:

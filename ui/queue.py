@@ -78,8 +78,7 @@ def status_words(record, places: dict[str, dict]) -> str:
     if live is not None and not live.done:
         snap = live.snapshot()
         if snap["status"] == "queued":
-            eta = f", starts in ~{summary.duration(snap['eta_s'])}" if snap["eta_s"] is not None else ""
-            return f"queued, position {snap['queue_position'] or '?'}{eta}"
+            return f"queued, position {snap['queue_position'] or '?'}, {summary.wait_words(snap['wait'])}"
         return f"running: {PHASE_TITLES.get(snap['phase'], 'starting the worker')}"
     if record.id in places:  # queued or running in another process
         place = places[record.id]
@@ -136,8 +135,7 @@ def queue_view(store: RunStore, *, key: str) -> None:
             where = f" on {row['device_slot']}" if row.get("device_slot") else ""
             state = f"**running**{where} for {summary.duration(_since(row['started_at']))}"
         else:
-            eta = ("no estimate yet" if row["eta_s"] is None else f"starts in ~{summary.duration(row['eta_s'])}")
-            state = f"**#{row['queue_position'] or '?'} in the queue**, {eta}"
+            state = f"**#{row['queue_position'] or '?'} in the queue**, {summary.wait_words(row['wait'])}"
         left.markdown(f"{state} · {row['label']} · :gray[{owner}]")
         if (owner == "yours" or instructor) and right.button("Cancel", key=f"{key}_cancel_{row['run_id']}",
                                                              icon=":material/cancel:"):
@@ -173,7 +171,7 @@ def pending_panel(run_ids: list[str], *, key: str) -> None:
         snap = run.snapshot()
         left, right = st.columns([4, 1], vertical_alignment="center")
         if snap["status"] == "queued":
-            state = summary.queue_words(snap["queue_position"], snap["eta_s"], snap["waited_s"])
+            state = summary.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
         else:
             phase = PHASE_TITLES.get(snap["phase"], "Starting the worker")
             started = snap["phase_started_at"].get(snap["phase"])

@@ -290,13 +290,25 @@ def duration(seconds: float | None) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-def queue_words(position: int | None, eta_s: float | None, waited_s: float | None) -> str:
-    """'Queued: position 2 · starts in about 40 s (an estimate from recent runs) · waited 12 s'."""
-    eta = ("no estimate yet (no run has finished on this device)" if eta_s is None else
-           "starts as soon as the device is free" if eta_s < 1 else
-           f"starts in about {duration(eta_s)} (an estimate from recent runs)")
+def queue_words(position: int | None, wait, waited_s: float | None) -> str:
+    """'Queued: position 2 · starts in about 40 s, at most 30 min (the time limits of the runs ahead) · waited 12 s'."""
     place = f"position {position}" if position else "about to start"
-    return f"Queued: {place} · {eta} · waited {duration(waited_s)}"
+    return f"Queued: {place} · {wait_words(wait)} · waited {duration(waited_s)}"
+
+
+def wait_words(wait) -> str:
+    """When a queued run should start (tcore.lab.scheduler.Wait), in words, never 'now' behind a long run."""
+    if wait is None:
+        return "no estimate yet"
+    at_most = (f", at most {duration(wait.at_most_s)} (the time limits of the runs ahead)"
+               if wait.at_most_s is not None and (wait.eta_s is None or wait.at_most_s > wait.eta_s + 1) else "")
+    if wait.overdue:
+        return f"no estimate: {wait.overdue}{at_most}"
+    if wait.eta_s is None:
+        return f"no estimate yet (no run has finished on this device){at_most}"
+    if wait.eta_s < 1:
+        return "starts as soon as the device is free"
+    return f"starts in about {duration(wait.eta_s)} (from what runs like the ones ahead took){at_most}"
 
 
 # --- Why is it slow ------------------------------------------------------------------------------

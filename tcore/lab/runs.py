@@ -63,7 +63,7 @@ class LiveRun:
         self.from_spare = False  # whether its worker was a spare, started ahead with the imports done
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
-        self.eta_s: float | None = None  # estimated seconds until it starts
+        self.queue_wait: scheduler.Wait | None = None  # when it should start (an estimate, and the latest it can)
         self._on_event = on_event
         self._lock = threading.Lock()  # guards what snapshot() reads
         self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
@@ -78,16 +78,16 @@ class LiveRun:
         """Whether the run has left the queue (claimed for a slot)."""
         return self._launched
 
-    def set_queue_place(self, position: int | None, eta_s: float | None) -> None:
+    def set_queue_place(self, position: int | None, wait: scheduler.Wait | None) -> None:
         with self._lock:
-            self.queue_position, self.eta_s = position, eta_s
+            self.queue_position, self.queue_wait = position, wait
 
     def launch(self, slot: str, env: dict[str, str]) -> None:
         """Start the worker in `slot`; the store already says this run is running there."""
         with self._launch_lock:
             self._launched = True
             with self._lock:
-                self.phase, self.device_slot, self.queue_position, self.eta_s = None, slot, None, None
+                self.phase, self.device_slot, self.queue_position, self.queue_wait = None, slot, None, None
             if self._cancelled:  # cancelled after the scheduler claimed it: it never starts
                 self._end(error_event("cancelled", "cancelled by the user before its worker started"))
                 return
@@ -171,7 +171,7 @@ class LiveRun:
             with self._lock:
                 if self.final is None and self.record is not None and self.record.error:
                     self.final = self.record.error
-                self.queue_position = self.eta_s = None
+                self.queue_position = self.queue_wait = None
             self._done.set()
 
     # --- for pages and the command line ----------------------------------------------------------
@@ -191,8 +191,9 @@ class LiveRun:
         """A consistent copy of the live state, for a page to draw.
 
         status: queued | running | finished | failed; queue_position: 1 = next to start, None once it
-        has left the queue; eta_s: estimated seconds until it starts (from the median duration of
-        recent runs on this device kind), None when there is nothing to estimate from; waited_s: time
+        has left the queue; wait: when it should start (tcore.lab.scheduler.Wait: an estimate from what
+        runs like the ones ahead took, and the latest their time limits allow), None once started; eta_s:
+        the estimate alone; waited_s: time
         in the queue; elapsed_s: time since its worker started (0 while queued).
         """
         with self._lock:
@@ -202,7 +203,8 @@ class LiveRun:
             return {"run_id": self.run_id, "status": self.status, "phase": self.phase,
                     "progress": dict(self.progress), "trace": list(self.trace), "notes": list(self.notes),
                     "done": self.done, "elapsed_s": (handle.finished_at or now) - handle.started_at if handle else 0.0,
-                    "queue_position": self.queue_position, "eta_s": self.eta_s,
+                    "queue_position": self.queue_position, "wait": self.queue_wait,
+                    "eta_s": self.queue_wait.eta_s if self.queue_wait else None,
                     "waited_s": (left_queue_at or now) - self.queued_at,
                     "device_slot": self.device_slot, "owner": self.owner,
                     "phase_started_at": dict(self.phase_started_at)}
@@ -371,7 +373,7 @@ def queue_view(store: RunStore) -> list[dict[str, Any]]:
     places = scheduler.places(store, host, {rec.device for rec in pending if rec.status == "queued"})
     return [{"run_id": rec.id, "label": rec.label, "owner": rec.owner, "status": rec.status,
              "device_slot": rec.device_slot, "queued_at": rec.queued_at, "started_at": rec.started_at,
-             "queue_position": places.get(rec.id, (None, None))[0], "eta_s": places.get(rec.id, (None, None))[1]}
+             "queue_position": places.get(rec.id, (None, None))[0], "wait": places.get(rec.id, (None, None))[1]}
             for rec in pending]
 
 

@@ -14,7 +14,6 @@ owner that queued a run from a later process that happens to get the same pid.
 from __future__ import annotations
 
 import functools
-import heapq
 import os
 import signal
 import socket
@@ -31,7 +30,8 @@ from tcore.store import RunRecord, RunStore
 
 TICK_S = 0.25
 RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.heartbeat)
-RECENT_RUNS = 10  # the ETA uses the median duration of this many latest runs on the same device kind
+RECENT_RUNS = 10  # a run's expected duration is the median of this many latest runs like it ...
+HISTORY_RUNS = 200  # ... found among this many latest runs on the same device kind
 
 
 class Proc(NamedTuple):
@@ -116,20 +116,79 @@ def slot_env(slot: str) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": physical}
 
 
-def estimate_wait_s(position: int, running_for_s: list[float], n_slots: int, typical_s: float | None) -> float | None:
-    """Seconds until the run at `position` (1 = next) should start, if every run takes `typical_s`.
+class Ahead(NamedTuple):
+    """A run ahead in the queue, as the wait estimate sees it."""
+    expected_s: float | None  # how long runs like it took (expected_duration), None with nothing to go on
+    limit_s: float | None     # its time limit: it cannot take longer
+    elapsed_s: float = 0.0    # how long it has run (0 while queued)
 
-    A running run is assumed to end `typical_s` after it started (now, if it is already past that).
-    None when there is no typical duration yet (no run has finished on this device kind).
+
+class Wait(NamedTuple):
+    """When a queued run should start: eta_s, the estimate (None when it cannot be made honestly); at_most_s,
+    the latest it can start if every run ahead uses its whole time limit; overdue, words about a run ahead
+    that has run past what runs like it took (the reason there is no estimate)."""
+    eta_s: float | None
+    at_most_s: float | None
+    overdue: str | None = None
+
+
+def estimate_wait(running: list[Ahead], queued_ahead: list[Ahead], n_slots: int) -> Wait:
+    """When the run behind `queued_ahead` starts, with `running` in the device's `n_slots` slots.
+
+    Each run ahead takes the slot that frees first. A running run is expected to end `expected_s`
+    after it started; one already past that (a long compile, a hung run) makes the estimate unknown
+    rather than "any moment now", and the time limits still bound the wait.
     """
-    if typical_s is None or n_slots < 1:
-        return None
-    free_at = [max(typical_s - t, 0.0) for t in running_for_s][:n_slots]
-    free_at += [0.0] * (n_slots - len(free_at))
-    heapq.heapify(free_at)
-    for _ in range(position - 1):  # each run ahead takes the slot that frees first
-        heapq.heapreplace(free_at, free_at[0] + typical_s)
-    return free_at[0]
+    if n_slots < 1:
+        return Wait(None, None)
+    eta: list[float | None] = []
+    latest: list[float | None] = []
+    overdue = None
+    for run in running[:n_slots]:
+        left = None if run.expected_s is None else run.expected_s - run.elapsed_s
+        if left is not None and left <= 0:
+            overdue = (f"a run ahead has run {_words(run.elapsed_s)}, past the {_words(run.expected_s)} that runs "
+                       "like it took")
+            left = None
+        eta.append(left)
+        latest.append(None if run.limit_s is None else max(run.limit_s - run.elapsed_s, 0.0))
+    eta += [0.0] * (n_slots - len(eta))
+    latest += [0.0] * (n_slots - len(latest))
+    for run in queued_ahead:
+        eta = _take_first_free(eta, run.expected_s)
+        latest = _take_first_free(latest, run.limit_s)
+    return Wait(_first_free(eta), _first_free(latest), overdue)
+
+
+def _first_free(free_at: list[float | None]) -> float | None:
+    """When the first slot frees; None if any slot's time is unknown (it might be the first)."""
+    return None if any(t is None for t in free_at) else min(free_at)
+
+
+def _take_first_free(free_at: list[float | None], duration_s: float | None) -> list[float | None]:
+    """The slots' free times after a run of `duration_s` takes the one that frees first."""
+    if any(t is None for t in free_at):
+        return [None] * len(free_at)  # which slot frees first is unknown: so is every time behind it
+    i = free_at.index(min(free_at))
+    return [*free_at[:i], None if duration_s is None else free_at[i] + duration_s, *free_at[i + 1:]]
+
+
+def _words(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def expected_duration(spec: dict, history: list[tuple[dict, float]]) -> float | None:
+    """How long a run of `spec` should take: the median duration of the latest runs with the same settings,
+    else of runs of the same model, preset, batch, task and compile settings, else of any recent run."""
+    for same in (lambda s: s == spec, lambda s: all(s.get(k) == spec.get(k) for k in SIMILAR), lambda s: True):
+        durations = [d for s, d in history if same(s)][:RECENT_RUNS]
+        if durations:
+            return statistics.median(durations)
+    return None
+
+
+# What makes two runs take about as long, when no earlier run had exactly the same settings.
+SIMILAR = ("model", "preset", "batch_size", "task", "compile", "backend", "mode", "cache", "precision")
 
 
 class Job(Protocol):
@@ -143,7 +202,7 @@ class Job(Protocol):
     def done(self) -> bool: ...
     def launch(self, slot: str, env: dict[str, str]) -> None: ...
     def ended_in_queue(self) -> None: ...
-    def set_queue_place(self, position: int | None, eta_s: float | None) -> None: ...
+    def set_queue_place(self, position: int | None, wait: Wait | None) -> None: ...
     def cancel(self) -> None: ...
 
 
@@ -250,19 +309,21 @@ class Scheduler:
 
     def _update_places(self, waiting: dict[str, Job]) -> None:
         devices = {job.device for job in waiting.values()}
-        for run_id, (position, eta_s) in places(self.store, self.proc.host, devices).items():
+        for run_id, (position, wait) in places(self.store, self.proc.host, devices).items():
             if (job := waiting.get(run_id)) is not None:
-                job.set_queue_place(position, eta_s)
+                job.set_queue_place(position, wait)
 
 
-def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int, float | None]]:
-    """run id -> (position, 1 = next; estimated seconds until it starts) for every queued run of `devices` on `host`."""
+def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int, Wait]]:
+    """run id -> (position, 1 = next; when it should start) for every queued run of `devices` on `host`."""
     out = {}
     for device in devices:
-        queued, running_since, durations = store.queue_state(host, device, recent=RECENT_RUNS)
-        typical_s = statistics.median(durations) if durations else None
+        queued, running, history = store.queue_state(host, device, recent=HISTORY_RUNS)
         now = time.time()
-        running_for_s = [now - t for t in running_since]
-        for position, run_id in enumerate(queued, start=1):
-            out[run_id] = (position, estimate_wait_s(position, running_for_s, len(device_slots(device)), typical_s))
+        running_ahead = [Ahead(expected_duration(spec, history), limit, now - started)
+                         for spec, limit, started in running]
+        queued_ahead = []
+        for position, (run_id, spec, limit) in enumerate(queued, start=1):
+            out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, len(device_slots(device))))
+            queued_ahead.append(Ahead(expected_duration(spec, history), limit))
     return out

@@ -180,20 +180,22 @@ class Queue:
         with self._connect() as db:
             return db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?", (owner,)).fetchone()[0]
 
-    def queue_state(self, host: str, device: str, *, recent: int = 10) -> tuple[list[str], list[float], list[float]]:
-        """For one device kind on one host: (queued ids, oldest first; start times of running runs;
-        durations in s of the `recent` latest runs that ran, newest first)."""
+    def queue_state(self, host: str, device: str, *, recent: int = 200) -> tuple[list, list, list]:
+        """For one device kind on one host, what the wait estimate needs (tcore.lab.scheduler.places):
+        queued runs, oldest first, as (id, spec, time limit); running runs as (spec, time limit, start
+        time); the `recent` latest runs that ran to an end, newest first, as (spec, duration in s)."""
         with self._connect() as db:
-            queued = [r[0] for r in db.execute(
-                "SELECT id FROM runs WHERE status='queued' AND held=0 AND host=? AND device=? ORDER BY queued_at, rowid",
-                (host, device))]
-            running = [r[0] for r in db.execute(
-                "SELECT started_at FROM runs WHERE status='running' AND host=? AND device=? AND started_at IS NOT NULL",
-                (host, device))]
-            durations = [r[0] for r in db.execute(
-                "SELECT finished_at - started_at FROM runs WHERE status IN ('finished', 'failed') AND host=?"
-                " AND device=? AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?", (host, device, recent))]
-        return queued, running, durations
+            queued = [(r[0], json.loads(r[1]), r[2]) for r in db.execute(
+                "SELECT id, spec, timeout_s FROM runs WHERE status='queued' AND held=0 AND host=? AND device=?"
+                " ORDER BY queued_at, rowid", (host, device))]
+            running = [(json.loads(r[0]), r[1], r[2]) for r in db.execute(
+                "SELECT spec, timeout_s, started_at FROM runs WHERE status='running' AND host=? AND device=?"
+                " AND started_at IS NOT NULL", (host, device))]
+            history = [(json.loads(r[0]), r[1]) for r in db.execute(
+                "SELECT spec, finished_at - started_at FROM runs WHERE status IN ('finished', 'failed') AND host=?"
+                " AND device=? AND started_at IS NOT NULL AND (error_kind IS NULL OR error_kind != 'cancelled')"
+                " ORDER BY finished_at DESC LIMIT ?", (host, device, recent))]
+        return queued, running, history
 
     def pending(self, host: str) -> list[RunRecord]:
         """Running, then queued runs on `host`, in queue order: the room's queue, for a page to show.
