@@ -7,9 +7,12 @@ Starts `streamlit run app.py` on a free loopback port with a fresh run store ($C
 session (its own owner id) that submits `--runs-per-session` tiny CPU runs (captioner/tiny, backend
 eager) through tcore.runs, as the app's pages do, and waits for them. A few sessions misbehave, as
 people do: one cancels its queued run, one kills its worker mid-run, one asks for a batch over the
-limit. `--kill-after` seconds in, the first submitter process is killed (SIGKILL), as an app that
-crashes: its running run must be marked crashed and its queued runs adopted by a live process and
-run; at the end this process adopts whatever is left. Meanwhile a thread here times GET / and
+limit, one tries to cancel and delete everyone else's runs. `--stop-after` seconds in, the second
+submitter process is stopped (SIGSTOP, as Ctrl-Z) and kept stopped: once it has been silent for
+OWNER_SILENT_S its running run must be ended with the reason and its queued runs taken over.
+`--kill-after` seconds in, the first submitter process is killed (SIGKILL), as an app that crashes:
+its running run must be marked crashed and its queued runs adopted by a live process and run; at
+the end this process adopts whatever is left. Meanwhile a thread here times GET / and
 GET /_stcore/health on the app.
 
 Prints runs submitted, finished, failed (by kind), overlapping on one device slot, lost, duplicated,
@@ -56,6 +59,17 @@ def session(index: int, runs_per_session: int, db: str, out) -> None:
             runs.start(exp.replace(batch_size=10**6), store, owner=owner)
         except SpecError as e:
             out.append({"owner": owner, "refused": str(e)})
+    if index == 9:  # tries to cancel and delete everyone else's runs: only the owner or the instructor may
+        time.sleep(3)
+        for record in store.list():
+            if record.owner == owner:
+                continue
+            for action in (runs.cancel, runs.delete):
+                try:
+                    action(record.id, store, owner=owner)
+                    out.append({"owner": owner, "touched_others": f"{action.__name__} {record.id}"})
+                except PermissionError:
+                    out.append({"owner": owner, "refused_others": 1})
     for _ in range(runs_per_session):
         live = runs.start(exp, store, owner=owner)
         out.append({"owner": owner, "run_id": live.run_id, "position": live.snapshot()["queue_position"]})
@@ -153,6 +167,9 @@ def main() -> int:
     parser.add_argument("--runs-per-session", type=int, default=1)
     parser.add_argument("--kill-after", type=float, default=15.0,
                         help="seconds until the first submitter process is killed; 0: none is")
+    parser.add_argument("--stop-after", type=float, default=8.0,
+                        help="seconds until the second submitter process is stopped (SIGSTOP, as Ctrl-Z) and left "
+                             "stopped until the others are done; 0: none is")
     args = parser.parse_args()
 
     t0 = time.time()
@@ -171,15 +188,25 @@ def main() -> int:
     procs = [spawn.Process(target=submitter, args=(share, args.runs_per_session, db, out)) for share in shares]
     for p in procs:
         p.start()
-    killed, killed_at = None, None
+    killed, killed_at, stopped = None, None, None
+    if args.stop_after > 0 and len(procs) > 1:
+        procs[1].join(args.stop_after)
+        if procs[1].is_alive():
+            os.kill(procs[1].pid, signal.SIGSTOP)
+            stopped = f"stopped submitter process {procs[1].pid} ({len(shares[1])} sessions) at {args.stop_after:g} s"
     if args.kill_after > 0:
-        procs[0].join(args.kill_after)
+        procs[0].join(max(args.kill_after - (time.time() - t0), 0))
         if procs[0].is_alive():
             os.kill(procs[0].pid, signal.SIGKILL)
             killed_at = time.time()
             killed = f"killed submitter process {procs[0].pid} ({len(shares[0])} sessions) at {args.kill_after:g} s"
-    for p in procs:
+    for p in procs[2:] + procs[:1]:
         p.join()
+    if stopped:  # the others are done; the stopped one has lost its runs to them by now: let it go on and end
+        os.kill(procs[1].pid, signal.SIGCONT)
+    procs[1].join(120)
+    if procs[1].is_alive():
+        procs[1].kill()
 
     from tcore.lab import runs
     from tcore.store import RunStore
@@ -208,6 +235,13 @@ def main() -> int:
     failed = Counter(r.error_kind for r in records if r.status == "failed")
     positions = [o["position"] for o in out if o.get("position")]
     crashed_by_owner_death = [r for r in records if r.error_kind == "crashed" and "ended mid-run" in r.error["message"]]
+    ended_for_silence = [r for r in records if r.error_kind == "crashed" and "stopped answering" in r.error["message"]]
+    silent = {f"session-{i:02d}" for i in shares[1]} if len(shares) > 1 else set()
+    taken_over = [r for r in records if r.owner in silent and r.status == "finished" and r.started_at
+                  and stopped and r.started_at > t0 + args.stop_after]
+    touched = [o["touched_others"] for o in out if "touched_others" in o]
+    refused_others = sum(1 for o in out if "refused_others" in o)
+    cancelled_not_by_owner = [r for r in records if r.error_kind == "cancelled" and r.owner != "session-03"]
     orphans = {f"session-{i:02d}" for i in shares[0]}
     adopted = [r for r in records if r.owner in orphans and r.status == "finished" and killed_at
                and r.started_at > killed_at]
@@ -226,6 +260,11 @@ def main() -> int:
         print(f"{killed}: {len(crashed_by_owner_death)} of its runs marked crashed mid-run, "
               f"{len(adopted)} queued ones finished by the processes that adopted them "
               f"({len(left)} adopted by this one at the end)")
+    if stopped:
+        print(f"{stopped}: {len(ended_for_silence)} of its runs ended for its silence, {len(taken_over)} queued ones "
+              "finished by the processes that took them over")
+    print(f"runs cancelled or deleted by someone other than their owner: {len(touched) + len(cancelled_not_by_owner)} "
+          f"({refused_others} attempts by session-09 refused)")
     if refused:
         print(f"refusal seen by a session: {refused[0]['refused']}")
     if latencies:
@@ -234,7 +273,7 @@ def main() -> int:
     else:
         print("page latency: not measured (no app)")
     print(f"total wall time: {time.time() - t0:.1f} s   store: {db}")
-    return 1 if overlapping or lost or duplicated else 0
+    return 1 if overlapping or lost or duplicated or touched or cancelled_not_by_owner else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
 """On a CUDA GPU (pytest -m gpu): every model and compile knob runs, and power readings are plausible."""
+import time
+
 import pytest
 
 from tcore.lab import runs
@@ -130,3 +132,30 @@ def test_the_gpu_breakdown_adds_up_to_the_step_and_finds_matmuls(store):
         assert b["ms"]["matmul"] > 0.2 * timed  # a big-batch ResNet-50 spends much of its step in convolutions
         assert b["profiled_idle_ms"] is not None
         assert result[f"{variant}_peak_pct"] > 0
+
+
+def test_a_run_records_the_physical_gpu_and_takes_a_spare_worker(store):
+    """The GPU a run measured on is named by its NVML index and UUID (what nvidia-smi shows), and a spare
+    worker started ahead in the slot, with CUDA already up, runs it."""
+    from tcore.lab import scheduler
+    from tcore.lab.launcher import READY
+
+    slot = scheduler.device_slots("cuda")[0]
+    runs.SPARES.fill(slot, scheduler.slot_env(slot))
+    spare = runs.SPARES._spares[slot]
+    deadline = time.time() + 60
+    while not spare.ready and time.time() < deadline:
+        time.sleep(0.1)
+    assert open(spare.log_path).readline().startswith(READY)
+    record = runs.execute(_gpu_exp(model="captioner", backend="aot_eager"), store, timeout_s=300)
+    _check_finished(record)
+    assert runs.live(record.id).from_spare == "ready"
+    assert record.env["gpu_uuid"].startswith("GPU-") and isinstance(record.env["gpu_index"], int)
+    import pynvml  # nvidia-ml-py: on the GPU machine
+
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(record.env["gpu_index"])
+        assert pynvml.nvmlDeviceGetUUID(handle) == record.env["gpu_uuid"]
+    finally:
+        pynvml.nvmlShutdown()

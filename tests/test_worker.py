@@ -120,11 +120,14 @@ def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
     compile is still cold: the spare's own fresh cache folders are empty."""
     runs.SPARES.fill("cpu", {})
     (spare,) = [runs.SPARES._spares["cpu"]]
-    time.sleep(1)
+    deadline = time.time() + 60
+    while not spare.ready:
+        assert time.time() < deadline, "the spare did not finish its imports in 60 s"
+        time.sleep(0.1)
     record = runs.execute(tiny.replace(cache="cold", backend="aot_eager"), store, timeout_s=300)
     assert record.status == "finished", record.error
     live = runs.live(record.id)
-    assert live.from_spare and live.handle.worker is spare
+    assert live.from_spare == "ready" and live.handle.worker is spare
     assert record.result["cache_artifacts"] == "none" and not record.result["fx_graph_cache_hits"]
     assert runs.SPARES.slots() == []  # taken; the app's scheduler starts the next one
 

@@ -28,6 +28,7 @@ from tcore import protocol
 from tcore.spec import Experiment
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+READY = "worker ready"  # how the worker's log begins once its imports are done (tcore.worker.__main__.READY)
 LOG_TAIL_LINES = 40
 _END = {"type": "_end"}
 
@@ -58,6 +59,15 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log, text=True, env=full, cwd=REPO_ROOT, start_new_session=True)
+
+    @property
+    def ready(self) -> bool:
+        """Whether its imports are done (the worker logs READY), so a run handed to it starts at once."""
+        try:
+            with open(self.log_path) as log:
+                return log.readline().startswith(READY)
+        except OSError:
+            return False
 
     @property
     def usable(self) -> bool:

@@ -60,7 +60,7 @@ class LiveRun:
         self.final: dict[str, Any] | None = None
         self.record: RunRecord | None = None
         self.handle: RunHandle | None = None  # the worker, once the run has left the queue
-        self.from_spare = False  # whether its worker was a spare, started ahead with the imports done
+        self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
         self.queue_wait: scheduler.Wait | None = None  # when it should start (an estimate, and the latest it can)
@@ -93,7 +93,7 @@ class LiveRun:
                 return
             try:
                 worker = SPARES.take(slot, env)
-                self.from_spare = worker is not None
+                self.from_spare = "ready" if worker and worker.ready else "importing" if worker else None
                 worker = worker or Worker(env)
                 self.workdir = worker.workdir
                 extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
+
+READY = "worker ready: imports done"  # the log's first line once prepare() is over (a spare waits from then)
 
 
 def _event_stream():
@@ -63,8 +66,10 @@ def main() -> int:
 
     events = _event_stream()
     failed_import = None
+    begun = time.perf_counter()
     try:
         prepare()
+        print(f"{READY} in {time.perf_counter() - begun:.1f} s", file=sys.stderr, flush=True)
         from tcore.spec import Experiment
         from tcore.worker import run as runner
     except BaseException as exc:  # reported once there is a run to report it for
