@@ -20,7 +20,8 @@ from ui import charts, summary
 
 # What happens in each phase, for an audience watching the progress bar.
 PHASE_EXPLAIN = {
-    None: "A fresh Python process starts and imports torch, so that this run's compile is a cold one.",
+    None: "A fresh Python process takes the run, with fresh compile caches, so that its compile is a cold one. "
+          "Usually a spare started ahead has already imported torch; otherwise that takes 10 s or so.",
     "building": "Building the model and a batch of inputs on the device.",
     "eager": "Plain PyTorch (eager) steps, untimed: the first one sets the baseline that compile time is "
              "measured against.",
@@ -82,6 +83,7 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         st.progress(progress_fraction(phases, phase, snap["progress"]),
                     text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
         st.caption(PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds))
+    so_far(snap["figures_so_far"])
     for note in snap["notes"]:
         st.warning(note)
     if snap["trace"]:
@@ -96,6 +98,20 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         run.cancel()
         st.toast("Cancelled: it leaves the queue." if queued else
                  "Cancelling: the worker and its compile processes are being stopped.")
+
+
+def so_far(figures: dict[str, dict]) -> None:
+    """The figures known before the result: the compile time (final) and the speedup after each round."""
+    if not figures:
+        return
+    cols = st.columns(2)
+    if (compiled := figures.get("compile_s")) is not None:
+        cols[0].metric("Compile time", f"{compiled['value']:.1f} s", help="Final: the first compiled call less one "
+                       "eager step. The other figures follow once the timed rounds and the profile are done.")
+    if (speedup := figures.get("speedup_so_far")) is not None:
+        cols[1].metric("Speedup so far", f"{speedup['value']:.2f} x",
+                       help=f"Provisional, after round {speedup['rounds']} of {speedup['of']}: the median eager step "
+                            "over the median compiled step so far. The result's figure, with its spread, replaces it.")
 
 
 def sweep_settings(sweep: sweeps.SweepRecord) -> str:

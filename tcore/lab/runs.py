@@ -56,6 +56,7 @@ class LiveRun:
         self.progress: dict[str, tuple[int, int]] = {}  # phase -> (done, total)
         self.trace: list[list] = []
         self.code: list[str] = []  # Inductor's generated source, one per graph
+        self.figures_so_far: dict[str, dict] = {}  # name -> {value, at, ...}: figures known before the result
         self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
         self.final: dict[str, Any] | None = None
         self.record: RunRecord | None = None
@@ -151,6 +152,9 @@ class LiveRun:
                     self.notes.append(event["text"])
                 elif kind == "code":
                     self.code = event["sources"]
+                elif kind == "figure":
+                    self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
+                    self.figures_so_far[event["name"]]["at"] = time.time()
                 elif kind in TERMINAL:
                     self.final = event
             if self._on_event:
@@ -207,6 +211,7 @@ class LiveRun:
                     "eta_s": self.queue_wait.eta_s if self.queue_wait else None,
                     "waited_s": (left_queue_at or now) - self.queued_at,
                     "device_slot": self.device_slot, "owner": self.owner,
+                    "figures_so_far": {k: dict(v) for k, v in self.figures_so_far.items()},
                     "phase_started_at": dict(self.phase_started_at)}
 
     def cancel(self) -> None:

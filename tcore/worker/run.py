@@ -201,6 +201,7 @@ class Measurement:
                                                                  self.device)
             compiled_out = clone(compiled_out)
         run.compile_s = max(run.compiled_first_call_s - run.eager_step_s, 0.0)
+        self.emit({"type": "figure", "name": "compile_s", "value": run.compile_s})  # final: shown before the rest
         if w.optimizer:
             # The step changed the weights: rerun it eagerly from the same weights to compare outputs
             # (the output is computed before the optimizer step, so optimizer state does not matter).
@@ -274,6 +275,9 @@ class Measurement:
                 step_s[name] = statistics.median(s for b in self.blocks[name] for s in b.step_s)
                 self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
             self.progress("measuring", r + 1, exp.rounds)
+            if compiled_step is not None:  # provisional, for the live view; the result derives the real one
+                self.emit({"type": "figure", "name": "speedup_so_far", "rounds": r + 1, "of": exp.rounds,
+                           "value": step_s["eager"] / max(step_s["compiled"], 1e-12)})
         sync(self.device)
         self.result.run.busy_cores = load.other_cores()
         seen = [n for n in sharing if n is not None]
