@@ -106,6 +106,31 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         browser.close()
 
 
+def test_a_participant_keeps_their_name_in_a_second_tab(server):
+    """Named in one tab, the same person in a new tab of the same browser opened at the bare address."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        first = context.new_page()
+        first.goto(server)
+        first.get_by_text("Run an experiment").wait_for(timeout=60_000)
+        first.get_by_placeholder("e.g. Ada").fill("Ada")
+        first.get_by_placeholder("e.g. Ada").press("Enter")
+        first.wait_for_url(re.compile(r"me=ada~[0-9a-f]{4}"), timeout=30_000)
+        me = re.search(r"me=(ada~[0-9a-f]{4})", first.url).group(1)
+        time.sleep(1)  # the cookie is set by the page's script
+
+        second = context.new_page()
+        second.goto(server)
+        second.get_by_text("Run an experiment").wait_for(timeout=60_000)
+        second.wait_for_url(re.compile(f"me={me}"), timeout=30_000)
+        second.locator('[data-testid="stSidebar"]').get_by_text("You: ada").wait_for(timeout=10_000)
+        assert second.locator('[data-testid="stException"]').count() == 0
+        browser.close()
+
+
 def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
     """The first session of a fresh server, landing on /system, still gets app.py's navigation and layout."""
     from playwright.sync_api import sync_playwright

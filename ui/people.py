@@ -1,8 +1,8 @@
 """Who is at the keyboard: a participant's lasting identity, and whether this session is the instructor's.
 
-A participant is an owner id kept in the page's address (?me=ada~3f9a) and in the session, so a
-refresh, a bookmark or a second tab opened from the same address keeps their runs theirs. It starts as
-a guest id; naming yourself (the sidebar) renames it and moves your runs with you. Anyone who has the
+A participant is an owner id kept in the page's address (?me=ada~3f9a), in the session and in a
+cookie, so a refresh, a bookmark or a second tab of the same browser keeps their runs theirs. It starts
+as a guest id; naming yourself (the sidebar) renames it and moves your runs with you. Anyone who has the
 address is that participant: it is a name tag for a room, not a login. The instructor's passcode
 (tcore.lab.limits.instructor_passcode) is what guards the actions that touch other people's runs.
 """
@@ -20,13 +20,18 @@ PARAM = "me"  # the query parameter that carries the owner id
 _OWNER = re.compile(r"^(guest-[0-9a-f]{6}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})$")
 
 
+COOKIE = "compile_lab_me"  # the same id, for a new tab of the same browser opened without it in the address
+
+
 def me() -> str:
-    """This participant's owner id, from the address or the session; a new guest id the first time.
+    """This participant's owner id: from the address, else the session, else the browser's cookie; a new
+    guest id the first time.
 
     Written back into the address on every page, since switching pages drops query parameters.
     """
     asked = st.query_params.get(PARAM)
-    owner = asked if asked and _OWNER.match(asked) else st.session_state.get("owner")
+    remembered = st.context.cookies.get(COOKIE) if st.context.cookies else None
+    owner = next((o for o in (asked, st.session_state.get("owner"), remembered) if o and _OWNER.match(o)), None)
     if not owner:
         owner = f"guest-{secrets.token_hex(3)}"
     st.session_state.owner = owner
@@ -78,3 +83,13 @@ def identity_sidebar(store: RunStore) -> None:
             st.caption(":orange[A name needs a letter or a digit.]")
         st.caption(f"You: **{display_name(st.session_state.owner)}**"
                    + (" · :violet[instructor]" if is_instructor() else ""))
+        remember(st.session_state.owner)
+
+
+def remember(owner: str) -> None:
+    """Keep the id in a cookie for 30 days (a page's script cannot set one: the browser does it). Streamlit
+    reads cookies when a tab connects, so a new tab finds it; the id is checked against _OWNER before use."""
+    if st.session_state.get("remembered") != owner and _OWNER.match(owner):
+        st.html(f"<script>document.cookie = '{COOKIE}={owner}; path=/; max-age=2592000; SameSite=Lax';</script>",
+                unsafe_allow_javascript=True, width="content")
+        st.session_state.remembered = owner
