@@ -241,12 +241,24 @@ def unlock(at: AppTest, passcode: str) -> AppTest:
 
 
 def test_a_run_past_the_labs_limits_is_refused_with_the_reason(db, monkeypatch):
-    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "1")
+    monkeypatch.setenv("COMPILE_LAB_MAX_MEMORY_GIB", "0.000001")
     at = set_tiny_fast(app())
     at.button(key="run_start").click().run()
     assert not at.exception
-    assert "cannot be queued:** " in texts(at.error) and "max_batch_size" in texts(at.error)
+    assert "cannot be queued:** " in texts(at.error) and "max_memory_gib" in texts(at.error)
     assert not runs.active() and not db.list()
+
+
+def test_the_batch_box_takes_the_labs_limit_and_shows_what_will_run(db, monkeypatch):
+    """The walk-through's item 8: the box allowed 4096 under a limit of 1024, then ran a number no longer shown."""
+    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "4")
+    at = app()
+    box = at.number_input(key="run_batch_size")
+    assert box.max == 4 and box.value == 4  # the CPU default of 8, brought down to the limit
+    assert any("bs4 " in str(c.value) for c in at.caption if str(c.value).startswith("Will run"))
+    monkeypatch.setenv("COMPILE_LAB_MAX_RUN_S", "300")
+    at.run()
+    assert at.number_input(key="run_timeout_min").max == 5 and at.number_input(key="run_timeout_min").value == 5
 
 
 def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):

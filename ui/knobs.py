@@ -62,6 +62,28 @@ def _defaults(prefix: str) -> None:
         _reset_sizes(prefix)
 
 
+def lab_limit(name: str, unlimited: int) -> int:
+    """A limit of this lab (tcore.lab.limits, with the instructor's changes) for a widget's maximum;
+    `unlimited` where there is none, or the settings cannot be read (the Run button then says why)."""
+    from tcore.lab import limits
+    from tcore.store import RunStore
+
+    try:
+        value = getattr(limits.load(store=RunStore()), name)
+    except limits.LimitsError:
+        return unlimited
+    return unlimited if value is None else int(value)
+
+
+def _within_limit(key: str, most: int) -> int:
+    """Bring a widget's kept value down to `most` (the limit may have been lowered since), so what the
+    box shows is what will run; returns `most`."""
+    if st.session_state.get(key) is not None and st.session_state[key] > most:
+        st.session_state[key] = most
+        st.toast(f"Lowered to {most}, this lab's limit.")
+    return most
+
+
 def model_knobs(prefix: str) -> dict:
     """Model, preset, batch size, precision, task and device, each with its explanation."""
     _defaults(prefix)
@@ -72,8 +94,10 @@ def model_knobs(prefix: str) -> dict:
     preset = st.selectbox("Preset", list(entry.presets), key=prefix + "preset",
                           format_func=lambda p: f"{p}: {_millions(entry.param_count(p))} parameters")
     st.caption(explain("preset"))
-    batch = st.number_input("Batch size (samples per step)", min_value=1, max_value=4096, step=1,
-                            key=prefix + "batch_size")
+    most = _within_limit(prefix + "batch_size", lab_limit("max_batch_size", 4096))
+    batch = st.number_input("Batch size (samples per step)", min_value=1, max_value=most, step=1,
+                            key=prefix + "batch_size",
+                            help=f"At most {most}: this lab's limit (the instructor sets it).")
     st.caption(explain("batch_size"))
     task = st.radio("Task", CHOICES["task"], key=prefix + "task", horizontal=True, on_change=_reset_precision,
                     args=(prefix,))
@@ -173,8 +197,9 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
                                  key=prefix + "warmup_steps")
         st.caption(explain("warmup_steps"))
         cache = cache_knob(prefix) if with_cache else None
-        st.number_input("Stop the run after (min)", min_value=1, max_value=600, value=15, step=1,
-                        key=prefix + "timeout_min")
+        longest = _within_limit(prefix + "timeout_min", max(int(lab_limit("max_run_s", 36000) // 60), 1))
+        st.number_input("Stop the run after (min)", min_value=1, max_value=longest, value=min(15, longest), step=1,
+                        key=prefix + "timeout_min", help=f"At most {longest} min: this lab's longest run.")
         st.caption(explain("timeout_min"))
     knobs = dict(timed_s=float(timed_s), rounds=int(rounds), timed_steps=int(timed_steps) if by == "steps" else None,
                  warmup_steps=int(warmup))
