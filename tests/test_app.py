@@ -249,6 +249,22 @@ def test_a_run_past_the_labs_limits_is_refused_with_the_reason(db, monkeypatch):
     assert not runs.active() and not db.list()
 
 
+def test_fullgraph_with_the_break_warns_before_running_and_its_failure_advice_is_about_tracing(db):
+    at = set_tiny_fast(app())
+    at.toggle(key="run_fullgraph").set_value(True).run()
+    assert "This run will fail, on purpose" not in texts(at.warning)
+    at.toggle(key="run_graph_break").set_value(True).run()
+    assert "This run will fail, on purpose: fullgraph=True makes any graph break an error" in texts(at.warning)
+
+    failed = insert_run(db, Experiment(model="captioner", device="cpu", fullgraph=True, graph_break=True))
+    db.finish(failed, error={"kind": "compile_error", "compile_phase": "tracing",
+                             "message": "Unsupported: Tensor.item() at sample_models/captioner.py:120"})
+    at.switch_page("app_pages/compare.py").run()
+    at.multiselect(key="compare_status").set_value(["failed"]).run()
+    hints = texts(at.caption)
+    assert "Under fullgraph=True every graph break is an error" in hints and "Try backend=aot_eager" not in hints
+
+
 def test_the_batch_box_takes_the_labs_limit_and_shows_what_will_run(db, monkeypatch):
     """The walk-through's item 8: the box allowed 4096 under a limit of 1024, then ran a number no longer shown."""
     monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "4")

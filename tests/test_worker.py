@@ -96,6 +96,20 @@ def test_a_graph_break_under_fullgraph_is_a_compile_error_with_the_reason(tiny, 
     assert record.status == "failed" and record.error_kind == "compile_error"
     assert "item" in record.error["message"]  # the .item() call that breaks the graph
     assert record.error["traceback"]
+    assert record.error["compile_phase"] == "tracing"  # so the page's advice is about tracing, not the backend
+
+
+def test_a_compile_error_says_which_part_of_torch_compile_failed():
+    from tcore.worker.__main__ import compile_phase
+
+    class BackendCompilerFailed(Exception):  # as torch._dynamo.exc names it
+        pass
+
+    class Unsupported(Exception):
+        pass
+
+    assert compile_phase(BackendCompilerFailed()) == "backend"
+    assert compile_phase(Unsupported()) == "tracing"
 
 
 def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):

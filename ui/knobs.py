@@ -135,6 +135,10 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     st.caption(explain("channels_last") + (CHANNELS_LAST_LESSON if entry.supports_channels_last else ""))
     gb = st.toggle("Insert a graph break", key=prefix + "graph_break")
     st.caption(explain("graph_break"))
+    if gb and fullgraph and not off:
+        st.warning("This run will fail, on purpose: fullgraph=True makes any graph break an error, and the "
+                   "break switched on here is one. Run it to see the error Dynamo gives and the line it names; "
+                   "turn fullgraph off to see the break split the graph instead.", icon=":material/error:")
     cache = cache_knob(prefix)
     options = inductor_knobs(prefix, disabled=backend != "inductor" or not (not off or (opt and training)),
                              training=training)

@@ -19,6 +19,12 @@ from ui import advice, charts, diagnose_charts, summary
 FAILURE_HINTS = {
     "invalid_spec": "Change the setting the message names and run again.",
     "compile_error": "Try backend=aot_eager: if that works, tracing is fine and Inductor's code generation failed.",
+    "compile_error:tracing": "Dynamo could not trace this code into one graph: the message names the line. Under "
+                             "fullgraph=True every graph break is an error (that is what fullgraph asks for): "
+                             "remove the break at that line, or turn fullgraph off to let Dynamo split the graph "
+                             "there. The backend never ran, so changing it will not help.",
+    "compile_error:backend": "Tracing worked; the backend failed while generating code. Try backend=aot_eager: if "
+                             "that works, Inductor's code generation is what failed, and its log below says where.",
     "oom": "Try a smaller preset or batch size, or compile=regional.",
     "timeout": "Raise 'Stop the run after' under Advanced, or pick a smaller preset.",
     "cancelled": "",
@@ -44,8 +50,9 @@ def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
 def show_failure(rec: RunRecord) -> None:
     kind = rec.error.get("kind", "crashed")
     st.error(f"**{ERROR_KINDS.get(kind, kind)}**: {rec.error.get('message', 'no message')}")
-    if FAILURE_HINTS.get(kind):
-        st.caption(FAILURE_HINTS[kind])
+    hint = FAILURE_HINTS.get(f"{kind}:{rec.error.get('compile_phase')}") or FAILURE_HINTS.get(kind)
+    if hint:
+        st.caption(hint)
     with st.expander("Worker log (last lines)", expanded=kind in ("crashed", "compile_error")):
         st.code("\n".join(rec.error.get("log_tail") or ["(the log is empty)"]), language=None)
     if rec.error.get("traceback"):

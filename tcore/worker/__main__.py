@@ -43,6 +43,15 @@ def classify(exc: BaseException) -> str:
     return "crashed"
 
 
+def compile_phase(exc: BaseException) -> str:
+    """Which part of torch.compile failed: "tracing" (Dynamo, including a graph break under fullgraph)
+    or "backend" (AOT autograd or Inductor's code generation, which Dynamo wraps as BackendCompilerFailed)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"BackendCompilerFailed", "InductorError", "LoweringException", "CppCompileError"}:
+        return "backend"
+    return "tracing"
+
+
 def prepare() -> None:
     """What every run pays before its model is built, done before the experiment arrives.
 
@@ -95,6 +104,7 @@ def main() -> int:
         else:
             message = str(exc).strip() or type(exc).__name__
         emit(error(kind, message, exception=type(exc.__cause__ or exc).__name__,
+                   **({"compile_phase": compile_phase(exc.__cause__ or exc)} if kind == "compile_error" else {}),
                    traceback="".join(traceback.format_exception(exc, limit=-12))))
         return 1
     emit({"type": "result", **outcome})
