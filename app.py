@@ -10,7 +10,7 @@ import streamlit as st
 
 from tcore.lab import runs
 from tcore.store import RunStore, default_path
-from ui import people
+from ui import knobs, people
 
 
 @st.cache_resource(show_spinner=False)
@@ -34,4 +34,5 @@ page = st.navigation([
     st.Page("app_pages/system.py", title="System", icon=":material/memory:"),
 ])
 people.identity_sidebar(RunStore())
+knobs.keep_settings()
 page.run()

@@ -62,6 +62,25 @@ def _defaults(prefix: str) -> None:
         _reset_sizes(prefix)
 
 
+# The settings of the Run and Sweep pages (prefix + name) and the Sweep page's axes.
+SETTINGS = ("model", "preset", "batch_size", "task", "precision", "device", "compile", "mode", "dynamic", "fullgraph",
+            "backend", "compile_optimizer", "channels_last", "graph_break", "cache", "timed_by", "timed_s",
+            "timed_steps", "rounds", "warmup_steps", "timeout_min", *INDUCTOR_OPTIONS)
+SWEEP_AXES = ("sweep_compile", "sweep_mode", "sweep_dynamic", "sweep_opt", "sweep_precisions", "sweep_layouts",
+              "sweep_backend")
+
+
+def keep_settings() -> None:
+    """Keep the pages' settings while another page is shown (app.py calls this on every run).
+
+    Streamlit drops a widget's value from the session when a run does not draw that widget, so a visit to
+    Compare would put the Run page back to its defaults; storing each value again as plain state keeps it.
+    """
+    for key in [f"{prefix}{name}" for prefix in ("run_", "sweep_") for name in SETTINGS] + list(SWEEP_AXES):
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
 def lab_limit(name: str, unlimited: int) -> int:
     """A limit of this lab (tcore.lab.limits, with the instructor's changes) for a widget's maximum;
     `unlimited` where there is none, or the settings cannot be read (the Run button then says why)."""
