@@ -508,3 +508,15 @@ def test_breakdown_charts_stack_the_categories_and_say_why_when_absent():
     assert "stored before Compile Lab profiled steps" in old.layout.annotations[0].text
     both = runs_breakdown_chart([("a", result), ("b", {"variants": ["eager"]})])
     assert list(both.data[0].y) == ["a · eager", "a · compiled"]
+
+
+def test_a_break_inside_pytorch_says_so_instead_of_torchs_hint():
+    """The walk-through's item 6: a compiled optimizer's break at torch/optim/optimizer.py came with the hint
+    "Remove the torch._dynamo.graph_break() call", which is PyTorch's own, on purpose."""
+    optimizer = {"file": "/usr/lib/python3.12/site-packages/torch/optim/optimizer.py", "line": 79,
+                 "hint": "Hint: Remove the torch._dynamo.graph_break() call."}
+    assert summary.inside_torch(optimizer["file"]) == "torch/optim/optimizer.py"
+    assert "on purpose, before every optimizer step" in summary.torch_break_words(optimizer)
+    other = {"file": "/opt/venv/lib/python3.11/dist-packages/torch/nn/modules/module.py", "line": 1}
+    assert "inside PyTorch itself (torch/nn/modules/module.py), not in your code" in summary.torch_break_words(other)
+    assert summary.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None

@@ -132,7 +132,9 @@ def show_breaks(result: dict) -> None:
             st.markdown(f"**Graph break at {summary.break_title(b)}**")
             if b.get("source"):
                 st.code(b["source"], language="python")
-            if b.get("hint"):
+            if words := summary.torch_break_words(b):
+                st.info(words, icon=":material/info:")
+            elif b.get("hint"):
                 st.caption(b["hint"].removeprefix("Hint: ").strip())
             if b.get("skipped_frame"):
                 st.warning(summary.SKIPPED_FRAME_WORDS)

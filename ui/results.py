@@ -100,7 +100,8 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
                 with st.expander("Full messages from torch"):
                     for b in r.get("graph_breaks", []):
                         where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
-                        hint = f"\n{b['hint']}" if b.get("hint") else ""
+                        theirs = summary.torch_break_words(b)
+                        hint = f"\n{theirs}" if theirs else f"\n{b['hint']}" if b.get("hint") else ""
                         st.code(f"graph break{where} (x{b['count']}):\n{b['reason']}{hint}", language=None)
                     for c in r.get("recompiles", []):
                         frame = c["frame"] or "nothing: the recompile limit was hit"

@@ -342,6 +342,37 @@ def break_pair_words(clean: dict, broken: dict) -> str:
     return f"With the break, {graphs}{share}{took}."
 
 
+def inside_torch(path: str | None) -> str | None:
+    """'torch/optim/optimizer.py' when a break's file is PyTorch's own code (installed as a package), else None."""
+    if not path:
+        return None
+    parts = Path(path).parts
+    for i in range(len(parts) - 1):
+        if parts[i] in ("site-packages", "dist-packages") and parts[i + 1] == "torch":
+            return "/".join(parts[i + 1:])
+    return None
+
+
+# Breaks PyTorch makes on purpose, by the file they are in, and what they mean for the user.
+TORCH_BREAKS = {
+    "torch/optim/optimizer.py": (
+        "PyTorch breaks the graph here on purpose, before every optimizer step, so that the update compiles as "
+        "its own no-grad graph that Inductor can do in place instead of allocating a copy of every parameter "
+        "(pytorch/pytorch#104053). Nothing to change in your code: the update itself is still compiled."),
+}
+
+
+def torch_break_words(b: dict) -> str | None:
+    """For a break inside PyTorch itself: that it is not in the user's code, and what (if anything) to do."""
+    where = inside_torch(b.get("file"))
+    if where is None:
+        return None
+    return TORCH_BREAKS.get(where) or (
+        f"This break is inside PyTorch itself ({where}), not in your code: torch's hint about removing or "
+        "rewriting the line is meant for code you own. Usually there is nothing to change; a newer PyTorch may "
+        "trace through it, or you can compile a smaller region that leaves that call outside.")
+
+
 SKIPPED_FRAME_WORDS = ("Dynamo could not resume after this break (it sits inside a loop), so it ran the **whole "
                        "enclosing function eagerly**: nothing in it was compiled.")
 
