@@ -49,6 +49,11 @@ with out_col:
     experiments, skipped = sweeps.cross(base, axes) if base else ([], [])
     if error:
         st.error(f"**These settings cannot run:** {error}")
+    elif not experiments:
+        empty = [name for name, values in axes.items() if not values]
+        st.warning("**Nothing to run.** " + (f"Pick at least one value for: {', '.join(empty)}; a setting left empty "
+                                               "crosses with nothing." if empty else
+                                               "Every combination was skipped: the reasons are below."))
     else:
         st.markdown(f"**{len(experiments)} run{'s' if len(experiments) != 1 else ''}** to do"
                     + (f", {len(skipped)} combination{'s' if len(skipped) != 1 else ''} skipped." if skipped else "."))

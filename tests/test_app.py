@@ -414,7 +414,7 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
 
     at.run()
     assert not at.exception
-    assert any(s.value == "Sweep finished: 2 of 2 runs done" for s in at.subheader)
+    assert any(s.value == "Sweep finished: 2 of 2 runs finished" for s in at.subheader)
     # What every run shared, since the knobs beside it may have moved on (or reset, after a refresh).
     assert "fp32 inference, batch 2, backend aot_eager, 4 steps per variant in 2 rounds" in texts(at.caption)
     assert texts(at.success).startswith("Fastest: **")
@@ -436,6 +436,21 @@ def test_cancelled_sweep_starts_no_further_runs(db):
     assert sweep.cancelled and [r.error_kind for r in sweep.runs] == ["cancelled", "cancelled"]
     assert sweep.runs[1].started_at is None  # the second never started
     assert "its sweep was cancelled" in sweep.runs[1].error["message"]
+
+    # The page says what happened: cancelled, not failed, and no "None" in the cells of runs that never ran.
+    at = app().switch_page("app_pages/sweep.py").run()
+    at.session_state["sweep_id"] = sweep_id
+    at.run()
+    assert any(s.value == "Sweep cancelled: 0 of 2 runs finished, 2 cancelled" for s in at.subheader)
+    table = at.dataframe[0].value
+    assert list(table.status) == ["cancelled", "cancelled"] and "None" not in table.astype(str).to_string()
+
+
+def test_a_sweep_with_nothing_to_cross_says_what_to_pick(db):
+    at = app().switch_page("app_pages/sweep.py").run()
+    at.multiselect(key="sweep_mode").set_value([]).run()
+    assert "**Nothing to run.** Pick at least one value for: mode" in texts(at.warning)
+    assert at.button(key="sweep_start").disabled
 
 
 # What tcore.machine.facts() returned on an H200 (recorded), for the pages' GPU branches on a CPU machine.

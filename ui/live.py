@@ -150,7 +150,10 @@ def sweep_panel(sweep_id: str, store: RunStore) -> None:
 def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     matrix = summary.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
-    st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs done")
+    cancelled = sum(1 for r in sweep.runs if r.error_kind == "cancelled")
+    failed = sum(1 for r in sweep.runs if r.status == "failed") - cancelled
+    ended = "".join(f", {n} {what}" for n, what in ((failed, "failed"), (cancelled, "cancelled")) if n)
+    st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs finished{ended}")
     st.caption(f"{sweep.label} · {sweep_settings(sweep)} · started {time.strftime('%H:%M', time.localtime(sweep.created_at))}")
     st.progress(sweep.ended_count / max(sweep.size, 1))
     if best := summary.best_setting(matrix, final=sweep.done):

@@ -219,18 +219,19 @@ def setting_name(exp: Experiment, varying: set[str] | frozenset[str] = frozenset
 def sweep_matrix(experiments: list[Experiment], records: list) -> pd.DataFrame:
     """One row per setting: status, speedup, compile time, throughputs; NaN until its run finishes.
 
-    `records` holds, per experiment, its RunRecord, the string 'waiting' or 'running'.
+    `records` holds, per experiment, its RunRecord, or the string 'waiting', 'queued' or 'running'. A run
+    that was cancelled reads "cancelled", not "failed"; text cells of unfinished runs are empty, not None.
     """
     rows = []
     varying = {name for name in _AXIS_WORDS if len({getattr(e, name) for e in experiments}) > 1}
     for exp, rec in zip(experiments, records):
         row, col = setting_name(exp, varying or {"dynamic"})
-        status = rec if isinstance(rec, str) else rec.status
+        status = rec if isinstance(rec, str) else "cancelled" if rec.error_kind == "cancelled" else rec.status
         result = rec.result if not isinstance(rec, str) else {}
         rows.append({"row": row, "col": col, "setting": f"{row} · {col}", "status": status,
                      **{c: result.get(c) for c in SWEEP_FIGURES},
-                     "error": first_line(rec.error.get("message")) if status == "failed" else None,
-                     "run_id": None if isinstance(rec, str) else rec.id})
+                     "error": first_line(rec.error.get("message")) if status in ("failed", "cancelled") else "",
+                     "run_id": "" if isinstance(rec, str) else rec.id})
     frame = pd.DataFrame(rows)
     for col in SWEEP_FIGURES:
         frame[col] = pd.to_numeric(frame[col], errors="coerce") if not frame.empty else frame.get(col)
