@@ -32,6 +32,15 @@ def settings(spec: dict[str, Any], *, ignoring: frozenset[str] | set[str] = froz
     return {k: v for k, v in spec.items() if k not in MEASUREMENT_FIELDS and k not in ignoring}
 
 
+def same_compile(a: dict[str, Any], b: dict[str, Any], *, varying: frozenset[str] | set[str] = frozenset()) -> bool:
+    """Whether two specs compile the same thing, but for the fields in `varying` (what a comparison varies on
+    purpose, e.g. the scope). Everything that changes the compile counts: model, preset, batch, precision,
+    backend, mode, options, shape schedule and remedy, graph break... Only how long it was timed, which
+    caches it started from and the device kind asked for do not. The one definition the pages use."""
+    ignoring = PROVENANCE_FIELDS | set(varying)
+    return settings(a, ignoring=ignoring) == settings(b, ignoring=ignoring)
+
+
 @dataclass(frozen=True)
 class Precision:
     """What one precision choice does: the worker applies it, the label and the tolerance come from it."""

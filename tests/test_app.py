@@ -293,7 +293,9 @@ def test_the_batch_box_takes_the_labs_limit_and_shows_what_will_run(db, monkeypa
 
 
 def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
-    tiny = Experiment(model="captioner", device="cpu")
+    from ui.diagnose import base_experiment
+
+    tiny = base_experiment("captioner", backend="inductor")  # what Diagnose's four-way queues
     stored_run(db, tiny, compile_s=20.0, fx_graph_cache_misses=1, cache_artifacts="none")
     stored_run(db, tiny.replace(compile="regional"), compile_s=8.0, cache_artifacts="none")
     warm = stored_run(db, tiny.replace(cache="artifacts"), compile_s=2.0, cache_artifacts="loaded",

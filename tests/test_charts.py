@@ -465,10 +465,12 @@ def test_four_way_picks_the_newest_run_of_each_cell_with_the_same_settings():
         record("whole-fell-back", {**base, "cache": "artifacts"}, {"compile_s": 18.0, "cache_artifacts": "cold"}),
         record("regional-cold", {**base, "compile": "regional"}, {"compile_s": 8.0}),
         record("whole-cold-bigger", {**base, "batch_size": 64}, {"compile_s": 30.0}),  # other settings: left out
+        # The walk-through's item 2: an aot_eager shape-schedule run showed as "whole model cold 1.5 s"
+        record("schedule-aot-eager", {**base, "backend": "aot_eager", "shape_count": 6}, {"compile_s": 1.5}),
         record("whole-cold", base, {"compile_s": 20.0}),
     ]
-    cells = summary.four_way(records)
-    # The anchor is the newest cold run: an artifacts run that loaded nothing compiled cold, so it counts as cold.
+    cells = summary.four_way(records, base)
+    # An artifacts run that loaded nothing compiled cold, so it counts as cold.
     assert {k: r.id for k, r in cells.items()} == {("regional", "warm"): "regional-warm",
                                                     ("whole", "cold"): "whole-fell-back",
                                                     ("regional", "cold"): "regional-cold"}

@@ -164,3 +164,14 @@ def test_practical_defaults_follow_the_device_and_task(device, task, expected):
 
 def test_tf32_on_the_cpu_runs_with_a_note():
     assert any("on the CPU it runs as fp32" in n for n in check_on_device(Experiment(precision="tf32"), "cpu"))
+
+
+def test_the_same_compile_is_defined_once_and_counts_everything_that_changes_it():
+    from tcore.spec import same_compile
+
+    base = Experiment(model="captioner", device="cpu").to_dict()
+    assert same_compile(base, {**base, "timed_s": 9.0, "rounds": 7, "cache": "artifacts", "device": "auto"})
+    for change in ({"backend": "aot_eager"}, {"shape_count": 6}, {"shape_remedy": "pad"}, {"batch_size": 64},
+                   {"precision": "bf16"}, {"graph_break": True}, {"compile": "regional"}):
+        assert not same_compile(base, {**base, **change}), change
+    assert same_compile(base, {**base, "compile": "regional"}, varying={"compile"})

@@ -250,13 +250,17 @@ def caches_section(store: RunStore, records: list[RunRecord]) -> None:
     cols = st.columns([1, 2])
     with cols[0]:
         model = _model_picker("diag_cache_model")
+    base = base_experiment(model, backend="inductor")
     if cols[1].button("Run the four-way", key="diag_cache_start", type="primary", icon=":material/play_arrow:"):
-        base = base_experiment(model, backend="inductor")
         # The cold runs first: each saves the artifacts its warm twin loads when its turn comes.
         _queue([base.replace(compile=scope, cache=cache) for cache in ("cold", "artifacts")
                 for scope in ("whole", "regional")], store, key="diag_fourway")
     _waiting("diag_fourway", records)
-    cells = summary.four_way([r for r in records if r.spec.get("model") == model])
+    cells = summary.four_way(records, base.to_dict())
+    if not cells:
+        st.caption(f"No run of these settings yet ({base.label}, whole or regional): the chart fills in as the "
+                   "four-way's runs finish. Runs with other settings (another backend, batch or shape schedule) "
+                   "compile something else and are not shown here.")
     st.plotly_chart(diagnose_charts.four_way_chart({k: rec.result.get("compile_s") for k, rec in cells.items()}),
                     width="stretch", key="diag_fourway_chart")
     if cells:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from tcore import figures
 from tcore.lab.artifacts import compile_key
-from tcore.spec import Experiment, settings
+from tcore.spec import Experiment, same_compile, settings
 
 # The figures in the Compare page's run table and in a sweep's matrix, as stored columns (tcore.figures).
 RUN_TABLE_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
@@ -408,12 +408,13 @@ def strategy_of(spec: dict) -> str | None:
     return {False: "static", None: "automatic", True: "dynamic"}[spec.get("dynamic")]
 
 
-def four_way(records: list) -> dict[tuple[str, str], Any]:
+def four_way(records: list, base: dict) -> dict[tuple[str, str], Any]:
     """(scope, "cold" | "warm") -> the newest finished run of each, from `records` (newest first).
 
     Cold is a run with fresh caches (or artifacts that could not be loaded); warm is one that loaded
-    compile artifacts. Only runs with the settings of the newest cold run of the first scope found count,
-    so the four compare like with like.
+    compile artifacts. Only runs that compile what `base` (the four-way's own experiment) compiles, but
+    for the scope, count (tcore.spec.same_compile): an aot_eager run, a shape schedule or another batch
+    is another compile and would compare unlike with like.
     """
     def temperature(rec) -> str | None:
         cache, loaded = rec.spec.get("cache", "cold"), rec.result.get("cache_artifacts")
@@ -421,17 +422,13 @@ def four_way(records: list) -> dict[tuple[str, str], Any]:
             return "cold"
         return "warm" if cache == "artifacts" else None  # the local "warm" cache is not a portable warm start
 
-    def compared(rec) -> dict:  # the four-way varies the scope and the cache itself
-        return settings(rec.spec, ignoring={"compile", "cache"})
-
-    done = [r for r in records if r.status == "finished" and r.spec.get("compile") in ("whole", "regional")
-            and r.result.get("compile_s") is not None]
-    anchor = next((r for r in done if temperature(r) == "cold"), None)
     cells: dict[tuple[str, str], Any] = {}
-    for rec in done:
-        key = (rec.spec["compile"], temperature(rec))
-        if key[1] and key not in cells and (anchor is None or compared(rec) == compared(anchor)):
-            cells[key] = rec
+    for rec in records:
+        if (rec.status == "finished" and rec.spec.get("compile") in ("whole", "regional")
+                and rec.result.get("compile_s") is not None and same_compile(rec.spec, base, varying={"compile"})):
+            key = (rec.spec["compile"], temperature(rec))
+            if key[1] and key not in cells:
+                cells[key] = rec
     return cells
 
 
