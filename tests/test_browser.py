@@ -199,7 +199,7 @@ def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
 
         page.goto(f"{server}/diagnose?run={run_id}")  # as the Compare page links to it
         page.get_by_role("tab", name="One run: graphs and generated code", selected=True).wait_for(timeout=60_000)
-        plots.filter(has_text="Operations per captured graph").first.wait_for(timeout=30_000)
+        plots.filter(has_text="Operations per compilation").first.wait_for(timeout=30_000)
         page.get_by_text("None stored: only Inductor generates code").wait_for()
         assert page.locator('[data-testid="stException"]').count() == 0
         browser.close()

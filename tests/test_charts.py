@@ -522,3 +522,13 @@ def test_a_break_inside_pytorch_says_so_instead_of_torchs_hint():
     other = {"file": "/opt/venv/lib/python3.11/dist-packages/torch/nn/modules/module.py", "line": 1}
     assert "inside PyTorch itself (torch/nn/modules/module.py), not in your code" in summary.torch_break_words(other)
     assert summary.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None
+
+
+def test_the_compilations_chart_says_it_counts_compilations_not_graphs():
+    """The walk-through's item 5: 'Dynamo captured 2 graphs' beside a chart of '4 graphs'."""
+    from ui import diagnose_charts
+
+    fig = diagnose_charts.graph_ops_chart({"graphs": [{"compile_id": f"0/{i}", "frame": "forward", "ops": 10}
+                                                      for i in range(4)]})
+    assert fig.layout.title.text.startswith("Operations per compilation")
+    assert "4 compilations, recompiles included" in fig.layout.title.subtitle.text

@@ -313,9 +313,12 @@ def show_code(rec: RunRecord, sources: list[str]) -> None:
         return
     if st.session_state.get("diag_code_graph", 0) >= len(sources):  # another run, with fewer graphs
         st.session_state.diag_code_graph = 0
-    graph = st.selectbox("Graph", range(len(sources)), key="diag_code_graph",
-                         format_func=lambda i: f"Graph {i + 1} of {len(sources)} · "
-                                               f"{sources[i].count(chr(10)) + 1} lines")
+    graph = st.selectbox("Generated program", range(len(sources)), key="diag_code_graph",
+                         format_func=lambda i: f"Program {i + 1} of {len(sources)} · "
+                                               f"{sources[i].count(chr(10)) + 1} lines",
+                         help="One per graph Inductor compiled. In training each Dynamo graph gives two, its "
+                              "forward and its backward (AOT autograd splits them), and a compiled optimizer step "
+                              "one more; so this count can differ from Dynamo's graphs and from the compilations.")
     lines = sources[graph].splitlines()
     st.caption("A Python wrapper that allocates buffers and calls the generated kernels (C++ on the CPU, "
                "Triton on a GPU) in order; each kernel is one fused loop over several of the model's operations.")

@@ -169,8 +169,11 @@ def kernels_chart(result: dict) -> go.Figure:
 
 
 def graph_ops_chart(result: dict) -> go.Figure:
-    """Operations in each graph Dynamo captured: one big graph fuses best; many small ones mean breaks."""
-    title = "Operations per captured graph"
+    """Operations in the graph of each Dynamo compilation: one big graph fuses best; many small ones mean breaks.
+
+    One bar per compilation, recompiles included, so it can show more bars than "Dynamo captured N graphs"
+    counts distinct graphs (the walk-through's item 5)."""
+    title = "Operations per compilation"
     graphs = result.get("graphs") or []
     if not graphs:
         return not_available(title, "no graphs were recorded in this run")
@@ -180,9 +183,10 @@ def graph_ops_chart(result: dict) -> go.Figure:
         text=[str(g.get("ops")) for g in graphs], textposition="auto",
         hovertext=[f"<b>{n}</b><br>{g.get('ops')} ops, compiled in {g.get('compile_s') or 0:.2f} s"
                    for n, g in zip(names, graphs)], hoverinfo="text"))
-    fig.update_xaxes(title_text="Graph (compile id, function)", tickangle=-30 if len(graphs) > 4 else 0)
-    fig.update_yaxes(title_text="Operations in the graph", rangemode="tozero")
-    return _style(fig, title, f"{len(graphs)} graph{'s' if len(graphs) != 1 else ''} · hover for its compile time")
+    fig.update_xaxes(title_text="Compilation (compile id, function)", tickangle=-30 if len(graphs) > 4 else 0)
+    fig.update_yaxes(title_text="Operations in its graph", rangemode="tozero")
+    return _style(fig, title, f"{len(graphs)} compilation{'s' if len(graphs) != 1 else ''}, recompiles included "
+                              "· hover for its compile time")
 
 
 # --- Compile caches: cold vs warm ------------------------------------------------------------------
