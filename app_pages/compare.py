@@ -3,7 +3,7 @@ import streamlit as st
 
 from tcore.lab import runs
 from tcore.store import RunStore
-from ui import charts, diagnose_charts, people, queue, results, summary
+from ui import charts, diagnose_charts, people, results, summary
 
 store = RunStore()
 st.title("Compare runs")
@@ -73,7 +73,7 @@ if detail:
     st.page_link("app_pages/diagnose.py", label="Why is it slow? Open this run on the Diagnose page",
                  icon=":material/troubleshoot:", query_params={"run": detail})
     record = store.get(detail)
-    mine = record.owner == queue.session_owner()
+    mine = record.owner == people.me()
     under_way = record.status in ("queued", "running")
     allowed = mine or people.is_instructor()
     why_not = ("A run waiting or in progress cannot be deleted; cancel it on the Run page first." if under_way
@@ -83,7 +83,7 @@ if detail:
         st.write(f"Delete {labels[detail]} and its power trace from the store? This cannot be undone.")
         if st.button("Delete", key="compare_delete", type="primary"):
             try:
-                runs.delete(detail, store, owner=queue.session_owner(), instructor=people.is_instructor())
+                runs.delete(detail, store, owner=people.me(), instructor=people.is_instructor())
             except (PermissionError, KeyError) as e:
                 st.error(str(e))
             else:

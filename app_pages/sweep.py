@@ -6,7 +6,7 @@ import sample_models
 from tcore.lab import sweeps
 from tcore.spec import CHOICES, SpecError, practical_defaults
 from tcore.store import RunStore
-from ui import knobs, live, queue
+from ui import knobs, live, people, queue
 
 if "sweep_id" not in st.session_state:
     st.session_state.sweep_id = None
@@ -68,7 +68,7 @@ with out_col:
     if clicked and experiments and not busy:  # checked here too: disabled is only a hint to the browser
         try:
             st.session_state.sweep_id = sweeps.start(
-                experiments, store, owner=queue.session_owner(), timeout_s=60 * st.session_state["sweep_timeout_min"],
+                experiments, store, owner=people.me(), timeout_s=60 * st.session_state["sweep_timeout_min"],
                 label=f"{base.model}/{base.preset}: " + " × ".join(k for k, v in axes.items() if len(v) > 1),
                 skipped=skipped)
         except SpecError as e:
@@ -78,7 +78,7 @@ with out_col:
 
     # The session's own sweep, else the latest one (a refreshed browser has a new session).
     sweep = (sweeps.get(st.session_state.sweep_id, store) if st.session_state.sweep_id
-             else sweeps.latest(store, queue.session_owner()))
+             else sweeps.latest(store, people.me()))
     if sweep is None:
         st.markdown("Pick the settings to cross, then press **Start sweep**. A matrix of speedups and compile "
                     "times fills in as the runs finish, and the best setting is named at the end.")

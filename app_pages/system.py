@@ -4,10 +4,9 @@ import time
 import streamlit as st
 
 from tcore import machine
-from tcore.lab import runs, scheduler, sweeps
+from tcore.lab import scheduler, sweeps
 from tcore.store import RunStore
-from ui import charts, instructor, queue, summary
-
+from ui import charts, instructor, people, queue, summary
 
 
 def gpu_slots() -> dict[int, str]:
@@ -18,19 +17,25 @@ def gpu_slots() -> dict[int, str]:
 
 
 @st.fragment(run_every=2.0)
-def gpu_queue(store: RunStore, slot: str, uuid: str, *, key: str) -> None:
-    """What this GPU is doing now, and the runs it has done."""
-    now = [row for row in runs.queue_view(store) if row["status"] == "running" and row["device_slot"] == slot]
-    me = queue.session_owner()
-    if now:
-        row = now[0]
-        st.markdown(f"**Running** {row['label']} · :gray[{queue.whose(row['owner'], me)}] · for "
-                    f"{summary.duration(time.time() - row['started_at'])}")
+def gpu_now(store: RunStore, slot: str) -> None:
+    """What this GPU is doing now, refreshed every 2 s."""
+    running = [r for r in store.pending(scheduler.this_process().host)
+               if r.status == "running" and r.device_slot == slot]
+    if running:
+        rec = running[0]
+        st.markdown(f"**Running** {rec.label} · :gray[{queue.whose(rec.owner, people.me())}] · for "
+                    f"{summary.duration(time.time() - rec.started_at)}")
     else:
         st.markdown(":gray[Idle: the next run in the queue can start here.]")
-    done = [r for r in store.list(limit=500) if r.env.get("gpu_uuid") == uuid]
-    if done:
-        st.caption(f"{len(done)} of the last 500 stored runs ran on this GPU; the latest: {done[0].label}.")
+
+
+def runs_by_gpu(store: RunStore, latest: int = 500) -> dict[str, list]:
+    """GPU UUID -> the runs among the `latest` stored that ran on it, newest first (read once per page)."""
+    out: dict[str, list] = {}
+    for rec in store.list(limit=latest):
+        if rec.env.get("gpu_uuid"):
+            out.setdefault(rec.env["gpu_uuid"], []).append(rec)
+    return out
 
 
 facts = machine.facts()
@@ -38,7 +43,7 @@ st.title("System")
 
 store = RunStore()
 if facts["gpus"]:
-    slots = gpu_slots()
+    slots, done = gpu_slots(), runs_by_gpu(store)
     for gpu in facts["gpus"]:
         st.subheader(f"GPU {gpu['index']}: {gpu['name']}")
         st.caption(f"{gpu['uuid']}" + (f" · runs here take slot {slots[gpu['index']]}" if gpu["index"] in slots
@@ -49,7 +54,9 @@ if facts["gpus"]:
         cols[2].metric("Power limit", f"{gpu['power_limit_w']:.0f} W")
         cols[3].metric("CUDA (torch build)", facts["cuda"] or "n/a")
         if gpu["index"] in slots:
-            gpu_queue(store, slots[gpu["index"]], gpu["uuid"], key=f"system_gpu_{gpu['index']}")
+            gpu_now(store, slots[gpu["index"]])
+        if here := done.get(gpu["uuid"]):
+            st.caption(f"{len(here)} of the last 500 stored runs ran on this GPU; the latest: {here[0].label}.")
 else:
     st.subheader(f"CPU: {facts['cpu']}")
     st.metric("Cores", f"{facts['cpu_count']} cores")

@@ -42,6 +42,10 @@ def phases_for(exp) -> list[str]:
     return [p for p in PHASES if p not in skip]
 
 
+# How a worker's log begins once its imports are done (tcore.worker.__main__.prepare): a spare that
+# has logged it starts a run at once (tcore.lab.launcher.Worker.ready).
+READY = "worker ready: imports done"
+
 # Why a run failed. The first three are raised inside the worker; the rest are decided by the parent.
 ERROR_KINDS = {
     "invalid_spec": "Invalid settings",

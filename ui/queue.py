@@ -20,11 +20,6 @@ from ui import people, summary
 MY_RUNS_SHOWN = 8
 
 
-def session_owner() -> str:
-    """This participant's owner id (ui.people.me): it lasts across a refresh and a second tab."""
-    return people.me()
-
-
 def whose(owner: str | None, me: str) -> str:
     """'yours', or whose it is: 'ada', 'guest 3f9a', 'the command line or a sweep'."""
     return "yours" if owner == me else people.display_name(owner)
@@ -40,7 +35,7 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str,
     queued = []
     for exp in experiments:
         try:
-            queued.append(runs.start(exp, store, owner=session_owner(), timeout_s=timeout_s).run_id)
+            queued.append(runs.start(exp, store, owner=people.me(), timeout_s=timeout_s).run_id)
         except SpecError as e:
             st.session_state[f"{key}_refusal"] = (f"**{exp.label} cannot be queued:** {e}"
                                               + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))
@@ -68,7 +63,7 @@ def show_refusal(key: str) -> None:
 
 def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
     """This session's latest runs, newest first: queued, running and ended."""
-    me = session_owner()
+    me = people.me()
     return [r for r in store.list(limit=200) if r.owner == me][:limit]
 
 
@@ -114,7 +109,7 @@ def my_runs_table(store: RunStore) -> None:
 def queue_view(store: RunStore, *, key: str) -> None:
     """The room's queue on this machine: running, then queued runs, whose they are; cancel your own
     (the instructor: any)."""
-    me = session_owner()
+    me = people.me()
     instructor = people.is_instructor()
     rows = runs.queue_view(store)
     st.markdown("**The queue on this machine**")
@@ -144,7 +139,7 @@ def queue_view(store: RunStore, *, key: str) -> None:
 
 def cancel(run_id: str, store: RunStore) -> None:
     try:
-        runs.cancel(run_id, store, owner=session_owner(), instructor=people.is_instructor())
+        runs.cancel(run_id, store, owner=people.me(), instructor=people.is_instructor())
     except (PermissionError, KeyError) as e:  # not ours after all, or gone meanwhile
         st.toast(str(e))
     else:

@@ -7,7 +7,7 @@ the whole group (the worker and Inductor's compile workers).
 A worker imports torch, the engine and the models before it reads its experiment (about 7 s on an
 H200), so the app keeps one spare per device slot started ahead (SparePool): a run takes it and
 skips the imports. A spare is unused, so nothing in it has compiled and its caches are empty; it is
-only handed a run if the lab process's environment is the one it was started with.
+only handed a run while the settings torch reads at import (IMPORT_TIME_ENV) are the ones it started with.
 """
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from tcore import protocol
 from tcore.spec import Experiment
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-READY = "worker ready"  # how the worker's log begins once its imports are done (tcore.worker.__main__.READY)
 LOG_TAIL_LINES = 40
 _END = {"type": "_end"}
 
@@ -38,6 +37,19 @@ def warm_cache_dir() -> Path:
     if os.environ.get("COMPILE_LAB_CACHE_DIR"):
         return Path(os.environ["COMPILE_LAB_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compile-lab"
+
+
+# Environment variables read when torch, Triton, the engine or their libraries are imported: a spare
+# started under other values than the lab process has now would run with stale ones. The rest are
+# handed over with the experiment (RunHandle), as they are read at run time if at all.
+IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "NCCL", "OMP_", "MKL", "KMP_",
+                   "LD_", "PYTHON")
+CACHE_DIRS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")  # set for each worker, whatever the lab process has
+
+
+def _import_time_env() -> dict[str, str]:
+    # Inductor writes its default cache folder into os.environ the first time it is asked for it
+    return {k: v for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV) and k not in CACHE_DIRS}
 
 
 class Worker:
@@ -54,7 +66,6 @@ class Worker:
         full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full.get("PYTHONPATH")]))
         full.update(env)
         self.spawn_env = full
-        self.spawned_at = time.time()
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -65,7 +76,7 @@ class Worker:
         """Whether its imports are done (the worker logs READY), so a run handed to it starts at once."""
         try:
             with open(self.log_path) as log:
-                return log.readline().startswith(READY)
+                return log.readline().startswith(protocol.READY)
         except OSError:
             return False
 
@@ -89,21 +100,6 @@ class Worker:
             _kill_group(self.proc)
         self._log.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-# Environment variables read when torch, Triton, the engine or their libraries are imported: a spare
-# started under other values than the lab process has now would run with stale ones. The rest are
-# handed over with the experiment (RunHandle), as they are read at run time if at all.
-IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "NCCL", "OMP_", "MKL", "KMP_",
-                   "LD_", "PYTHON")
-
-
-CACHE_DIRS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")  # set for each worker, whatever the lab process has
-
-
-def _import_time_env() -> dict[str, str]:
-    # Inductor writes its default cache folder into os.environ the first time it is asked for it
-    return {k: v for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV) and k not in CACHE_DIRS}
 
 
 class SparePool:
@@ -140,10 +136,6 @@ class SparePool:
             spare.dismiss()
         return None
 
-    def slots(self) -> list[str]:
-        with self._lock:
-            return list(self._spares)
-
     def clear(self) -> None:
         with self._lock:
             spares, self._spares = list(self._spares.values()), {}
@@ -154,15 +146,15 @@ class SparePool:
 class RunHandle:
     """A running worker. Iterate over it for events; the last one is 'result' or 'error'.
 
-    worker: a spare (SparePool.take) or one just started; None starts one with `slot_env`. extra_env
-    is what this run adds (artifact and trace paths); a warm run also gets the shared caches.
+    worker: a spare (SparePool.take) or one just started. extra_env is what this run adds (artifact
+    and trace paths); a warm run also gets the shared caches.
     """
 
-    def __init__(self, exp: Experiment, worker: Worker | None = None, *, timeout_s: float | None = None,
-                 extra_env: dict[str, str] | None = None, slot_env: dict[str, str] | None = None):
+    def __init__(self, exp: Experiment, worker: Worker, *, timeout_s: float | None = None,
+                 extra_env: dict[str, str] | None = None):
         self.exp = exp
         self.timeout_s = timeout_s
-        self.worker = worker or Worker(slot_env or {})
+        self.worker = worker
         self.workdir = self.worker.workdir
         self.log_path = self.worker.log_path
         self.final: dict[str, Any] | None = None

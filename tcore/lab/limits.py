@@ -108,7 +108,8 @@ def load(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None
     for name, var in ENV.items():
         if environ.get(var, "").strip():
             values[name], origin[name] = _parse(name, environ[var], var), var
-    for name, value in (store.lab_state(INSTRUCTOR_LIMITS) or {} if store is not None else {}).items():
+    instructor = (store.lab_state(INSTRUCTOR_LIMITS) if store is not None else None) or {}
+    for name, value in instructor.items():
         if name in _RULES:
             values[name], origin[name] = value, "the instructor, in the app"
     return Limits(**values, origin=origin)

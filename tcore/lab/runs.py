@@ -56,7 +56,7 @@ class LiveRun:
         self.progress: dict[str, tuple[int, int]] = {}  # phase -> (done, total)
         self.trace: list[list] = []
         self.code: list[str] = []  # Inductor's generated source, one per graph
-        self.figures_so_far: dict[str, dict] = {}  # name -> {value, at, ...}: figures known before the result
+        self.figures_so_far: dict[str, dict] = {}  # name -> {value, ...}: figures known before the result
         self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
         self.final: dict[str, Any] | None = None
         self.record: RunRecord | None = None
@@ -154,7 +154,6 @@ class LiveRun:
                     self.code = event["sources"]
                 elif kind == "figure":
                     self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
-                    self.figures_so_far[event["name"]]["at"] = time.time()
                 elif kind in TERMINAL:
                     self.final = event
             if self._on_event:

@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue pa
 # An owner that is alive but has not said so for this long (stopped with Ctrl-Z or SIGSTOP, or hung)
 # loses its runs: the queue must not wait on a process that does not move.
 OWNER_SILENT_S = 30.0
+OWNERS_KEPT_S = 86400.0  # a heartbeat older than a day is dropped; recover() then judges by is_alive alone
 PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
 CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
 
@@ -112,8 +113,7 @@ class Queue:
             if (oldest is None or oldest["id"] not in run_ids
                     or (oldest["owner_pid"], oldest["owner_started"]) != (proc.pid, proc.started)):
                 return None
-            busy = {r[0] for r in db.execute("SELECT device_slot FROM runs WHERE status='running' AND host=?"
-                                              " AND device_slot IS NOT NULL", (proc.host,))}
+            busy = _busy_slots(db, proc.host)
             free = [slot for slot in slots if slot not in busy]
             if not free:
                 return None
@@ -124,8 +124,7 @@ class Queue:
     def busy_slots(self, host: str) -> set[str]:
         """The device slots on `host` that a run holds now."""
         with self._connect() as db:
-            return {r[0] for r in db.execute("SELECT device_slot FROM runs WHERE status='running' AND host=?"
-                                             " AND device_slot IS NOT NULL", (host,))}
+            return _busy_slots(db, host)
 
     def set_worker(self, run_id: str, pid: int, started: str | None) -> None:
         with self._write() as db:
@@ -225,9 +224,11 @@ class Queue:
 
     def heartbeat(self, proc: Proc) -> None:
         """`proc` is alive and ticking: recover() leaves its runs alone while it keeps saying so."""
+        now = time.time()
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO owners (host, pid, started, seen_at) VALUES (?,?,?,?)",
-                       (proc.host, proc.pid, proc.started or "", time.time()))
+                       (proc.host, proc.pid, proc.started or "", now))
+            db.execute("DELETE FROM owners WHERE seen_at < ?", (now - OWNERS_KEPT_S,))  # long gone: forget them
 
     def recover(self, proc: Proc, is_alive: Callable[[int, str | None], bool],
                 stop_worker: Callable[[int, str | None], bool],
@@ -269,6 +270,11 @@ class Queue:
                 release_next(db, row["id"])
                 crashed.append(row["id"])
         return crashed, adopted
+
+
+def _busy_slots(db: sqlite3.Connection, host: str) -> set[str]:
+    return {r[0] for r in db.execute("SELECT device_slot FROM runs WHERE status='running' AND host=?"
+                                     " AND device_slot IS NOT NULL", (host,))}
 
 
 def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], bool], seen_at: float | None,

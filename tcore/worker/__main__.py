@@ -16,8 +16,6 @@ import sys
 import time
 import traceback
 
-READY = "worker ready: imports done"  # the log's first line once prepare() is over (a spare waits from then)
-
 
 def _event_stream():
     """Keep the real stdout for events and point file descriptor 1 at stderr for everything else."""
@@ -78,7 +76,7 @@ def main() -> int:
     begun = time.perf_counter()
     try:
         prepare()
-        print(f"{READY} in {time.perf_counter() - begun:.1f} s", file=sys.stderr, flush=True)
+        print(f"{protocol.READY} in {time.perf_counter() - begun:.1f} s", file=sys.stderr, flush=True)
         from tcore.spec import Experiment
         from tcore.worker import run as runner
     except BaseException as exc:  # reported once there is a run to report it for
