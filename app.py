@@ -10,7 +10,7 @@ import streamlit as st
 
 from tcore.lab import runs
 from tcore.store import RunStore, default_path
-from ui import knobs, people
+from ui import exports, knobs, people
 
 
 @st.cache_resource(show_spinner=False)
@@ -35,4 +35,5 @@ page = st.navigation([
 ])
 people.identity_sidebar(RunStore())
 knobs.keep_settings()
+exports.format_picker()
 page.run()

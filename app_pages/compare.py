@@ -3,7 +3,7 @@ import streamlit as st
 
 from tcore.lab import runs
 from tcore.store import RunStore
-from ui import charts, diagnose_charts, people, results, summary
+from ui import charts, diagnose_charts, exports, people, results, summary
 
 store = RunStore()
 st.title("Compare runs")
@@ -37,24 +37,21 @@ if picked.empty:
 else:
     reasons = store.get(picked.id.iloc[0]).result.get("unavailable", {})
     left, right = st.columns(2)
-    left.plotly_chart(charts.compare_bars(picked, "compile_s", "Compile time", "s",
-                                          reason="nothing was compiled in these runs"),
-                      width="stretch", key="compare_compile")
-    right.plotly_chart(charts.compare_variants(picked, "samples_per_s"),
-                       width="stretch", key="compare_throughput")
-    left.plotly_chart(charts.compare_variants(picked, "energy_j_per_step",
-                                              reason=reasons.get("eager_energy_j_per_step")),
-                      width="stretch", key="compare_energy")
-    right.plotly_chart(charts.tradeoff_scatter(picked), width="stretch", key="compare_scatter")
+    exports.show(left, charts.compare_bars(picked, "compile_s", "Compile time", "s",
+                                           reason="nothing was compiled in these runs"), key="compare_compile")
+    exports.show(right, charts.compare_variants(picked, "samples_per_s"), key="compare_throughput")
+    exports.show(left, charts.compare_variants(picked, "energy_j_per_step",
+                                               reason=reasons.get("eager_energy_j_per_step")), key="compare_energy")
+    exports.show(right, charts.tradeoff_scatter(picked), key="compare_scatter")
     right.caption("Each point is a run: further up is faster than eager, further left compiled sooner, so up "
                   "and to the left is best. Below the dashed line compiling made it slower. Break-even steps "
                   "(in the hover) = compile time / (eager step time - compiled step time): how many steps it "
                   "takes to earn the compile time back.")
     chosen_records = [store.get(i) for i in picked.id]
-    st.plotly_chart(charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]), width="stretch",
-                    key="compare_breakdown")
-    left.plotly_chart(diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)), width="stretch",
-                      key="compare_cold_warm")
+    exports.show(st, charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
+                     key="compare_breakdown")
+    exports.show(left, diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)),
+                       key="compare_cold_warm")
     right.caption("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a "
                   "bar. Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts "
                   "loads what an earlier run of the same settings saved. Hover a bar for its cache hits.")

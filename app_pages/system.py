@@ -6,7 +6,7 @@ import streamlit as st
 from tcore import machine
 from tcore.lab import scheduler, sweeps
 from tcore.store import RunStore
-from ui import charts, instructor, people, queue, summary
+from ui import charts, exports, instructor, people, queue, summary
 
 
 def gpu_slots() -> dict[int, str]:
@@ -106,10 +106,9 @@ def live_power() -> None:
     cols[0].metric("Power now", f"{watts:.0f} W")
     cols[1].metric("Utilisation now", f"{util:.0f} %" if util is not None else "n/a")
     t0 = samples[0][0]
-    st.plotly_chart(charts.power_trace_chart([[t - t0, w, p, u] for t, w, p, u in samples],
-                                             title="Power over the last two minutes",
-                                             x_title="Time (s)"),
-                    width="stretch", key="system_live_power")
+    exports.show(st, charts.power_trace_chart([[t - t0, w, p, u] for t, w, p, u in samples],
+                                              title="Power over the last two minutes",
+                                              x_title="Time (s)"), key="system_live_power")
 
 
 live_power()

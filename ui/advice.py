@@ -14,7 +14,7 @@ from tcore.breakdown import CATEGORIES
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.lab import artifacts
 from tcore.store import RunRecord, RunStore
-from ui import charts, queue, summary
+from ui import charts, exports, queue, summary
 
 PAIRS = "suggested_pairs"  # session_state: counterpart run id -> the id of the run that suggested it
 SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per_step", "kernels_per_step")
@@ -23,7 +23,7 @@ SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per
 def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None:
     r = rec.result
     st.markdown("**Where the time goes**")
-    st.plotly_chart(charts.variant_breakdown_chart(r), width="stretch", key=f"{key}_breakdown")
+    exports.show(st, charts.variant_breakdown_chart(r), key=f"{key}_breakdown")
     for words in summary.breakdown_words(r):
         st.caption(words)
     if peak := summary.peak_words(r, rec.env.get("gpu")):
@@ -101,5 +101,5 @@ def side_by_side(rec: RunRecord, store: RunStore, *, key: str) -> None:
         bars += [(f"{label} (after)", rec.result["breakdown"][v]["ms"]) for v, label, _ in charts.VARIANTS
                  if v in (rec.result.get("breakdown") or {})]
         if bars:
-            st.plotly_chart(charts.breakdown_chart(bars, title="Where the time goes, before and after"),
-                            width="stretch", key=f"{key}_pair_breakdown")
+            exports.show(st, charts.breakdown_chart(bars, title="Where the time goes, before and after"),
+                         key=f"{key}_pair_breakdown")

@@ -12,7 +12,7 @@ from tcore import figures
 from tcore.protocol import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
 from tcore.store import RunRecord, RunStore
-from ui import diagnose_charts, knobs, queue, results, summary
+from ui import diagnose_charts, exports, knobs, queue, results, summary
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
 
@@ -110,9 +110,9 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
 
     clean = next((r for r in without if r.id == st.session_state.diag_without), None)
     pair = [("without the break", clean.result)] if clean else []
-    st.plotly_chart(diagnose_charts.side_by_side(pair + [("with the break", chosen.result)], BREAK_PANELS,
-                                        title="What the break costs", subtitle="each panel: one figure, both runs"),
-                    width="stretch", key="diag_break_pair")
+    exports.show(st, diagnose_charts.side_by_side(pair + [("with the break", chosen.result)], BREAK_PANELS,
+                                         title="What the break costs", subtitle="each panel: one figure, both runs"),
+                 key="diag_break_pair")
     if clean:
         st.markdown(summary.break_pair_words(clean.result, chosen.result))
     st.markdown("#### The breaks, where they are in the code")
@@ -213,10 +213,9 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
         return
     items = [(summary.STRATEGIES[summary.strategy_of(r.spec)][0], {**r.result, **figures.compile_totals(r.result.get("compile_events"))})
              for r in picked]
-    st.plotly_chart(diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
-                                        subtitle="compilations and their time, then the steady speed over the "
-                                                 "whole schedule"),
-                    width="stretch", key="diag_shape_summary")
+    exports.show(st, diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
+                                         subtitle="compilations and their time, then the steady speed over the "
+                                                  "whole schedule"), key="diag_shape_summary")
     for rec in picked:
         title, _, words = summary.STRATEGIES[summary.strategy_of(rec.spec)]
         with st.container(border=True):
@@ -235,8 +234,8 @@ def show_schedule(rec: RunRecord, *, key: str) -> None:
                 + (". **The recompile limit was hit**: later new shapes ran eagerly." if r.get("recompile_limit_hit")
                    else "."))
     left, right = st.columns(2)
-    left.plotly_chart(diagnose_charts.compile_timeline(r), width="stretch", key=f"{key}_timeline")
-    right.plotly_chart(diagnose_charts.schedule_chart(r), width="stretch", key=f"{key}_schedule")
+    exports.show(left, diagnose_charts.compile_timeline(r), key=f"{key}_timeline")
+    exports.show(right, diagnose_charts.schedule_chart(r), key=f"{key}_schedule")
 
 
 # --- cold vs warm --------------------------------------------------------------------------------
@@ -261,8 +260,8 @@ def caches_section(store: RunStore, records: list[RunRecord]) -> None:
         st.caption(f"No run of these settings yet ({base.label}, whole or regional): the chart fills in as the "
                    "four-way's runs finish. Runs with other settings (another backend, batch or shape schedule) "
                    "compile something else and are not shown here.")
-    st.plotly_chart(diagnose_charts.four_way_chart({k: rec.result.get("compile_s") for k, rec in cells.items()}),
-                    width="stretch", key="diag_fourway_chart")
+    exports.show(st, diagnose_charts.four_way_chart({k: rec.result.get("compile_s") for k, rec in cells.items()}),
+                 key="diag_fourway_chart")
     if cells:
         st.caption("From runs " + ", ".join(f"{scope} {temp}: {rec.id}" for (scope, temp), rec in sorted(cells.items()))
                    + ".")
@@ -295,12 +294,12 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     if r.get("graph_breaks"):
         show_breaks(r)
     left, right = st.columns(2)
-    left.plotly_chart(diagnose_charts.kernels_chart(r), width="stretch", key="diag_run_kernels")
-    right.plotly_chart(diagnose_charts.graph_ops_chart(r), width="stretch", key="diag_run_ops")
+    exports.show(left, diagnose_charts.kernels_chart(r), key="diag_run_kernels")
+    exports.show(right, diagnose_charts.graph_ops_chart(r), key="diag_run_ops")
     if r.get("schedule"):
         show_schedule(rec, key="diag_run")
     else:
-        st.plotly_chart(diagnose_charts.compile_timeline(r), width="stretch", key="diag_run_timeline")
+        exports.show(st, diagnose_charts.compile_timeline(r), key="diag_run_timeline")
     show_code(rec, store.code(rec.id))
 
 

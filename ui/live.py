@@ -15,7 +15,7 @@ from tcore.lab import runs, sweeps
 from tcore.protocol import PHASE_TITLES, phases_for
 from tcore.spec import Experiment
 from tcore.store import RunStore
-from ui import charts, summary
+from ui import charts, exports, summary
 
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -87,8 +87,8 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
     for note in snap["notes"]:
         st.warning(note)
     if snap["trace"]:
-        st.plotly_chart(charts.power_trace_chart(snap["trace"], title="Power so far, coloured by phase"),
-                        width="stretch", key=f"{key}_live_trace")
+        exports.show(st, charts.power_trace_chart(snap["trace"], title="Power so far, coloured by phase"),
+                     key=f"{key}_live_trace")
     elif not queued:
         meter = machine.meter(run.device)
         st.info(f"No live power trace: {meter.reason}." if not meter.available else
@@ -158,7 +158,7 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     st.progress(sweep.ended_count / max(sweep.size, 1))
     if best := summary.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
-    st.plotly_chart(charts.sweep_heatmap(matrix), width="stretch", key=f"sweep_heatmap_{sweep.id}")
+    exports.show(st, charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
     st.dataframe(matrix.drop(columns=["row", "col"]), hide_index=True, width="stretch",
                  key=f"sweep_matrix_{sweep.id}",
                  column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",

@@ -13,7 +13,7 @@ from tcore import figures, report
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
-from ui import advice, charts, diagnose_charts, summary
+from ui import advice, charts, diagnose_charts, exports, summary
 
 # What to try next, per failure kind (tcore.events.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -118,19 +118,19 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
         show_cache(rec, store, words, key=key)
 
     left, right = st.columns(2)
-    left.plotly_chart(charts.throughput_chart(r), width="stretch", key=f"{key}_throughput")
-    right.plotly_chart(charts.latency_chart(r), width="stretch", key=f"{key}_latency")
-    left.plotly_chart(charts.variant_bar(r, "peak_mem_gib"), width="stretch", key=f"{key}_memory")
-    right.plotly_chart(charts.energy_chart(r), width="stretch", key=f"{key}_energy")
+    exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput")
+    exports.show(right, charts.latency_chart(r), key=f"{key}_latency")
+    exports.show(left, charts.variant_bar(r, "peak_mem_gib"), key=f"{key}_memory")
+    exports.show(right, charts.energy_chart(r), key=f"{key}_energy")
     memory = r.get("peak_mem_source", "unknown source")
     if "RSS" in memory:  # the CPU figure counts the whole process, torch's own libraries included
         memory += ", the whole worker process with torch itself, so small models show about the same for both"
     power = r.get("power_source") if r.get("power_source") not in (None, "none") else "no meter"
     st.caption(f"Peak memory: {memory}. Power: {power}.")
     if compiled:
-        st.plotly_chart(charts.compile_phases_chart(r), width="stretch", key=f"{key}_phases")
+        exports.show(st, charts.compile_phases_chart(r), key=f"{key}_phases")
     if trace:
-        st.plotly_chart(charts.power_trace_chart(trace), width="stretch", key=f"{key}_trace")
+        exports.show(st, charts.power_trace_chart(trace), key=f"{key}_trace")
     else:
         reason = r.get("unavailable", {}).get("eager_power_w", "no power samples were recorded")
         st.caption(f"No power trace for this run: {reason}.")
@@ -150,5 +150,5 @@ def show_cache(rec: RunRecord, store: RunStore, words: str, *, key: str) -> None
     same = summary.same_settings(rec, records)
     kinds = {diagnose_charts.cache_kind(r.spec.get("cache"), r.result.get("cache_artifacts")) for r in same}
     if len(kinds) > 1:
-        st.plotly_chart(diagnose_charts.cold_warm_chart(summary.cache_frame(same), height=260), width="stretch",
-                        key=f"{key}_cold_warm")
+        exports.show(st, diagnose_charts.cold_warm_chart(summary.cache_frame(same), height=260),
+                         key=f"{key}_cold_warm")

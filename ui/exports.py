@@ -1,0 +1,62 @@
+"""Figures out of the app: every chart with a download button for PNG or SVG, and a selection of runs as one
+HTML report that opens anywhere, offline.
+
+Charts download in the browser (Plotly's camera button in each chart's toolbar), so nothing is rendered
+on the server and no image library is needed; the sidebar's "Charts download as" picks the format for
+every chart. The HTML report carries plotly.js inside itself, once, so it needs no network to open.
+"""
+from __future__ import annotations
+
+import datetime
+import html
+import re
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+FORMATS = {"PNG": "png", "SVG": "svg"}
+FORMAT_KEY = "chart_format"  # session_state: the format every chart's download button writes
+
+
+def download_config(name: str) -> dict:
+    """Plotly's config for a chart: its toolbar's camera button saves `name`.png or .svg at twice the size shown."""
+    fmt = FORMATS.get(st.session_state.get(FORMAT_KEY, "PNG"), "png")
+    return {"displaylogo": False,
+            "toImageButtonOptions": {"format": fmt, "filename": _slug(name), "scale": 2 if fmt == "png" else 1}}
+
+
+def show(where, fig: go.Figure, *, key: str) -> None:
+    """Draw `fig` in `where` (st or a column), full width, with its download button set to the chosen format."""
+    where.plotly_chart(fig, width="stretch", key=key, config=download_config(f"compile-lab-{key}"))
+
+
+def format_picker() -> None:
+    """The sidebar's choice of what the charts' download buttons write; kept across pages."""
+    st.session_state[FORMAT_KEY] = st.session_state.get(FORMAT_KEY, "PNG")  # survive page changes
+    st.sidebar.segmented_control("Charts download as", list(FORMATS), key=FORMAT_KEY,
+                                 help="Each chart's toolbar (hover the chart) has a camera button: it saves the chart "
+                                      "as a PNG image or an SVG drawing, in the browser, offline.")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "chart"
+
+
+def html_report(title: str, table: pd.DataFrame, figures: list[go.Figure], notes: list[str] = ()) -> str:
+    """One self-contained HTML page: a title, notes, the charts (interactive, plotly.js embedded once) and the table."""
+    when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
+             "font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
+             "td:first-child,th:first-child{text-align:left}.chart{margin:1.5em 0}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1><p>Exported from Compile Lab on {when}.</p>"]
+    parts += [f"<p>{html.escape(n)}</p>" for n in notes]
+    for i, fig in enumerate(figures):
+        # the first chart carries plotly.js (about 4.6 MB) for them all; none of them fetch anything
+        parts.append("<div class='chart'>" + fig.to_html(full_html=False, include_plotlyjs=i == 0,
+                                                         config={"displaylogo": False}) + "</div>")
+    parts.append("<h2>The runs</h2>" + table.to_html(index=False, na_rep="n/a", float_format=lambda v: f"{v:,.4g}",
+                                                     border=0, escape=True))
+    parts.append("</body></html>")
+    return "\n".join(parts)
