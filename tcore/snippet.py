@@ -1,0 +1,224 @@
+"""Copy as code: a short runnable Python program that sets up and compiles a model the way a run did.
+
+It is what a person pastes into their own code: the exact torch.compile or module.compile calls (whole
+model or each repeated block), the compiled optimizer step, the precision and memory-format lines,
+the compiler settings, dynamic marks or padding buckets, and the cache loading. It builds the lab's
+sample model, so it runs as it is from the lab's folder; the comments say which lines to keep for
+another model. tests/test_snippet.py runs it on the CPU and checks that Dynamo hands Inductor the same
+graphs, with the same inputs and options, as the run's own code path (tcore.worker).
+
+Timing is left out on purpose: how to time honestly is what the run's figures are for.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS, PRECISIONS, Experiment
+from tcore.worker.compile import LR
+
+TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
+
+
+def _call_args(exp: Experiment) -> str:
+    """torch.compile's keyword arguments where the run differs from torch's defaults (tcore.worker.compile_kwargs)."""
+    args = []
+    if exp.backend != "inductor":
+        args.append(f"backend={exp.backend!r}")
+    if exp.backend == "inductor" and exp.mode != "default":
+        args.append(f"mode={exp.mode!r}")
+    if exp.fullgraph:
+        args.append("fullgraph=True")
+    if exp.dynamic is not None:
+        args.append(f"dynamic={exp.dynamic}")
+    return ", ".join(args)
+
+
+def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
+    """The program for a run's spec on `device` (the device it ran on: "cuda" or "cpu")."""
+    exp = Experiment.from_dict(spec)
+    precision = PRECISIONS[exp.precision]
+    lines: list[str] = []
+    add = lines.append
+
+    add(f"# Compile Lab{' run ' + run_id if run_id else ''}: {exp.label}")
+    add("# Runs as it is from the Compile Lab folder. For your own model, keep the lines marked <-- and put your")
+    add("# model, batch and loss where sample_models' are.")
+    if exp.cache == "warm":
+        add("# This run reused the compile caches of earlier runs: give your process a lasting cache folder, e.g.")
+        add("#   TORCHINDUCTOR_CACHE_DIR=~/.cache/my-inductor python this.py")
+    add("import torch")
+    add("")
+    add("import sample_models")
+    add("")
+    add(f"device = {device!r}")
+    add(f"torch.manual_seed({exp.seed})")
+    add(f"entry = sample_models.get({exp.model!r})")
+    build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
+    add(f"model = entry.build({build_args})" + ("  # with a deliberate graph break in each block"
+                                                if exp.graph_break else ""))
+    sizes, buckets, dims, inputs = _schedule(exp)
+    if sizes:
+        add(f"# The run fed {len(sizes)} distinct sizes of the {_varying(exp)}, in this order:")
+        add(f"sizes = {sizes}")
+        batch_call = (f"entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device, seq_len=size)"
+                      if _has_seq(exp) else f"entry.make_batch({exp.preset!r}, size, device=device)")
+        add(f"batches = [{batch_call} for size in sizes]")
+    else:
+        add(f"batches = [entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device)]")
+    if buckets:
+        add(f"# shape_remedy=buckets: pad every input up to one of {len(buckets)} sizes, each compiled once")
+        add(f"buckets = {buckets}")
+        add(f"varying = {dims}  # (tensor, dimension) that follow the size; the last tensor is the target")
+        add("")
+        add("def pad(batch, size):  # zeros up to the bucket; contiguous, as Dynamo guards on strides as well")
+        add("    tensors = [*batch.inputs, batch.target]")
+        add("    for i, d in varying:")
+        add("        t = tensors[i]")
+        add("        missing = size - t.shape[d]")
+        add("        if missing > 0:")
+        add("            t = torch.cat([t, t.new_zeros(*t.shape[:d], missing, *t.shape[d + 1:])], dim=d)")
+        add("        tensors[i] = t.contiguous()")
+        add("    return sample_models.Batch(tuple(tensors[:-1]), tensors[-1])")
+        add("")
+        add("padded = [next(bucket for bucket in buckets if bucket >= size) for size in sizes]")
+        add("batches = [pad(b, size) for b, size in zip(batches, padded)]")
+    elif sizes:
+        add("# each size as fresh contiguous tensors: a caption sliced from a longer one keeps the longer one's")
+        add("# stride, and Dynamo guards on strides as well as sizes")
+        add("batches = [sample_models.Batch(tuple(t.contiguous() for t in b.inputs), b.target.contiguous()) "
+            "for b in batches]")
+
+    weights = precision.weights
+    if weights != "float32" or exp.channels_last:
+        add("")
+    if weights != "float32":
+        dtype = TORCH_DTYPES[weights]
+        add(f"# precision={exp.precision}: the model and its floating-point inputs in {weights}")
+        add(f"model = model.to({dtype})  # <--")
+        add("")
+        add("def cast(t):  # token ids and class labels stay integers")
+        add(f"    return t.to({dtype}) if t.is_floating_point() else t")
+        add("")
+        add("batches = [sample_models.Batch(tuple(map(cast, b.inputs)), cast(b.target)) for b in batches]")
+    if exp.channels_last:
+        add("# channels_last: the model's weights and its images in NHWC")
+        add("model = model.to(memory_format=torch.channels_last)  # <--")
+        add("batches = [sample_models.Batch((b.inputs[0].contiguous(memory_format=torch.channels_last), "
+            "*b.inputs[1:]), b.target) for b in batches]")
+    if precision.tf32 and device == "cuda":
+        add("# precision=tf32: float32 matmuls and convolutions on tensor cores")
+        add('torch.backends.cuda.matmul.fp32_precision = "tf32"  # <-- (torch < 2.9: torch.backends.cuda.matmul.'
+            'allow_tf32 = True)')
+        add('torch.backends.cudnn.conv.fp32_precision = "tf32"  # <--')
+    add(f"model.train({exp.task == 'training'})")
+
+    settings = []
+    if exp.recompile_limit != DEFAULTS["recompile_limit"]:
+        settings.append(f"torch._dynamo.config.recompile_limit = {exp.recompile_limit}  # <--")
+    for name, option in INDUCTOR_OPTIONS.items():
+        if getattr(exp, name) != DEFAULTS[name]:
+            settings.append(f"torch._inductor.config.{option} = {getattr(exp, name)!r}  # <--")
+    if settings:
+        add("")
+        add("# Compiler settings the run changed")
+        lines.extend(settings)
+    if exp.cache == "artifacts":
+        add("")
+        add("# Load the compile artifacts an earlier run saved (the run's page has them as a download);")
+        add("# they were made by torch.compiler.save_cache_artifacts() after that run's compile.")
+        add('with open("compile-artifacts.bin", "rb") as f:')
+        add("    torch.compiler.load_cache_artifacts(f.read())  # <--")
+
+    add("")
+    args = _call_args(exp)
+    if exp.compile == "whole":
+        add("# compile=whole: the whole model, into as few graphs as Dynamo can")
+        add(f"compiled = torch.compile(model{', ' + args if args else ''})  # <--")
+    elif exp.compile == "regional":
+        add("# compile=regional: each repeated block compiled in place; identical blocks share one compiled graph")
+        add("for block in entry.repeated_blocks(model):")
+        add(f"    block.compile({args})  # <--")
+        add("compiled = model")
+    else:
+        add("compiled = model  # compile=off: the model runs eagerly")
+
+    if exp.task == "training":
+        add("")
+        if exp.compile_optimizer:
+            add("# The optimizer step compiled into a few fused kernels. A tensor learning rate keeps LR changes from")
+            add("# recompiling; eager foreach AdamW accepts one only when capturable.")
+            capturable = ", capturable=True" if device == "cuda" else ""
+            add(f"optimizer = torch.optim.AdamW(model.parameters(), lr=torch.tensor({LR}, device=device){capturable})")
+            add("")
+            add("@torch.compile(fullgraph=False)  # <--")
+            add("def optimizer_step():")
+            add("    optimizer.step()")
+        else:
+            add(f"optimizer = torch.optim.AdamW(model.parameters(), lr={LR})")
+            add("optimizer_step = optimizer.step")
+
+    add("")
+    autocast = f"torch.autocast(device, dtype={TORCH_DTYPES[precision.autocast]})" if precision.autocast else None
+    cuda_graphs = device == "cuda" and exp.compiles and exp.backend == "inductor" and exp.mode in (
+        "reduce-overhead", "max-autotune")
+    if exp.task == "inference":
+        add("@torch.no_grad()")
+    add("def step(batch):")
+    if cuda_graphs:
+        add("    torch.compiler.cudagraph_mark_step_begin()  # <-- CUDA graphs reuse output memory: a new step begins")
+    inner = "    "
+    if autocast:
+        add(f"    with {autocast}:  # <-- precision={exp.precision}")
+        inner = "        "
+    if exp.task == "inference":
+        add(f"{inner}return compiled(*batch.inputs)")
+    else:
+        add(f"{inner}out = compiled(*batch.inputs)")
+        add(f"{inner}loss = entry.loss(out, batch)")
+        add("    loss.backward()")
+        add("    optimizer_step()")
+        add("    optimizer.zero_grad(set_to_none=True)")
+        add("    return out")
+
+    add("")
+    if exp.shape_remedy == "mark_dynamic":
+        add("# shape_remedy=mark_dynamic: the varying dimension is symbolic from the first compile")
+        for i, d in dims:
+            tensor = f"batches[0].inputs[{i}]" if i < inputs else "batches[0].target"
+            add(f"torch._dynamo.mark_dynamic({tensor}, {d})  # <--")
+    add("out = step(batches[0])  # the first call compiles")
+    if buckets:
+        add("for bucket in buckets:  # then every other bucket, before the real inputs arrive, as in the run")
+        add("    step(batches[padded.index(bucket)])")
+    if sizes:
+        add("for batch in batches[1:]:  # each new size may recompile; the run's page says which did")
+        add("    out = step(batch)")
+    return "\n".join(lines) + "\n"
+
+
+def _has_seq(exp: Experiment) -> bool:
+    import sample_models
+
+    return bool(sample_models.get(exp.model).seq_field)
+
+
+def _varying(exp: Experiment) -> str:
+    import sample_models
+
+    return sample_models.get(exp.model).varying_dim or "batch size"
+
+
+def _schedule(exp: Experiment) -> tuple[list[int], list[int], list[tuple[int, int]], int]:
+    """The run's sizes, buckets, varying (tensor, dim) pairs (the target counts as the tensor after the
+    inputs) and how many inputs a batch has; empty without a shape schedule."""
+    if not exp.shape_count:
+        return [], [], [], 0
+    import torch
+
+    import sample_models
+    from tcore.worker import shapes
+
+    entry = sample_models.get(exp.model)
+    schedule = shapes.make_schedule(exp, entry)
+    inputs = len(shapes.make_batch(exp, entry, 2, "meta", torch.Generator("cpu")).inputs)
+    return schedule.sizes, schedule.buckets, shapes.varying_dims(exp, entry), inputs

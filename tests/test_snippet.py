@@ -1,0 +1,79 @@
+"""Copy as code (tcore.snippet): each setting's snippet runs on the CPU and compiles the way the run did.
+
+"The way the run did" is what Dynamo hands Inductor: the same graphs in the same order, each with the
+same operations, the same input dtypes, shapes (symbolic where dynamic), strides (channels_last) and
+Inductor options (the mode), and the same compiler settings. tests/snippet_probe.py records that for the
+snippet and for the lab's own code path (tcore.worker), each in a clean state, without generating code.
+One snippet also runs verbatim, through Inductor, as a person would run it.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tcore.snippet import code_for
+from tcore.spec import Experiment
+from tcore.lab.launcher import REPO_ROOT
+
+TINY = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu")
+
+CASES = {
+    "whole, max-autotune-no-cudagraphs, fullgraph": TINY.replace(mode="max-autotune-no-cudagraphs", fullgraph=True),
+    "regional training with the optimizer compiled": TINY.replace(task="training", compile="regional",
+                                                                  compile_optimizer=True),
+    "dynamic=True and Inductor options": TINY.replace(dynamic=True, coordinate_descent=True, max_fusion_size=32,
+                                                      recompile_limit=4),
+    "mark_dynamic over a shape schedule": TINY.replace(shape_count=3, shape_remedy="mark_dynamic"),
+    "buckets over a shuffled schedule": TINY.replace(shape_count=4, shape_order="shuffled", shape_remedy="buckets",
+                                                     buckets=2),
+    "bf16 weights and channels_last, with a graph break": Experiment(model="resnet50", preset="tiny", batch_size=2,
+                                                                     device="cpu", precision="bf16",
+                                                                     channels_last=True, graph_break=True),
+    "autocast bf16 training, whole": TINY.replace(task="training", precision="amp-bf16"),
+}
+
+
+@pytest.mark.parametrize("exp", CASES.values(), ids=CASES.keys())
+def test_the_snippet_compiles_the_same_graphs_as_the_run(exp):
+    done = subprocess.run([sys.executable, "tests/snippet_probe.py", exp.to_json()], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300, env=_with_repo_on_path())
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    snippet, lab = seen["snippet"], seen["lab"]
+    assert lab["graphs"], "the lab's path compiled nothing: the probe is broken"
+    assert len(snippet["graphs"]) == len(lab["graphs"])
+    for i, (mine, theirs) in enumerate(zip(snippet["graphs"], lab["graphs"])):
+        assert mine == theirs, f"graph {i} differs"
+    assert snippet["settings"] == lab["settings"]
+
+
+def test_the_snippet_says_each_setting_in_torch_s_own_words():
+    whole = code_for(TINY.replace(mode="reduce-overhead").to_dict(), "cuda")
+    assert "compiled = torch.compile(model, mode='reduce-overhead')  # <--" in whole
+    assert "torch.compiler.cudagraph_mark_step_begin()" in whole  # CUDA graphs need it on a GPU
+    regional = code_for(TINY.replace(compile="regional", fullgraph=True).to_dict(), "cpu")
+    assert "for block in entry.repeated_blocks(model):\n    block.compile(fullgraph=True)  # <--" in regional
+    trained = code_for(TINY.replace(task="training", compile_optimizer=True, precision="amp-bf16").to_dict(), "cuda")
+    assert "@torch.compile(fullgraph=False)  # <--\ndef optimizer_step():" in trained
+    assert "capturable=True" in trained and "with torch.autocast(device, dtype=torch.bfloat16):" in trained
+    tf32 = code_for(TINY.replace(precision="tf32").to_dict(), "cuda")
+    assert 'torch.backends.cuda.matmul.fp32_precision = "tf32"' in tf32
+    loaded = code_for(TINY.replace(cache="artifacts").to_dict(), "cpu")
+    assert "torch.compiler.load_cache_artifacts(f.read())" in loaded
+    assert "torch.compile(" not in code_for(TINY.replace(compile="off").to_dict(), "cpu")
+
+
+def test_a_snippet_runs_verbatim_through_inductor(tmp_path):
+    """As a person runs it: `python snippet.py` from the lab's folder, real code generation (about 30 s cold)."""
+    path = tmp_path / "snippet.py"
+    path.write_text(code_for(TINY.replace(batch_size=1).to_dict(), "cpu") + "print('shape', tuple(out.shape))\n")
+    done = subprocess.run([sys.executable, str(path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                          env=_with_repo_on_path(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "shape (1," in done.stdout
+
+
+def _with_repo_on_path(**extra):
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), **extra}
