@@ -1,9 +1,18 @@
-"""Compare stored runs: a filterable table, side-by-side charts, a compile-time vs speedup scatter, CSV, delete."""
+"""Compare stored runs: a filterable table, side-by-side charts, a compile-time vs speedup scatter, CSV and HTML
+exports, delete."""
 import streamlit as st
 
 from tcore.lab import runs
 from tcore.store import RunStore
 from ui import charts, diagnose_charts, exports, people, results, summary
+
+SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
+                 "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
+                 "compile time / (eager step time - compiled step time): how many steps it takes to earn the compile "
+                 "time back.")
+COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a bar. "
+                   "Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts loads what "
+                   "an earlier run of the same settings saved. Hover a bar for its cache hits.")
 
 store = RunStore()
 st.title("Compare runs")
@@ -32,35 +41,43 @@ if "compare_runs" not in st.session_state:
 st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i in names]
 chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get)
 picked = finished[finished.id.isin(chosen)]
+figs = {}
 if picked.empty:
     st.info("Choose finished runs above to compare them.")
 else:
     reasons = store.get(picked.id.iloc[0]).result.get("unavailable", {})
-    left, right = st.columns(2)
-    exports.show(left, charts.compare_bars(picked, "compile_s", "Compile time", "s",
-                                           reason="nothing was compiled in these runs"), key="compare_compile")
-    exports.show(right, charts.compare_variants(picked, "samples_per_s"), key="compare_throughput")
-    exports.show(left, charts.compare_variants(picked, "energy_j_per_step",
-                                               reason=reasons.get("eager_energy_j_per_step")), key="compare_energy")
-    exports.show(right, charts.tradeoff_scatter(picked), key="compare_scatter")
-    right.caption("Each point is a run: further up is faster than eager, further left compiled sooner, so up "
-                  "and to the left is best. Below the dashed line compiling made it slower. Break-even steps "
-                  "(in the hover) = compile time / (eager step time - compiled step time): how many steps it "
-                  "takes to earn the compile time back.")
     chosen_records = [store.get(i) for i in picked.id]
-    exports.show(st, charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
-                     key="compare_breakdown")
-    exports.show(left, diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)),
-                       key="compare_cold_warm")
-    right.caption("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a "
-                  "bar. Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts "
-                  "loads what an earlier run of the same settings saved. Hover a bar for its cache hits.")
+    figs = {  # shown below, and all of them in the HTML export
+        "compare_compile": charts.compare_bars(picked, "compile_s", "Compile time", "s",
+                                               reason="nothing was compiled in these runs"),
+        "compare_throughput": charts.compare_variants(picked, "samples_per_s"),
+        "compare_energy": charts.compare_variants(picked, "energy_j_per_step",
+                                                  reason=reasons.get("eager_energy_j_per_step")),
+        "compare_scatter": charts.tradeoff_scatter(picked),
+        "compare_breakdown": charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
+        "compare_cold_warm": diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)),
+    }
+    left, right = st.columns(2)
+    for where, name in ((left, "compare_compile"), (right, "compare_throughput"), (left, "compare_energy"),
+                        (right, "compare_scatter")):
+        exports.show(where, figs[name], key=name)
+    right.caption(SCATTER_WORDS)
+    exports.show(st, figs["compare_breakdown"], key="compare_breakdown")
+    left, right = st.columns(2)
+    exports.show(left, figs["compare_cold_warm"], key="compare_cold_warm")
+    right.caption(COLD_WARM_WORDS)
 
-down = st.columns(2)
+down = st.columns(3)
 down[0].download_button("Download the chosen runs (CSV)", picked.to_csv(index=False), "compile-lab-runs.csv",
                         "text/csv", key="compare_csv_chosen", disabled=picked.empty)
 down[1].download_button("Download every run (CSV)", frame.to_csv(index=False), "compile-lab-all-runs.csv",
                         "text/csv", key="compare_csv_all")
+down[2].download_button(
+    "Download this comparison (HTML)", key="compare_html", disabled=picked.empty, file_name="compile-lab-comparison.html",
+    mime="text/html", icon=":material/download:", on_click="ignore",
+    data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} runs compared", summary.run_table(picked),
+                                      list(figs.values()), notes=[SCATTER_WORDS, COLD_WARM_WORDS])),
+    help="The chosen runs' charts (interactive) and table in one HTML file that opens in any browser, offline.")
 
 labels = dict(zip(view.id, view.label + " · " + view.id.str[-6:] + " (" + view.status + ")"))
 detail = st.selectbox("One run in detail", list(labels), format_func=labels.get, key="compare_detail")

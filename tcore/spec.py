@@ -16,8 +16,9 @@ def knob(default: Any, doc: str, choices: dict[Any, str] | None = None) -> Any:
     return field(default=default, metadata={"doc": doc, "choices": choices or {}})
 
 
-# Fields that say how long and how carefully to measure: they change neither the compiled code nor what a figure means.
-MEASUREMENT_FIELDS = frozenset({"warmup_steps", "timed_s", "timed_steps", "rounds", "seed"})
+# Fields that say how long and how carefully to measure, and what to record on the side (a TORCH_TRACE): they
+# change neither the compiled code nor what a figure means.
+MEASUREMENT_FIELDS = frozenset({"warmup_steps", "timed_s", "timed_steps", "rounds", "seed", "torch_trace"})
 # Fields that say where a compile's work comes from (fresh or reused caches) or which device kind was asked for
 # (the run records the one it resolved to): they do not change what gets compiled.
 PROVENANCE_FIELDS = frozenset({"cache", "device"})
@@ -194,6 +195,10 @@ class Experiment:
     rounds: int = knob(5, "Eager and compiled blocks alternate this many times, as the Inductor harness does, so "
                           "drift hits both alike; the spread across rounds gives the error bars.")
     seed: int = knob(0, "Seeds the weights, the inputs and a shuffled shape order.")
+    torch_trace: bool = knob(True, "Record the compile's structured trace (TORCH_TRACE), which the app renders "
+                                   "with tlparse: every graph, guard, recompile reason and Inductor's code, per "
+                                   "compilation. It writes while compiling only, so timed steps are untouched; see "
+                                   "README, 'tlparse', for what it adds to the compile time.")
     cache: str = knob("cold", "Where the compile's work may come from.", {
         "cold": "Fresh compile caches: the compile time of a first ever launch.",
         "warm": "Reuse the caches of earlier warm runs: the compile time of a restart.",

@@ -11,7 +11,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import runs, sweeps
+from tcore.lab import runs, sweeps, tlparse
 from tcore.spec import Experiment
 from tcore.store import RunStore
 from tests.helpers import insert_run
@@ -370,6 +370,31 @@ def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
     at.run()
     assert not at.exception and at.selectbox(key="diag_run").value == static.id
     assert "None stored: only Inductor generates code, and this run used backend=eager." in texts(at.caption)
+    # ... and its compile's tlparse report, rendered from the TORCH_TRACE the run kept, served by the app.
+    try:
+        [link] = [b.proto for b in at.get("link_button") if b.proto.label == "Open the tlparse report"]
+        assert link.url == f"app/static/tlparse/{static.id}/index.html"
+        assert "recompile" in (tlparse.REPORTS / static.id / "index.html").read_text().lower()
+
+        # The Compare page: one run in detail gives its settings as code, and the selection exports as HTML.
+        at.switch_page("app_pages/compare.py").run()
+        at.selectbox(key="compare_detail").set_value(broken.id).run()
+        assert not at.exception
+        [code] = [c.value for c in at.code if c.value.startswith("# Compile Lab run")]
+        assert "entry.build('tiny', device=device, graph_break=True)" in code
+        assert "compiled = torch.compile(model, backend='eager')  # <--" in code
+        assert {b.proto.label for b in at.get("download_button")} >= {
+            "Download this comparison (HTML)", "Report (.zip)", "TORCH_TRACE log (.gz)", "Download as a .py file"}
+        # Every chart's camera button saves the chart under its own name, as PNG until the sidebar says SVG.
+        configs = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
+        assert {c["toImageButtonOptions"]["format"] for c in configs} == {"png"}
+        assert "compile-lab-compare_throughput" in {c["toImageButtonOptions"]["filename"] for c in configs}
+        at.session_state["chart_format"] = "SVG"
+        at.run()
+        assert {json.loads(c.proto.config)["toImageButtonOptions"]["format"] for c in at.get("plotly_chart")} == {"svg"}
+    finally:
+        for run in (clean, broken, static):
+            tlparse.forget(run.id)
 
 
 def test_diagnose_queues_the_break_pair_for_this_session_and_cancels_it(db):
@@ -551,3 +576,25 @@ def test_a_suggestion_queues_its_counterpart_and_shows_the_two_side_by_side(db):
     counterpart = next(r for r in db.list() if r.id != origin)
     assert counterpart.status == "finished" and counterpart.spec["graph_break"] is False
     assert counterpart.result["breakdown"]["eager"]["source"] == "cpu ops"
+
+
+def test_two_runs_code_side_by_side_with_the_kernel_change(db):
+    """Diagnose › Two runs' code: pick two runs of one model; their programs, a diff, and the kernels by kind."""
+    from tests.test_ecosystem import FUSED_CODE, TRITON_CODE
+
+    tiny = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu")
+    ids = []
+    for exp, code in ((tiny, TRITON_CODE), (tiny.replace(mode="max-autotune-no-cudagraphs"), FUSED_CODE)):
+        ids.append(insert_run(db, exp))
+        db.finish(ids[-1], result={"device": "cpu", "variants": ["eager", "compiled"], "compiled_kernels_per_step": 7},
+                  env={"device": "cpu"}, code=[code])
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert not at.exception
+    at.selectbox(key="codes_a").set_value(ids[0]).run()
+    at.selectbox(key="codes_b").set_value(ids[1]).run()
+    assert [m.value for m in at.metric][-3:] == ["3", "1", "7 → 7"]
+    assert "Generated kernels 3 → 1 (-2): pointwise 1 → 0, reduction 1 → 0; library calls 2 → 1." in texts(at.caption)
+    at.segmented_control(key="codes_view").set_value("Diff").run()
+    diff = next(c.value for c in at.code if c.value.startswith("--- A"))
+    assert "-triton_poi_fused_add_0 = async_compile.triton(" in diff
+    assert "+triton_per_fused_add_softmax_0 = async_compile.triton(" in diff

@@ -12,7 +12,7 @@ from tcore import figures
 from tcore.protocol import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
 from tcore.store import RunRecord, RunStore
-from ui import diagnose_charts, exports, knobs, queue, results, summary
+from ui import diagnose_charts, ecosystem, exports, knobs, queue, results, summary
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
 
@@ -300,6 +300,8 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
         show_schedule(rec, key="diag_run")
     else:
         exports.show(st, diagnose_charts.compile_timeline(r), key="diag_run_timeline")
+    with st.container(border=True):
+        ecosystem.trace_links(rec, store, key="diag_run")
     show_code(rec, store.code(rec.id))
 
 

@@ -13,7 +13,7 @@ from tcore import figures, report
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
-from ui import advice, charts, diagnose_charts, exports, summary
+from ui import advice, charts, diagnose_charts, ecosystem, exports, summary
 
 # What to try next, per failure kind (tcore.events.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -45,6 +45,8 @@ def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
         st.warning("This run has no result yet: it is still running, or the app stopped while it ran.")
     else:
         show_result(rec, store.trace(rec.id), key=key, store=store)
+    with st.container(border=True):
+        ecosystem.take_away(rec, store, key=key)
 
 
 def show_failure(rec: RunRecord) -> None:

@@ -1,5 +1,5 @@
-"""Compile artifacts and profiler traces on the lab side: which stored artifacts a run would load, handing
-them to its worker, and keeping what a finished run saved (its artifacts and its profiled steps' traces).
+"""Compile artifacts and traces on the lab side: which stored artifacts a run would load, handing them to its
+worker, and keeping what a run saved (its artifacts, its profiled steps' traces and its compile's TORCH_TRACE).
 
 Three cache settings (Experiment.cache):
   cold       fresh Inductor and Triton cache directories: the compile time a first-time user pays
@@ -11,6 +11,7 @@ says why. Every compiled run saves its artifacts (tcore.worker.artifacts), store
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import sqlite3
@@ -20,6 +21,7 @@ from typing import Any
 
 from tcore.protocol import (ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, SAVE_TRACES_TO,
                             made_on)
+from tcore.lab.launcher import TORCH_TRACE_DIR
 from tcore.spec import PROVENANCE_FIELDS, settings
 
 SCHEMA = """
@@ -36,6 +38,10 @@ CREATE TABLE IF NOT EXISTS profiler_traces (
     variant TEXT NOT NULL,        -- eager or compiled
     data BLOB NOT NULL,           -- the Chrome trace JSON, gzipped: opens in Perfetto or chrome://tracing
     PRIMARY KEY (run_id, variant)
+);
+CREATE TABLE IF NOT EXISTS torch_traces (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads (tcore.lab.tlparse)
 );
 """
 
@@ -94,6 +100,35 @@ def keep(run_id: str, spec: dict[str, Any], result: dict[str, Any], env: dict[st
         db.executemany("INSERT OR REPLACE INTO profiler_traces VALUES (?,?,?)",
                        [(run_id, t.name.removeprefix("trace-").removesuffix(".json.gz"), t.read_bytes())
                         for t in traces])
+
+
+def keep_torch_trace(run_id: str, db_path: Path, workdir: Path | None) -> bool:
+    """Store the TORCH_TRACE log a run's worker wrote (finished or failed: a failed compile's trace says most).
+
+    The worker process writes one log; Inductor's compile workers inherit TORCH_TRACE but write nothing
+    unless they log, so the largest file is the run's. Returns whether there was one.
+    """
+    logs = sorted((workdir / TORCH_TRACE_DIR).glob("*.log"), key=lambda p: p.stat().st_size) if workdir else []
+    if not logs or not logs[-1].stat().st_size:
+        return False
+    with _connect(db_path) as db:
+        db.execute("INSERT OR REPLACE INTO torch_traces VALUES (?,?)",
+                   (run_id, gzip.compress(logs[-1].read_bytes(), compresslevel=6)))
+    return True
+
+
+def saved_artifacts(run_id: str, db_path: Path) -> bytes | None:
+    """The compile artifacts a run saved (torch.compiler.save_cache_artifacts()), or None."""
+    with _connect(db_path) as db:
+        row = db.execute("SELECT data FROM compile_artifacts WHERE run_id=?", (run_id,)).fetchone()
+    return row[0] if row else None
+
+
+def torch_trace(run_id: str, db_path: Path) -> bytes | None:
+    """The gzipped TORCH_TRACE log of a run's compile, or None if it kept none."""
+    with _connect(db_path) as db:
+        row = db.execute("SELECT data FROM torch_traces WHERE run_id=?", (run_id,)).fetchone()
+    return row[0] if row else None
 
 
 def profiler_trace(run_id: str, variant: str, db_path: Path) -> bytes | None:

@@ -29,6 +29,7 @@ from tcore.spec import Experiment
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOG_TAIL_LINES = 40
+TORCH_TRACE_DIR = "torch_trace"  # in a worker's folder: the TORCH_TRACE log(s) of its compile
 _END = {"type": "_end"}
 
 
@@ -44,25 +45,32 @@ def warm_cache_dir() -> Path:
 # handed over with the experiment (RunHandle), as they are read at run time if at all.
 IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "NCCL", "OMP_", "MKL", "KMP_",
                    "LD_", "PYTHON")
-CACHE_DIRS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")  # set for each worker, whatever the lab process has
+# Set for each worker, whatever the lab process has: its own cache folders, and its own folder for the
+# compile's structured trace (read when torch is imported; spares record one, as runs do by default).
+PER_WORKER_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_TRACE")
 
 
 def _import_time_env() -> dict[str, str]:
     # Inductor writes its default cache folder into os.environ the first time it is asked for it
-    return {k: v for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV) and k not in CACHE_DIRS}
+    return {k: v for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV) and k not in PER_WORKER_ENV}
 
 
 class Worker:
     """A started `python -m tcore.worker` process, waiting for its experiment on stdin."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], *, torch_trace: bool = True) -> None:
+        """torch_trace: record the compile's TORCH_TRACE in the worker's folder. torch reads TORCH_TRACE once, at
+        import, so a run that wants no trace (to see what recording one costs) gets a worker started without."""
         self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
         self.log_path = self.workdir / "worker.log"
         self.lab_env = _import_time_env()  # a spare is handed a run only while these still hold
         self.slot_env = dict(env)
         full = dict(os.environ, PYTHONUNBUFFERED="1",
                     TORCHINDUCTOR_CACHE_DIR=str(self.workdir / "inductor"),
-                    TRITON_CACHE_DIR=str(self.workdir / "triton"))
+                    TRITON_CACHE_DIR=str(self.workdir / "triton"),
+                    TORCH_TRACE=str(self.workdir / TORCH_TRACE_DIR))
+        if not torch_trace:
+            del full["TORCH_TRACE"]
         full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full.get("PYTHONPATH")]))
         full.update(env)
         self.spawn_env = full

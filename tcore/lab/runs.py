@@ -19,6 +19,7 @@ from typing import Any, Callable
 from tcore.lab import artifacts
 from tcore.lab import limits
 from tcore.lab import scheduler
+from tcore.lab import tlparse
 from tcore.protocol import TERMINAL
 from tcore.protocol import error as error_event
 from tcore.lab.launcher import RunHandle, SparePool, Worker
@@ -93,9 +94,10 @@ class LiveRun:
                 self._end(error_event("cancelled", "cancelled by the user before its worker started"))
                 return
             try:
-                worker = SPARES.take(slot, env)
+                # spares record a TORCH_TRACE, which torch reads at import: a run without one starts afresh
+                worker = SPARES.take(slot, env) if self.exp.torch_trace else None
                 self.from_spare = "ready" if worker and worker.ready else "importing" if worker else None
-                worker = worker or Worker(env)
+                worker = worker or Worker(env, torch_trace=self.exp.torch_trace)
                 self.workdir = worker.workdir
                 extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)
                 self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra)
@@ -119,6 +121,7 @@ class LiveRun:
         try:
             self._read_events()
             final = self.handle.final
+            artifacts.keep_torch_trace(self.run_id, self.store.path, self.workdir)
             if final["type"] == "result":
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path,
@@ -351,6 +354,7 @@ def delete(run_id: str, store: RunStore, *, owner: str | None = None, instructor
     if record.status in ("queued", "running"):
         raise PermissionError(f"run {run_id} is {record.status}: cancel it first, then delete it")
     store.delete(run_id)
+    tlparse.forget(run_id)
 
 
 def _may_touch(record: RunRecord, owner: str | None, instructor: bool, action: str) -> None:
