@@ -159,3 +159,17 @@ def test_a_run_records_the_physical_gpu_and_takes_a_spare_worker(store):
         assert pynvml.nvmlDeviceGetUUID(handle) == record.env["gpu_uuid"]
     finally:
         pynvml.nvmlShutdown()
+
+
+def test_a_gpu_run_keeps_its_torch_trace_and_tlparse_shows_its_triton_code(store, tmp_path):
+    """The run's TORCH_TRACE is kept and tlparse renders it, down to Inductor's Triton kernels (issue 18)."""
+    from tcore.lab import tlparse
+
+    record = runs.execute(_gpu_exp(model="captioner", cache="cold"), store, timeout_s=300)
+    _check_finished(record)
+    report = tlparse.report(record.id, store.path, reports=tmp_path)
+    if tlparse.executable() is None:
+        pytest.skip(report.reason)
+    assert report.reason is None, report.reason
+    outputs = [p.read_text() for p in report.folder.rglob("inductor_output_code*")]
+    assert outputs and any("@triton.jit" in text for text in outputs)

@@ -65,7 +65,7 @@ def _defaults(prefix: str) -> None:
 # The settings of the Run and Sweep pages (prefix + name) and the Sweep page's axes.
 SETTINGS = ("model", "preset", "batch_size", "task", "precision", "device", "compile", "mode", "dynamic", "fullgraph",
             "backend", "compile_optimizer", "channels_last", "graph_break", "cache", "timed_by", "timed_s",
-            "timed_steps", "rounds", "warmup_steps", "timeout_min", *INDUCTOR_OPTIONS)
+            "timed_steps", "rounds", "warmup_steps", "torch_trace", "timeout_min", *INDUCTOR_OPTIONS)
 SWEEP_AXES = ("sweep_compile", "sweep_mode", "sweep_dynamic", "sweep_opt", "sweep_precisions", "sweep_layouts",
               "sweep_backend")
 
@@ -219,13 +219,15 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
         warmup = st.number_input("Warm-up steps", min_value=1, max_value=100, value=3, step=1,
                                  key=prefix + "warmup_steps")
         st.caption(explain("warmup_steps"))
+        trace = st.toggle("Record a TORCH_TRACE for tlparse", value=True, key=prefix + "torch_trace")
+        st.caption(explain("torch_trace"))
         cache = cache_knob(prefix) if with_cache else None
         longest = _within_limit(prefix + "timeout_min", max(int(lab_limit("max_run_s", 36000) // 60), 1))
         st.number_input("Stop the run after (min)", min_value=1, max_value=longest, value=min(15, longest), step=1,
                         key=prefix + "timeout_min", help=f"At most {longest} min: this lab's longest run.")
         st.caption(explain("timeout_min"))
     knobs = dict(timed_s=float(timed_s), rounds=int(rounds), timed_steps=int(timed_steps) if by == "steps" else None,
-                 warmup_steps=int(warmup))
+                 warmup_steps=int(warmup), torch_trace=bool(trace))
     return knobs if cache is None else {**knobs, "cache": cache}
 
 
