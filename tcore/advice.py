@@ -8,6 +8,7 @@ the settings themselves. Pure functions of a stored spec and result, tested on t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tcore.spec import Experiment, SpecError
@@ -98,7 +99,9 @@ def suggest(spec: dict[str, Any], result: dict[str, Any], device: str | None, *,
             "marking the varying dimension dynamic, or padding to a few bucket sizes each stop a recompile per "
             "shape.", changes, 0.5))
 
-    breaks = result.get("graph_breaks") or []
+    # Breaks inside torch itself (the compiled optimizer's bookkeeping) are torch's choice: fullgraph=True would
+    # only turn them into errors, so only breaks in the user's code are advice.
+    breaks = [b for b in result.get("graph_breaks") or [] if not inside_torch(b.get("file"))]
     if result.get("graph_break_count") and breaks:
         b = breaks[0]
         where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
@@ -109,7 +112,7 @@ def suggest(spec: dict[str, Any], result: dict[str, Any], device: str | None, *,
             changes, title = {"fullgraph": True}, "Try fullgraph=True to list every break"
         found.append(Suggestion(
             "graph_breaks", title,
-            f"{result['graph_break_count']} graph break(s); the first{where}{source}: {b['reason']}. Each break "
+            f"{sum(b.get('count', 1) for b in breaks)} graph break(s) in the model's code; the first{where}{source}: {b['reason']}. Each break "
             "splits the model into graphs that cannot fuse across it; fullgraph=True turns a break into an error "
             "that names it.", changes, 0.4))
 
@@ -191,3 +194,14 @@ def _runnable(exp: Experiment, found: list[Suggestion]) -> list[Suggestion]:
 def counterpart(spec: dict[str, Any], s: Suggestion) -> Experiment:
     """The run a suggestion proposes: this run's experiment with the suggestion's changes."""
     return Experiment.from_dict(spec).replace(**s.changes)
+
+
+def inside_torch(path: str | None) -> str | None:
+    """'torch/optim/optimizer.py' when a break's file is PyTorch's own code (installed as a package), else None."""
+    if not path:
+        return None
+    parts = Path(path).parts
+    for i in range(len(parts) - 1):
+        if parts[i] in ("site-packages", "dist-packages") and parts[i + 1] == "torch":
+            return "/".join(parts[i + 1:])
+    return None

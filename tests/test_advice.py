@@ -73,6 +73,14 @@ def test_graph_breaks_name_the_file_and_line_and_suggest_fullgraph():
     assert suggest(spec(graph_break=True), r, "cpu")[0].changes == {"graph_break": False}
 
 
+def test_a_break_inside_torch_is_not_advice():
+    """The compiled optimizer breaks inside torch/optim/optimizer.py on purpose: fullgraph=True would only fail."""
+    torch_break = {"reason": "Call to `torch._dynamo.graph_break()`", "line": 80, "count": 2,
+                   "file": "/opt/venv/lib/python3.12/site-packages/torch/optim/optimizer.py"}
+    r = result(graph_break_count=2, graph_breaks=[torch_break])
+    assert "graph_breaks" not in rules(suggest(spec(task="training", compile_optimizer=True), r, "cpu"))
+
+
 def test_compile_time_that_pays_back_late_suggests_regional_then_a_warm_cache():
     r = result(breakeven_steps=50_000.0, compile_s=40.0)
     found = suggest(spec(), r, "cuda")
