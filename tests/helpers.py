@@ -1,7 +1,10 @@
 """Test helpers: runs written straight into a store, as if a worker had run them, without the queue."""
 from __future__ import annotations
 
+import copy
+import json
 import time
+from pathlib import Path
 
 from tcore.spec import Experiment
 from tcore.store import RunStore
@@ -15,3 +18,79 @@ def insert_run(store: RunStore, exp: Experiment, *, status: str = "running") -> 
         db.execute("INSERT INTO runs (id, created_at, status, label, model, preset, spec) VALUES (?,?,?,?,?,?,?)",
                    (run_id, time.time(), status, exp.label, exp.model, exp.preset, exp.to_json()))
     return run_id
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def recorded_run() -> dict:
+    """A real run's spec, env and result (resnet50/tiny on a 2-core CPU, Inductor, warm cache), as the store kept it."""
+    return json.loads((DATA / "resnet50-tiny-cpu-run.json").read_text())
+
+
+def gpu_like_result(*, samples_per_s: float, speedup: float, compile_s: float, batch: int,
+                    power_w: float = 420.0) -> dict:
+    """The recorded result rescaled to a GPU run's magnitudes: throughput, compile time, power and energy.
+
+    For layout tests: labels and axes must fit real figures, from a few samples/s to tens of thousands.
+    """
+    r = copy.deepcopy(recorded_run()["result"])
+    r.update(device="cuda", power_source="NVML energy counter", speedup=speedup, compile_s=compile_s)
+    for variant, sps in (("eager", samples_per_s), ("compiled", samples_per_s * speedup)):
+        steps = sps / batch
+        watts = power_w * (1.35 if variant == "compiled" else 1.0)
+        r.update({f"{variant}_samples_per_s": sps, f"{variant}_steps_per_s": steps,
+                  f"{variant}_steps_per_s_min": steps * 0.97, f"{variant}_steps_per_s_max": steps * 1.02,
+                  f"{variant}_latency_ms_p50": 1000 / steps, f"{variant}_latency_ms_p95": 1080 / steps,
+                  f"{variant}_power_w": watts, f"{variant}_energy_j_per_step": watts / steps,
+                  f"{variant}_energy_j_per_sample": watts / sps, f"{variant}_samples_per_j": sps / watts,
+                  f"{variant}_peak_mem_gib": 21.4 if variant == "eager" else 19.8})
+    eager_step, compiled_step = batch / samples_per_s, batch / (samples_per_s * speedup)
+    r["breakeven_steps"] = compile_s / (eager_step - compiled_step) if speedup > 1 else None
+    r["compile_phases_s"] = {k: v * compile_s / 16.3 for k, v in r["compile_phases_s"].items()}
+    r["unavailable"] = {}
+    return r
+
+
+def power_trace(seconds: float = 40.0, hz: float = 10.0) -> list[list]:
+    """[t_s, watts, phase, util_pct] samples over the worker's phases, as the power sampler records them."""
+    phases = [("building", 0.1), ("eager", 0.2), ("compiling", 0.45), ("warmup", 0.5), ("measuring", 0.9),
+              ("profiling", 1.0)]
+    samples, t = [], 0.0
+    while t < seconds:
+        phase = next(p for p, end in phases if t / seconds <= end)
+        watts = {"measuring": 560.0, "eager": 410.0, "warmup": 500.0}.get(phase, 120.0)
+        samples.append([round(t, 2), watts, phase, 95.0 if watts > 300 else 10.0])
+        t += 1 / hz
+    return samples
+
+
+def store_a_labs_runs(store: RunStore, owner: str) -> dict[str, str]:
+    """Finished runs of `owner` with a workshop's spread of figures: Flux at ~100-200 samples/s and the captioner at
+    ~4,700 on a GPU (with and without its deliberate graph break), with power, and the recorded CPU run; name ->
+    run id, oldest first (Flux is the newest)."""
+    made = {}
+    recorded = recorded_run()
+    runs = [("resnet50-cpu", Experiment.from_dict(recorded["spec"]), recorded["result"], recorded["env"], []),
+            ("captioner-gpu", Experiment(model="captioner", device="cuda", preset="full", batch_size=64,
+                                         precision="bf16"),
+             gpu_like_result(samples_per_s=4700.0, speedup=1.41, compile_s=9.8, batch=64), {"device": "cuda"},
+             power_trace()),
+            ("captioner-gpu-break", Experiment(model="captioner", device="cuda", preset="full", batch_size=64,
+                                               precision="bf16", graph_break=True),
+             {**gpu_like_result(samples_per_s=4700.0, speedup=1.12, compile_s=14.9, batch=64), "graph_count": 3,
+              "graph_break_count": 2}, {"device": "cuda"}, []),
+            ("flux-gpu", Experiment(model="flux", device="cuda", preset="medium", batch_size=2, precision="bf16"),
+             {**gpu_like_result(samples_per_s=92.0, speedup=2.29, compile_s=21.2, batch=2, power_w=583.0),
+              # two short phases side by side, whose labels would print over each other
+              "compile_phases_s": {"dynamo_tracing_s": 3.1, "aot_autograd_s": 1.2, "inductor_lowering_s": 0.4,
+                                   "codegen_and_compile_s": 15.9}},
+             {"device": "cuda"}, power_trace(60.0))]
+    for name, exp, result, env, trace in runs:
+        run_id = insert_run(store, exp)
+        with store._write() as db:
+            db.execute("UPDATE runs SET owner=? WHERE id=?", (owner, run_id))
+        store.finish(run_id, result=result, env=env, trace=trace)
+        made[name] = run_id
+        time.sleep(0.01)  # distinct creation times: pages list runs newest first
+    return made

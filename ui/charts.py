@@ -21,11 +21,17 @@ VARIANTS = (("eager", "Eager", EAGER_COLOR), ("compiled", "Compiled", COMPILED_C
 PHASE_COLORS = {"idle": "#b0b0b0", "building": "#9467bd", "eager": EAGER_COLOR, "compiling": "#f2a900",
                 "warmup": "#17becf", "measuring": COMPILED_COLOR}
 COMPILE_PHASE_COLORS = ("#4c78a8", "#72b7b2", "#f58518", "#e45756")
+PHASE_LABEL_MIN_SHARE = 0.12  # a compile phase narrower than this share of the bar is named in the legend only
 OTHER_PHASE_COLOR = "#cfcfcf"
 # The time-breakdown categories (tcore.breakdown): compute in blues, memory-bound work in warm colours, idle grey.
 CATEGORY_COLORS = {"matmul": "#4c78a8", "attention": "#72b7b2", "pointwise": "#f58518", "copy": "#e45756",
                    "optimizer": "#b279a2", "other": "#bab0ac", "idle": "#d9d9d9"}
 HEIGHT = 330
+# What fits the narrowest place a chart is drawn: half of the Run page's result column, about 220 px wide in a
+# 1280-px window (Chromium, wide layout). A title is one line of 15-px text, so it is kept this short; a longer
+# subtitle (12 px) wraps onto more lines, and the top margin grows to hold them.
+TITLE_CHARS = 30
+SUBTITLE_CHARS = 36
 
 
 def metric_info(suffix: str) -> tuple[str, str, str]:
@@ -35,14 +41,27 @@ def metric_info(suffix: str) -> tuple[str, str, str]:
 
 
 def _style(fig: go.Figure, title: str, subtitle: str = "", *, height: int = HEIGHT) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=15),
+    subtitle = _wrap(subtitle, SUBTITLE_CHARS) if subtitle else ""
+    lines = subtitle.count("<br>") + 1 if subtitle else 0
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", yref="container", y=1, yanchor="top",
+                                 pad=dict(t=10), font=dict(size=15),
                                  subtitle=dict(text=subtitle, font=dict(size=12, color="#777"))),
-                      height=height, margin=dict(l=10, r=10, t=70 if subtitle else 50, b=10), bargap=0.35,
-                      showlegend=False, legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+                      height=height + 16 * max(lines - 1, 0),
+                      margin=dict(l=10, r=10, t=54 + 16 * lines if lines else 50, b=10), bargap=0.35,
+                      showlegend=False)
     # Upright, readable labels rather than plotly's sideways or shrunken text in narrow bars.
     fig.update_traces(textangle=0, insidetextanchor="middle", textfont_size=13, selector=dict(type="bar"))
     fig.update_layout(uniformtext=dict(minsize=11, mode="show"))
     return fig
+
+
+def _legend_below(fig: go.Figure) -> go.Figure:
+    """The legend in rows under the plot and its axis title; plotly grows the bottom margin to fit it.
+
+    Placed against the figure's container, not the plot, so it never meets the x-axis title or the
+    subtitle, however many rows it wraps onto."""
+    return fig.update_layout(showlegend=True, legend=dict(orientation="h", yref="container", y=0, yanchor="bottom",
+                                                          xref="container", xanchor="left", x=0, traceorder="normal"))
 
 
 def not_available(title: str, reason: str | None) -> go.Figure:
@@ -58,7 +77,7 @@ def not_available(title: str, reason: str | None) -> go.Figure:
 def _wrap(text: str, width: int = 60) -> str:
     words, lines, line = text.split(), [], ""
     for w in words:
-        if line and len(line) + len(w) > width:
+        if line and len(line) + 1 + len(w) > width:
             lines.append(line)
             line = ""
         line = f"{line} {w}".strip()
@@ -108,12 +127,12 @@ def throughput_chart(result: dict) -> go.Figure:
         ys.append(samples)
         lo.append(samples - result.get(f"{v}_steps_per_s_min", steps) * per_step)
         hi.append(result.get(f"{v}_steps_per_s_max", steps) * per_step - samples)
-        text.append(_label(f"{samples:.1f}", "samples/s"))
+        text.append(f"{samples:.1f}")  # the unit is in the title: "3184.6 samples/s" is wider than a narrow bar
     fig = go.Figure(go.Bar(
         x=xs, y=ys, marker_color=[c for _, _, c in variants], text=text, textposition="inside",
         error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#333", thickness=1.5)))
     fig.update_yaxes(title_text="Throughput (samples/s)", rangemode="tozero")
-    _style(fig, "Throughput (samples/s)", "higher is better · whiskers: slowest to fastest timed round")
+    _style(fig, "Throughput (samples/s)", "higher is better · whiskers: slowest to fastest round")
     return fig.update_traces(insidetextanchor="start")  # at the foot of the bar, clear of the whiskers
 
 
@@ -125,12 +144,12 @@ def latency_chart(result: dict) -> go.Figure:
     fig = go.Figure()
     for v, name, color in variants:
         values = [result.get(f"{v}_latency_ms_p50"), result.get(f"{v}_latency_ms_p95")]
-        fig.add_bar(name=name, x=["median (p50)", "slow steps (p95)"], y=values, marker_color=color,
-                    text=[_label(f"{x:.2f}", "ms") if x is not None else "n/a" for x in values], textposition="auto")
+        fig.add_bar(name=name, x=["p50 (median)", "p95"], y=values, marker_color=color,
+                    text=[f"{x:.3g}" if x is not None else "n/a" for x in values], textposition="auto")
     fig.update_yaxes(title_text="Step latency (ms)", rangemode="tozero")
     _style(fig, "Step latency (ms)", "lower is better · p95: 1 step in 20 is slower than this")
-    fig.update_layout(barmode="group", showlegend=True, legend=dict(yanchor="top", y=-0.12, xanchor="left", x=0))
-    return fig
+    fig.update_layout(barmode="group", bargap=0.2)  # four bars in half a column: as wide as their numbers
+    return _legend_below(fig)
 
 
 def energy_chart(result: dict) -> go.Figure:
@@ -138,17 +157,25 @@ def energy_chart(result: dict) -> go.Figure:
     variants = _variants(result)
     keys = [f"{v}_{s}" for v, _, _ in variants for s in ("power_w", "energy_j_per_step")]
     if all(result.get(k) is None for k in keys):
-        return not_available("Power (W) and energy per step (J)", _reason(result, keys))
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.18)
-    for col, suffix in ((1, "power_w"), (2, "energy_j_per_step")):
+        return not_available("Power and energy per step", _reason(result, keys))
+    # Each panel titled above it, not along its y axis (in half a column the right panel's axis title lands on
+    # the left panel's bars), and the variants named in a legend: two names under each narrow panel collide.
+    panels = ("power_w", "energy_j_per_step")
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=[_wrap(f"{metric_info(s)[0]} ({metric_info(s)[1]})", 14) for s in panels])
+    for col, suffix in enumerate(panels, start=1):
         _, unit, pattern = metric_info(suffix)
-        values = [result.get(f"{v}_{suffix}") for v, _, _ in variants]
-        fig.add_bar(x=[n for _, n, _ in variants], y=values, marker_color=[c for _, _, c in variants],
-                    text=[_label(pattern % x, unit) if x is not None else "n/a" for x in values],
-                    textposition="auto", row=1, col=col)
-        fig.update_yaxes(title_text=f"{metric_info(suffix)[0]} ({unit})", rangemode="tozero", row=1, col=col)
-    return _style(fig, "Power (W) and energy per step (J)",
-                  "energy: lower is better · compiled code may draw more power yet spend less energy per step")
+        for v, name, color in variants:
+            x = result.get(f"{v}_{suffix}")
+            fig.add_bar(x=[name], y=[x], name=name, legendgroup=name, showlegend=col == 1, marker_color=color,
+                        text=[pattern % x if x is not None else "n/a"], textposition="auto", row=1, col=col)
+        fig.update_yaxes(rangemode="tozero", row=1, col=col)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_annotations(font_size=13, yshift=4)
+    _style(fig, "Power and energy per step",
+           "energy: lower is better · compiled code may draw more power yet spend less energy per step")
+    fig.update_layout(margin_t=fig.layout.margin.t + 36, bargap=0.15)  # room for two-line panel titles
+    return _legend_below(fig)
 
 
 def compile_phases_chart(result: dict) -> go.Figure:
@@ -157,30 +184,30 @@ def compile_phases_chart(result: dict) -> go.Figure:
     if total is None:
         return not_available("Compile time by phase (s)", _reason(result, ["compile_s"]))
     phases = result.get("compile_phases_s") or {}
-    fig = go.Figure()
-    for (key, title), color in zip(COMPILE_PHASES.items(), COMPILE_PHASE_COLORS):
-        seconds = phases.get(key)
-        if seconds:
-            fig.add_bar(name=title, y=["compile"], x=[seconds], orientation="h", marker_color=color,
-                        text=f"{seconds:.2f} s", textposition="inside", insidetextanchor="middle",
-                        hovertemplate=f"{title}: %{{x:.2f}} s<extra></extra>")
+    parts = [(title, phases.get(key), color) for (key, title), color in zip(COMPILE_PHASES.items(), COMPILE_PHASE_COLORS)
+             if phases.get(key)]
     # The phase timers cover Dynamo and the compiler; the rest of the first call (running the step,
     # guards, Python) is compile_s minus their sum. Shown only when positive: timers can overlap.
     rest = total - sum(v for v in phases.values() if v)
     if rest > 0.005:
-        fig.add_bar(name="Not in a phase timer (first step, guards, Python)", y=["compile"], x=[rest],
-                    orientation="h", marker_color=OTHER_PHASE_COLOR, text=f"{rest:.2f} s", textposition="inside",
-                    hovertemplate="Not in a phase timer: %{x:.2f} s<extra></extra>")
+        parts.append(("Not in a phase timer (first step, guards, Python)", rest, OTHER_PHASE_COLOR))
+    span = max(total, sum(seconds for _, seconds, _ in parts))
+    fig = go.Figure()
+    for title, seconds, color in parts:
+        # A narrow segment's label would print over its neighbour's: the legend gives every phase's seconds.
+        fig.add_bar(name=f"{title}: {seconds:.2f} s", y=["compile"], x=[seconds], orientation="h", marker_color=color,
+                    text=f"{seconds:.2f} s" if seconds >= PHASE_LABEL_MIN_SHARE * span else "",
+                    textposition="inside", insidetextanchor="middle",
+                    hovertemplate=f"{title}: %{{x:.2f}} s<extra></extra>")
     fig.update_xaxes(title_text="Compile time (s)", rangemode="tozero")
     fig.update_yaxes(visible=False)
     _style(fig, f"Compile time by phase: {total:.1f} s in all",
-           "the first compiled call, minus one eager step; phases summed over every compiled graph", height=280)
-    fig.update_layout(barmode="stack", showlegend=True,
-                      legend=dict(traceorder="normal", yanchor="top", y=-0.45, xanchor="left", x=0))
-    return fig
+           "the first compiled call, minus one eager step; phases summed over every compiled graph", height=260)
+    fig.update_layout(barmode="stack")
+    return _legend_below(fig)
 
 
-def power_trace_chart(trace: list[list], *, title: str = "Power during the run, coloured by phase",
+def power_trace_chart(trace: list[list], *, title: str = "Power over the run, by phase",
                       x_title: str = "Time since the worker started (s)") -> go.Figure:
     """Watts over time, one coloured line per phase; utilisation (%) on a second axis when known.
 
@@ -208,10 +235,8 @@ def power_trace_chart(trace: list[list], *, title: str = "Power during the run, 
                          secondary_y=True, showgrid=False)
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text="Power (W)", rangemode="tozero", secondary_y=False)
-    _style(fig, title, height=360)
-    # Below the plot: seven phase names do not fit beside the title.
-    fig.update_layout(showlegend=True, legend=dict(yanchor="top", y=-0.22, xanchor="left", x=0))
-    return fig
+    _style(fig, title, height=420)  # taller: the legend below takes a row per phase (plotly aligns names in columns)
+    return _legend_below(fig)  # seven phase names do not fit beside the title
 
 
 def run_names(frame: pd.DataFrame, *, wrap: bool = False) -> pd.Series:
@@ -231,7 +256,7 @@ def compare_bars(frame: pd.DataFrame, column: str, title: str, unit: str, *,
         return not_available(f"{title} ({unit})", reason)
     names = run_names(frame, wrap=True)
     fig = go.Figure(go.Bar(y=names, x=values, orientation="h", marker_color=COMPILED_COLOR,
-                           text=[f"{v:.3g} {unit}" if not math.isnan(v) else "n/a" for v in values],
+                           text=[f"{v:.3g}" if not math.isnan(v) else "n/a" for v in values],
                            textposition="auto"))
     fig.update_xaxes(title_text=f"{title} ({unit})", rangemode="tozero")
     fig.update_yaxes(autorange="reversed")
@@ -239,27 +264,43 @@ def compare_bars(frame: pd.DataFrame, column: str, title: str, unit: str, *,
 
 
 def compare_variants(frame: pd.DataFrame, suffix: str, *, reason: str | None = None) -> go.Figure:
-    """Eager vs compiled of one per-variant figure (e.g. 'samples_per_s'), one pair of bars per run."""
+    """Eager vs compiled of one per-variant figure (e.g. 'samples_per_s'), one pair of bars per run.
+
+    One panel per model, each on its own scale: a sample (or a step) of Flux and one of the captioner are
+    different work, and on one axis the ~200 samples/s of the one would be a sliver beside ~4,700 of the other.
+    """
     title, unit, pattern = metric_info(suffix)
     names = run_names(frame, wrap=True)
-    fig = go.Figure()
-    for v, name, color in VARIANTS:
-        col = f"{v}_{suffix}"
-        values = pd.to_numeric(frame[col], errors="coerce") if col in frame else pd.Series([math.nan] * len(frame))
-        if values.notna().any():
-            fig.add_bar(name=name, y=names, x=values, orientation="h", marker_color=color,
-                        text=[pattern % x + f" {unit}" if not math.isnan(x) else "n/a" for x in values],
-                        textposition="auto")
-    if not fig.data:
+    models = frame["model"] if "model" in frame else frame["label"].str.split("/").str[0]
+    order = list(dict.fromkeys(models))
+    values = {v: pd.to_numeric(frame[f"{v}_{suffix}"], errors="coerce") if f"{v}_{suffix}" in frame
+              else pd.Series([math.nan] * len(frame), index=frame.index) for v, _, _ in VARIANTS}
+    shown = [(v, name, color) for v, name, color in VARIANTS if values[v].notna().any()]
+    if not shown:
         return not_available(f"{title} ({unit})", reason)
-    fig.update_xaxes(title_text=f"{title} ({unit})", rangemode="tozero")
-    fig.update_yaxes(autorange="reversed")
+    sizes = [int((models == m).sum()) for m in order]
+    height = _bars_height(len(frame), 2) + 60 * (len(order) - 1)
+    fig = make_subplots(rows=len(order), cols=1, row_heights=sizes, subplot_titles=order if len(order) > 1 else None,
+                        vertical_spacing=min(70 / (height - 130), 0.3) if len(order) > 1 else 0)  # ~70 px: ticks, title
+    for row, model in enumerate(order, start=1):
+        mine = (models == model).to_numpy()
+        for v, name, color in shown:
+            xs = values[v][mine]
+            fig.add_bar(name=name, y=names[mine], x=xs, orientation="h", marker_color=color, legendgroup=name,
+                        showlegend=row == 1, text=[pattern % x if not math.isnan(x) else "n/a" for x in xs],
+                        textposition="auto", row=row, col=1)
+        fig.update_xaxes(rangemode="tozero", row=row, col=1)
+        fig.update_yaxes(autorange="reversed", row=row, col=1)
+    fig.update_xaxes(title_text=f"{title} ({unit})", row=len(order), col=1)
+    fig.update_annotations(font_size=13, xanchor="left", x=0, yshift=2)
     # Plotly draws nothing, not even a label, for a missing bar: say what an empty row means.
-    blank = any(all(pd.isna(x) for x in bars) for bars in zip(*(t.x for t in fig.data)))
-    subtitle = f"{VARIANT_FIGURES[suffix].better} is better" + (" · an empty row: not measured in that run (see its details)" if blank else "")
-    _style(fig, f"{title} ({unit})", subtitle, height=_bars_height(len(frame), 2))
-    fig.update_layout(barmode="group", showlegend=True)
-    return fig
+    blank = any(all(pd.isna(values[v].iloc[i]) for v, _, _ in shown) for i in range(len(frame)))
+    subtitle = f"{VARIANT_FIGURES[suffix].better} is better" + (
+        " · a panel per model, each on its own scale" if len(order) > 1 else "") + (
+        " · an empty row: not measured in that run (see its details)" if blank else "")
+    _style(fig, f"{title} ({unit})", subtitle, height=height)
+    fig.update_layout(barmode="group")
+    return _legend_below(fig)
 
 
 def _bars_height(n: int, per_run: int = 1) -> int:
@@ -279,12 +320,16 @@ def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
              for label, c, s, b in zip(points.label, points.compile_s, points.speedup, breakeven)]
     fig = go.Figure(go.Scatter(
         x=points.compile_s, y=points.speedup, mode="markers+text", text=points.id.str[-6:],
-        textposition="top center", hovertext=hover, hoverinfo="text",
+        textposition="top center", hovertext=hover, hoverinfo="text", cliponaxis=False,
         marker=dict(size=13, color=COMPILED_COLOR, line=dict(color="white", width=1))))
     fig.add_hline(y=1.0, line_dash="dash", line_color="#888", annotation_text="as fast as eager",
                   annotation_position="bottom right")
-    fig.update_xaxes(title_text="Compile time (s)", rangemode="tozero")
-    fig.update_yaxes(title_text="Speedup over eager (x)")
+    # Room around the points for their id labels, and the 1x line always in view.
+    low, high = min(points.speedup.min(), 1.0), max(points.speedup.max(), 1.0)
+    pad = max(high - low, 0.1) * 0.15
+    right = points.compile_s.max() * 1.12 or 1.0
+    fig.update_xaxes(title_text="Compile time (s)", range=[-0.06 * right, right])
+    fig.update_yaxes(title_text="Speedup over eager (x)", range=[low - pad, high + pad])
     return _style(fig, title, "up and to the left is best · hover a point for its run", height=380)
 
 
@@ -330,16 +375,13 @@ def breakdown_chart(rows: list[tuple[str, dict[str, float]]], *, title: str = "W
         if not any(values):
             continue
         fig.add_bar(y=names, x=values, name=label, orientation="h", marker_color=CATEGORY_COLORS[key],
-                    text=[f"{v:.2f}" if v >= 0.08 * max(sum(m.values()) for _, m in rows) else "" for v in values],
+                    text=[f"{v:.2f}" if v >= 0.1 * max(sum(m.values()) for _, m in rows) else "" for v in values],
                     textposition="inside", hovertemplate=f"{label}: %{{x:.3f}} ms<br><sup>{what}</sup><extra></extra>")
     fig.update_layout(barmode="stack")
     fig.update_xaxes(rangemode="tozero", ticksuffix=" ms")  # the unit on the ticks: the legend sits below the axis
     fig.update_yaxes(autorange="reversed")
     _style(fig, title, subtitle, height=max(230, 150 + 55 * len(rows)))
-    fig.update_layout(showlegend=True, legend=dict(orientation="h", yref="container", y=0.02, yanchor="bottom", traceorder="normal",
-                                                   xanchor="left", x=0))
-    fig.update_layout(margin=dict(l=10, r=10, t=70 if subtitle else 50, b=80))
-    return fig
+    return _legend_below(fig)
 
 
 def variant_breakdown_chart(result: dict) -> go.Figure:
@@ -356,7 +398,7 @@ def variant_breakdown_chart(result: dict) -> go.Figure:
 
 def runs_breakdown_chart(runs: list[tuple[str, dict]]) -> go.Figure:
     """Where the time goes, eager and compiled, for several runs: (label, result) each; runs without one are left out."""
-    rows = [(f"{label} · {v}", result["breakdown"][v]["ms"]) for label, result in runs
+    rows = [(f"{label.replace(', ', '<br>', 1)} · {v}", result["breakdown"][v]["ms"]) for label, result in runs
             for v, _, _ in VARIANTS if v in (result.get("breakdown") or {})]
     if not rows:
         return not_available("Where the time of a step goes", "none of these runs was profiled (runs stored "

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tcore import figures
-from ui.charts import COMPILED_COLOR, EAGER_COLOR, _bars_height, _label, _style, _wrap, not_available
+from ui.charts import COMPILED_COLOR, EAGER_COLOR, _bars_height, _label, _legend_below, _style, _wrap, not_available
 
 # --- Compile events, shape schedules, graphs and kernels --------------------------
 
@@ -72,10 +72,11 @@ def compile_timeline(result: dict, *, title: str = "Every compilation, over the 
                           annotation_font_color="#d62728")
     # An explicit range: the shaded fallback ends where the events do, and the axis with it.
     fig.update_xaxes(title_text="Time since the run started (s)", range=[-0.03 * end, end])
-    fig.update_yaxes(title_text="Compile time of the event (s)", rangemode="tozero")
+    # Headroom over the longest event: the shaded stretch's label sits there, not on a marker.
+    longest = max((e.get("duration_s") or 0) for e in events)
+    fig.update_yaxes(title_text="Compile time of the event (s)", range=[0, longest * 1.3 or 1.0])
     _style(fig, title, "each marker is one compilation · hover for the guard that failed", height=360)
-    fig.update_layout(showlegend=True, legend=dict(yanchor="top", y=-0.2, xanchor="left", x=0))
-    return fig
+    return _legend_below(fig)
 
 
 def schedule_chart(result: dict) -> go.Figure:
@@ -109,18 +110,38 @@ def schedule_chart(result: dict) -> go.Figure:
     limit = next((r["step"] for r in rows if r.get("hit_limit")), None)
     if limit is not None:
         fig.add_vrect(x0=limit - 0.5, x1=steps[-1] + 0.5, fillcolor=FALLBACK_COLOR, line_width=0,
-                      annotation_text="recompile limit hit: new shapes run eagerly", annotation_position="top left",
-                      annotation_font_color="#d62728")
+                      annotation_text="recompile limit hit:<br>new shapes run eagerly", annotation_position="top right",
+                      annotation_align="right", annotation_font_color="#d62728")
     padded = any(r.get("padded_to") not in (None, r["size"]) for r in rows)
-    fig.update_xaxes(title_text=f"Schedule step, labelled with the {dim}" + (" (→ padded to)" if padded else ""),
-                     tickvals=steps, ticktext=ticks)
-    fig.update_yaxes(title_text="Step time (ms, log scale)", type="log", dtick=1)  # ticks at 1, 10, 100 ms...
+    # Short enough for half a page: "Caption length (tokens) at each step", the padding on a line of its own.
+    fig.update_xaxes(title_text=f"{dim[:1].upper()}{dim[1:]} at each step" + ("<br>(size → padded to)" if padded else ""),
+                     tickvals=steps, ticktext=ticks,
+                     # fixed: autorange would widen the axis to hold the shaded stretch's label, squeezing the steps
+                     range=[steps[0] - 0.5, steps[-1] + 0.5])
+    times = [r[k] for r in rows for k in ("eager_ms", "compiled_ms") if r.get(k) and r[k] > 0]
+    y_ticks = log_ticks(min(times), max(times)) if times else [1.0, 10.0]
+    fig.update_yaxes(title_text="Step time (ms, log scale)", type="log", tickvals=y_ticks,
+                     range=[math.log10(y_ticks[0] / 1.1), math.log10(y_ticks[-1] * 1.1)])  # log axes take log10 ends
     _style(fig, title, "one pass over the sizes · ◆ compiled a new graph · ✕ hit the recompile limit", height=360)
-    fig.update_layout(showlegend=True, legend=dict(yanchor="top", y=-0.22, xanchor="left", x=0))
-    return fig
+    return _legend_below(fig)
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Ticks for a log axis over `low`..`high`: 1, 2 and 5 per decade (only powers of ten past two decades),
+    from the last one at or below `low` to the first one at or above `high`, so at least two are in view.
+
+    Plotly's own log ticks fall on powers of ten, and a range inside one decade, such as 1.1 to 1.6 ms,
+    would show no number on the axis at all."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = (1, 2, 5) if last - first <= 2 else (1,)
+    ticks = sorted(float(f"{m}e{e}") for e in range(first, last + 1) for m in steps)
+    below = max(t for t in ticks if t <= low)
+    above = min(t for t in ticks if t >= high)
+    return [t for t in ticks if below <= t <= above]
 
 
 # Colours for runs side by side (not eager/compiled): one per run, in order.
+PANEL_TITLE_CHARS = 20  # a panel of five across the Diagnose page is about 170 px wide at a 1280-px window
 RUN_COLORS = ("#4c78a8", "#ee4c2c", "#54a24b", "#b279a2", "#f2a900", "#72b7b2")
 
 
@@ -133,8 +154,10 @@ def side_by_side(items: list[tuple[str, dict]], panels: list[str], *, title: str
     """
     if not items:
         return not_available(title, "no runs to compare yet")
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.05,
-                        subplot_titles=[figures.column_label(key) for key in panels])
+    # Wrapped: five panels share the page's width, and a centred one-line title wider than its panel
+    # runs off the figure's left edge ("ompiled throughput").
+    titles = [_wrap(figures.column_label(key), PANEL_TITLE_CHARS) for key in panels]
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.05, subplot_titles=titles)
     for col, key in enumerate(panels, start=1):
         fig_def, _ = figures.lookup(key)
         panel, unit = figures.column_label(key), fig_def.unit
@@ -147,11 +170,13 @@ def side_by_side(items: list[tuple[str, dict]], panels: list[str], *, title: str
                         hovertemplate=f"{name}<br>{panel}: {text} {unit}<extra></extra>")
         fig.update_yaxes(rangemode="tozero", showticklabels=False, row=1, col=col)
         fig.update_xaxes(showticklabels=False, row=1, col=col)  # the legend names the runs
-    fig.update_annotations(font_size=13, yshift=4)
+    fig.update_annotations(font_size=13, yshift=4, yanchor="bottom")
     _style(fig, title, subtitle, height=360)
-    fig.update_layout(showlegend=True, barmode="relative", margin=dict(t=120),
-                      legend=dict(orientation="h", yanchor="top", y=-0.04, xanchor="left", x=0))
-    return fig
+    if len(items) > 3:  # bars too narrow for a number across them: along them, as the bars stand
+        fig.update_traces(textangle=-90)
+    lines = max(t.count("<br>") + 1 for t in titles)
+    fig.update_layout(barmode="relative", margin_t=fig.layout.margin.t + 18 * lines + 8)
+    return _legend_below(fig)
 
 
 def kernels_chart(result: dict) -> go.Figure:
@@ -221,8 +246,8 @@ def four_way_chart(compile_s: dict[tuple[str, str], float | None]) -> go.Figure:
                     hovertemplate="%{x}, " + name + ": %{text}<extra></extra>")
     fig.update_yaxes(title_text="Compile time (s)", rangemode="tozero")
     _style(fig, title, "lower is better · speedups are against the whole-model cold compile", height=380)
-    fig.update_layout(barmode="group", showlegend=True)
-    return fig
+    fig.update_layout(barmode="group")
+    return _legend_below(fig)
 
 
 CACHE_NAMES = {"cold": "cold", "warm": "warm (local cache)", "artifacts": "artifacts loaded",
@@ -279,8 +304,8 @@ def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None) -> go.Fig
     subtitle = ("lower is better · hover a bar for its cache hits" if shared else
                 "each of these settings ran with one cache mode only: run it again with cache=warm or artifacts")
     _style(fig, title, subtitle, height=height or _bars_height(len(groups), 2))
-    fig.update_layout(barmode="group", showlegend=True)
-    return fig
+    fig.update_layout(barmode="group")
+    return _legend_below(fig)
 
 
 def _count(row, column: str) -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tcore import figures, report
-from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
+from tcore.figures import RUN_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
 from ui import advice, charts, diagnose_charts, ecosystem, exports, summary
@@ -66,20 +66,9 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
     shown, noise = summary.headline(r), summary.noise_words(r)
-    top = st.columns(3)
-    spread = summary.speedup_range(r)
-    top[0].metric("Speedup", shown["speedup"][0], help=RUN_FIGURES["speedup"].means, delta_color="off",
-                  delta=f"noisy · {spread}" if noise and spread else spread, delta_arrow="off")
-    for col, name in zip(top[1:], ("compile_s", "breakeven_steps")):
-        col.metric(RUN_FIGURES[name].title, shown[name][0], help=RUN_FIGURES[name].means)
-    speed = r.get("speedup")
-    bottom = st.columns(3)
-    # The unit sits in the label: "3184.6 samples/s" does not fit a third of the column.
-    for col, variant in zip(bottom, ("eager", "compiled")):
-        column = f"{variant}_samples_per_s"
-        col.metric(figures.column_label(column), figures.text(r, column, unit=False, reason=False),
-                   delta=f"{(speed - 1) * 100:+.0f}% vs eager" if speed and variant == "compiled" else None,
-                   help=VARIANT_FIGURES["samples_per_s"].means)
+    for tiles in summary.headline_tiles(r):
+        for col, tile in zip(st.columns(3), tiles):
+            col.metric(**tile)
     for k in ("speedup", "compile_s", "breakeven_steps"):
         if shown[k][1]:
             st.caption(f"{RUN_FIGURES[k].title}: n/a, {shown[k][1]}.")

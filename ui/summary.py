@@ -167,6 +167,34 @@ def headline(result: dict) -> dict[str, tuple[str, str | None]]:
             for key in figures.SUMMARY_RUN}
 
 
+# What fits a metric tile a third of the Run page's result column wide (about 145 px at a 1280-px window,
+# measured in Chromium): a value in Streamlit's 36-px figures, a label in 14-px text beside its help icon.
+TILE_VALUE_CHARS = 9
+TILE_LABEL_CHARS = 19
+
+
+def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
+    """The Run page's metric tiles, two rows: speedup, compile time, break-even; then eager and compiled throughput.
+
+    Each tile is st.metric's arguments. A unit longer than a letter goes in the label ("Break-even (steps)"),
+    so a value like 59391 is not clipped; the speedup's spread over the rounds is its delta, orange when noisy.
+    """
+    speedup, spread = result.get("speedup"), speedup_range(result)
+    top = [{"label": "Speedup", "value": figures.text(result, "speedup", reason=False), "delta": spread,
+            "delta_color": "orange" if figures.noise_reasons(result) else "off", "delta_arrow": "off",
+            "help": figures.RUN_FIGURES["speedup"].means}]
+    for name in ("compile_s", "breakeven_steps"):
+        fig = figures.RUN_FIGURES[name]
+        short = len(fig.unit) <= 1
+        top.append({"label": fig.title if short else fig.label, "value": figures.text(result, name, unit=short,
+                                                                                     reason=False), "help": fig.means})
+    bottom = [{"label": f"{variant.capitalize()} {figures.VARIANT_FIGURES['samples_per_s'].unit}",
+               "value": figures.text(result, f"{variant}_samples_per_s", unit=False, reason=False),
+               "delta": f"{(speedup - 1) * 100:+.0f}% vs eager" if speedup and variant == "compiled" else None,
+               "help": figures.VARIANT_FIGURES["samples_per_s"].means} for variant in ("eager", "compiled")]
+    return [top, bottom]
+
+
 def speedup_range(result: dict) -> str | None:
     """'rounds: 1.21–1.87 x': the speedup's spread across the timed rounds, shown under the headline."""
     lo, hi = result.get("speedup_min"), result.get("speedup_max")
