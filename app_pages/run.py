@@ -2,7 +2,6 @@
 import streamlit as st
 
 from tcore import machine
-from tcore.lab import runs
 from tcore.store import RunStore
 from ui import knobs, live, queue, results
 
@@ -45,23 +44,35 @@ with out_col:
                    "No stored run of these settings has saved compile artifacts yet: this run will compile "
                    "cold (and save them). Run it once with cache=cold first to see a warm start.")
 
-    with st.container(border=True):
-        queue.queue_view(store, key="run_queue")
-
     records = queue.my_runs(store)
     mine = [r.id for r in records]
     if st.session_state.get("run_shown") not in mine:  # none yet, or deleted on the Compare page since
         st.session_state.run_shown = mine[0] if mine else None
+    # The run drawn live below, until its record says it has ended; then the queue, the runs table and the
+    # panel, whichever ticks first, send the whole page round again rather than one of them saying so alone.
+    shown = st.session_state.run_shown
+    following = shown if shown and not queue.ended(shown, store) else None
+
+    # Places first, filled out of order. At a run's end the page's round empties the live panel first, then
+    # the queue and the table say the run has ended, then the result is drawn: no moment shows "Running" below
+    # "finished", nor a result beside a table still saying "running". (At its start, the queue goes first.)
+    queue_box = st.container(border=True)
+    table_box, pick_box, shown_box = st.container(), st.container(), st.container()
+    if not following:
+        shown_box.empty()
+    with queue_box:
+        queue.queue_view(store, key="run_queue", follows=following)
     if mine:
-        queue.my_runs_table(store)
-        labels = {r.id: f"{r.label} · {r.id[-6:]}" for r in records}
+        with table_box:
+            queue.my_runs_table(store, follows=following)
         if len(mine) > 1:
-            st.selectbox("Show below", mine, key="run_shown", format_func=labels.get)
-        current = runs.live(st.session_state.run_shown)
-        if current is not None and not current.done:
-            live.run_panel(current.run_id)
-        else:
-            results.show_run(store.get(st.session_state.run_shown), store, key="run_result")
+            labels = {r.id: f"{r.label} · {r.id[-6:]}" for r in records}
+            pick_box.selectbox("Show below", mine, key="run_shown", format_func=labels.get)
+        with shown_box:
+            if following:
+                live.run_panel(following, store)
+            else:
+                results.show_run(store.get(shown), store, key="run_result")
     else:
         st.markdown(
             "Pick a model and how to compile it, then press **Run**. The run waits in the queue while another "

@@ -15,7 +15,7 @@ from tcore.lab import runs, sweeps
 from tcore.protocol import PHASE_TITLES, phases_for
 from tcore.spec import Experiment
 from tcore.store import RunStore
-from ui import charts, exports, summary
+from ui import charts, exports, queue, summary
 
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -47,12 +47,10 @@ def progress_fraction(phases: list[str], phase: str | None, progress: dict) -> f
 
 
 @st.fragment(run_every=1.0)
-def run_panel(run_id: str, *, key: str = "run") -> None:
-    """Redraws every second; reruns the whole page once the run is over, to draw its stored result."""
-    run = runs.live(run_id)
-    if run is None or run.done:
-        st.rerun()
-    draw_progress(run, key=key)
+def run_panel(run_id: str, store: RunStore, *, key: str = "run") -> None:
+    """Redraws every second; reruns the whole page once the run's record says it is over, to draw its result."""
+    queue.rerun_if_ended(run_id, store)
+    draw_progress(runs.live(run_id), key=key)
 
 
 def draw_progress(run: runs.LiveRun, *, key: str) -> None:

@@ -18,6 +18,8 @@ from tcore.store import RunStore
 from ui import people, summary
 
 MY_RUNS_SHOWN = 8
+ENDED = ("finished", "failed")  # a run's record once it is over
+STATE_COLUMN_PX = 250
 
 
 def whose(owner: str | None, me: str) -> str:
@@ -68,9 +70,11 @@ def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
 
 
 def status_words(record, places: dict[str, dict]) -> str:
-    """'queued, position 2, ~40 s' / 'running: Compiling (first call)' / 'finished, 1.32x' / 'failed: timeout'."""
+    """'queued, position 2, ~40 s' / 'running: Compiling (first call)' / 'finished, 1.32x' / 'failed: timeout'.
+
+    The store's record decides whether the run has ended: it is written a moment before the live run says so."""
     live = runs.live(record.id)
-    if live is not None and not live.done:
+    if record.status not in ENDED and live is not None and not live.done:
         snap = live.snapshot()
         if snap["status"] == "queued":
             return f"queued, position {snap['queue_position'] or '?'}, {summary.wait_words(snap['wait'])}"
@@ -92,23 +96,52 @@ def places_by_id(store: RunStore) -> dict[str, dict]:
     return {row["run_id"]: row for row in runs.queue_view(store)}
 
 
+def ended(run_id: str, store: RunStore) -> bool:
+    """Whether the run is over: its record says finished or failed (written first), or this process no longer
+    follows it."""
+    run = runs.live(run_id)
+    try:
+        status = store.get(run_id).status
+    except KeyError:  # deleted meanwhile
+        return True
+    return status in ENDED or run is None or run.done
+
+
+def rerun_if_ended(run_id: str | None, store: RunStore) -> None:
+    """Rerun the whole page if `run_id`, the run whose live panel the page shows, has ended.
+
+    The page's fragments tick on their own clocks. Were the runs table or the queue to redraw itself first, it
+    would say "finished" or "nothing is running" beside a panel still saying "Running" until the panel's own
+    tick and the page's rerun (the walk-through's item 10); so each of them sends the whole page round again,
+    which draws all three from one moment.
+    """
+    if run_id is not None and ended(run_id, store):
+        st.rerun()
+
+
 @st.fragment(run_every=2.0)
-def my_runs_table(store: RunStore) -> None:
-    """This session's runs with their state, refreshed every 2 s."""
+def my_runs_table(store: RunStore, *, follows: str | None = None) -> None:
+    """This session's runs with their state, refreshed every 2 s; `follows`: the run the page's live panel shows."""
+    rerun_if_ended(follows, store)
     mine = my_runs(store)
     if not mine:
         return
     places = places_by_id(store)
     st.markdown("**Your runs**")
+    # The state gets a fixed width that holds its longest words ("running: Measuring eager vs compiled"); the
+    # run's label, which the selector below repeats, takes what is left and is the one cut short.
     st.dataframe(pd.DataFrame({"Run": [f"{r.label} · {r.id[-6:]}" for r in mine],
                                "State": [status_words(r, places) for r in mine]}),
-                 hide_index=True, width="stretch", key="my_runs_table")
+                 hide_index=True, width="stretch", key="my_runs_table",
+                 column_config={"Run": st.column_config.TextColumn(width="medium"),
+                                "State": st.column_config.TextColumn(width=STATE_COLUMN_PX)})
 
 
 @st.fragment(run_every=2.0)
-def queue_view(store: RunStore, *, key: str) -> None:
+def queue_view(store: RunStore, *, key: str, follows: str | None = None) -> None:
     """The room's queue on this machine: running, then queued runs, whose they are; cancel your own
-    (the instructor: any)."""
+    (the instructor: any). `follows`: the run whose live panel the page shows (rerun_if_ended)."""
+    rerun_if_ended(follows, store)
     me = people.me()
     instructor = people.is_instructor()
     rows = runs.queue_view(store)
