@@ -1,8 +1,10 @@
 """The app as a person sees it: `streamlit run app.py`, driven in headless Chromium by Playwright.
 
 Runs the tiny captioner on the CPU with backend=aot_eager (seconds), waits for the result charts,
-opens the Diagnose page over hand-made stored runs, and saves screenshots to artifacts/ (git-ignored)
-for a person to look at.
+opens the Diagnose page over hand-made stored runs, lays out stored runs at laptop widths, and saves
+screenshots to artifacts/ (git-ignored) for a person to look at. Every page a test opens is watched: an
+error or warning in the console, a request that fails or is refused, or one to another host fails the
+test, save the exceptions Watch names with their reasons.
 """
 import os
 import re
@@ -26,6 +28,43 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
 # Tall enough that the whole Run page fits: Streamlit scrolls inside the page, so a full-page
 # screenshot would show only the first screen.
 VIEWPORT = {"width": 1600, "height": 2600}
+
+
+class Watch:
+    """What one browser page logs as an error or warning, fails to load, gets refused (status >= 400), and
+    every address it asks for: a workshop's network may reach nothing outside the app's own server."""
+
+    # Opening a page by its address (.../compare), Streamlit's frontend first looks for its server under the
+    # page's path, in case the app is served below a prefix: <page>/_stcore/health and <page>/_stcore/host-config
+    # get a 404 (the server answers so on purpose), each logged as a console error, and 100 ms later it connects
+    # at the root. The frontend takes that path from window.location unless index.html sets
+    # window.__streamlit.BACKEND_BASE_URL, which an app's script runs too late to do; no config option changes it.
+    # See README "Offline and the browser console".
+    PAGE_PATH_PROBE = re.compile(r"^/[A-Za-z0-9_-]+/_stcore/(health|host-config)$")
+    NOT_FOUND = "Failed to load resource: the server responded with a status of 404 (Not Found)"
+
+    def __init__(self, page, server: str):
+        self.server = server
+        self.console, self.failed, self.refused, self.asked = [], [], [], []
+        page.on("console", lambda m: self.console.append((m.type, m.text, m.location.get("url", "")))
+                if m.type in ("error", "warning") else None)
+        page.on("requestfailed", lambda r: self.failed.append((r.url, r.failure)))
+        page.on("response", lambda r: self.refused.append((r.status, r.url)) if r.status >= 400 else None)
+        page.on("request", lambda r: self.asked.append(r.url))
+
+    def probe(self, url: str) -> bool:
+        return url.startswith(self.server) and bool(self.PAGE_PATH_PROBE.match(url[len(self.server):]))
+
+    def problems(self) -> list[str]:
+        out = [f"{status} {url}" for status, url in self.refused if not (status == 404 and self.probe(url))]
+        out += [f"console {kind}: {text} ({url})" for kind, text, url in self.console
+                if not (kind == "error" and text == self.NOT_FOUND and self.probe(url))]
+        # A download button fetches its file once as it is drawn, to check that the server has it; leaving the
+        # page, or a rerun that draws the button again, aborts that fetch. The click itself is not affected.
+        out += [f"failed: {url} ({failure})" for url, failure in self.failed
+                if not (failure == "net::ERR_ABORTED" and url.startswith(f"{self.server}/media/"))]
+        out += [f"outside the app: {url}" for url in self.asked if not url.startswith((self.server, "data:", "blob:"))]
+        return out
 
 
 def free_port() -> int:
@@ -73,8 +112,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport=VIEWPORT)
-        asked = []  # every address the page asks for: a workshop network may reach nothing outside
-        page.on("request", lambda request: asked.append(request.url))
+        watch = Watch(page, server)
         page.goto(server)
         page.get_by_text("Run an experiment").wait_for(timeout=60_000)
 
@@ -85,6 +123,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         page.get_by_text("captioner/tiny bs8 fp32 inference, whole aot_eager").wait_for()
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
 
+        page.evaluate(RECORD_STATES)
         page.get_by_role("button", name="Run", exact=True).click()
         page.get_by_text("Running: captioner/tiny").wait_for(timeout=30_000)
         # Screenshot while timing, so the phase steps show progress.
@@ -102,8 +141,31 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         assert page.get_by_text("Speedup", exact=True).count() == 1
         for title in ("Throughput (samples/s)", "Step latency (ms)", "Peak memory (GiB)"):
             assert page.locator(".js-plotly-plot").filter(has_text=title).count() == 1, title
-        assert [url for url in asked if not url.startswith((server, "data:", "blob:"))] == []
+        # The live panel, the queue and the runs table never disagree about whether the run is over (item 10).
+        states = page.evaluate("() => window.__states")
+        assert any(s["running"] for s in states) and states[-1]["result"] and states[-1]["nothing"]
+        assert [s for s in states if s["running"] and (s["nothing"] or s["finished"])] == []
+        assert watch.problems() == []
         browser.close()
+
+
+# Kept by the page on every change: whether the Run page's live panel says "Running", the queue says nothing
+# is running, the runs table says a run finished, and the result is drawn (the table's cells are read from the
+# grid's accessible copy of its canvas).
+RECORD_STATES = """() => {
+  window.__states = [];
+  const texts = selector => Array.from(document.querySelectorAll(selector)).map(e => e.innerText.trim());
+  const record = () => {
+    const state = {running: texts('[data-testid="stHeading"]').some(t => t.startsWith('Running:')),
+                   nothing: texts('[data-testid="stCaptionContainer"]').some(t => t.startsWith('Nothing is running')),
+                   finished: texts('[data-testid="stDataFrame"] [role="gridcell"]').some(t => t.startsWith('finished')),
+                   result: document.body.innerText.includes('Compiled output matches')};
+    const last = window.__states[window.__states.length - 1];
+    if (!last || JSON.stringify(last) !== JSON.stringify(state)) window.__states.push(state);
+  };
+  new MutationObserver(record).observe(document.body, {subtree: true, childList: true, characterData: true});
+  record();
+}"""
 
 
 def test_a_participant_keeps_their_name_in_a_second_tab(server):
@@ -114,6 +176,7 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1400, "height": 900})
         first = context.new_page()
+        watches = [Watch(first, server)]
         first.goto(server)
         first.get_by_text("Run an experiment").wait_for(timeout=60_000)
         first.get_by_placeholder("e.g. Ada").fill("Ada")
@@ -123,11 +186,13 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
         time.sleep(1)  # the cookie is set by the page's script
 
         second = context.new_page()
+        watches.append(Watch(second, server))
         second.goto(server)
         second.get_by_text("Run an experiment").wait_for(timeout=60_000)
         second.wait_for_url(re.compile(f"me={me}"), timeout=30_000)
         second.locator('[data-testid="stSidebar"]').get_by_text("You: ada").wait_for(timeout=10_000)
         assert second.locator('[data-testid="stException"]').count() == 0
+        assert [w.problems() for w in watches] == [[], []]
         browser.close()
 
 
@@ -138,12 +203,15 @@ def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
+        watch = Watch(page, server)
         page.goto(f"{server}/system")
         page.get_by_role("heading", name="System").wait_for(timeout=60_000)
         nav = page.locator('[data-testid="stSidebarNav"]')
         names = [t.split()[-1] for t in nav.get_by_role("link").all_inner_texts()]  # "play_arrow\n\nRun": icon, title
         assert names == ["Run", "Diagnose", "Compare", "Sweep", "System"]
         assert page.locator('[data-testid="stException"]').count() == 0
+        assert watch.problems() == []  # the page-path probes of a deep link are the exception Watch explains
+        assert {url[len(server):] for _, url in watch.refused} == {"/system/_stcore/health", "/system/_stcore/host-config"}
         browser.close()
 
 
@@ -187,6 +255,7 @@ def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1600, "height": 2400})
+        watch = Watch(page, server)
         page.goto(f"{server}/diagnose")
         page.get_by_role("heading", name="Why is it slow?").wait_for(timeout=60_000)
         page.get_by_role("tab", name="Recompilations").click()
@@ -202,4 +271,85 @@ def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
         plots.filter(has_text="Operations per compilation").first.wait_for(timeout=30_000)
         page.get_by_text("None stored: only Inductor generates code").wait_for()
         assert page.locator('[data-testid="stException"]').count() == 0
+        assert watch.problems() == []
+        browser.close()
+
+
+# Text cut short: a metric's label, value or delta wider than its box (Streamlit ends it with an ellipsis).
+CLIPPED_METRICS = """() => Array.from(document.querySelectorAll(
+    '[data-testid=stMetricLabel] *, [data-testid=stMetricValue], [data-testid=stMetricValue] *, [data-testid=stMetricDelta] *'))
+  .filter(e => e.innerText && e.scrollWidth > e.clientWidth + 1)
+  .map(e => `${e.closest('[data-testid^=stMetric]').dataset.testid}: '${e.innerText}' needs ${e.scrollWidth} px, has ${e.clientWidth}`)"""
+
+# In each chart: titles, subtitles, legends, axis titles and annotations inside the figure and clear of each
+# other, and no bar's label over another's.
+CHART_TEXT = """() => {
+  const found = [];
+  const overlap = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
+    const svg = plot.querySelector('.main-svg');
+    if (!svg) return;
+    const box = svg.getBoundingClientRect();
+    const name = (plot.querySelector('.gtitle') || {}).textContent || `chart ${i}`;
+    const parts = [];
+    for (const [selector, kind] of [['.gtitle', 'title'], ['.gtitle-subtitle', 'subtitle'], ['.legend', 'legend'],
+                                    ['.g-xtitle', 'x title'], ['.g-ytitle', 'y title'], ['.annotation', 'annotation'],
+                                    ['.bartext', 'bar label']])
+      plot.querySelectorAll(selector).forEach(e => {
+        const r = e.getBoundingClientRect();
+        if (r.width > 0 && r.height > 0) parts.push({kind, text: e.textContent.slice(0, 40), r});
+      });
+    for (const p of parts)
+      if (p.r.left < box.left - 1 || p.r.right > box.right + 1 || p.r.top < box.top - 1 || p.r.bottom > box.bottom + 1)
+        found.push(`${name}: ${p.kind} '${p.text}' runs out of the chart`);
+    for (let a = 0; a < parts.length; a++)
+      for (let b = a + 1; b < parts.length; b++)
+        if ((parts[a].kind === 'bar label') === (parts[b].kind === 'bar label') && overlap(parts[a].r, parts[b].r))
+          found.push(`${name}: ${parts[a].kind} '${parts[a].text}' overlaps ${parts[b].kind} '${parts[b].text}'`);
+  });
+  return found;
+}"""
+
+
+def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
+    """The walk-through's item 13: at 1280 and 1440 px wide, nothing on the Run, Compare and Diagnose pages is cut
+    short or printed over something else, with Flux (~200 samples/s) beside the captioner (~4,700) and a
+    break-even of thousands of steps."""
+    from playwright.sync_api import sync_playwright
+
+    from tcore.store import RunStore
+    from tests.helpers import store_a_labs_runs
+
+    owner = "ada~1a2b"
+    made = store_a_labs_runs(RunStore(tmp_path / "runs.sqlite"), owner)
+    store_schedule_run(tmp_path / "runs.sqlite")
+    ARTIFACTS.mkdir(exist_ok=True)
+    views = [  # address, tab to click, a chart title to wait for, screenshot name
+        (f"/?me={owner}", None, "Power over the run, by phase", "run-page"),
+        (f"/compare?me={owner}", None, "Compile time vs speedup", "compare-page"),
+        (f"/diagnose?me={owner}&run={made['flux-gpu']}", None, "Operations per compilation", "diagnose-one-run"),
+        (f"/diagnose?me={owner}", "Graph breaks", "What the break costs", "diagnose-breaks"),
+        (f"/diagnose?me={owner}", "Recompilations", "Step time over the shape schedule", "diagnose-recompilations"),
+    ]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for width in (1280, 1440):
+            # A laptop's width; tall, so one screenshot holds the page (Streamlit scrolls inside it).
+            page = browser.new_page(viewport={"width": width, "height": 4200})
+            watch = Watch(page, server)
+            for address, tab, chart, name in views:
+                page.goto(server + address)
+                if tab:
+                    page.get_by_role("tab", name=tab).wait_for(timeout=60_000)
+                    page.get_by_role("tab", name=tab).click()
+                page.locator(".js-plotly-plot").filter(has_text=chart).first.wait_for(timeout=60_000)
+                time.sleep(2)  # plotly lays out after it draws
+                page.screenshot(path=ARTIFACTS / f"{name}-{width}.png")
+                assert page.locator('[data-testid="stException"]').count() == 0, name
+                assert page.evaluate(CLIPPED_METRICS) == [], (name, width)
+                assert page.evaluate(CHART_TEXT) == [], (name, width)
+                if name == "run-page":  # Flux's result: its five tiles, checked above
+                    assert page.locator('[data-testid="stMetricValue"]').count() == 5
+            assert watch.problems() == [], width
+            page.close()
         browser.close()
