@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS, PRECISIONS, Experiment
-from tcore.worker.compile import LR
+from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
 
@@ -216,9 +215,9 @@ def _schedule(exp: Experiment) -> tuple[list[int], list[int], list[tuple[int, in
     import torch
 
     import sample_models
-    from tcore.worker import shapes
+    from tcore import schedule as schedules
 
     entry = sample_models.get(exp.model)
-    schedule = shapes.make_schedule(exp, entry)
-    inputs = len(shapes.make_batch(exp, entry, 2, "meta", torch.Generator("cpu")).inputs)
-    return schedule.sizes, schedule.buckets, shapes.varying_dims(exp, entry), inputs
+    schedule = schedules.make_schedule(exp, entry)
+    inputs = len(schedules.make_batch(exp, entry, 2, "meta", torch.Generator("cpu")).inputs)
+    return schedule.sizes, schedule.buckets, schedules.varying_dims(exp, entry), inputs

@@ -78,6 +78,9 @@ PRECISIONS: dict[str, Precision] = {
                       "Model and inputs cast to float16, for inference: like bf16 with a finer mantissa and a "
                       "narrower range, so large activations can overflow."),
 }
+# The AdamW learning rate of training runs (tcore.worker.compile builds the optimizer; the snippet writes it).
+LR = 1e-4
+
 # Runs stored before the precision field said "dtype", which meant autocast over float32 weights.
 LEGACY_DTYPES = {"float32": "fp32", "bfloat16": "amp-bf16", "float16": "amp-fp16"}
 

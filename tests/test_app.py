@@ -209,8 +209,9 @@ def test_compare_shows_stored_runs_side_by_side_and_deletes(db, monkeypatch):
     assert set(at.multiselect(key="compare_runs").value) == {whole, regional}  # finished runs only
     assert len(at.get("plotly_chart")) == 6  # compile, throughput, energy, scatter, cold vs warm, where the time goes
     assert "up and to the left is best" in texts(at.caption)
-    assert {b.label for b in at.get("download_button")} == {"Download the chosen runs (CSV)",
-                                                            "Download every run (CSV)"}
+    assert {b.label for b in at.get("download_button")} == {
+        "Download the chosen runs (CSV)", "Download every run (CSV)", "Download this comparison (HTML)",
+        "Download as a .py file"}  # the last: the run in detail, as code (hand-made runs keep no trace)
 
     at.multiselect(key="compare_status").set_value(["failed"]).run()
     assert at.selectbox(key="compare_detail").value == failed

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from tcore.lab import runs
-from tcore.worker.shapes import make_schedule, pad, varying_dims
+from tcore.schedule import make_schedule, varying_dims
+from tcore.worker.shapes import pad
 from tcore.spec import Experiment, SpecError
 
 import sample_models

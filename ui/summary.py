@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from tcore import figures
+from tcore.advice import inside_torch
 from tcore.lab.artifacts import compile_key
 from tcore.spec import Experiment, same_compile, settings
 
@@ -369,17 +370,6 @@ def break_pair_words(clean: dict, broken: dict) -> str:
     times = broken.get("compile_s"), clean.get("compile_s")
     took = f"; compiling took {times[0]:.1f} s instead of {times[1]:.1f} s" if None not in times else ""
     return f"With the break, {graphs}{share}{took}."
-
-
-def inside_torch(path: str | None) -> str | None:
-    """'torch/optim/optimizer.py' when a break's file is PyTorch's own code (installed as a package), else None."""
-    if not path:
-        return None
-    parts = Path(path).parts
-    for i in range(len(parts) - 1):
-        if parts[i] in ("site-packages", "dist-packages") and parts[i + 1] == "torch":
-            return "/".join(parts[i + 1:])
-    return None
 
 
 # Breaks PyTorch makes on purpose, by the file they are in, and what they mean for the user.

@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_leaves
 import sample_models
 from tcore.breakdown import OPTIMIZER_MARK
 from tcore.spec import PRECISIONS, Experiment
+from tcore import schedule as schedules
 from tcore.worker import shapes
 from tcore.worker.compile import make_optimizer
 
@@ -53,7 +54,7 @@ class Workload:
     entry: sample_models.SampleModel
     batches: list[sample_models.Batch]           # what eager sees: each true size
     compiled_batches: list[sample_models.Batch]  # what compiled sees: with buckets, padded up to a bucket
-    schedule: shapes.Schedule | None
+    schedule: schedules.Schedule | None
     dims: list[tuple[int, int]]                  # the dimensions that vary with the schedule
     optimizer: torch.optim.Optimizer | None
 
@@ -63,11 +64,11 @@ def build(exp: Experiment, device: str) -> Workload:
     torch.manual_seed(exp.seed)
     model = entry.build(exp.preset, device=device, graph_break=exp.graph_break)
     generator = torch.Generator(device).manual_seed(exp.seed)
-    schedule = shapes.make_schedule(exp, entry) if exp.shape_count else None
+    schedule = schedules.make_schedule(exp, entry) if exp.shape_count else None
     dims: list[tuple[int, int]] = []
     if schedule:
-        dims = shapes.varying_dims(exp, entry)
-        batches = [shapes.make_batch(exp, entry, size, device, generator) for size in schedule.sizes]
+        dims = schedules.varying_dims(exp, entry)
+        batches = [schedules.make_batch(exp, entry, size, device, generator) for size in schedule.sizes]
         compiled_batches = [shapes.pad(b, dims, schedule.padded(size)) for b, size in zip(batches, schedule.sizes)]
     else:
         batches = [entry.make_batch(exp.preset, exp.batch_size, device=device, generator=generator)]

@@ -6,9 +6,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from tcore.spec import Experiment
-
-LR = 1e-4
+from tcore.spec import LR, Experiment
 
 
 def compile_kwargs(exp: Experiment) -> dict:
