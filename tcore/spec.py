@@ -200,8 +200,9 @@ class Experiment:
     seed: int = knob(0, "Seeds the weights, the inputs and a shuffled shape order.")
     torch_trace: bool = knob(True, "Record the compile's structured trace (TORCH_TRACE), which the app renders "
                                    "with tlparse: every graph, guard, recompile reason and Inductor's code, per "
-                                   "compilation. It writes while compiling only, so timed steps are untouched; "
-                                   "BENCHMARKS.md measures what it adds to the compile time.")
+                                   "compilation. It writes while compiling only, so timed steps are untouched; on an "
+                                   "H100 it added nothing measurable to the compile (within a cold compile's noise; "
+                                   "BENCHMARKS.md).")
     cache: str = knob("cold", "Where the compile's work may come from.", {
         "cold": "Fresh compile caches: the compile time of a first ever launch.",
         "warm": "Reuse the caches of earlier warm runs: the compile time of a restart.",
