@@ -75,7 +75,7 @@ down[1].download_button("Download every run (CSV)", frame.to_csv(index=False), "
 down[2].download_button(
     "Download this comparison (HTML)", key="compare_html", disabled=picked.empty, file_name="compile-lab-comparison.html",
     mime="text/html", icon=":material/download:", on_click="ignore",
-    data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} runs compared", summary.run_table(picked),
+    data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} run{'s' * (len(picked) != 1)} compared", summary.run_table(picked),
                                       list(figs.values()), notes=[SCATTER_WORDS, COLD_WARM_WORDS])),
     help="The chosen runs' charts (interactive) and table in one HTML file that opens in any browser, offline.")
 

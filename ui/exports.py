@@ -53,10 +53,17 @@ def html_report(title: str, table: pd.DataFrame, figures: list[go.Figure], notes
              f"<h1>{html.escape(title)}</h1><p>Exported from Compile Lab on {when}.</p>"]
     parts += [f"<p>{html.escape(n)}</p>" for n in notes]
     for i, fig in enumerate(figures):
+        # Streamlit's chart theme grows the margins to fit tick labels and axis titles; a page of its own must ask
+        fig = go.Figure(fig).update_xaxes(automargin=True).update_yaxes(automargin=True)
         # the first chart carries plotly.js (about 4.6 MB) for them all; none of them fetch anything
         parts.append("<div class='chart'>" + fig.to_html(full_html=False, include_plotlyjs=i == 0,
                                                          config={"displaylogo": False}) + "</div>")
-    parts.append("<h2>The runs</h2>" + table.to_html(index=False, na_rep="n/a", float_format=lambda v: f"{v:,.4g}",
-                                                     border=0, escape=True))
+    shown = table.copy()
+    for column in shown.columns:
+        if pd.api.types.is_datetime64_any_dtype(shown[column]):
+            shown[column] = shown[column].dt.strftime("%Y-%m-%d %H:%M:%S")
+    shown = shown.astype(object).where(shown.notna(), "n/a")  # a figure that was not measured reads n/a
+    parts.append("<h2>The runs</h2>" + shown.to_html(index=False, float_format=lambda v: f"{v:,.4g}", border=0,
+                                                     escape=True))
     parts.append("</body></html>")
     return "\n".join(parts)
