@@ -104,6 +104,10 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
         add("model = model.to(memory_format=torch.channels_last)  # <--")
         add("batches = [sample_models.Batch((b.inputs[0].contiguous(memory_format=torch.channels_last), "
             "*b.inputs[1:]), b.target) for b in batches]")
+    if not precision.tf32 and weights == "float32" and device == "cuda":
+        add(f"# precision={exp.precision}: float32 matmuls and convolutions in full precision (cuDNN's default is TF32)")
+        add('torch.backends.cuda.matmul.fp32_precision = "ieee"  # <-- (torch < 2.9: ...allow_tf32 = False)')
+        add('torch.backends.cudnn.conv.fp32_precision = "ieee"  # <--')
     if precision.tf32 and device == "cuda":
         add("# precision=tf32: float32 matmuls and convolutions on tensor cores")
         add('torch.backends.cuda.matmul.fp32_precision = "tf32"  # <-- (torch < 2.9: torch.backends.cuda.matmul.'
@@ -158,8 +162,8 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
 
     add("")
     autocast = f"torch.autocast(device, dtype={TORCH_DTYPES[precision.autocast]})" if precision.autocast else None
-    cuda_graphs = device == "cuda" and exp.compiles and exp.backend == "inductor" and exp.mode in (
-        "reduce-overhead", "max-autotune")
+    cuda_graphs = device == "cuda" and exp.compiles and (exp.backend == "cudagraphs" or (
+        exp.backend == "inductor" and exp.mode in ("reduce-overhead", "max-autotune")))
     if exp.task == "inference":
         add("@torch.no_grad()")
     add("def step(batch):")

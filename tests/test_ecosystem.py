@@ -112,3 +112,16 @@ def test_the_html_report_is_one_offline_page_with_its_charts_and_table():
     assert page.count("Chart 0") == 1 and "Chart 2" in page
     assert page.count("plotly.js v") <= 2  # the library once (its banner), not once per chart
     assert "<table" in page and "n/a" in "".join(parsed.text)  # a missing figure reads n/a
+
+
+def test_rendered_reports_are_a_cache_that_keeps_under_its_size(tmp_path):
+    """Streamlit stops serving static/ past 1 GB: the least recently rendered reports go first, never the new one."""
+    import os
+
+    for age, name in enumerate(["old", "middle", "new"]):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "index.html").write_bytes(b"x" * 1000)
+        os.utime(tmp_path / name, (1_000 + age, 1_000 + age))
+    (tmp_path / ".render-abc").mkdir()  # a render in progress is not a report
+    tlparse._evict(tmp_path, keep=tmp_path / "old", limit=2000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".render-abc", "new", "old"]

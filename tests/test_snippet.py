@@ -58,6 +58,8 @@ def test_the_snippet_says_each_setting_in_torch_s_own_words():
     trained = code_for(TINY.replace(task="training", compile_optimizer=True, precision="amp-bf16").to_dict(), "cuda")
     assert "@torch.compile(fullgraph=False)  # <--\ndef optimizer_step():" in trained
     assert "capturable=True" in trained and "with torch.autocast(device, dtype=torch.bfloat16):" in trained
+    fp32 = code_for(TINY.to_dict(), "cuda")  # the worker turns TF32 off, and cuDNN's default is on
+    assert 'torch.backends.cudnn.conv.fp32_precision = "ieee"' in fp32
     tf32 = code_for(TINY.replace(precision="tf32").to_dict(), "cuda")
     assert 'torch.backends.cuda.matmul.fp32_precision = "tf32"' in tf32
     loaded = code_for(TINY.replace(cache="artifacts").to_dict(), "cpu")

@@ -45,7 +45,7 @@ def code_of(rec: RunRecord) -> str | None:
 
         device = rec.device or resolve_device(rec.spec.get("device", "auto"), torch.cuda.is_available())
         return snippet.code_for(rec.spec, device, run_id=rec.id)
-    except (SpecError, TypeError, KeyError):  # a record from an older lab whose settings no longer validate
+    except (SpecError, ValueError, TypeError, KeyError):  # settings from an older lab, or that no longer validate
         return None
 
 
@@ -54,7 +54,8 @@ def trace_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
     the compile artifacts; or, where there is none, why."""
     if rec.status in ("queued", "running"):
         return
-    report = tlparse.report(rec.id, store.path)
+    with st.spinner("Rendering the tlparse report (once per run)...", show_time=True):
+        report = tlparse.report(rec.id, store.path)
     cols = st.columns([1.2, 1, 1, 1], vertical_alignment="center")
     if report.folder is None:
         cols[0].caption(f"tlparse report: n/a, {report.reason}.")
@@ -98,7 +99,11 @@ def code_side_by_side(store: RunStore, records: list[RunRecord]) -> None:
     left, right = st.columns(2)
     a = left.selectbox("Run A", list(names), key="codes_a", format_func=names.get)
     b = right.selectbox("Run B", list(names), index=1, key="codes_b", format_func=names.get)
-    ra, rb = store.get(a), store.get(b)
+    try:
+        ra, rb = store.get(a), store.get(b)
+    except KeyError:  # deleted since the list was read
+        st.info("One of these runs was just deleted: pick another.")
+        return
     pa, pb = store.code(a), store.code(b)
     ka, kb = codediff.kernels(pa), codediff.kernels(pb)
     counts = st.columns(3)

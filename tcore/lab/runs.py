@@ -121,7 +121,7 @@ class LiveRun:
         try:
             self._read_events()
             final = self.handle.final
-            artifacts.keep_torch_trace(self.run_id, self.store.path, self.workdir)
+            self._keep_torch_trace()
             if final["type"] == "result":
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path,
@@ -137,6 +137,13 @@ class LiveRun:
                                              f"{type(e).__name__}: {e}"))
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
+
+    def _keep_torch_trace(self) -> None:
+        """The compile's TORCH_TRACE into the store; a trace that cannot be kept never costs the run its result."""
+        try:
+            artifacts.keep_torch_trace(self.run_id, self.store.path, self.workdir)
+        except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no trace was kept)
+            traceback.print_exc()
 
     def _read_events(self) -> None:
         for event in self.handle:

@@ -3,13 +3,15 @@
 tlparse (https://github.com/pytorch/tlparse, `pip install tlparse`) turns the structured log that
 TORCH_TRACE makes torch write into a folder of HTML: a stack of every compilation with its Dynamo graph,
 guards, recompile reasons, AOT graphs, Inductor's output code and compile metrics. The report is rendered
-once, the first time someone opens it, into REPORTS/<run id>/ (a cache: the stored log is the source), and
-the app serves that folder as static files (.streamlit/config.toml: enableStaticServing).
+once, the first time someone opens it, into REPORTS/<run id>/ (a cache: the stored log is the source; the
+least recently rendered go past KEEP_BYTES), and the app serves that folder as static files
+(.streamlit/config.toml: enableStaticServing).
 """
 from __future__ import annotations
 
 import gzip
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,9 @@ from tcore.lab.launcher import REPO_ROOT
 STATIC_ROOT = REPO_ROOT / "static"
 REPORTS = STATIC_ROOT / "tlparse"
 RENDER_TIMEOUT_S = 120
+# Streamlit turns static serving off at start-up when static/ is over 1 GB; rendered reports are a cache,
+# so the least recently opened go once they pass this.
+KEEP_BYTES = 512 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,10 @@ def report(run_id: str, db_path: Path, *, reports: Path = REPORTS) -> Report:
     tool = executable()
     if tool is None:
         return Report(None, "tlparse is not installed here: `pip install tlparse` (it is in requirements.txt)")
-    with tempfile.TemporaryDirectory(prefix="tlparse-") as tmp:
+    reports.mkdir(parents=True, exist_ok=True)
+    # Staged beside its final place and renamed into it whole: a half-written report is never served, and of
+    # two sessions rendering the same run at once, the second keeps the first's.
+    with tempfile.TemporaryDirectory(prefix=".render-", dir=reports) as tmp:
         source = Path(tmp) / f"{run_id}.log"
         source.write_bytes(gzip.decompress(log))
         staged = Path(tmp) / "out"
@@ -78,10 +86,26 @@ def report(run_id: str, db_path: Path, *, reports: Path = REPORTS) -> Report:
         if done.returncode != 0 or not (staged / "index.html").exists():
             said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             return Report(None, f"tlparse failed (exit {done.returncode}): {said[0]}")
-        reports.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(folder, ignore_errors=True)
-        shutil.move(str(staged), folder)  # whole, so a half-written report is never served
+        try:
+            os.rename(staged, folder)
+        except OSError:  # rendered meanwhile by another session
+            if not (folder / "index.html").exists():
+                raise
+    _evict(reports, keep=folder)
     return Report(folder)
+
+
+def _evict(reports: Path, *, keep: Path, limit: int = KEEP_BYTES) -> None:
+    """Remove the least recently rendered reports until the rest fit in `limit` bytes (never `keep`)."""
+    sizes = {d: sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+             for d in reports.iterdir() if d.is_dir() and not d.name.startswith(".")}
+    total = sum(sizes.values())
+    for d in sorted(sizes, key=lambda d: d.stat().st_mtime):
+        if total <= limit:
+            break
+        if d != keep:
+            shutil.rmtree(d, ignore_errors=True)
+            total -= sizes[d]
 
 
 def forget(run_id: str, *, reports: Path = REPORTS) -> None:
