@@ -71,9 +71,11 @@ def trace_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
                                 f"{rec.id}-torch_trace.log.gz", "application/gzip", key=f"{key}_torch_trace",
                                 icon=":material/download:", on_click="ignore",
                                 help="The raw log, for tlparse's own options: gunzip it, then `tlparse <file>`.")
-    saved = artifacts.saved_artifacts(rec.id, store.path)
-    if saved is not None:
-        cols[3].download_button("Compile artifacts (.bin)", saved, "compile-artifacts.bin", "application/octet-stream",
+    size = artifacts.saved_artifacts(rec.id, store.path, size_only=True)  # read on click, not on every rerun
+    if size is not None:
+        cols[3].download_button(f"Compile artifacts ({size / 1e6:.1f} MB)",
+                                lambda: artifacts.saved_artifacts(rec.id, store.path) or b"",
+                                "compile-artifacts.bin", "application/octet-stream",
                                 key=f"{key}_artifacts", icon=":material/download:", on_click="ignore",
                                 help="What torch.compiler.save_cache_artifacts() returned after the compile: load "
                                      "it with torch.compiler.load_cache_artifacts() before compiling the same model "

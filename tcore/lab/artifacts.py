@@ -117,10 +117,12 @@ def keep_torch_trace(run_id: str, db_path: Path, workdir: Path | None) -> bool:
     return True
 
 
-def saved_artifacts(run_id: str, db_path: Path) -> bytes | None:
-    """The compile artifacts a run saved (torch.compiler.save_cache_artifacts()), or None."""
+def saved_artifacts(run_id: str, db_path: Path, *, size_only: bool = False) -> bytes | int | None:
+    """The compile artifacts a run saved (torch.compiler.save_cache_artifacts()), or None; with size_only, their
+    size in bytes, without reading them (Flux's run to hundreds of MB)."""
+    column = "length(data)" if size_only else "data"
     with _connect(db_path) as db:
-        row = db.execute("SELECT data FROM compile_artifacts WHERE run_id=?", (run_id,)).fetchone()
+        row = db.execute(f"SELECT {column} FROM compile_artifacts WHERE run_id=?", (run_id,)).fetchone()
     return row[0] if row else None
 
 
