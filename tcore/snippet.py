@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+import sample_models
+from tcore import schedule as schedules
 from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
@@ -35,6 +39,7 @@ def _call_args(exp: Experiment) -> str:
 def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     """The program for a run's spec on `device` (the device it ran on: "cuda" or "cpu")."""
     exp = Experiment.from_dict(spec)
+    entry = sample_models.get(exp.model)
     precision = PRECISIONS[exp.precision]
     lines: list[str] = []
     add = lines.append
@@ -55,12 +60,12 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
     add(f"model = entry.build({build_args})" + ("  # with a deliberate graph break in each block"
                                                 if exp.graph_break else ""))
-    sizes, buckets, dims, inputs = _schedule(exp)
+    sizes, buckets, dims, inputs = _schedule(exp, entry)
     if sizes:
-        add(f"# The run fed {len(sizes)} distinct sizes of the {_varying(exp)}, in this order:")
+        add(f"# The run fed {len(sizes)} distinct sizes of the {entry.varying_dim or 'batch size'}, in this order:")
         add(f"sizes = {sizes}")
         batch_call = (f"entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device, seq_len=size)"
-                      if _has_seq(exp) else f"entry.make_batch({exp.preset!r}, size, device=device)")
+                      if entry.seq_field else f"entry.make_batch({exp.preset!r}, size, device=device)")
         add(f"batches = [{batch_call} for size in sizes]")
     else:
         add(f"batches = [entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device)]")
@@ -199,29 +204,12 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _has_seq(exp: Experiment) -> bool:
-    import sample_models
-
-    return bool(sample_models.get(exp.model).seq_field)
-
-
-def _varying(exp: Experiment) -> str:
-    import sample_models
-
-    return sample_models.get(exp.model).varying_dim or "batch size"
-
-
-def _schedule(exp: Experiment) -> tuple[list[int], list[int], list[tuple[int, int]], int]:
+def _schedule(exp: Experiment,
+              entry: sample_models.SampleModel) -> tuple[list[int], list[int], list[tuple[int, int]], int]:
     """The run's sizes, buckets, varying (tensor, dim) pairs (the target counts as the tensor after the
     inputs) and how many inputs a batch has; empty without a shape schedule."""
     if not exp.shape_count:
         return [], [], [], 0
-    import torch
-
-    import sample_models
-    from tcore import schedule as schedules
-
-    entry = sample_models.get(exp.model)
     schedule = schedules.make_schedule(exp, entry)
     inputs = len(schedules.make_batch(exp, entry, 2, "meta", torch.Generator("cpu")).inputs)
     return schedule.sizes, schedule.buckets, schedules.varying_dims(exp, entry), inputs

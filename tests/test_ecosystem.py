@@ -125,3 +125,15 @@ def test_rendered_reports_are_a_cache_that_keeps_under_its_size(tmp_path):
     (tmp_path / ".render-abc").mkdir()  # a render in progress is not a report
     tlparse._evict(tmp_path, keep=tmp_path / "old", limit=2000)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".render-abc", "new", "old"]
+
+
+def test_a_report_that_failed_to_render_says_why_without_rendering_again(traced_run, tmp_path, monkeypatch):
+    """The page reruns every second or two: a failed render is remembered, not retried on each."""
+    store, on, _ = traced_run
+    monkeypatch.setattr(tlparse, "executable", lambda: "/bin/false")
+    first = tlparse.report(on.id, store.path, reports=tmp_path)
+    assert first.folder is None and first.reason.startswith("tlparse failed (exit 1)")
+    monkeypatch.setattr(tlparse, "_render", lambda *a: pytest.fail("rendered again"))
+    assert tlparse.report(on.id, store.path, reports=tmp_path).reason == first.reason
+    tlparse.forget(on.id, reports=tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -142,4 +142,4 @@ def show_cache(rec: RunRecord, store: RunStore, words: str, *, key: str) -> None
     kinds = {diagnose_charts.cache_kind(r.spec.get("cache"), r.result.get("cache_artifacts")) for r in same}
     if len(kinds) > 1:
         exports.show(st, diagnose_charts.cold_warm_chart(summary.cache_frame(same), height=260),
-                         key=f"{key}_cold_warm")
+                     key=f"{key}_cold_warm")

@@ -126,10 +126,11 @@ def saved_artifacts(run_id: str, db_path: Path, *, size_only: bool = False) -> b
     return row[0] if row else None
 
 
-def torch_trace(run_id: str, db_path: Path) -> bytes | None:
-    """The gzipped TORCH_TRACE log of a run's compile, or None if it kept none."""
+def torch_trace(run_id: str, db_path: Path, *, size_only: bool = False) -> bytes | int | None:
+    """The gzipped TORCH_TRACE log of a run's compile, or None if it kept none; with size_only, its size in bytes."""
+    column = "length(data)" if size_only else "data"
     with _connect(db_path) as db:
-        row = db.execute("SELECT data FROM torch_traces WHERE run_id=?", (run_id,)).fetchone()
+        row = db.execute(f"SELECT {column} FROM torch_traces WHERE run_id=?", (run_id,)).fetchone()
     return row[0] if row else None
 
 

@@ -64,35 +64,50 @@ def report(run_id: str, db_path: Path, *, reports: Path = REPORTS) -> Report:
     folder = reports / run_id
     if (folder / "index.html").exists():
         return Report(folder)
-    log = artifacts.torch_trace(run_id, db_path)
-    if log is None:
+    failed = _failure_note(reports, run_id)
+    if failed.exists():  # rendered once and failed: the page reruns every second, so say so without retrying
+        return Report(None, failed.read_text())
+    if artifacts.torch_trace(run_id, db_path, size_only=True) is None:
         return Report(None, "this run kept no TORCH_TRACE: it compiled nothing, recorded none (torch_trace off), "
                             "or ran before the lab kept them")
     tool = executable()
     if tool is None:
         return Report(None, "tlparse is not installed here: `pip install tlparse` (it is in requirements.txt)")
+    reason = _render(run_id, db_path, tool, reports, folder)
+    if reason:
+        failed.write_text(reason)
+        return Report(None, reason)
+    _evict(reports, keep=folder)
+    return Report(folder)
+
+
+def _render(run_id: str, db_path: Path, tool: str, reports: Path, folder: Path) -> str | None:
+    """Render the stored log into `folder`; the reason it failed, or None."""
     reports.mkdir(parents=True, exist_ok=True)
     # Staged beside its final place and renamed into it whole: a half-written report is never served, and of
     # two sessions rendering the same run at once, the second keeps the first's.
     with tempfile.TemporaryDirectory(prefix=".render-", dir=reports) as tmp:
         source = Path(tmp) / f"{run_id}.log"
-        source.write_bytes(gzip.decompress(log))
+        source.write_bytes(gzip.decompress(artifacts.torch_trace(run_id, db_path)))
         staged = Path(tmp) / "out"
         try:
             done = subprocess.run([tool, str(source), "-o", str(staged), "--overwrite", "--no-browser"],
                                   capture_output=True, text=True, timeout=RENDER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            return Report(None, f"tlparse took over {RENDER_TIMEOUT_S} s on this run's trace and was stopped")
+            return f"tlparse took over {RENDER_TIMEOUT_S} s on this run's trace and was stopped"
         if done.returncode != 0 or not (staged / "index.html").exists():
             said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            return Report(None, f"tlparse failed (exit {done.returncode}): {said[0]}")
+            return f"tlparse failed (exit {done.returncode}): {said[0]}"
         try:
             os.rename(staged, folder)
         except OSError:  # rendered meanwhile by another session
             if not (folder / "index.html").exists():
                 raise
-    _evict(reports, keep=folder)
-    return Report(folder)
+    return None
+
+
+def _failure_note(reports: Path, run_id: str) -> Path:
+    return reports / f".failed-{run_id}.txt"
 
 
 def _evict(reports: Path, *, keep: Path, limit: int = KEEP_BYTES) -> None:
@@ -109,5 +124,6 @@ def _evict(reports: Path, *, keep: Path, limit: int = KEEP_BYTES) -> None:
 
 
 def forget(run_id: str, *, reports: Path = REPORTS) -> None:
-    """Remove a deleted run's rendered report."""
+    """Remove a deleted run's rendered report (or the note that it could not be rendered)."""
     shutil.rmtree(reports / run_id, ignore_errors=True)
+    _failure_note(reports, run_id).unlink(missing_ok=True)
