@@ -7,6 +7,7 @@ about 20 s to start on a 2-core machine. The node-killing test goes last.
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from tcore.spec import Experiment  # noqa: E402
 
 QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
                    rounds=1, backend="eager", cache="cold")
+REPO = Path(__file__).resolve().parent.parent
 LONG = QUICK.replace(timed_steps=200_000)  # minutes of steps: still measuring when it is cancelled or times out
 
 
@@ -64,6 +66,7 @@ def test_the_clusters_gpus_are_the_slots_and_four_runs_spread_over_both_nodes_on
     slots = scheduler.device_slots("cpu")
     assert len(slots) == 2 and all(s.startswith("ray:") and s.endswith(":gpu0") for s in slots)
     assert {cluster.node_of(s).node_id for s in slots} == {n.node_id for n in nodes}
+    assert runs._sweep_width("cpu") == 2  # a sweep spreads over both
 
     events: dict[str, list[str]] = {}
     lock = threading.Lock()
@@ -91,6 +94,23 @@ def test_the_clusters_gpus_are_the_slots_and_four_runs_spread_over_both_nodes_on
         assert {"phase", "progress"} <= set(events[run.run_id]) and events[run.run_id][-1] == "result"
         assert run.record.result["eager_samples_per_s"] > 0
     assert store.pending(scheduler.this_process().host) == []
+
+
+def test_the_system_page_lists_the_nodes_their_gpus_and_what_each_runs(ray_cluster, store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(store.path))
+    run = runs.start(LONG, store, owner="erin")
+    wait_until(lambda: run.status == "running", 30, "the run leaving the queue")
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.switch_page("app_pages/system.py").run()
+    assert not at.exception
+    assert "Ray cluster" in [h.value for h in at.subheader]
+    table = at.dataframe[0].value
+    assert len(table) == 2 and set(table["GPU"]) == {"GPU"}
+    assert sorted(table["running"]) == sorted(["idle", f"{LONG.label} · erin"])
+    run.cancel()
+    assert run.wait(30).error_kind == "cancelled"
 
 
 def test_cancel_and_time_out_reach_the_remote_worker_and_only_the_owner_or_instructor_may_cancel(

@@ -342,7 +342,7 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     try:
         run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
                                timeout_s=timeout_s, max_queued=lab.max_queued_per_session if owner else None,
-                               sweep=sweep)
+                               sweep=sweep, sweep_width=_sweep_width(device))
     except QueueFull as e:  # a race with another tab of the same session, which check() could not see
         raise SpecError(limits.queue_full_message(e.count, lab)) from None
     run = LiveRun(exp, store, run_id=run_id, device=device, notes=notes + ([lowered] if lowered else []),
@@ -350,6 +350,12 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     _register(run)
     sched.submit(run)
     return run
+
+
+def _sweep_width(device: str) -> int:
+    """How many runs of one sweep may be in the queue at once: one per slot on a Ray cluster, so a sweep spreads
+    over its GPUs; one on this machine alone, as before."""
+    return len(scheduler.device_slots(device)) if cluster.configured() else 1
 
 
 def recover(store: RunStore) -> list[LiveRun]:
