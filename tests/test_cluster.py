@@ -5,6 +5,8 @@ captioner/tiny on the CPU with backend=eager, as in test_queue.py. One cluster f
 about 20 s to start on a 2-core machine. The node-killing test goes last.
 """
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -132,6 +134,36 @@ def test_cancel_and_time_out_reach_the_remote_worker_and_only_the_owner_or_instr
     assert rec.error_kind == "timeout" and "12 s time limit" in rec.error["message"]
     assert gone(slow.handle.remote["pid"])
     assert store.pending(scheduler.this_process().host) == []  # both slots free again
+
+
+APP_THAT_DIES = """
+import sys, time
+from tcore.lab import runs
+from tcore.spec import Experiment
+from tcore.store import RunStore
+store = RunStore(sys.argv[1])
+running = [runs.start(Experiment.from_json(sys.argv[2]), store, owner=o) for o in ("fay", "gus")]
+runs.start(Experiment.from_json(sys.argv[3]), store, owner="hal")  # waits for a slot
+while not all(r.handle is not None and r.handle.remote for r in running):
+    time.sleep(0.1)
+print(*[r.handle.remote["pid"] for r in running], flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_app_that_restarts_recovers_the_queue_and_its_remote_runs_end(ray_cluster, store):
+    app = subprocess.Popen([sys.executable, "-c", APP_THAT_DIES, str(store.path), LONG.to_json(), QUICK.to_json()],
+                           stdout=subprocess.PIPE, text=True, cwd=REPO)
+    pids = [int(p) for p in app.stdout.readline().split()]
+    assert len(pids) == 2, "the dying app's runs never started"
+    app.kill()
+    app.wait()
+    adopted = runs.recover(store)  # what a restarted app does first
+    crashed = [r for r in store.list() if r.owner in ("fay", "gus")]
+    assert [r.error_kind for r in crashed] == ["crashed", "crashed"]
+    assert [r.owner for r in adopted] == ["hal"]
+    wait_until(lambda: all(gone(p) for p in pids), 30, "the dead app's remote workers gone")  # Ray ends a dead driver's tasks
+    assert adopted[0].wait(120).status == "finished"
 
 
 def test_a_killed_node_ends_its_run_as_crashed_with_the_reason_and_takes_its_slot_away(ray_cluster, store):
