@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r requirements-cluster.txt")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -89,6 +90,8 @@ def test_the_clusters_gpus_are_the_slots_and_four_runs_spread_over_both_nodes_on
     assert {r.device_slot for r in records} == set(slots)  # both nodes ran
     assert {r.env["ray_node_id"] for r in records} == {n.node_id for n in nodes}
     assert all(r.env["ray_gpu_ids"] == ["0"] and r.env["hostname"] for r in records)  # the node and its GPU
+    # Ray's OMP_NUM_THREADS=1 does not reach the worker: torch has the threads it has locally
+    assert {r.env["torch_threads"] for r in records} == {torch.get_num_threads()}
     for slot in slots:  # one run at a time per slot
         here = sorted((r.started_at, r.finished_at) for r in records if r.device_slot == slot)
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(here, here[1:]))

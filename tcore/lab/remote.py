@@ -33,6 +33,10 @@ WORKDIR = "{workdir}"  # in the environment the lab side sends: the worker's fol
 LOG_TAIL_LINES = 40
 KEPT = ("inductor", "triton", "worker.log")  # what stays on the node: single-use caches, and the log (its tail travels)
 _PR_SET_PDEATHSIG = 1
+# What Ray sets in its worker processes that a local worker does not have. OMP_NUM_THREADS=1 (Ray's guard
+# against oversubscribing a node's CPUs with many tasks) would give torch one thread: a run has its GPU
+# and node to itself, as locally, and its CPU-side figures must match a local run's.
+RAY_SETS = ("OMP_NUM_THREADS", "PYTHONBREAKPOINT", "SPT_NOENV")
 try:  # looked up here, not between fork and exec, where Ray's threads may hold the loader's lock
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):
@@ -72,6 +76,8 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
         root = code_root or os.getcwd()  # Ray's working_dir, unpacked on this node, or a shared checkout
         full = dict(os.environ, PYTHONUNBUFFERED="1", TORCHINDUCTOR_CACHE_DIR=str(workdir / "inductor"),
                     TRITON_CACHE_DIR=str(workdir / "triton"), TORCH_TRACE=str(workdir / "torch_trace"))
+        for name in RAY_SETS:  # so that the worker runs as it would locally: same torch threads, same figures
+            full.pop(name, None)
         if not torch_trace:
             del full["TORCH_TRACE"]
         full["PYTHONPATH"] = os.pathsep.join(filter(None, [root, full.get("PYTHONPATH")]))
