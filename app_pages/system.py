@@ -32,7 +32,8 @@ def gpu_now(store: RunStore, slot: str) -> None:
 @st.fragment(run_every=2.0)
 def cluster_now(store: RunStore) -> None:
     """The Ray cluster's nodes, their GPUs and what each runs, refreshed every 2 s."""
-    rows = cluster.describe(store.pending(scheduler.this_process().host))
+    me = people.me()
+    rows = cluster.describe(store.pending(scheduler.this_process().host), lambda owner: queue.whose(owner, me))
     nodes = {row["ray node id"] for row in rows if row["node"] != "gone"}
     busy = sum(row["running"] != "idle" for row in rows)
     st.markdown(f"**{len(nodes)} nodes, {len(rows)} slots, {busy} running**")

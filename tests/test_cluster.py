@@ -105,7 +105,7 @@ def test_the_system_page_lists_the_nodes_their_gpus_and_what_each_runs(ray_clust
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("COMPILE_LAB_DB", str(store.path))
-    run = runs.start(LONG, store, owner="erin")
+    run = runs.start(LONG, store, owner="erin~3f9a")
     wait_until(lambda: run.status == "running", 30, "the run leaving the queue")
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
     at.switch_page("app_pages/system.py").run()
@@ -113,7 +113,7 @@ def test_the_system_page_lists_the_nodes_their_gpus_and_what_each_runs(ray_clust
     assert "Ray cluster" in [h.value for h in at.subheader]
     table = at.dataframe[0].value
     assert len(table) == 2 and set(table["GPU"]) == {"GPU"}
-    assert sorted(table["running"]) == sorted(["idle", f"{LONG.label} · erin"])
+    assert sorted(table["running"]) == sorted(["idle", f"{LONG.label} · erin"])  # named as the queue names owners
     run.cancel()
     assert run.wait(30).error_kind == "cancelled"
 
@@ -132,10 +132,12 @@ def test_cancel_and_time_out_reach_the_remote_worker_and_only_the_owner_or_instr
     rec = victim.wait(30)
     assert rec.status == "failed" and rec.error_kind == "cancelled" and rec.owner == "alice"
     wait_until(lambda: gone(pid), 10, "the remote worker gone")
+    # stopped by its task, not by Ray's forced kill 5 s later: the task's clean-up ran
+    assert not Path(victim.handle.remote["workdir"]).exists()
 
     rec = slow.wait(60)
     assert rec.error_kind == "timeout" and "12 s time limit" in rec.error["message"]
-    assert gone(slow.handle.remote["pid"])
+    assert gone(slow.handle.remote["pid"]) and not Path(slow.handle.remote["workdir"]).exists()
     assert store.pending(scheduler.this_process().host) == []  # both slots free again
 
 

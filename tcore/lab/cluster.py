@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 from tcore import protocol
 from tcore.lab import limits
@@ -154,9 +154,9 @@ def node_of(slot: str) -> Node:
     raise ClusterError(f"slot {slot}: its node is no longer in the cluster")
 
 
-def describe(pending: list) -> list[dict[str, Any]]:
+def describe(pending: list, whose: Callable[[str | None], str] = str) -> list[dict[str, Any]]:
     """One row per slot for the System page: the node, its GPU, and the run it holds now (from `pending`,
-    the store's running and queued runs)."""
+    the store's running and queued runs), with its owner as `whose` names them."""
     running = {rec.device_slot: rec for rec in pending if rec.status == "running"}
     live = nodes()
     with_gpus = any(n.gpus for n in live)
@@ -166,11 +166,11 @@ def describe(pending: list) -> list[dict[str, Any]]:
             rec = running.pop(slot, None)
             rows.append({"node": f"{node.hostname} ({node.ip})", "ray node id": node.node_id[:8],
                          "slot": slot, "GPU": (node.gpu_type or "GPU") if with_gpus else "none (CPU)",
-                         "running": f"{rec.label} · {rec.owner}" if rec else "idle",
+                         "running": f"{rec.label} · {whose(rec.owner)}" if rec else "idle",
                          "for (s)": round(time.time() - rec.started_at) if rec and rec.started_at else None})
     for slot, rec in running.items():  # its node has left: the run ends as crashed once Ray says so
         rows.append({"node": "gone", "ray node id": slot[len(SLOT_PREFIX):].split(":")[0], "slot": slot,
-                     "GPU": "?", "running": f"{rec.label} · {rec.owner}", "for (s)": None})
+                     "GPU": "?", "running": f"{rec.label} · {whose(rec.owner)}", "for (s)": None})
     return rows
 
 
@@ -254,7 +254,8 @@ class RayRunHandle:
             terminal["log_tail"] = []  # the log stayed on the node, which may be gone
         if terminal["type"] == "result":
             terminal["env"].update(self.remote, ray_slot=self.slot)  # the record names the node and GPU
-            terminal["env"].pop("pid", None)
+            for local_to_the_node in ("pid", "workdir"):
+                terminal["env"].pop(local_to_the_node, None)
         else:
             terminal["node"] = dict(self.remote, slot=self.slot)
         self.final = terminal

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
@@ -61,7 +63,7 @@ def node_facts() -> dict[str, Any]:
 
 def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, torch_trace: bool,
                 code_root: str | None = None) -> Iterator[dict[str, Any]]:
-    """The Ray generator task: yields {"type": "remote", ...node facts, pid}, then the worker's events, then
+    """The Ray generator task: yields {"type": "remote", ...node facts, pid, workdir}, then the worker's events, then
     {"type": "_files", "files": {relative path: bytes}}, then the terminal event with the log tail if it failed."""
     workdir = Path(tempfile.mkdtemp(prefix="tcore-ray-run-"))
     log_path = workdir / "worker.log"
@@ -85,11 +87,11 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
             proc = subprocess.Popen([sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=log, text=True, env=full, cwd=root,
                                     start_new_session=True, preexec_fn=_die_with_parent)
-        yield {"type": "remote", "pid": proc.pid, **node_facts()}
+        yield {"type": "remote", "pid": proc.pid, "workdir": str(workdir), **node_facts()}
         proc.stdin.write(protocol.envelope(spec, env))
         proc.stdin.close()
         terminal = None
-        for line in proc.stdout:
+        for line in _lines(proc.stdout):
             event = protocol.parse(line)
             if event["type"] in protocol.TERMINAL:
                 terminal = event  # sent last, after the files
@@ -108,6 +110,27 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
             _end_group(proc.pid)
             proc.wait()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _lines(stream) -> Iterator[str]:
+    """The stream's lines, read in a thread: Ray's cancel raises KeyboardInterrupt in this thread only between
+    bytecodes, never inside a blocking read of the worker's stdout, so this thread must wait in short steps."""
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, name="worker-events", daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if line is None:
+            return
+        yield line
 
 
 def _files(workdir: Path) -> dict[str, bytes]:
