@@ -71,3 +71,15 @@ def test_a_sweep_has_as_many_runs_in_the_queue_as_there_are_slots_and_each_end_l
     ids = [store.enqueue(exp, device="cpu", owner="o", proc=proc, timeout_s=None, sweep=(sweep_id, i))
            for i in range(2)]
     assert held() == [False, True]
+
+
+def test_a_gpu_run_for_a_cluster_is_checked_without_a_gpu_on_the_apps_machine(monkeypatch, store):
+    from tcore.lab import limits, runs
+
+    monkeypatch.setenv(cluster.ADDRESS_ENV, "auto")
+    monkeypatch.setattr(cluster, "nodes", lambda: [node("a", 1)])
+    exp = Experiment(model="resnet50", preset="tiny", batch_size=4)
+    device, _ = runs.preflight(exp)
+    assert device == "cuda"  # "auto" means the cluster's GPUs, though this machine has none
+    assert limits.device_memory_gib("cuda")[0] is None
+    limits.check(exp.replace(device="cuda"), device, None, store)  # no GPU here to compare with: no error
