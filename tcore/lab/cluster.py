@@ -220,10 +220,12 @@ class RayRunHandle:
             return
         self._stop_reason = reason
         self._ray.cancel(self._gen, force=False)
-        threading.Timer(CANCEL_GRACE_S, self._force_stop).start()
+        force = threading.Timer(CANCEL_GRACE_S, self._force_stop)
+        force.daemon = True
+        force.start()
 
     def _force_stop(self) -> None:
-        if self.final is None:
+        if self.final is None and self._ray.is_initialized():
             self._ray.cancel(self._gen, force=True)
 
     def _read(self) -> None:
