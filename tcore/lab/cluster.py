@@ -77,11 +77,7 @@ def connect():
     """Ray, connected to the configured cluster (once per process); ClusterError with the fix if it cannot be."""
     global _task
     with _connect_lock:
-        try:
-            import ray
-        except ImportError:
-            raise ClusterError(f"a Ray cluster is configured ({address()}) but Ray is not installed here: "
-                               "pip install -r requirements-cluster.txt") from None
+        ray = _import_ray(address())
         if not ray.is_initialized():
             where = address()
             ray.init(address=None if where == "local" else where, namespace=NAMESPACE, log_to_driver=False,
@@ -90,6 +86,15 @@ def connect():
             # a fresh process per run (.options() cannot set max_calls); a run is never silently repeated
             _task = ray.remote(max_calls=1, max_retries=0)(run_on_node)
         return ray
+
+
+def _import_ray(where: str | None):
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError(f"a Ray cluster is configured ({where}) but Ray is not installed here: "
+                           "pip install -r requirements-cluster.txt") from None
+    return ray
 
 
 class Node(NamedTuple):
