@@ -4,7 +4,7 @@ import time
 import streamlit as st
 
 from tcore import machine
-from tcore.lab import scheduler, sweeps
+from tcore.lab import cluster, scheduler, sweeps
 from tcore.store import RunStore
 from ui import charts, exports, instructor, people, queue, summary
 
@@ -27,6 +27,17 @@ def gpu_now(store: RunStore, slot: str) -> None:
                     f"{summary.duration(time.time() - rec.started_at)}")
     else:
         st.markdown(":gray[Idle: the next run in the queue can start here.]")
+
+
+@st.fragment(run_every=2.0)
+def cluster_now(store: RunStore) -> None:
+    """The Ray cluster's nodes, their GPUs and what each runs, refreshed every 2 s."""
+    me = people.me()
+    rows = cluster.describe(store.pending(scheduler.this_process().host), lambda owner: queue.whose(owner, me))
+    nodes = {row["ray node id"] for row in rows if row["node"] != "gone"}
+    busy = sum(row["running"] != "idle" for row in rows)
+    st.markdown(f"**{len(nodes)} nodes, {len(rows)} slots, {busy} running**")
+    st.dataframe(rows, hide_index=True, width="stretch")
 
 
 def runs_by_gpu(store: RunStore, latest: int = 500) -> dict[str, list]:
@@ -61,6 +72,12 @@ else:
     st.subheader(f"CPU: {facts['cpu']}")
     st.metric("Cores", f"{facts['cpu_count']} cores")
 st.caption(f"{facts['platform']}")
+
+if cluster.configured():
+    st.subheader("Ray cluster")
+    st.caption(f"Runs go to the Ray cluster at `{cluster.address()}`: one run per GPU (per node where there are "
+               "none), each in a fresh worker process on its node; the queue and the records stay here.")
+    cluster_now(store)
 
 cols = st.columns(4)
 cols[0].metric("torch", facts["torch"])

@@ -191,7 +191,7 @@ def check(exp: Experiment, device: str, owner: str | None, store: RunStore, limi
         return _check_queue(owner, store, limits)
     what = "weights, gradients, AdamW state and activations" if exp.task == "training" else "weights and activations"
     have_gib, device_memory = device_memory_gib(device)
-    if need_gib > have_gib:
+    if have_gib is not None and need_gib > have_gib:
         raise SpecError(f"this run needs an estimated {need_gib:.3g} GiB ({what}), more than the {have_gib:.3g} GiB "
                         f"{device_memory}; choose a smaller batch_size or preset")
     if limits.max_memory_gib is not None and need_gib > limits.max_memory_gib:
@@ -241,8 +241,12 @@ def _check_queue(owner: str | None, store: RunStore, limits: Limits) -> None:
         raise SpecError(queue_full_message(waiting, limits))
 
 
-def device_memory_gib(device: str) -> tuple[float, str]:
-    """(GiB a run may use on `device`, what that figure is, in words)."""
+def device_memory_gib(device: str) -> tuple[float | None, str]:
+    """(GiB a run may use on `device`, what that figure is, in words); None where it is not known here."""
+    from tcore.lab import cluster
+
+    if device == "cuda" and cluster.configured():  # the GPUs are the cluster's, whose memory Ray does not report
+        return None, "unknown on the cluster's GPUs: only the run's own out-of-memory guard applies"
     if device == "cpu":
         meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
         return int(meminfo["MemAvailable"].split()[0]) / 2**20, "of RAM available on this machine now"

@@ -11,12 +11,15 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import tempfile
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable
 
 from tcore.lab import artifacts
+from tcore.lab import cluster
 from tcore.lab import limits
 from tcore.lab import scheduler
 from tcore.lab import tlparse
@@ -32,7 +35,8 @@ def preflight(exp: Experiment) -> tuple[str, list[str]]:
     """Refuse, before anything runs, what this machine cannot run; return (device, notes)."""
     import torch
 
-    device = resolve_device(exp.device, torch.cuda.is_available())
+    # on a Ray cluster, "auto" and "cuda" mean the cluster's GPUs, whatever the app's machine has
+    device = resolve_device(exp.device, torch.cuda.is_available() or (cluster.configured() and cluster.has_gpus()))
     return device, check_on_device(exp, device)
 
 
@@ -93,6 +97,9 @@ class LiveRun:
             if self._cancelled:  # cancelled after the scheduler claimed it: it never starts
                 self._end(error_event("cancelled", "cancelled by the user before its worker started"))
                 return
+            if cluster.is_ray_slot(slot):
+                self._launch_on_cluster(slot)
+                return
             try:
                 # spares record a TORCH_TRACE, which torch reads at import: a run without one starts afresh
                 worker = SPARES.take(slot, env) if self.exp.torch_trace else None
@@ -105,6 +112,20 @@ class LiveRun:
                 self._end(error_event("crashed", f"the worker process could not start: {e}"))
                 return
         self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid))
+        threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
+
+    def _launch_on_cluster(self, slot: str) -> None:
+        """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.cluster); no local pid to keep."""
+        self.workdir = Path(tempfile.mkdtemp(prefix="tcore-ray-"))  # what the remote worker saved comes back here
+        try:
+            extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)
+            self.handle = cluster.RayRunHandle(self.exp, slot, self.workdir, timeout_s=self.timeout_s,
+                                               extra_env=extra)
+        except Exception as e:  # Ray refused it, or the slot's node has left: that is this run's outcome
+            self._end(error_event("crashed", f"the run could not be started on the cluster ({slot}): "
+                                             f"{type(e).__name__}: {e}"))
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            return
         threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
 
     def ended_in_queue(self) -> None:
@@ -262,7 +283,7 @@ def _spare_for_next(device: str, slot: str | None) -> None:
     GPU the profiler times kernels on the device, and idle is re-based on the timed step
     (tcore.breakdown.against_timed), so a process importing beside it does not change the figures.
     """
-    if device != "cpu" and device in _SPARE_DEVICES and slot is not None:
+    if device != "cpu" and device in _SPARE_DEVICES and slot is not None and not cluster.is_ray_slot(slot):
         threading.Thread(target=SPARES.fill, args=(slot, scheduler.slot_env(slot)), daemon=True).start()
 
 
@@ -321,7 +342,7 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     try:
         run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
                                timeout_s=timeout_s, max_queued=lab.max_queued_per_session if owner else None,
-                               sweep=sweep)
+                               sweep=sweep, sweep_width=_sweep_width(device))
     except QueueFull as e:  # a race with another tab of the same session, which check() could not see
         raise SpecError(limits.queue_full_message(e.count, lab)) from None
     run = LiveRun(exp, store, run_id=run_id, device=device, notes=notes + ([lowered] if lowered else []),
@@ -329,6 +350,12 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     _register(run)
     sched.submit(run)
     return run
+
+
+def _sweep_width(device: str) -> int:
+    """How many runs of one sweep may be in the queue at once: one per slot on a Ray cluster, so a sweep spreads
+    over its GPUs; one on this machine alone, as before."""
+    return len(scheduler.device_slots(device)) if cluster.configured() else 1
 
 
 def recover(store: RunStore) -> list[LiveRun]:

@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
+from tcore.lab import cluster
 from tcore.lab.launcher import SparePool
 from tcore.store import RunRecord, RunStore
 
@@ -95,9 +96,19 @@ def stop_worker(pid: int, started: str | None, wait_s: float = 5.0) -> bool:
     return True
 
 
-@functools.cache
 def device_slots(device: str) -> tuple[str, ...]:
-    """The slots runs of a device kind take turns in: one "cpu", or one per GPU, cuda:0, cuda:1, ..."""
+    """The slots runs of a device kind take turns in: one "cpu", or one per GPU, cuda:0, cuda:1, ...
+
+    With a Ray cluster configured (tcore.lab.cluster), the cluster's slots, whatever the device kind: one
+    per GPU of each node (one per node without GPUs), so a CPU run never shares a node's slot with another.
+    """
+    if cluster.configured():
+        return cluster.slots()
+    return _local_slots(device)
+
+
+@functools.cache
+def _local_slots(device: str) -> tuple[str, ...]:
     if device == "cpu":
         return ("cpu",)
     import torch
@@ -297,7 +308,7 @@ class Scheduler:
         busy = self.store.busy_slots(self.proc.host)
         for device in list(self.spare_devices):
             for slot in device_slots(device):
-                if slot not in busy:
+                if slot not in busy and not cluster.is_ray_slot(slot):  # spares are local processes
                     self.spares.fill(slot, slot_env(slot))
 
     def _forward_cancels(self, jobs: dict[str, Job]) -> None:

@@ -1,7 +1,8 @@
 """Sweeps: cross a few settings over one base experiment, and queue the combinations as one sweep.
 
 A sweep is a batch of queued runs that the store knows by its id (tcore.store.sweeps): the queue
-runs them one at a time, each taking its turn behind everyone else's runs, and because all of it is
+runs them one at a time (on a Ray cluster, one per slot at a time: it spreads over the GPUs), each
+taking its turn behind everyone else's runs, and because all of it is
 in the store, a sweep and its matrix survive an app restart. There is one scheduling mechanism: the
 queue (tcore.lab.scheduler).
 """

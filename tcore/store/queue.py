@@ -75,11 +75,12 @@ class Queue:
 
 
     def enqueue(self, exp, *, device: str, owner: str, proc: Proc, timeout_s: float | None,
-                max_queued: int | None = None, sweep: tuple[str, int] | None = None) -> str:
+                max_queued: int | None = None, sweep: tuple[str, int] | None = None, sweep_width: int = 1) -> str:
         """Queue a run on `device` (cpu or cuda) for `proc` to start; QueueFull if `owner` has `max_queued` waiting.
 
         The count and the insert share one transaction, so two tabs of one session cannot both slip under it.
-        sweep: (sweep id, place in it); every run of a sweep but its first is held until the one before it ends.
+        sweep: (sweep id, place in it); every run of a sweep past its first `sweep_width` is held until one
+        before it ends, so a sweep has at most that many runs in the queue at once (one per slot of a cluster).
         """
         run_id = new_id()
         with self._write() as db:
@@ -95,7 +96,8 @@ class Queue:
                 " timeout_s, host, owner_pid, owner_started, sweep_id, sweep_index, held)"
                 " VALUES (?,?,'queued',?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, now, exp.label, exp.model, exp.preset, device, exp.to_json(), owner, now, timeout_s,
-                 proc.host, proc.pid, proc.started, sweep_id, sweep_index, int(bool(sweep_index))))
+                 proc.host, proc.pid, proc.started, sweep_id, sweep_index,
+                 int(sweep_index is not None and sweep_index >= sweep_width)))
         return run_id
 
     def claim_next(self, proc: Proc, device: str, slots: list[str], run_ids: set[str]) -> tuple[str, str] | None:

@@ -1,0 +1,288 @@
+"""Runs on a Ray cluster: its GPUs become the queue's device slots, and each run a Ray task on one of them.
+
+Chosen by configuration: a Ray address in $COMPILE_LAB_RAY_ADDRESS, else `address` under [cluster] in
+compile-lab.toml: "auto" (the cluster this machine has joined), "host:6379", or "local" (start a
+one-machine cluster inside this process: the demo). Without one nothing here imports Ray, and runs
+use local worker processes (tcore.lab.launcher), as before.
+
+The store on the app's machine stays the one record of the queue, the owners, the limits and the
+results: the scheduler (tcore.lab.scheduler) claims a slot in it as it does for a local GPU, and only
+then submits the run to Ray, pinned to that slot's node (NodeAffinitySchedulingStrategy, hard) and
+asking for one GPU (one CPU on a cluster with no GPUs), so Ray never queues a run of ours behind
+another: our queue decides, Ray places. Slots: one per GPU of each live node ("ray:1a2b3c4d:gpu0"),
+or one per node on a cluster without GPUs ("ray:1a2b3c4d:cpu"); a node that leaves takes its slots
+with it, and the run it had ends as crashed with Ray's reason.
+
+The task (tcore.lab.remote.run_on_node) runs in a fresh Ray worker process (max_calls=1) that starts
+`python -m tcore.worker` there with empty Inductor and Triton cache folders, and streams its events
+back as a Ray generator: RayRunHandle turns them into what a local RunHandle gives, so the live view,
+the record and the artifacts do not know the difference. The code travels as Ray's working_dir; each
+machine needs the same Python environment (torch, the models' libraries, Ray).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple
+
+from tcore import protocol
+from tcore.lab import limits
+from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.remote import WORKDIR, run_on_node
+from tcore.spec import Experiment
+
+ADDRESS_ENV = "COMPILE_LAB_RAY_ADDRESS"
+SLOT_PREFIX = "ray:"
+NODES_FRESH_S = 2.0  # the scheduler asks for the slots every tick; the cluster's nodes are read at most this often
+CANCEL_GRACE_S = 5.0  # after a cancel, how long the task has to stop its worker before Ray kills it outright
+NAMESPACE = "compile-lab"
+# What the working_dir Ray ships to every node leaves out: only the engine and the models run there.
+SHIP_EXCLUDES = [".git", ".venv", ".ray", "static", "tests", "bench", "docs", "*.sqlite*", "__pycache__"]
+_END = {"type": "_end"}
+
+
+class ClusterError(RuntimeError):
+    """The cluster configured cannot be used; the message says what to do."""
+
+
+def address(environ: dict[str, str] | None = None, cwd: str | Path | None = None) -> str | None:
+    """The Ray address configured ($COMPILE_LAB_RAY_ADDRESS, then [cluster] address in compile-lab.toml), or None."""
+    environ = os.environ if environ is None else environ
+    if environ.get(ADDRESS_ENV, "").strip():
+        return environ[ADDRESS_ENV].strip()
+    config, path = limits._config(environ, cwd)
+    table = config.get("cluster", {})
+    unknown = sorted(set(table) - {"address"})
+    if unknown:
+        raise ClusterError(f"{path}: unknown setting(s) in [cluster]: {', '.join(unknown)}; known: address")
+    return str(table.get("address", "")).strip() or None
+
+
+def configured() -> bool:
+    return address() is not None
+
+
+def is_ray_slot(slot: str | None) -> bool:
+    return bool(slot) and slot.startswith(SLOT_PREFIX)
+
+
+_connect_lock = threading.Lock()
+_task = None  # the Ray remote function, made on connecting
+
+
+def connect():
+    """Ray, connected to the configured cluster (once per process); ClusterError with the fix if it cannot be."""
+    global _task
+    with _connect_lock:
+        ray = _import_ray(address())
+        if not ray.is_initialized():
+            where = address()
+            ray.init(address=None if where == "local" else where, namespace=NAMESPACE, log_to_driver=False,
+                     runtime_env={"working_dir": str(REPO_ROOT), "excludes": SHIP_EXCLUDES})
+        if _task is None:
+            # a fresh process per run (.options() cannot set max_calls); a run is never silently repeated
+            _task = ray.remote(max_calls=1, max_retries=0)(run_on_node)
+        return ray
+
+
+def _import_ray(where: str | None):
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError(f"a Ray cluster is configured ({where}) but Ray is not installed here: "
+                           "pip install -r requirements-cluster.txt") from None
+    return ray
+
+
+class Node(NamedTuple):
+    node_id: str
+    ip: str
+    hostname: str
+    gpus: int
+    cpus: float
+    gpu_type: str | None  # Ray's accelerator_type resource, e.g. "H100"; None where Ray saw none
+
+
+_nodes_cache: tuple[float, list[Node]] = (0.0, [])
+
+
+def nodes() -> list[Node]:
+    """The cluster's live nodes (read at most every NODES_FRESH_S)."""
+    global _nodes_cache
+    read_at, known = _nodes_cache
+    if time.monotonic() - read_at < NODES_FRESH_S:
+        return known
+    ray = connect()
+    known = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        res = n.get("Resources", {})
+        kind = next((k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:")), None)
+        known.append(Node(n["NodeID"], n.get("NodeManagerAddress", "?"), n.get("NodeManagerHostname", "?"),
+                          int(res.get("GPU", 0)), float(res.get("CPU", 0)), kind))
+    _nodes_cache = (time.monotonic(), known)
+    return known
+
+
+def _slots_of(node: Node, with_gpus: bool) -> list[str]:
+    short = node.node_id[:8]
+    if with_gpus:
+        return [f"{SLOT_PREFIX}{short}:gpu{k}" for k in range(node.gpus)]
+    return [f"{SLOT_PREFIX}{short}:cpu"] if node.cpus >= 1 else []
+
+
+def slots() -> tuple[str, ...]:
+    """The device slots: every GPU of every live node, or one per node where the cluster has no GPUs.
+
+    Interleaved across nodes (each node's first GPU, then each one's second, ...), so the queue spreads
+    runs over the machines before it doubles up on one.
+    """
+    live = nodes()
+    with_gpus = any(n.gpus for n in live)
+    per_node = [_slots_of(n, with_gpus) for n in live]
+    return tuple(s for k in range(max(map(len, per_node), default=0)) for s in (p[k] for p in per_node if k < len(p)))
+
+
+def has_gpus() -> bool:
+    return any(n.gpus for n in nodes())
+
+
+def node_of(slot: str) -> Node:
+    short = slot[len(SLOT_PREFIX):].split(":")[0]
+    for node in nodes():
+        if node.node_id.startswith(short):
+            return node
+    raise ClusterError(f"slot {slot}: its node is no longer in the cluster")
+
+
+def describe(pending: list, whose: Callable[[str | None], str] = str) -> list[dict[str, Any]]:
+    """One row per slot for the System page: the node, its GPU, and the run it holds now (from `pending`,
+    the store's running and queued runs), with its owner as `whose` names them."""
+    running = {rec.device_slot: rec for rec in pending if rec.status == "running"}
+    live = nodes()
+    with_gpus = any(n.gpus for n in live)
+    rows = []
+    for node in live:
+        for slot in _slots_of(node, with_gpus):
+            rec = running.pop(slot, None)
+            rows.append({"node": f"{node.hostname} ({node.ip})", "ray node id": node.node_id[:8],
+                         "slot": slot, "GPU": (node.gpu_type or "GPU") if with_gpus else "none (CPU)",
+                         "running": f"{rec.label} · {whose(rec.owner)}" if rec else "idle",
+                         "for (s)": round(time.time() - rec.started_at) if rec and rec.started_at else None})
+    for slot, rec in running.items():  # its node has left: the run ends as crashed once Ray says so
+        rows.append({"node": "gone", "ray node id": slot[len(SLOT_PREFIX):].split(":")[0], "slot": slot,
+                     "GPU": "?", "running": f"{rec.label} · {whose(rec.owner)}", "for (s)": None})
+    return rows
+
+
+class RayRunHandle:
+    """A run as a Ray task on one slot's node; like tcore.lab.launcher.RunHandle, iterate over it for events.
+
+    workdir: a local folder; what the remote worker saves (artifacts, traces) is brought back into it,
+    and what is in it when the run starts (compile artifacts to load) travels to the node.
+    remote: where it runs ({ray_node_id, node_ip, hostname, pid, ray_gpu_ids}) once the task has started.
+    """
+
+    pid = None  # the worker's pid is on another machine: the store keeps none (recover() must not kill a local pid)
+
+    def __init__(self, exp: Experiment, slot: str, workdir: Path, *, timeout_s: float | None = None,
+                 extra_env: dict[str, str] | None = None) -> None:
+        ray = connect()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self.exp, self.slot, self.workdir, self.timeout_s = exp, slot, workdir, timeout_s
+        self.final: dict[str, Any] | None = None
+        self.finished_at: float | None = None
+        self.remote: dict[str, Any] = {}
+        self._stop_reason: str | None = None
+        self._queue: queue.Queue = queue.Queue()
+        node = node_of(slot)
+        env = {k: v.replace(str(workdir), WORKDIR) for k, v in (extra_env or {}).items()}
+        files_in = {p.name: p.read_bytes() for p in workdir.iterdir() if p.is_file()}
+        wants = {"num_gpus": 1, "num_cpus": 0} if slot.rsplit(":", 1)[1].startswith("gpu") else {"num_cpus": 1}
+        self.started_at = time.time()
+        self._gen = _task.options(
+            **wants, scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+        ).remote(protocol.envelope(exp.to_json(), env), files_in, exp.cache == "warm", exp.torch_trace)
+        self._ray = ray
+        self._timer = None
+        if timeout_s is not None:
+            self._timer = threading.Timer(timeout_s, self._stop, args=("timeout",))
+            self._timer.daemon = True
+            self._timer.start()
+        threading.Thread(target=self._read, name=f"ray-events-{slot}", daemon=True).start()
+
+    def cancel(self) -> None:
+        self._stop("cancelled")
+
+    def _stop(self, reason: str) -> None:
+        """KeyboardInterrupt in the task, which kills its worker's process group; Ray kills it if it lingers."""
+        if self.final is not None or self._stop_reason:
+            return
+        self._stop_reason = reason
+        self._ray.cancel(self._gen, force=False)
+        force = threading.Timer(CANCEL_GRACE_S, self._force_stop)
+        force.daemon = True
+        force.start()
+
+    def _force_stop(self) -> None:
+        if self.final is None and self._ray.is_initialized():
+            self._ray.cancel(self._gen, force=True)
+
+    def _read(self) -> None:
+        terminal, failure = None, None
+        try:
+            for ref in self._gen:
+                event = self._ray.get(ref)
+                kind = event["type"]
+                if kind == "remote":
+                    self.remote = {k: v for k, v in event.items() if k != "type"}
+                elif kind == "_files":
+                    self._unpack(event["files"])
+                elif kind in protocol.TERMINAL:
+                    terminal = event
+                else:
+                    self._queue.put(event)
+        except Exception as e:  # a RayError: cancelled, its worker or node died, or the cluster went away
+            failure = e
+        if self._timer:
+            self._timer.cancel()
+        if terminal is None:
+            if self._stop_reason == "timeout":
+                terminal = protocol.error("timeout", f"stopped after the {self.timeout_s:g} s time limit")
+            elif self._stop_reason == "cancelled":
+                terminal = protocol.error("cancelled", "cancelled by the user")
+            else:
+                terminal = protocol.error("crashed", self._lost(failure))
+            terminal["log_tail"] = []  # the log stayed on the node, which may be gone
+        if terminal["type"] == "result":
+            terminal["env"].update(self.remote, ray_slot=self.slot)  # the record names the node and GPU
+            for local_to_the_node in ("pid", "workdir"):
+                terminal["env"].pop(local_to_the_node, None)
+        else:
+            terminal["node"] = dict(self.remote, slot=self.slot)
+        self.final = terminal
+        self.finished_at = time.time()
+        self._queue.put(terminal)
+        self._queue.put(_END)
+
+    def _lost(self, failure: BaseException | None) -> str:
+        where = (f"{self.remote.get('hostname')} ({self.remote.get('node_ip')}, slot {self.slot})" if self.remote
+                 else f"slot {self.slot}, before its task started")
+        why = " ".join(str(failure).split())[:600] if failure else "the task ended without a result"
+        return (f"the run's Ray task on {where} ended without a result, e.g. the node or its worker died: "
+                f"{type(failure).__name__ if failure else ''}: {why}")
+
+    def _unpack(self, files: dict[str, bytes]) -> None:
+        for name, data in files.items():
+            path = self.workdir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while (event := self._queue.get()) is not _END:
+            yield event
