@@ -144,7 +144,7 @@ class RunFigures:
     speedup_high: float | None = figure(
         "Speedup, interval high", "x", "%.2f", HIGHER, "The high end of the speedup's interval.")
     speedup_pm_pct: float | None = figure(
-        "Speedup interval", "± %", "%.1f", LOWER,
+        "Speedup interval, ±", "%", "%.1f", LOWER,
         "How far the speedup's interval reaches from it, on the wider side: the run's own error bar.")
     speedup_confidence_pct: float | None = figure(
         "Interval coverage", "%", "%.1f", None,

@@ -72,6 +72,8 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
     for k in ("speedup", "compile_s", "breakeven_steps"):
         if shown[k][1]:
             st.caption(f"{RUN_FIGURES[k].title}: n/a, {shown[k][1]}.")
+    if how := figures.speedup_words(r):
+        st.caption(how + (f" {r['timed_stop_words']}" if r.get("timed_stop_words") else ""))
     if noise:
         st.warning(noise, icon=":material/warning:")
     if why := figures.disagreement(r):

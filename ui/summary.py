@@ -178,12 +178,13 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
     """The Run page's metric tiles, two rows: speedup, compile time, break-even; then eager and compiled throughput.
 
     Each tile is st.metric's arguments. A unit longer than a letter goes in the label ("Break-even (steps)"),
-    so a value like 59391 is not clipped; the speedup's spread over the rounds is its delta, orange when noisy.
+    so a value like 59391 is not clipped; the speedup's interval is its delta, orange when noisy, and its help
+    says how the figure is made.
     """
     speedup, spread = result.get("speedup"), speedup_range(result)
     top = [{"label": "Speedup", "value": figures.text(result, "speedup", reason=False), "delta": spread,
             "delta_color": "orange" if figures.noise_reasons(result) else "off", "delta_arrow": "off",
-            "help": figures.RUN_FIGURES["speedup"].means}]
+            "help": figures.speedup_words(result) or figures.RUN_FIGURES["speedup"].means}]
     for name in ("compile_s", "breakeven_steps"):
         fig = figures.RUN_FIGURES[name]
         short = len(fig.unit) <= 1
@@ -197,7 +198,11 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
 
 
 def speedup_range(result: dict) -> str | None:
-    """'rounds: 1.21–1.87 x': the speedup's spread across the timed rounds, shown under the headline."""
+    """'97%: 1.33–1.44 x': the paired speedup's interval, shown under the headline; a run without one (a single
+    round) shows its rounds' range."""
+    lo, hi, cover = result.get("speedup_low"), result.get("speedup_high"), result.get("speedup_confidence_pct")
+    if lo is not None and hi is not None and cover is not None:
+        return f"{cover:.0f}%: {lo:.2f}–{hi:.2f} x"
     lo, hi = result.get("speedup_min"), result.get("speedup_max")
     return None if lo is None or hi is None else f"rounds: {lo:.2f}–{hi:.2f} x"
 
