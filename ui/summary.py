@@ -15,9 +15,9 @@ from tcore.lab.artifacts import compile_key
 from tcore.spec import Experiment, same_compile, settings
 
 # The figures in the Compare page's run table and in a sweep's matrix, as stored columns (tcore.figures).
-RUN_TABLE_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
+RUN_TABLE_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
                      "eager_energy_j_per_step", "compiled_energy_j_per_step", "compiled_peak_pct", "compiled_idle_ms"]
-SWEEP_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
+SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
 # The run table: (column of RunStore.dataframe(), title with unit).
 RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
                *[(c, figures.column_label(c)) for c in RUN_TABLE_FIGURES], ("error_kind", "Error"), ("id", "Run id")]
@@ -278,15 +278,18 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     if done.empty:
         return None
     best = done.loc[done.speedup.idxmax()]
-    ranged = pd.notna(best.get("speedup_min")) and pd.notna(best.get("speedup_max"))
-    spread = f" (rounds {best.speedup_min:.2f}–{best.speedup_max:.2f}x)" if ranged else ""
+    # The paired interval where the runs have one; older matrices and records without it, the rounds' range.
+    paired = pd.notna(best.get("speedup_low")) and pd.notna(best.get("speedup_high"))
+    low, high, what = ("speedup_low", "speedup_high", "interval") if paired else ("speedup_min", "speedup_max", "rounds")
+    ranged = pd.notna(best.get(low)) and pd.notna(best.get(high))
+    spread = f" ({what} {best[low]:.2f}–{best[high]:.2f}x)" if ranged else ""
     text = f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of compiling."
-    # Another setting whose best round reaches this one's worst round is not told apart by these runs.
-    rivals = done[(done.setting != best.setting) & (done.speedup_max >= best.speedup_min)] if ranged else done[:0]
+    # Another setting whose interval reaches this one's is not told apart by these runs.
+    rivals = done[(done.setting != best.setting) & (done[high] >= best[low])] if ranged else done[:0]
     if not rivals.empty:
         names = ", ".join(f"**{s}**" for s in rivals.setting)
-        text += (f" Within its spread: {names}; the rounds overlap, so these runs do not tell them apart: "
-                 "time them for longer before picking one.")
+        text += (f" These runs **cannot tell it apart** from {names}: their {'intervals' if paired else 'rounds'} "
+                 "overlap. Time them for longer before picking one.")
     paying = done.dropna(subset=["breakeven_steps"])
     if not paying.empty:
         soon = paying.loc[paying.breakeven_steps.idxmin()]
