@@ -96,6 +96,10 @@ class VariantFigures:
         "Timed steps that took over 3 times the median step: a recompile, a stall, or a busy machine.")
     slow_time_pct: float | None = figure(
         "Time in slow steps", "%", "%.0f", LOWER, "The share of the timed time that the slow steps took.")
+    gpu_busy_pct: float | None = figure(
+        "GPU busy while timed", "%", "%.0f", None,
+        "NVML's utilization (the share of time a kernel ran) read after each timed block, median: well under 100% "
+        "means the GPU waits on the host (launch-bound).")
     peak_mem_gib: float | None = figure(
         "Peak memory", "GiB", "%.3f", LOWER, "The most memory held during the timed blocks.")
     power_w: float | None = figure(
@@ -208,7 +212,7 @@ class RunFigures:
 SUMMARY_RUN = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "paired_rounds", "speedup_of_medians",
                "speedup_min", "speedup_max", "speedup_p50", "compile_s", "breakeven_steps", "graph_count",
                "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores", "gpu_processes")
-SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
+SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "gpu_busy_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
                    "slow_time_pct", "block_s", "peak_mem_gib",
                    "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "peak_pct",
                    "weights_bw_pct", "kernels_per_step", "profiled_step_ms", *(f"{k}_ms" for k in CATEGORIES))

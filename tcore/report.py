@@ -34,6 +34,8 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
         lines.append(f"recompile {r['compile_id']} ({r['frame']}): {r['reason']}")
     if how := speedup_words(result):
         lines.append(f"speedup: {how}")
+    if bound := advice.launch_bound(result, device):
+        lines.append(f"launch-bound: {bound.replace('**Launch-bound**: ', '')}")
     if result.get("timed_stop_words"):
         lines.append(f"timing: {result['timed_stop_words']}")
     for note in result.get("notes", []):

@@ -162,6 +162,7 @@ class Measurement:
         self.blocks: dict[str, list[figures.Block]] = {}  # variant -> its timed blocks
         self.peak_gib: dict[str, float] = {}  # variant -> peak memory over its timed blocks
         self.weight_bytes: int | None = None  # the weights and buffers, as the run holds them
+        self.busy_pct: dict[str, float] = {}  # variant -> NVML's utilization after its timed blocks (median)
 
     def phase(self, name: str) -> None:
         self.emit({"type": "phase", "phase": name})
@@ -308,7 +309,7 @@ class Measurement:
         target_s = round_seconds(exp)
         step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
         self.blocks = {name: [] for name, *_ in variants}
-        load, sharing, ratios, why = CpuLoad(), [], [], None
+        load, sharing, ratios, why, busy = CpuLoad(), [], [], None, {}
         while why is None:
             done = len(self.blocks["eager"])
             for name, step, inputs in variants if done % 2 == 0 else variants[::-1]:
@@ -319,6 +320,7 @@ class Measurement:
                 with eager() if name == "eager" else nullcontext():
                     block = time_block(lambda: step(next(cycle)), n, self.device, self.meter)
                 self.blocks[name].append(block)
+                busy.setdefault(name, []).append(self.meter.utilization_pct())
                 # The next block is sized from the median step so far: a stall does not shrink it.
                 step_s[name] = statistics.median(s for b in self.blocks[name] for s in b.step_s)
                 self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
@@ -337,6 +339,8 @@ class Measurement:
         self.result.run.busy_cores = load.other_cores()
         seen = [n for n in sharing if n is not None]
         self.result.run.gpu_processes = max(seen) if seen else None
+        self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
+                         if (read := [u for u in values if u is not None])}
         self.result.details.update(block_target_s=None if exp.timed_steps is not None else target_s,
                                    timed_stop=why, timed_stop_words=stop_words(exp, why, ratios, spent),
                                    blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks]
@@ -364,6 +368,9 @@ class Measurement:
                                                   self.weight_bytes, exp.task == "inference")
             for key, value in shares.items():
                 setattr(summary, key, value)
+            summary.gpu_busy_pct = self.busy_pct.get(name)
+            if summary.gpu_busy_pct is None:
+                result.unavailable[f"{name}_gpu_busy_pct"] = "no GPU utilization reading (NVML) on this device"
             result.unavailable.update({f"{name}_{key}": why for key, why in missing.items()})
             setattr(result, name, summary)
             result.details.setdefault("slow_steps", {})[name] = figures.slow_step_places(blocks)
