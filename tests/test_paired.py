@@ -117,6 +117,8 @@ def test_the_worker_stops_when_settled_or_when_another_round_would_pass_timed_s(
     assert "stayed at ± " in stop_words(exp, "budget", wide, 2.0)
     short = Experiment(model="captioner", timed_s=0.6, rounds=6, round_s=0.2)
     assert round_seconds(short) == pytest.approx(0.1)  # the fewest rounds still fit the timed seconds
+    few = Experiment(model="captioner", timed_s=2.0, rounds=3, round_s=0.2)
+    assert stop_timing(few, 3, steady[:3], 0.6, 0.2) is None  # 3 rounds reach only 75%: not settled before 6
     fixed = Experiment(model="captioner", timed_steps=12, rounds=6)
     assert stop_timing(fixed, 6, wide, 9.0, 9.0) == "steps" and stop_timing(fixed, 5, wide, 9.0, 9.0) is None
 

@@ -23,7 +23,7 @@ def base_experiment(model: str, **changes) -> Experiment:
     dev = knobs.target_device("auto")
     cpu = dev == "cpu"
     defaults = practical_defaults(model, dev, changes.get("task", "inference"))
-    return Experiment(model=model, **{**defaults, "timed_s": 2.0 if cpu else 4.0, "rounds": 3 if cpu else 5, **changes})
+    return Experiment(model=model, **{**defaults, "timed_s": 2.0 if cpu else 4.0, **changes})
 
 
 def _pick(key: str, options: list[str], preferred: str | None) -> None:

@@ -127,7 +127,7 @@ def stop_timing(exp: Experiment, done: int, ratios: list[float], spent_s: float,
         return "steps" if done >= exp.rounds else None
     if done < exp.rounds:
         return None
-    if ratios and paired.settled(ratios, exp.target_pct, exp.rounds):
+    if ratios and paired.settled(ratios, exp.target_pct, max(exp.rounds, paired.MIN_ROUNDS)):
         return "settled"
     if spent_s + block_s > exp.timed_s * 1.05 or done >= most_rounds(exp) * 4:
         return "budget"
