@@ -43,6 +43,7 @@ def test_the_strategies_get_a_verdict_and_a_word_when_throughput_orders_them_oth
     assert "By compiled samples/s alone the order differs (mark_dynamic > dynamic=False > buckets)" in text
     assert "eager read 1,000–1,100 samples/s across them" in text
     assert verdicts.ranking_verdict([("a", {"speedup": None})]) is None
+    assert verdicts.ranking_verdict(items[:1]) is None  # one run is not a ranking
 
 
 def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_shows_them():

@@ -59,7 +59,7 @@ def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "set
     """The fastest of several runs by paired speedup, those it cannot be told apart from, and a note when compiled
     throughput orders them otherwise (each speedup divides by its own run's eager, which moved between runs)."""
     done = [(n, r) for n, r in named if r.get("speedup") is not None]
-    if not done:
+    if len(done) < 2:  # one run is not a ranking; its own page says how sure its figure is
         return None
     ranked = sorted(done, key=lambda nr: nr[1]["speedup"], reverse=True)
     best_name, best = ranked[0]
