@@ -114,6 +114,7 @@ def test_the_worker_stops_when_settled_or_when_another_round_would_pass_timed_s(
     wide = [1.2, 1.6, 1.3, 1.5, 1.1, 1.7]
     assert stop_timing(exp, 6, wide, 1.2, 0.2) is None
     assert stop_timing(exp, 9, wide + [1.4] * 3, 1.95, 0.2) == "budget"  # a tenth round would pass 2 s
+    assert stop_timing(exp, 3, wide[:3], 1.8, 0.6) == "budget"  # stalled blocks: timed_s holds before 6 rounds
     assert "stayed at ± " in stop_words(exp, "budget", wide, 2.0)
     short = Experiment(model="captioner", timed_s=0.6, rounds=6, round_s=0.2)
     assert round_seconds(short) == pytest.approx(0.1)  # the fewest rounds still fit the timed seconds

@@ -125,12 +125,14 @@ def stop_timing(exp: Experiment, done: int, ratios: list[float], spent_s: float,
     """
     if exp.timed_steps is not None:
         return "steps" if done >= exp.rounds else None
+    # timed_s is the most a variant may take, even before the fewest rounds: on a machine so busy that blocks
+    # run long, the run stops with fewer rounds and a wider interval, which says so, rather than overrun.
+    if spent_s + block_s > exp.timed_s * 1.05 or done >= most_rounds(exp) * 4:
+        return "budget"
     if done < exp.rounds:
         return None
     if ratios and paired.settled(ratios, exp.target_pct, max(exp.rounds, paired.MIN_ROUNDS)):
         return "settled"
-    if spent_s + block_s > exp.timed_s * 1.05 or done >= most_rounds(exp) * 4:
-        return "budget"
     return None
 
 
