@@ -309,6 +309,9 @@ class Measurement:
         if compiled_step is not None:
             variants.append(("compiled", compiled_step, w.compiled_batches))
         target_s = round_seconds(exp)
+        # A block stops launching past 3 rounds' time: on a machine that slows many-fold mid-block, sizing from
+        # the steps before cannot hold it to its time (seen: 66 steps sized for 0.2 s took 37 s on a loaded CPU).
+        deadline = None if exp.timed_steps is not None else 3 * target_s
         step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
         self.blocks = {name: [] for name, *_ in variants}
         load, sharing, ratios, why, busy = CpuLoad(), [], [], None, {}
@@ -320,7 +323,7 @@ class Measurement:
                 cycle = itertools.cycle(inputs)
                 n = steps_per_block(exp, step_s[name], multiple)
                 with eager() if name == "eager" else nullcontext():
-                    block = time_block(lambda: step(next(cycle)), n, self.device, self.meter)
+                    block = time_block(lambda: step(next(cycle)), n, self.device, self.meter, deadline)
                 self.blocks[name].append(block)
                 busy.setdefault(name, []).append(self.meter.utilization_pct())
                 # The next block is sized from the median step so far: a stall does not shrink it.
