@@ -90,3 +90,30 @@ def test_diagnose_backend_picker_opens_at_the_backend_of_the_runs_it_shows(tmp_p
     assert not at.exception
     assert at.selectbox(key="diag_break_backend").value == "aot_eager"  # as the charts below it
     assert "cannot tell the two apart" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_runs_page_shows_the_paired_headline_its_interval_and_a_launch_bound_word(tmp_path, monkeypatch):
+    from tcore.store import RunStore
+    from tests.helpers import gpu_like_result, insert_run
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    db = RunStore()
+    r = gpu_like_result(samples_per_s=4700.0, speedup=1.38, compile_s=9.8, batch=32)
+    r.update(run(1.38, 1.34, 1.43), speedup_confidence_pct=97.9, paired_rounds=14, speedup_of_medians=1.71,
+             compiled_gpu_busy_pct=48.0, compiled_spread_pct=38.0,
+             timed_stop_words="Timing used its 4 s per variant over 14 rounds; the speedup's interval stayed at ± 3.6% "
+                              "against the ± 3% target.")
+    run_id = insert_run(db, Experiment(model="captioner", device="cuda", preset="small", batch_size=32,
+                                       precision="bf16"))
+    db.finish(run_id, result=r, env={"device": "cuda"})
+    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at.switch_page("app_pages/compare.py").run()
+    at.selectbox(key="compare_detail").set_value(run_id).run()
+    assert not at.exception
+    speedup = next(m for m in at.metric if m.label == "Speedup")
+    assert speedup.value == "1.38 x" and speedup.proto.delta == "98%: 1.34–1.43 x"
+    captions = " ".join(str(c.value) for c in at.caption)
+    assert "the median of 14 paired rounds' ratios" in captions and "unpaired, reads 1.71x" in captions
+    assert "stayed at ± 3.6%" in captions
+    info = " ".join(str(i.value) for i in at.info)
+    assert "**Launch-bound**" in info and "NVML saw it busy 48%" in info and "mode=reduce-overhead" in info
