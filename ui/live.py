@@ -121,10 +121,11 @@ def sweep_settings(sweep: sweeps.SweepRecord) -> str:
     if not sweep.runs:
         return "no runs"
     spec = sweep.runs[0].spec
-    timed = f"{spec['timed_steps']} steps" if spec.get("timed_steps") else f"{spec.get('timed_s')} s"
+    timed = (f"{spec['timed_steps']} steps per variant in {spec.get('rounds')} rounds" if spec.get("timed_steps") else
+             f"at most {spec.get('timed_s')} s per variant in {spec.get('rounds')} rounds or more")
     backend = {r.spec.get("backend") for r in sweep.runs if r.spec.get("compile") != "off"}
     return (f"{spec.get('precision')} {spec.get('task')}, batch {spec.get('batch_size')}, backend "
-            f"{', '.join(sorted(backend)) or 'none'}, {timed} per variant in {spec.get('rounds')} rounds")
+            f"{', '.join(sorted(backend)) or 'none'}, {timed}")
 
 
 def sweep_cells(sweep: sweeps.SweepRecord) -> list:
