@@ -49,8 +49,11 @@ class Paired:
 
 
 def round_ratios(eager: Iterable[Sequence[float]], compiled: Iterable[Sequence[float]]) -> list[float]:
-    """Compiled over eager throughput per round, from blocks as stored: [steps, wall_s] each."""
-    return [(c[0] / c[1]) / (e[0] / e[1]) for e, c in zip(eager, compiled)]
+    """Compiled over eager throughput per round, from blocks as stored: [steps, wall_s] each. A round with a
+    block stored as 0 s (older records rounded walls to 0.1 ms, so one very short step could read 0) has no
+    ratio to give and is left out."""
+    return [(c[0] / c[1]) / (e[0] / e[1]) for e, c in zip(eager, compiled) if e[1] > 0 and c[1] > 0 and e[0] > 0
+            and c[0] > 0]
 
 
 def _binom_cdf_half(n: int, k: int) -> float:
@@ -100,7 +103,8 @@ def from_record(result: Mapping[str, Any]) -> Paired | None:
     blocks = result.get("blocks") or {}
     if not blocks.get("eager") or not blocks.get("compiled"):
         return None
-    return estimate(round_ratios(blocks["eager"], blocks["compiled"]))
+    ratios = round_ratios(blocks["eager"], blocks["compiled"])
+    return estimate(ratios) if ratios else None
 
 
 def apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:

@@ -138,8 +138,11 @@ def test_an_old_record_opens_with_the_paired_speedup_recomputed_from_its_blocks(
     assert rec.result["speedup_low"] == pytest.approx(expected.low) and rec.result["paired_rounds"] == 5
     assert "recomputed" in figures.speedup_words(rec.result)
     assert store.dataframe().loc[0, "speedup"] == pytest.approx(expected.speedup)
-    # A record without blocks (an eager-only run, or a hand-made one) opens as it was stored.
+    # A record without blocks (an eager-only run, or a hand-made one) opens as it was stored, and so does one whose
+    # only round was stored as 0 s (walls were rounded to 0.1 ms).
     assert figures.upgrade_result({"speedup": 1.7}) == {"speedup": 1.7}
+    zero = {"speedup": 2.0, "variants": ["eager", "compiled"], "blocks": {"eager": [[1, 0.0001]], "compiled": [[1, 0.0]]}}
+    assert figures.upgrade_result(zero) == zero
 
 
 def test_noisy_is_the_intervals_width_not_a_variants_spread():
