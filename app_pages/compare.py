@@ -4,7 +4,7 @@ import streamlit as st
 
 from tcore.lab import runs
 from tcore.store import RunStore
-from ui import charts, diagnose_charts, exports, people, results, summary
+from ui import charts, diagnose_charts, exports, people, results, summary, verdicts
 
 SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
@@ -41,7 +41,7 @@ if "compare_runs" not in st.session_state:
 st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i in names]
 chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get)
 picked = finished[finished.id.isin(chosen)]
-figs = {}
+figs, verdict = {}, None
 if picked.empty:
     st.info("Choose finished runs above to compare them.")
 else:
@@ -57,6 +57,9 @@ else:
         "compare_breakdown": charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
         "compare_cold_warm": diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)),
     }
+    verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run")
+    if verdict:
+        st.markdown(verdict)
     left, right = st.columns(2)
     for where, name in ((left, "compare_compile"), (right, "compare_throughput"), (left, "compare_energy"),
                         (right, "compare_scatter")):
@@ -76,7 +79,8 @@ down[2].download_button(
     "Download this comparison (HTML)", key="compare_html", disabled=picked.empty, file_name="compile-lab-comparison.html",
     mime="text/html", icon=":material/download:", on_click="ignore",
     data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} run{'s' * (len(picked) != 1)} compared", summary.run_table(picked),
-                                      list(figs.values()), notes=[SCATTER_WORDS, COLD_WARM_WORDS])),
+                                      list(figs.values()),
+                                      notes=[n.replace("**", "") for n in (verdict, SCATTER_WORDS, COLD_WARM_WORDS) if n])),
     help="The chosen runs' charts (interactive) and table in one HTML file that opens in any browser, offline.")
 
 labels = dict(zip(view.id, view.label + " · " + view.id.str[-6:] + " (" + view.status + ")"))

@@ -15,6 +15,7 @@ from tcore.spec import Experiment, SpecError
 
 # Thresholds, as shares of a profiled step: below these the evidence is too thin to act on.
 IDLE_SHARE = 0.20        # the GPU waits on Python and launches for this much of a compiled step
+BUSY_PCT = 70.0          # ... or NVML saw the GPU busy for less than this share of the timed time
 COPY_SHARE = 0.10        # copies and dtype or layout conversions
 OPTIMIZER_SHARE = 0.15   # the optimizer step, in training
 MATMUL_SHARE = 0.30      # matmuls and convolutions, for the precision rule
@@ -60,12 +61,15 @@ def suggest(spec: dict[str, Any], result: dict[str, Any], device: str | None, *,
         found.append(_slower(exp, result, speedup))
 
     idle = _share(result, timed, "idle")
-    if gpu and idle and idle[2] >= IDLE_SHARE and exp.mode not in CUDAGRAPH_MODES and exp.backend == "inductor":
+    bound = launch_bound(result, device)
+    if gpu and (bound or idle and idle[2] >= IDLE_SHARE) and exp.mode not in CUDAGRAPH_MODES \
+            and exp.backend == "inductor":
         changes = {"mode": "reduce-overhead"} if exp.compiles else {"compile": "whole", "mode": "reduce-overhead"}
         found.append(Suggestion(
             "idle", "Try mode=reduce-overhead (CUDA graphs)",
-            f"The GPU sat idle {idle[0]:.2f} of {idle[1]:.2f} ms of each {timed} step ({idle[2]:.0%}): waiting "
-            "for Python and kernel launches, which a CUDA graph replays with one launch.", changes, idle[2]))
+            f"{bound or ''}{' ' if bound else ''}A CUDA graph replays the whole step with one launch, which "
+            "removes exactly this wait: the step no longer follows the host CPU.", changes,
+            max(idle[2] if idle else 0.0, 0.6 if bound else 0.0)))
 
     entry = sample_models.get(exp.model)
     copies = _share(result, "eager", "copy")
@@ -150,6 +154,27 @@ def suggest(spec: dict[str, Any], result: dict[str, Any], device: str | None, *,
                 f"bf16 faster still.{share}", {"precision": "tf32"}, matmul[2] if matmul else 0.3))
 
     return _runnable(exp, found)[:most]
+
+
+def launch_bound(result: dict, device: str | None) -> str | None:
+    """When a GPU run is launch-bound, by its own evidence (the profiled step's idle share, NVML's busy share while
+    timing), the sentence that says so and what follows from it; None otherwise."""
+    if device != "cuda":
+        return None
+    variant = "compiled" if "compiled" in result.get("variants", ()) else "eager"
+    idle, busy = _share(result, variant, "idle"), result.get(f"{variant}_gpu_busy_pct")
+    evidence = []
+    if idle and idle[2] >= IDLE_SHARE:
+        evidence.append(f"the GPU sat idle {idle[0]:.2f} of {idle[1]:.2f} ms of each {variant} step ({idle[2]:.0%})")
+    if busy is not None and busy < BUSY_PCT:
+        evidence.append(f"NVML saw it busy {busy:.0f}% of the timed time")
+    if not evidence:
+        return None
+    moved = result.get(f"{variant}_spread_pct")
+    rounds = f" (its {variant} rounds moved by {moved:.0f}%)" if moved is not None else ""
+    return (f"**Launch-bound**: {' and '.join(evidence)}, waiting for Python and kernel launches. So its speed "
+            f"follows the host CPU, whose clock drifts over seconds: that is why its rounds move{rounds}, eager and "
+            "compiled alike; the paired speedup cancels it round by round.")
 
 
 def _slower(exp: Experiment, result: dict, speedup: float) -> Suggestion:

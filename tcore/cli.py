@@ -133,7 +133,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
         res = r.result
-        figures = (f"speedup {res['speedup']:.2f}x, compile {res['compile_s']:.1f} s"
+        interval = (f" ({res['speedup_low']:.2f}-{res['speedup_high']:.2f})" if res.get("speedup_low") is not None
+                    else "")
+        figures = (f"speedup {res['speedup']:.2f}x{interval}, compile {res['compile_s']:.1f} s"
                    if res.get("speedup") is not None else (r.error_kind or r.status))
         print(f"{r.id}  {when}  {r.status:8}  {r.label}  [{figures}]")
     return 0

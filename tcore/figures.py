@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from tcore import paired
 from tcore.breakdown import CATEGORIES
 
 VARIANTS = ("eager", "compiled")
@@ -95,6 +96,10 @@ class VariantFigures:
         "Timed steps that took over 3 times the median step: a recompile, a stall, or a busy machine.")
     slow_time_pct: float | None = figure(
         "Time in slow steps", "%", "%.0f", LOWER, "The share of the timed time that the slow steps took.")
+    gpu_busy_pct: float | None = figure(
+        "GPU busy while timed", "%", "%.0f", None,
+        "NVML's utilization (the share of time a kernel ran) read after each timed block, median: well under 100% "
+        "means the GPU waits on the host (launch-bound).")
     peak_mem_gib: float | None = figure(
         "Peak memory", "GiB", "%.3f", LOWER, "The most memory held during the timed blocks.")
     power_w: float | None = figure(
@@ -133,7 +138,27 @@ class RunFigures:
     """What the run measured as a whole."""
 
     speedup: float | None = figure(
-        "Speedup", "x", "%.2f", HIGHER, "Compiled throughput divided by eager throughput (medians of the rounds).")
+        "Speedup", "x", "%.2f", HIGHER,
+        "The median over the timed rounds of compiled throughput divided by eager throughput within the round: "
+        "each round times both back to back (order alternating), so drift in the machine's speed cancels.")
+    speedup_low: float | None = figure(
+        "Speedup, interval low", "x", "%.2f", HIGHER,
+        "The low end of the speedup's interval: an order statistic of the rounds' ratios (95% for 6 rounds or "
+        "more, whatever their distribution).")
+    speedup_high: float | None = figure(
+        "Speedup, interval high", "x", "%.2f", HIGHER, "The high end of the speedup's interval.")
+    speedup_pm_pct: float | None = figure(
+        "Speedup interval, ±", "%", "%.1f", LOWER,
+        "How far the speedup's interval reaches from it, on the wider side: the run's own error bar.")
+    speedup_confidence_pct: float | None = figure(
+        "Interval coverage", "%", "%.1f", None,
+        "How sure the interval is to hold the median ratio: 95% or more from 6 rounds; fewer rounds reach less.")
+    paired_rounds: int | None = figure(
+        "Paired rounds", "rounds", "%d", None, "Rounds timed, each an eager and a compiled block back to back.")
+    speedup_of_medians: float | None = figure(
+        "Speedup of median throughputs", "x", "%.2f", HIGHER,
+        "Compiled's median throughput over eager's, the rounds unpaired: the headline before paired rounds; "
+        "drift between rounds moves it, since the two medians can come from different rounds.")
     compile_s: float | None = figure(
         "Compile time", "s", "%.1f", LOWER, "The first compiled call minus one eager step: what compiling cost.")
     speedup_min: float | None = figure(
@@ -184,9 +209,10 @@ class RunFigures:
 
 
 # What a summary of a run shows, in this order: the command line's table, the Run page's "All figures".
-SUMMARY_RUN = ("speedup", "speedup_min", "speedup_max", "speedup_p50", "compile_s", "breakeven_steps", "graph_count",
+SUMMARY_RUN = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "paired_rounds", "speedup_of_medians",
+               "speedup_min", "speedup_max", "speedup_p50", "compile_s", "breakeven_steps", "graph_count",
                "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores", "gpu_processes")
-SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
+SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "gpu_busy_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
                    "slow_time_pct", "block_s", "peak_mem_gib",
                    "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "peak_pct",
                    "weights_bw_pct", "kernels_per_step", "profiled_step_ms", *(f"{k}_ms" for k in CATEGORIES))
@@ -385,12 +411,67 @@ def slow_step_places(blocks: list[Block], limit: int = 12) -> list[dict[str, Any
             if s > median_s * SLOW_STEP_FACTOR][:limit]
 
 
+def paired_figures(estimate: paired.Paired) -> dict[str, Any]:
+    """The run figures of a paired estimate, as stored columns."""
+    return {"speedup": estimate.speedup, "speedup_low": estimate.low, "speedup_high": estimate.high,
+            "speedup_pm_pct": estimate.half_width_pct, "paired_rounds": estimate.rounds,
+            "speedup_confidence_pct": None if estimate.confidence is None else 100 * estimate.confidence}
+
+
+def upgrade_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result in today's figures: one stored before paired rounds had the ratio of median throughputs
+    as its speedup; it keeps that as speedup_of_medians and gets the paired speedup from its stored blocks."""
+    if "speedup_low" in result or result.get("speedup") is None:
+        return result
+    estimate = paired.from_record(result)
+    if estimate is None:
+        return result
+    result = dict(result)
+    result["speedup_of_medians"] = result["speedup"]
+    result.update(paired_figures(estimate))
+    result["speedup_recomputed"] = True  # said beside the figure: the run predates paired headlines
+    return result
+
+
+def speedup_words(result: Mapping[str, Any]) -> str | None:
+    """How the headline speedup was made, in a sentence: 'The median of 12 paired rounds ...'."""
+    if result.get("speedup") is None:
+        return None
+    n, low, high = result.get("paired_rounds"), result.get("speedup_low"), result.get("speedup_high")
+    if n is None:
+        return f"Speedup {result['speedup']:.2f}x: compiled throughput over eager (medians of the rounds)."
+    words = (f"Speedup {result['speedup']:.2f}x: the median of {n} paired round{'s' if n != 1 else ''}' ratios "
+             "(each round times eager and compiled back to back, so drift in the machine's speed cancels)")
+    if low is not None:
+        cover = result.get("speedup_confidence_pct")
+        words += (f"; {cover:.0f}% interval {low:.2f}–{high:.2f}x (± {result['speedup_pm_pct']:.1f}%), "
+                  "from the rounds' order statistics")
+    else:
+        words += "; one round gives no interval"
+    medians = result.get("speedup_of_medians")
+    if medians is not None and abs(medians / result["speedup"] - 1) > 0.02:
+        words += f". The ratio of the two median throughputs, unpaired, reads {medians:.2f}x"
+    if result.get("speedup_recomputed"):
+        words += " (recomputed from this older run's stored rounds)"
+    return words + "."
+
+
 def noise_reasons(result: Mapping[str, Any]) -> list[str]:
-    """Why a run's headline should not be read as solid, in sentences; empty when nothing says so."""
+    """Why a run's headline should not be read as solid, in sentences; empty when nothing says so.
+
+    A run with a paired interval is judged by its width: a variant's rounds may move together with the
+    machine (a launch-bound model follows the host CPU) while their ratio holds still. Without one (an
+    eager-only run, a single round) the rounds' spread speaks.
+    """
     reasons = []
+    width = result.get("speedup_pm_pct")
+    if width is not None and width > paired.WIDE_PCT:
+        reasons.append(f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–"
+                       f"{result['speedup_high']:.2f}x (± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over "
+                       f"{result.get('paired_rounds')} paired rounds")
     for v in result.get("variants") or ["eager"]:
         spread = result.get(f"{v}_spread_pct")
-        if spread is not None and spread > NOISY_SPREAD_PCT:
+        if width is None and spread is not None and spread > NOISY_SPREAD_PCT:
             reasons.append(f"the {v} rounds disagree by {spread:.0f}% ({result[f'{v}_steps_per_s_min']:.3g} to "
                            f"{result[f'{v}_steps_per_s_max']:.3g} steps/s)")
         slow_pct = result.get(f"{v}_slow_time_pct")
@@ -404,6 +485,11 @@ def noise_reasons(result: Mapping[str, Any]) -> list[str]:
     if sharing is not None and sharing > 1:
         reasons.append(f"{sharing - 1} other process(es) computed on this GPU while it was timed")
     return reasons
+
+
+def told_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
+    """Whether two runs' speedups differ beyond their intervals; None when either run has no interval."""
+    return paired.apart(a, b)
 
 
 def disagreement(result: Mapping[str, Any]) -> str | None:

@@ -10,8 +10,9 @@ Every event has a "type":
   power     {samples: [[t_s, watts, phase, util_pct], ...]}
   note      {text}                                 something the user should know (a knob that does nothing here)
   figure    {name, value, ...}                     a figure known before the result: compile_s (final, once
-                                                   compiled), speedup_so_far {rounds, of} (median eager step
-                                                   over median compiled step after each round; provisional)
+                                                   compiled), speedup_so_far {rounds, of, low, high,
+                                                   pm_pct} (the paired estimate after each round, of at
+                                                   most `of`; provisional)
   code      {sources: [str, ...]}                  the source Inductor generated, one per graph
   result    {result, env}                          the run finished; the last event of a good run
   error     {kind, message, traceback?, log_tail?} the run failed; the last event of a failed run

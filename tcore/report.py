@@ -5,7 +5,7 @@ from typing import Any
 
 from tcore import advice, breakdown
 from tcore.figures import (RUN_FIGURES, SUMMARY_RUN, SUMMARY_VARIANT, VARIANT_FIGURES, disagreement, noise_reasons,
-                           text)
+                           speedup_words, text)
 
 
 def variant_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -32,6 +32,12 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
         lines.append(f"graph break x{b['count']}: {b['reason']}")
     for r in result.get("recompiles", []):
         lines.append(f"recompile {r['compile_id']} ({r['frame']}): {r['reason']}")
+    if how := speedup_words(result):
+        lines.append(f"speedup: {how}")
+    if bound := advice.launch_bound(result, device):
+        lines.append(f"launch-bound: {bound.replace('**Launch-bound**: ', '')}")
+    if result.get("timed_stop_words"):
+        lines.append(f"timing: {result['timed_stop_words']}")
     for note in result.get("notes", []):
         lines.append(f"note: {note}")
     for reason in noise_reasons(result):

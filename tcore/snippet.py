@@ -7,7 +7,10 @@ sample model, so it runs as it is from the lab's folder; the comments say which 
 another model. tests/test_snippet.py runs it on the CPU and checks that Dynamo hands Inductor the same
 graphs, with the same inputs and options, as the run's own code path (tcore.worker).
 
-Timing is left out on purpose: how to time honestly is what the run's figures are for.
+It ends by timing eager against compiled the way the lab does (_timing_lines): synchronized, warmed up,
+paired rounds of an eager and a compiled block back to back in alternating order, until the speedup's
+interval is within ±3% or a few seconds are spent; it prints the speedup with that interval, so the run's
+figure can be reproduced on the reader's machine.
 """
 from __future__ import annotations
 
@@ -201,7 +204,64 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     if sizes:
         add("for batch in batches[1:]:  # each new size may recompile; the run's page says which did")
         add("    out = step(batch)")
+    lines.extend(_timing_lines(device))
     return "\n".join(lines) + "\n"
+
+
+# How long the snippet times each variant per round, and at most in all: short, as a pasted program should be.
+SNIPPET_ROUND_S = 0.2
+SNIPPET_TIMED_S = 3.0
+
+
+def _timing_lines(device: str) -> list[str]:
+    """The snippet's last section: eager against compiled as the lab times them (tcore.worker.run.time_blocks),
+    with the paired speedup and its order-statistics interval (tcore.paired), printed."""
+    sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
+    return ["", "",
+            "# --- The effect: eager against compiled, timed as the lab times them ---------------------------------",
+            "# Synchronized, warmed up, then paired rounds: an eager block and a compiled block back to back, the",
+            "# order alternating, so the machine's drift hits both alike; eager is the same callables run with",
+            "# torch.compiler.set_stance('force_eager'). The speedup is the median of the rounds' ratios, with a",
+            "# distribution-free interval from their order statistics; rounds are added until it is within ±3% or",
+            f"# {SNIPPET_TIMED_S:g} s per variant are spent.",
+            "import math",
+            "import time",
+            "",
+            "",
+            "def sync():",
+            f"    {sync}",
+            "",
+            "",
+            "def seconds_per_step(n, eager):",
+            "    with torch.compiler.set_stance('force_eager' if eager else 'default'):",
+            "        sync()",
+            "        t0 = time.perf_counter()",
+            "        for i in range(n):",
+            "            step(batches[i % len(batches)])",
+            "        sync()",
+            "    return (time.perf_counter() - t0) / n",
+            "",
+            "",
+            "def median_and_interval(ratios):  # ~95% for 6 rounds or more, whatever the ratios' distribution",
+            "    r, n, k = sorted(ratios), len(ratios), 1",
+            "    while k < n // 2 and 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n >= 0.95:",
+            "        k += 1",
+            "    return math.sqrt(r[(n - 1) // 2] * r[n // 2]), r[k - 1], r[n - k]",
+            "",
+            "",
+            "per_step = {eager: min(seconds_per_step(len(batches), eager) for _ in range(3)) for eager in (True, False)}",
+            f"steps = {{eager: max(1, round({SNIPPET_ROUND_S} / s)) for eager, s in per_step.items()}}  # ~{SNIPPET_ROUND_S} s blocks",
+            "rounds, spent = [], 0.0  # each round: {eager: seconds per step}",
+            "while True:",
+            "    order = (True, False) if len(rounds) % 2 == 0 else (False, True)",
+            "    rounds.append({eager: seconds_per_step(steps[eager], eager) for eager in order})",
+            "    spent += max(rounds[-1][e] * steps[e] for e in order)",
+            "    speedup, low, high = median_and_interval([r[True] / r[False] for r in rounds])",
+            f"    if len(rounds) >= 6 and (max(high / speedup - 1, 1 - low / speedup) <= 0.03 or spent >= {SNIPPET_TIMED_S}):",
+            "        break",
+            "eager_ms, compiled_ms = (sorted(r[e] for r in rounds)[len(rounds) // 2] * 1e3 for e in (True, False))",
+            "print(f'speedup {speedup:.2f}x (interval {low:.2f}-{high:.2f}x, {len(rounds)} paired rounds; eager '",
+            "      f'{eager_ms:.2f} ms/step, compiled {compiled_ms:.2f} ms/step, medians of the rounds)')"]
 
 
 def _schedule(exp: Experiment,

@@ -18,7 +18,8 @@ def knob(default: Any, doc: str, choices: dict[Any, str] | None = None) -> Any:
 
 # Fields that say how long and how carefully to measure, and what to record on the side (a TORCH_TRACE): they
 # change neither the compiled code nor what a figure means.
-MEASUREMENT_FIELDS = frozenset({"warmup_steps", "timed_s", "timed_steps", "rounds", "seed", "torch_trace"})
+MEASUREMENT_FIELDS = frozenset({"warmup_steps", "timed_s", "timed_steps", "rounds", "round_s", "target_pct", "seed",
+                                "torch_trace"})
 # Fields that say where a compile's work comes from (fresh or reused caches) or which device kind was asked for
 # (the run records the one it resolved to): they do not change what gets compiled.
 PROVENANCE_FIELDS = frozenset({"cache", "device"})
@@ -191,12 +192,17 @@ class Experiment:
 
     warmup_steps: int = knob(3, "Untimed steps before timing each variant; the first eager one is the "
                                 "compile-time baseline.")
-    timed_s: float = knob(4.0, "Timed seconds per variant (eager and compiled), split over the rounds: longer gives "
-                               "steadier numbers.")
+    timed_s: float = knob(4.0, "The most timed seconds per variant (eager and compiled): rounds are added until the "
+                               "speedup's interval is within the target, or until this is spent.")
     timed_steps: int | None = knob(None, "Timed steps per variant, instead of seconds: for a fixed, quick "
-                                         "measurement.")
-    rounds: int = knob(5, "Eager and compiled blocks alternate this many times, as the Inductor harness does, so "
-                          "drift hits both alike; the spread across rounds gives the error bars.")
+                                         "measurement (exactly `rounds` rounds, no early stop).")
+    rounds: int = knob(6, "The fewest rounds. Each round times an eager and a compiled block back to back (the "
+                          "order alternating between rounds), so drift hits both alike; the headline is the median "
+                          "of the rounds' ratios, and 6 rounds are the fewest whose interval reaches 95%.")
+    round_s: float = knob(0.2, "Seconds each variant is timed per round: shorter rounds pair eager and compiled "
+                               "closer in time, so more of the machine's drift cancels, and give more rounds.")
+    target_pct: float = knob(3.0, "Stop timing once the speedup's interval is within ± this many percent (0: always "
+                                  "use the whole timed seconds).")
     seed: int = knob(0, "Seeds the weights, the inputs and a shuffled shape order.")
     torch_trace: bool = knob(True, "Record the compile's structured trace (TORCH_TRACE), which the app renders "
                                    "with tlparse: every graph, guard, recompile reason and Inductor's code, per "
@@ -273,6 +279,10 @@ class Experiment:
             raise SpecError(f"timed_steps ({self.timed_steps}) must be at least rounds ({self.rounds})")
         if not self.timed_s > 0:
             raise SpecError(f"timed_s must be a positive number of seconds, not {self.timed_s!r}")
+        if not self.round_s > 0:
+            raise SpecError(f"round_s must be a positive number of seconds, not {self.round_s!r}")
+        if not self.target_pct >= 0:
+            raise SpecError(f"target_pct must be 0 (no early stop) or a positive percentage, not {self.target_pct!r}")
 
     @property
     def compiles(self) -> bool:

@@ -315,22 +315,29 @@ def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
     if points.empty:
         return not_available(title, "none of these runs compiled anything, so none has a speedup")
     breakeven = points.get("breakeven_steps", pd.Series([None] * len(points), index=points.index))
-    hover = [f"<b>{label}</b><br>compile {c:.1f} s, speedup {s:.2f}x<br>break-even "
+    hover = [f"<b>{label}</b><br>compile {c:.1f} s, speedup {s:.2f}x (interval in the error bar)<br>break-even "
              + (f"{b:,.0f} steps" if pd.notna(b) else "never (not faster)")
              for label, c, s, b in zip(points.label, points.compile_s, points.speedup, breakeven)]
+    # Each point's paired interval as its error bar (runs stored without one have none).
+    ends = [points.get(c, pd.Series([math.nan] * len(points), index=points.index)).astype(float)
+            for c in ("speedup_low", "speedup_high")]
     fig = go.Figure(go.Scatter(
         x=points.compile_s, y=points.speedup, mode="markers+text", text=points.id.str[-6:],
         textposition="top center", hovertext=hover, hoverinfo="text", cliponaxis=False,
+        error_y=dict(type="data", array=(ends[1] - points.speedup).fillna(0), arrayminus=(points.speedup - ends[0]).fillna(0),
+                     color="#999", thickness=1.2, width=4),
         marker=dict(size=13, color=COMPILED_COLOR, line=dict(color="white", width=1))))
     fig.add_hline(y=1.0, line_dash="dash", line_color="#888", annotation_text="as fast as eager",
                   annotation_position="bottom right")
     # Room around the points for their id labels, and the 1x line always in view.
-    low, high = min(points.speedup.min(), 1.0), max(points.speedup.max(), 1.0)
+    low = min(points.speedup.min(), ends[0].min() if ends[0].notna().any() else 1.0, 1.0)
+    high = max(points.speedup.max(), ends[1].max() if ends[1].notna().any() else 1.0, 1.0)
     pad = max(high - low, 0.1) * 0.15
     right = points.compile_s.max() * 1.12 or 1.0
     fig.update_xaxes(title_text="Compile time (s)", range=[-0.06 * right, right])
     fig.update_yaxes(title_text="Speedup over eager (x)", range=[low - pad, high + pad])
-    return _style(fig, title, "up and to the left is best · hover a point for its run", height=380)
+    return _style(fig, title, "up and to the left is best · bars: each speedup's interval · hover a point for its run",
+                  height=380)
 
 
 def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
@@ -350,7 +357,9 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
         i, j = rows.index(r.row), cols.index(r.col)
         if pd.notna(r.speedup):
             z[i][j] = r.speedup
-            text[i][j] = f"{r.speedup:.2f}x" + (f"<br>{r.compile_s:.1f} s" if pd.notna(r.compile_s) else "")
+            pm = (f" ±{max(r.speedup_high / r.speedup - 1, 1 - r.speedup_low / r.speedup) * 100:.0f}%"
+                  if pd.notna(getattr(r, "speedup_low", None)) and pd.notna(getattr(r, "speedup_high", None)) else "")
+            text[i][j] = f"{r.speedup:.2f}x{pm}" + (f"<br>{r.compile_s:.1f} s" if pd.notna(r.compile_s) else "")
         else:
             pending[i][j] = 0.0
             text[i][j] = getattr(r, "status", "n/a")
@@ -361,7 +370,7 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
                    colorbar=dict(title="speedup (x)"), hovertemplate="%{y} / %{x}: %{z:.2f}x<extra></extra>"),
     ])
     fig.update_yaxes(autorange="reversed")
-    return _style(fig, title, "each cell: speedup (x), then compile time (s); blue is faster than eager",
+    return _style(fig, title, "each cell: speedup (x) ± its interval, then compile time (s); blue is faster than eager",
                   height=max(260, 110 + 60 * len(rows)))
 
 

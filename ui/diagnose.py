@@ -12,7 +12,7 @@ from tcore import figures
 from tcore.protocol import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
 from tcore.store import RunRecord, RunStore
-from ui import diagnose_charts, ecosystem, exports, knobs, queue, results, summary
+from ui import diagnose_charts, ecosystem, exports, knobs, queue, results, summary, verdicts
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
 
@@ -23,7 +23,7 @@ def base_experiment(model: str, **changes) -> Experiment:
     dev = knobs.target_device("auto")
     cpu = dev == "cpu"
     defaults = practical_defaults(model, dev, changes.get("task", "inference"))
-    return Experiment(model=model, **{**defaults, "timed_s": 2.0 if cpu else 4.0, "rounds": 3 if cpu else 5, **changes})
+    return Experiment(model=model, **{**defaults, "timed_s": 2.0 if cpu else 4.0, **changes})
 
 
 def _pick(key: str, options: list[str], preferred: str | None) -> None:
@@ -33,6 +33,15 @@ def _pick(key: str, options: list[str], preferred: str | None) -> None:
         st.session_state[key], st.session_state[f"{key}_applied"] = preferred, preferred
     elif st.session_state.get(key) not in options:
         st.session_state[key] = options[0] if options else None
+
+
+def _start_at_shown(key: str, shown: list[RunRecord], fallback: str | None = None) -> None:
+    """On a section's first draw, point its Backend picker at the backend of the runs its charts show (the
+    newest first), so the picker and the charts agree; after that it is the person's choice."""
+    if key not in st.session_state:
+        backend = shown[0].spec.get("backend", "inductor") if shown else fallback
+        if backend in CHOICES["backend"] and backend != "cudagraphs":  # the pickers do not offer cudagraphs
+            st.session_state[key] = backend
 
 
 def _names(records: list[RunRecord]) -> dict[str, str]:
@@ -81,6 +90,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
         model = _model_picker("diag_break_model")
     scope = cols[1].radio("Compile", ["whole", "regional"], key="diag_break_scope", horizontal=True,
                           format_func={"whole": "whole model", "regional": "regional (blocks)"}.get)
+    _start_at_shown("diag_break_backend", [r for r in records if r.status == "finished" and r.spec.get("graph_break")])
     backend = cols[2].selectbox("Backend", [b for b in CHOICES["backend"] if b != "cudagraphs"],
                                 key="diag_break_backend")
     st.caption(knobs.explain("compile", scope) + " " + knobs.explain("backend", backend))
@@ -114,7 +124,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
                                          title="What the break costs", subtitle="each panel: one figure, both runs"),
                  key="diag_break_pair")
     if clean:
-        st.markdown(summary.break_pair_words(clean.result, chosen.result))
+        st.markdown(verdicts.break_verdict(clean.result, chosen.result))
     st.markdown("#### The breaks, where they are in the code")
     show_breaks(chosen.result)
     if fullgraph:
@@ -177,8 +187,9 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
     cpu = knobs.target_device("auto") == "cpu"
     backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
     # On a CPU every Inductor compile runs g++ (20-30 s each): aot_eager shows the same guards in seconds.
-    backend = cols[1].selectbox("Backend", backends, index=backends.index("aot_eager" if cpu else "inductor"),
-                                key="diag_shape_backend")
+    _start_at_shown("diag_shape_backend", list(summary.strategy_runs(records).values()),
+                    fallback="aot_eager" if cpu else "inductor")
+    backend = cols[1].selectbox("Backend", backends, key="diag_shape_backend")
     cols[2].caption(knobs.explain("backend", backend) + (" On this CPU, Inductor compiles take tens of seconds "
                                                          "each, so aot_eager is the default here." if cpu else ""))
     chosen = st.multiselect("Strategies", list(summary.STRATEGIES), default=list(summary.STRATEGIES),
@@ -216,6 +227,8 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
     exports.show(st, diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
                                          subtitle="compilations and their time, then the steady speed over the "
                                                   "whole schedule"), key="diag_shape_summary")
+    if verdict := verdicts.ranking_verdict(items, what="strategy"):
+        st.markdown(verdict)
     for rec in picked:
         title, _, words = summary.STRATEGIES[summary.strategy_of(rec.spec)]
         with st.container(border=True):

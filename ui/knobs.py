@@ -45,7 +45,10 @@ def _reset_sizes(prefix: str) -> None:
         st.session_state[prefix + name] = value
     # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
     st.session_state[prefix + "timed_s"] = 2.0 if dev == "cpu" else 4.0
-    st.session_state[prefix + "rounds"] = 3 if dev == "cpu" else 5
+    # At least 6 paired rounds of 0.2 s (the fewest whose interval reaches 95%); more until it is within ±3%.
+    st.session_state[prefix + "rounds"] = DEFAULTS["rounds"]
+    st.session_state[prefix + "round_s"] = DEFAULTS["round_s"]
+    st.session_state[prefix + "target_pct"] = DEFAULTS["target_pct"]
 
 
 def _reset_precision(prefix: str) -> None:
@@ -65,7 +68,8 @@ def _defaults(prefix: str) -> None:
 # The settings of the Run and Sweep pages (prefix + name) and the Sweep page's axes.
 SETTINGS = ("model", "preset", "batch_size", "task", "precision", "device", "compile", "mode", "dynamic", "fullgraph",
             "backend", "compile_optimizer", "channels_last", "graph_break", "cache", "timed_by", "timed_s",
-            "timed_steps", "rounds", "warmup_steps", "torch_trace", "timeout_min", *INDUCTOR_OPTIONS)
+            "timed_steps", "rounds", "round_s", "target_pct", "warmup_steps", "torch_trace", "timeout_min",
+            *INDUCTOR_OPTIONS)
 SWEEP_AXES = ("sweep_compile", "sweep_mode", "sweep_dynamic", "sweep_opt", "sweep_precisions", "sweep_layouts",
               "sweep_backend")
 
@@ -208,14 +212,22 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
     with st.expander("Advanced: how long and how carefully to measure"):
         by = st.radio("Timed stage length", ["seconds", "steps"], key=prefix + "timed_by", horizontal=True)
         # Both stay on the page (one greyed out): a widget left out of a rerun loses its value.
-        timed_s = st.number_input("Timed seconds per variant (s)", min_value=0.5, max_value=600.0, step=0.5,
+        timed_s = st.number_input("Timed seconds per variant, at most (s)", min_value=0.5, max_value=600.0, step=0.5,
                                   key=prefix + "timed_s", disabled=by != "seconds")
         st.caption(explain("timed_s"))
         timed_steps = st.number_input("Timed steps per variant", min_value=1, max_value=100000, value=6, step=1,
                                       key=prefix + "timed_steps", disabled=by != "steps")
         st.caption(explain("timed_steps"))
-        rounds = st.number_input("Rounds", min_value=1, max_value=50, step=1, key=prefix + "rounds")
+        rounds = st.number_input("Rounds, at least", min_value=1, max_value=50, step=1, key=prefix + "rounds")
         st.caption(explain("rounds"))
+        st.session_state.setdefault(prefix + "round_s", DEFAULTS["round_s"])
+        st.session_state.setdefault(prefix + "target_pct", DEFAULTS["target_pct"])
+        round_s = st.number_input("Seconds per round, each variant (s)", min_value=0.02, max_value=60.0, step=0.05,
+                                  key=prefix + "round_s", disabled=by != "seconds")
+        st.caption(explain("round_s"))
+        target_pct = st.number_input("Stop once the speedup is known within ± (%)", min_value=0.0, max_value=50.0,
+                                     step=0.5, key=prefix + "target_pct", disabled=by != "seconds")
+        st.caption(explain("target_pct"))
         warmup = st.number_input("Warm-up steps", min_value=1, max_value=100, value=3, step=1,
                                  key=prefix + "warmup_steps")
         st.caption(explain("warmup_steps"))
@@ -226,7 +238,8 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
         st.number_input("Stop the run after (min)", min_value=1, max_value=longest, value=min(15, longest), step=1,
                         key=prefix + "timeout_min", help=f"At most {longest} min: this lab's longest run.")
         st.caption(explain("timeout_min"))
-    knobs = dict(timed_s=float(timed_s), rounds=int(rounds), timed_steps=int(timed_steps) if by == "steps" else None,
+    knobs = dict(timed_s=float(timed_s), rounds=int(rounds), round_s=float(round_s), target_pct=float(target_pct),
+                 timed_steps=int(timed_steps) if by == "steps" else None,
                  warmup_steps=int(warmup), torch_trace=bool(trace))
     return knobs if cache is None else {**knobs, "cache": cache}
 

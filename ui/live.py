@@ -29,7 +29,8 @@ PHASE_EXPLAIN = {
                  "generates kernels (on a CPU it runs a C++ compiler: tens of seconds, with no progress to show).",
     "warmup": "A few compiled steps, untimed, so caches and the memory allocator settle.",
     "schedule": "One pass over batches of different sizes: each new shape may recompile, and this counts how often.",
-    "measuring": "Timed blocks of eager and compiled steps in turn, {rounds} rounds, so drift hits both alike.",
+    "measuring": "Rounds of an eager and a compiled block back to back (at least {rounds}), added until the "
+                 "speedup's interval is narrow enough or the timed seconds are spent.",
     "profiling": "A few steps of each variant under the profiler: the kernels one step launches (fusion shows up "
                  "as fewer) and where each millisecond of a step goes.",
 }
@@ -107,9 +108,12 @@ def so_far(figures: dict[str, dict]) -> None:
         cols[0].metric("Compile time", f"{compiled['value']:.1f} s", help="Final: the first compiled call less one "
                        "eager step. The other figures follow once the timed rounds and the profile are done.")
     if (speedup := figures.get("speedup_so_far")) is not None:
-        cols[1].metric("Speedup so far", f"{speedup['value']:.2f} x",
-                       help=f"Provisional, after round {speedup['rounds']} of {speedup['of']}: the median eager step "
-                            "over the median compiled step so far. The result's figure, with its spread, replaces it.")
+        interval = (f"interval {speedup['low']:.2f}–{speedup['high']:.2f} x" if speedup.get("low") is not None
+                    else None)
+        cols[1].metric("Speedup so far", f"{speedup['value']:.2f} x", delta=interval, delta_color="off",
+                       delta_arrow="off", help=f"Provisional, after round {speedup['rounds']} (at most {speedup['of']}): the median of "
+                            "the rounds' compiled/eager ratios so far, with its interval. Timing stops once the "
+                            "interval is narrow enough; the result's figure replaces this one.")
 
 
 def sweep_settings(sweep: sweeps.SweepRecord) -> str:
@@ -117,10 +121,11 @@ def sweep_settings(sweep: sweeps.SweepRecord) -> str:
     if not sweep.runs:
         return "no runs"
     spec = sweep.runs[0].spec
-    timed = f"{spec['timed_steps']} steps" if spec.get("timed_steps") else f"{spec.get('timed_s')} s"
+    timed = (f"{spec['timed_steps']} steps per variant in {spec.get('rounds')} rounds" if spec.get("timed_steps") else
+             f"at most {spec.get('timed_s')} s per variant in {spec.get('rounds')} rounds or more")
     backend = {r.spec.get("backend") for r in sweep.runs if r.spec.get("compile") != "off"}
     return (f"{spec.get('precision')} {spec.get('task')}, batch {spec.get('batch_size')}, backend "
-            f"{', '.join(sorted(backend)) or 'none'}, {timed} per variant in {spec.get('rounds')} rounds")
+            f"{', '.join(sorted(backend)) or 'none'}, {timed}")
 
 
 def sweep_cells(sweep: sweeps.SweepRecord) -> list:

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tcore import figures, report
+from tcore.advice import CUDAGRAPH_MODES, launch_bound
 from tcore.figures import RUN_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
@@ -72,8 +73,15 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
     for k in ("speedup", "compile_s", "breakeven_steps"):
         if shown[k][1]:
             st.caption(f"{RUN_FIGURES[k].title}: n/a, {shown[k][1]}.")
+    if how := figures.speedup_words(r):
+        st.caption(how + (f" {r['timed_stop_words']}" if r.get("timed_stop_words") else ""))
     if noise:
         st.warning(noise, icon=":material/warning:")
+    if bound := launch_bound(r, rec.device):
+        cuda_graphs = rec.spec.get("mode") in CUDAGRAPH_MODES or rec.spec.get("backend") == "cudagraphs"
+        st.info(bound + (" This run already replays CUDA graphs." if cuda_graphs else
+                         " CUDA graphs (mode=reduce-overhead) remove exactly that wait: *What to try next* below "
+                         "queues it in one click."), icon=":material/speed:")
     if why := figures.disagreement(r):
         st.info(why, icon=":material/info:")
     if payback := summary.payback_words(r):

@@ -15,9 +15,9 @@ from tcore.lab.artifacts import compile_key
 from tcore.spec import Experiment, same_compile, settings
 
 # The figures in the Compare page's run table and in a sweep's matrix, as stored columns (tcore.figures).
-RUN_TABLE_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
+RUN_TABLE_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
                      "eager_energy_j_per_step", "compiled_energy_j_per_step", "compiled_peak_pct", "compiled_idle_ms"]
-SWEEP_FIGURES = ["speedup", "speedup_min", "speedup_max", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
+SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
 # The run table: (column of RunStore.dataframe(), title with unit).
 RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
                *[(c, figures.column_label(c)) for c in RUN_TABLE_FIGURES], ("error_kind", "Error"), ("id", "Run id")]
@@ -178,12 +178,13 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
     """The Run page's metric tiles, two rows: speedup, compile time, break-even; then eager and compiled throughput.
 
     Each tile is st.metric's arguments. A unit longer than a letter goes in the label ("Break-even (steps)"),
-    so a value like 59391 is not clipped; the speedup's spread over the rounds is its delta, orange when noisy.
+    so a value like 59391 is not clipped; the speedup's interval is its delta, orange when noisy, and its help
+    says how the figure is made.
     """
     speedup, spread = result.get("speedup"), speedup_range(result)
     top = [{"label": "Speedup", "value": figures.text(result, "speedup", reason=False), "delta": spread,
             "delta_color": "orange" if figures.noise_reasons(result) else "off", "delta_arrow": "off",
-            "help": figures.RUN_FIGURES["speedup"].means}]
+            "help": figures.speedup_words(result) or figures.RUN_FIGURES["speedup"].means}]
     for name in ("compile_s", "breakeven_steps"):
         fig = figures.RUN_FIGURES[name]
         short = len(fig.unit) <= 1
@@ -197,7 +198,11 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
 
 
 def speedup_range(result: dict) -> str | None:
-    """'rounds: 1.21–1.87 x': the speedup's spread across the timed rounds, shown under the headline."""
+    """'97%: 1.33–1.44 x': the paired speedup's interval, shown under the headline; a run without one (a single
+    round) shows its rounds' range."""
+    lo, hi, cover = result.get("speedup_low"), result.get("speedup_high"), result.get("speedup_confidence_pct")
+    if lo is not None and hi is not None and cover is not None:
+        return f"{cover:.0f}%: {lo:.2f}–{hi:.2f} x"
     lo, hi = result.get("speedup_min"), result.get("speedup_max")
     return None if lo is None or hi is None else f"rounds: {lo:.2f}–{hi:.2f} x"
 
@@ -273,15 +278,18 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     if done.empty:
         return None
     best = done.loc[done.speedup.idxmax()]
-    ranged = pd.notna(best.get("speedup_min")) and pd.notna(best.get("speedup_max"))
-    spread = f" (rounds {best.speedup_min:.2f}–{best.speedup_max:.2f}x)" if ranged else ""
+    # The paired interval where the runs have one; older matrices and records without it, the rounds' range.
+    paired = pd.notna(best.get("speedup_low")) and pd.notna(best.get("speedup_high"))
+    low, high, what = ("speedup_low", "speedup_high", "interval") if paired else ("speedup_min", "speedup_max", "rounds")
+    ranged = pd.notna(best.get(low)) and pd.notna(best.get(high))
+    spread = f" ({what} {best[low]:.2f}–{best[high]:.2f}x)" if ranged else ""
     text = f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of compiling."
-    # Another setting whose best round reaches this one's worst round is not told apart by these runs.
-    rivals = done[(done.setting != best.setting) & (done.speedup_max >= best.speedup_min)] if ranged else done[:0]
+    # Another setting whose interval reaches this one's is not told apart by these runs.
+    rivals = done[(done.setting != best.setting) & (done[high] >= best[low])] if ranged else done[:0]
     if not rivals.empty:
         names = ", ".join(f"**{s}**" for s in rivals.setting)
-        text += (f" Within its spread: {names}; the rounds overlap, so these runs do not tell them apart: "
-                 "time them for longer before picking one.")
+        text += (f" These runs **cannot tell it apart** from {names}: their {'intervals' if paired else 'rounds'} "
+                 "overlap. Time them for longer before picking one.")
     paying = done.dropna(subset=["breakeven_steps"])
     if not paying.empty:
         soon = paying.loc[paying.breakeven_steps.idxmin()]

@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcore.figures import upgrade_result
 from tcore.spec import upgrade
 
 
@@ -38,7 +39,7 @@ class RunRecord:
         return cls(id=row["id"], status=row["status"], created_at=row["created_at"], label=row["label"],
                    spec=upgrade(json.loads(row["spec"])), finished_at=row["finished_at"], device=row["device"],
                    error_kind=row["error_kind"], env=json.loads(row["env"] or "{}"),
-                   result=json.loads(row["result"] or "{}"), error=json.loads(row["error"] or "{}"),
+                   result=upgrade_result(json.loads(row["result"] or "{}")), error=json.loads(row["error"] or "{}"),
                    owner=row["owner"], device_slot=row["device_slot"], queued_at=row["queued_at"],
                    started_at=row["started_at"], timeout_s=row["timeout_s"], sweep_id=row["sweep_id"],
                    sweep_index=row["sweep_index"], held=bool(row["held"]))

@@ -7,6 +7,7 @@ Each phase is a method of `Measurement`; the arithmetic on what they measure is 
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 import time
 from contextlib import nullcontext
@@ -18,7 +19,7 @@ from tcore import figures
 from tcore.figures import Result, RunFigures, VariantFigures
 from tcore.power import PowerMeter, PowerSampler, open_meter
 from tcore.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment, check_on_device, resolve_device
-from tcore import breakdown, peaks
+from tcore import breakdown, paired, peaks
 from tcore.worker import artifacts, diagnostics, envinfo, profiling, shapes
 from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
@@ -97,13 +98,57 @@ def set_tf32(on: bool) -> None:
         cudnn.allow_tf32 = on
 
 
+def round_seconds(exp: Experiment) -> float:
+    """Seconds per variant per round: round_s, shortened where the fewest rounds would not fit the timed seconds."""
+    return min(exp.round_s, exp.timed_s / exp.rounds)
+
+
+def most_rounds(exp: Experiment) -> int:
+    """The rounds the timed stage may take at most: exactly `rounds` with timed_steps, else as many as fit."""
+    return exp.rounds if exp.timed_steps is not None else max(exp.rounds, math.floor(exp.timed_s / round_seconds(exp)))
+
+
 def steps_per_block(exp: Experiment, step_s: float, multiple: int = 1) -> int:
     """Steps per timed block: the experiment's step count, or enough steps of `step_s` (a steady-state
-    step) to fill its time; rounded to a multiple of the schedule length so each block sees every
+    step) to fill a round; rounded to a multiple of the schedule length so each block sees every
     shape equally often."""
     steps = exp.timed_steps // exp.rounds if exp.timed_steps is not None else round(
-        exp.timed_s / exp.rounds / max(step_s, 1e-6))
+        round_seconds(exp) / max(step_s, 1e-6))
     return max(1, round(steps / multiple)) * multiple
+
+
+def stop_timing(exp: Experiment, done: int, ratios: list[float], spent_s: float, block_s: float) -> str | None:
+    """Why the adaptive timed stage stops after `done` rounds, or None to time another.
+
+    `spent_s` is the most timed seconds a variant has used, `block_s` its typical block: another round
+    that would take a variant past timed_s is not started, so timed_s stays the most it may take.
+    """
+    if exp.timed_steps is not None:
+        return "steps" if done >= exp.rounds else None
+    # timed_s is the most a variant may take, even before the fewest rounds: on a machine so busy that blocks
+    # run long, the run stops with fewer rounds and a wider interval, which says so, rather than overrun.
+    if spent_s + block_s > exp.timed_s * 1.05 or done >= most_rounds(exp) * 4:
+        return "budget"
+    if done < exp.rounds:
+        return None
+    if ratios and paired.settled(ratios, exp.target_pct, max(exp.rounds, paired.MIN_ROUNDS)):
+        return "settled"
+    return None
+
+
+def stop_words(exp: Experiment, why: str, ratios: list[float], spent_s: float) -> str:
+    """The timed stage's end, in a sentence stored with the run."""
+    n = max(len(ratios), 1)
+    width = paired.estimate(ratios).half_width_pct if ratios else None
+    said = "" if width is None else f" ± {width:.1f}%"
+    if why == "settled":
+        return (f"Timing stopped after {n} rounds ({spent_s:.1f} of at most {exp.timed_s:g} s per variant): the "
+                f"speedup's interval reached{said}, within the ± {exp.target_pct:g}% target.")
+    if why == "budget":
+        target = f" against the ± {exp.target_pct:g}% target" if exp.target_pct > 0 and ratios else ""
+        return (f"Timing used its {exp.timed_s:g} s per variant over {n} rounds; the speedup's interval stayed "
+                f"at{said}{target}." if said else f"Timing used its {exp.timed_s:g} s per variant over {n} rounds.")
+    return f"Timed {exp.timed_steps} steps per variant in {n} rounds, as set."
 
 
 class Measurement:
@@ -119,6 +164,7 @@ class Measurement:
         self.blocks: dict[str, list[figures.Block]] = {}  # variant -> its timed blocks
         self.peak_gib: dict[str, float] = {}  # variant -> peak memory over its timed blocks
         self.weight_bytes: int | None = None  # the weights and buffers, as the run holds them
+        self.busy_pct: dict[str, float] = {}  # variant -> NVML's utilization after its timed blocks (median)
 
     def phase(self, name: str) -> None:
         self.emit({"type": "phase", "phase": name})
@@ -247,10 +293,14 @@ class Measurement:
         return rows
 
     def time_blocks(self, w: Workload, eager_step: Step, compiled_step: Step | None) -> None:
-        """Alternating timed blocks of eager and compiled steps, `rounds` times, so drift hits both alike.
+        """Rounds of an eager and a compiled block back to back, until the paired speedup is known or the time is up.
 
-        Each variant's first block is sized from a steady-state calibration, each later one from the
-        block before it, so blocks last what was asked whatever the warm-up did.
+        The order alternates between rounds (eager first, then compiled first), so a steady drift of the
+        machine's speed favours neither variant. Each round's ratio of the two throughputs is one paired
+        measurement (tcore.paired); rounds are added until their interval is within ± target_pct, or until
+        another would take a variant past timed_s. Each variant's first block is sized from a steady-state
+        calibration, each later one from the median step so far, so blocks last what was asked whatever
+        the warm-up did.
         """
         self.phase("measuring")
         exp, memory = self.exp, PeakMemory(self.device)
@@ -258,32 +308,47 @@ class Measurement:
         variants = [("eager", eager_step, w.batches)]
         if compiled_step is not None:
             variants.append(("compiled", compiled_step, w.compiled_batches))
-        target_s = exp.timed_s / exp.rounds
+        target_s = round_seconds(exp)
+        # A block stops launching past 3 rounds' time: on a machine that slows many-fold mid-block, sizing from
+        # the steps before cannot hold it to its time (seen: 66 steps sized for 0.2 s took 37 s on a loaded CPU).
+        deadline = None if exp.timed_steps is not None else 3 * target_s
         step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
         self.blocks = {name: [] for name, *_ in variants}
-        load, sharing = CpuLoad(), []
-        for r in range(exp.rounds):
-            for name, step, inputs in variants:
+        load, sharing, ratios, why, busy = CpuLoad(), [], [], None, {}
+        while why is None:
+            done = len(self.blocks["eager"])
+            for name, step, inputs in variants if done % 2 == 0 else variants[::-1]:
                 sharing.append(self.meter.compute_processes())
                 memory.reset()
                 cycle = itertools.cycle(inputs)
                 n = steps_per_block(exp, step_s[name], multiple)
                 with eager() if name == "eager" else nullcontext():
-                    block = time_block(lambda: step(next(cycle)), n, self.device, self.meter)
+                    block = time_block(lambda: step(next(cycle)), n, self.device, self.meter, deadline)
                 self.blocks[name].append(block)
+                busy.setdefault(name, []).append(self.meter.utilization_pct())
                 # The next block is sized from the median step so far: a stall does not shrink it.
                 step_s[name] = statistics.median(s for b in self.blocks[name] for s in b.step_s)
                 self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
-            self.progress("measuring", r + 1, exp.rounds)
-            if compiled_step is not None:  # provisional, for the live view; the result derives the real one
-                self.emit({"type": "figure", "name": "speedup_so_far", "rounds": r + 1, "of": exp.rounds,
-                           "value": step_s["eager"] / max(step_s["compiled"], 1e-12)})
+            done += 1
+            spent = max(sum(b.wall_s for b in blocks) for blocks in self.blocks.values())
+            typical = max(statistics.median(b.wall_s for b in blocks) for blocks in self.blocks.values())
+            if compiled_step is not None:
+                ratios.append(figures.round_speedups(self.blocks["eager"][-1:], self.blocks["compiled"][-1:])[0])
+                so_far = paired.estimate(ratios)  # provisional, for the live view; derive() makes the real one
+                self.emit({"type": "figure", "name": "speedup_so_far", "rounds": done, "of": most_rounds(exp),
+                           "value": so_far.speedup, "low": so_far.low, "high": so_far.high,
+                           "pm_pct": so_far.half_width_pct})
+            why = stop_timing(exp, done, ratios, spent, typical)
+            self.progress("measuring", done, done if why else max(most_rounds(exp), done + 1))
         sync(self.device)
         self.result.run.busy_cores = load.other_cores()
         seen = [n for n in sharing if n is not None]
         self.result.run.gpu_processes = max(seen) if seen else None
+        self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
+                         if (read := [u for u in values if u is not None])}
         self.result.details.update(block_target_s=None if exp.timed_steps is not None else target_s,
-                                   blocks={name: [[b.steps, round(b.wall_s, 4)] for b in blocks]
+                                   timed_stop=why, timed_stop_words=stop_words(exp, why, ratios, spent),
+                                   blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks]
                                            for name, blocks in self.blocks.items()})
 
     def _steady_step_s(self, name: str, step: Step, inputs: list, target_s: float) -> float:
@@ -308,6 +373,9 @@ class Measurement:
                                                   self.weight_bytes, exp.task == "inference")
             for key, value in shares.items():
                 setattr(summary, key, value)
+            summary.gpu_busy_pct = self.busy_pct.get(name)
+            if summary.gpu_busy_pct is None:
+                result.unavailable[f"{name}_gpu_busy_pct"] = "no GPU utilization reading (NVML) on this device"
             result.unavailable.update({f"{name}_{key}": why for key, why in missing.items()})
             setattr(result, name, summary)
             result.details.setdefault("slow_steps", {})[name] = figures.slow_step_places(blocks)
@@ -324,8 +392,10 @@ class Measurement:
             result.unavailable["speedup"] = "nothing is compiled in this run (compile=off)"
             return
         run = result.run
-        run.speedup = figures.speedup(result.eager, result.compiled)
         per_round = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
+        for key, value in figures.paired_figures(paired.estimate(per_round)).items():
+            setattr(run, key, value)
+        run.speedup_of_medians = figures.speedup(result.eager, result.compiled)
         run.speedup_min, run.speedup_max = min(per_round), max(per_round)
         run.speedup_p50 = result.eager.latency_ms_p50 / result.compiled.latency_ms_p50
         run.breakeven_steps = figures.breakeven_steps(run.compile_s, result.eager, result.compiled)

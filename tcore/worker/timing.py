@@ -28,32 +28,38 @@ def timed_call(fn: Callable[[], object], device: str) -> tuple[object, float]:
     return out, time.perf_counter() - t0
 
 
-def time_block(step: Callable[[], object], n_steps: int, device: str, meter: PowerMeter) -> Block:
+def time_block(step: Callable[[], object], n_steps: int, device: str, meter: PowerMeter,
+               deadline_s: float | None = None) -> Block:
     """Run `n_steps` steps back to back; time each with CUDA events (GPU) or the host clock (CPU).
 
     The block is bracketed by synchronizations so that the energy counter and the clock see
-    exactly the block's work.
+    exactly the block's work. With `deadline_s`, no step starts once the host has spent that long
+    launching (a machine that slowed twenty-fold mid-block would otherwise hold it for minutes); the
+    block then counts the steps it ran.
     """
     sync(device)
     e0 = meter.energy_j()
+    start = time.perf_counter()
     if device == "cuda":
         events = [torch.cuda.Event(enable_timing=True) for _ in range(n_steps + 1)]
         events[0].record()
-        for i in range(n_steps):
+        done = 0
+        while done < n_steps and (deadline_s is None or done == 0 or time.perf_counter() - start < deadline_s):
             step()
-            events[i + 1].record()
+            done += 1
+            events[done].record()
         torch.cuda.synchronize()
-        step_s = [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n_steps)]
-        wall = events[0].elapsed_time(events[-1]) / 1e3
+        step_s = [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(done)]
+        wall = events[0].elapsed_time(events[done]) / 1e3
     else:
-        stamps = [time.perf_counter()]
-        for _ in range(n_steps):
+        stamps = [start]
+        while len(stamps) <= n_steps and (deadline_s is None or len(stamps) == 1 or stamps[-1] - start < deadline_s):
             step()
             stamps.append(time.perf_counter())
         step_s = [b - a for a, b in zip(stamps, stamps[1:])]
         wall = stamps[-1] - stamps[0]
     e1 = meter.energy_j()
-    return Block(n_steps, wall, step_s, None if e0 is None or e1 is None else e1 - e0)
+    return Block(len(step_s), wall, step_s, None if e0 is None or e1 is None else e1 - e0)
 
 
 class PeakMemory:

@@ -1,0 +1,114 @@
+"""The headline speedup from paired rounds: the median of per-round ratios, with a distribution-free interval.
+
+Each timed round runs an eager block and a compiled block back to back, so whatever the machine's
+speed did over the seconds of a run (a host CPU whose clock drifts, a neighbour's burst), both
+blocks of a round saw nearly the same machine: their ratio cancels most of it. The ratio of the two
+variants' median throughputs does not, since the two medians can come from different rounds.
+
+The estimate is the median of the per-round ratios (a stall in one block spoils one ratio, which the
+median ignores); its interval comes from order statistics: for n rounds, [x_(k), x_(n+1-k)] holds the
+true median of the ratios with probability 1 - 2 P(Binomial(n, 1/2) < k), whatever their distribution.
+With fewer than 6 rounds no pair of order statistics reaches 95%; the widest one's coverage is said.
+Everything is in log-ratios so 2x and 0.5x sit symmetrically. Pure, tested on the CPU.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+CONFIDENCE = 0.95       # the interval's aim; fewer than 6 rounds reach less, and say how much
+MIN_ROUNDS = 6          # the fewest rounds whose order-statistics interval covers 95% (96.9% for 6)
+TARGET_PCT = 3.0        # the adaptive timed stage stops once the interval is within ± this much
+WIDE_PCT = 5.0          # an interval wider than ± this is "too wide to trust" (a noise reason)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The paired speedup of a run: estimate, interval, how many rounds, and the interval's coverage."""
+
+    speedup: float              # the median of the per-round compiled/eager throughput ratios
+    low: float | None           # the interval's ends; None with a single round
+    high: float | None
+    rounds: int
+    confidence: float | None    # the interval's coverage, e.g. 0.969 for 6 rounds
+
+    @property
+    def half_width_pct(self) -> float | None:
+        """How far the interval reaches from the estimate, in %, on the wider side: '± 2.4%'."""
+        if self.low is None or self.high is None:
+            return None
+        return 100 * max(self.high / self.speedup - 1, 1 - self.low / self.speedup)
+
+    def text(self) -> str:
+        """'1.38x (95% interval 1.33–1.44x, 12 rounds)'."""
+        if self.low is None:
+            return f"{self.speedup:.2f}x (1 round, no interval)"
+        return (f"{self.speedup:.2f}x ({self.confidence:.0%} interval {self.low:.2f}–{self.high:.2f}x, "
+                f"{self.rounds} rounds)")
+
+
+def round_ratios(eager: Iterable[Sequence[float]], compiled: Iterable[Sequence[float]]) -> list[float]:
+    """Compiled over eager throughput per round, from blocks as stored: [steps, wall_s] each. A round with a
+    block stored as 0 s (older records rounded walls to 0.1 ms, so one very short step could read 0) has no
+    ratio to give and is left out."""
+    return [(c[0] / c[1]) / (e[0] / e[1]) for e, c in zip(eager, compiled) if e[1] > 0 and c[1] > 0 and e[0] > 0
+            and c[0] > 0]
+
+
+def _binom_cdf_half(n: int, k: int) -> float:
+    """P(Binomial(n, 1/2) <= k)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+
+
+def order_interval(n: int, confidence: float = CONFIDENCE) -> tuple[int, float] | None:
+    """(k, coverage): the 1-based rank k whose [x_(k), x_(n+1-k)] covers the median at `confidence`, the
+    narrowest that does (largest k); where none does, k=1 and the coverage it reaches. None for n < 2."""
+    if n < 2:
+        return None
+    best = 1
+    for k in range(1, n // 2 + 1):
+        if 1 - 2 * _binom_cdf_half(n, k - 1) >= confidence:
+            best = k
+        else:
+            break
+    return best, 1 - 2 * _binom_cdf_half(n, best - 1)
+
+
+def estimate(ratios: Sequence[float], confidence: float = CONFIDENCE) -> Paired:
+    """The paired speedup of per-round ratios: their median, and the order-statistics interval around it."""
+    if not ratios:
+        raise ValueError("no rounds to estimate a speedup from")
+    logs = sorted(math.log(r) for r in ratios)
+    n = len(logs)
+    mid = (logs[(n - 1) // 2] + logs[n // 2]) / 2
+    found = order_interval(n, confidence)
+    if found is None:
+        return Paired(math.exp(mid), None, None, n, None)
+    k, coverage = found
+    return Paired(math.exp(mid), math.exp(logs[k - 1]), math.exp(logs[n - k]), n, coverage)
+
+
+def settled(ratios: Sequence[float], target_pct: float = TARGET_PCT, min_rounds: int = MIN_ROUNDS) -> bool:
+    """Whether the adaptive timed stage may stop: enough rounds, and the interval within ± `target_pct`."""
+    if len(ratios) < max(min_rounds, 2) or target_pct <= 0:
+        return False
+    width = estimate(ratios).half_width_pct
+    return width is not None and width <= target_pct
+
+
+def from_record(result: Mapping[str, Any]) -> Paired | None:
+    """The paired speedup of a stored result, recomputed from its blocks (records of every age keep them);
+    None for a run without both variants' blocks."""
+    blocks = result.get("blocks") or {}
+    if not blocks.get("eager") or not blocks.get("compiled"):
+        return None
+    ratios = round_ratios(blocks["eager"], blocks["compiled"])
+    return estimate(ratios) if ratios else None
+
+
+def apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
+    """Whether two runs' speedups can be told apart: their intervals do not overlap. None when either has none."""
+    if None in (a.get("speedup_low"), a.get("speedup_high"), b.get("speedup_low"), b.get("speedup_high")):
+        return None
+    return a["speedup_high"] < b["speedup_low"] or b["speedup_high"] < a["speedup_low"]

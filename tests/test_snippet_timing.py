@@ -1,0 +1,54 @@
+"""Copy as code prints the effect: the snippet times eager against compiled in paired rounds, as the lab does, and
+prints the speedup with its interval (issue 32, item 6)."""
+import math
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tcore import paired
+from tcore.lab.launcher import REPO_ROOT
+from tcore.snippet import code_for
+from tcore.spec import Experiment
+
+TINY = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu")
+
+
+def snippet_function(code: str, name: str):
+    """A function the snippet defines, as the snippet defines it."""
+    source = code[code.index(f"def {name}("):]
+    source = source[:source.index("\n\n\n")]
+    scope = {"math": math}
+    exec(source, scope)
+    return scope[name]
+
+
+def test_the_snippets_interval_is_the_labs():
+    interval = snippet_function(code_for(TINY.to_dict(), "cpu"), "median_and_interval")
+    rng = random.Random(3)
+    for n in (6, 7, 10, 17, 30):
+        ratios = [1.4 * math.exp(rng.gauss(0, 0.05)) for _ in range(n)]
+        est = paired.estimate(ratios)
+        assert interval(ratios) == pytest.approx((est.speedup, est.low, est.high))
+
+
+def test_the_snippet_times_in_synchronized_alternating_rounds_on_a_gpu():
+    code = code_for(TINY.to_dict(), "cuda")
+    assert "def sync():\n    torch.cuda.synchronize()" in code
+    assert "order = (True, False) if len(rounds) % 2 == 0 else (False, True)" in code
+    assert "torch.compiler.set_stance('force_eager' if eager else 'default')" in code
+
+
+def test_the_copied_code_prints_the_speedup_with_its_interval(tmp_path):
+    path = tmp_path / "snippet.py"
+    path.write_text(code_for(TINY.replace(backend="eager").to_dict(), "cpu"))
+    done = subprocess.run([sys.executable, str(path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = re.search(r"speedup (\d+\.\d+)x \(interval (\d+\.\d+)-(\d+\.\d+)x, (\d+) paired rounds; eager "
+                      r"\d+\.\d+ ms/step, compiled \d+\.\d+ ms/step", done.stdout)
+    assert found, done.stdout
+    speedup, low, high, rounds = float(found[1]), float(found[2]), float(found[3]), int(found[4])
+    assert low <= speedup <= high and rounds >= 6

@@ -1,0 +1,119 @@
+"""Verdicts between runs use the paired speedup and its interval, and say when runs cannot be told apart
+(Diagnose's break pair and strategies, Compare, the Sweep matrix and its heatmap)."""
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tcore.spec import Experiment
+from ui import charts, summary, verdicts
+
+
+def run(speedup, low, high, **more):
+    return {"variants": ["eager", "compiled"], "speedup": speedup, "speedup_low": low, "speedup_high": high,
+            "speedup_pm_pct": 100 * max(high / speedup - 1, 1 - low / speedup), "paired_rounds": 12, **more}
+
+
+def test_the_break_verdict_reads_the_right_way_round_with_its_caveats():
+    clean = run(2.69, 2.60, 2.80, graph_count=1, compile_s=18.2)
+    broken = run(1.80, 1.74, 1.85, graph_count=6, compile_s=17.7)
+    text = verdicts.break_verdict(clean, broken)
+    assert "**6 graphs** instead of 1" in text
+    assert "compiled keeps **67%** of the speedup it has without it, beyond both runs' intervals" in text
+    assert "Noisy" not in text
+
+    # The issue's case: noisy runs whose figures read backwards. Overlapping intervals: not told apart, and said.
+    noisy_clean = run(0.47, 0.30, 2.90, graph_count=1)
+    noisy_broken = run(0.85, 0.40, 1.90, graph_count=6)
+    text = verdicts.break_verdict(noisy_clean, noisy_broken)
+    assert "**cannot tell the two apart**" in text and "181%" not in text
+    assert "**Noisy**: the run without the break (the speedup's interval is too wide to trust" in text
+
+    # Faster with the break, beyond the intervals: said as unexpected, not as a cost.
+    text = verdicts.break_verdict(run(1.2, 1.18, 1.22, graph_count=1), run(1.5, 1.45, 1.55, graph_count=6))
+    assert "measured **faster**, which a break should not do" in text
+
+
+def test_the_strategies_get_a_verdict_and_a_word_when_throughput_orders_them_otherwise():
+    items = [("dynamic=False", run(1.30, 1.25, 1.34, compiled_samples_per_s=1300.0, eager_samples_per_s=1000.0)),
+             ("mark_dynamic", run(1.28, 1.22, 1.33, compiled_samples_per_s=1410.0, eager_samples_per_s=1100.0)),
+             ("buckets", run(0.90, 0.88, 0.93, compiled_samples_per_s=950.0, eager_samples_per_s=1050.0))]
+    text = verdicts.ranking_verdict(items, what="strategy")
+    assert text.startswith("Fastest strategy: **dynamic=False**, 1.30x (1.25–1.34) eager.")
+    assert "**cannot tell it apart** from **mark_dynamic**" in text and "from **buckets**" not in text
+    assert "By compiled samples/s alone the order differs (mark_dynamic > dynamic=False > buckets)" in text
+    assert "eager read 1,000–1,100 samples/s across them" in text
+    assert verdicts.ranking_verdict([("a", {"speedup": None})]) is None
+    assert verdicts.ranking_verdict(items[:1]) is None  # one run is not a ranking
+
+
+def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_shows_them():
+    matrix = pd.DataFrame([
+        {"row": "whole · default", "col": "as set", "setting": "whole · default", "speedup": 1.50,
+         "speedup_low": 1.45, "speedup_high": 1.56, "speedup_min": 1.0, "speedup_max": 2.0, "compile_s": 20.0,
+         "breakeven_steps": 900.0},
+        {"row": "regional · default", "col": "as set", "setting": "regional · default", "speedup": 1.47,
+         "speedup_low": 1.44, "speedup_high": 1.49, "speedup_min": 1.4, "speedup_max": 1.5, "compile_s": 8.0,
+         "breakeven_steps": 400.0},
+        {"row": "whole · lite", "col": "as set", "setting": "whole · lite", "speedup": 1.05, "speedup_low": 1.0,
+         "speedup_high": 1.10, "speedup_min": 0.9, "speedup_max": 1.6, "compile_s": 6.0, "breakeven_steps": None},
+    ])
+    text = summary.best_setting(matrix)
+    assert text.startswith("Fastest: **whole · default**, 1.50x eager (interval 1.45–1.56x)")
+    # whole · lite's rounds reach 1.6 but its interval stops at 1.10: the interval, not the rounds, decides
+    assert "cannot tell it apart** from **regional · default**: their intervals overlap" in text
+    assert "whole · lite**" not in text
+    cells = charts.sweep_heatmap(matrix).data[1].text
+    assert cells[0][0] == "1.50x ±4%<br>20.0 s"
+
+
+def test_compare_scatter_draws_each_runs_interval():
+    frame = pd.DataFrame([{"id": "run-aaaaaa", "label": "a", "compile_s": 10.0, "speedup": 1.4, "speedup_low": 1.3,
+                           "speedup_high": 1.6, "breakeven_steps": 100.0},
+                          {"id": "run-bbbbbb", "label": "b", "compile_s": 5.0, "speedup": 1.1, "breakeven_steps": None}])
+    err = charts.tradeoff_scatter(frame).data[0].error_y
+    assert list(err.array) == pytest.approx([0.2, 0.0]) and list(err.arrayminus) == pytest.approx([0.1, 0.0])
+
+
+def test_diagnose_backend_picker_opens_at_the_backend_of_the_runs_it_shows(tmp_path, monkeypatch):
+    from tcore.store import RunStore
+    from tests.helpers import insert_run
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    db = RunStore()
+    exp = Experiment(model="captioner", device="cpu", backend="aot_eager")
+    for broken in (False, True):
+        run_id = insert_run(db, exp.replace(graph_break=broken))
+        db.finish(run_id, result={"device": "cpu", "variants": ["eager", "compiled"], **run(1.1, 1.0, 1.2),
+                                  "graph_count": 1 + 2 * broken, "compile_s": 1.0}, env={})
+    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at.switch_page("app_pages/diagnose.py").run()
+    assert not at.exception
+    assert at.selectbox(key="diag_break_backend").value == "aot_eager"  # as the charts below it
+    assert "cannot tell the two apart" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_runs_page_shows_the_paired_headline_its_interval_and_a_launch_bound_word(tmp_path, monkeypatch):
+    from tcore.store import RunStore
+    from tests.helpers import gpu_like_result, insert_run
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    db = RunStore()
+    r = gpu_like_result(samples_per_s=4700.0, speedup=1.38, compile_s=9.8, batch=32)
+    r.update(run(1.38, 1.34, 1.43), speedup_confidence_pct=97.9, paired_rounds=14, speedup_of_medians=1.71,
+             compiled_gpu_busy_pct=48.0, compiled_spread_pct=38.0,
+             timed_stop_words="Timing used its 4 s per variant over 14 rounds; the speedup's interval stayed at ± 3.6% "
+                              "against the ± 3% target.")
+    run_id = insert_run(db, Experiment(model="captioner", device="cuda", preset="small", batch_size=32,
+                                       precision="bf16"))
+    db.finish(run_id, result=r, env={"device": "cuda"})
+    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at.switch_page("app_pages/compare.py").run()
+    at.selectbox(key="compare_detail").set_value(run_id).run()
+    assert not at.exception
+    speedup = next(m for m in at.metric if m.label == "Speedup")
+    assert speedup.value == "1.38 x" and speedup.proto.delta == "98%: 1.34–1.43 x"
+    captions = " ".join(str(c.value) for c in at.caption)
+    assert "the median of 14 paired rounds' ratios" in captions and "unpaired, reads 1.71x" in captions
+    assert "stayed at ± 3.6%" in captions
+    info = " ".join(str(i.value) for i in at.info)
+    assert "**Launch-bound**" in info and "NVML saw it busy 48%" in info and "mode=reduce-overhead" in info

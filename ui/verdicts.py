@@ -1,0 +1,80 @@
+"""Verdicts that set runs against each other, from their paired speedups and intervals: which is faster, by
+how much, and when the runs cannot tell them apart. No Streamlit here, so the wording is unit-tested.
+
+A run's speedup is measured against its own eager blocks, paired round by round, so it cancels the machine's
+drift within that run; two runs' compiled throughputs do not cancel the drift between runs. So runs are
+ordered by speedup, and two whose intervals overlap are said to be not told apart.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tcore import figures
+
+
+def interval_text(result: dict[str, Any]) -> str:
+    """'1.38x (1.33–1.44)', or '1.38x' for a run without an interval."""
+    s, lo, hi = result.get("speedup"), result.get("speedup_low"), result.get("speedup_high")
+    if s is None:
+        return "n/a"
+    return f"{s:.2f}x ({lo:.2f}–{hi:.2f})" if lo is not None and hi is not None else f"{s:.2f}x"
+
+
+def noisy_names(named: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """'**Noisy**: the run with the break (its interval is too wide ...).' for the runs that flag themselves."""
+    said = [f"{name} ({figures.noise_reasons(r)[0]})" for name, r in named if figures.noise_reasons(r)]
+    return f"**Noisy**: {'; '.join(said)}. Read the comparison as rough." if said else None
+
+
+def break_verdict(clean: dict[str, Any], broken: dict[str, Any]) -> str:
+    """What the deliberate graph break cost: graphs, the speedup with and without it (with intervals), compile
+    time; says when the two runs cannot be told apart and when either is noisy."""
+    parts = [f"With the break, Dynamo captured **{broken.get('graph_count')} graphs** instead of "
+             f"{clean.get('graph_count')}."]
+    s_clean, s_broken = clean.get("speedup"), broken.get("speedup")
+    if s_clean is not None and s_broken is not None:
+        both = f"with the break {interval_text(broken)}, without it {interval_text(clean)}"
+        apart = figures.told_apart(clean, broken)
+        if apart is False:
+            parts.append(f"Speedup over eager: {both}. The intervals overlap, so these runs **cannot tell the two "
+                         "apart**: the break's cost is within their noise. Time them for longer (Advanced › timed "
+                         "seconds) to see it.")
+        elif s_broken > s_clean:
+            parts.append(f"Speedup over eager: {both}. With the break it measured **faster**, which a break "
+                         "should not do (it splits the graph and the fusion across it): check the noise below, "
+                         "or rerun both.")
+        else:
+            parts.append(f"Speedup over eager: {both}: with the break compiled keeps **{s_broken / s_clean:.0%}** "
+                         "of the speedup it has without it"
+                         + (", beyond both runs' intervals." if apart else " (no interval to check it against)."))
+    times = broken.get("compile_s"), clean.get("compile_s")
+    if None not in times:
+        parts.append(f"Compiling took {times[0]:.1f} s instead of {times[1]:.1f} s.")
+    if noisy := noisy_names([("the run without the break", clean), ("the run with the break", broken)]):
+        parts.append(noisy)
+    return " ".join(parts)
+
+
+def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "setting") -> str | None:
+    """The fastest of several runs by paired speedup, those it cannot be told apart from, and a note when compiled
+    throughput orders them otherwise (each speedup divides by its own run's eager, which moved between runs)."""
+    done = [(n, r) for n, r in named if r.get("speedup") is not None]
+    if len(done) < 2:  # one run is not a ranking; its own page says how sure its figure is
+        return None
+    ranked = sorted(done, key=lambda nr: nr[1]["speedup"], reverse=True)
+    best_name, best = ranked[0]
+    text = f"Fastest {what}: **{best_name}**, {interval_text(best)} eager."
+    rivals = [n for n, r in ranked[1:] if figures.told_apart(best, r) is False]
+    if rivals:
+        text += (f" These runs **cannot tell it apart** from {', '.join(f'**{n}**' for n in rivals)}: their "
+                 "speedups' intervals overlap. Time them for longer before picking one.")
+    by_rate = [n for n, _ in sorted(done, key=lambda nr: -(nr[1].get("compiled_samples_per_s") or 0))]
+    if len(done) > 1 and by_rate != [n for n, _ in ranked]:
+        eager = [r.get("eager_samples_per_s") for _, r in done if r.get("eager_samples_per_s")]
+        moved = f" (eager read {min(eager):,.0f}–{max(eager):,.0f} samples/s across them)" if eager else ""
+        text += (f" By compiled samples/s alone the order differs ({' > '.join(by_rate)}): each run's throughput "
+                 f"also carries the machine's speed at its time{moved}, which the speedup, paired with eager "
+                 "round by round inside each run, cancels. The speedup is the figure to compare.")
+    if noisy := noisy_names(done):
+        text += " " + noisy
+    return text
