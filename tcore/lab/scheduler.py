@@ -160,6 +160,44 @@ def estimate_wait(running: list[Ahead], queued_ahead: list[Ahead], n_slots: int)
     return Wait(_first_free(eta), _first_free(latest), overdue)
 
 
+def duration_words(seconds: float | None) -> str:
+    """'45 s', '3 min 05 s', '1 h 02 min': a wait or an elapsed time, for people."""
+    if seconds is None:
+        return "n/a"
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def wait_words(wait: Wait | None) -> tuple[str, str]:
+    """When a queued run starts, as (what a person needs first, the reason): the Run and System pages show the
+    first and put the second on hover; the command line prints the first.
+
+    'starts in about 40 s' / 'late: starts within 14 min 22 s at the latest' / 'starts within 3 min 00 s at the
+    latest' (no estimate yet) / 'no estimate yet'; never 'now' behind a long run.
+    """
+    latest = (f"when every run ahead uses its whole time limit, it starts in {duration_words(wait.at_most_s)}"
+              if wait is not None and wait.at_most_s is not None else "the runs ahead have no time limit")
+    if wait is None:
+        return "no estimate yet", "The queue has not placed this run yet; it does within a second."
+    if wait.overdue:
+        head = "late" + (f": starts within {duration_words(wait.at_most_s)} at the latest"
+                         if wait.at_most_s is not None else ", with no estimate")
+        return head, f"{wait.overdue[0].upper()}{wait.overdue[1:]}, so there is no estimate; {latest}."
+    if wait.eta_s is None:
+        head = (f"starts within {duration_words(wait.at_most_s)} at the latest" if wait.at_most_s is not None
+                else "no estimate yet")
+        return head, (f"No estimate yet: no run like the ones ahead has finished on this device, so there is nothing "
+                      f"to go on; {latest}.")
+    if wait.eta_s < 1:
+        return "starts as soon as the device is free", f"The run ahead should end any moment; {latest}."
+    return (f"starts in about {duration_words(wait.eta_s)}",
+            f"An estimate from how long runs like the ones ahead took on this machine, compile included; {latest}.")
+
+
 def _first_free(free_at: list[float | None]) -> float | None:
     """When the first slot frees; None if any slot's time is unknown (it might be the first)."""
     return None if any(t is None for t in free_at) else min(free_at)
