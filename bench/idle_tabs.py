@@ -10,7 +10,9 @@ scenario, opens N real Chromium browser contexts (one browser, N contexts, one t
 waits for each to draw, lets them settle, and reads the Streamlit server's CPU time from
 /proc/<pid>/stat over --window seconds (user + system, all its threads; run workers are other
 processes and are not counted), as % of one core. Page load: from the request to the page's title
-drawn by its script, for each tab as it opens and for one more tab opened at the end of the window.
+drawn by its script, for each tab as it opens and for one more tab opened at the end of the window, and the
+server CPU that last page took (less the idle tabs' share meanwhile), which, unlike the wall time, does not
+depend on what else the machine runs.
 
 A scenario "PAGE:N" is N tabs on PAGE (run, system, compare); "PAGE:N+run" does the same while a
 command-line run on the same store is being timed (captioner tiny, backend eager, timed for longer
@@ -132,7 +134,11 @@ def scenario(browser, server: str, app_pid: int, spec: str, window_s: float, set
     t0, c0 = time.monotonic(), cpu_s(app_pid)
     time.sleep(window_s)
     cpu_pct = 100 * (cpu_s(app_pid) - c0) / (time.monotonic() - t0)
+    t1, c1 = time.monotonic(), cpu_s(app_pid)
     ctx, _, probe = open_tab(browser, server, page_name, n + 1, timeout_ms)  # one more person arrives
+    # The server's CPU for that page, less what the idle tabs took meanwhile: unlike the load's wall time, it
+    # does not depend on what else the machine runs.
+    probe_cpu_s = cpu_s(app_pid) - c1 - cpu_pct / 100 * (time.monotonic() - t1)
     ctx.close()
     for ctx in tabs:
         ctx.close()
@@ -143,7 +149,8 @@ def scenario(browser, server: str, app_pid: int, spec: str, window_s: float, set
     done = [s for s in loads if s is not None]
     return {"scenario": spec, "tabs": n, "page": page_name, "with_run": bool(with_run), "server_cpu_pct": cpu_pct,
             "load_median_s": statistics.median(done) if done else None, "load_max_s": max(done) if done else None,
-            "loads_timed_out": loads.count(None), "probe_load_s": probe}
+            "loads_timed_out": loads.count(None), "probe_load_s": probe,
+            "probe_server_cpu_s": probe_cpu_s}
 
 
 def main() -> int:
@@ -177,7 +184,7 @@ def main() -> int:
                 fmt = lambda s: "timed out" if s is None else f"{s:.2f} s"  # noqa: E731
                 print(f"{spec:>12}: server {r['server_cpu_pct']:5.1f}% of a core over {args.window:g} s; page load "
                       f"median {fmt(r['load_median_s'])}, max {fmt(r['load_max_s'])} ({r['loads_timed_out']} timed "
-                      f"out), one more tab {fmt(r['probe_load_s'])}", flush=True)
+                      f"out), one more tab {fmt(r['probe_load_s'])} ({r['probe_server_cpu_s']:.2f} s of server CPU)", flush=True)
             browser.close()
     finally:
         os.killpg(app.pid, signal.SIGTERM)

@@ -216,17 +216,34 @@ def _words(seconds: float) -> str:
 
 
 def expected_duration(spec: dict, history: list[tuple[dict, float]]) -> float | None:
-    """How long a run of `spec` should take: the median duration of the latest runs with the same settings,
-    else of runs of the same model, preset, batch, task and compile settings, else of any recent run."""
-    for same in (lambda s: s == spec, lambda s: all(s.get(k) == spec.get(k) for k in SIMILAR), lambda s: True):
-        durations = [d for s, d in history if same(s)][:RECENT_RUNS]
+    """How long a run of `spec` should take on this machine, start-up and compile included: the median duration of
+    the latest runs with the same settings; else of runs that compile the same thing (SIMILAR), else of the same
+    model and compile, else of any recent run, each less its own timed stage and plus this one's (a run timed
+    for 60 s per variant does not take what one timed for 4 s took)."""
+    tiers = ((lambda s: s == spec, False), (lambda s: all(s.get(k) == spec.get(k) for k in SIMILAR), True),
+             (lambda s: all(s.get(k) == spec.get(k) for k in SAME_MODEL), True), (lambda s: True, True))
+    for same, adjust in tiers:
+        durations = [d - timed_stage_s(s) + timed_stage_s(spec) if adjust else d
+                     for s, d in history if same(s)][:RECENT_RUNS]
         if durations:
-            return statistics.median(durations)
+            return max(statistics.median(durations), timed_stage_s(spec))
     return None
 
 
-# What makes two runs take about as long, when no earlier run had exactly the same settings.
-SIMILAR = ("model", "preset", "batch_size", "task", "compile", "backend", "mode", "cache", "precision")
+def timed_stage_s(spec: dict) -> float:
+    """The seconds a run of `spec` spends in its timed blocks by the clock: each variant's timed_s (0 when it
+    counts steps instead, or the spec does not say)."""
+    if spec.get("timed_steps") is not None or not spec.get("timed_s"):
+        return 0.0
+    compiled = spec.get("compile", "off") != "off" or spec.get("compile_optimizer")
+    return (2 if compiled else 1) * float(spec["timed_s"])
+
+
+# What makes two runs take about as long, when no earlier run had exactly the same settings: what is built,
+# what is compiled and how (a shape schedule compiles once per size, a graph break once per piece).
+SIMILAR = ("model", "preset", "batch_size", "task", "compile", "backend", "mode", "cache", "precision", "dynamic",
+           "shape_count", "shape_remedy", "graph_break", "compile_optimizer", "torch_trace")
+SAME_MODEL = ("model", "preset", "task", "compile", "backend")
 
 
 class Job(Protocol):
