@@ -9,7 +9,8 @@ half the tabs are a participant with a run of their own, the other half fresh gu
 scenario, opens N real Chromium browser contexts (one browser, N contexts, one tab each) on a page,
 waits for each to draw, lets them settle, and reads the Streamlit server's CPU time from
 /proc/<pid>/stat over --window seconds (user + system, all its threads; run workers are other
-processes and are not counted), as % of one core. Page load: from the request to the page's title
+processes and are not counted), as % of one core, and how long GET /_stcore/health takes meanwhile (once a
+second). Page load: from the request to the page's title
 drawn by its script, for each tab as it opens and for one more tab opened at the end of the window, and the
 server CPU that last page took (less the idle tabs' share meanwhile), which, unlike the wall time, does not
 depend on what else the machine runs.
@@ -132,7 +133,15 @@ def scenario(browser, server: str, app_pid: int, spec: str, window_s: float, set
         loads.append(load)
     time.sleep(settle_s)
     t0, c0 = time.monotonic(), cpu_s(app_pid)
-    time.sleep(window_s)
+    health = []  # ms for GET /_stcore/health once a second: how soon the server answers at all
+    while time.monotonic() - t0 < window_s:
+        asked = time.perf_counter()
+        try:
+            urllib.request.urlopen(f"{server}/_stcore/health", timeout=30).read()
+            health.append(1e3 * (time.perf_counter() - asked))
+        except OSError:
+            health.append(None)
+        time.sleep(max(0.0, 1.0 - (time.perf_counter() - asked)))
     cpu_pct = 100 * (cpu_s(app_pid) - c0) / (time.monotonic() - t0)
     t1, c1 = time.monotonic(), cpu_s(app_pid)
     ctx, _, probe = open_tab(browser, server, page_name, n + 1, timeout_ms)  # one more person arrives
@@ -150,7 +159,10 @@ def scenario(browser, server: str, app_pid: int, spec: str, window_s: float, set
     return {"scenario": spec, "tabs": n, "page": page_name, "with_run": bool(with_run), "server_cpu_pct": cpu_pct,
             "load_median_s": statistics.median(done) if done else None, "load_max_s": max(done) if done else None,
             "loads_timed_out": loads.count(None), "probe_load_s": probe,
-            "probe_server_cpu_s": probe_cpu_s}
+            "probe_server_cpu_s": probe_cpu_s,
+            "health_median_ms": statistics.median([h for h in health if h is not None] or [float("nan")]),
+            "health_max_ms": max([h for h in health if h is not None] or [float("nan")]),
+            "health_failed": health.count(None)}
 
 
 def main() -> int:
@@ -182,7 +194,8 @@ def main() -> int:
                                      env, db, args.timeout * 1e3))
                 r = rows[-1]
                 fmt = lambda s: "timed out" if s is None else f"{s:.2f} s"  # noqa: E731
-                print(f"{spec:>12}: server {r['server_cpu_pct']:5.1f}% of a core over {args.window:g} s; page load "
+                print(f"{spec:>12}: server {r['server_cpu_pct']:5.1f}% of a core over {args.window:g} s; health "
+                      f"{r['health_median_ms']:.0f} ms median, {r['health_max_ms']:.0f} ms max; page load "
                       f"median {fmt(r['load_median_s'])}, max {fmt(r['load_max_s'])} ({r['loads_timed_out']} timed "
                       f"out), one more tab {fmt(r['probe_load_s'])} ({r['probe_server_cpu_s']:.2f} s of server CPU)", flush=True)
             browser.close()
