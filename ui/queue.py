@@ -80,7 +80,7 @@ def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
 
 
 def status_words(record, places: dict[str, dict]) -> str:
-    """'queued, position 2, ~40 s' / 'running: Compiling (first call)' / 'finished, 1.32x' / 'failed: timeout'.
+    """'#2 in the queue · starts in about 40 s' / 'running: Compiling (first call)' / 'finished, 1.32x' / 'failed: timeout'.
 
     The store's record decides whether the run has ended: it is written a moment before the live run says so."""
     live = runs.live(record.id)
@@ -91,7 +91,8 @@ def status_words(record, places: dict[str, dict]) -> str:
         return f"running: {PHASE_TITLES.get(snap['phase'], 'starting the worker')}"
     if record.id in places:  # queued or running in another process
         place = places[record.id]
-        return "running" if place["status"] == "running" else f"queued, position {place['queue_position'] or '?'}"
+        return ("running" if place["status"] == "running"
+                else f"#{place['queue_position'] or '?'} in the queue · {summary.wait_words(place['wait'])}")
     status = store_status(record)
     if status == "finished" and record.result.get("speedup") is not None:
         return f"finished, {record.result['speedup']:.2f}x eager"
