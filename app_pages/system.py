@@ -6,6 +6,7 @@ import streamlit as st
 from tcore import machine
 from tcore.lab import cluster, scheduler, sweeps
 from tcore.store import RunStore
+from tcore.store.changes import reads
 from ui import charts, exports, instructor, people, queue, summary
 
 
@@ -19,7 +20,7 @@ def gpu_slots() -> dict[int, str]:
 @st.fragment(run_every=2.0)
 def gpu_now(store: RunStore, slot: str) -> None:
     """What this GPU is doing now, refreshed every 2 s."""
-    running = [r for r in store.pending(scheduler.this_process().host)
+    running = [r for r in reads(store).pending(scheduler.this_process().host)
                if r.status == "running" and r.device_slot == slot]
     if running:
         rec = running[0]
@@ -100,19 +101,23 @@ if "system_samples" not in st.session_state:
     st.session_state.system_samples = []  # [t_s, watts, "idle", util_pct], the last two minutes
 
 
-@st.fragment(run_every=1.0)
 def live_power() -> None:
-    """Power and utilisation now, read from NVML (GPU) or RAPL (CPU) once a second."""
+    """Power and utilisation now, read from NVML (GPU) or RAPL (CPU) once a second; on a machine with neither,
+    one sentence, drawn once: a tab that refreshed it every second would load the server for nothing."""
+    if not facts["gpus"] and not (meter := machine.meter("cpu")).available:
+        st.markdown("#### Live power")
+        st.info(f"No power reading on this CPU: {meter.reason}.")
+        return
+    st.fragment(_live_power, run_every=1.0)()
+
+
+def _live_power() -> None:
     st.markdown("#### Live power")
     if facts["gpus"]:
         reading = machine.gpus()[0][0]
         watts, util = reading["power_w"], reading["utilization_pct"]
     else:
-        meter = machine.meter("cpu")
-        if not meter.available:
-            st.info(f"No power reading on this CPU: {meter.reason}.")
-            return
-        watts, util = meter.power_w(), None
+        watts, util = machine.meter("cpu").power_w(), None
     if watts is None:
         st.caption("Waiting for a second energy reading to compute power...")
         return

@@ -16,7 +16,7 @@ the end this process adopts whatever is left. Meanwhile a thread here times GET 
 GET /_stcore/health on the app.
 
 Prints runs submitted, finished, failed (by kind), overlapping on one device slot, lost, duplicated,
-page latency and wall time; exits 1 if any run overlapped another on its slot, was lost or duplicated.
+each waiting run's first wait estimate against the wait that followed, page latency and wall time; exits 1 if any run overlapped another on its slot, was lost or duplicated.
 What the latency covers: Streamlit serves / and its health check itself; a page's script runs over a
 websocket per browser session, which this does not drive.
 """
@@ -80,11 +80,12 @@ def session(index: int, runs_per_session: int, db: str, out) -> None:
                 time.sleep(0.05)
             if not live.done:
                 os.kill(live.handle.pid, signal.SIGKILL)
-        eta_seen = None
+        eta_seen = seen_at = None
         while not live.done:
-            eta_seen = eta_seen if eta_seen is not None else live.snapshot()["eta_s"]  # the estimate, when one was made
+            if eta_seen is None and (eta_seen := live.snapshot()["eta_s"]) is not None:  # the first estimate made
+                seen_at = time.time()
             time.sleep(0.5)
-        out.append({"run_id": live.run_id, "eta_seen": eta_seen})
+        out.append({"run_id": live.run_id, "eta_seen": eta_seen, "seen_at": seen_at})
 
 
 def submitter(indices: list[int], runs_per_session: int, db: str, out) -> None:
@@ -224,6 +225,7 @@ def main() -> int:
     out = list(out)
     records = store.list()
     etas = {o["run_id"]: o["eta_seen"] for o in out if "eta_seen" in o}
+    seen = {o["run_id"]: o["seen_at"] for o in out if o.get("seen_at") is not None}
     out = [o for o in out if "eta_seen" not in o]
     submitted = [o["run_id"] for o in out if "run_id" in o]
     refused = [o for o in out if "refused" in o]
@@ -256,6 +258,15 @@ def main() -> int:
     print(f"  duplicated: {duplicated}")
     print(f"queue position on submission: max {max(positions, default=0)}; "
           f"runs that showed an ETA while waiting: {sum(e is not None for e in etas.values())} of {len(submitted)}")
+    # The first estimate a waiting run showed against the wait that followed it (until its run was claimed).
+    started = {r.id: r.started_at for r in records if r.started_at is not None}
+    pairs = sorted((etas[i], started[i] - seen[i]) for i in seen if i in started and etas[i] is not None)
+    if pairs:
+        ratios = [actual / max(estimate, 1.0) for estimate, actual in pairs]
+        print(f"estimated against actual wait, {len(pairs)} runs: actual/estimate median {statistics.median(ratios):.2f}, "
+              f"range {min(ratios):.2f}-{max(ratios):.2f}; within a factor of 1.5: "
+              f"{sum(1 / 1.5 <= r <= 1.5 for r in ratios)} of {len(ratios)}; (estimate s, actual s): "
+              + ", ".join(f"({e:.0f}, {a:.0f})" for e, a in pairs))
     if killed:
         print(f"{killed}: {len(crashed_by_owner_death)} of its runs marked crashed mid-run, "
               f"{len(adopted)} queued ones finished by the processes that adopted them "

@@ -89,7 +89,7 @@ class ProgressLine:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore.lab import runs
+    from tcore.lab import runs, scheduler
 
     store = RunStore(args.db)
     try:
@@ -102,11 +102,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     while not run.done:  # the worker's events drive the progress line; this shows the wait before it
         snap = run.snapshot()
         if snap["status"] == "queued" and not args.quiet:
-            wait = snap["wait"]
-            eta = ("" if wait is None else f", no estimate: {wait.overdue}" if wait.overdue else
-                   f", about {wait.eta_s:.0f} s to wait (estimate)" if wait.eta_s is not None else "")
-            at_most = f", at most {wait.at_most_s:.0f} s" if wait and wait.at_most_s is not None else ""
-            sys.stderr.write(f"\rqueued: position {snap['queue_position']}{eta}{at_most}\033[K")
+            sys.stderr.write(f"\rqueued: #{snap['queue_position']} in the queue, "
+                             f"{scheduler.wait_words(snap['wait'])[0]}\033[K")
         run.wait(timeout=1.0)
     record = run.record
     print(file=sys.stderr)

@@ -139,7 +139,7 @@ def test_runs_queue_behind_each_other_from_the_run_page_and_a_queued_one_cancels
     assert third.status == "queued"
     # The page follows the newest run: waiting, with its place in the queue.
     assert any(s.value.startswith("Queued: captioner/tiny bs2") for s in at.subheader)
-    assert re.search(r"Queued: position [123] · ", texts(at.info))
+    assert re.search(r"#[123] in the queue · ", texts(at.markdown))
     board = texts(at.markdown)
     assert "in the queue**" in board and board.count(":gray[yours]") == 3
     assert [r.id for r in db.list()] == [third.run_id, second.run_id, first.run_id]

@@ -438,13 +438,10 @@ def test_break_grouping_strategies_and_queue_words():
 
     from tcore.lab.scheduler import Wait
 
-    assert summary.queue_words(2, Wait(95.0, 1200.0), 12.0) == (
-        "Queued: position 2 · starts in about 1 min 35 s (from what runs like the ones ahead took), at most 20 min 00 s "
-        "(the time limits of the runs ahead) · waited 12 s")
+    assert summary.queue_words(2, Wait(95.0, 1200.0), 12.0) == "#2 in the queue · starts in about 1 min 35 s · waited 12 s"
     assert "no estimate yet" in summary.queue_words(1, None, 0.0)
     assert summary.wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s that runs like it took")) \
-        == ("no estimate: a run ahead has run 12 min, past the 40 s that runs like it took, at most 3 min 00 s "
-            "(the time limits of the runs ahead)")
+        == "late: starts within 3 min 00 s at the latest"
 
 
 def test_whose_run_it_is_reads_as_the_name_its_owner_chose():

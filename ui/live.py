@@ -72,9 +72,10 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
             steps.append(f":gray[:material/radio_button_unchecked: {PHASE_TITLES[p]}]")
     st.markdown(" &nbsp;:gray[:material/arrow_forward:]&nbsp; ".join(steps))
     if queued:  # waiting for the device: other runs are ahead of it
-        st.info(f"**{summary.queue_words(snap['queue_position'], snap['wait'], snap['waited_s'])}**\n\n"
-                "One run at a time per device, in the order they were queued: two at once would disturb "
-                "each other's timings.")
+        st.markdown(f":blue-background[**{summary.queue_words(snap['queue_position'], snap['wait'], snap['waited_s'])}**]",
+                    help=summary.wait_reason(snap["wait"]))
+        st.caption("One run at a time per device, in the order they were queued: two at once would disturb "
+                   "each other's timings.")
     else:
         title = PHASE_TITLES.get(phase, "Starting the worker process")
         done, total = snap["progress"].get(phase, (None, None))

@@ -6,7 +6,9 @@ the lab's limit on queued runs applies per person, and only the owner or the ins
 """
 from __future__ import annotations
 
+import threading
 import time
+import traceback
 
 import pandas as pd
 import streamlit as st
@@ -15,11 +17,19 @@ from tcore.lab import runs, scheduler
 from tcore.protocol import PHASE_TITLES
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
+from tcore.store.changes import reads
 from ui import people, summary
 
 MY_RUNS_SHOWN = 8
+# How often a view of the queue redraws: every BUSY_S while something in it can change by the second (a run
+# queued or running: its place, its wait, its time so far), every IDLE_S while nothing is under way (only
+# someone's new run can change it then). Twenty idle tabs must cost the server next to nothing.
+BUSY_S = 2.0
+IDLE_S = 10.0
+_CANCELLING: dict[str, float] = {}  # run id -> when someone in this process asked to cancel it (every session sees it)
 ENDED = ("finished", "failed")  # a run's record once it is over
 STATE_COLUMN_PX = 250
+CANCEL_WAIT_S = 0.5  # how long a click on Cancel waits for the cancel before the page redraws
 
 
 def whose(owner: str | None, me: str) -> str:
@@ -66,22 +76,23 @@ def show_refusal(key: str) -> None:
 def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
     """This session's latest runs, newest first: queued, running and ended."""
     me = people.me()
-    return [r for r in store.list(limit=200) if r.owner == me][:limit]
+    return [r for r in reads(store).list(limit=200) if r.owner == me][:limit]
 
 
 def status_words(record, places: dict[str, dict]) -> str:
-    """'queued, position 2, ~40 s' / 'running: Compiling (first call)' / 'finished, 1.32x' / 'failed: timeout'.
+    """'#2 in the queue · starts in about 40 s' / 'running: Compiling (first call)' / 'finished, 1.32x' / 'failed: timeout'.
 
     The store's record decides whether the run has ended: it is written a moment before the live run says so."""
     live = runs.live(record.id)
     if record.status not in ENDED and live is not None and not live.done:
         snap = live.snapshot()
         if snap["status"] == "queued":
-            return f"queued, position {snap['queue_position'] or '?'}, {summary.wait_words(snap['wait'])}"
+            return f"#{snap['queue_position'] or '?'} in the queue · {summary.wait_words(snap['wait'])}"
         return f"running: {PHASE_TITLES.get(snap['phase'], 'starting the worker')}"
     if record.id in places:  # queued or running in another process
         place = places[record.id]
-        return "running" if place["status"] == "running" else f"queued, position {place['queue_position'] or '?'}"
+        return ("running" if place["status"] == "running"
+                else f"#{place['queue_position'] or '?'} in the queue · {summary.wait_words(place['wait'])}")
     status = store_status(record)
     if status == "finished" and record.result.get("speedup") is not None:
         return f"finished, {record.result['speedup']:.2f}x eager"
@@ -93,7 +104,7 @@ def store_status(record) -> str:
 
 
 def places_by_id(store: RunStore) -> dict[str, dict]:
-    return {row["run_id"]: row for row in runs.queue_view(store)}
+    return {row["run_id"]: row for row in runs.queue_view(reads(store))}
 
 
 def ended(run_id: str, store: RunStore) -> bool:
@@ -101,7 +112,7 @@ def ended(run_id: str, store: RunStore) -> bool:
     follows it."""
     run = runs.live(run_id)
     try:
-        status = store.get(run_id).status
+        status = reads(store).get(run_id).status
     except KeyError:  # deleted meanwhile
         return True
     return status in ENDED or run is None or run.done
@@ -119,13 +130,21 @@ def rerun_if_ended(run_id: str | None, store: RunStore) -> None:
         st.rerun()
 
 
-@st.fragment(run_every=2.0)
 def my_runs_table(store: RunStore, *, follows: str | None = None) -> None:
-    """This session's runs with their state, refreshed every 2 s; `follows`: the run the page's live panel shows."""
+    """This session's runs with their state; redrawn every BUSY_S while one of them is queued or running, else
+    drawn once (only this person's own actions change it then, and they rerun the page).
+    `follows`: the run the page's live panel shows."""
+    busy = follows is not None or any(r.status in ("queued", "running") for r in my_runs(store))
+    st.fragment(_my_runs_table, run_every=BUSY_S if busy else None)(store, follows=follows, busy=busy)
+
+
+def _my_runs_table(store: RunStore, *, follows: str | None, busy: bool) -> None:
     rerun_if_ended(follows, store)
     mine = my_runs(store)
     if not mine:
         return
+    if busy and not any(r.status in ("queued", "running") for r in mine):
+        st.rerun()  # the last of them has ended: draw it once more, and stop refreshing
     places = places_by_id(store)
     st.markdown("**Your runs**")
     # The state gets a fixed width that holds its longest words ("running: Measuring eager vs compiled"); the
@@ -137,46 +156,98 @@ def my_runs_table(store: RunStore, *, follows: str | None = None) -> None:
                                 "State": st.column_config.TextColumn(width=STATE_COLUMN_PX)})
 
 
-@st.fragment(run_every=2.0)
+@st.fragment(run_every=IDLE_S)
 def queue_view(store: RunStore, *, key: str, follows: str | None = None) -> None:
     """The room's queue on this machine: running, then queued runs, whose they are; cancel your own
-    (the instructor: any). `follows`: the run whose live panel the page shows (rerun_if_ended)."""
+    (the instructor: any). `follows`: the run whose live panel the page shows (rerun_if_ended).
+
+    Redrawn every IDLE_S; while runs are under way their rows are a fragment of their own, redrawn every
+    BUSY_S, which this one stops calling, and so stops, at its first redraw after the queue has emptied.
+    """
     rerun_if_ended(follows, store)
-    me = people.me()
-    instructor = people.is_instructor()
-    rows = runs.queue_view(store)
     st.markdown("**The queue on this machine**")
-    if (since := runs.paused_since(store)) is not None:
+    if (since := runs.paused_since(reads(store))) is not None:
         st.warning(f"The instructor paused the queue {summary.duration(time.time() - since)} ago: runs under way "
                    "finish, waiting runs keep their place and start when it resumes.", icon=":material/pause:")
     if problem := runs.queue_problem(store):
         st.error(f"The queue cannot start runs right now and keeps retrying every {scheduler.TICK_S:g} s: {problem}")
-    if not rows:
+    if not runs.queue_view(reads(store)):
         st.caption("Nothing is running or waiting: a run starts at once.")
         return
     st.caption("One run at a time per device, in the order they were queued, across every browser and the "
                "command line: two runs at once would disturb each other's timings.")
+    queue_rows(store, key=key, follows=follows)
+
+
+@st.fragment(run_every=BUSY_S)
+def queue_rows(store: RunStore, *, key: str, follows: str | None = None) -> None:
+    """One line per run under way: when it starts (the reason on hover) or how long it has run; Cancel where this
+    person may use it (their own runs; the instructor: any), and no button where they may not."""
+    rerun_if_ended(follows, store)
+    me = people.me()
+    instructor = people.is_instructor()
+    rows = runs.queue_view(reads(store))
+    if not rows:
+        st.caption("Nothing is running or waiting now.")
+    stopping = cancelling(rows)
     for row in rows:
         left, right = st.columns([4, 1], vertical_alignment="center")
         owner = whose(row["owner"], me)
-        if row["status"] == "running":
+        reason = None
+        if row["run_id"] in stopping:
+            state = "**cancelling**: its worker is being stopped"
+        elif row["status"] == "running":
             where = f" on {row['device_slot']}" if row.get("device_slot") else ""
             state = f"**running**{where} for {summary.duration(_since(row['started_at']))}"
         else:
-            state = f"**#{row['queue_position'] or '?'} in the queue**, {summary.wait_words(row['wait'])}"
-        left.markdown(f"{state} · {row['label']} · :gray[{owner}]")
-        if (owner == "yours" or instructor) and right.button("Cancel", key=f"{key}_cancel_{row['run_id']}",
-                                                             icon=":material/cancel:"):
-            cancel(row["run_id"], store)
+            state = f"**#{row['queue_position'] or '?'} in the queue** · {summary.wait_words(row['wait'])}"
+            reason = summary.wait_reason(row["wait"])
+        left.markdown(f"{state} · {row['label']} · :gray[{owner}]", help=reason)
+        if (owner == "yours" or instructor) and row["run_id"] not in stopping:
+            # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself
+            right.button("Cancel", key=f"{key}_cancel_{row['run_id']}", icon=":material/cancel:",
+                         on_click=cancel, args=(row["run_id"], store))
 
 
 def cancel(run_id: str, store: RunStore) -> None:
-    try:
-        runs.cancel(run_id, store, owner=people.me(), instructor=people.is_instructor())
-    except (PermissionError, KeyError) as e:  # not ours after all, or gone meanwhile
-        st.toast(str(e))
+    """Cancel as this person (a button's on_click, so the queue redraws after it). A running run's worker takes
+    a few seconds to stop: that goes on in the background, and meanwhile every tab of this process shows the run
+    as cancelling."""
+    outcome: list[BaseException | None] = []
+    waiting = threading.Event()
+    waiting.set()
+
+    def stop() -> None:
+        try:
+            runs.cancel(run_id, store, owner=owner, instructor=instructor)
+        except BaseException as e:  # handed to the click below, or printed if the click has stopped waiting
+            _CANCELLING.pop(run_id, None)
+            outcome.append(e)
+            if not waiting.is_set():
+                traceback.print_exc()
+        else:
+            outcome.append(None)
+
+    owner, instructor = people.me(), people.is_instructor()  # read here: the thread has no session
+    _CANCELLING[run_id] = time.time()
+    worker = threading.Thread(target=stop, name=f"cancel-{run_id}", daemon=True)
+    worker.start()
+    worker.join(CANCEL_WAIT_S)  # a queued run, or one in another process, is cancelled well within this
+    waiting.clear()
+    if outcome and isinstance(outcome[0], (PermissionError, KeyError)):  # not theirs after all, or gone meanwhile
+        st.toast(str(outcome[0]))
+    elif outcome and outcome[0] is not None:
+        raise outcome[0]
     else:
         st.toast("Cancelled: a queued run never starts; a running one has its worker stopped.")
+
+
+def cancelling(rows: list[dict]) -> set[str]:
+    """The runs among `rows` (the queue) that someone in this process has asked to cancel; forgets the rest."""
+    under_way = {row["run_id"] for row in rows}
+    for run_id in [i for i in _CANCELLING if i not in under_way and time.time() - _CANCELLING[i] > CANCEL_WAIT_S]:
+        _CANCELLING.pop(run_id, None)
+    return under_way & set(_CANCELLING)
 
 
 def _since(t: float | None) -> float | None:

@@ -12,6 +12,8 @@ import pandas as pd
 from tcore import figures
 from tcore.advice import inside_torch
 from tcore.lab.artifacts import compile_key
+from tcore.lab.scheduler import duration_words
+from tcore.lab.scheduler import wait_words as _wait_words
 from tcore.spec import Experiment, same_compile, settings
 
 # The figures in the Compare page's run table and in a sweep's matrix, as stored columns (tcore.figures).
@@ -318,35 +320,23 @@ def env_rows(env: dict, device: str | None) -> list[tuple[str, str]]:
 
 def duration(seconds: float | None) -> str:
     """'45 s', '3 min 05 s', '1 h 02 min': a wait or an elapsed time, for people."""
-    if seconds is None:
-        return "n/a"
-    s = max(int(round(seconds)), 0)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return duration_words(seconds)
 
 
 def queue_words(position: int | None, wait, waited_s: float | None) -> str:
-    """'Queued: position 2 · starts in about 40 s, at most 30 min (the time limits of the runs ahead) · waited 12 s'."""
-    place = f"position {position}" if position else "about to start"
-    return f"Queued: {place} · {wait_words(wait)} · waited {duration(waited_s)}"
+    """'#2 in the queue · starts in about 40 s · waited 12 s': when it starts first; wait_reason(wait) says why."""
+    place = f"#{position} in the queue" if position else "about to start"
+    return f"{place} · {wait_words(wait)} · waited {duration(waited_s)}"
 
 
 def wait_words(wait) -> str:
-    """When a queued run should start (tcore.lab.scheduler.Wait), in words, never 'now' behind a long run."""
-    if wait is None:
-        return "no estimate yet"
-    at_most = (f", at most {duration(wait.at_most_s)} (the time limits of the runs ahead)"
-               if wait.at_most_s is not None and (wait.eta_s is None or wait.at_most_s > wait.eta_s + 1) else "")
-    if wait.overdue:
-        return f"no estimate: {wait.overdue}{at_most}"
-    if wait.eta_s is None:
-        return f"no estimate yet (no run has finished on this device){at_most}"
-    if wait.eta_s < 1:
-        return "starts as soon as the device is free"
-    return f"starts in about {duration(wait.eta_s)} (from what runs like the ones ahead took){at_most}"
+    """When a queued run should start (tcore.lab.scheduler.Wait), in a few words, never 'now' behind a long run."""
+    return _wait_words(wait)[0]
+
+
+def wait_reason(wait) -> str:
+    """Where wait_words' figure comes from, and the latest the run can start: for a tooltip."""
+    return _wait_words(wait)[1]
 
 
 # --- Why is it slow ------------------------------------------------------------------------------

@@ -171,6 +171,44 @@ def estimate_wait(running: list[Ahead], queued_ahead: list[Ahead], n_slots: int)
     return Wait(_first_free(eta), _first_free(latest), overdue)
 
 
+def duration_words(seconds: float | None) -> str:
+    """'45 s', '3 min 05 s', '1 h 02 min': a wait or an elapsed time, for people."""
+    if seconds is None:
+        return "n/a"
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def wait_words(wait: Wait | None) -> tuple[str, str]:
+    """When a queued run starts, as (what a person needs first, the reason): the Run and System pages show the
+    first and put the second on hover; the command line prints the first.
+
+    'starts in about 40 s' / 'late: starts within 14 min 22 s at the latest' / 'starts within 3 min 00 s at the
+    latest' (no estimate yet) / 'no estimate yet'; never 'now' behind a long run.
+    """
+    latest = (f"when every run ahead uses its whole time limit, it starts in {duration_words(wait.at_most_s)}"
+              if wait is not None and wait.at_most_s is not None else "the runs ahead have no time limit")
+    if wait is None:
+        return "no estimate yet", "The queue has not placed this run yet; it does within a second."
+    if wait.overdue:
+        head = "late" + (f": starts within {duration_words(wait.at_most_s)} at the latest"
+                         if wait.at_most_s is not None else ", with no estimate")
+        return head, f"{wait.overdue[0].upper()}{wait.overdue[1:]}, so there is no estimate; {latest}."
+    if wait.eta_s is None:
+        head = (f"starts within {duration_words(wait.at_most_s)} at the latest" if wait.at_most_s is not None
+                else "no estimate yet")
+        return head, (f"No estimate yet: no run like the ones ahead has finished on this device, so there is nothing "
+                      f"to go on; {latest}.")
+    if wait.eta_s < 1:
+        return "starts as soon as the device is free", f"The run ahead should end any moment; {latest}."
+    return (f"starts in about {duration_words(wait.eta_s)}",
+            f"An estimate from how long runs like the ones ahead took on this machine, compile included; {latest}.")
+
+
 def _first_free(free_at: list[float | None]) -> float | None:
     """When the first slot frees; None if any slot's time is unknown (it might be the first)."""
     return None if any(t is None for t in free_at) else min(free_at)
@@ -189,17 +227,34 @@ def _words(seconds: float) -> str:
 
 
 def expected_duration(spec: dict, history: list[tuple[dict, float]]) -> float | None:
-    """How long a run of `spec` should take: the median duration of the latest runs with the same settings,
-    else of runs of the same model, preset, batch, task and compile settings, else of any recent run."""
-    for same in (lambda s: s == spec, lambda s: all(s.get(k) == spec.get(k) for k in SIMILAR), lambda s: True):
-        durations = [d for s, d in history if same(s)][:RECENT_RUNS]
+    """How long a run of `spec` should take on this machine, start-up and compile included: the median duration of
+    the latest runs with the same settings; else of runs that compile the same thing (SIMILAR), else of the same
+    model and compile, else of any recent run, each less its own timed stage and plus this one's (a run timed
+    for 60 s per variant does not take what one timed for 4 s took)."""
+    tiers = ((lambda s: s == spec, False), (lambda s: all(s.get(k) == spec.get(k) for k in SIMILAR), True),
+             (lambda s: all(s.get(k) == spec.get(k) for k in SAME_MODEL), True), (lambda s: True, True))
+    for same, adjust in tiers:
+        durations = [d - timed_stage_s(s) + timed_stage_s(spec) if adjust else d
+                     for s, d in history if same(s)][:RECENT_RUNS]
         if durations:
-            return statistics.median(durations)
+            return max(statistics.median(durations), timed_stage_s(spec))
     return None
 
 
-# What makes two runs take about as long, when no earlier run had exactly the same settings.
-SIMILAR = ("model", "preset", "batch_size", "task", "compile", "backend", "mode", "cache", "precision")
+def timed_stage_s(spec: dict) -> float:
+    """The seconds a run of `spec` spends in its timed blocks by the clock: each variant's timed_s (0 when it
+    counts steps instead, or the spec does not say)."""
+    if spec.get("timed_steps") is not None or not spec.get("timed_s"):
+        return 0.0
+    compiled = spec.get("compile", "off") != "off" or spec.get("compile_optimizer")
+    return (2 if compiled else 1) * float(spec["timed_s"])
+
+
+# What makes two runs take about as long, when no earlier run had exactly the same settings: what is built,
+# what is compiled and how (a shape schedule compiles once per size, a graph break once per piece).
+SIMILAR = ("model", "preset", "batch_size", "task", "compile", "backend", "mode", "cache", "precision", "dynamic",
+           "shape_count", "shape_remedy", "graph_break", "compile_optimizer", "torch_trace")
+SAME_MODEL = ("model", "preset", "task", "compile", "backend")
 
 
 class Job(Protocol):

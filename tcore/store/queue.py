@@ -184,7 +184,8 @@ class Queue:
     def queue_state(self, host: str, device: str, *, recent: int = 200) -> tuple[list, list, list]:
         """For one device kind on one host, what the wait estimate needs (tcore.lab.scheduler.places):
         queued runs, oldest first, as (id, spec, time limit); running runs as (spec, time limit, start
-        time); the `recent` latest runs that ran to an end, newest first, as (spec, duration in s)."""
+        time); the `recent` latest runs that ran to their end (finished, or stopped at their time limit), newest
+        first, as (spec, duration in s)."""
         with self._connect() as db:
             queued = [(r[0], json.loads(r[1]), r[2]) for r in db.execute(
                 "SELECT id, spec, timeout_s FROM runs WHERE status='queued' AND held=0 AND host=? AND device=?"
@@ -193,8 +194,9 @@ class Queue:
                 "SELECT spec, timeout_s, started_at FROM runs WHERE status='running' AND host=? AND device=?"
                 " AND started_at IS NOT NULL", (host, device))]
             history = [(json.loads(r[0]), r[1]) for r in db.execute(
-                "SELECT spec, finished_at - started_at FROM runs WHERE status IN ('finished', 'failed') AND host=?"
-                " AND device=? AND started_at IS NOT NULL AND (error_kind IS NULL OR error_kind != 'cancelled')"
+                # runs that ran to their end: a crash or a refusal at start-up says nothing of how long a run takes
+                "SELECT spec, finished_at - started_at FROM runs WHERE (status='finished' OR error_kind='timeout')"
+                " AND host=? AND device=? AND started_at IS NOT NULL"
                 " ORDER BY finished_at DESC LIMIT ?", (host, device, recent))]
         return queued, running, history
 

@@ -1,0 +1,82 @@
+"""Reading the store once per change for every session of a process: SQLite's data_version as the change marker.
+
+A page open in twenty tabs asks the same questions of the store every few seconds (who is queued, what
+is running, this person's runs). `reads(store)` answers them from one copy per change of the file, shared
+by every session of the process: `PRAGMA data_version`, asked on a connection this module keeps open and
+never writes on, changes exactly when another connection (any process, this one included) has committed
+a change, and costs microseconds. The answers are shared objects: read them, never change them.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+# The read-only RunStore methods whose answers are kept; each answer stands until the file changes.
+CACHED = frozenset({"pending", "queue_state", "lab_state", "list", "get", "queued_count"})
+
+
+class _Watch:
+    """One file's change marker and the answers kept for its current version."""
+
+    def __init__(self, path: Path) -> None:
+        # Autocommit, so the connection never holds a read transaction open (it would pin the WAL).
+        self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()
+        self.version: int | None = None
+        self.answers: dict[tuple, Any] = {}
+        self.reads = 0  # answers read from the store rather than kept: what the tests count
+
+    def answer(self, key: tuple, read: Callable[[], Any]) -> Any:
+        # One lock for the marker, the lookup and the read: twenty sessions asking at once after a change
+        # wait for one read instead of making twenty.
+        with self._lock:
+            version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            if version != self.version:
+                self.version, self.answers = version, {}
+            if key not in self.answers:
+                self.answers[key] = read()  # an exception (a run deleted meanwhile) is raised, not kept
+                self.reads += 1
+            return self.answers[key]
+
+
+_WATCHES: dict[tuple[int, Path], _Watch] = {}
+_WATCHES_LOCK = threading.Lock()
+
+
+def _watch(path: Path) -> _Watch:
+    key = (os.getpid(), path.resolve())  # a forked child must not share its parent's connection
+    with _WATCHES_LOCK:
+        if key not in _WATCHES:
+            _WATCHES[key] = _Watch(key[1])
+        return _WATCHES[key]
+
+
+class Reads:
+    """A RunStore whose read-only questions (CACHED) are answered once per change of the file for the whole
+    process; everything else, writes included, goes to the store itself."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self._watch = _watch(store.path)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if name not in CACHED:
+            return attr
+
+        def cached(*args, **kwargs):
+            return self._watch.answer((name, args, tuple(sorted(kwargs.items()))), lambda: attr(*args, **kwargs))
+        return cached
+
+
+def reads(store) -> Reads:
+    """`store`, answering its read-only questions from the process's copy for the file's current version."""
+    return store if isinstance(store, Reads) else Reads(store)
+
+
+def store_reads(store) -> int:
+    """How many answers this process has read from `store`'s file rather than kept (for tests)."""
+    return _watch(store.path).reads

@@ -1,0 +1,98 @@
+"""The queue in a real browser while someone else's run is timed: the instructor's Cancel shows on the click, and
+another participant's tab stops saying "running for ..." once the run has ended (issue 32.1).
+
+A command-line run on the app's store plays the other person's run (another process owns it, as in a workshop).
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, Watch, free_port
+
+pytestmark = pytest.mark.browser
+PASSCODE = "sesame"
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """The app with an instructor passcode, and a command-line run on its store being timed for minutes."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian package 'chromium'): the browser test needs it")
+    env = dict(os.environ, COMPILE_LAB_DB=str(tmp_path / "runs.sqlite"), COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE,
+               COMPILE_LAB_CACHE_DIR=str(tmp_path / "cache"))
+    port = free_port()
+    log = open(tmp_path / "streamlit.log", "w")
+    app = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tcore", "run", "--model", "captioner", "--preset", "tiny", "--batch-size", "2",
+         "--device", "cpu", "--backend", "eager", "--timed-s", "300", "--rounds", "2", "--quiet"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                break
+        except OSError:
+            pass
+        assert app.poll() is None, (tmp_path / "streamlit.log").read_text()
+        assert time.time() < deadline, "streamlit did not answer /_stcore/health within 90 s"
+        time.sleep(0.5)
+    yield url, cli
+    for proc in (cli, app):
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+
+
+def test_the_instructors_cancel_shows_at_once_and_the_end_reaches_every_tab(lab):
+    from playwright.sync_api import expect, sync_playwright
+
+    url, cli = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        teacher = browser.new_context(viewport={"width": 1440, "height": 1400}).new_page()
+        ada = browser.new_context(viewport={"width": 1440, "height": 1400}).new_page()
+        watches = [Watch(teacher, url), Watch(ada, url)]
+        teacher.goto(f"{url}/system?me=teacher~0001")
+        teacher.get_by_label("Instructor passcode", exact=True).and_(teacher.locator("input")).fill(PASSCODE)
+        teacher.get_by_role("button", name="Unlock").click()
+        teacher.get_by_role("button", name="Pause the queue").wait_for(timeout=60_000)
+        ada.goto(f"{url}/?me=ada~0002")
+        ada.get_by_text("Run an experiment", exact=True).wait_for(timeout=60_000)
+        # the command-line run shows up as running (the queue redraws every 10 s while idle, then every 2 s)
+        expect(ada.get_by_text("running", exact=True).first).to_be_visible(timeout=150_000)
+        assert ada.get_by_role("button", name="Cancel").count() == 0  # not hers: no button at all
+        teacher.get_by_role("link", name="Run").click()
+        expect(teacher.get_by_text("running", exact=True).first).to_be_visible(timeout=30_000)
+
+        teacher.get_by_role("button", name="Cancel").first.click()
+        clicked = time.monotonic()
+        expect(teacher.get_by_text("cancelling", exact=True)).to_be_visible(timeout=1_500)  # before a refresh tick
+        shown_s = time.monotonic() - clicked
+        teacher.screenshot(path=str(ARTIFACTS / "idle-instructor-cancelling.png"))
+        assert cli.wait(60) != 0  # its owner stopped the worker: the command line says the run failed (cancelled)
+        # Every tab stops saying "running for ..." within a couple of refreshes of the end.
+        for page in (ada, teacher):
+            expect(page.get_by_text("Nothing is running or waiting", exact=False).first).to_be_visible(timeout=25_000)
+            assert page.get_by_text("running", exact=True).count() == 0
+        ada.screenshot(path=str(ARTIFACTS / "idle-participant-after-cancel.png"))
+        print(f"cancelling shown {shown_s:.2f} s after the click")
+        for watch in watches:
+            assert not watch.problems(), watch.problems()
+        browser.close()
