@@ -61,13 +61,29 @@ def next_steps(rec: RunRecord, store: RunStore | None, *, key: str) -> None:
         text.markdown(f"**{s.title}.** {s.evidence}")
         if not s.changes or store is None:
             continue
+        # Queued in the click's callback, which runs before the page is drawn again: the Run page's "Show below"
+        # selector (key run_shown) may already be drawn above this button, and Streamlit refuses, in a live
+        # session only, a change to a drawn widget's state.
         if button.button("Queue it", key=f"{key}_suggest_{i}", icon=":material/add_to_queue:",
-                         help="Queue the same run with: " + ", ".join(f"{k}={v}" for k, v in s.changes.items())):
-            started = queue.submit([advice.counterpart(rec.spec, s)], store, key="run")
-            if started:
-                st.session_state.setdefault(PAIRS, {})[started[0]] = rec.id
-                st.session_state.run_shown = started[0]
-            st.switch_page("app_pages/run.py")  # where the counterpart is followed, then drawn beside this run
+                         help="Queue the same run with: " + ", ".join(f"{k}={v}" for k, v in s.changes.items()),
+                         on_click=queue_counterpart, args=(rec, s, store)):
+            if st.session_state.pop(QUEUED, None):
+                st.switch_page("app_pages/run.py")  # where the counterpart is followed, then drawn beside this run
+            elif refusal := st.session_state.pop("run_refusal", None):  # not shown yet: this is not the Run page
+                text.error(refusal)
+
+
+QUEUED = "suggestion_queued"  # session_state: the run a "Queue it" click queued, for the page drawn after it
+
+
+def queue_counterpart(rec: RunRecord, suggestion: advice.Suggestion, store: RunStore) -> None:
+    """The "Queue it" button's callback: queue the counterpart and show it on the Run page, paired with `rec`.
+    A refusal stays in the session for the page to show (ui.queue.show_refusal, or beside the suggestion)."""
+    started = queue.submit([advice.counterpart(rec.spec, suggestion)], store, key="run")
+    st.session_state[QUEUED] = started[0] if started else None
+    if started:
+        st.session_state.setdefault(PAIRS, {})[started[0]] = rec.id
+        st.session_state.run_shown = started[0]
 
 
 def side_by_side(rec: RunRecord, store: RunStore, *, key: str) -> None:
