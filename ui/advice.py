@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tcore import advice
-from tcore.breakdown import CATEGORIES
+from tcore.breakdown import CATEGORIES, as_timed
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.lab import artifacts
 from tcore.store import RunRecord, RunStore
@@ -113,10 +113,11 @@ def side_by_side(rec: RunRecord, store: RunStore, *, key: str) -> None:
             rows.append({"figure": fig.label, "before": fig.text(origin.result.get(name), unit=False),
                          "after": fig.text(rec.result.get(name), unit=False)})
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{key}_pair_table")
-        bars = [(f"{label} (before)", origin.result["breakdown"][v]["ms"]) for v, label, _ in charts.VARIANTS
-                if v in (origin.result.get("breakdown") or {})]
-        bars += [(f"{label} (after)", rec.result["breakdown"][v]["ms"]) for v, label, _ in charts.VARIANTS
-                 if v in (rec.result.get("breakdown") or {})]
+        bars = []
+        for result, when in ((origin.result, "before"), (rec.result, "after")):
+            shown = as_timed(result)  # at the timed steps' lengths; none where the profiler ran far off them
+            if not charts.profiler_withheld(shown):
+                bars += [(f"{label} ({when})", shown[v]["ms"]) for v, label, _ in charts.VARIANTS if v in shown]
         if bars:
             exports.show(st, charts.breakdown_chart(bars, title="Where the time goes, before and after"),
                          key=f"{key}_pair_breakdown")

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tcore.breakdown import CATEGORIES
+from tcore.breakdown import CATEGORIES, as_timed
 from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
 from tcore.protocol import PHASE_TITLES, PHASES
 
@@ -386,21 +386,40 @@ def breakdown_chart(rows: list[tuple[str, dict[str, float]]], *, title: str = "W
 
 def variant_breakdown_chart(result: dict) -> go.Figure:
     """Eager against compiled, from one run's stored breakdown; 'n/a' with the reason when it was not profiled."""
-    rows = [(label, result["breakdown"][v]["ms"]) for v, label, _ in _variants(result)
-            if v in (result.get("breakdown") or {})]
+    shown = as_timed(result)
+    if withheld := profiler_withheld(shown):
+        return not_available("Where the time of a step goes", withheld)
+    rows = [(label, shown[v]["ms"]) for v, label, _ in _variants(result) if v in shown]
     if not rows:
         reason = (result.get("unavailable") or {}).get("eager_profiled_step_ms") or \
             "this run was stored before Compile Lab profiled steps"
         return not_available("Where the time of a step goes", reason)
     source = next(iter(result["breakdown"].values()))["source"]
+    if any(s["shown"] == "scaled" for s in shown.values()):
+        return breakdown_chart(rows, subtitle=f"ms per timed step; shares from the profiler's {source}, scaled "
+                                              "(the profiler slowed its steps)")
     return breakdown_chart(rows, subtitle=f"ms per step, from the profiler's {source}; idle is time between them")
+
+
+def profiler_withheld(shown: dict[str, dict]) -> str | None:
+    """Why the bars are not drawn (a variant's profiled steps ran far off its timed ones), or None."""
+    far = {v: s["off_pct"] for v, s in shown.items() if s["shown"] == "withheld"}
+    if not far:
+        return None
+    return ("withheld: the profiler slowed the " + " and ".join(f"{v} steps by {off:+.0f}%" for v, off in far.items())
+            + " against the timed ones, so its shares would describe the profiler more than the model")
 
 
 def runs_breakdown_chart(runs: list[tuple[str, dict]]) -> go.Figure:
     """Where the time goes, eager and compiled, for several runs: (label, result) each; runs without one are left out."""
-    rows = [(f"{label.replace(', ', '<br>', 1)} · {v}", result["breakdown"][v]["ms"]) for label, result in runs
-            for v, _, _ in VARIANTS if v in (result.get("breakdown") or {})]
+    shown = [(label, as_timed(result)) for label, result in runs]
+    rows = [(f"{label.replace(', ', '<br>', 1)} · {v}", bars[v]["ms"]) for label, bars in shown
+            if not profiler_withheld(bars) for v, _, _ in VARIANTS if v in bars]
     if not rows:
-        return not_available("Where the time of a step goes", "none of these runs was profiled (runs stored "
-                                                              "before Compile Lab profiled steps)")
-    return breakdown_chart(rows, subtitle="ms per step, eager and compiled of each run")
+        return not_available("Where the time of a step goes", "none of these runs has a profile that agrees with "
+                                                              "its timed steps (or none was profiled)")
+    left_out = sum(1 for _, bars in shown if profiler_withheld(bars))
+    scaled = any(s["shown"] == "scaled" for _, bars in shown for s in bars.values())
+    return breakdown_chart(rows, subtitle="ms per step, eager and compiled of each run"
+                           + ("; scaled to the timed steps where the profiler slowed them" if scaled else "")
+                           + (f"; {left_out} run(s) left out, profiled far off their timed steps" if left_out else ""))

@@ -167,11 +167,23 @@ def baseline_words(spec: dict, device: str | None) -> str:
 def breakdown_words(result: dict) -> list[str]:
     """Sentences under the time-breakdown chart: the biggest changes, and how the profiled step compares with
     the timed one (the profiler adds overhead of its own, most to launch-bound steps)."""
-    from tcore.breakdown import differences
+    from tcore.breakdown import as_timed, differences
 
     found = result.get("breakdown") or {}
+    shown = as_timed(result)
     words = []
-    if "eager" in found and "compiled" in found and (changed := differences(found["eager"], found["compiled"])):
+    off = ", ".join(f"{v} {s['off_pct']:+.0f}%" for v, s in shown.items() if s["shown"] != "profiled")
+    if any(s["shown"] == "withheld" for s in shown.values()):  # said first: the bars are missing because of it
+        words.append(f"**No bars: the profiled steps ran far off the timed ones** ({off}). The profiler's own overhead "
+                     "(largest on the CPU, where it records every op) changed the steps it measured, so their split "
+                     "would contradict the speedup above; the timed figures stand.")
+    elif off:
+        words.append(f"**The bars are scaled to the timed steps.** The profiled steps ran off the timed ones ({off}: "
+                     "the profiler's own overhead), so each bar keeps the profiler's shares but takes the length of the "
+                     "timed median step, which the speedup above uses.")
+    if ("eager" in found and "compiled" in found and all(shown[v]["ms"] for v in ("eager", "compiled"))
+            and (changed := differences({**found["eager"], "ms": shown["eager"]["ms"]},
+                                        {**found["compiled"], "ms": shown["compiled"]["ms"]}))):
         words.append(f"Biggest changes, eager → compiled: {changed}.")
     for variant, b in found.items():
         timed = result.get(f"{variant}_latency_ms_p50")
@@ -184,9 +196,7 @@ def breakdown_words(result: dict) -> list[str]:
         elif timed:
             off = (b["step_ms"] - timed) / timed * 100
             words.append(f"{variant.capitalize()}: {b['steps']} profiled steps of {b['step_ms']:.2f} ms on average "
-                         f"against {timed:.2f} ms timed ({off:+.0f}%)" + (
-                             ": the profiler's own overhead inflates this step, so read the shares, not the sizes"
-                             if abs(off) > 10 else "") + ".")
+                         f"against {timed:.2f} ms timed ({off:+.0f}%).")
         if b.get("overlap_ms", 0) > 0.02 * b["step_ms"]:
             words.append(f"{variant.capitalize()}: kernels overlapped on several streams for {b['overlap_ms']:.2f} ms "
                          "per step, so the categories add up to more than the busy time.")
