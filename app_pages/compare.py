@@ -14,6 +14,15 @@ COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what th
                    "Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts loads what "
                    "an earlier run of the same settings saved. Hover a bar for its cache hits.")
 
+
+def delete(run_id: str, store: RunStore) -> None:
+    """The Delete button's callback; a refusal (not yours after all, or gone meanwhile) is shown under the button."""
+    try:
+        runs.delete(run_id, store, owner=people.me(), instructor=people.is_instructor())
+    except (PermissionError, KeyError) as e:
+        st.session_state["compare_delete_refusal"] = str(e)
+
+
 store = RunStore()
 st.title("Compare runs")
 frame = store.dataframe()
@@ -95,10 +104,7 @@ if detail:
                f"This run is {people.display_name(record.owner)}'s: only its owner or the instructor can delete it.")
     with st.popover("Delete this run", icon=":material/delete:", disabled=under_way or not allowed, help=why_not):
         st.write(f"Delete {labels[detail]} and its power trace from the store? This cannot be undone.")
-        if st.button("Delete", key="compare_delete", type="primary"):
-            try:
-                runs.delete(detail, store, owner=people.me(), instructor=people.is_instructor())
-            except (PermissionError, KeyError) as e:
-                st.error(str(e))
-            else:
-                st.rerun()
+        # In the click's callback, so the page drawn next no longer lists the run (no second rerun to lose).
+        st.button("Delete", key="compare_delete", type="primary", on_click=delete, args=(detail, store))
+    if refusal := st.session_state.pop("compare_delete_refusal", None):
+        st.error(refusal)

@@ -14,7 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -73,13 +75,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path):
+@contextmanager
+def serve(folder: Path, **env: str) -> Iterator[str]:
+    """`streamlit run app.py` on a free port with its store in `folder` (and `env` set): its address, until the end."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian package 'chromium'): the browser test needs it")
     port = free_port()
-    env = dict(os.environ, COMPILE_LAB_DB=str(tmp_path / "runs.sqlite"))
-    log = open(tmp_path / "streamlit.log", "w")
+    env = dict(os.environ, COMPILE_LAB_DB=str(folder / "runs.sqlite"), **env)
+    log = open(folder / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
@@ -92,17 +95,25 @@ def server(tmp_path):
                 break
         except OSError:
             pass  # not listening yet
-        assert proc.poll() is None, (tmp_path / "streamlit.log").read_text()
+        assert proc.poll() is None, (folder / "streamlit.log").read_text()
         assert time.time() < deadline, "streamlit did not answer /_stcore/health within 60 s"
         time.sleep(0.5)
-    yield url
-    # The server's group; a run worker has its own group and, tiny as the runs here are, ends within seconds.
-    os.killpg(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
+        yield url
+    finally:
+        # The server's group; a run worker has its own group and, tiny as the runs here are, ends within seconds.
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.fixture
+def server(tmp_path):
+    with serve(tmp_path) as url:
+        yield url
 
 
 def test_tiny_cpu_run_in_a_real_browser(server):

@@ -128,12 +128,15 @@ def throughput_chart(result: dict) -> go.Figure:
         lo.append(samples - result.get(f"{v}_steps_per_s_min", steps) * per_step)
         hi.append(result.get(f"{v}_steps_per_s_max", steps) * per_step - samples)
         text.append(f"{samples:.1f}")  # the unit is in the title: "3184.6 samples/s" is wider than a narrow bar
+    # The values sit above each whisker's top, not on the bar: a whisker runs up the bar's middle, through any
+    # label inside it, and a noisy run's reaches the foot.
     fig = go.Figure(go.Bar(
-        x=xs, y=ys, marker_color=[c for _, _, c in variants], text=text, textposition="inside",
+        x=xs, y=ys, marker_color=[c for _, _, c in variants], text=text, textposition="none",
         error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#333", thickness=1.5)))
-    fig.update_yaxes(title_text="Throughput (samples/s)", rangemode="tozero")
-    _style(fig, "Throughput (samples/s)", "higher is better · whiskers: slowest to fastest round")
-    return fig.update_traces(insidetextanchor="start")  # at the foot of the bar, clear of the whiskers
+    for x, y, up, label in zip(xs, ys, hi, text):
+        fig.add_annotation(x=x, y=y + up, text=label, showarrow=False, yanchor="bottom", yshift=3)
+    fig.update_yaxes(title_text="Throughput (samples/s)", range=[0, max(y + up for y, up in zip(ys, hi)) * 1.15])
+    return _style(fig, "Throughput (samples/s)", "higher is better · whiskers: slowest to fastest round")
 
 
 def latency_chart(result: dict) -> go.Figure:
@@ -307,6 +310,20 @@ def _bars_height(n: int, per_run: int = 1) -> int:
     return max(HEIGHT, 130 + 40 * n * per_run)
 
 
+LABEL_POSITIONS = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom left")
+
+
+def label_positions(xs: list[float], ys: list[float], span_x: float, span_y: float, *, near: float = 0.08
+                    ) -> list[str]:
+    """Where each point's label goes so that labels of points close together (within `near` of the axes' spans
+    shown) do not print over each other: each takes the first place none of its close neighbours has taken."""
+    out: list[str] = []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        taken = {out[j] for j in range(i) if abs(xs[j] - x) < near * span_x and abs(ys[j] - y) < near * span_y}
+        out.append(next((p for p in LABEL_POSITIONS if p not in taken), LABEL_POSITIONS[i % len(LABEL_POSITIONS)]))
+    return out
+
+
 def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
     """Compile time (x) against speedup (y), one point per run: up and to the left is best."""
     needed = {"compile_s", "speedup"}
@@ -318,16 +335,17 @@ def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
     hover = [f"<b>{label}</b><br>compile {c:.1f} s, speedup {s:.2f}x<br>break-even "
              + (f"{b:,.0f} steps" if pd.notna(b) else "never (not faster)")
              for label, c, s, b in zip(points.label, points.compile_s, points.speedup, breakeven)]
-    fig = go.Figure(go.Scatter(
-        x=points.compile_s, y=points.speedup, mode="markers+text", text=points.id.str[-6:],
-        textposition="top center", hovertext=hover, hoverinfo="text", cliponaxis=False,
-        marker=dict(size=13, color=COMPILED_COLOR, line=dict(color="white", width=1))))
-    fig.add_hline(y=1.0, line_dash="dash", line_color="#888", annotation_text="as fast as eager",
-                  annotation_position="bottom right")
     # Room around the points for their id labels, and the 1x line always in view.
     low, high = min(points.speedup.min(), 1.0), max(points.speedup.max(), 1.0)
     pad = max(high - low, 0.1) * 0.15
     right = points.compile_s.max() * 1.12 or 1.0
+    fig = go.Figure(go.Scatter(
+        x=points.compile_s, y=points.speedup, mode="markers+text", text=points.id.str[-6:],
+        textposition=label_positions(list(points.compile_s), list(points.speedup), 1.06 * right, high - low + 2 * pad),
+        hovertext=hover, hoverinfo="text", cliponaxis=False,
+        marker=dict(size=13, color=COMPILED_COLOR, line=dict(color="white", width=1))))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#888", annotation_text="as fast as eager",
+                  annotation_position="bottom right")
     fig.update_xaxes(title_text="Compile time (s)", range=[-0.06 * right, right])
     fig.update_yaxes(title_text="Speedup over eager (x)", range=[low - pad, high + pad])
     return _style(fig, title, "up and to the left is best · hover a point for its run", height=380)
