@@ -2,6 +2,7 @@
 exports, delete."""
 import streamlit as st
 
+from tcore import figures
 from tcore.lab import runs
 from tcore.store import RunStore
 from ui import charts, diagnose_charts, exports, people, results, summary
@@ -13,6 +14,22 @@ SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further 
 COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a bar. "
                    "Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts loads what "
                    "an earlier run of the same settings saved. Hover a bar for its cache hits.")
+
+
+CHART_WORDS = {"compare_scatter": SCATTER_WORDS, "compare_cold_warm": COLD_WARM_WORDS}  # under their charts
+
+
+def export_table(picked, records: list):
+    """The Compare table of the chosen runs, with the Noisy flag each run's own page shows beside its headline."""
+    table = summary.run_table(picked)
+    table.insert(3, "Noisy", ["; ".join(figures.noise_reasons(r.result)) or "" for r in records])
+    return table
+
+
+def noisy_notes(records: list) -> list[str]:
+    """A line at the top of the export for each noisy run: its figures are rough, and why."""
+    return [f"Noisy: {r.label} · {r.id[-6:]}: read its figures as rough, not solid: "
+            + "; ".join(reasons) + "." for r in records if (reasons := figures.noise_reasons(r.result))]
 
 
 def delete(run_id: str, store: RunStore) -> None:
@@ -50,7 +67,7 @@ if "compare_runs" not in st.session_state:
 st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i in names]
 chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get)
 picked = finished[finished.id.isin(chosen)]
-figs = {}
+figs, chosen_records = {}, []
 if picked.empty:
     st.info("Choose finished runs above to compare them.")
 else:
@@ -84,8 +101,11 @@ down[1].download_button("Download every run (CSV)", frame.to_csv(index=False), "
 down[2].download_button(
     "Download this comparison (HTML)", key="compare_html", disabled=picked.empty, file_name="compile-lab-comparison.html",
     mime="text/html", icon=":material/download:", on_click="ignore",
-    data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} run{'s' * (len(picked) != 1)} compared", summary.run_table(picked),
-                                      list(figs.values()), notes=[SCATTER_WORDS, COLD_WARM_WORDS])),
+    data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} run{'s' * (len(picked) != 1)} compared",
+                                      export_table(picked, chosen_records),
+                                      [(fig, CHART_WORDS.get(name)) if name in CHART_WORDS else fig
+                                       for name, fig in figs.items()],
+                                      notes=noisy_notes(chosen_records))),
     help="The chosen runs' charts (interactive) and table in one HTML file that opens in any browser, offline.")
 
 labels = dict(zip(view.id, view.label + " · " + view.id.str[-6:] + " (" + view.status + ")"))

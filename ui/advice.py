@@ -23,7 +23,7 @@ SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per
 def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None:
     r = rec.result
     st.markdown("**Where the time goes**")
-    exports.show(st, charts.variant_breakdown_chart(r), key=f"{key}_breakdown")
+    exports.show(st, charts.variant_breakdown_chart(r), key=f"{key}_breakdown", run_id=rec.id)
     for words in summary.breakdown_words(r):
         st.caption(words)
     if peak := summary.peak_words(r, rec.env.get("gpu")):

@@ -109,19 +109,19 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
         show_cache(rec, store, words, key=key)
 
     left, right = st.columns(2)
-    exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput")
-    exports.show(right, charts.latency_chart(r), key=f"{key}_latency")
-    exports.show(left, charts.variant_bar(r, "peak_mem_gib"), key=f"{key}_memory")
-    exports.show(right, charts.energy_chart(r), key=f"{key}_energy")
+    exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput", run_id=rec.id)
+    exports.show(right, charts.latency_chart(r), key=f"{key}_latency", run_id=rec.id)
+    exports.show(left, charts.variant_bar(r, "peak_mem_gib"), key=f"{key}_memory", run_id=rec.id)
+    exports.show(right, charts.energy_chart(r), key=f"{key}_energy", run_id=rec.id)
     memory = r.get("peak_mem_source", "unknown source")
     if "RSS" in memory:  # the CPU figure counts the whole process, torch's own libraries included
         memory += ", the whole worker process with torch itself, so small models show about the same for both"
     power = r.get("power_source") if r.get("power_source") not in (None, "none") else "no meter"
     st.caption(f"Peak memory: {memory}. Power: {power}.")
     if compiled:
-        exports.show(st, charts.compile_phases_chart(r), key=f"{key}_phases")
+        exports.show(st, charts.compile_phases_chart(r), key=f"{key}_phases", run_id=rec.id)
     if trace:
-        exports.show(st, charts.power_trace_chart(trace), key=f"{key}_trace")
+        exports.show(st, charts.power_trace_chart(trace), key=f"{key}_trace", run_id=rec.id)
     else:
         reason = r.get("unavailable", {}).get("eager_power_w", "no power samples were recorded")
         st.caption(f"No power trace for this run: {reason}.")
