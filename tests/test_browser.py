@@ -50,6 +50,8 @@ class Watch:
         self.console, self.failed, self.refused, self.asked = [], [], [], []
         page.on("console", lambda m: self.console.append((m.type, m.text, m.location.get("url", "")))
                 if m.type in ("error", "warning") else None)
+        # an uncaught exception in a page's script is no console message: it comes as a page error
+        page.on("pageerror", lambda e: self.console.append(("uncaught", str(e), page.url)))
         page.on("requestfailed", lambda r: self.failed.append((r.url, r.failure)))
         page.on("response", lambda r: self.refused.append((r.status, r.url)) if r.status >= 400 else None)
         page.on("request", lambda r: self.asked.append(r.url))

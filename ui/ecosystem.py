@@ -19,7 +19,10 @@ STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, re
 
 
 def report_url(run_id: str) -> str:
-    return f"{STATIC_URL}/{tlparse.REPORTS.relative_to(tlparse.STATIC_ROOT).as_posix()}/{run_id}/index.html"
+    """The report's index page, with a query: tlparse's own script on each of its pages runs `return url` (a name it
+    never defines) when the page's address has no query, logging "ReferenceError: url is not defined"; with one,
+    it copies the query onto the report's links instead, so no page of it logs that."""
+    return f"{STATIC_URL}/{tlparse.REPORTS.relative_to(tlparse.STATIC_ROOT).as_posix()}/{run_id}/index.html?run={run_id}"
 
 
 def take_away(rec: RunRecord, store: RunStore, *, key: str) -> None:
