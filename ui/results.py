@@ -89,11 +89,11 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
             st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in summary.graph_words(r)))
             if r.get("graph_breaks") or r.get("recompiles"):
                 with st.expander("Full messages from torch"):
-                    for b in r.get("graph_breaks", []):
+                    for b in summary.group_breaks(r.get("graph_breaks", [])):  # one per place, as counted above
                         where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
                         theirs = summary.torch_break_words(b)
                         hint = f"\n{theirs}" if theirs else f"\n{b['hint']}" if b.get("hint") else ""
-                        st.code(f"graph break{where} (x{b['count']}):\n{b['reason']}{hint}", language=None)
+                        st.code(f"graph break{where} (met {b['count']}x):\n{b['reason']}{hint}", language=None)
                     for c in r.get("recompiles", []):
                         frame = c["frame"] or "nothing: the recompile limit was hit"
                         st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)
