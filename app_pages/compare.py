@@ -94,10 +94,12 @@ else:
     right.caption(COLD_WARM_WORDS)
 
 down = st.columns(3)
-down[0].download_button("Download the chosen runs (CSV)", picked.to_csv(index=False), "compile-lab-runs.csv",
-                        "text/csv", key="compare_csv_chosen", disabled=picked.empty)
-down[1].download_button("Download every run (CSV)", frame.to_csv(index=False), "compile-lab-all-runs.csv",
-                        "text/csv", key="compare_csv_all")
+# Files built on click: registered on every rerun, each would be fetched as its button draws, and a rerun replacing
+# it meanwhile answers with a 404 in the console.
+down[0].download_button("Download the chosen runs (CSV)", lambda: picked.to_csv(index=False), "compile-lab-runs.csv",
+                        "text/csv", key="compare_csv_chosen", disabled=picked.empty, on_click="ignore")
+down[1].download_button("Download every run (CSV)", lambda: frame.to_csv(index=False), "compile-lab-all-runs.csv",
+                        "text/csv", key="compare_csv_all", on_click="ignore")
 down[2].download_button(
     "Download this comparison (HTML)", key="compare_html", disabled=picked.empty, file_name="compile-lab-comparison.html",
     mime="text/html", icon=":material/download:", on_click="ignore",

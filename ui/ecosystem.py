@@ -37,7 +37,9 @@ def take_away(rec: RunRecord, store: RunStore, *, key: str) -> None:
                        "marked <-- are the ones to carry over to your own model. Copy with the button at the "
                        "code's top right.")
             st.code(code, language="python")
-            st.download_button("Download as a .py file", code, f"compile_lab_{rec.id}.py", "text/x-python",
+            # Built on click (a callable): a file registered on every rerun is fetched as the button draws, and a
+            # rerun that replaces it meanwhile answers that fetch with a 404, logged in the console.
+            st.download_button("Download as a .py file", lambda: code, f"compile_lab_{rec.id}.py", "text/x-python",
                                key=f"{key}_snippet_py", icon=":material/download:", on_click="ignore")
     trace_links(rec, store, key=key)
 
