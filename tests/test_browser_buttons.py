@@ -257,6 +257,8 @@ def test_the_instructor_changes_the_limits_and_sets_them_back(browser, lab):
 
 
 def test_compare_exports_and_owners_and_the_instructor_delete(browser, lab, tmp_path):
+    from playwright.sync_api import expect
+
     store, seeded = lab["store"], lab["seeded"]
     ada = Person(browser, lab, ADA)
     compare = ada.open("/compare", "Compare runs")
@@ -277,7 +279,7 @@ def test_compare_exports_and_owners_and_the_instructor_delete(browser, lab, tmp_
         page.get_by_text(re.compile(rf"^Run {run_id} ·")).wait_for()
 
     show_in_detail(compare, seeded["bob"])  # someone else's: Ada may not delete it
-    assert compare.get_by_role("button", name="Delete this run").is_disabled()
+    expect(compare.get_by_role("button", name="Delete this run")).to_be_disabled()
     show_in_detail(compare, seeded["ada"])
     delete_shown(compare, seeded["ada"])
     assert seeded["ada"] not in {r.id for r in store.list()}
