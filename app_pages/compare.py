@@ -2,6 +2,7 @@
 exports, delete."""
 import streamlit as st
 
+from tcore import figures
 from tcore.lab import runs
 from tcore.store import RunStore
 from ui import charts, diagnose_charts, exports, people, results, summary, verdicts
@@ -13,6 +14,31 @@ SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further 
 COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a bar. "
                    "Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts loads what "
                    "an earlier run of the same settings saved. Hover a bar for its cache hits.")
+
+
+CHART_WORDS = {"compare_scatter": SCATTER_WORDS, "compare_cold_warm": COLD_WARM_WORDS}  # under their charts
+
+
+def export_table(picked, records: list):
+    """The Compare table of the chosen runs, with the Noisy flag each run's own page shows beside its headline."""
+    table = summary.run_table(picked)
+    table.insert(3, "Noisy", ["; ".join(figures.noise_reasons(r.result)) or "" for r in records])
+    return table
+
+
+def noisy_notes(records: list) -> list[str]:
+    """A line at the top of the export for each noisy run: its figures are rough, and why."""
+    return [f"Noisy: {r.label} · {r.id[-6:]}: read its figures as rough, not solid: "
+            + "; ".join(reasons) + "." for r in records if (reasons := figures.noise_reasons(r.result))]
+
+
+def delete(run_id: str, store: RunStore) -> None:
+    """The Delete button's callback; a refusal (not yours after all, or gone meanwhile) is shown under the button."""
+    try:
+        runs.delete(run_id, store, owner=people.me(), instructor=people.is_instructor())
+    except (PermissionError, KeyError) as e:
+        st.session_state["compare_delete_refusal"] = str(e)
+
 
 store = RunStore()
 st.title("Compare runs")
@@ -41,7 +67,7 @@ if "compare_runs" not in st.session_state:
 st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i in names]
 chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get)
 picked = finished[finished.id.isin(chosen)]
-figs, verdict = {}, None
+figs, verdict, chosen_records = {}, None, []
 if picked.empty:
     st.info("Choose finished runs above to compare them.")
 else:
@@ -71,16 +97,21 @@ else:
     right.caption(COLD_WARM_WORDS)
 
 down = st.columns(3)
-down[0].download_button("Download the chosen runs (CSV)", picked.to_csv(index=False), "compile-lab-runs.csv",
-                        "text/csv", key="compare_csv_chosen", disabled=picked.empty)
-down[1].download_button("Download every run (CSV)", frame.to_csv(index=False), "compile-lab-all-runs.csv",
-                        "text/csv", key="compare_csv_all")
+# Files built on click: registered on every rerun, each would be fetched as its button draws, and a rerun replacing
+# it meanwhile answers with a 404 in the console.
+down[0].download_button("Download the chosen runs (CSV)", lambda: picked.to_csv(index=False), "compile-lab-runs.csv",
+                        "text/csv", key="compare_csv_chosen", disabled=picked.empty, on_click="ignore")
+down[1].download_button("Download every run (CSV)", lambda: frame.to_csv(index=False), "compile-lab-all-runs.csv",
+                        "text/csv", key="compare_csv_all", on_click="ignore")
 down[2].download_button(
     "Download this comparison (HTML)", key="compare_html", disabled=picked.empty, file_name="compile-lab-comparison.html",
     mime="text/html", icon=":material/download:", on_click="ignore",
-    data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} run{'s' * (len(picked) != 1)} compared", summary.run_table(picked),
-                                      list(figs.values()),
-                                      notes=[n.replace("**", "") for n in (verdict, SCATTER_WORDS, COLD_WARM_WORDS) if n])),
+    data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} run{'s' * (len(picked) != 1)} compared",
+                                      export_table(picked, chosen_records),
+                                      [(fig, CHART_WORDS.get(name)) if name in CHART_WORDS else fig
+                                       for name, fig in figs.items()],
+                                      notes=[n.replace("**", "") for n in (verdict,) if n]
+                                      + noisy_notes(chosen_records))),
     help="The chosen runs' charts (interactive) and table in one HTML file that opens in any browser, offline.")
 
 labels = dict(zip(view.id, view.label + " · " + view.id.str[-6:] + " (" + view.status + ")"))
@@ -99,10 +130,7 @@ if detail:
                f"This run is {people.display_name(record.owner)}'s: only its owner or the instructor can delete it.")
     with st.popover("Delete this run", icon=":material/delete:", disabled=under_way or not allowed, help=why_not):
         st.write(f"Delete {labels[detail]} and its power trace from the store? This cannot be undone.")
-        if st.button("Delete", key="compare_delete", type="primary"):
-            try:
-                runs.delete(detail, store, owner=people.me(), instructor=people.is_instructor())
-            except (PermissionError, KeyError) as e:
-                st.error(str(e))
-            else:
-                st.rerun()
+        # In the click's callback, so the page drawn next no longer lists the run (no second rerun to lose).
+        st.button("Delete", key="compare_delete", type="primary", on_click=delete, args=(detail, store))
+    if refusal := st.session_state.pop("compare_delete_refusal", None):
+        st.error(refusal)

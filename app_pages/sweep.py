@@ -8,6 +8,18 @@ from tcore.spec import CHOICES, SpecError, practical_defaults
 from tcore.store import RunStore
 from ui import knobs, live, people, queue
 
+
+def start_sweep(experiments: list, skipped: list[str], label: str, store: RunStore) -> None:
+    """The Start button's callback; a refusal is shown under the button (queue.show_refusal)."""
+    if not experiments or sweeps.active_count(store) > 0:  # checked here too: disabled is only a hint to the browser
+        return
+    try:
+        st.session_state.sweep_id = sweeps.start(experiments, store, owner=people.me(), label=label, skipped=skipped,
+                                                 timeout_s=60 * st.session_state["sweep_timeout_min"])
+    except SpecError as e:
+        st.session_state["sweep_refusal"] = f"**The sweep cannot be queued:** {e}"
+
+
 if "sweep_id" not in st.session_state:
     st.session_state.sweep_id = None
 store = RunStore()
@@ -62,18 +74,12 @@ with out_col:
             st.markdown("\n".join(f"- {s}" for s in skipped))
     # Its runs take turns with everyone else's in the machine's queue; one sweep at a time, though.
     busy = sweeps.active_count(store) > 0
-    clicked = st.button("Start sweep", key="sweep_start", type="primary", icon=":material/play_arrow:",
-                        width="stretch", disabled=not experiments or busy,
-                        help="One sweep at a time: start this one when the current sweep has ended." if busy else None)
-    if clicked and experiments and not busy:  # checked here too: disabled is only a hint to the browser
-        try:
-            st.session_state.sweep_id = sweeps.start(
-                experiments, store, owner=people.me(), timeout_s=60 * st.session_state["sweep_timeout_min"],
-                label=f"{base.model}/{base.preset}: " + " × ".join(k for k, v in axes.items() if len(v) > 1),
-                skipped=skipped)
-        except SpecError as e:
-            st.session_state["sweep_refusal"] = f"**The sweep cannot be queued:** {e}"
-        st.rerun()  # redraw with the Start button greyed out while the sweep goes on
+    # Started in the click's callback, so the page drawn next shows the sweep and greys the button out.
+    st.button("Start sweep", key="sweep_start", type="primary", icon=":material/play_arrow:", width="stretch",
+              disabled=not experiments or busy, on_click=start_sweep,
+              args=(experiments, skipped, f"{base.model}/{base.preset}: " + " × ".join(k for k, v in axes.items()
+                                                                                      if len(v) > 1) if base else "", store),
+              help="One sweep at a time: start this one when the current sweep has ended." if busy else None)
     queue.show_refusal("sweep")
 
     # The session's own sweep, else the latest one (a refreshed browser has a new session).

@@ -272,6 +272,32 @@ def against_timed(b: Breakdown, timed_ms: float) -> Breakdown:
                      source=b.source, top=b.top, overlap_ms=b.overlap_ms, profiled_idle_ms=b.ms["idle"])
 
 
+# How far a profiled step may be off the timed one (the profiler's own overhead) before its bars are scaled to the
+# timed step, and past which they are withheld: shares measured under that much overhead say more about the
+# profiler than about the model (a CPU run showed compiled at 889 ms profiled against 213 ms timed, +318%).
+SCALE_OFF_PCT = 10.0
+WITHHOLD_OFF_PCT = 100.0
+
+
+def as_timed(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """variant -> how its bars are drawn beside the timed figures: {"ms": {category: ms per step} or None,
+    "off_pct": the profiled step against the timed median step (None where either is missing),
+    "shown": "profiled" | "scaled" (each category times timed / profiled: the shares stand, the lengths are the
+    timed step's) | "withheld" (off by more than WITHHOLD_OFF_PCT)}."""
+    out = {}
+    for variant, stored in (result.get("breakdown") or {}).items():
+        total, timed = sum(stored["ms"].values()), result.get(f"{variant}_latency_ms_p50")
+        off = (total - timed) / timed * 100 if timed and total else None
+        if off is None or abs(off) <= SCALE_OFF_PCT:
+            out[variant] = {"ms": stored["ms"], "off_pct": off, "shown": "profiled"}
+        elif off > WITHHOLD_OFF_PCT:
+            out[variant] = {"ms": None, "off_pct": off, "shown": "withheld"}
+        else:
+            out[variant] = {"ms": {k: v * timed / total for k, v in stored["ms"].items()}, "off_pct": off,
+                            "shown": "scaled"}
+    return out
+
+
 def differences(eager: dict[str, Any], compiled: dict[str, Any], *, most: int = 3, at_least_ms: float = 0.0) -> str:
     """The biggest changes from eager to compiled, in words: 'pointwise 4.10 → 0.90 ms (fusion); ...'.
 

@@ -14,7 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -48,6 +50,8 @@ class Watch:
         self.console, self.failed, self.refused, self.asked = [], [], [], []
         page.on("console", lambda m: self.console.append((m.type, m.text, m.location.get("url", "")))
                 if m.type in ("error", "warning") else None)
+        # an uncaught exception in a page's script is no console message: it comes as a page error
+        page.on("pageerror", lambda e: self.console.append(("uncaught", str(e), page.url)))
         page.on("requestfailed", lambda r: self.failed.append((r.url, r.failure)))
         page.on("response", lambda r: self.refused.append((r.status, r.url)) if r.status >= 400 else None)
         page.on("request", lambda r: self.asked.append(r.url))
@@ -73,13 +77,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path):
+@contextmanager
+def serve(folder: Path, **env: str) -> Iterator[str]:
+    """`streamlit run app.py` on a free port with its store in `folder` (and `env` set): its address, until the end."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian package 'chromium'): the browser test needs it")
     port = free_port()
-    env = dict(os.environ, COMPILE_LAB_DB=str(tmp_path / "runs.sqlite"))
-    log = open(tmp_path / "streamlit.log", "w")
+    env = dict(os.environ, COMPILE_LAB_DB=str(folder / "runs.sqlite"), **env)
+    log = open(folder / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
@@ -92,17 +97,25 @@ def server(tmp_path):
                 break
         except OSError:
             pass  # not listening yet
-        assert proc.poll() is None, (tmp_path / "streamlit.log").read_text()
+        assert proc.poll() is None, (folder / "streamlit.log").read_text()
         assert time.time() < deadline, "streamlit did not answer /_stcore/health within 60 s"
         time.sleep(0.5)
-    yield url
-    # The server's group; a run worker has its own group and, tiny as the runs here are, ends within seconds.
-    os.killpg(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
+        yield url
+    finally:
+        # The server's group; a run worker has its own group and, tiny as the runs here are, ends within seconds.
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.fixture
+def server(tmp_path):
+    with serve(tmp_path) as url:
+        yield url
 
 
 def test_tiny_cpu_run_in_a_real_browser(server):

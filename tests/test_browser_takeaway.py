@@ -43,7 +43,7 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             report = opened.value
             in_report = Watch(report, server)
             report.wait_for_load_state()
-            assert report.url.endswith(f"/app/static/tlparse/{record.id}/index.html")
+            assert report.url.endswith(f"/app/static/tlparse/{record.id}/index.html?run={record.id}")
             report.get_by_text("Stack trie").first.wait_for(timeout=30_000)  # tlparse's index: the compile stack
             assert report.locator("a", has_text="dynamo_output_graph").count() >= 1
             report.locator("a", has_text="dynamo_output_graph").first.click()  # a page inside the report, served too

@@ -199,8 +199,10 @@ def test_sweep_heatmap_places_settings_and_centres_on_one():
 
 def test_graph_words_name_breaks_and_recompiles(gpu_result):
     words = "\n".join(summary.graph_words(gpu_result))
-    assert "captured 3 graphs and hit 4 graph breaks" in words
-    assert "- graph break: Unsupported Tensor.item() call with capture_scalar_outputs=False (x4)" in words
+    assert "Dynamo compiled **3 graphs**: 2 pieces of the model between its graph breaks, plus 1 recompilation" in words
+    assert "**1 graph break**, counted by place in the code" in words
+    assert ("- graph break: Unsupported Tensor.item() call with capture_scalar_outputs=False; Dynamo met it 4 times"
+            in words)
     assert "Explanation" not in words  # only the headline line of torch's message
     assert "recompile 0/1 of `forward`: tensor 'x' size mismatch at index 1. expected 32, actual 128" in words
 
@@ -211,7 +213,7 @@ def test_graph_words_say_where_a_break_is_and_count_kernels():
         "graph_breaks": [{"reason": "Unsupported Tensor.item() call", "count": 1, "line": 74,
                           "file": "/repo/sample_models/captioner.py", "source": "if x.abs().mean().item() > 1e4:"}]})
     assert ("- graph break at `captioner.py:74` (`if x.abs().mean().item() > 1e4:`): Unsupported Tensor.item() "
-            "call (x1)") in words
+            "call") in words
     assert "Kernels launched per step: 67 eager, 12 compiled (fusion merged them)." in words
 
 

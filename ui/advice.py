@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tcore import advice
-from tcore.breakdown import CATEGORIES
+from tcore.breakdown import CATEGORIES, as_timed
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.lab import artifacts
 from tcore.store import RunRecord, RunStore
@@ -23,7 +23,7 @@ SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per
 def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None:
     r = rec.result
     st.markdown("**Where the time goes**")
-    exports.show(st, charts.variant_breakdown_chart(r), key=f"{key}_breakdown")
+    exports.show(st, charts.variant_breakdown_chart(r), key=f"{key}_breakdown", run_id=rec.id)
     for words in summary.breakdown_words(r):
         st.caption(words)
     if peak := summary.peak_words(r, rec.env.get("gpu")):
@@ -61,13 +61,29 @@ def next_steps(rec: RunRecord, store: RunStore | None, *, key: str) -> None:
         text.markdown(f"**{s.title}.** {s.evidence}")
         if not s.changes or store is None:
             continue
+        # Queued in the click's callback, which runs before the page is drawn again: the Run page's "Show below"
+        # selector (key run_shown) may already be drawn above this button, and Streamlit refuses, in a live
+        # session only, a change to a drawn widget's state.
         if button.button("Queue it", key=f"{key}_suggest_{i}", icon=":material/add_to_queue:",
-                         help="Queue the same run with: " + ", ".join(f"{k}={v}" for k, v in s.changes.items())):
-            started = queue.submit([advice.counterpart(rec.spec, s)], store, key="run")
-            if started:
-                st.session_state.setdefault(PAIRS, {})[started[0]] = rec.id
-                st.session_state.run_shown = started[0]
-            st.switch_page("app_pages/run.py")  # where the counterpart is followed, then drawn beside this run
+                         help="Queue the same run with: " + ", ".join(f"{k}={v}" for k, v in s.changes.items()),
+                         on_click=queue_counterpart, args=(rec, s, store)):
+            if st.session_state.pop(QUEUED, None):
+                st.switch_page("app_pages/run.py")  # where the counterpart is followed, then drawn beside this run
+            elif refusal := st.session_state.pop("run_refusal", None):  # not shown yet: this is not the Run page
+                text.error(refusal)
+
+
+QUEUED = "suggestion_queued"  # session_state: the run a "Queue it" click queued, for the page drawn after it
+
+
+def queue_counterpart(rec: RunRecord, suggestion: advice.Suggestion, store: RunStore) -> None:
+    """The "Queue it" button's callback: queue the counterpart and show it on the Run page, paired with `rec`.
+    A refusal stays in the session for the page to show (ui.queue.show_refusal, or beside the suggestion)."""
+    started = queue.submit([advice.counterpart(rec.spec, suggestion)], store, key="run")
+    st.session_state[QUEUED] = started[0] if started else None
+    if started:
+        st.session_state.setdefault(PAIRS, {})[started[0]] = rec.id
+        st.session_state.run_shown = started[0]
 
 
 def side_by_side(rec: RunRecord, store: RunStore, *, key: str) -> None:
@@ -97,10 +113,11 @@ def side_by_side(rec: RunRecord, store: RunStore, *, key: str) -> None:
             rows.append({"figure": fig.label, "before": fig.text(origin.result.get(name), unit=False),
                          "after": fig.text(rec.result.get(name), unit=False)})
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{key}_pair_table")
-        bars = [(f"{label} (before)", origin.result["breakdown"][v]["ms"]) for v, label, _ in charts.VARIANTS
-                if v in (origin.result.get("breakdown") or {})]
-        bars += [(f"{label} (after)", rec.result["breakdown"][v]["ms"]) for v, label, _ in charts.VARIANTS
-                 if v in (rec.result.get("breakdown") or {})]
+        bars = []
+        for result, when in ((origin.result, "before"), (rec.result, "after")):
+            shown = as_timed(result)  # at the timed steps' lengths; none where the profiler ran far off them
+            if not charts.profiler_withheld(shown):
+                bars += [(f"{label} ({when})", shown[v]["ms"]) for v, label, _ in charts.VARIANTS if v in shown]
         if bars:
             exports.show(st, charts.breakdown_chart(bars, title="Where the time goes, before and after"),
                          key=f"{key}_pair_breakdown")

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tcore.breakdown import CATEGORIES
+from tcore.breakdown import CATEGORIES, as_timed
 from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
 from tcore.protocol import PHASE_TITLES, PHASES
 
@@ -128,12 +128,15 @@ def throughput_chart(result: dict) -> go.Figure:
         lo.append(samples - result.get(f"{v}_steps_per_s_min", steps) * per_step)
         hi.append(result.get(f"{v}_steps_per_s_max", steps) * per_step - samples)
         text.append(f"{samples:.1f}")  # the unit is in the title: "3184.6 samples/s" is wider than a narrow bar
+    # The values sit above each whisker's top, not on the bar: a whisker runs up the bar's middle, through any
+    # label inside it, and a noisy run's reaches the foot.
     fig = go.Figure(go.Bar(
-        x=xs, y=ys, marker_color=[c for _, _, c in variants], text=text, textposition="inside",
+        x=xs, y=ys, marker_color=[c for _, _, c in variants], text=text, textposition="none",
         error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#333", thickness=1.5)))
-    fig.update_yaxes(title_text="Throughput (samples/s)", rangemode="tozero")
-    _style(fig, "Throughput (samples/s)", "higher is better · whiskers: slowest to fastest round")
-    return fig.update_traces(insidetextanchor="start")  # at the foot of the bar, clear of the whiskers
+    for x, y, up, label in zip(xs, ys, hi, text):
+        fig.add_annotation(x=x, y=y + up, text=label, showarrow=False, yanchor="bottom", yshift=3)
+    fig.update_yaxes(title_text="Throughput (samples/s)", range=[0, max(y + up for y, up in zip(ys, hi)) * 1.15])
+    return _style(fig, "Throughput (samples/s)", "higher is better · whiskers: slowest to fastest round")
 
 
 def latency_chart(result: dict) -> go.Figure:
@@ -307,6 +310,20 @@ def _bars_height(n: int, per_run: int = 1) -> int:
     return max(HEIGHT, 130 + 40 * n * per_run)
 
 
+LABEL_POSITIONS = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom left")
+
+
+def label_positions(xs: list[float], ys: list[float], span_x: float, span_y: float, *, near: float = 0.08
+                    ) -> list[str]:
+    """Where each point's label goes so that labels of points close together (within `near` of the axes' spans
+    shown) do not print over each other: each takes the first place none of its close neighbours has taken."""
+    out: list[str] = []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        taken = {out[j] for j in range(i) if abs(xs[j] - x) < near * span_x and abs(ys[j] - y) < near * span_y}
+        out.append(next((p for p in LABEL_POSITIONS if p not in taken), LABEL_POSITIONS[i % len(LABEL_POSITIONS)]))
+    return out
+
+
 def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
     """Compile time (x) against speedup (y), one point per run: up and to the left is best."""
     needed = {"compile_s", "speedup"}
@@ -321,19 +338,20 @@ def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
     # Each point's paired interval as its error bar (runs stored without one have none).
     ends = [points.get(c, pd.Series([math.nan] * len(points), index=points.index)).astype(float)
             for c in ("speedup_low", "speedup_high")]
-    fig = go.Figure(go.Scatter(
-        x=points.compile_s, y=points.speedup, mode="markers+text", text=points.id.str[-6:],
-        textposition="top center", hovertext=hover, hoverinfo="text", cliponaxis=False,
-        error_y=dict(type="data", array=(ends[1] - points.speedup).fillna(0), arrayminus=(points.speedup - ends[0]).fillna(0),
-                     color="#999", thickness=1.2, width=4),
-        marker=dict(size=13, color=COMPILED_COLOR, line=dict(color="white", width=1))))
-    fig.add_hline(y=1.0, line_dash="dash", line_color="#888", annotation_text="as fast as eager",
-                  annotation_position="bottom right")
     # Room around the points for their id labels, and the 1x line always in view.
     low = min(points.speedup.min(), ends[0].min() if ends[0].notna().any() else 1.0, 1.0)
     high = max(points.speedup.max(), ends[1].max() if ends[1].notna().any() else 1.0, 1.0)
     pad = max(high - low, 0.1) * 0.15
     right = points.compile_s.max() * 1.12 or 1.0
+    fig = go.Figure(go.Scatter(
+        x=points.compile_s, y=points.speedup, mode="markers+text", text=points.id.str[-6:],
+        textposition=label_positions(list(points.compile_s), list(points.speedup), 1.06 * right, high - low + 2 * pad),
+        hovertext=hover, hoverinfo="text", cliponaxis=False,
+        error_y=dict(type="data", array=(ends[1] - points.speedup).fillna(0), arrayminus=(points.speedup - ends[0]).fillna(0),
+                     color="#999", thickness=1.2, width=4),
+        marker=dict(size=13, color=COMPILED_COLOR, line=dict(color="white", width=1))))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#888", annotation_text="as fast as eager",
+                  annotation_position="bottom right")
     fig.update_xaxes(title_text="Compile time (s)", range=[-0.06 * right, right])
     fig.update_yaxes(title_text="Speedup over eager (x)", range=[low - pad, high + pad])
     return _style(fig, title, "up and to the left is best · bars: each speedup's interval · hover a point for its run",
@@ -395,21 +413,40 @@ def breakdown_chart(rows: list[tuple[str, dict[str, float]]], *, title: str = "W
 
 def variant_breakdown_chart(result: dict) -> go.Figure:
     """Eager against compiled, from one run's stored breakdown; 'n/a' with the reason when it was not profiled."""
-    rows = [(label, result["breakdown"][v]["ms"]) for v, label, _ in _variants(result)
-            if v in (result.get("breakdown") or {})]
+    shown = as_timed(result)
+    if withheld := profiler_withheld(shown):
+        return not_available("Where the time of a step goes", withheld)
+    rows = [(label, shown[v]["ms"]) for v, label, _ in _variants(result) if v in shown]
     if not rows:
         reason = (result.get("unavailable") or {}).get("eager_profiled_step_ms") or \
             "this run was stored before Compile Lab profiled steps"
         return not_available("Where the time of a step goes", reason)
     source = next(iter(result["breakdown"].values()))["source"]
+    if any(s["shown"] == "scaled" for s in shown.values()):
+        return breakdown_chart(rows, subtitle=f"ms per timed step; shares from the profiler's {source}, scaled "
+                                              "(the profiler slowed its steps)")
     return breakdown_chart(rows, subtitle=f"ms per step, from the profiler's {source}; idle is time between them")
+
+
+def profiler_withheld(shown: dict[str, dict]) -> str | None:
+    """Why the bars are not drawn (a variant's profiled steps ran far off its timed ones), or None."""
+    far = {v: s["off_pct"] for v, s in shown.items() if s["shown"] == "withheld"}
+    if not far:
+        return None
+    return ("withheld: the profiler slowed the " + " and ".join(f"{v} steps by {off:+.0f}%" for v, off in far.items())
+            + " against the timed ones, so its shares would describe the profiler more than the model")
 
 
 def runs_breakdown_chart(runs: list[tuple[str, dict]]) -> go.Figure:
     """Where the time goes, eager and compiled, for several runs: (label, result) each; runs without one are left out."""
-    rows = [(f"{label.replace(', ', '<br>', 1)} · {v}", result["breakdown"][v]["ms"]) for label, result in runs
-            for v, _, _ in VARIANTS if v in (result.get("breakdown") or {})]
+    shown = [(label, as_timed(result)) for label, result in runs]
+    rows = [(f"{label.replace(', ', '<br>', 1)} · {v}", bars[v]["ms"]) for label, bars in shown
+            if not profiler_withheld(bars) for v, _, _ in VARIANTS if v in bars]
     if not rows:
-        return not_available("Where the time of a step goes", "none of these runs was profiled (runs stored "
-                                                              "before Compile Lab profiled steps)")
-    return breakdown_chart(rows, subtitle="ms per step, eager and compiled of each run")
+        return not_available("Where the time of a step goes", "none of these runs has a profile that agrees with "
+                                                              "its timed steps (or none was profiled)")
+    left_out = sum(1 for _, bars in shown if profiler_withheld(bars))
+    scaled = any(s["shown"] == "scaled" for _, bars in shown for s in bars.values())
+    return breakdown_chart(rows, subtitle="ms per step, eager and compiled of each run"
+                           + ("; scaled to the timed steps where the profiler slowed them" if scaled else "")
+                           + (f"; {left_out} run(s) left out, profiled far off their timed steps" if left_out else ""))

@@ -340,5 +340,5 @@ def show_code(rec: RunRecord, sources: list[str]) -> None:
     if len(lines) > CODE_LINES_SHOWN:
         with st.expander(f"The other {len(lines) - CODE_LINES_SHOWN} lines"):
             st.code("\n".join(lines[CODE_LINES_SHOWN:]), language="python", height=500)
-    st.download_button("Download this graph's code", sources[graph], f"{rec.id}-graph{graph + 1}.py",
-                       "text/x-python", key="diag_code_download", icon=":material/download:")
+    st.download_button("Download this graph's code", lambda: sources[graph], f"{rec.id}-graph{graph + 1}.py",
+                       "text/x-python", key="diag_code_download", icon=":material/download:", on_click="ignore")

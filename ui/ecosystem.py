@@ -19,7 +19,10 @@ STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, re
 
 
 def report_url(run_id: str) -> str:
-    return f"{STATIC_URL}/{tlparse.REPORTS.relative_to(tlparse.STATIC_ROOT).as_posix()}/{run_id}/index.html"
+    """The report's index page, with a query: tlparse's own script on each of its pages runs `return url` (a name it
+    never defines) when the page's address has no query, logging "ReferenceError: url is not defined"; with one,
+    it copies the query onto the report's links instead, so no page of it logs that."""
+    return f"{STATIC_URL}/{tlparse.REPORTS.relative_to(tlparse.STATIC_ROOT).as_posix()}/{run_id}/index.html?run={run_id}"
 
 
 def take_away(rec: RunRecord, store: RunStore, *, key: str) -> None:
@@ -34,7 +37,9 @@ def take_away(rec: RunRecord, store: RunStore, *, key: str) -> None:
                        "marked <-- are the ones to carry over to your own model. Copy with the button at the "
                        "code's top right.")
             st.code(code, language="python")
-            st.download_button("Download as a .py file", code, f"compile_lab_{rec.id}.py", "text/x-python",
+            # Built on click (a callable): a file registered on every rerun is fetched as the button draws, and a
+            # rerun that replaces it meanwhile answers that fetch with a 404, logged in the console.
+            st.download_button("Download as a .py file", lambda: code, f"compile_lab_{rec.id}.py", "text/x-python",
                                key=f"{key}_snippet_py", icon=":material/download:", on_click="ignore")
     trace_links(rec, store, key=key)
 
@@ -56,30 +61,32 @@ def trace_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
         return
     with st.spinner("Rendering the tlparse report (once per run)...", show_time=True):
         report = tlparse.report(rec.id, store.path)
-    cols = st.columns([1.2, 1, 1, 1], vertical_alignment="center")
-    if report.folder is None:
-        cols[0].caption(f"tlparse report: n/a, {report.reason}.")
-    else:
-        cols[0].link_button("Open the tlparse report", report_url(rec.id), icon=":material/open_in_new:",
-                            help="tlparse's view of this run's compile, in a new tab: each compilation with its "
-                                 "Dynamo graph, guards, recompile reasons, AOT graphs, Inductor's output code and "
-                                 "compile metrics, from the TORCH_TRACE the run recorded.")
-        cols[1].download_button("Report (.zip)", report.zipped, f"tlparse-{rec.id}.zip", "application/zip",
-                                key=f"{key}_tlparse_zip", icon=":material/download:", on_click="ignore",
-                                help="The same report to open offline: unzip it and open index.html.")
-        cols[2].download_button("TORCH_TRACE log (.gz)", lambda: artifacts.torch_trace(rec.id, store.path) or b"",
-                                f"{rec.id}-torch_trace.log.gz", "application/gzip", key=f"{key}_torch_trace",
-                                icon=":material/download:", on_click="ignore",
-                                help="The raw log, for tlparse's own options: gunzip it, then `tlparse <file>`.")
+    if report.folder is None:  # a sentence across the box, not a narrow column of it
+        st.caption(f"tlparse report: n/a, {report.reason}.")
+    # A row that wraps, each button as wide as its words: four fixed columns cut them short at 1440 px
+    # ("Open the tlp…", "TORCH_…") in the Run page's result column.
+    row = st.container(horizontal=True, gap="small", vertical_alignment="center")
+    if report.folder is not None:
+        row.link_button("Open the tlparse report", report_url(rec.id), icon=":material/open_in_new:",
+                        help="tlparse's view of this run's compile, in a new tab: each compilation with its "
+                             "Dynamo graph, guards, recompile reasons, AOT graphs, Inductor's output code and "
+                             "compile metrics, from the TORCH_TRACE the run recorded.")
+        row.download_button("Report (.zip)", report.zipped, f"tlparse-{rec.id}.zip", "application/zip",
+                            key=f"{key}_tlparse_zip", icon=":material/download:", on_click="ignore",
+                            help="The same report to open offline: unzip it and open index.html.")
+        row.download_button("TORCH_TRACE log (.gz)", lambda: artifacts.torch_trace(rec.id, store.path) or b"",
+                            f"{rec.id}-torch_trace.log.gz", "application/gzip", key=f"{key}_torch_trace",
+                            icon=":material/download:", on_click="ignore",
+                            help="The raw log, for tlparse's own options: gunzip it, then `tlparse <file>`.")
     size = artifacts.saved_artifacts(rec.id, store.path, size_only=True)  # read on click, not on every rerun
     if size is not None:
-        cols[3].download_button(f"Compile artifacts ({size / 1e6:.1f} MB)",
-                                lambda: artifacts.saved_artifacts(rec.id, store.path) or b"",
-                                "compile-artifacts.bin", "application/octet-stream",
-                                key=f"{key}_artifacts", icon=":material/download:", on_click="ignore",
-                                help="What torch.compiler.save_cache_artifacts() returned after the compile: load "
-                                     "it with torch.compiler.load_cache_artifacts() before compiling the same model "
-                                     "with the same torch on the same kind of device, and the compile is warm.")
+        row.download_button(f"Compile artifacts ({size / 1e6:.1f} MB)",
+                            lambda: artifacts.saved_artifacts(rec.id, store.path) or b"",
+                            f"{rec.id}-compile-artifacts.bin", "application/octet-stream",
+                            key=f"{key}_artifacts", icon=":material/download:", on_click="ignore",
+                            help="What torch.compiler.save_cache_artifacts() returned after the compile: load "
+                                 "it with torch.compiler.load_cache_artifacts() before compiling the same model "
+                                 "with the same torch on the same kind of device, and the compile is warm.")
 
 
 def code_side_by_side(store: RunStore, records: list[RunRecord]) -> None:
@@ -134,5 +141,5 @@ def code_side_by_side(store: RunStore, records: list[RunRecord]) -> None:
         st.code(diff or "(identical)", language="diff", height=600)
     else:
         cols = st.columns(2)
-        cols[0].code(pa[ia], language="python", height=600, line_numbers=True)
-        cols[1].code(pb[ib], language="python", height=600, line_numbers=True)
+        row.code(pa[ia], language="python", height=600, line_numbers=True)
+        row.code(pb[ib], language="python", height=600, line_numbers=True)

@@ -26,9 +26,11 @@ def download_config(name: str) -> dict:
             "toImageButtonOptions": {"format": fmt, "filename": _slug(name), "scale": 2 if fmt == "png" else 1}}
 
 
-def show(where, fig: go.Figure, *, key: str) -> None:
-    """Draw `fig` in `where` (st or a column), full width, with its download button set to the chosen format."""
-    where.plotly_chart(fig, width="stretch", key=key, config=download_config(f"compile-lab-{key}"))
+def show(where, fig: go.Figure, *, key: str, run_id: str | None = None) -> None:
+    """Draw `fig` in `where` (st or a column), full width, with its download button set to the chosen format;
+    the file is named after the run (`run_id`) where the chart is one run's, so two runs' images stay apart."""
+    name = f"compile-lab-{run_id}-{key.rsplit('_', 1)[-1]}" if run_id else f"compile-lab-{key}"
+    where.plotly_chart(fig, width="stretch", key=key, config=download_config(name))
 
 
 def format_picker() -> None:
@@ -43,21 +45,27 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "chart"
 
 
-def html_report(title: str, table: pd.DataFrame, figures: list[go.Figure], notes: list[str] = ()) -> str:
-    """One self-contained HTML page: a title, notes, the charts (interactive, plotly.js embedded once) and the table."""
+def html_report(title: str, table: pd.DataFrame, figures: list[go.Figure | tuple[go.Figure, str]],
+                notes: list[str] = ()) -> str:
+    """One self-contained HTML page: a title, notes, the charts (interactive, plotly.js embedded once), each with
+    its explanation under it where given as (figure, words), and the table."""
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
              "font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
-             "td:first-child,th:first-child{text-align:left}.chart{margin:1.5em 0}</style></head><body>",
+             "td:first-child,th:first-child{text-align:left}.chart{margin:1.5em 0}.about{color:#555;max-width:60em}"
+             ".noisy{background:#fff4e5;padding:.5em 1em}</style></head><body>",
              f"<h1>{html.escape(title)}</h1><p>Exported from Compile Lab on {when}.</p>"]
-    parts += [f"<p>{html.escape(n)}</p>" for n in notes]
-    for i, fig in enumerate(figures):
+    parts += [f"<p class='noisy'>{html.escape(n)}</p>" if n.startswith("Noisy") else f"<p>{html.escape(n)}</p>"
+              for n in notes]
+    for i, item in enumerate(figures):
+        fig, words = item if isinstance(item, tuple) else (item, None)
         # Streamlit's chart theme grows the margins to fit tick labels and axis titles; a page of its own must ask
         fig = go.Figure(fig).update_xaxes(automargin=True).update_yaxes(automargin=True)
         # the first chart carries plotly.js (about 4.6 MB) for them all; none of them fetch anything
         parts.append("<div class='chart'>" + fig.to_html(full_html=False, include_plotlyjs=i == 0,
-                                                         config={"displaylogo": False}) + "</div>")
+                                                         config={"displaylogo": False})
+                     + (f"<p class='about'>{html.escape(words)}</p>" if words else "") + "</div>")
     shown = table.copy()
     for column in shown.columns:
         if pd.api.types.is_datetime64_any_dtype(shown[column]):

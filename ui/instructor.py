@@ -46,22 +46,20 @@ def panel(store: RunStore) -> None:
                     st.rerun()
                 st.error("That is not the passcode.")
         return
+    # Each action runs in its button's callback, before the page is drawn again: a click followed by st.rerun()
+    # in the page's body was seen, in Chromium with the queue's fragments ticking, to change the store while the
+    # panel went on saying "Paused" with its Resume button.
     left, right = st.columns(2)
     since = runs.paused_since(store)
     if since is None:
-        if left.button("Pause the queue", icon=":material/pause:", key="instructor_pause",
-                       help="Runs under way finish; waiting runs keep their place; nothing new starts."):
-            runs.pause(store, True)
-            st.rerun()
+        left.button("Pause the queue", icon=":material/pause:", key="instructor_pause", on_click=runs.pause,
+                    args=(store, True), help="Runs under way finish; waiting runs keep their place; nothing new starts.")
     else:
         left.markdown(f":orange[Paused {summary.duration(time.time() - since)} ago.]")
-        if left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume"):
-            runs.pause(store, False)
-            st.rerun()
-    if right.button("Lock", icon=":material/lock:", key="instructor_lock",
-                    help="Give up the instructor's actions in this browser session."):
-        st.session_state.pop("instructor", None)
-        st.rerun()
+        left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume", on_click=runs.pause,
+                    args=(store, False))
+    right.button("Lock", icon=":material/lock:", key="instructor_lock", on_click=st.session_state.pop,
+                 args=("instructor", None), help="Give up the instructor's actions in this browser session.")
     limits_form(store)
 
 

@@ -14,13 +14,17 @@ from tcore import machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
 from tcore.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe, practical_defaults
+from ui import summary
 
 # Knobs of the page that are not fields of the experiment; every field explains itself in tcore.spec.
 PAGE_KNOBS = {
     "timeout_min": "A run still going after this long is stopped and recorded as timed out.",
 }
 
-DYNAMIC_NAMES = {None: "auto", True: "always dynamic", False: "always static"}
+DYNAMIC_NAMES = summary.DYNAMIC_NAMES
+# The radio holds the names, not None/True/False: Streamlit reads a radio whose value is None as one with nothing
+# selected, so "auto" (dynamic=None) showed no option chosen, and clicking it emptied all three.
+DYNAMIC_VALUES = {name: value for value, name in DYNAMIC_NAMES.items()}
 PRECISION_NAMES = {"fp32": "fp32 (TF32 off)", "tf32": "fp32 with TF32 matmuls", "amp-bf16": "AMP bf16 (fp32 weights)",
                    "amp-fp16": "AMP fp16 (fp32 weights)", "bf16": "bf16 weights", "fp16": "fp16 weights"}
 
@@ -145,8 +149,10 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     st.caption(explain("backend", backend))
     mode = st.selectbox("Mode", CHOICES["mode"], key=prefix + "mode", disabled=off)
     st.caption(explain("mode", mode))
-    dynamic = st.radio("Dynamic shapes", [None, True, False], key=prefix + "dynamic", horizontal=True,
-                       format_func=DYNAMIC_NAMES.get, disabled=off)
+    if st.session_state.get(prefix + "dynamic") not in DYNAMIC_VALUES:  # first draw (or a None kept from before)
+        st.session_state[prefix + "dynamic"] = DYNAMIC_NAMES[DEFAULTS["dynamic"]]
+    dynamic = DYNAMIC_VALUES[st.radio("Dynamic shapes", list(DYNAMIC_VALUES), key=prefix + "dynamic",
+                                      horizontal=True, disabled=off)]
     st.caption(explain("dynamic", dynamic))
     fullgraph = st.toggle("fullgraph: no graph breaks allowed", key=prefix + "fullgraph", disabled=off)
     st.caption(explain("fullgraph"))

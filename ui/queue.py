@@ -18,6 +18,7 @@ from tcore.protocol import PHASE_TITLES
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 from tcore.store.changes import reads
+from tcore.store.queue import BY_INSTRUCTOR
 from ui import people, summary
 
 MY_RUNS_SHOWN = 8
@@ -100,6 +101,8 @@ def status_words(record, places: dict[str, dict]) -> str:
 
 
 def store_status(record) -> str:
+    if record.error_kind == "cancelled" and (record.error or {}).get("message", "").startswith(BY_INSTRUCTOR):
+        return BY_INSTRUCTOR  # not the owner's doing: say whose
     return f"failed: {record.error_kind}" if record.status == "failed" and record.error_kind else record.status
 
 

@@ -97,11 +97,11 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
             st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in summary.graph_words(r)))
             if r.get("graph_breaks") or r.get("recompiles"):
                 with st.expander("Full messages from torch"):
-                    for b in r.get("graph_breaks", []):
+                    for b in summary.group_breaks(r.get("graph_breaks", [])):  # one per place, as counted above
                         where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
                         theirs = summary.torch_break_words(b)
                         hint = f"\n{theirs}" if theirs else f"\n{b['hint']}" if b.get("hint") else ""
-                        st.code(f"graph break{where} (x{b['count']}):\n{b['reason']}{hint}", language=None)
+                        st.code(f"graph break{where} (met {b['count']}x):\n{b['reason']}{hint}", language=None)
                     for c in r.get("recompiles", []):
                         frame = c["frame"] or "nothing: the recompile limit was hit"
                         st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)
@@ -117,19 +117,19 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
         show_cache(rec, store, words, key=key)
 
     left, right = st.columns(2)
-    exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput")
-    exports.show(right, charts.latency_chart(r), key=f"{key}_latency")
-    exports.show(left, charts.variant_bar(r, "peak_mem_gib"), key=f"{key}_memory")
-    exports.show(right, charts.energy_chart(r), key=f"{key}_energy")
+    exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput", run_id=rec.id)
+    exports.show(right, charts.latency_chart(r), key=f"{key}_latency", run_id=rec.id)
+    exports.show(left, charts.variant_bar(r, "peak_mem_gib"), key=f"{key}_memory", run_id=rec.id)
+    exports.show(right, charts.energy_chart(r), key=f"{key}_energy", run_id=rec.id)
     memory = r.get("peak_mem_source", "unknown source")
     if "RSS" in memory:  # the CPU figure counts the whole process, torch's own libraries included
         memory += ", the whole worker process with torch itself, so small models show about the same for both"
     power = r.get("power_source") if r.get("power_source") not in (None, "none") else "no meter"
     st.caption(f"Peak memory: {memory}. Power: {power}.")
     if compiled:
-        exports.show(st, charts.compile_phases_chart(r), key=f"{key}_phases")
+        exports.show(st, charts.compile_phases_chart(r), key=f"{key}_phases", run_id=rec.id)
     if trace:
-        exports.show(st, charts.power_trace_chart(trace), key=f"{key}_trace")
+        exports.show(st, charts.power_trace_chart(trace), key=f"{key}_trace", run_id=rec.id)
     else:
         reason = r.get("unavailable", {}).get("eager_power_w", "no power samples were recorded")
         st.caption(f"No power trace for this run: {reason}.")

@@ -4,6 +4,7 @@ No Streamlit here, so the wording is unit-tested like the charts.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,28 +37,49 @@ def first_line(text: str | None) -> str:
 
 
 def graph_words(result: dict) -> list[str]:
-    """Graph count, graph breaks and recompilations in sentences, e.g. '1 graph break: <reason> (x4)'."""
+    """Graphs, graph breaks and recompilations in sentences, each number saying what it counts, and the list under
+    a count as long as the count: breaks are counted by place in the code (Dynamo meets one place once per frame it
+    traces through it, so its own counter and log can say 2 and 3 for the same two lines)."""
     lines = []
-    graphs, breaks = result.get("graph_count"), result.get("graph_breaks") or []
-    n_breaks = result.get("graph_break_count") or 0
+    graphs, breaks = result.get("graph_count"), group_breaks(result.get("graph_breaks") or [])
+    recompiles = result.get("recompiles") or []
+    compiled_again = sum(1 for r in recompiles if r.get("frame"))  # the attempt that hit the limit compiled nothing
     if graphs is not None:
-        lines.append(f"Dynamo captured {graphs} graph{'s' if graphs != 1 else ''}"
-                     + (" with no graph breaks." if not n_breaks else
-                        f" and hit {n_breaks} graph break{'s' if n_breaks != 1 else ''}:"))
+        if not breaks and not result.get("graph_break_count"):
+            lines.append(f"Dynamo captured {graphs} graph{'s' if graphs != 1 else ''} with no graph breaks.")
+        else:
+            pieces = graphs - compiled_again
+            lines.append(f"Dynamo compiled **{graphs} graph{'s' if graphs != 1 else ''}**"
+                         + (f": {pieces} piece{'s' if pieces != 1 else ''} of the model between its graph breaks, "
+                            f"plus {compiled_again} recompilation{'s' if compiled_again != 1 else ''} of them (below)."
+                            if compiled_again and pieces > 0 else ", the pieces of the model between its graph breaks."))
+    if breaks:
+        lines.append(f"**{len(breaks)} graph break{'s' if len(breaks) != 1 else ''}**, counted by place in the code "
+                     "(where Dynamo stopped tracing, ran that line in Python and started a new graph after it):")
     for b in breaks:
         where = f" at `{Path(b['file']).name}:{b['line']}`" if b.get("file") and b.get("line") else ""
         source = f" (`{b['source'].strip()}`)" if b.get("source") else ""
-        lines.append(f"- graph break{where}{source}: {first_line(b['reason'])} (x{b['count']})")
-    recompiles = result.get("recompiles") or []
+        times = f"; Dynamo met it {b['count']} times, once per frame it traced through it" if b["count"] > 1 else ""
+        loop = (" (once inside a loop of the calling function, where it could not resume: it ran that function "
+                "eagerly and compiled the function holding the break on its own)" if b.get("skipped_frame") else "")
+        lines.append(f"- graph break{where}{source}: {first_line(b['reason'])}{times}{loop}")
     if result.get("recompile_count") is not None:
         lines.append("No recompilations." if not recompiles else
                      f"{len(recompiles)} recompilation{'s' if len(recompiles) != 1 else ''} "
                      "(a guard failed, so the frame compiled again):")
+    guarded = []  # the value guards among the recompiles, explained once below the list
     for r in recompiles:
         # The attempt that hits the recompile limit is listed too; it has no frame, since nothing was compiled.
-        what = f"recompile {r['compile_id']} of `{r['frame']}`" if r.get("frame") else \
+        frame = resume_words(r["frame"]) if r.get("frame") else ""
+        what = f"recompile {r['compile_id']} of {frame}" if r.get("frame") else \
             f"{r['compile_id']}: the recompile limit was hit, no compile"
-        lines.append(f"- {what}: {_after_id(first_line(r['reason']))}")
+        if guard := value_guard(r.get("reason") or ""):
+            guarded.append(guard)
+            lines.append(f"- {what}: the guard `{guard['guard']}` failed (a new value, see below)")
+        else:
+            lines.append(f"- {what}: {_after_id(first_line(r['reason']))}")
+    if guarded:
+        lines.append(value_guard_words(guarded[0]))
     eager_k, compiled_k = result.get("eager_kernels_per_step"), result.get("compiled_kernels_per_step")
     if eager_k is not None and compiled_k is not None:
         lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled"
@@ -68,6 +90,45 @@ def graph_words(result: dict) -> list[str]:
             reasons = "there are no CUDA graphs on the CPU, so reduce-overhead and max-autotune run without them here"
         lines.append(f"CUDA graphs were skipped {skips} time(s): {reasons or 'torch gave no reason'}.")
     return lines
+
+
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
+# A guard on a Python number: "___stack0 == 0.46689173579216003   # if x.abs().mean().item() > 1e4:  # path:74 in ..."
+_VALUE_GUARD = re.compile(r"^(?:\d+/\d+: )?(?P<name>___stack\d+|[\w.\[\]'\"]+) == (?P<value>-?\d+\.\d*(?:e[-+]?\d+)?)\s*"
+                          r"(?:#\s*(?P<source>.*?)\s*#\s*(?P<file>\S+):(?P<line>\d+))?")
+
+
+def resume_words(frame: str) -> str:
+    """`forward`, or for Dynamo's resume function the code it stands for: 'the code after the break at line 74
+    of `forward`'."""
+    if m := _RESUME.match(frame):
+        return f"the rest of `{m.group(1)}` after the break at line {m.group(2)} (Dynamo's resume function)"
+    return f"`{frame}`"
+
+
+def value_guard(reason: str) -> dict | None:
+    """{guard, value, source, place} when a recompile's guard compared a Python number (a float Dynamo baked into
+    the graph, such as what .item() returned), else None."""
+    m = _VALUE_GUARD.match(first_line(reason))
+    if m is None:
+        return None
+    place = f"{Path(m['file']).name}:{m['line']}" if m["file"] else None
+    return {"guard": f"{m['name']} == {float(m['value']):.4g}", "value": m["value"], "source": (m["source"] or "").strip(),
+            "place": place, "item": ".item()" in (m["source"] or "") or m["name"].startswith("___stack")}
+
+
+def value_guard_words(guard: dict) -> str:
+    """Why a guard on a number recompiles, and the two fixes: the .item() trap in words."""
+    where = f" at `{guard['place']}`" if guard["place"] else ""
+    source = f" (`{guard['source']}`)" if guard["source"] else ""
+    origin = (f"the number that `.item()`{where}{source} took out of a tensor" if guard["item"] else
+              f"a Python number{where}{source}")
+    return (f"**Recompiled on a value nobody chose.** The guard `{guard['guard']}` checks {origin}: Dynamo compiled "
+            "the code that uses it for that exact number, so each new value fails the guard and compiles again, up to "
+            "the recompile limit (8 by default), after which that code runs eagerly. The value moves with the data, "
+            "so in a real job this never settles. Fix: keep the value a tensor (compute with `torch.where(...)` "
+            "instead of an `if` on `.item()`), or set `torch._dynamo.config.capture_scalar_outputs = True` so "
+            "`.item()` stays in the graph as a symbolic value instead of a constant.")
 
 
 def _after_id(reason: str) -> str:
@@ -108,11 +169,23 @@ def baseline_words(spec: dict, device: str | None) -> str:
 def breakdown_words(result: dict) -> list[str]:
     """Sentences under the time-breakdown chart: the biggest changes, and how the profiled step compares with
     the timed one (the profiler adds overhead of its own, most to launch-bound steps)."""
-    from tcore.breakdown import differences
+    from tcore.breakdown import as_timed, differences
 
     found = result.get("breakdown") or {}
+    shown = as_timed(result)
     words = []
-    if "eager" in found and "compiled" in found and (changed := differences(found["eager"], found["compiled"])):
+    off = ", ".join(f"{v} {s['off_pct']:+.0f}%" for v, s in shown.items() if s["shown"] != "profiled")
+    if any(s["shown"] == "withheld" for s in shown.values()):  # said first: the bars are missing because of it
+        words.append(f"**No bars: the profiled steps ran far off the timed ones** ({off}). The profiler's own overhead "
+                     "(largest on the CPU, where it records every op) changed the steps it measured, so their split "
+                     "would contradict the speedup above; the timed figures stand.")
+    elif off:
+        words.append(f"**The bars are scaled to the timed steps.** The profiled steps ran off the timed ones ({off}: "
+                     "the profiler's own overhead), so each bar keeps the profiler's shares but takes the length of the "
+                     "timed median step, which the speedup above uses.")
+    if ("eager" in found and "compiled" in found and all(shown[v]["ms"] for v in ("eager", "compiled"))
+            and (changed := differences({**found["eager"], "ms": shown["eager"]["ms"]},
+                                        {**found["compiled"], "ms": shown["compiled"]["ms"]}))):
         words.append(f"Biggest changes, eager → compiled: {changed}.")
     for variant, b in found.items():
         timed = result.get(f"{variant}_latency_ms_p50")
@@ -125,9 +198,7 @@ def breakdown_words(result: dict) -> list[str]:
         elif timed:
             off = (b["step_ms"] - timed) / timed * 100
             words.append(f"{variant.capitalize()}: {b['steps']} profiled steps of {b['step_ms']:.2f} ms on average "
-                         f"against {timed:.2f} ms timed ({off:+.0f}%)" + (
-                             ": the profiler's own overhead inflates this step, so read the shares, not the sizes"
-                             if abs(off) > 10 else "") + ".")
+                         f"against {timed:.2f} ms timed ({off:+.0f}%).")
         if b.get("overlap_ms", 0) > 0.02 * b["step_ms"]:
             words.append(f"{variant.capitalize()}: kernels overlapped on several streams for {b['overlap_ms']:.2f} ms "
                          "per step, so the categories add up to more than the busy time.")
@@ -234,11 +305,14 @@ def run_table(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.reindex(columns=columns).rename(columns=dict(RUN_COLUMNS))
 
 
+# The "Dynamic shapes" choices as the Run and Sweep pages name them, and the sweep matrix too.
+DYNAMIC_NAMES = {None: "auto", True: "always dynamic", False: "always static"}
+
 # How a sweep's column names each setting that can vary across it besides the scope and mode.
 _AXIS_WORDS = {
     "precision": str,
     "channels_last": lambda v: "channels_last" if v else "NCHW",
-    "dynamic": {None: "dynamic auto", True: "dynamic on", False: "dynamic off"}.get,
+    "dynamic": {**DYNAMIC_NAMES, None: "dynamic auto"}.get,  # as the knob names them; "auto" alone says too little
     "compile_optimizer": lambda v: f"optimizer {'compiled' if v else 'eager'}",
 }
 
@@ -246,7 +320,7 @@ _AXIS_WORDS = {
 def setting_name(exp: Experiment, varying: set[str] | frozenset[str] = frozenset({"dynamic", "compile_optimizer"})
                  ) -> tuple[str, str]:
     """(row, column) of a sweep setting: 'scope · mode', and the other settings that vary across the sweep
-    ('bf16 · NCHW · dynamic auto')."""
+    ('bf16 · NCHW · dynamic auto', 'always static')."""
     row = "off (eager)" if exp.compile == "off" else f"{exp.compile} · {exp.mode}"
     col = " · ".join(words(getattr(exp, name)) for name, words in _AXIS_WORDS.items() if name in varying)
     return row, col or "as set"

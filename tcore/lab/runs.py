@@ -374,11 +374,15 @@ def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor
     With `owner`, only that session's runs may be cancelled (PermissionError otherwise), unless
     `instructor` (the session unlocked the instructor's actions).
     """
-    _may_touch(store.get(run_id), owner, instructor, "cancel")
+    record = store.get(run_id)
+    _may_touch(record, owner, instructor, "cancel")
+    by_instructor = instructor and owner is not None and record.owner != owner  # its owner is told who did it
     if (run := live(run_id)) is not None and not run.done:
+        if by_instructor:
+            store.mark_cancel_by_instructor(run_id)
         run.cancel()
     else:
-        store.request_cancel(run_id)
+        store.request_cancel(run_id, by_instructor=by_instructor)
 
 
 def delete(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:

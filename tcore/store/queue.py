@@ -50,6 +50,19 @@ OWNER_SILENT_S = 30.0
 OWNERS_KEPT_S = 86400.0  # a heartbeat older than a day is dropped; recover() then judges by is_alive alone
 PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
 CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
+# runs.cancel_requested: who asked for the cancel. The owner's process decides the run's final message, so who
+# asked is kept in the row, where the process that records the end reads it (cancel_words).
+CANCEL_BY_OWNER, CANCEL_BY_INSTRUCTOR = 1, 2
+BY_INSTRUCTOR = "cancelled by the instructor"
+
+
+def cancel_words(message: str, requested: int | None) -> str:
+    """A cancelled run's message, saying so when the instructor cancelled it rather than its owner."""
+    if requested != CANCEL_BY_INSTRUCTOR or message.startswith(BY_INSTRUCTOR):
+        return message
+    if "by the user" in message:  # the launcher's and the scheduler's words
+        return message.replace("by the user", "by the instructor", 1)
+    return BY_INSTRUCTOR + " " + message.removeprefix("cancelled").lstrip()  # "... while waiting in the queue; ..."
 
 
 class Proc(Protocol):
@@ -137,23 +150,31 @@ class Queue:
         with self._write() as db:
             return cancel_if_queued(db, run_id)
 
-    def request_cancel(self, run_id: str) -> str:
-        """Cancel from any process: a queued run at once, a running one by asking its owner; returns the old status."""
+    def request_cancel(self, run_id: str, *, by_instructor: bool = False) -> str:
+        """Cancel from any process: a queued run at once, a running one by asking its owner; returns the old status.
+        `by_instructor`: the instructor asked, not the run's owner; the run's message will say so."""
         with self._write() as db:
             row = db.execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()
             if row is None:
                 raise KeyError(f"no run {run_id!r} in {self.path}")
+            if row["status"] in ("queued", "running"):
+                db.execute("UPDATE runs SET cancel_requested=? WHERE id=?",
+                           (CANCEL_BY_INSTRUCTOR if by_instructor else CANCEL_BY_OWNER, run_id))
             if row["status"] == "queued":
                 cancel_if_queued(db, run_id)
-            elif row["status"] == "running":
-                db.execute("UPDATE runs SET cancel_requested=1 WHERE id=?", (run_id,))
             return row["status"]
+
+    def mark_cancel_by_instructor(self, run_id: str) -> None:
+        """Before this process cancels a run of its own on the instructor's word: the end it records says so."""
+        with self._write() as db:
+            db.execute("UPDATE runs SET cancel_requested=? WHERE id=? AND status IN ('queued', 'running')",
+                       (CANCEL_BY_INSTRUCTOR, run_id))
 
     def cancel_requests(self, proc: Proc) -> list[str]:
         """Running runs of `proc` that another process asked to cancel."""
         with self._connect() as db:
             return [r[0] for r in db.execute(
-                "SELECT id FROM runs WHERE status='running' AND cancel_requested=1 AND host=? AND owner_pid=?"
+                "SELECT id FROM runs WHERE status='running' AND cancel_requested>0 AND host=? AND owner_pid=?"
                 " AND owner_started IS ?", (proc.host, proc.pid, proc.started))]
 
     def statuses(self, run_ids: list[str]) -> dict[str, str]:
@@ -297,6 +318,8 @@ def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], b
 
 def cancel_if_queued(db: sqlite3.Connection, run_id: str, message: str = CANCELLED_IN_QUEUE) -> bool:
     """Within a write transaction: cancel `run_id` if it still waits; False if it has been claimed or has ended."""
+    requested = db.execute("SELECT cancel_requested FROM runs WHERE id=?", (run_id,)).fetchone()
+    message = cancel_words(message, requested[0] if requested else None)
     error = to_json({"type": "error", "kind": "cancelled", "message": message})
     cancelled = db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='cancelled', error=?"
                            " WHERE id=? AND status='queued'", (time.time(), error, run_id)).rowcount == 1

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tcore.store import sweeps
-from tcore.store.queue import QUEUE_COLUMNS, QUEUE_SCHEMA, Queue, release_next
+from tcore.store.queue import QUEUE_COLUMNS, QUEUE_SCHEMA, Queue, cancel_words, release_next
 from tcore.store.records import RunRecord, to_json
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -134,6 +134,10 @@ class RunStore(Queue):
         status = "failed" if error else "finished"
         device = (result or {}).get("device") or (env or {}).get("device")
         with self._write() as db:
+            if (error or {}).get("kind") == "cancelled":  # by its owner, or by the instructor: say which
+                requested = db.execute("SELECT cancel_requested FROM runs WHERE id=?", (run_id,)).fetchone()
+                error = {**error, "message": cancel_words(error.get("message", "cancelled"),
+                                                          requested[0] if requested else None)}
             if db.execute(  # a failed run keeps the device kind it was queued for
                     "UPDATE runs SET status=?, finished_at=?, device=COALESCE(?, device), error_kind=?, env=?,"
                     " result=?, error=? WHERE id=? AND status IN ('queued', 'running')",
