@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import math
 import os
 import statistics
 import tomllib
@@ -85,7 +86,13 @@ class Limits:
         return f"{name} = {getattr(self, name)}{self._from(name)}"
 
     def run_time(self, requested_s: float | None) -> tuple[float, str | None]:
-        """The time limit a run gets: the one asked for, at most max_run_s; and a note when it was lowered."""
+        """The time limit a run gets: the one asked for, at most max_run_s; and a note when it was lowered.
+
+        SpecError for a limit no run can keep: zero, negative, nan."""
+        if requested_s is not None and not (isinstance(requested_s, (int, float)) and math.isfinite(requested_s)
+                                            and requested_s > 0):
+            raise SpecError(f"the time limit must be a positive number of seconds (at most this lab's "
+                            f"{self.describe('max_run_s')}), not {requested_s!r}")
         if requested_s is None or requested_s <= self.max_run_s:
             return (self.max_run_s if requested_s is None else requested_s), None
         return self.max_run_s, (f"time limit lowered from {requested_s:g} s to this lab's maximum run time "
