@@ -396,6 +396,15 @@ def recover(store: RunStore) -> list[LiveRun]:
     return adopted + sched.recover()
 
 
+def serve(store: RunStore) -> list[LiveRun]:
+    """What an app server does once, when it starts: keep spare workers for this machine's device kind, start the
+    queue for `store` and take over the runs a previous server left (returned). serve.py calls it at start-up."""
+    import torch
+
+    keep_spares("cuda" if torch.cuda.is_available() else "cpu")
+    return recover(store)
+
+
 def adopted_left() -> list[LiveRun]:
     """Runs this process took over from a process that ended, not yet ended here."""
     with _LIVE_LOCK:
