@@ -18,8 +18,8 @@ from tcore.store import RunRecord, RunStore
 STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, relative to the page
 
 
-def report_url(run_id: str) -> str:
-    return f"{STATIC_URL}/{tlparse.REPORTS.relative_to(tlparse.STATIC_ROOT).as_posix()}/{run_id}/index.html"
+def report_url(report: tlparse.Report) -> str:
+    return f"{STATIC_URL}/{report.index.relative_to(tlparse.STATIC_ROOT).as_posix()}"
 
 
 def take_away(rec: RunRecord, store: RunStore, *, key: str) -> None:
@@ -60,7 +60,7 @@ def trace_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
     if report.folder is None:
         cols[0].caption(f"tlparse report: n/a, {report.reason}.")
     else:
-        cols[0].link_button("Open the tlparse report", report_url(rec.id), icon=":material/open_in_new:",
+        cols[0].link_button("Open the tlparse report", report_url(report), icon=":material/open_in_new:",
                             help="tlparse's view of this run's compile, in a new tab: each compilation with its "
                                  "Dynamo graph, guards, recompile reasons, AOT graphs, Inductor's output code and "
                                  "compile metrics, from the TORCH_TRACE the run recorded.")
