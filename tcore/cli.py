@@ -165,13 +165,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     from tcore.lab import runs
 
     store = RunStore(args.db)
-    runs.notice_dead_owners(store)
+    orphaned = runs.notice_dead_owners(store)
     record = store.get(args.run_id)
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
     elif record.result:
         print(f"{record.label}\n")
         print(report.text_table(record.result, record.spec, record.device))
+    elif record.status in ("queued", "running"):  # no outcome yet: say where it stands, not "None: None"
+        print(f"{record.label}\n{record.status}" + (" (its process ended: the next app or `tcore run` on this store "
+                                                   "runs it)" if record.id in orphaned else ""))
     else:
         print(f"{record.label}\n{record.status}: {record.error.get('kind')}: {record.error.get('message')}")
     return 0

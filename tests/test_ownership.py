@@ -186,3 +186,6 @@ time.sleep(600)
     assert " failed " in lines[running] and "[crashed]" in lines[running]
     assert " queued " in lines[waiting] and "its process ended: the next app or `tcore run`" in lines[waiting]
     assert store.get(waiting).status == "queued"  # left for a process that runs a queue, not adopted by `list`
+    assert cli.main(["show", waiting, "--db", str(store.path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "queued (its process ended: the next app or `tcore run` on this store runs it)")  # not "queued: None: None"
