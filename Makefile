@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: app test cluster-demo
 app: $(VENV)/.app-installed
-	$(PY) -m streamlit run app.py
+	$(PY) -m streamlit run serve.py
 
 test: $(VENV)/.test-installed
 	$(PY) -m pytest

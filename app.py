@@ -15,11 +15,10 @@ from ui import exports, knobs, people
 
 @st.cache_resource(show_spinner=False)
 def start_queue(db_path: str) -> int:
-    """Once per server process and store: keep spare workers, start the run queue, adopt the runs queued before a restart."""
-    import torch
-
-    runs.keep_spares("cuda" if torch.cuda.is_available() else "cpu")
-    return len(runs.recover(RunStore(db_path)))
+    """Once per server process and store: keep spare workers, start the run queue, adopt the runs queued before a
+    restart. serve.py (`make app`) has done this when the server started; `streamlit run app.py` does it here,
+    when the first page opens."""
+    return len(runs.serve(RunStore(db_path)))
 
 
 # A file, not ":material/bolt:": Streamlit fetches a Material favicon from fonts.gstatic.com, which an

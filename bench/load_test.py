@@ -1,30 +1,39 @@
-"""A workshop on one machine: many sessions submit runs at once while the app serves pages.
+"""A workshop on one machine: many sessions submit runs at once while the app serves pages, and processes fail.
 
     python bench/load_test.py --sessions 20 --processes 4
 
-Starts `streamlit run app.py` on a free loopback port with a fresh run store ($COMPILE_LAB_DB), then
-`--processes` submitter processes each run a share of `--sessions` threads; each thread is one
-session (its own owner id) that submits `--runs-per-session` tiny CPU runs (captioner/tiny, backend
-eager) through tcore.runs, as the app's pages do, and waits for them. A few sessions misbehave, as
-people do: one cancels its queued run, one kills its worker mid-run, one asks for a batch over the
-limit, one tries to cancel and delete everyone else's runs. `--stop-after` seconds in, the second
-submitter process is stopped (SIGSTOP, as Ctrl-Z) and kept stopped: once it has been silent for
-OWNER_SILENT_S its running run must be ended with the reason and its queued runs taken over.
-`--kill-after` seconds in, the first submitter process is killed (SIGKILL), as an app that crashes:
-its running run must be marked crashed and its queued runs adopted by a live process and run; at
-the end this process adopts whatever is left. Meanwhile a thread here times GET / and
-GET /_stcore/health on the app.
+Starts the app as `make app` does (`streamlit run serve.py`, whose queue starts with the server) on a free
+loopback port with a fresh run store ($COMPILE_LAB_DB), then `--processes` submitter processes each run a
+share of `--sessions` threads; each thread is one session (its own owner id) that submits
+`--runs-per-session` tiny CPU runs (captioner/tiny, backend eager) through tcore.runs, as the app's pages do,
+and waits for them. Some people misbehave: one cancels its queued run, one kills its worker mid-run, one asks
+for a batch over the limit, one for a run no time limit allows, one has markup for a name, one tries to
+cancel and delete everyone else's runs.
 
-Prints runs submitted, finished, failed (by kind), overlapping on one device slot, lost, duplicated,
-each waiting run's first wait estimate against the wait that followed, page latency and wall time; exits 1 if any run overlapped another on its slot, was lost or duplicated.
-What the latency covers: Streamlit serves / and its health check itself; a page's script runs over a
-websocket per browser session, which this does not drive.
+Faults, each timed on what the store says, so that it lands on real work (never on a process with nothing
+submitted): once every session of a submitter has submitted and one of its runs waits in the queue,
+- the first submitter process is killed (SIGKILL), as an app that crashes;
+- the second is stopped (SIGSTOP, as Ctrl-Z) until the other submitters are done, then let go;
+- a command line (`python -m tcore run`) is killed while its run waits;
+- another command line is stopped while its run waits, for OWNER_SILENT_S + 15 s, then let go;
+- the app's server is killed (SIGKILL) once it holds runs it took over, and started again.
+Each fault's line counts what the store says happened to the runs it hit: the ones running at the fault,
+the ones waiting, and which process finished them. Meanwhile a thread here times GET / and
+GET /_stcore/health on the app. This process never runs or adopts a run itself: what is left queued or
+running once every process has ended (the app's server aside, which keeps its queue) counts as stuck.
+
+It also prints each waiting run's first wait estimate against the wait that followed.
+
+Exits 1 if any run overlapped another on its slot, was lost, duplicated, stuck, or touched by someone other
+than its owner. What the latency covers: Streamlit serves / and its health check itself; a page's script
+runs over a websocket per browser session, which this does not drive.
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import statistics
@@ -42,25 +51,44 @@ sys.path.insert(0, str(REPO))
 
 QUICK = dict(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
              rounds=1, backend="eager", cache="warm")
+CLI_QUICK = ["--model", "captioner", "--preset", "tiny", "--batch-size", "2", "--device", "cpu", "--warmup-steps",
+             "1", "--timed-steps", "2", "--rounds", "1", "--backend", "eager", "--cache", "warm", "--quiet"]
 LATENCY_EVERY_S = 0.25
 LATENCY_MAX_REQUESTS = 4000
+MARKUP_NAME = "<b>x</b>![x](http://127.0.0.1:9/a.png)"  # session 14's owner id
+# The sessions that misbehave sit in the submitters no fault hits (with 4 processes, sessions 2, 3, 6, 7, ...), so
+# that each of them does what it means to: sessions 0, 4, ... and 1, 5, ... are in the killed and stopped ones.
+CANCELS, KILLS_WORKER, HUGE_BATCH, DELETES_OTHERS, NO_TIME_LIMIT, MARKUP = 3, 6, 7, 10, 11, 14
+
+
+def owner_of(index: int) -> str:
+    return MARKUP_NAME if index == MARKUP else f"session-{index:02d}"
 
 
 def session(index: int, runs_per_session: int, db: str, out) -> None:
-    """One person: submit runs, watch them, wait; sessions 3, 5 and 7 make the mistakes people make."""
+    """One person: submit runs, watch them, wait; a few sessions make the mistakes people make."""
     from tcore.lab import runs
     from tcore.spec import Experiment, SpecError
     from tcore.store import RunStore
 
-    store, owner = RunStore(db), f"session-{index:02d}"
+    store, owner = RunStore(db), owner_of(index)
     exp = Experiment(**QUICK)
-    if index == 7:  # a batch far over the limit: refused before it is queued
+    if index == HUGE_BATCH:  # a batch far over the limit: refused before it is queued
         try:
-            runs.start(exp.replace(batch_size=10**6), store, owner=owner)
+            runs.start(exp.replace(batch_size=10**5), store, owner=owner)
         except SpecError as e:
             out.append({"owner": owner, "refused": str(e)})
-    if index == 9:  # tries to cancel and delete everyone else's runs: only the owner or the instructor may
-        time.sleep(3)
+    if index == NO_TIME_LIMIT:  # a run no time limit allows, and a time limit of nan: refused before they are queued
+        for attempt in (lambda: runs.start(exp.replace(rounds=10**8), store, owner=owner),
+                        lambda: runs.start(exp, store, owner=owner, timeout_s=float("nan"))):
+            try:
+                attempt()
+            except SpecError as e:
+                out.append({"owner": owner, "refused": str(e)})
+    if index == DELETES_OTHERS:  # tries to cancel and delete everyone else's runs: only the owner or the instructor may
+        deadline = time.time() + 120
+        while sum(r.owner != owner for r in store.list()) < 5 and time.time() < deadline:
+            time.sleep(0.5)  # once there are others' runs to try it on
         for record in store.list():
             if record.owner == owner:
                 continue
@@ -72,13 +100,14 @@ def session(index: int, runs_per_session: int, db: str, out) -> None:
                     out.append({"owner": owner, "refused_others": 1})
     for _ in range(runs_per_session):
         live = runs.start(exp, store, owner=owner)
-        out.append({"owner": owner, "run_id": live.run_id, "position": live.snapshot()["queue_position"]})
-        if index == 3:  # changes their mind while waiting
+        out.append({"owner": owner, "run_id": live.run_id, "position": live.snapshot()["queue_position"],
+                    "pid": os.getpid()})
+        if index == CANCELS:  # changes their mind while waiting
             live.cancel()
-        if index == 5:  # the worker dies mid-run, as from the OOM killer
+        if index == KILLS_WORKER:  # the worker dies mid-run, as from the OOM killer
             while not live.done and (live.handle is None or live.phase in ("queued", None)):
                 time.sleep(0.05)
-            if not live.done:
+            if not live.done and live.handle is not None:
                 os.kill(live.handle.pid, signal.SIGKILL)
         eta_seen = seen_at = None
         while not live.done:
@@ -97,8 +126,7 @@ def submitter(indices: list[int], runs_per_session: int, db: str, out) -> None:
         t.start()
     for t in threads:
         t.join()
-    while runs.active():  # runs adopted from a dead process are this one's to finish, as the app's would be
-        time.sleep(0.5)
+    runs.run_adopted()  # runs taken over from a dead process are this one's to finish, as the command line's are
 
 
 def free_port() -> int:
@@ -117,20 +145,18 @@ def get_ms(url: str) -> float | None:
     return (time.perf_counter() - start) * 1e3
 
 
-def start_app(port: int, db: str) -> subprocess.Popen | None:
-    if not (REPO / "app.py").exists():
-        print("app.py is not there yet: page latency is skipped", file=sys.stderr)
-        return None
+def start_app(port: int, db: str, log_path: Path) -> subprocess.Popen:
+    log = open(log_path, "a")
     app = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port)],
-        cwd=REPO, env=dict(os.environ, COMPILE_LAB_DB=db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
+        cwd=REPO, env=dict(os.environ, COMPILE_LAB_DB=db), stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    deadline = time.time() + 120
     while get_ms(f"http://127.0.0.1:{port}/_stcore/health") is None:
         if app.poll() is not None or time.time() > deadline:
-            print("the app did not come up: page latency is skipped", file=sys.stderr)
             app.kill()
-            return None
+            raise SystemExit(f"the app did not come up: see {log_path}")
         time.sleep(0.5)
     return app
 
@@ -161,101 +187,218 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
+class Store:
+    """What the faults look at: each run's status, owner id and owning process, straight from the store."""
+
+    def __init__(self, db: str) -> None:
+        from tcore.store import RunStore
+
+        self.store = RunStore(db)
+
+    def rows(self) -> dict[str, dict]:
+        with self.store._connect() as db:
+            return {r["id"]: dict(r) for r in db.execute(
+                "SELECT id, status, owner, owner_pid, pid, error_kind, error FROM runs")}
+
+    def wait_for(self, condition, limit_s: float) -> dict[str, dict] | None:
+        deadline = time.time() + limit_s
+        while time.time() < deadline:
+            if condition(rows := self.rows()):
+                return rows
+            time.sleep(0.2)
+        return None
+
+
+def hit(rows: dict[str, dict], ids: set[str]) -> dict[str, list[str]]:
+    """The runs among `ids` by status at the moment of a fault."""
+    by: dict[str, list[str]] = {}
+    for i in ids:
+        if i in rows:
+            by.setdefault(rows[i]["status"], []).append(i)
+    return by
+
+
+def ended_by(rows: dict[str, dict], ids: list[str], names: dict[int, str]) -> str:
+    """How the runs `ids` ended, and which process owned them at their end."""
+    counts = Counter((rows[i]["status"], names.get(rows[i]["owner_pid"], f"pid {rows[i]['owner_pid']}"))
+                     for i in ids if i in rows)
+    return ", ".join(f"{n} {status} under {who}" for (status, who), n in sorted(counts.items())) or "none"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--processes", type=int, default=4, help="submitter processes the sessions are spread over")
     parser.add_argument("--runs-per-session", type=int, default=1)
-    parser.add_argument("--kill-after", type=float, default=15.0,
-                        help="seconds until the first submitter process is killed; 0: none is")
-    parser.add_argument("--stop-after", type=float, default=8.0,
-                        help="seconds until the second submitter process is stopped (SIGSTOP, as Ctrl-Z) and left "
-                             "stopped until the others are done; 0: none is")
+    parser.add_argument("--no-faults", action="store_true", help="no process is killed or stopped")
+    parser.add_argument("--settle-s", type=float, default=240.0,
+                        help="how long the app may take to finish what is left once every other process has ended")
     args = parser.parse_args()
+    from tcore.store import queue as store_queue
 
     t0 = time.time()
-    db = str(Path(tempfile.mkdtemp(prefix="compile-lab-load-")) / "runs.sqlite")
+    tmp = Path(tempfile.mkdtemp(prefix="compile-lab-load-"))
+    db = str(tmp / "runs.sqlite")
     port = free_port()
-    app = start_app(port, db)
+    app = start_app(port, db, tmp / "app.log")
+    names = {app.pid: "the app"}
     stop, latencies, page_failures = threading.Event(), [], []
     pager = threading.Thread(target=measure_pages, args=(port, stop, latencies, page_failures), daemon=True)
-    if app is not None:
-        pager.start()
+    pager.start()
+    store = Store(db)
 
     spawn = multiprocessing.get_context("spawn")
     manager = spawn.Manager()
     out = manager.list()  # each submission is reported at once: a killed process cannot take its ids along
     shares = [list(range(args.sessions))[p::args.processes] for p in range(args.processes)]
     procs = [spawn.Process(target=submitter, args=(share, args.runs_per_session, db, out)) for share in shares]
-    for p in procs:
+    for i, p in enumerate(procs):
         p.start()
-    killed, killed_at, stopped = None, None, None
-    if args.stop_after > 0 and len(procs) > 1:
-        procs[1].join(args.stop_after)
-        if procs[1].is_alive():
-            os.kill(procs[1].pid, signal.SIGSTOP)
-            stopped = f"stopped submitter process {procs[1].pid} ({len(shares[1])} sessions) at {args.stop_after:g} s"
-    if args.kill_after > 0:
-        procs[0].join(max(args.kill_after - (time.time() - t0), 0))
-        if procs[0].is_alive():
-            os.kill(procs[0].pid, signal.SIGKILL)
-            killed_at = time.time()
-            killed = f"killed submitter process {procs[0].pid} ({len(shares[0])} sessions) at {args.kill_after:g} s"
-    for p in procs[2:] + procs[:1]:
+        names[p.pid] = f"submitter {i}"
+    faults: list[str] = []
+    threads: list[threading.Thread] = []
+
+    def submitted_by(share: list[int]) -> set[str]:
+        owners = {owner_of(i) for i in share}
+        return {o["run_id"] for o in list(out) if "run_id" in o and o.get("owner") in owners}
+
+    def expected(share: list[int]) -> int:  # runs each session of the share submits (refusals aside)
+        return len(share) * args.runs_per_session
+
+    def kill_submitter(index: int) -> None:
+        share, proc = shares[index], procs[index]
+        rows = store.wait_for(lambda rows: len(mine := submitted_by(share)) >= expected(share)
+                              and "queued" in hit(rows, mine), 300)
+        if rows is None or not proc.is_alive():
+            faults.append(f"killed submitter {index}: no fault (its runs never waited in the queue)")
+            return
+        at = hit(rows, submitted_by(share))
+        os.kill(proc.pid, signal.SIGKILL)
+        report_later.append((f"killed submitter {index} (pid {proc.pid}, {len(share)} sessions, as an app that "
+                             f"crashes) at {time.time() - t0:.0f} s", at))
+
+    def stop_submitter(index: int) -> None:
+        share, proc = shares[index], procs[index]
+        rows = store.wait_for(lambda rows: len(mine := submitted_by(share)) >= expected(share)
+                              and "queued" in hit(rows, mine), 300)
+        if rows is None or not proc.is_alive():
+            faults.append(f"stopped submitter {index}: no fault (its runs never waited in the queue)")
+            return
+        at = hit(rows, submitted_by(share))
+        os.kill(proc.pid, signal.SIGSTOP)
+        stopped_at = time.time()
+        for other in procs:  # stopped until the other submitters are done (a person back from lunch)
+            if other is not proc:
+                other.join(900)
+        held = time.time() - stopped_at
+        os.kill(proc.pid, signal.SIGCONT)
+        report_later.append((f"stopped submitter {index} (pid {proc.pid}, {len(share)} sessions) at "
+                             f"{stopped_at - t0:.0f} s for {held:.0f} s", at))
+
+    def command_line(kind: str) -> None:
+        # started once the submitters' runs fill the queue, so that its run waits
+        store.wait_for(lambda rows: sum(r["status"] == "queued" for r in rows.values()) >= 3, 300)
+        cli = subprocess.Popen([sys.executable, "-m", "tcore", "run", "--db", db, *CLI_QUICK], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        names[cli.pid] = f"the {kind} command line"
+        owner = f"{socket.gethostname()}:{cli.pid}"
+        rows = store.wait_for(lambda rows: any(r["owner"] == owner for r in rows.values()), 120)
+        mine = {i for i, r in (rows or {}).items() if r["owner"] == owner}
+        if not mine or rows[next(iter(mine))]["status"] != "queued":
+            faults.append(f"{kind} command line: no fault (its run never waited in the queue: {rows and hit(rows, mine)})")
+            cli.wait()
+            return
+        at = hit(rows, mine)
+        if kind == "killed":
+            cli.kill()
+            cli.wait()
+            report_later.append((f"killed command line (pid {cli.pid}) at {time.time() - t0:.0f} s", at))
+            return
+        cli.send_signal(signal.SIGSTOP)
+        stopped_at = time.time()
+        time.sleep(store_queue.OWNER_SILENT_S + 15)
+        cli.send_signal(signal.SIGCONT)
+        _, err = cli.communicate(timeout=3600)  # it follows its run, taken over, to its end
+        (run_id,) = mine
+        final = store.rows()[run_id]
+        agrees = (cli.returncode == 0) == (final["status"] == "finished")
+        cli_results.append(f"  after SIGCONT it exited {cli.returncode}, its run {final['status']}: the exit code "
+                           f"{'agrees' if agrees else 'DISAGREES'}; "
+                           f"{'it said the run was taken over' if 'took this run over' in err else 'it ran the run itself'}")
+        if not agrees:
+            disagreements.append(run_id)
+        report_later.append((f"stopped command line (pid {cli.pid}) at {stopped_at - t0:.0f} s for "
+                             f"{store_queue.OWNER_SILENT_S + 15:.0f} s", at))
+
+    def kill_app() -> None:
+        nonlocal app
+        rows = store.wait_for(lambda rows: any(r["owner_pid"] == app.pid and r["status"] in ("queued", "running")
+                                               for r in rows.values()), 400)
+        held = {i for i, r in (rows or store.rows()).items() if r["owner_pid"] == app.pid
+                and r["status"] in ("queued", "running")}
+        at = hit(rows or store.rows(), held)
+        old = app.pid
+        os.killpg(app.pid, signal.SIGKILL)
+        app.wait()
+        killed_at = time.time()
+        app = start_app(port, db, tmp / "app.log")
+        names[app.pid] = "the restarted app"
+        report_later.append((f"killed the app's server (pid {old}) at {killed_at - t0:.0f} s"
+                             + ("" if held else " (it held no run: none had been left to it within 400 s)")
+                             + f"; it answered again {time.time() - killed_at:.0f} s later", at))
+
+    report_later: list[tuple[str, dict[str, list[str]]]] = []
+    cli_results: list[str] = []
+    disagreements: list[str] = []
+    if not args.no_faults:
+        plans = [(kill_submitter, (0,)), (command_line, ("killed",)), (command_line, ("stopped",)), (kill_app, ())]
+        if len(procs) > 1:
+            plans.insert(1, (stop_submitter, (1,)))
+        threads = [threading.Thread(target=f, args=a, daemon=True) for f, a in plans]
+        for t in threads:
+            t.start()
+    for p in procs:
         p.join()
-    if stopped:  # the others are done; the stopped one has lost its runs to them by now: let it go on and end
-        os.kill(procs[1].pid, signal.SIGCONT)
-    procs[1].join(120)
-    if procs[1].is_alive():
-        procs[1].kill()
-
-    from tcore.lab import runs
-    from tcore.store import RunStore
-
-    store = RunStore(db)
-    left = runs.recover(store)  # runs still queued by a process that ended: this one runs them
-    for run in left:
-        run.wait()
+    for t in threads:
+        t.join()
+    # every process but the app's server has ended: what is not done now, the app must finish, or it is stuck
+    store.wait_for(lambda rows: not any(r["status"] in ("queued", "running") for r in rows.values()), args.settle_s)
     stop.set()
-    if app is not None:
-        pager.join()
-        app.terminate()
-        app.wait(30)
+    pager.join()
+    final = store.rows()
+    stuck = [i for i, r in final.items() if r["status"] in ("queued", "running")]
+    os.killpg(app.pid, signal.SIGTERM)
+    app.wait(30)
 
     out = list(out)
-    records = store.list()
+    records = store.store.list()
     etas = {o["run_id"]: o["eta_seen"] for o in out if "eta_seen" in o}
     seen = {o["run_id"]: o["seen_at"] for o in out if o.get("seen_at") is not None}
     out = [o for o in out if "eta_seen" not in o]
     submitted = [o["run_id"] for o in out if "run_id" in o]
     refused = [o for o in out if "refused" in o]
     stored = Counter(r.id for r in records)
-    lost = [i for i in submitted if i not in stored or
-            next(r for r in records if r.id == i).status not in ("finished", "failed")]
-    duplicated = sum(n - 1 for n in Counter(submitted).values()) + sum(1 for i in stored if i not in set(submitted))
+    cli_runs = {r.id for r in records if r.owner and re.fullmatch(r"[^:]+:\d+", r.owner)}  # Proc.name, host:pid
+    lost = [i for i in submitted if i not in stored]
+    duplicated = sum(n - 1 for n in Counter(submitted).values()) + sum(
+        1 for i in stored if i not in set(submitted) and i not in cli_runs)
     overlapping = overlaps(records)
     failed = Counter(r.error_kind for r in records if r.status == "failed")
     positions = [o["position"] for o in out if o.get("position")]
-    crashed_by_owner_death = [r for r in records if r.error_kind == "crashed" and "ended mid-run" in r.error["message"]]
-    ended_for_silence = [r for r in records if r.error_kind == "crashed" and "stopped answering" in r.error["message"]]
-    silent = {f"session-{i:02d}" for i in shares[1]} if len(shares) > 1 else set()
-    taken_over = [r for r in records if r.owner in silent and r.status == "finished" and r.started_at
-                  and stopped and r.started_at > t0 + args.stop_after]
     touched = [o["touched_others"] for o in out if "touched_others" in o]
     refused_others = sum(1 for o in out if "refused_others" in o)
-    cancelled_not_by_owner = [r for r in records if r.error_kind == "cancelled" and r.owner != "session-03"]
-    orphans = {f"session-{i:02d}" for i in shares[0]}
-    adopted = [r for r in records if r.owner in orphans and r.status == "finished" and killed_at
-               and r.started_at > killed_at]
+    cancelled_not_by_owner = [r for r in records if r.error_kind == "cancelled" and r.owner != owner_of(CANCELS)]
 
-    print(f"sessions: {args.sessions} in {args.processes} processes, {args.runs_per_session} run(s) each")
-    print(f"runs submitted: {len(submitted)}   refused before queueing: {len(refused)}")
+    print(f"sessions: {args.sessions} in {args.processes} processes, {args.runs_per_session} run(s) each, "
+          f"plus {len(cli_runs)} command-line run(s)")
+    print(f"runs submitted: {len(submitted) + len(cli_runs)}   refused before queueing: {len(refused)}")
     print(f"  finished: {sum(r.status == 'finished' for r in records)}")
     print(f"  failed: {sum(failed.values())}" + (f" ({', '.join(f'{k}: {n}' for k, n in sorted(failed.items()))})"
                                                  if failed else ""))
     print(f"  overlapping on the same device slot: {overlapping}")
     print(f"  lost: {len(lost)}")
     print(f"  duplicated: {duplicated}")
+    print(f"  stuck (queued or running {args.settle_s:.0f} s after every process but the app ended): {len(stuck)}")
     print(f"queue position on submission: max {max(positions, default=0)}; "
           f"runs that showed an ETA while waiting: {sum(e is not None for e in etas.values())} of {len(submitted)}")
     # The first estimate a waiting run showed against the wait that followed it (until its run was claimed).
@@ -267,24 +410,28 @@ def main() -> int:
               f"range {min(ratios):.2f}-{max(ratios):.2f}; within a factor of 1.5: "
               f"{sum(1 / 1.5 <= r <= 1.5 for r in ratios)} of {len(ratios)}; (estimate s, actual s): "
               + ", ".join(f"({e:.0f}, {a:.0f})" for e, a in pairs))
-    if killed:
-        print(f"{killed}: {len(crashed_by_owner_death)} of its runs marked crashed mid-run, "
-              f"{len(adopted)} queued ones finished by the processes that adopted them "
-              f"({len(left)} adopted by this one at the end)")
-    if stopped:
-        print(f"{stopped}: {len(ended_for_silence)} of its runs ended for its silence, {len(taken_over)} queued ones "
-              "finished by the processes that took them over")
+    for line in faults:
+        print(line)
+    for what, at in report_later:
+        running, queued = at.get("running", []), at.get("queued", [])
+        print(f"{what}: {len(running)} of its runs running, {len(queued)} waiting")
+        if running:
+            print(f"  the running ones: {ended_by(final, running, names)}"
+                  + "".join(f"; {final[i]['error_kind']}" for i in running[:1] if final[i]['error_kind']))
+        if queued:
+            print(f"  the waiting ones: {ended_by(final, queued, names)}")
+        if "stopped command line" in what:
+            print("\n".join(cli_results))
     print(f"runs cancelled or deleted by someone other than their owner: {len(touched) + len(cancelled_not_by_owner)} "
-          f"({refused_others} attempts by session-09 refused)")
-    if refused:
-        print(f"refusal seen by a session: {refused[0]['refused']}")
+          f"({refused_others} attempts by {owner_of(DELETES_OTHERS)} refused)")
+    for r in refused:
+        print(f"refusal seen by {r['owner']}: {r['refused'][:160]}")
     if latencies:
-        print(f"page latency (GET / and /_stcore/health, {len(latencies)} requests, {len(page_failures)} failed): "
-              f"p50 {pct(latencies, 50):.1f} ms, p95 {pct(latencies, 95):.1f} ms, max {max(latencies):.1f} ms")
-    else:
-        print("page latency: not measured (no app)")
-    print(f"total wall time: {time.time() - t0:.1f} s   store: {db}")
-    return 1 if overlapping or lost or duplicated or touched or cancelled_not_by_owner else 0
+        print(f"page latency (GET / and /_stcore/health, {len(latencies)} requests, {len(page_failures)} failed, "
+              f"the app's restart included): p50 {pct(latencies, 50):.1f} ms, p95 {pct(latencies, 95):.1f} ms, "
+              f"max {max(latencies):.1f} ms")
+    print(f"total wall time: {time.time() - t0:.1f} s   store: {db}   app log: {tmp / 'app.log'}")
+    return 1 if overlapping or lost or duplicated or stuck or touched or cancelled_not_by_owner or disagreements else 0
 
 
 if __name__ == "__main__":

@@ -4,13 +4,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import sqlite3
 import sys
 import time
 
 from tcore import report
 from tcore.protocol import ERROR_KINDS, PHASE_TITLES
 from tcore.spec import CHOICES, Experiment, SpecError, choice_docs, describe
-from tcore.store import RunStore
+from tcore.store import NoSuchRun, RunStore, StoreError
 
 # Fields whose default depends on the model, the device and the task (tcore.spec.practical_defaults).
 _DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last")
@@ -88,6 +90,14 @@ class ProgressLine:
         sys.stderr.flush()
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a mistake on the command line is one line (what is wrong, and where the help is), not the
+    whole usage first: `run` has an option per field of the experiment."""
+
+    def error(self, message: str) -> None:  # argparse's contract: print and exit, never return
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from tcore.lab import runs, scheduler
 
@@ -107,6 +117,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         run.wait(timeout=1.0)
     record = run.record
     print(file=sys.stderr)
+    if run.elsewhere:  # said even with --quiet: the run ended in another process than this one
+        print(f"note: {run.notes[-1]}", file=sys.stderr)
+    if runs.adopted_left():  # this process owns them now: it runs them before it exits (tcore.lab.runs.run_adopted)
+        print("this process took over runs queued by a process that ended; it runs them before it exits "
+              "(Ctrl-C leaves them queued for the next process that opens this store)", file=sys.stderr)
+        for adopted in runs.run_adopted(lambda r: print(f"  running {r.run_id} ({r.exp.label})", file=sys.stderr)):
+            print(f"  {adopted.run_id}: {adopted.status}", file=sys.stderr)
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
     elif record.status == "finished":
@@ -123,7 +140,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    records = RunStore(args.db).list(limit=args.limit)
+    from tcore.lab import runs
+
+    store = RunStore(args.db)
+    orphaned = runs.notice_dead_owners(store)
+    records = store.list(limit=args.limit)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in records], indent=2, default=str))
         return 0
@@ -134,25 +155,53 @@ def cmd_list(args: argparse.Namespace) -> int:
                     else "")
         figures = (f"speedup {res['speedup']:.2f}x{interval}, compile {res['compile_s']:.1f} s"
                    if res.get("speedup") is not None else (r.error_kind or r.status))
-        print(f"{r.id}  {when}  {r.status:8}  {r.label}  [{figures}]")
+        waits = "  (its process ended: the next app or `tcore run` on this store runs it)" if r.id in orphaned else ""
+        print(f"{r.id}  {when}  {r.status:8}  {r.label}  [{figures}]{waits}")
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    record = RunStore(args.db).get(args.run_id)
+    from tcore.lab import runs
+
+    store = RunStore(args.db)
+    orphaned = runs.notice_dead_owners(store)
+    record = store.get(args.run_id)
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
     elif record.result:
         print(f"{record.label}\n")
         print(report.text_table(record.result, record.spec, record.device))
+    elif record.status in ("queued", "running"):  # no outcome yet: say where it stands, not "None: None"
+        print(f"{record.label}\n{record.status}" + (" (its process ended: the next app or `tcore run` on this store "
+                                                   "runs it)" if record.id in orphaned else ""))
     else:
         print(f"{record.label}\n{record.status}: {record.error.get('kind')}: {record.error.get('message')}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tcore", description=__doc__)
-    common = argparse.ArgumentParser(add_help=False)
+    """Runs a command; what goes wrong outside a run (a store that cannot be used, an unknown run id, output
+    closed early) is one line on stderr and a non-zero exit, with nothing changed."""
+    try:
+        return _main(argv)
+    except StoreError as e:
+        print(f"python -m tcore: {e}", file=sys.stderr)
+        return 2
+    except NoSuchRun as e:
+        print(f"python -m tcore: {e}", file=sys.stderr)
+        return 1
+    except sqlite3.DatabaseError as e:  # a store that opened but breaks when read further (a damaged page)
+        print(f"python -m tcore: the run store cannot be read: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `tcore list | head -1`: the reader has what it wanted; nothing to say
+        # Python would report the broken pipe again when it flushes stdout at exit: point stdout at nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="python -m tcore", description=__doc__)
+    common = Parser(add_help=False)
     common.add_argument("--db", default=None,
                         help="run store (default: $COMPILE_LAB_DB or ~/.local/share/compile-lab/runs.sqlite)")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 
-def knob(default: Any, doc: str, choices: dict[Any, str] | None = None) -> Any:
-    """A field of the experiment with its sentence and, for a field with fixed choices, one sentence per choice."""
-    return field(default=default, metadata={"doc": doc, "choices": choices or {}})
+def knob(default: Any, doc: str, choices: dict[Any, str] | None = None,
+         bounds: tuple[float, float] | None = None) -> Any:
+    """A field of the experiment with its sentence and, for a field with fixed choices, one sentence per choice.
+
+    bounds: (lowest, highest) a number may be, both allowed: what a run can finish with, or what the worker
+    can take (a seed past 2**32 crashes it). Experiment checks them; the message gives them.
+    """
+    return field(default=default, metadata={"doc": doc, "choices": choices or {}, "bounds": bounds})
 
 
 # Fields that say how long and how carefully to measure, and what to record on the side (a TORCH_TRACE): they
@@ -105,7 +111,7 @@ class Experiment:
     model: str = knob("resnet50", "Which sample model to run (see sample_models).")
     preset: str = knob("tiny", "How big the model is: tiny runs in seconds on a CPU, the larger presets want a GPU.")
     batch_size: int = knob(4, "Samples per step: bigger batches keep the device busier (more samples/s) until "
-                              "memory runs out.")
+                              "memory runs out.", bounds=(1, 65536))
     precision: str = knob("fp32", "The number formats the model runs in: its weights, and what its matmuls and "
                                   "convolutions compute in.", {name: p.doc for name, p in PRECISIONS.items()})
     device: str = knob("auto", "Where the run executes.", {
@@ -153,7 +159,7 @@ class Experiment:
                                           "faster optimizer steps for one more compile; the learning rate is a "
                                           "tensor, so changing it does not recompile.")
     recompile_limit: int = knob(8, "Compiles one function may have (torch._dynamo.config.recompile_limit): past it "
-                                   "the function runs eagerly.")
+                                   "the function runs eagerly.", bounds=(1, 1024))
 
     # Inductor options that tuning guides name, each one torch._inductor.config setting (INDUCTOR_OPTIONS).
     freezing: bool = knob(False, "Inductor freezing (inference only): treat the weights as constants, so Inductor "
@@ -170,7 +176,7 @@ class Experiment:
                                           "launches further: fewer, larger kernels, not always faster ones.")
     max_fusion_size: int = knob(64, "The most operations Inductor fuses into one kernel (the fusion granularity of "
                                     "tuning guides): smaller gives more, simpler kernels; larger, fewer and longer "
-                                    "ones.")
+                                    "ones.", bounds=(1, 1024))
 
     channels_last: bool = knob(False, "Store images as NHWC: GPU convolutions prefer this layout (convolutional "
                                       "models only).")
@@ -178,7 +184,7 @@ class Experiment:
                                     "what breaks cost: more graphs, less fusion.")
 
     shape_count: int = knob(0, "Feed this many distinct sizes of the varying dimension, to see recompilations "
-                               "(0: one fixed shape).")
+                               "(0: one fixed shape).", bounds=(0, 64))
     shape_order: str = knob("ascending", "The order the distinct sizes come in.", {
         "ascending": "Smallest first, each size once.",
         "shuffled": "A random order (from the seed), as real inputs arrive.",
@@ -188,22 +194,23 @@ class Experiment:
         "mark_dynamic": "Mark the varying dimension dynamic before the first call: one compile for every size.",
         "buckets": "Pad every input up to one of a few sizes, each compiled during warm-up.",
     })
-    buckets: int = knob(3, "How many padded sizes the buckets remedy compiles.")
+    buckets: int = knob(3, "How many padded sizes the buckets remedy compiles.", bounds=(1, 63))
 
     warmup_steps: int = knob(3, "Untimed steps before timing each variant; the first eager one is the "
-                                "compile-time baseline.")
+                                "compile-time baseline.", bounds=(1, 100))
     timed_s: float = knob(4.0, "The most timed seconds per variant (eager and compiled): rounds are added until the "
-                               "speedup's interval is within the target, or until this is spent.")
+                               "speedup's interval is within the target, or until this is spent.", bounds=(0.1, 3600.0))
     timed_steps: int | None = knob(None, "Timed steps per variant, instead of seconds: for a fixed, quick "
-                                         "measurement (exactly `rounds` rounds, no early stop).")
+                                         "measurement (exactly `rounds` rounds, no early stop).", bounds=(1, 100_000))
     rounds: int = knob(6, "The fewest rounds. Each round times an eager and a compiled block back to back (the "
                           "order alternating between rounds), so drift hits both alike; the headline is the median "
-                          "of the rounds' ratios, and 6 rounds are the fewest whose interval reaches 95%.")
+                          "of the rounds' ratios, and 6 rounds are the fewest whose interval reaches 95%.", bounds=(1, 100))
     round_s: float = knob(0.2, "Seconds each variant is timed per round: shorter rounds pair eager and compiled "
-                               "closer in time, so more of the machine's drift cancels, and give more rounds.")
+                               "closer in time, so more of the machine's drift cancels, and give more rounds.",
+                          bounds=(0.01, 60.0))
     target_pct: float = knob(3.0, "Stop timing once the speedup's interval is within ± this many percent (0: always "
-                                  "use the whole timed seconds).")
-    seed: int = knob(0, "Seeds the weights, the inputs and a shuffled shape order.")
+                                  "use the whole timed seconds).", bounds=(0.0, 100.0))
+    seed: int = knob(0, "Seeds the weights, the inputs and a shuffled shape order.", bounds=(0, 2**32 - 1))
     torch_trace: bool = knob(True, "Record the compile's structured trace (TORCH_TRACE), which the app renders "
                                    "with tlparse: every graph, guard, recompile reason and Inductor's code, per "
                                    "compilation. It writes while compiling only, so timed steps are untouched; on an "
@@ -239,8 +246,7 @@ class Experiment:
         if self.channels_last and not entry.supports_channels_last:
             raise SpecError(f"channels_last applies to convolutional models only; turn it off for {self.model}")
 
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise SpecError(f"batch_size must be a whole number of at least 1, not {self.batch_size!r}")
+        self._check_bounds()
         if self.compile_optimizer and self.task != "training":
             raise SpecError("compile_optimizer needs task=training: an inference run has no optimizer step")
         if self.backend != "inductor" and self.mode != "default":
@@ -254,15 +260,14 @@ class Experiment:
                             "something compiled")
         if self.freezing and self.task != "inference":
             raise SpecError("freezing treats the weights as constants: it applies to task=inference only")
-        if self.max_fusion_size < 1:
-            raise SpecError(f"max_fusion_size must be at least 1, not {self.max_fusion_size!r}")
         if self.weights_cast_for_training:
             raise SpecError(f"precision={self.precision} casts the weights to float16, which training cannot update "
                             "without loss scaling and float32 master weights; choose amp-fp16, amp-bf16 or bf16")
-        if self.recompile_limit < 1:
-            raise SpecError("recompile_limit must be at least 1")
-        if self.shape_count == 1 or self.shape_count < 0:
+        if self.shape_count == 1:
             raise SpecError("shape_count must be 0 (one fixed shape) or at least 2 distinct shapes")
+        if self.shape_count and entry.seq_field and self.shape_count > (top := entry.default_seq_len(self.preset) or 0):
+            raise SpecError(f"shape_count={self.shape_count}: the {self.preset} preset's {entry.varying_dim} go up to "
+                            f"{top}, so it has at most {top} distinct sizes")
         if self.shape_count and not self.compiles:
             raise SpecError("a shape schedule shows recompilations: it needs compile=whole or regional")
         if self.shape_remedy != "none" and not self.shape_count:
@@ -271,18 +276,26 @@ class Experiment:
             raise SpecError(f"buckets must be between 1 and shape_count - 1 ({self.shape_count - 1}), not {self.buckets}")
         if self.cache == "artifacts" and not self.has_compiled_variant:
             raise SpecError("cache=artifacts warms up a compile: it needs something compiled (compile or compile_optimizer)")
-        if self.warmup_steps < 1:
-            raise SpecError("warmup_steps must be at least 1: the first eager step sets the compile-time baseline")
-        if self.rounds < 1:
-            raise SpecError("rounds must be at least 1")
         if self.timed_steps is not None and self.timed_steps < self.rounds:
             raise SpecError(f"timed_steps ({self.timed_steps}) must be at least rounds ({self.rounds})")
-        if not self.timed_s > 0:
-            raise SpecError(f"timed_s must be a positive number of seconds, not {self.timed_s!r}")
-        if not self.round_s > 0:
-            raise SpecError(f"round_s must be a positive number of seconds, not {self.round_s!r}")
-        if not self.target_pct >= 0:
-            raise SpecError(f"target_pct must be 0 (no early stop) or a positive percentage, not {self.target_pct!r}")
+
+    def _check_bounds(self) -> None:
+        """Every number within its field's bounds (knob(bounds=...)), and of its type: no nan, no bool for an int."""
+        for f in dataclasses.fields(self):
+            if f.metadata.get("bounds") is None or (value := getattr(self, f.name)) is None and f.default is None:
+                continue
+            low, high = f.metadata["bounds"]
+            whole = f.type.startswith("int")
+            if whole:
+                ok = isinstance(value, int) and not isinstance(value, bool)
+                kind = f"a whole number from {low} to {high}"
+            else:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                kind = f"a number from {low:g} to {high:g}"
+            if not ok or not low <= value <= high:
+                why = {"warmup_steps": " (the first eager step sets the compile-time baseline)",
+                       "timed_s": " seconds"}.get(f.name, "")
+                raise SpecError(f"{f.name} must be {kind}{why}, not {value!r}")
 
     @property
     def compiles(self) -> bool:

@@ -375,8 +375,9 @@ def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
     # ... and its compile's tlparse report, rendered from the TORCH_TRACE the run kept, served by the app.
     try:
         [link] = [b.proto for b in at.get("link_button") if b.proto.label == "Open the tlparse report"]
-        assert link.url == f"app/static/tlparse/{static.id}/index.html?run={static.id}"  # no ReferenceError in tlparse
-        assert "recompile" in (tlparse.REPORTS / static.id / "index.html").read_text().lower()
+        # the store's own shelf, and a query so tlparse's script logs no ReferenceError
+        assert link.url == f"app/static/tlparse/{db.store_id}/{static.id}/index.html?run={static.id}"
+        assert "recompile" in (tlparse.REPORTS / db.store_id / static.id / "index.html").read_text().lower()
 
         # The Compare page: one run in detail gives its settings as code, and the selection exports as HTML.
         at.switch_page("app_pages/compare.py").run()

@@ -36,7 +36,7 @@ def test_a_run_keeps_its_compile_trace_and_tlparse_renders_it(traced_run, tmp_pa
     index = report.index.read_text()
     assert "dynamo_output_graph" in index  # a link per compilation's graph
     assert "graph break" in index.lower() or "dynamo_graph_break_reason" in index  # the deliberate break, listed
-    assert report.folder == tmp_path / on.id
+    assert report.folder == tmp_path / store.store_id / on.id  # on its store's own shelf
     with zipfile.ZipFile(io.BytesIO(report.zipped())) as z:
         assert f"tlparse-{on.id}/index.html" in z.namelist()
     assert tlparse.report(on.id, store.path, reports=tmp_path).folder == report.folder  # rendered once, then reused
@@ -118,13 +118,14 @@ def test_rendered_reports_are_a_cache_that_keeps_under_its_size(tmp_path):
     """Streamlit stops serving static/ past 1 GB: the least recently rendered reports go first, never the new one."""
     import os
 
-    for age, name in enumerate(["old", "middle", "new"]):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "index.html").write_bytes(b"x" * 1000)
-        os.utime(tmp_path / name, (1_000 + age, 1_000 + age))
-    (tmp_path / ".render-abc").mkdir()  # a render in progress is not a report
-    tlparse._evict(tmp_path, keep=tmp_path / "old", limit=2000)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".render-abc", "new", "old"]
+    for age, (store, name) in enumerate([("store-a", "old"), ("store-b", "middle"), ("store-a", "new")]):
+        (tmp_path / store / name).mkdir(parents=True)  # each store's reports on its own shelf, evicted as one cache
+        (tmp_path / store / name / "index.html").write_bytes(b"x" * 1000)
+        os.utime(tmp_path / store / name, (1_000 + age, 1_000 + age))
+    (tmp_path / "store-a" / ".render-abc").mkdir()  # a render in progress is not a report
+    tlparse._evict(tmp_path, keep=tmp_path / "store-a" / "old", limit=2000)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*")) == [
+        "store-a/.render-abc", "store-a/new", "store-a/old"]
 
 
 def test_a_report_that_failed_to_render_says_why_without_rendering_again(traced_run, tmp_path, monkeypatch):

@@ -18,11 +18,11 @@ from tcore.store import RunRecord, RunStore
 STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, relative to the page
 
 
-def report_url(run_id: str) -> str:
+def report_url(report: tlparse.Report, run_id: str) -> str:
     """The report's index page, with a query: tlparse's own script on each of its pages runs `return url` (a name it
     never defines) when the page's address has no query, logging "ReferenceError: url is not defined"; with one,
     it copies the query onto the report's links instead, so no page of it logs that."""
-    return f"{STATIC_URL}/{tlparse.REPORTS.relative_to(tlparse.STATIC_ROOT).as_posix()}/{run_id}/index.html?run={run_id}"
+    return f"{STATIC_URL}/{report.index.relative_to(tlparse.STATIC_ROOT).as_posix()}?run={run_id}"
 
 
 def take_away(rec: RunRecord, store: RunStore, *, key: str) -> None:
@@ -67,7 +67,7 @@ def trace_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
     # ("Open the tlp…", "TORCH_…") in the Run page's result column.
     row = st.container(horizontal=True, gap="small", vertical_alignment="center")
     if report.folder is not None:
-        row.link_button("Open the tlparse report", report_url(rec.id), icon=":material/open_in_new:",
+        row.link_button("Open the tlparse report", report_url(report, rec.id), icon=":material/open_in_new:",
                         help="tlparse's view of this run's compile, in a new tab: each compilation with its "
                              "Dynamo graph, guards, recompile reasons, AOT graphs, Inductor's output code and "
                              "compile metrics, from the TORCH_TRACE the run recorded.")
@@ -141,5 +141,5 @@ def code_side_by_side(store: RunStore, records: list[RunRecord]) -> None:
         st.code(diff or "(identical)", language="diff", height=600)
     else:
         cols = st.columns(2)
-        row.code(pa[ia], language="python", height=600, line_numbers=True)
-        row.code(pb[ib], language="python", height=600, line_numbers=True)
+        cols[0].code(pa[ia], language="python", height=600, line_numbers=True)
+        cols[1].code(pb[ib], language="python", height=600, line_numbers=True)

@@ -6,6 +6,7 @@ without one, nobody has these actions. Unlocked, the session may also cancel or 
 """
 from __future__ import annotations
 
+import secrets
 import time
 
 import streamlit as st
@@ -41,10 +42,13 @@ def panel(store: RunStore) -> None:
                                     help="Unlocks cancelling or deleting anyone's run, pausing the queue and "
                                          "changing the limits, for this browser session.")
             if st.form_submit_button("Unlock", icon=":material/lock_open:"):
-                if limits.is_instructor(attempt):
+                # guesses are slowed per session and across the server, and logged (tcore.lab.limits.PasscodeGuard)
+                session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
+                unlocked, why = limits.PASSCODE_GUARD.attempt(session, attempt)
+                if unlocked:
                     st.session_state.instructor = attempt
                     st.rerun()
-                st.error("That is not the passcode.")
+                st.error(why)
         return
     # Each action runs in its button's callback, before the page is drawn again: a click followed by st.rerun()
     # in the page's body was seen, in Chromium with the queue's fragments ticking, to change the store while the

@@ -50,6 +50,14 @@ def owner_for(name: str, current: str) -> str | None:
     return f"{slug}~{tag}"
 
 
+def plain(text: str) -> str:
+    """`text` as it was typed, for a string Streamlit renders as Markdown (toasts, captions, st.markdown): every
+    ASCII punctuation mark backslash-escaped (CommonMark allows it for all of them), so a name such as
+    `![x](http://host/a.png)` or `:red[big]` shows as typed rather than as an image the browser fetches, a
+    link, a colour or LaTeX."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
+
+
 def display_name(owner: str | None) -> str:
     """How a run's owner reads on a page: 'ada', 'guest 3f9a', 'the command line or a sweep', 'another session'."""
     if not owner:
@@ -78,7 +86,7 @@ def identity_sidebar(store: RunStore) -> None:
             moved = store.rename_owner(owner, new)
             st.session_state.owner = new
             st.query_params[PARAM] = new
-            st.toast(f"You are {name.strip()} now; {moved} run(s) moved with you.")
+            st.toast(f"You are {plain(name.strip())} now; {moved} run(s) moved with you.")
         elif name and not owner_for(name, owner):
             st.caption(":orange[A name needs a letter or a digit.]")
         st.caption(f"You: **{display_name(st.session_state.owner)}**"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tcore import protocol
+from tcore.lab.limits import PASSCODE_ENV
 from tcore.spec import Experiment
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +51,15 @@ IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "
 PER_WORKER_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_TRACE")
 
 
+# The app process's alone, never a worker's: a worker runs the participant's settings, and anything in its
+# environment can be read by other processes of the same user (/proc/<pid>/environ).
+PRIVATE_ENV = (PASSCODE_ENV,)
+
+
+def _without_private(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in PRIVATE_ENV}
+
+
 def _import_time_env() -> dict[str, str]:
     # Inductor writes its default cache folder into os.environ the first time it is asked for it
     return {k: v for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV) and k not in PER_WORKER_ENV}
@@ -65,7 +75,7 @@ class Worker:
         self.log_path = self.workdir / "worker.log"
         self.lab_env = _import_time_env()  # a spare is handed a run only while these still hold
         self.slot_env = dict(env)
-        full = dict(os.environ, PYTHONUNBUFFERED="1",
+        full = dict(_without_private(dict(os.environ)), PYTHONUNBUFFERED="1",
                     TORCHINDUCTOR_CACHE_DIR=str(self.workdir / "inductor"),
                     TRITON_CACHE_DIR=str(self.workdir / "triton"),
                     TORCH_TRACE=str(self.workdir / TORCH_TRACE_DIR))
@@ -172,7 +182,7 @@ class RunHandle:
         self._log = self.worker._log
         self.proc = self.worker.proc
 
-        env = {k: v for k, v in os.environ.items()  # set in this process since the worker started
+        env = {k: v for k, v in _without_private(dict(os.environ)).items()  # set here since the worker started
                if not k.startswith(IMPORT_TIME_ENV) and self.worker.spawn_env.get(k) != v}
         env.update(extra_env or {})
         if exp.cache == "warm":

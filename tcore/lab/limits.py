@@ -18,10 +18,16 @@ every submission, so a change applies to the next run without a restart.
 """
 from __future__ import annotations
 
+import collections
 import functools
+import hashlib
 import hmac
+import logging
+import math
 import os
 import statistics
+import threading
+import time
 import tomllib
 import weakref
 from dataclasses import dataclass, field
@@ -85,7 +91,13 @@ class Limits:
         return f"{name} = {getattr(self, name)}{self._from(name)}"
 
     def run_time(self, requested_s: float | None) -> tuple[float, str | None]:
-        """The time limit a run gets: the one asked for, at most max_run_s; and a note when it was lowered."""
+        """The time limit a run gets: the one asked for, at most max_run_s; and a note when it was lowered.
+
+        SpecError for a limit no run can keep: zero, negative, nan."""
+        if requested_s is not None and not (isinstance(requested_s, (int, float)) and math.isfinite(requested_s)
+                                            and requested_s > 0):
+            raise SpecError(f"the time limit must be a positive number of seconds (at most this lab's "
+                            f"{self.describe('max_run_s')}), not {requested_s!r}")
         if requested_s is None or requested_s <= self.max_run_s:
             return (self.max_run_s if requested_s is None else requested_s), None
         return self.max_run_s, (f"time limit lowered from {requested_s:g} s to this lab's maximum run time "
@@ -153,9 +165,69 @@ def instructor_passcode(environ: Mapping[str, str] | None = None, cwd: str | Pat
 
 
 def is_instructor(attempt: str | None, environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> bool:
-    """Whether `attempt` is the instructor passcode (compared in constant time); False when none is set."""
+    """Whether `attempt` is the instructor passcode; False when none is set.
+
+    Compared as SHA-256 digests with hmac.compare_digest: the time taken says nothing of how much of the
+    attempt was right, nor of the passcode's length."""
     code = instructor_passcode(environ, cwd)
-    return bool(code and attempt) and hmac.compare_digest(code.encode(), attempt.strip().encode())
+    if not (code and attempt):
+        return False
+    return hmac.compare_digest(hashlib.sha256(code.encode()).digest(), hashlib.sha256(attempt.strip().encode()).digest())
+
+
+class PasscodeGuard:
+    """Slows down guessing the instructor passcode, per browser session and across the whole server.
+
+    A session gets `free` wrong tries; after that each wrong try makes it wait twice as long as the one before
+    (`first_wait_s`, then double, up to `longest_wait_s`). Across all sessions (a new tab is a new session), more
+    than `per_minute` wrong tries in a minute makes everyone wait until the oldest of them is a minute old.
+    Every wrong try, and every try refused for waiting, is logged (never what was typed).
+    """
+
+    def __init__(self, *, free: int = 3, first_wait_s: float = 2.0, longest_wait_s: float = 300.0,
+                 per_minute: int = 10, clock=time.monotonic) -> None:
+        self.free, self.first_wait_s, self.longest_wait_s, self.per_minute = free, first_wait_s, longest_wait_s, per_minute
+        self._clock = clock
+        self._sessions: dict[str, tuple[int, float]] = {}  # session -> (wrong tries in a row, may try again at)
+        self._wrong_at: collections.deque[float] = collections.deque()  # every session's wrong tries, last minute
+        self._lock = threading.Lock()
+
+    def attempt(self, session: str, attempt: str | None, environ: Mapping[str, str] | None = None,
+                cwd: str | Path | None = None) -> tuple[bool, str | None]:
+        """(whether `attempt` unlocks the instructor's actions, and if not, what to tell the person)."""
+        now = self._clock()
+        with self._lock:
+            wrong, next_at = self._sessions.get(session, (0, 0.0))
+            while self._wrong_at and self._wrong_at[0] <= now - 60:
+                self._wrong_at.popleft()
+            if now < next_at:
+                wait, whose = next_at - now, "this session"
+            elif len(self._wrong_at) >= self.per_minute:
+                wait, whose = self._wrong_at[0] + 60 - now, "the lab"
+            else:
+                wait = None
+        if wait is not None:
+            LOG.warning("instructor passcode: try refused without checking (session %s must wait %.0f s; %s "
+                        "has had too many wrong tries)", session[:8], wait, whose)
+            return False, f"Too many wrong passcodes from {whose}: try again in {math.ceil(wait)} s."
+        if is_instructor(attempt, environ, cwd):
+            with self._lock:
+                self._sessions.pop(session, None)
+            return True, None
+        with self._lock:
+            wrong += 1
+            delay = 0.0 if wrong < self.free else min(self.first_wait_s * 2 ** (wrong - self.free), self.longest_wait_s)
+            if len(self._sessions) > 10_000:  # a flood of new sessions must not grow this without end
+                self._sessions = {k: v for k, v in self._sessions.items() if v[1] > now}
+            self._sessions[session] = (wrong, now + delay)
+            self._wrong_at.append(now)
+        LOG.warning("instructor passcode: wrong try refused (session %s, %d wrong in a row; next try allowed in "
+                    "%.0f s)", session[:8], wrong, delay)
+        return False, "That is not the passcode." + (f" Wait {math.ceil(delay)} s before trying again." if delay else "")
+
+
+LOG = logging.getLogger("compile_lab")
+PASSCODE_GUARD = PasscodeGuard()  # one per server process: every browser session's tries count together
 
 
 def _parse(name: str, value: Any, where: str) -> Any:

@@ -76,6 +76,8 @@ class LiveRun:
         self._launched = False
         self._cancelled = False
         self._done = threading.Event()
+        self.adopted = False  # queued by a process that ended; this one took it over (_adopt)
+        self.elsewhere = False  # another process took it over while this one was stopped: followed in the store
 
     # --- called by the scheduler (tcore.scheduler) ---------------------------------------------------
 
@@ -111,7 +113,11 @@ class LiveRun:
             except OSError as e:  # the worker could not even start: that is this run's outcome
                 self._end(error_event("crashed", f"the worker process could not start: {e}"))
                 return
-        self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid))
+        if not self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid),
+                                     scheduler.this_process()):
+            # this process was stopped between claiming the run and starting its worker, and another took the
+            # run over meanwhile: the worker goes before it measures anything; the run is followed where it is
+            self.handle.cancel()
         threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
 
     def _launch_on_cluster(self, slot: str) -> None:
@@ -148,7 +154,7 @@ class LiveRun:
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path,
                                self.workdir)
                 self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.trace,
-                                  code=self.code)
+                                  code=self.code, owner=scheduler.this_process())
                 self._collect_record()
             else:
                 self._end(final)
@@ -192,7 +198,7 @@ class LiveRun:
 
     def _end(self, error: dict[str, Any]) -> None:
         try:
-            self.store.finish(self.run_id, error=error, trace=self.trace)
+            self.store.finish(self.run_id, error=error, trace=self.trace, owner=scheduler.this_process())
         finally:  # even if the store cannot be written, waiters are released
             self._collect_record()
 
@@ -201,12 +207,55 @@ class LiveRun:
             self.record = self.store.get(self.run_id)
         except KeyError:  # deleted from the store while it waited
             self.record = None
-        finally:
+        except BaseException:
+            self._release()
+            raise
+        if (self.record is not None and self.record.status in ("queued", "running")
+                and self.store.taken_over(scheduler.this_process(), [self.run_id])):
+            # not ended: another process took it over while this one was stopped (Ctrl-Z); it runs there
+            self._follow_elsewhere()
+            return
+        self._release()
+
+    def _release(self) -> None:
+        """The run has ended (or cannot be followed any further): waiters go on."""
+        with self._lock:
+            if self.final is None and self.record is not None and self.record.error:
+                self.final = self.record.error
+            self.queue_position = self.queue_wait = None
+        self._done.set()
+
+    def _follow_elsewhere(self) -> None:
+        """Follow, in the store, a run that another process now owns, until it ends there."""
+        with self._lock:
+            if self.elsewhere:
+                return
+            self.elsewhere = True
+            self.phase = None if self.record.status == "running" else "queued"
+            self.queue_position = self.queue_wait = None
+            self.notes.append("another process took this run over while this one was stopped (e.g. Ctrl-Z) and "
+                              "runs it; this one follows it in the store")
+        if self._on_event:
+            self._on_event({"type": "note", "text": self.notes[-1]})
+        threading.Thread(target=self._poll_elsewhere, name=f"elsewhere-{self.run_id}", daemon=True).start()
+
+    def _poll_elsewhere(self, every_s: float = 1.0) -> None:
+        while True:
+            time.sleep(every_s)
+            try:
+                record = self.store.get(self.run_id)
+            except KeyError:
+                record = None
+            except Exception:  # noqa: BLE001 (a store busy or briefly unreadable: ask again, say so in the log)
+                traceback.print_exc()
+                continue
+            if record is None or record.status not in ("queued", "running"):
+                break
             with self._lock:
-                if self.final is None and self.record is not None and self.record.error:
-                    self.final = self.record.error
-                self.queue_position = self.queue_wait = None
-            self._done.set()
+                self.record = record
+        with self._lock:
+            self.record = record
+        self._release()
 
     # --- for pages and the command line ----------------------------------------------------------
 
@@ -219,6 +268,8 @@ class LiveRun:
         """queued | running | finished | failed."""
         if self.done:
             return self.record.status if self.record is not None else "failed"
+        if self.elsewhere:
+            return self.record.status
         return "running" if self._launched else "queued"
 
     def snapshot(self) -> dict[str, Any]:
@@ -246,6 +297,9 @@ class LiveRun:
 
     def cancel(self) -> None:
         """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
+        if self.elsewhere:  # its owner now is another process: ask it, as any process may
+            self.store.request_cancel(self.run_id)
+            return
         with self._launch_lock:
             self._cancelled = True
             if self.handle is None:
@@ -320,6 +374,7 @@ def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
     run = LiveRun(exp, store, run_id=record.id, device=record.device, owner=record.owner,
                   timeout_s=record.timeout_s, queued_at=record.queued_at,
                   notes=["queued by a process that has since ended (e.g. the app restarted); this one runs it"])
+    run.adopted = True
     _register(run)
     return run
 
@@ -366,6 +421,48 @@ def recover(store: RunStore) -> list[LiveRun]:
     """
     sched, adopted = _scheduler(store)
     return adopted + sched.recover()
+
+
+def serve(store: RunStore) -> list[LiveRun]:
+    """What an app server does once, when it starts: keep spare workers for this machine's device kind, start the
+    queue for `store` and take over the runs a previous server left (returned). serve.py calls it at start-up."""
+    import torch
+
+    keep_spares("cuda" if torch.cuda.is_available() else "cpu")
+    return recover(store)
+
+
+def adopted_left() -> list[LiveRun]:
+    """Runs this process took over from a process that ended, not yet ended here."""
+    with _LIVE_LOCK:
+        return [r for r in _LIVE.values() if r.adopted and not r.done]
+
+
+def run_adopted(on_adopted: Callable[[LiveRun], None] | None = None) -> list[LiveRun]:
+    """Before this process exits: run to their end the runs it took over (it owns them now; leaving would strand
+    them, queued under a dead owner or running with no one to record them). Runs adopted meanwhile count too.
+
+    on_adopted: called once per run as it is first seen here (the command line says what it waits for).
+    Returns the runs, ended.
+    """
+    seen: dict[str, LiveRun] = {}
+    while left := adopted_left():
+        for run in left:
+            if run.run_id not in seen:
+                seen[run.run_id] = run
+                if on_adopted:
+                    on_adopted(run)
+        left[0].wait(1.0)
+    return list(seen.values())
+
+
+def notice_dead_owners(store: RunStore) -> set[str]:
+    """For a process that reads the store without running a queue (`tcore list`, `show`): end the runs of owners
+    that died or went silent, as any queue would, but adopt none; returns the queued runs left without a live
+    owner (the next process that runs a queue on this host takes them)."""
+    proc = scheduler.this_process()
+    store.recover(proc, scheduler.is_alive, scheduler.stop_worker, adopt=False)
+    return store.orphaned(proc.host, scheduler.is_alive)
 
 
 def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:

@@ -3,9 +3,11 @@
 tlparse (https://github.com/pytorch/tlparse, `pip install tlparse`) turns the structured log that
 TORCH_TRACE makes torch write into a folder of HTML: a stack of every compilation with its Dynamo graph,
 guards, recompile reasons, AOT graphs, Inductor's output code and compile metrics. The report is rendered
-once, the first time someone opens it, into REPORTS/<run id>/ (a cache: the stored log is the source; the
-least recently rendered go past KEEP_BYTES), and the app serves that folder as static files
-(.streamlit/config.toml: enableStaticServing).
+once, the first time someone opens it, into REPORTS/<store id>/<run id>/ (a cache: the stored log is the
+source; the least recently rendered go past KEEP_BYTES), and the app serves that folder as static files
+(.streamlit/config.toml: enableStaticServing). Each store has its own shelf, named by its random store_id:
+stores in one checkout do not serve each other's reports, a store deleted and made again does not serve
+its predecessor's, and a report's address cannot be guessed from a run id.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from tcore.lab import artifacts
 from tcore.lab.launcher import REPO_ROOT
+from tcore.store import RunStore
 
 # Streamlit serves <app folder>/static/ at app/static/ when static serving is on.
 STATIC_ROOT = REPO_ROOT / "static"
@@ -61,10 +64,11 @@ def executable() -> str | None:
 
 def report(run_id: str, db_path: Path, *, reports: Path = REPORTS) -> Report:
     """The run's rendered report, rendering it on first use; or the reason there is none."""
-    folder = reports / run_id
+    shelf = reports / RunStore(db_path).store_id
+    folder = shelf / run_id
     if (folder / "index.html").exists():
         return Report(folder)
-    failed = _failure_note(reports, run_id)
+    failed = _failure_note(shelf, run_id)
     if failed.exists():  # rendered once and failed: the page reruns every second, so say so without retrying
         return Report(None, failed.read_text())
     if artifacts.torch_trace(run_id, db_path, size_only=True) is None:
@@ -73,7 +77,7 @@ def report(run_id: str, db_path: Path, *, reports: Path = REPORTS) -> Report:
     tool = executable()
     if tool is None:
         return Report(None, "tlparse is not installed here: `pip install tlparse` (it is in requirements.txt)")
-    reason = _render(run_id, db_path, tool, reports, folder)
+    reason = _render(run_id, db_path, tool, shelf, folder)
     if reason:
         failed.write_text(reason)
         return Report(None, reason)
@@ -111,9 +115,10 @@ def _failure_note(reports: Path, run_id: str) -> Path:
 
 
 def _evict(reports: Path, *, keep: Path, limit: int = KEEP_BYTES) -> None:
-    """Remove the least recently rendered reports until the rest fit in `limit` bytes (never `keep`)."""
+    """Remove the least recently rendered reports, every store's, until the rest fit in `limit` bytes (never `keep`)."""
     sizes = {d: sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
-             for d in reports.iterdir() if d.is_dir() and not d.name.startswith(".")}
+             for shelf in reports.iterdir() if shelf.is_dir() and not shelf.name.startswith(".")
+             for d in shelf.iterdir() if d.is_dir() and not d.name.startswith(".")}
     total = sum(sizes.values())
     for d in sorted(sizes, key=lambda d: d.stat().st_mtime):
         if total <= limit:
@@ -124,6 +129,13 @@ def _evict(reports: Path, *, keep: Path, limit: int = KEEP_BYTES) -> None:
 
 
 def forget(run_id: str, *, reports: Path = REPORTS) -> None:
-    """Remove a deleted run's rendered report (or the note that it could not be rendered)."""
-    shutil.rmtree(reports / run_id, ignore_errors=True)
-    _failure_note(reports, run_id).unlink(missing_ok=True)
+    """Remove a deleted run's rendered report (or the note that it could not be rendered), from any store's shelf."""
+    if not reports.is_dir():
+        return
+    for shelf in [d for d in reports.iterdir() if d.is_dir() and not d.name.startswith(".")]:
+        shutil.rmtree(shelf / run_id, ignore_errors=True)
+        _failure_note(shelf, run_id).unlink(missing_ok=True)
+        try:
+            shelf.rmdir()  # only if that left it empty
+        except OSError:
+            pass

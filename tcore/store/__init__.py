@@ -2,6 +2,6 @@
 generated code and compile artifacts."""
 from tcore.store.queue import QueueFull
 from tcore.store.records import RunRecord
-from tcore.store.runs import RunStore, default_path
+from tcore.store.runs import NoSuchRun, RunStore, StoreError, default_path
 
-__all__ = ["QueueFull", "RunRecord", "RunStore", "default_path"]
+__all__ = ["NoSuchRun", "QueueFull", "RunRecord", "RunStore", "StoreError", "default_path"]

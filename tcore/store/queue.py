@@ -141,9 +141,13 @@ class Queue:
         with self._connect() as db:
             return _busy_slots(db, host)
 
-    def set_worker(self, run_id: str, pid: int, started: str | None) -> None:
+    def set_worker(self, run_id: str, pid: int, started: str | None, proc: Proc | None = None) -> bool:
+        """Record the run's worker; with `proc`, only while the run is still running under proc (False: another
+        process took it over while proc was stopped, and the worker just started must go)."""
+        mine = " AND status='running' AND owner_pid=? AND owner_started IS ?" if proc else ""
         with self._write() as db:
-            db.execute("UPDATE runs SET pid=?, worker_started=? WHERE id=?", (pid, started, run_id))
+            return db.execute(f"UPDATE runs SET pid=?, worker_started=? WHERE id=?{mine}",
+                              (pid, started, run_id, *((proc.pid, proc.started) if proc else ()))).rowcount == 1
 
     def cancel_queued(self, run_id: str) -> bool:
         """Cancel a run that is still waiting; False if it has been claimed (or has ended) since."""
@@ -182,6 +186,13 @@ class Queue:
         with self._connect() as db:
             marks = ",".join("?" * len(run_ids))
             return {r[0]: r[1] for r in db.execute(f"SELECT id, status FROM runs WHERE id IN ({marks})", run_ids)}
+
+    def orphaned(self, host: str, is_alive: Callable[[int, str | None], bool]) -> set[str]:
+        """Queued runs on `host` whose owning process has ended: the next process that runs a queue adopts them."""
+        with self._connect() as db:
+            return {r["id"] for r in db.execute(
+                "SELECT id, owner_pid, owner_started FROM runs WHERE status='queued' AND host=?"
+                " AND owner_pid IS NOT NULL", (host,)) if not is_alive(r["owner_pid"], r["owner_started"])}
 
     def taken_over(self, proc: Proc, run_ids: list[str]) -> set[str]:
         """The ids among `run_ids` that another process now owns (it took them over while `proc` was silent)."""
@@ -257,13 +268,16 @@ class Queue:
 
     def recover(self, proc: Proc, is_alive: Callable[[int, str | None], bool],
                 stop_worker: Callable[[int, str | None], bool],
-                silent_s: float | None = None) -> tuple[list[str], list[str]]:
+                silent_s: float | None = None, *, adopt: bool = True) -> tuple[list[str], list[str]]:
         """Fix the runs of owners on proc's host that have died or gone silent; returns (ids ended, ids adopted).
 
         Gone silent: alive, but no heartbeat for `silent_s` (a process stopped with Ctrl-Z holds its
         runs without moving them). A running run is marked failed, kind "crashed", with the reason (its
         worker, if still alive, is stopped first, so it cannot overlap the next run); a queued run is
-        adopted by `proc`: it stays queued, in its place.
+        adopted by `proc`: it stays queued, in its place. A run claimed whose worker never started was
+        never measured: it goes back to the queue, in its place, and is adopted like a queued one.
+        adopt=False (a process that will not run them: `tcore list`) ends what must end and leaves queued
+        runs where they are, for the next process that runs a queue.
         """
         silent_s = OWNER_SILENT_S if silent_s is None else silent_s
         crashed, adopted = [], []
@@ -283,10 +297,14 @@ class Queue:
                     verdicts[owner] = _gone(owner, is_alive, heard.get(owner), now, silent_s, proc.host)
                 if verdicts[owner] is None:
                     continue
-                if row["status"] == "queued":
-                    db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?",
-                               (proc.pid, proc.started, row["id"]))
-                    adopted.append(row["id"])
+                if row["status"] == "running" and row["pid"] is None:  # claimed, but no worker ever started
+                    db.execute("UPDATE runs SET status='queued', device_slot=NULL, started_at=NULL WHERE id=?",
+                               (row["id"],))
+                if row["status"] == "queued" or row["pid"] is None:
+                    if adopt:
+                        db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?",
+                                   (proc.pid, proc.started, row["id"]))
+                        adopted.append(row["id"])
                     continue
                 stopped = row["pid"] is not None and stop_worker(row["pid"], row["worker_started"])
                 message = verdicts[owner] + ("; its worker, left behind, was stopped" if stopped else "")

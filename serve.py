@@ -1,0 +1,69 @@
+"""Compile Lab's server: `streamlit run serve.py` (what `make app` runs) serves app.py, as `streamlit run app.py`
+does, plus two things a page script cannot do.
+
+- The run queue starts with the server. Streamlit runs app.py only when a browser opens a page, so a
+  server started on its own after a restart left a dead server's running run 'running' and its queued
+  runs waiting until someone opened a page. st.App's lifespan runs once, when the server starts:
+  here it starts the queue for the store and takes those runs over (tcore.lab.runs.serve).
+- Rendered tlparse reports (static/, served at app/static/) are sent without Streamlit's
+  `Access-Control-Allow-Origin: *`, which its static route sets whatever server.enableCORS says: a
+  page on another site must not read a run's compiled code through the participant's browser.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import streamlit as st
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # tcore, when the server is started from elsewhere
+
+STATIC_PREFIX = "/app/static/"
+
+
+def start_queue() -> int:
+    from tcore.lab import runs
+    from tcore.store import RunStore
+
+    adopted = runs.serve(RunStore())  # $COMPILE_LAB_DB, as app.py opens it
+    print(f"compile-lab: run queue started with the server; {len(adopted)} queued run(s) taken over",
+          file=sys.stderr, flush=True)
+    return len(adopted)
+
+
+@asynccontextmanager
+async def lifespan(_app):
+    # torch's import takes seconds: off the event loop, but before the server answers its first page
+    yield {"adopted_at_start": await asyncio.to_thread(start_queue)}
+
+
+class NoCrossOriginStatic:
+    """ASGI middleware: drop Access-Control-Allow-Origin from what is served under app/static/."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or STATIC_PREFIX not in scope.get("path", ""):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_without_cors(message) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message, headers=[(k, v) for k, v in message.get("headers", [])
+                                                 if k.lower() != b"access-control-allow-origin"])
+            await send(message)
+
+        await self.app(scope, receive, send_without_cors)
+
+
+def _middleware():
+    from starlette.middleware import Middleware
+
+    return [Middleware(NoCrossOriginStatic)]
+
+
+app = st.App(HERE / "app.py", lifespan=lifespan, middleware=_middleware())

@@ -1,0 +1,132 @@
+"""The command line's mistakes and bad inputs: one line saying what is wrong, a non-zero exit, nothing changed
+(issue 30, items 5 and 7)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tcore import cli
+from tcore.lab import limits
+from tcore.spec import Experiment, SpecError
+from tcore.store import RunStore
+from tests.helpers import insert_run
+
+QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
+                   rounds=1, backend="eager")
+
+
+def one_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err  # no traceback, no page of usage
+    return lines[0]
+
+
+@pytest.fixture
+def bad_stores(tmp_path):
+    """Every kind of --db that cannot be a run store, each with its bytes before the command."""
+    good = RunStore(tmp_path / "good.sqlite")
+    insert_run(good, QUICK)
+    data = good.path.read_bytes()
+    (tmp_path / "text.txt").write_text("a shopping list\n")
+    (tmp_path / "truncated.sqlite").write_bytes(data[:len(data) // 2])
+    (tmp_path / "corrupt.sqlite").write_bytes(data[:100] + b"\xff" * (len(data) - 100))  # a sound header
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "folder").mkdir()
+    return {"a folder": (tmp_path / "folder", "it is a folder"),
+            "a text file": (tmp_path / "text.txt", "not a SQLite database"),
+            "a truncated SQLite file": (tmp_path / "truncated.sqlite", "cut short"),
+            "a corrupted SQLite file": (tmp_path / "corrupt.sqlite", "SQLite cannot read it"),
+            "/dev/null": ("/dev/null", "not a regular file"),
+            "a parent that is a file": (tmp_path / "a-file" / "runs.sqlite", "is a file, not a folder")}
+
+
+@pytest.mark.parametrize("kind", ["a folder", "a text file", "a truncated SQLite file", "a corrupted SQLite file",
+                                  "/dev/null", "a parent that is a file"])
+@pytest.mark.parametrize("command", [["list"], ["show", "x"], ["run", "--backend", "eager"]])
+def test_a_bad_db_is_one_line_and_a_non_zero_exit_with_nothing_touched(bad_stores, kind, command, capsys, tmp_path):
+    path, why = bad_stores[kind]
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert cli.main([*command, "--db", str(path)]) == 2
+    line = one_line(capsys)
+    assert f"cannot use {path} as the run store" in line and why in line
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # no -wal, no -shm, no change
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only folders")
+def test_a_db_in_a_read_only_folder_is_one_line(tmp_path, capsys):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        assert cli.main(["list", "--db", str(folder / "runs.sqlite")]) == 2
+        assert "cannot use" in one_line(capsys)
+    finally:
+        folder.chmod(0o755)
+
+
+def test_an_unknown_run_id_is_one_line(store, capsys):
+    assert cli.main(["show", "nosuchid", "--db", str(store.path)]) == 1
+    assert one_line(capsys) == f"python -m tcore: no run 'nosuchid' in {store.path}"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ([], "the following arguments are required: command"),
+    (["run", "--rounds", "x"], "argument --rounds: invalid int value: 'x'"),
+    (["run", "--model", "gpt9"], "argument --model: invalid choice: 'gpt9'"),
+    (["run", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+    (["show"], "the following arguments are required: run_id"),
+    (["list", "--limit", "many"], "argument --limit: invalid int value: 'many'"),
+])
+def test_command_line_mistakes_are_one_line_not_a_page_of_usage(argv, says, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    assert exit.value.code == 2
+    line = one_line(capsys)
+    assert says in line and "--help" in line
+
+
+def test_a_reader_that_stops_early_is_not_a_traceback(store):
+    for _ in range(300):
+        insert_run(store, QUICK)
+    done = subprocess.run(f"{sys.executable} -m tcore list --db {store.path} | head -1", shell=True,
+                          capture_output=True, text=True, cwd=cli.__file__.rsplit("/tcore/", 1)[0])
+    assert len(done.stdout.splitlines()) == 1
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+# --- item 7: numbers no run can finish with, or that crash the worker, are refused before queueing ---------------
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(warmup_steps=1_000_000_000), "warmup_steps must be a whole number from 1 to 100"),
+    (dict(rounds=100_000_000), "rounds must be a whole number from 1 to 100"),
+    (dict(timed_steps=1_000_000_000_000), "timed_steps must be a whole number from 1 to 100000"),
+    (dict(shape_count=1_000_000), "shape_count must be a whole number from 0 to 64"),
+    (dict(shape_count=60), "at most 16 distinct sizes"),  # captioner tiny: captions up to 16 tokens
+    (dict(seed=1180591620717411303424), "seed must be a whole number from 0 to 4294967295"),
+    (dict(seed=-1), "seed must be a whole number from 0"),
+    (dict(timed_s=float("nan")), "timed_s must be a number from 0.1 to 3600"),
+    (dict(timed_s=float("inf")), "timed_s must be a number from 0.1 to 3600"),
+    (dict(batch_size=True), "batch_size must be a whole number"),
+    (dict(recompile_limit=10**9), "recompile_limit must be a whole number from 1 to 1024"),
+])
+def test_numbers_out_of_bounds_are_refused_with_the_bound(changes, message):
+    with pytest.raises(SpecError, match=message):
+        QUICK.replace(**changes)
+
+
+@pytest.mark.parametrize("timeout", [0.0, -5.0, float("nan"), float("inf")])
+def test_a_time_limit_no_run_can_keep_is_refused(timeout):
+    with pytest.raises(SpecError, match="time limit must be a positive number of seconds"):
+        limits.Limits().run_time(timeout)
+
+
+def test_bad_numbers_on_the_command_line_queue_nothing(store, capsys):
+    for argv in (["--warmup-steps", "1000000000"], ["--seed", "1180591620717411303424"], ["--timeout", "nan"],
+                 ["--timeout", "0"], ["--shape-count", "1000000"]):
+        assert cli.main(["run", "--db", str(store.path), "--backend", "eager", *argv]) == 2
+        assert one_line(capsys).startswith("invalid experiment: ")
+    assert store.list() == []

@@ -1,0 +1,191 @@
+"""Who owns and runs a queued run when processes die, stop or only read the store (issue 30, items 1, 2 and 8)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tcore import cli
+from tcore.lab import limits, runs, scheduler
+from tcore.lab.launcher import REPO_ROOT
+from tcore.spec import Experiment
+from tcore.store import RunStore
+from tcore.store import queue as store_queue
+
+QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
+                   rounds=1, backend="eager", cache="warm")
+CLI_QUICK = ["--model", "captioner", "--preset", "tiny", "--batch-size", "2", "--device", "cpu", "--warmup-steps",
+             "1", "--timed-steps", "2", "--rounds", "1", "--backend", "eager", "--cache", "warm", "--quiet"]
+ENV = dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0")
+
+QUEUE_TWO_AND_HANG = """
+import json, sys, time
+from tcore.lab import runs
+from tcore.spec import Experiment
+from tcore.store import RunStore
+store = RunStore(sys.argv[1])
+live = [runs.start(Experiment.from_json(sys.argv[2]), store, owner="crowd") for _ in range(2)]
+print(json.dumps([r.run_id for r in live]), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_limits_from_outside(monkeypatch, tmp_path):
+    for var in [limits.CONFIG_ENV, *limits.ENV.values()]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def hold_cpu_slot(store) -> str:
+    """Occupy the cpu slot with a run of this process that has no worker; store.finish() on it frees the slot."""
+    proc = scheduler.this_process()
+    run_id = store.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None)
+    assert store.claim_next(proc, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")
+    store.set_worker(run_id, os.getpid(), scheduler.process_start(os.getpid()))  # "started": not requeued
+    return run_id
+
+
+def wait_until(condition, limit_s=60, what="condition"):
+    deadline = time.time() + limit_s
+    while not condition():
+        assert time.time() < deadline, f"no {what} within {limit_s} s"
+        time.sleep(0.1)
+
+
+def cli_run(store, *extra) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tcore", "run", "--db", str(store.path), *CLI_QUICK, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=ENV)
+
+
+def queued_ids(store) -> list[str]:
+    return [r.id for r in store.list() if r.status == "queued"]
+
+
+# --- pure store logic -----------------------------------------------------------------------------
+
+def test_a_run_claimed_whose_worker_never_started_goes_back_to_the_queue_not_crashed(store):
+    me = scheduler.this_process()
+    gone = scheduler.Proc(me.host, 999_999, "1")  # no such process
+    run_id = store.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
+    queued_at = store.get(run_id).queued_at
+    assert store.claim_next(gone, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")  # claimed, then its owner died
+
+    crashed, adopted = store.recover(me, scheduler.is_alive, scheduler.stop_worker)
+    assert (crashed, adopted) == ([], [run_id])
+    rec = store.get(run_id)
+    assert (rec.status, rec.error_kind, rec.device_slot, rec.started_at) == ("queued", None, None, None)
+    assert rec.queued_at == queued_at and rec.owner == "ada"  # in its place, still ada's
+    # the old owner, were it only stopped, can neither start a worker for it nor record over it
+    assert not store.set_worker(run_id, 1, None, gone)
+    assert not store.finish(run_id, error={"type": "error", "kind": "crashed", "message": "x"}, owner=gone)
+    assert store.get(run_id).status == "queued"
+
+
+def test_a_reader_ends_dead_owners_runs_but_adopts_none(store):
+    me = scheduler.this_process()
+    gone = scheduler.Proc(me.host, 999_999, "1")
+    running = store.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
+    store.claim_next(gone, "cpu", ["cpu"], {running})
+    store.set_worker(running, 999_998, "1")  # its worker is gone too
+    waiting = store.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
+    crashed, adopted = store.recover(me, scheduler.is_alive, scheduler.stop_worker, adopt=False)
+    assert (crashed, adopted) == ([running], [])
+    assert store.orphaned(me.host, scheduler.is_alive) == {waiting}
+
+
+# --- several processes ----------------------------------------------------------------------------
+
+def test_a_command_line_that_adopted_runs_runs_them_before_it_exits(store):
+    """The CLI's own run is ahead; an "app" queues two behind it and is killed; the CLI adopts them. It used to
+    exit 0 when its own run ended, leaving one adopted run 'running' with no worker and one queued under a dead
+    owner."""
+    holder = hold_cpu_slot(store)
+    command_line = cli_run(store)
+    try:
+        wait_until(lambda: len(queued_ids(store)) == 1, what="the command line's run queued")
+        (own,) = queued_ids(store)
+        app = subprocess.Popen([sys.executable, "-c", QUEUE_TWO_AND_HANG, str(store.path), QUICK.to_json()],
+                               stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=ENV)
+        try:
+            theirs = json.loads(app.stdout.readline())
+        finally:
+            app.kill()  # the app dies with two runs queued behind the command line's
+            app.wait()
+        wait_until(lambda: not {r.id for r in store.list() if r.id in theirs} & store.orphaned(
+            scheduler.this_process().host, scheduler.is_alive), what="the command line's adoption")
+        store.finish(holder, error={"type": "error", "kind": "cancelled", "message": "held by the test"})
+        out, err = command_line.communicate(timeout=240)
+    finally:
+        command_line.kill()
+    assert command_line.returncode == 0, err
+    assert f"run {own} on cpu" in out
+    assert "took over runs queued by a process that ended; it runs them before it exits" in err
+    records = [store.get(i) for i in (own, *theirs)]
+    assert [r.status for r in records] == ["finished"] * 3, [(r.status, r.error) for r in records]
+    assert all(r.owner == "crowd" for r in records[1:])  # still theirs; only who ran them changed
+    spans = sorted((r.started_at, r.finished_at) for r in records)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))  # one at a time
+
+
+def test_a_stopped_command_line_whose_run_was_taken_over_reports_how_it_really_ended(store, monkeypatch):
+    """Ctrl-Z on a queued CLI run past OWNER_SILENT_S, then fg: it used to print 'failed: None: None' and exit 1
+    while its run was still queued. Now it follows the run where it went and reports its result."""
+    monkeypatch.setattr(store_queue, "OWNER_SILENT_S", 3.0)
+    holder = hold_cpu_slot(store)
+    command_line = cli_run(store)
+    try:
+        wait_until(lambda: len(queued_ids(store)) == 1, what="the command line's run queued")
+        (run_id,) = queued_ids(store)
+        time.sleep(2.5)  # it has said it is alive at least once
+        os.kill(command_line.pid, signal.SIGSTOP)
+        adopted = []
+        wait_until(lambda: adopted.extend(runs.recover(store)) or adopted, limit_s=30, what="the take-over")
+        assert [r.run_id for r in adopted] == [run_id]
+        os.kill(command_line.pid, signal.SIGCONT)  # fg, while its run is still queued here
+        time.sleep(3)
+        store.finish(holder, error={"type": "error", "kind": "cancelled", "message": "held by the test"})
+        assert adopted[0].wait(180).status == "finished"
+        out, err = command_line.communicate(timeout=60)
+    finally:
+        command_line.kill()
+    assert "None: None" not in err
+    assert command_line.returncode == 0, err
+    assert f"run {run_id} on cpu" in out  # its figures, as if it had run it itself
+    assert "another process took this run over while this one was stopped" in err
+
+
+def test_list_and_show_notice_a_dead_owner_themselves(store, capsys):
+    """A killed command line's run read 'running' until another process ran a queue on the store."""
+    script = """
+import json, sys, time
+from tcore.lab import runs
+from tcore.spec import Experiment
+from tcore.store import RunStore
+store = RunStore(sys.argv[1])
+live = [runs.start(Experiment.from_json(sys.argv[2]), store) for _ in range(2)]
+while live[0].handle is None or live[0].phase in ("queued", None):
+    time.sleep(0.05)
+print(json.dumps([r.run_id for r in live]), flush=True)
+time.sleep(600)
+"""
+    child = subprocess.Popen([sys.executable, "-c", script, str(store.path), QUICK.to_json()],
+                             stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=ENV)
+    try:
+        running, waiting = json.loads(child.stdout.readline())
+    finally:
+        child.kill()
+        child.wait()
+    assert cli.main(["show", running, "--db", str(store.path)]) == 0
+    assert "failed: crashed: the process that ran it" in capsys.readouterr().out
+    assert cli.main(["list", "--db", str(store.path)]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert " failed " in lines[running] and "[crashed]" in lines[running]
+    assert " queued " in lines[waiting] and "its process ended: the next app or `tcore run`" in lines[waiting]
+    assert store.get(waiting).status == "queued"  # left for a process that runs a queue, not adopted by `list`
+    assert cli.main(["show", waiting, "--db", str(store.path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "queued (its process ended: the next app or `tcore run` on this store runs it)")  # not "queued: None: None"

@@ -1,0 +1,87 @@
+"""Guessing the instructor passcode is slowed per session and across the server, and logged (issue 30, item 6)."""
+import logging
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tcore.lab import limits
+from tcore.store import RunStore
+
+CODE = {"COMPILE_LAB_INSTRUCTOR_PASSCODE": "sesame"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_one_session_guessing_waits_longer_after_each_wrong_try(caplog):
+    clock = Clock()
+    guard = limits.PasscodeGuard(free=3, first_wait_s=2.0, longest_wait_s=60.0, per_minute=100, clock=clock)
+    caplog.set_level(logging.WARNING, logger="compile_lab")
+    for _ in range(2):  # a typo or two costs nothing
+        assert guard.attempt("tab-a", "open up", CODE) == (False, "That is not the passcode.")
+    assert guard.attempt("tab-a", "open up", CODE) == (False, "That is not the passcode. Wait 2 s before trying again.")
+    ok, why = guard.attempt("tab-a", "sesame", CODE)  # even the right one waits its turn: not checked
+    assert not ok and why == "Too many wrong passcodes from this session: try again in 2 s."
+    clock.now += 2
+    assert guard.attempt("tab-a", "nope", CODE)[1].endswith("Wait 4 s before trying again.")
+    clock.now += 4
+    assert guard.attempt("tab-a", "nope", CODE)[1].endswith("Wait 8 s before trying again.")
+    for _ in range(10):
+        clock.now += 60
+        guard.attempt("tab-a", "nope", CODE)
+    assert guard.attempt("tab-a", "nope", CODE)[1] == "Too many wrong passcodes from this session: try again in 60 s."
+    assert guard.attempt("tab-b", "sesame", CODE) == (True, None)  # another session is not held by this one
+    clock.now += 60
+    assert guard.attempt("tab-a", "sesame", CODE) == (True, None)
+    assert guard.attempt("tab-a", "nope", CODE) == (False, "That is not the passcode.")  # its count starts again
+    logged = [r.getMessage() for r in caplog.records]
+    assert sum("wrong try refused" in m for m in logged) == 16
+    assert sum("try refused without checking" in m for m in logged) == 2
+    assert not any("nope" in m or "open up" in m or "sesame" in m for m in logged)  # never what was typed
+
+
+def test_many_sessions_guessing_together_slow_everyone_down():
+    clock = Clock()
+    guard = limits.PasscodeGuard(free=3, per_minute=10, clock=clock)
+    for tab in range(10):  # a new tab per guess gets around the per-session wait ...
+        clock.now += 1
+        assert guard.attempt(f"tab-{tab}", "nope", CODE) == (False, "That is not the passcode.")
+    clock.now += 1
+    ok, why = guard.attempt("tab-new", "sesame", CODE)  # ... not around the server's
+    assert not ok and why == "Too many wrong passcodes from the lab: try again in 50 s."
+    clock.now += 50
+    assert guard.attempt("tab-new", "sesame", CODE) == (True, None)
+
+
+def test_the_passcode_is_compared_as_digests_whatever_its_length():
+    assert limits.is_instructor("sesame", CODE)
+    assert limits.is_instructor(" sesame ", CODE)
+    assert not limits.is_instructor("sesam", CODE)
+    assert not limits.is_instructor("sesame" * 1000, CODE)
+    assert not limits.is_instructor("", CODE) and not limits.is_instructor("x", {})
+
+
+def test_the_system_page_slows_a_guessing_tab_down(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
+    monkeypatch.setattr(limits, "PASSCODE_GUARD", limits.PasscodeGuard())  # this test's guesses stay its own
+    caplog.set_level(logging.WARNING, logger="compile_lab")
+    RunStore()
+    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at.switch_page("app_pages/system.py").run()
+    said = []
+    for guess in ("a", "b", "c", "sesame"):
+        at.text_input(key="instructor_attempt").set_value(guess)
+        next(b for b in at.button if b.label == "Unlock").click().run()
+        said.append([e.value for e in at.error])
+    assert not at.exception
+    assert said[:2] == [["That is not the passcode."]] * 2
+    assert said[2] == ["That is not the passcode. Wait 2 s before trying again."]
+    assert said[3] == ["Too many wrong passcodes from this session: try again in 2 s."]  # the right one, too soon
+    assert "instructor_pause" not in [b.key for b in at.button]  # still locked
+    assert sum("wrong try refused" in r.getMessage() for r in caplog.records) == 3

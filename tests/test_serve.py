@@ -1,0 +1,79 @@
+"""The app's server (serve.py, what `make app` runs): its queue starts with it, and what it serves from static/
+carries no Access-Control-Allow-Origin (issue 30, items 3 and 9)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tcore.lab.launcher import REPO_ROOT
+from tcore.spec import Experiment
+
+QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
+                   rounds=1, backend="eager", cache="warm")
+ONE_RUNNING_ONE_QUEUED = """
+import json, sys, time
+from tcore.lab import runs
+from tcore.spec import Experiment
+from tcore.store import RunStore
+store = RunStore(sys.argv[1])
+live = [runs.start(Experiment.from_json(sys.argv[2]), store, owner="ada~1234") for _ in range(2)]
+while live[0].handle is None or live[0].phase in ("queued", None):
+    time.sleep(0.05)
+print(json.dumps([r.run_id for r in live]), flush=True)
+time.sleep(600)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_restarted_server_recovers_its_queue_before_any_page_is_opened(store, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_DB=str(store.path), COMPILE_LAB_SPARE_WORKERS="0")
+    old_server = subprocess.Popen([sys.executable, "-c", ONE_RUNNING_ONE_QUEUED, str(store.path), QUICK.to_json()],
+                                  stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env)
+    try:
+        running, queued = json.loads(old_server.stdout.readline())
+    finally:
+        old_server.kill()  # the app dies with one run running and one waiting
+        old_server.wait()
+    report = Path(REPO_ROOT) / "static" / "tlparse" / f".test-{os.getpid()}.html"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("<p>a report</p>")
+
+    port = free_port()
+    log = open(tmp_path / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 120  # no page is opened: only the server's own start-up can do this
+        while store.get(queued).status != "finished":
+            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            assert time.time() < deadline, f"the queue was not recovered: {store.get(queued)}"
+            time.sleep(0.5)
+        crashed = store.get(running)
+        assert crashed.status == "failed" and crashed.error_kind == "crashed"
+        assert store.get(queued).owner == "ada~1234"
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/app/static/tlparse/{report.name}", timeout=10) as r:
+            assert r.status == 200 and r.read() == b"<p>a report</p>"
+            assert r.headers.get("Access-Control-Allow-Origin") is None, dict(r.headers)
+    finally:
+        report.unlink(missing_ok=True)
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+    assert "run queue started with the server; 1 queued run(s) taken over" in (tmp_path / "server.log").read_text()
+
