@@ -191,7 +191,7 @@ class Measurement:
             self.result.notes.append(cache_note)
         diagnostics.reset()
         with compile_errors():
-            target = apply_compile(w.model, exp, w.entry.repeated_blocks(w.model))
+            target = apply_compile(w.model, exp, w.entry.repeated_blocks(w.model), w.entry.repeated_call)
             opt_step = optimizer_step(w.optimizer, exp) if w.optimizer else None
             compiled_step = step_fn(target, w, exp, self.device, opt_step)
             if exp.shape_remedy == "mark_dynamic":
