@@ -289,16 +289,17 @@ def _estimate_bytes(model: str, preset: str, batch_size: int, task: str, precisi
     import sample_models
 
     entry = sample_models.get(model)
-    net = entry.build(preset, device="meta")  # graph_break off: .item() cannot run on meta, and costs no memory
-    batch = entry.make_batch(preset, batch_size, device="meta")
-    weights = sum(_nbytes(t) for t in [*net.parameters(), *net.buffers()])
-    inputs = sum(_nbytes(t) for t in tree_leaves((batch.inputs, batch.target)))
-    training = task == "training"
-    net.train(training)
-    with _live_bytes_mode()() as live, torch.set_grad_enabled(training):
-        output = net(*batch.inputs)
-        if training:
-            entry.loss(output, batch).backward()
+    with entry.abstract() as device:  # "meta", or fake tensors for models that look at their inputs' values
+        net = entry.build(preset, device=device)  # graph_break off: .item() cannot run on meta, and costs no memory
+        batch = entry.make_batch(preset, batch_size, device=device)
+        weights = sum(_nbytes(t) for t in [*net.parameters(), *net.buffers()])
+        inputs = sum(_nbytes(t) for t in tree_leaves((batch.inputs, batch.target)))
+        training = task == "training"
+        net.train(training)
+        with _live_bytes_mode()() as live, torch.set_grad_enabled(training):
+            output = net(*batch.inputs)
+            if training:
+                entry.loss(output, batch).backward()
     p = PRECISIONS[precision]
     half = p.autocast is not None or p.weights != "float32"
     weights = weights // 2 if p.weights != "float32" else weights
