@@ -56,8 +56,20 @@ def go_offline() -> None:
 go_offline()  # before anything imports huggingface_hub (timm, transformers and diffusers all do)
 
 
-class NeedsDownload(RuntimeError):
-    """A model whose construction reached for the network, which the lab never uses."""
+class NeedsDownload(ValueError):
+    """A model whose construction reached for the network, which the lab never uses (a ValueError: the name, as
+    given, cannot be built here, and the spec says so before anything runs)."""
+
+
+@contextmanager
+def offline_build(name: str) -> Iterator[None]:
+    """Building `name`: a file or download it wanted (OSError, as transformers and huggingface_hub raise) says why."""
+    try:
+        yield
+    except OSError as e:
+        raise NeedsDownload(f"{name} wanted a file or a download to be built ({type(e).__name__}: {e}). The lab never "
+                            "downloads (HF_HUB_OFFLINE=1, random weights): build it from a config, or put the "
+                            "file on this machine") from e
 
 
 class UnknownModel(ValueError):
@@ -87,7 +99,7 @@ class RealModel:
         if graph_break:
             raise ValueError(f"{self.name} is a real model: it shows its own graph breaks; the deliberate one is "
                              "a built-in model's teaching switch")
-        with torch.device(device):
+        with torch.device(device), offline_build(self.name):
             model = self.source.build(self.ref, self.sizes(preset))
         return model if dtype == torch.float32 else model.to(dtype)  # fake tensors (abstract()) cannot be swapped
 
@@ -399,11 +411,7 @@ class HfSource(Source):
         return AutoModelForCausalLM if kind == "causal" else AutoModelForMaskedLM
 
     def build(self, ref, sizes):
-        try:
-            return self._auto(self.kind(ref)).from_config(self.config(ref, sizes))
-        except OSError as e:  # transformers raises OSError when a file it wants is not on the disk
-            raise NeedsDownload(f"hf:{ref} wanted a file from the Hugging Face hub ({e}); the lab never downloads "
-                                "(HF_HUB_OFFLINE=1), so this model cannot be built here") from e
+        return self._auto(self.kind(ref)).from_config(self.config(ref, sizes))
 
     def make_batch(self, ref, sizes, batch_size, device, generator):
         vocab = sizes.get("vocab_size") or self.config(ref, sizes).vocab_size
@@ -553,10 +561,10 @@ class FileSource(Source):
         mod = self.module(ref)
         missing = [name for name in ("build", "make_batch") if not callable(getattr(mod, name, None))]
         if missing:
-            raise UnknownModel(f"file:{ref} defines no {' or '.join(missing)}(). {FILE_INTERFACE}")
+            raise UnknownModel(f"file:{ref} defines no {' or '.join(n + '()' for n in missing)}. {FILE_INTERFACE}")
         presets = dict(getattr(mod, "PRESETS", None) or {"default": {}})
         batch = {"cpu": 2, "cuda": 32, **(getattr(mod, "DEFAULT_BATCH", None) or {})}
-        with torch.device("meta"):
+        with torch.device("meta"), offline_build(f"file:{ref}"):
             model = mod.build(next(iter(presets)))
         convolutional = any(isinstance(m, (nn.Conv2d, nn.Conv3d)) for m in model.modules())
         first = (mod.__doc__ or "").strip().splitlines()
