@@ -152,7 +152,7 @@ def test_a_model_file_uses_its_own_presets_loss_and_blocks():
 def test_a_file_without_the_interface_says_what_it_needs(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import torch\n")
-    with pytest.raises(SpecError, match=r"defines no build\(\) or make_batch\(\).*PRESETS"):
+    with pytest.raises(SpecError, match=r"(?s)defines no build\(\) or make_batch\(\).*PRESETS"):
         Experiment(model=f"file:{bad}", device="cpu")
 
 
