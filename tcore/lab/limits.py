@@ -341,3 +341,17 @@ def _live_bytes_mode() -> type:
             return out
 
     return LiveBytes
+
+
+FILES_OFF = ("Models from your own file (file:PATH.py) run that file's code on this server, so the app allows them "
+             "only where the lab's configuration says so: put `[models]` `allow_files = true` in compile-lab.toml. "
+             "The command line (python -m tcore run --model file:PATH.py) always allows them.")
+
+
+def files_allowed(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> bool:
+    """Whether the app may run `file:` models: `allow_files = true` under [models] in compile-lab.toml."""
+    environ = os.environ if environ is None else environ
+    value = _config(environ, cwd)[0].get("models", {}).get("allow_files", False)
+    if not isinstance(value, bool):
+        raise LimitsError(f"[models] allow_files must be true or false, not {value!r}")
+    return value
