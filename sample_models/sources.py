@@ -101,6 +101,7 @@ class RealModel:
                              "a built-in model's teaching switch")
         with torch.device(device), offline_build(self.name):
             model = self.source.build(self.ref, self.sizes(preset))
+        quiet_dropout(model)
         return model if dtype == torch.float32 else model.to(dtype)  # fake tensors (abstract()) cannot be swapped
 
     def make_batch(self, preset: str, batch_size: int, *, device="cpu", seq_len: int | None = None,
@@ -174,6 +175,19 @@ class Source:
 
     def build_code(self, ref: str, sizes: dict) -> list[str]:
         raise NotImplementedError
+
+
+QUIET = 1e-30  # a dropout probability that keeps the op (and its cost) but drops nothing
+
+
+def quiet_dropout(model: nn.Module) -> None:
+    """Dropout and stochastic depth at probability 1e-30, as PyTorch's dynamo harness sets them for training: the
+    random ops stay in the graph, but eager and compiled (whose random numbers differ) give the same output."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) or "Drop" in type(m).__name__ or "Stochastic" in type(m).__name__:
+            for attr in ("p", "drop_prob"):
+                if isinstance(getattr(m, attr, None), float) and getattr(m, attr) > 0:
+                    setattr(m, attr, QUIET)
 
 
 @contextmanager
@@ -371,6 +385,9 @@ class HfSource(Source):
         keep = {k: v for k, v in wanted.items() if hasattr(defaults, k)}
         if "hidden_size" in keep and getattr(defaults, "head_dim", None) and "head_dim" not in keep:
             keep["head_dim"] = keep["hidden_size"] // keep.get("num_attention_heads", defaults.num_attention_heads)
+        # dropout probabilities read at call time (attention dropout) too; see quiet_dropout
+        keep.update({k: QUIET for k in dir(defaults) if "drop" in k and isinstance(getattr(defaults, k, None), float)
+                     and getattr(defaults, k) > 0})
         if "vocab_size" in keep:  # special tokens must lie inside a shrunk vocabulary
             for token, inside in (("pad_token_id", 0), ("bos_token_id", 1), ("eos_token_id", 2)):
                 if isinstance(getattr(defaults, token, None), int) and getattr(defaults, token) >= keep["vocab_size"]:

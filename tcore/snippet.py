@@ -64,6 +64,9 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     else:  # a real model: built as its library builds it, in the lines a person keeps
         add(f"entry = sample_models.get({exp.model!r})  # the run's batches and loss")
         lines.extend(entry.build_code(exp.preset))
+        if exp.task == "training":
+            add("# as the run: dropout at p=1e-30 (PyTorch's harness does the same), so eager and compiled agree")
+            add("sample_models.sources.quiet_dropout(model)")
     sizes, buckets, dims, inputs = _schedule(exp, entry)
     if sizes:
         add(f"# The run fed {len(sizes)} distinct sizes of the {entry.varying_dim or 'batch size'}, in this order:")
