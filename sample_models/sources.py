@@ -99,8 +99,8 @@ class RealModel:
         if graph_break:
             raise ValueError(f"{self.name} is a real model: it shows its own graph breaks; the deliberate one is "
                              "a built-in model's teaching switch")
-        with torch.device(device), offline_build(self.name):
-            model = self.source.build(self.ref, self.sizes(preset))
+        with offline_build(self.name):
+            model = _build_on(device, lambda: self.source.build(self.ref, self.sizes(preset)))
         quiet_dropout(model)
         return model if dtype == torch.float32 else model.to(dtype)  # fake tensors (abstract()) cannot be swapped
 
@@ -177,6 +177,39 @@ class Source:
         raise NotImplementedError
 
 
+def _build_on(device, build: Callable[[], nn.Module]) -> nn.Module:
+    """build() with its tensors on `device`. On "meta" a constructor that reads a tensor it made (RegNet computes
+    its widths with .tolist()) cannot run; it then runs on the CPU with each weight and buffer moved to "meta"
+    as it is registered, as accelerate's init_empty_weights does: one layer's memory at a time."""
+    try:
+        with torch.device(device):
+            return build()
+    except NotImplementedError as e:
+        if str(device) != "meta" or "meta tensor" not in str(e):
+            raise
+    with _registered_on_meta():
+        return build()
+
+
+@contextmanager
+def _registered_on_meta() -> Iterator[None]:
+    register_parameter, register_buffer = nn.Module.register_parameter, nn.Module.register_buffer
+
+    def parameter(module, name, param):
+        register_parameter(module, name, param)
+        if param is not None:
+            module._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    def buffer(module, name, tensor, persistent=True):
+        register_buffer(module, name, tensor if tensor is None else tensor.to("meta"), persistent)
+
+    nn.Module.register_parameter, nn.Module.register_buffer = parameter, buffer
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter, nn.Module.register_buffer = register_parameter, register_buffer
+
+
 QUIET = 1e-30  # a dropout probability that keeps the op (and its cost) but drops nothing
 
 
@@ -195,32 +228,40 @@ def _on(device: str) -> Iterator[str]:
     yield device
 
 
+# Generic layers (a conv-norm-activation, a squeeze-excite) are parts of blocks, not blocks.
+LAYER_LIBRARIES = ("torch.", "torchvision.ops", "timm.layers")
+
+
 def repeated_classes(model: nn.Module, *, share: float = 0.1) -> set[str]:
-    """The class names of the outermost submodules whose class repeats and which hold at least `share` of the
-    parameters (torch.nn's own layers aside): the model's repeated blocks.
+    """The class names of a model's repeated blocks, when it declares none: the submodule classes (generic layers
+    aside) that repeat and whose copies hold at least `share` of the weights, finest first.
 
-    ResNet's Bottleneck, ViT's Block, ConvNeXt's CNBlock: a block inside another repeated block (ViT's
-    Attention inside Block) is compiled as part of it, so only the outer one counts; a small layer that happens
-    to appear twice (a stem's and a head's norm) is not a block.
+    A stage that holds several blocks gives way to its blocks (timm's ConvNeXtStage to ConvNeXtBlock: more copies,
+    so more sharing); a layer inside a block as often as the block itself is compiled as part of it (ViT's
+    Attention inside Block); a small layer that happens to appear twice (a stem's and a head's norm) is no block.
     """
-    counts: dict[type, int] = {}
-    for m in model.modules():
-        counts[type(m)] = counts.get(type(m), 0) + 1
-    candidates = {cls for cls, n in counts.items() if n >= 2 and not cls.__module__.startswith("torch.")}
-    outer: dict[str, list[nn.Module]] = {}
+    copies: dict[type, int] = {}
+    params: dict[type, int] = {}
+    inside: dict[type, set[type]] = {}  # class -> the classes its copies sit inside
 
-    def walk(module: nn.Module, inside: bool) -> None:
+    def walk(module: nn.Module, ancestors: tuple[type, ...]) -> None:
         for child in module.children():
-            mine = type(child) in candidates
-            if mine and not inside:
-                outer.setdefault(type(child).__name__, []).append(child)
-            walk(child, inside or mine)
+            cls = type(child)
+            if cls not in ancestors:  # a class nested in itself counts once, at its outermost copy
+                copies[cls] = copies.get(cls, 0) + 1
+                params[cls] = params.get(cls, 0) + sum(p.numel() for p in child.parameters())
+            inside.setdefault(cls, set()).update(ancestors)
+            walk(child, ancestors + (cls,))
 
-    walk(model, False)
+    walk(model, ())
     total = sum(p.numel() for p in model.parameters()) or 1
-    held = {name: sum(p.numel() for m in mods for p in m.parameters()) for name, mods in outer.items()
-            if len(mods) >= 2}
-    return {name for name, n in held.items() if n >= share * total} or set(sorted(held, key=held.get)[-1:])
+    found = {cls for cls, n in copies.items()
+             if n >= 2 and not cls.__module__.startswith(LAYER_LIBRARIES) and params[cls] >= share * total}
+    # a container of several copies of a finer block gives way to it (a stage to its blocks)
+    found = {a for a in found if not any(copies[b] >= 2 * copies[a] and a in inside[b] for b in found)}
+    # a part of a block, repeated as often as the block, is compiled inside it
+    found = {b for b in found if not (inside[b] & found)}
+    return {cls.__name__ for cls in found}
 
 
 def _classify_loss(output, target) -> torch.Tensor:
@@ -241,8 +282,7 @@ class _Vision(Source):
     small_side = 64
 
     def _meta_model(self, ref: str) -> nn.Module:
-        with torch.device("meta"):
-            return self.build(ref, {})
+        return _build_on("meta", lambda: self.build(ref, {}))
 
     def _vision_entry(self, ref: str, native: int, num_classes: int, model: nn.Module, fixed: bool,
                       where: str) -> RealModel:
@@ -584,10 +624,10 @@ class FileSource(Source):
         with torch.device("meta"), offline_build(f"file:{ref}"):
             model = mod.build(next(iter(presets)))
         convolutional = any(isinstance(m, (nn.Conv2d, nn.Conv3d)) for m in model.modules())
-        first = (mod.__doc__ or "").strip().splitlines()
+        first = ((mod.__doc__ or "").strip().splitlines() or [f"A model of your own ({ref})."])[0]
         return RealModel(
             name=f"file:{ref}", ref=ref, source=self, title=f"{Path(ref).name} (your file)",
-            description=f"{first[0] if first else 'A model of your own'} ({ref}).",
+            description=first,
             presets={name: {"preset": name} for name in presets},
             default_preset={"cpu": next(iter(presets)), "cuda": list(presets)[-1]},
             default_batch=batch, varying_dim="", seq_field="", supports_channels_last=convolutional)

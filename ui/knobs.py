@@ -135,8 +135,10 @@ def _source_changed(prefix: str) -> None:
         _pick(prefix, SOURCE_FIRST[source])
 
 
-def _picked(prefix: str, key: str) -> None:
-    if st.session_state.get(key):
+def _picked(prefix: str, key: str, source: str) -> None:
+    # The browser may send back a list it drew for another source (seen in Chromium: picking "your file" after
+    # timm, then transformers, fired timm's list again): only the source on show picks.
+    if st.session_state.get(key) and st.session_state.get(prefix + "source") == source:
         _pick(prefix, st.session_state[key])
 
 
@@ -161,7 +163,7 @@ def model_picker(prefix: str) -> str:
         if sample_models.is_builtin(model):
             st.session_state[prefix + "builtin"] = model
         return st.selectbox("Model", list(sample_models.MODELS), key=prefix + "builtin", on_change=_picked,
-                            args=(prefix, prefix + "builtin"), format_func=lambda m: sample_models.get(m).title)
+                            args=(prefix, prefix + "builtin", "builtin"), format_func=lambda m: sample_models.get(m).title)
     if source == "file":
         if not _files_allowed():
             st.info(_files_off(), icon=":material/lock:")
@@ -177,7 +179,7 @@ def model_picker(prefix: str) -> str:
         shown = names[:SHOWN_NAMES]
         key = f"{prefix}pick_{source}_{search.strip()}"
         st.selectbox("Model", shown, index=shown.index(model) if model in shown else None, key=key,
-                     placeholder=f"{len(names)} match: pick one", on_change=_picked, args=(prefix, key))
+                     placeholder=f"{len(names)} match: pick one", on_change=_picked, args=(prefix, key, source))
         if len(names) > SHOWN_NAMES:
             st.caption(f"{len(names)} models match; the first {SHOWN_NAMES} are listed: search to narrow them.")
     if error := st.session_state.get(prefix + "model_error"):
