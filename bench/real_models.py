@@ -48,6 +48,7 @@ def _f(value, pattern: str) -> str:
 
 def render(path: Path) -> str:
     import sample_models
+    from sample_models.sources import _count
     from tcore import advice
     from tcore.breakdown import differences
 
@@ -68,7 +69,7 @@ def render(path: Path) -> str:
         params = sample_models.get(spec["model"]).param_count(spec["preset"])
         blocks = ", ".join(f"{k} x{v}" for k, v in (r.get("regional_blocks") or {}).items()) or "-"
         out.append(
-            f"| {row['name']} | {params / 1e9:.2f} B | {_f(r.get('compile_s'), '{:.1f}')} "
+            f"| {row['name']} | {_count(params)} | {_f(r.get('compile_s'), '{:.1f}')} "
             f"| {_f(r.get('speedup'), '{:.2f}x')} ({_f(r.get('speedup_min'), '{:.2f}')}-{_f(r.get('speedup_max'), '{:.2f}')}) "
             f"| {_f(r.get('eager_samples_per_s'), '{:.1f}')} / {_f(r.get('compiled_samples_per_s'), '{:.1f}')} "
             f"| {r.get('graph_count', 'n/a')} | {r.get('graph_break_count', 'n/a')} | {r.get('recompile_count', 'n/a')} "

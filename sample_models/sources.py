@@ -656,6 +656,14 @@ class FileSource(Source):
                 f"    model = my_model.build({sizes['preset']!r})  # <-- your model"]
 
 
+def file_model(path: str, cwd: str | Path | None = None) -> str:
+    """`file:PATH` as a worker finds it: workers run in the lab's folder, so a path relative to another folder is
+    made absolute (one inside the lab's folder stays relative to it, as it reads better in labels)."""
+    lab = Path(__file__).resolve().parent.parent
+    full = (Path(cwd or os.getcwd()) / Path(path.removeprefix("file:")).expanduser()).resolve()
+    return f"file:{full.relative_to(lab) if full.is_relative_to(lab) else full}"
+
+
 @functools.lru_cache(maxsize=32)
 def _load_file(path: str, mtime_ns: int):
     """Import a model file once per version of it (the mtime keys the cache)."""

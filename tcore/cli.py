@@ -57,6 +57,9 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
     from tcore.spec import practical_defaults
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
+    if values["model"].startswith("file:"):  # the worker runs in the lab's folder, not this one
+        from sample_models.sources import file_model
+        values["model"] = file_model(values["model"])
     values["dynamic"] = _TRISTATE[values["dynamic"]]
     unset = [name for name in _DEVICE_DEFAULTS if values[name] is None]
     if unset:

@@ -4,8 +4,8 @@ repeated blocks and trains a step; published sizes; the spec, the CLI catalog, t
 Compiles here use aot_eager (traces forward and backward, generates no code): whether a real model goes
 through Dynamo and the lab's compile path is the point, not Inductor's code, which the built-ins test.
 """
+import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -196,3 +196,24 @@ def test_a_construction_that_needs_a_download_says_why(tmp_path):
         "    return (torch.zeros(batch_size, 4, dtype=torch.long),), torch.zeros(batch_size)\n")
     with pytest.raises(SpecError, match="never downloads"):
         Experiment(model=f"file:{needy}", device="cpu")
+
+
+def test_a_file_path_is_kept_where_the_worker_finds_it(tmp_path):
+    assert sources.file_model("examples/my_model.py", REPO) == EXAMPLE  # inside the lab: relative, as labels read
+    assert sources.file_model("file:../m.py", tmp_path / "sub") == f"file:{tmp_path / 'm.py'}"  # elsewhere: absolute
+
+
+def test_a_real_model_runs_end_to_end_through_the_command_line(tmp_path):
+    """The whole path once (a worker process, records, labels, the regional blocks it names), on the cheapest
+    real model: the example file, from another folder, with Dynamo's eager backend."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tcore", "run", "--model", f"file:{REPO}/examples/my_model.py", "--device", "cpu",
+         "--compile", "regional", "--backend", "eager", "--task", "training", "--warmup-steps", "1",
+         "--timed-steps", "2", "--rounds", "1", "--db", str(tmp_path / "runs.sqlite"), "--json", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": REPO})
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(done.stdout)
+    assert record["spec"]["model"] == EXAMPLE and record["label"].startswith(EXAMPLE + "/tiny bs4 fp32 training")
+    result = record["result"]
+    assert result["regional_blocks"] == {"Block": 2} and result["regional_call"] == "block.compile"
+    assert result["correctness_ok"] and result["graph_break_count"] == 0

@@ -143,8 +143,7 @@ def _picked(prefix: str, key: str, source: str) -> None:
 
 
 def _file_given(prefix: str) -> None:
-    path = st.session_state[prefix + "file_path"].strip()
-    _pick(prefix, path if path.startswith("file:") else "file:" + path)
+    _pick(prefix, sample_models.sources.file_model(st.session_state[prefix + "file_path"].strip()))
 
 
 def _files_allowed() -> bool:
