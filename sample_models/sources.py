@@ -44,6 +44,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+LAB = Path(__file__).resolve().parent.parent  # the lab's folder, where workers run
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
@@ -606,10 +607,10 @@ class FileSource(Source):
     key, title = "file", "your own file"
 
     def names(self) -> list[str]:
-        return sorted(str(p) for p in Path("examples").glob("*.py")) if Path("examples").is_dir() else []
+        return sorted(str(p.relative_to(LAB)) for p in (LAB / "examples").glob("*.py"))
 
     def module(self, ref: str):
-        path = Path(ref).expanduser().resolve()
+        path = (LAB / Path(ref).expanduser()).resolve()  # a relative path is the lab folder's (file_model)
         if path.suffix != ".py" or not path.is_file():
             raise UnknownModel(f"file:{ref}: no Python file there (file:PATH.py names a file; {FILE_INTERFACE})")
         return _load_file(str(path), path.stat().st_mtime_ns)
@@ -659,9 +660,8 @@ class FileSource(Source):
 def file_model(path: str, cwd: str | Path | None = None) -> str:
     """`file:PATH` as a worker finds it: workers run in the lab's folder, so a path relative to another folder is
     made absolute (one inside the lab's folder stays relative to it, as it reads better in labels)."""
-    lab = Path(__file__).resolve().parent.parent
     full = (Path(cwd or os.getcwd()) / Path(path.removeprefix("file:")).expanduser()).resolve()
-    return f"file:{full.relative_to(lab) if full.is_relative_to(lab) else full}"
+    return f"file:{full.relative_to(LAB) if full.is_relative_to(LAB) else full}"
 
 
 @functools.lru_cache(maxsize=32)
