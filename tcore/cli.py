@@ -40,7 +40,7 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
             else:
                 parser.add_argument(flag, type=int if f.name == "batch_size" else str, default=None, help=text)
         elif f.name == "model":  # any SOURCE:NAME: the spec checks it and says how to find the right name
-            parser.add_argument(flag, default=f.default, help=text.replace("%%", "%") + "\n" + MODEL_HELP)
+            parser.add_argument(flag, default=f.default, help=text + "\n" + MODEL_HELP)
         elif f.name == "dynamic":
             parser.add_argument(flag, choices=list(_TRISTATE), default="none", help=text)
         elif isinstance(f.default, bool):
