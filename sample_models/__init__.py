@@ -1,4 +1,5 @@
-"""Registry of the sample models Compile Lab can build, batch, and measure."""
+"""Registry of the models Compile Lab can build, batch, and measure: the three built-ins by plain name, and
+real models of torchvision, timm, transformers, diffusers or a file of your own as SOURCE:NAME (sources.py)."""
 import functools
 from dataclasses import dataclass
 
@@ -6,7 +7,7 @@ import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from . import captioner, flux, resnet50
+from . import captioner, flux, resnet50, sources
 
 # name -> (model file, top-level module class)
 _ARCH = {
@@ -34,6 +35,16 @@ class SampleModel:
     varying_dim: str                  # what seq_len varies, in words; "" when the model has no sequence
     seq_field: str                    # the config field that holds the default seq_len; "" with no sequence
     supports_channels_last: bool
+
+    builtin = True
+    repeated_call = ""  # built-ins compile their blocks one by one (RealModel names a model's own method)
+
+    def abstract(self):
+        """A context in which building and running allocates nothing; yields the device to build on."""
+        return sources._on("meta")
+
+    def build_code(self, preset: str) -> list[str]:
+        return []  # the snippet builds a built-in through this registry
 
     def config(self, preset: str, **overrides):
         if preset not in self.presets:
@@ -82,14 +93,15 @@ def _param_count(name: str, preset: str) -> int:
 @functools.lru_cache(maxsize=None)
 def _flops_per_sample(name: str, preset: str, training: bool) -> int:
     m = get(name)
-    model = m.build(preset, device="meta")
-    # eval(): BatchNorm refuses a batch of one in training mode; the counted matmuls and convs are the same either way
-    model.eval()
-    batch = m.make_batch(preset, 1, device="meta")
-    with FlopCounterMode(display=False) as counter:
-        output = model(*batch.inputs)
-        if training:
-            m.loss(output, batch).backward()
+    with m.abstract() as device:
+        model = m.build(preset, device=device)
+        # eval(): BatchNorm refuses a batch of one in training mode; the counted matmuls and convs are the same
+        model.eval()
+        batch = m.make_batch(preset, 1, device=device)
+        with FlopCounterMode(display=False) as counter:
+            output = model(*batch.inputs)
+            if training:
+                m.loss(output, batch).backward()
     return counter.get_total_flops()
 
 
@@ -147,7 +159,25 @@ MODELS: dict[str, SampleModel] = {
 }
 
 
-def get(name: str) -> SampleModel:
-    if name not in MODELS:
-        raise ValueError(f"unknown model '{name}'; choose one of: {', '.join(MODELS)}")
-    return MODELS[name]
+def get(name: str) -> SampleModel | sources.RealModel:
+    """A built-in by its plain name, or a real model as SOURCE:NAME (built once on "meta" to read its sizes)."""
+    if name in MODELS:
+        return MODELS[name]
+    if ":" not in name:
+        raise ValueError(f"unknown model '{name}'; choose one of: {', '.join(MODELS)}, or SOURCE:NAME with SOURCE one "
+                         f"of {', '.join(sources.SOURCES)} (python -m tcore models lists them)")
+    return sources.entry(name)
+
+
+def is_builtin(name: str) -> bool:
+    return name in MODELS
+
+
+SOURCES = ("builtin", *sources.SOURCES)
+
+
+def catalog(source: str, pattern: str = "") -> list[str]:
+    """Model names of one source ("builtin" for the three built-ins), filtered by a substring or a *glob*."""
+    if source == "builtin":
+        return [n for n in MODELS if pattern.lower() in n]
+    return sources.catalog(source, pattern)

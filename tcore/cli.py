@@ -1,4 +1,5 @@
-"""The command line: `python -m tcore run ...` runs one experiment, `list` and `show` read the store."""
+"""The command line: `python -m tcore run ...` runs one experiment, `list` and `show` read the store, `models`
+lists the models it can run."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +19,8 @@ from tcore.store import NoSuchRun, RunStore, StoreError
 _DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last")
 _TRISTATE = {"none": None, "true": True, "false": False}
 _TRISTATE_NAMES = {v: k for k, v in _TRISTATE.items()}
+MODEL_HELP = ("captioner, resnet50 or flux (built in), or SOURCE:NAME: torchvision:vit_b_16, timm:efficientnet_b0, "
+              "hf:llama, diffusers:flux, file:examples/my_model.py (`python -m tcore models` lists them)")
 
 
 def field_help(name: str) -> str:
@@ -28,8 +31,6 @@ def field_help(name: str) -> str:
 
 def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     """One option per Experiment field, so the command line can say everything the app can."""
-    import sample_models
-
     for f in dataclasses.fields(Experiment):
         flag, text = "--" + f.name.replace("_", "-"), field_help(f.name)
         if f.name in _DEVICE_DEFAULTS:
@@ -40,8 +41,8 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
                 parser.add_argument(flag, choices=CHOICES[f.name], default=None, help=text)
             else:
                 parser.add_argument(flag, type=int if f.name == "batch_size" else str, default=None, help=text)
-        elif f.name == "model":
-            parser.add_argument(flag, choices=list(sample_models.MODELS), default=f.default, help=text)
+        elif f.name == "model":  # any SOURCE:NAME: the spec checks it and says how to find the right name
+            parser.add_argument(flag, default=f.default, help=text + "\n" + MODEL_HELP)
         elif f.name == "dynamic":
             parser.add_argument(flag, choices=list(_TRISTATE), default="none", help=text)
         elif isinstance(f.default, bool):
@@ -58,6 +59,9 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
     from tcore.spec import practical_defaults
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
+    if values["model"].startswith("file:"):  # the worker runs in the lab's folder, not this one
+        from sample_models.sources import file_model
+        values["model"] = file_model(values["model"])
     values["dynamic"] = _TRISTATE[values["dynamic"]]
     unset = [name for name in _DEVICE_DEFAULTS if values[name] is None]
     if unset:
@@ -179,6 +183,25 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    """Model names, one a line: every source's (a count per source), or one source's filtered by a pattern."""
+    import sample_models
+
+    if not args.source:
+        for source in sample_models.SOURCES:
+            names = sample_models.catalog(source)
+            shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+            print(f"{source:12} {len(names):5} models  {shown}")
+        print("\npython -m tcore models SOURCE [PATTERN] lists one source; PATTERN is a substring or a *glob*.")
+        return 0
+    if args.source not in sample_models.SOURCES:
+        print(f"unknown source {args.source!r}; choose one of: {', '.join(sample_models.SOURCES)}", file=sys.stderr)
+        return 2
+    for name in sample_models.catalog(args.source, args.pattern or ""):
+        print(name)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs a command; what goes wrong outside a run (a store that cannot be used, an unknown run id, output
     closed early) is one line on stderr and a non-zero exit, with nothing changed."""
@@ -223,6 +246,11 @@ def _main(argv: list[str] | None = None) -> int:
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
+
+    models = sub.add_parser("models", help="the models --model takes: built-ins and SOURCE:NAME")
+    models.add_argument("source", nargs="?", help="builtin, torchvision, timm, hf, diffusers or file")
+    models.add_argument("pattern", nargs="?", help="a case-insensitive substring, or a glob such as 'convnext*'")
+    models.set_defaults(func=cmd_models)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -3,8 +3,8 @@
 It is what a person pastes into their own code: the exact torch.compile or module.compile calls (whole
 model or each repeated block), the compiled optimizer step, the precision and memory-format lines,
 the compiler settings, dynamic marks or padding buckets, and the cache loading. It builds the lab's
-sample model, so it runs as it is from the lab's folder; the comments say which lines to keep for
-another model. tests/test_snippet.py runs it on the CPU and checks that Dynamo hands Inductor the same
+sample model, or a real model the way its library builds it (torchvision, timm, transformers, diffusers, a
+file), so it runs as it is from the lab's folder; the comments say which lines to keep for another model. tests/test_snippet.py runs it on the CPU and checks that Dynamo hands Inductor the same
 graphs, with the same inputs and options, as the run's own code path (tcore.worker).
 
 It ends by timing eager against compiled the way the lab does (_timing_lines): synchronized, warmed up,
@@ -59,10 +59,17 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     add("")
     add(f"device = {device!r}")
     add(f"torch.manual_seed({exp.seed})")
-    add(f"entry = sample_models.get({exp.model!r})")
-    build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
-    add(f"model = entry.build({build_args})" + ("  # with a deliberate graph break in each block"
-                                                if exp.graph_break else ""))
+    if entry.builtin:
+        add(f"entry = sample_models.get({exp.model!r})")
+        build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
+        add(f"model = entry.build({build_args})" + ("  # with a deliberate graph break in each block"
+                                                    if exp.graph_break else ""))
+    else:  # a real model: built as its library builds it, in the lines a person keeps
+        add(f"entry = sample_models.get({exp.model!r})  # the run's batches and loss")
+        lines.extend(entry.build_code(exp.preset))
+        if exp.task == "training":
+            add("# as the run: dropout at p=1e-30 (PyTorch's harness does the same), so eager and compiled agree")
+            add("sample_models.sources.quiet_dropout(model)")
     sizes, buckets, dims, inputs = _schedule(exp, entry)
     if sizes:
         add(f"# The run fed {len(sizes)} distinct sizes of the {entry.varying_dim or 'batch size'}, in this order:")
@@ -145,9 +152,18 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     if exp.compile == "whole":
         add("# compile=whole: the whole model, into as few graphs as Dynamo can")
         add(f"compiled = torch.compile(model{', ' + args if args else ''})  # <--")
+    elif exp.compile == "regional" and entry.repeated_call:
+        add(f"# compile=regional: the model compiles each of its _repeated_blocks in place ({entry.repeated_call})")
+        add(f"model.{entry.repeated_call}({args})  # <--")
+        add("compiled = model")
     elif exp.compile == "regional":
         add("# compile=regional: each repeated block compiled in place; identical blocks share one compiled graph")
-        add("for block in entry.repeated_blocks(model):")
+        if entry.builtin:
+            add("for block in entry.repeated_blocks(model):")
+        else:  # the classes the lab found (the model's own _no_split_modules, or the submodules that repeat)
+            names = sorted({type(m).__name__ for m in entry.repeated_blocks(entry.build(exp.preset, device="meta"))})
+            add(f"blocks = {set(names)!r}  # <-- your model's repeated block classes")
+            add("for block in [m for m in model.modules() if type(m).__name__ in blocks]:")
         add(f"    block.compile({args})  # <--")
         add("compiled = model")
     else:

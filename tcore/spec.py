@@ -108,7 +108,8 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class Experiment:
-    model: str = knob("resnet50", "Which sample model to run (see sample_models).")
+    model: str = knob("resnet50", "Which model to run: a built-in sample model (captioner, resnet50, flux) or a real "
+                                  "one named SOURCE:NAME (torchvision, timm, hf, diffusers, file).")
     preset: str = knob("tiny", "How big the model is: tiny runs in seconds on a CPU, the larger presets want a GPU.")
     batch_size: int = knob(4, "Samples per step: bigger batches keep the device busier (more samples/s) until "
                               "memory runs out.", bounds=(1, 65536))
@@ -239,6 +240,9 @@ class Experiment:
             entry = sample_models.get(self.model)
         except ValueError as e:  # the registry's message already lists the valid names
             raise SpecError(str(e)) from None
+        if self.graph_break and not entry.builtin:
+            raise SpecError(f"graph_break is the built-in models' teaching switch; {self.model} is a real model and "
+                            "shows its own graph breaks: turn it off")
         if self.preset not in entry.presets:
             raise SpecError(
                 f"unknown preset {self.preset!r} for {self.model}; choose one of: {', '.join(entry.presets)}"

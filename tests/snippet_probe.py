@@ -37,7 +37,7 @@ def lab_path(exp):
 
     _configure_torch(exp, "cpu")
     w = build(exp, "cpu")
-    target = apply_compile(w.model, exp, w.entry.repeated_blocks(w.model))
+    target = apply_compile(w.model, exp, w.entry.repeated_blocks(w.model), w.entry.repeated_call)
     step = step_fn(target, w, exp, "cpu", optimizer_step(w.optimizer, exp) if w.optimizer else None)
     if exp.shape_remedy == "mark_dynamic":
         shapes.mark_dynamic(w.compiled_batches[0], w.dims)

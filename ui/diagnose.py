@@ -48,9 +48,20 @@ def _names(records: list[RunRecord]) -> dict[str, str]:
     return {r.id: f"{r.label} · {r.id[-6:]}" for r in records}
 
 
-def _model_picker(key: str) -> str:
-    return st.selectbox("Model", list(sample_models.MODELS), key=key,
-                        format_func=lambda m: sample_models.get(m).title)
+# Real models Diagnose offers beside the built-ins (the Run page searches all of them; its pick is offered too).
+REAL_PICKS = ("torchvision:resnet18", "timm:efficientnet_b0", "hf:gpt2", "hf:llama", "hf:bert", "diffusers:flux")
+
+
+def _model_picker(key: str, *, builtin_only: bool = False) -> str:
+    """The built-ins; with real ones too unless `builtin_only` (the deliberate graph break is a built-in's)."""
+    options = list(sample_models.MODELS)
+    if not builtin_only:
+        chosen = st.session_state.get("run_model")
+        options += [m for m in (*REAL_PICKS, chosen) if m and m not in options]
+    return st.selectbox("Model", options, key=key, format_func=lambda m: sample_models.get(m).title
+                        if sample_models.is_builtin(m) else m,
+                        help=None if builtin_only else "Real models (SOURCE:NAME): the Run page's Source and search "
+                                                       "find any of them; the one picked there is offered here.")
 
 
 def _queue(experiments: list[Experiment], store: RunStore, *, key: str) -> None:
@@ -87,7 +98,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
                 "its deliberate break to see what that costs.")
     cols = st.columns(3)
     with cols[0]:
-        model = _model_picker("diag_break_model")
+        model = _model_picker("diag_break_model", builtin_only=True)
     scope = cols[1].radio("Compile", ["whole", "regional"], key="diag_break_scope", horizontal=True,
                           format_func={"whole": "whole model", "regional": "regional (blocks)"}.get)
     _start_at_shown("diag_break_backend", [r for r in records if r.status == "finished" and r.spec.get("graph_break")])

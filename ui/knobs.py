@@ -111,12 +111,100 @@ def _within_limit(key: str, most: int) -> int:
     return most
 
 
+SOURCE_TITLES = {"builtin": "built-in", "torchvision": "torchvision", "timm": "timm", "hf": "transformers",
+                 "diffusers": "diffusers", "file": "your file"}
+# What a source starts on when it is picked: small, quick on a CPU, and a fair first look at the library.
+SOURCE_FIRST = {"builtin": "captioner", "torchvision": "torchvision:resnet18", "timm": "timm:efficientnet_b0",
+                "hf": "hf:gpt2", "diffusers": "diffusers:flux", "file": "file:examples/my_model.py"}
+SHOWN_NAMES = 300  # a selectbox of more is hard to read: the search narrows it
+
+
+@st.cache_data(show_spinner="Listing the models...")
+def catalog(source: str, pattern: str) -> list[str]:
+    """Model names of one source (imports its library once in this process; the page imports none)."""
+    return sample_models.catalog(source, pattern)
+
+
+def _pick(prefix: str, name: str) -> None:
+    """Take model `name` and its practical sizes; a name that cannot be built stays unpicked, with the reason."""
+    try:
+        sample_models.get(name)
+    except ValueError as e:  # unknown name, a file without the interface, a download it wanted
+        st.session_state[prefix + "model_error"] = str(e)
+        return
+    st.session_state.pop(prefix + "model_error", None)
+    st.session_state[prefix + "model"] = name
+    _reset_sizes(prefix)
+
+
+def _source_changed(prefix: str) -> None:
+    source = st.session_state[prefix + "source"]
+    if source != "file" or _files_allowed():
+        _pick(prefix, SOURCE_FIRST[source])
+
+
+def _picked(prefix: str, key: str, source: str) -> None:
+    # The browser may send back a list it drew for another source (seen in Chromium: picking "your file" after
+    # timm, then transformers, fired timm's list again): only the source on show picks.
+    if st.session_state.get(key) and st.session_state.get(prefix + "source") == source:
+        _pick(prefix, st.session_state[key])
+
+
+def _file_given(prefix: str) -> None:
+    _pick(prefix, sample_models.sources.file_model(st.session_state[prefix + "file_path"].strip()))
+
+
+def _files_allowed() -> bool:
+    from tcore.lab import limits
+    return limits.files_allowed()
+
+
+def model_picker(prefix: str) -> str:
+    """Source, then a name: the built-ins, a searchable list of a library's models, or a path to your file."""
+    model = st.session_state[prefix + "model"]
+    if prefix + "source" not in st.session_state:
+        st.session_state[prefix + "source"] = model.partition(":")[0] if ":" in model else "builtin"
+    source = st.radio("Source", list(SOURCE_TITLES), key=prefix + "source", horizontal=True,
+                      format_func=SOURCE_TITLES.get, on_change=_source_changed, args=(prefix,))
+    if source == "builtin":
+        if sample_models.is_builtin(model):
+            st.session_state[prefix + "builtin"] = model
+        return st.selectbox("Model", list(sample_models.MODELS), key=prefix + "builtin", on_change=_picked,
+                            args=(prefix, prefix + "builtin", "builtin"), format_func=lambda m: sample_models.get(m).title)
+    if source == "file":
+        if not _files_allowed():
+            st.info(_files_off(), icon=":material/lock:")
+            st.stop()
+        st.text_input("Model file (.py)", value=model.removeprefix("file:") if model.startswith("file:") else
+                      SOURCE_FIRST["file"].removeprefix("file:"), key=prefix + "file_path",
+                      on_change=_file_given, args=(prefix,),
+                      help=sample_models.sources.FILE_INTERFACE)
+    else:
+        search = st.text_input("Search names", key=f"{prefix}search_{source}",
+                               placeholder="part of a name, or a glob such as convnext*")
+        names = catalog(source, search.strip())
+        shown = names[:SHOWN_NAMES]
+        key = f"{prefix}pick_{source}_{search.strip()}"
+        st.selectbox("Model", shown, index=shown.index(model) if model in shown else None, key=key,
+                     placeholder=f"{len(names)} match: pick one", on_change=_picked, args=(prefix, key, source))
+        if len(names) > SHOWN_NAMES:
+            st.caption(f"{len(names)} models match; the first {SHOWN_NAMES} are listed: search to narrow them.")
+    if error := st.session_state.get(prefix + "model_error"):
+        st.error(error)
+    return st.session_state[prefix + "model"]
+
+
+def _files_off() -> str:
+    from tcore.lab import limits
+    return limits.FILES_OFF
+
+
 def model_knobs(prefix: str) -> dict:
     """Model, preset, batch size, precision, task and device, each with its explanation."""
     _defaults(prefix)
-    model = st.selectbox("Model", list(sample_models.MODELS), key=prefix + "model", on_change=_reset_sizes,
-                         args=(prefix,), format_func=lambda m: sample_models.get(m).title)
-    entry = sample_models.get(model)
+    model = model_picker(prefix)
+    with st.spinner(f"Reading {model}'s sizes..."):  # a real model is built once on "meta" (no memory)
+        entry = sample_models.get(model)
     st.caption(entry.description)
     preset = st.selectbox("Preset", list(entry.presets), key=prefix + "preset",
                           format_func=lambda p: f"{p}: {_millions(entry.param_count(p))} parameters")

@@ -95,6 +95,8 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
             st.markdown("**What the compiler did**")
             # Sentences as paragraphs; "- " lines stay together as one list.
             st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in summary.graph_words(r)))
+            if words := regional_words(r):
+                st.markdown(words)
             if r.get("graph_breaks") or r.get("recompiles"):
                 with st.expander("Full messages from torch"):
                     for b in summary.group_breaks(r.get("graph_breaks", [])):  # one per place, as counted above
@@ -151,3 +153,15 @@ def show_cache(rec: RunRecord, store: RunStore, words: str, *, key: str) -> None
     if len(kinds) > 1:
         exports.show(st, diagnose_charts.cold_warm_chart(summary.cache_frame(same), height=260),
                      key=f"{key}_cold_warm")
+
+
+def regional_words(result: dict) -> str:
+    """Which blocks regional compilation compiled and how many copies share each compile; '' for other runs."""
+    blocks = result.get("regional_blocks")
+    if not blocks:
+        return ""
+    how = ("the model's own `compile_repeated_blocks()`" if result.get("regional_call") == "compile_repeated_blocks"
+           else "`block.compile()` on each")
+    listed = ", ".join(f"`{name}` × {copies}" for name, copies in sorted(blocks.items(), key=lambda kv: -kv[1]))
+    return (f"Regional compilation compiled {sum(blocks.values())} blocks of {len(blocks)} class(es) with {how}: "
+            f"{listed}. Copies of one class share its compiled graph (recompiling only where a guard differs).")

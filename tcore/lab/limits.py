@@ -365,16 +365,17 @@ def _estimate_bytes(model: str, preset: str, batch_size: int, task: str, precisi
     import sample_models
 
     entry = sample_models.get(model)
-    net = entry.build(preset, device="meta")  # graph_break off: .item() cannot run on meta, and costs no memory
-    batch = entry.make_batch(preset, batch_size, device="meta")
-    weights = sum(_nbytes(t) for t in [*net.parameters(), *net.buffers()])
-    inputs = sum(_nbytes(t) for t in tree_leaves((batch.inputs, batch.target)))
-    training = task == "training"
-    net.train(training)
-    with _live_bytes_mode()() as live, torch.set_grad_enabled(training):
-        output = net(*batch.inputs)
-        if training:
-            entry.loss(output, batch).backward()
+    with entry.abstract() as device:  # "meta", or fake tensors for models that look at their inputs' values
+        net = entry.build(preset, device=device)  # graph_break off: .item() cannot run on meta, and costs no memory
+        batch = entry.make_batch(preset, batch_size, device=device)
+        weights = sum(_nbytes(t) for t in [*net.parameters(), *net.buffers()])
+        inputs = sum(_nbytes(t) for t in tree_leaves((batch.inputs, batch.target)))
+        training = task == "training"
+        net.train(training)
+        with _live_bytes_mode()() as live, torch.set_grad_enabled(training):
+            output = net(*batch.inputs)
+            if training:
+                entry.loss(output, batch).backward()
     p = PRECISIONS[precision]
     half = p.autocast is not None or p.weights != "float32"
     weights = weights // 2 if p.weights != "float32" else weights
@@ -416,3 +417,17 @@ def _live_bytes_mode() -> type:
             return out
 
     return LiveBytes
+
+
+FILES_OFF = ("Models from your own file (file:PATH.py) run that file's code on this server, so the app allows them "
+             "only where the lab's configuration says so: put `[models]` `allow_files = true` in compile-lab.toml. "
+             "The command line (python -m tcore run --model file:PATH.py) always allows them.")
+
+
+def files_allowed(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> bool:
+    """Whether the app may run `file:` models: `allow_files = true` under [models] in compile-lab.toml."""
+    environ = os.environ if environ is None else environ
+    value = _config(environ, cwd)[0].get("models", {}).get("allow_files", False)
+    if not isinstance(value, bool):
+        raise LimitsError(f"[models] allow_files must be true or false, not {value!r}")
+    return value

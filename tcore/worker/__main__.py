@@ -60,8 +60,10 @@ def prepare() -> None:
     import torch
     from torch._inductor.graph import GraphLowering  # noqa: F401  (imported by diagnostics.generated_code)
 
-    import sample_models  # noqa: F401
+    import sample_models
     from tcore.worker import run  # noqa: F401
+
+    sample_models.sources.go_offline()  # said here too: a worker never reaches for the Hugging Face hub
 
     if torch.cuda.is_available():
         torch.cuda.init()

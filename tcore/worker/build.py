@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch.profiler import record_function
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 
 import sample_models
 from tcore.breakdown import OPTIMIZER_MARK
@@ -113,7 +113,7 @@ def step_fn(model: Callable, w: Workload, exp: Experiment, device: str, opt_step
         with record_function(OPTIMIZER_MARK):  # lets the time breakdown tell the optimizer's kernels apart
             opt_step()
         w.optimizer.zero_grad(set_to_none=True)
-        return out.detach()
+        return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)  # a library's output class too
     return train_step
 
 
@@ -144,7 +144,7 @@ def _cast(batch: sample_models.Batch, dtype: torch.dtype) -> sample_models.Batch
     return sample_models.Batch(tuple(cast(t) for t in batch.inputs), cast(batch.target))
 
 
-def _channels_last(batch: sample_models.Batch) -> sample_models.Batch:
+def _channels_last(batch: sample_models.Batch) -> sample_models.Batch:  # the images come first
     images, *rest = batch.inputs
     return sample_models.Batch((images.contiguous(memory_format=torch.channels_last), *rest), batch.target)
 

@@ -16,18 +16,22 @@ def compile_kwargs(exp: Experiment) -> dict:
     return kwargs
 
 
-def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module]) -> nn.Module:
+def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module], repeated_call: str = "") -> nn.Module:
     """Return what to call: the model compiled whole, or the model with each of `blocks` compiled in place.
 
     Regional compilation compiles the repeated blocks only (as torchtitan and diffusers'
     compile_repeated_blocks do): identical blocks share one compiled graph, so compile time
-    scales with the number of distinct blocks, not their count.
+    scales with the number of distinct blocks, not their count. A model that compiles its own repeated
+    blocks (diffusers' `compile_repeated_blocks`, named by `repeated_call`) is asked to, as its users do.
     """
     if exp.compile == "whole":
         return torch.compile(model, **compile_kwargs(exp))
     if exp.compile == "regional":
         if not blocks:
             raise ValueError(f"{exp.model} lists no repeated blocks to compile regionally")
+        if repeated_call:
+            getattr(model, repeated_call)(**compile_kwargs(exp))
+            return model
         for block in blocks:
             block.compile(**compile_kwargs(exp))
     return model

@@ -10,6 +10,7 @@ import itertools
 import math
 import statistics
 import time
+from collections import Counter
 from contextlib import nullcontext
 from typing import Any, Callable
 
@@ -237,7 +238,11 @@ class Measurement:
             self.result.notes.append(cache_note)
         diagnostics.reset()
         with compile_errors():
-            target = apply_compile(w.model, exp, w.entry.repeated_blocks(w.model))
+            blocks = w.entry.repeated_blocks(w.model)
+            if exp.compile == "regional":  # class -> copies: the page says what was compiled and what shares it
+                self.result.details["regional_blocks"] = dict(Counter(type(b).__name__ for b in blocks))
+                self.result.details["regional_call"] = w.entry.repeated_call or "block.compile"
+            target = apply_compile(w.model, exp, blocks, w.entry.repeated_call)
             opt_step = optimizer_step(w.optimizer, exp) if w.optimizer else None
             compiled_step = step_fn(target, w, exp, self.device, opt_step)
             if exp.shape_remedy == "mark_dynamic":

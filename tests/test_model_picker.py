@@ -1,0 +1,45 @@
+"""The Run page's model picker, headless (AppTest): a source, a searchable list of its models, your own file only
+where compile-lab.toml allows it, and the sizes that follow the picked model."""
+import pytest
+from streamlit.testing.v1 import AppTest
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "compile-lab.toml"))
+    (tmp_path / "compile-lab.toml").write_text("")
+    return AppTest.from_file("../app.py", default_timeout=120).run()
+
+
+def widget(elements, label):
+    return next(e for e in elements if e.label == label)
+
+
+def test_pick_a_source_search_its_names_and_get_the_model_s_presets(app):
+    widget(app.radio, "Source").set_value("hf").run()
+    assert not app.exception, app.exception
+    assert app.session_state["run_model"] == "hf:gpt2"  # the source's first pick, with its sizes
+    widget(app.text_input, "Search names").set_value("llama").run()
+    pick = widget(app.selectbox, "Model")
+    assert "hf:llama" in pick.options and all("llama" in o for o in pick.options)
+    pick.set_value("hf:llama").run()
+    assert not app.exception, app.exception
+    assert app.session_state["run_model"] == "hf:llama"
+    assert [o.split(":")[0] for o in widget(app.selectbox, "Preset").options] == ["tiny", "3.2-1b", "full"]
+    assert app.session_state["run_preset"] == "tiny" and app.session_state["run_batch_size"] == 2  # the CPU's
+
+
+def test_your_own_file_needs_the_lab_s_permission(app, tmp_path):
+    widget(app.radio, "Source").set_value("file").run()
+    assert not app.exception
+    assert any("allow_files = true" in i.value for i in app.info)
+    assert app.session_state["run_model"] == "captioner"  # nothing of the file was imported or picked
+    (tmp_path / "compile-lab.toml").write_text("[models]\nallow_files = true\n")
+    widget(app.radio, "Source").set_value("builtin").run()
+    widget(app.radio, "Source").set_value("file").run()
+    assert not app.exception, app.exception
+    assert app.session_state["run_model"] == "file:examples/my_model.py"
+    widget(app.text_input, "Model file (.py)").set_value("examples/nothing_here.py").run()
+    assert any("no Python file there" in e.value for e in app.error)
+    assert app.session_state["run_model"] == "file:examples/my_model.py"  # the bad path was not taken
