@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.run_benchmarks import run  # noqa: E402
 
-COMMON = ["--device", "cuda", "--timed-s", "5", "--rounds", "5", "--precision", "bf16"]
+COMMON = ["--device", "cuda", "--timed-s", "5", "--precision", "bf16"]  # rounds: the adaptive default
 FLUX = ["--model", "diffusers:flux", "--preset", "full", "--batch-size", "1"]  # 11.9 B parameters, 1024 px
 EXPERIMENTS = [
     ("torchvision:vit_b_16", "vision", ["--model", "torchvision:vit_b_16", "--preset", "full", "--batch-size", "64"]),
@@ -55,7 +55,7 @@ def render(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     env = next((r["env"] for r in rows if r.get("env")), {})
     out = [f"{env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}; one sitting, one store; "
-           "bf16 weights, inference; 5 alternating blocks per variant, medians; cold compile caches unless warm.", "",
+           "bf16 weights, inference; paired rounds (adaptive, at most 5 s per variant), the median ratio with its interval; cold compile caches unless warm.", "",
            "| run | parameters | compile s | speedup (rounds) | eager / compiled samples/s | graphs | breaks "
            "| recompiles | regional blocks | wall s |", "|" + "---|" * 10]
     notes = []
