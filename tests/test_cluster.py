@@ -23,7 +23,7 @@ from tcore.spec import Experiment  # noqa: E402
 QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
                    rounds=1, backend="eager", cache="cold")
 REPO = Path(__file__).resolve().parent.parent
-LONG = QUICK.replace(timed_steps=200_000)  # minutes of steps: still measuring when it is cancelled or times out
+LONG = QUICK.replace(timed_steps=100_000)  # the most steps a spec allows (minutes): still measuring when it is cancelled or times out
 
 
 @pytest.fixture(scope="module")
