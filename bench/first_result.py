@@ -38,7 +38,7 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
 
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
     if model != "default":
-        at.selectbox(key="run_model").set_value(model).run()
+        at.selectbox(key="run_builtin").set_value(model).run()
     label = next(c.value for c in at.caption if str(c.value).startswith("Will run"))
     if spares:
         deadline = time.time() + 120

@@ -56,7 +56,7 @@ def render(path: Path) -> str:
     env = next((r["env"] for r in rows if r.get("env")), {})
     out = [f"{env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}; one sitting, one store; "
            "bf16 weights, inference; paired rounds (adaptive, at most 5 s per variant), the median ratio with its interval; cold compile caches unless warm.", "",
-           "| run | parameters | compile s | speedup (rounds) | eager / compiled samples/s | graphs | breaks "
+           "| run | parameters | compile s | speedup (interval) | eager / compiled samples/s | graphs | breaks "
            "| recompiles | regional blocks | wall s |", "|" + "---|" * 10]
     notes = []
     for row in rows:
@@ -70,7 +70,7 @@ def render(path: Path) -> str:
         blocks = ", ".join(f"{k} x{v}" for k, v in (r.get("regional_blocks") or {}).items()) or "-"
         out.append(
             f"| {row['name']} | {_count(params)} | {_f(r.get('compile_s'), '{:.1f}')} "
-            f"| {_f(r.get('speedup'), '{:.2f}x')} ({_f(r.get('speedup_min'), '{:.2f}')}-{_f(r.get('speedup_max'), '{:.2f}')}) "
+            f"| {_f(r.get('speedup'), '{:.2f}x')} ({_f(r.get('speedup_low'), '{:.2f}')}-{_f(r.get('speedup_high'), '{:.2f}')}) "
             f"| {_f(r.get('eager_samples_per_s'), '{:.1f}')} / {_f(r.get('compiled_samples_per_s'), '{:.1f}')} "
             f"| {r.get('graph_count', 'n/a')} | {r.get('graph_break_count', 'n/a')} | {r.get('recompile_count', 'n/a')} "
             f"| {blocks} | {row['wall_s']:.0f} |")

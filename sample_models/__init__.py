@@ -77,6 +77,11 @@ class SampleModel:
     def repeated_blocks(self, model: nn.Module) -> list[nn.Module]:
         return [m for m in model.modules() if isinstance(m, self.block_classes)]
 
+    @property
+    def repeats_blocks(self) -> bool:
+        """Whether regional compilation has blocks to compile (the advisor asks before suggesting it)."""
+        return bool(self.block_classes)
+
     def param_count(self, preset: str) -> int:
         return _param_count(self.name, preset)
 

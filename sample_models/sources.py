@@ -130,6 +130,13 @@ class RealModel:
         names = self.source.block_names(model)
         return [m for m in model.modules() if type(m).__name__ in names]
 
+    @property
+    def repeats_blocks(self) -> bool:
+        """Whether regional compilation has blocks to compile, asked without building the model: a library model's
+        blocks are declared or found by repetition, and every model these sources build repeats one; a regional run
+        says which blocks it compiled (or that it found none)."""
+        return True
+
     def abstract(self):
         """A context in which building and running allocates nothing; yields the device to build on."""
         return self.source.abstract()

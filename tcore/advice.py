@@ -124,7 +124,7 @@ def suggest(spec: dict[str, Any], result: dict[str, Any], device: str | None, *,
     # A compiled variant that is not faster never pays back, whatever the compile costs: the "slower" rule speaks.
     if compiled and compile_s and breakeven is not None and breakeven > BREAKEVEN_STEPS:
         pays = f"pays back only after {breakeven:,.0f} steps"
-        if exp.compile == "whole" and entry.block_classes:
+        if exp.compile == "whole" and entry.repeats_blocks:
             found.append(Suggestion(
                 "compile_time", "Try regional compilation",
                 f"Compiling took {compile_s:.1f} s and {pays}. {entry.title} repeats its blocks: compiling one "

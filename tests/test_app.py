@@ -69,7 +69,7 @@ def test_run_page_says_cpu_and_tiny_without_a_gpu(db):
 
 
 def set_tiny_fast(at: AppTest) -> AppTest:
-    at.selectbox(key="run_model").set_value("captioner")
+    at.selectbox(key="run_builtin").set_value("captioner")
     at.selectbox(key="run_backend").set_value("aot_eager")
     at.number_input(key="run_batch_size").set_value(2)
     at.radio(key="run_timed_by").set_value("steps").run()
@@ -513,7 +513,7 @@ def test_gpu_machine_pages(db, monkeypatch):
     at.radio(key="run_task").set_value("training").run()
     assert at.selectbox(key="run_precision").value == "amp-bf16"  # training keeps float32 master weights
     at.radio(key="run_task").set_value("inference").run()
-    at.selectbox(key="run_model").set_value("resnet50").run()
+    at.selectbox(key="run_builtin").set_value("resnet50").run()
     assert at.toggle(key="run_channels_last").value  # eager as people tune a CNN
     assert "resnet50/full bs64 bf16 inference, whole default" in texts(at.caption)
 
