@@ -43,3 +43,17 @@ def test_your_own_file_needs_the_lab_s_permission(app, tmp_path):
     widget(app.text_input, "Model file (.py)").set_value("examples/nothing_here.py").run()
     assert any("no Python file there" in e.value for e in app.error)
     assert app.session_state["run_model"] == "file:examples/my_model.py"  # the bad path was not taken
+
+
+def test_no_path_in_the_app_queues_a_file_model_the_lab_does_not_allow(tmp_path, monkeypatch):
+    """ui.queue.submit is the app's one way to queue a run (Run, Sweep, Diagnose, a suggestion's Queue it); a
+    `file:` counterpart of a run stored from the command line must be refused there too."""
+    from tcore.lab import limits
+    from tcore.spec import SpecError
+    monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "compile-lab.toml"))
+    (tmp_path / "compile-lab.toml").write_text("")
+    with pytest.raises(SpecError, match="allow_files = true"):
+        limits.check_app_model("file:examples/my_model.py")
+    limits.check_app_model("captioner")
+    (tmp_path / "compile-lab.toml").write_text("[models]\nallow_files = true\n")
+    limits.check_app_model("file:examples/my_model.py")

@@ -13,7 +13,7 @@ import traceback
 import pandas as pd
 import streamlit as st
 
-from tcore.lab import runs, scheduler
+from tcore.lab import limits, runs, scheduler
 from tcore.protocol import PHASE_TITLES
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
@@ -48,6 +48,7 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str,
     queued = []
     for exp in experiments:
         try:
+            limits.check_app_model(exp.model)
             queued.append(runs.start(exp, store, owner=people.me(), timeout_s=timeout_s).run_id)
         except SpecError as e:
             st.session_state[f"{key}_refusal"] = (f"**{exp.label} cannot be queued:** {e}"

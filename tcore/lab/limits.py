@@ -431,3 +431,10 @@ def files_allowed(environ: Mapping[str, str] | None = None, cwd: str | Path | No
     if not isinstance(value, bool):
         raise LimitsError(f"[models] allow_files must be true or false, not {value!r}")
     return value
+
+
+def check_app_model(model: str) -> None:
+    """Refuse a `file:` model in the app unless the lab allows it: the one gate every run the app queues passes
+    (the Run and Sweep pages, Diagnose, a suggestion's counterpart), since the file's code runs on this server."""
+    if model.startswith("file:") and not files_allowed():
+        raise SpecError(FILES_OFF)
