@@ -76,7 +76,6 @@ def test_an_unknown_run_id_is_one_line(store, capsys):
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     ([], "the following arguments are required: command"),
     (["run", "--rounds", "x"], "argument --rounds: invalid int value: 'x'"),
-    (["run", "--model", "gpt9"], "argument --model: invalid choice: 'gpt9'"),
     (["run", "--no-such-option"], "unrecognized arguments: --no-such-option"),
     (["show"], "the following arguments are required: run_id"),
     (["list", "--limit", "many"], "argument --limit: invalid int value: 'many'"),
@@ -130,3 +129,12 @@ def test_bad_numbers_on_the_command_line_queue_nothing(store, capsys):
         assert cli.main(["run", "--db", str(store.path), "--backend", "eager", *argv]) == 2
         assert one_line(capsys).startswith("invalid experiment: ")
     assert store.list() == []
+
+
+def test_an_unknown_model_is_one_line_naming_how_to_find_one(capsys):
+    """--model takes any SOURCE:NAME, so the spec (not argparse) refuses a name it cannot build."""
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["run", "--model", "gpt9"])
+    assert exit.value.code == 2
+    line = one_line(capsys)
+    assert "unknown model 'gpt9'" in line and "python -m tcore models" in line

@@ -30,6 +30,7 @@ IDLE_S = 10.0
 _CANCELLING: dict[str, float] = {}  # run id -> when someone in this process asked to cancel it (every session sees it)
 ENDED = ("finished", "failed")  # a run's record once it is over
 STATE_COLUMN_PX = 250
+TOAST = "queue_toast"  # session_state: a cancel's answer, for the next redraw to show
 CANCEL_WAIT_S = 0.5  # how long a click on Cancel waits for the cancel before the page redraws
 
 
@@ -169,6 +170,7 @@ def queue_view(store: RunStore, *, key: str, follows: str | None = None) -> None
     BUSY_S, which this one stops calling, and so stops, at its first redraw after the queue has emptied.
     """
     rerun_if_ended(follows, store)
+    show_toast()
     st.markdown("**The queue on this machine**")
     if (since := runs.paused_since(reads(store))) is not None:
         st.warning(f"The instructor paused the queue {summary.duration(time.time() - since)} ago: runs under way "
@@ -188,6 +190,7 @@ def queue_rows(store: RunStore, *, key: str, follows: str | None = None) -> None
     """One line per run under way: when it starts (the reason on hover) or how long it has run; Cancel where this
     person may use it (their own runs; the instructor: any), and no button where they may not."""
     rerun_if_ended(follows, store)
+    show_toast()
     me = people.me()
     instructor = people.is_instructor()
     rows = runs.queue_view(reads(store))
@@ -239,11 +242,19 @@ def cancel(run_id: str, store: RunStore) -> None:
     worker.join(CANCEL_WAIT_S)  # a queued run, or one in another process, is cancelled well within this
     waiting.clear()
     if outcome and isinstance(outcome[0], (PermissionError, KeyError)):  # not theirs after all, or gone meanwhile
-        st.toast(str(outcome[0]))
+        st.session_state[TOAST] = str(outcome[0])
     elif outcome and outcome[0] is not None:
         raise outcome[0]
     else:
-        st.toast("Cancelled: a queued run never starts; a running one has its worker stopped.")
+        st.session_state[TOAST] = "Cancelled: a queued run never starts; a running one has its worker stopped."
+
+
+def show_toast() -> None:
+    """The cancel's answer, as a toast. Kept in the session by the click's callback and shown by whichever redraw
+    comes next: a toast made in the callback itself is lost when that redraw turns into a whole-page rerun (the
+    queue emptied, so rerun_if_ended sends the page round)."""
+    if message := st.session_state.pop(TOAST, None):
+        st.toast(message)
 
 
 def cancelling(rows: list[dict]) -> set[str]:
