@@ -33,9 +33,10 @@ from tcore.lab import limits
 from tcore.lab.launcher import REPO_ROOT
 from tcore.lab.remote import WORKDIR, run_on_node
 from tcore.spec import Experiment
+from tcore.store.queue import CLUSTER_SLOT_PREFIX
 
 ADDRESS_ENV = "COMPILE_LAB_RAY_ADDRESS"
-SLOT_PREFIX = "ray:"
+SLOT_PREFIX = CLUSTER_SLOT_PREFIX  # "ray:": the store knows such a slot has no local worker (queue.recover)
 NODES_FRESH_S = 2.0  # the scheduler asks for the slots every tick; the cluster's nodes are read at most this often
 CANCEL_GRACE_S = 5.0  # after a cancel, how long the task has to stop its worker before Ray kills it outright
 NAMESPACE = "compile-lab"

@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue pa
 OWNER_SILENT_S = 30.0
 OWNERS_KEPT_S = 86400.0  # a heartbeat older than a day is dropped; recover() then judges by is_alive alone
 PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
+CLUSTER_SLOT_PREFIX = "ray:"  # device slots of a Ray cluster (tcore.lab.cluster): no local worker pid
 CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
 # runs.cancel_requested: who asked for the cancel. The owner's process decides the run's final message, so who
 # asked is kept in the row, where the process that records the end reads it (cancel_words).
@@ -284,7 +285,7 @@ class Queue:
         now = time.time()
         with self._write() as db:
             rows = db.execute(
-                "SELECT id, status, owner_pid, owner_started, pid, worker_started FROM runs"
+                "SELECT id, status, owner_pid, owner_started, pid, worker_started, device_slot FROM runs"
                 " WHERE status IN ('queued', 'running') AND host=? AND owner_pid IS NOT NULL", (proc.host,)).fetchall()
             heard = {(r["pid"], r["started"] or None): r["seen_at"] for r in db.execute(
                 "SELECT pid, started, seen_at FROM owners WHERE host=?", (proc.host,))}
@@ -297,10 +298,14 @@ class Queue:
                     verdicts[owner] = _gone(owner, is_alive, heard.get(owner), now, silent_s, proc.host)
                 if verdicts[owner] is None:
                     continue
-                if row["status"] == "running" and row["pid"] is None:  # claimed, but no worker ever started
+                # Claimed, but no worker ever started. A run on a cluster slot has no local worker to record: its
+                # Ray task was submitted once it was claimed, and Ray ends a dead owner's tasks, so it ended mid-run.
+                never_started = (row["status"] == "running" and row["pid"] is None
+                                 and not (row["device_slot"] or "").startswith(CLUSTER_SLOT_PREFIX))
+                if never_started:
                     db.execute("UPDATE runs SET status='queued', device_slot=NULL, started_at=NULL WHERE id=?",
                                (row["id"],))
-                if row["status"] == "queued" or row["pid"] is None:
+                if row["status"] == "queued" or never_started:
                     if adopt:
                         db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?",
                                    (proc.pid, proc.started, row["id"]))
