@@ -409,7 +409,13 @@ from tests.helpers import insert_run
 store = RunStore(sys.argv[1])
 exp = Experiment.from_json(sys.argv[2])
 sweep_id = sweeps.start([exp, exp.replace(seed=1), exp.replace(seed=2)], store, owner="a session")
-while sweeps.get(sweep_id, store).runs[0].status != "running":
+first = sweeps.get(sweep_id, store).runs[0].id
+# running with its worker started: a run killed before its worker starts goes back to the queue instead
+def worker_started():
+    with store._connect() as db:
+        row = db.execute("SELECT pid FROM runs WHERE id=? AND status='running'", (first,)).fetchone()
+    return row is not None and row[0] is not None
+while not worker_started():
     time.sleep(0.05)
 print(json.dumps({"sweep": sweep_id}), flush=True)
 time.sleep(600)
