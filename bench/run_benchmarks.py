@@ -69,6 +69,23 @@ def run(out: Path, only: list[str], timeout_s: float, experiments: list = EXPERI
     return 1 if failures else 0
 
 
+def sitting_cli(doc: str, experiments, common: list[str], render) -> int:
+    """The command line a GPU sitting script shares: `run --out DIR [--only ...]` its rows, `render RESULTS`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--only", nargs="*", default=[])
+    r.add_argument("--timeout", type=float, default=900)
+    s = sub.add_parser("render")
+    s.add_argument("results", type=Path)
+    args = parser.parse_args()
+    if args.command == "run":
+        return run(args.out, args.only, args.timeout, experiments, common)
+    print(render(args.results))
+    return 0
+
+
 def _num(value, pattern: str) -> str:
     return "n/a" if value is None else pattern.format(value)
 

@@ -23,7 +23,6 @@ when the sitting measured one.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.run_benchmarks import run  # noqa: E402
+from bench.run_benchmarks import sitting_cli  # noqa: E402
 
 COMMON = ["--device", "cuda", "--timed-s", "5", "--rounds", "5"]
 RESNET = ["--model", "resnet50", "--preset", "full", "--batch-size", "64", "--channels-last"]
@@ -165,19 +164,7 @@ def trace_cost(rows: list[dict], by_spec: dict) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", type=Path, required=True)
-    r.add_argument("--only", nargs="*", default=[])
-    r.add_argument("--timeout", type=float, default=900)
-    s = sub.add_parser("render")
-    s.add_argument("results", type=Path)
-    args = parser.parse_args()
-    if args.command == "run":
-        return run(args.out, args.only, args.timeout, EXPERIMENTS, COMMON)
-    print(render(args.results))
-    return 0
+    return sitting_cli(__doc__, EXPERIMENTS, COMMON, render)
 
 
 if __name__ == "__main__":
