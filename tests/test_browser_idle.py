@@ -8,11 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, Watch, free_port
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, Watch, serve
 
 pytestmark = pytest.mark.browser
 PASSCODE = "sesame"
@@ -21,42 +20,24 @@ PASSCODE = "sesame"
 @pytest.fixture
 def lab(tmp_path):
     """The app with an instructor passcode, and a command-line run on its store being timed for minutes."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no Chromium at {CHROMIUM} (Debian package 'chromium'): the browser test needs it")
-    env = dict(os.environ, COMPILE_LAB_DB=str(tmp_path / "runs.sqlite"), COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE,
-               COMPILE_LAB_CACHE_DIR=str(tmp_path / "cache"))
-    port = free_port()
-    log = open(tmp_path / "streamlit.log", "w")
-    app = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "tcore", "run", "--model", "captioner", "--preset", "tiny", "--batch-size", "2",
-         "--device", "cpu", "--backend", "eager", "--timed-s", "300", "--rounds", "2", "--quiet"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
+    with serve(tmp_path, COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE, COMPILE_LAB_CACHE_DIR=str(tmp_path / "cache")) as url:
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "tcore", "run", "--model", "captioner", "--preset", "tiny", "--batch-size", "2",
+             "--device", "cpu", "--backend", "eager", "--timed-s", "300", "--rounds", "2", "--quiet"],
+            cwd=ROOT, env=dict(os.environ, COMPILE_LAB_DB=str(tmp_path / "runs.sqlite"),
+                               COMPILE_LAB_CACHE_DIR=str(tmp_path / "cache")),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
-                break
-        except OSError:
-            pass
-        assert app.poll() is None, (tmp_path / "streamlit.log").read_text()
-        assert time.time() < deadline, "streamlit did not answer /_stcore/health within 90 s"
-        time.sleep(0.5)
-    yield url, cli
-    for proc in (cli, app):
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
+            yield url, cli
+        finally:
+            try:
+                os.killpg(cli.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                cli.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(cli.pid, signal.SIGKILL)
 
 
 def test_the_instructors_cancel_shows_at_once_and_the_end_reaches_every_tab(lab):
