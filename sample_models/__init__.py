@@ -122,7 +122,7 @@ MODELS: dict[str, SampleModel] = {
         ),
         presets=captioner.presets,
         default_preset={"cuda": "small", "cpu": "tiny"},
-        default_batch={"cuda": 32, "cpu": 8},
+        default_batch={"cuda": 256, "cpu": 8},  # GPU: busy enough to hold still (issue 26)
         block_classes=(captioner.EncoderBlock, captioner.DecoderBlock),
         varying_dim="caption length (tokens)",
         seq_field="max_caption_len",

@@ -21,6 +21,8 @@ OPTIMIZER_SHARE = 0.15   # the optimizer step, in training
 MATMUL_SHARE = 0.30      # matmuls and convolutions, for the precision rule
 BREAKEVEN_STEPS = 1000   # compiling pays back only after this many steps
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+LARGE_BATCH = 128        # a GPU run at this batch or more is offered the launch-bound case at SMALL_BATCH
+SMALL_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -45,115 +47,184 @@ def _share(result: dict, variant: str, category: str) -> tuple[float, float, flo
     return part, step, part / step
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every rule reads: the stored spec as an Experiment, its result, and where it ran."""
+    exp: Experiment
+    result: dict[str, Any]
+    device: str | None
+
+    @property
+    def gpu(self) -> bool:
+        return self.device == "cuda"
+
+    @property
+    def compiled(self) -> bool:
+        return "compiled" in self.result.get("variants", ())
+
+    @property
+    def timed(self) -> str:
+        """The variant whose step the rules speak of: compiled when there is one."""
+        return "compiled" if self.compiled else "eager"
+
+    @property
+    def entry(self):
+        import sample_models
+
+        return sample_models.get(self.exp.model)
+
+
 def suggest(spec: dict[str, Any], result: dict[str, Any], device: str | None, *, most: int = 3) -> list[Suggestion]:
     """Up to `most` suggestions for a finished run, strongest evidence first; a counterpart that could not run
     (or would repeat this run) is left out."""
-    import sample_models
+    run = _Run(Experiment.from_dict(spec), result, device)
+    found = [s for rule in RULES if (s := rule(run)) is not None]
+    return _runnable(run.exp, found)[:most]
 
-    exp = Experiment.from_dict(spec)
-    compiled = "compiled" in result.get("variants", ())
-    timed = "compiled" if compiled else "eager"
-    gpu = device == "cuda"
-    found: list[Suggestion] = []
 
-    speedup = result.get("speedup")
-    if compiled and speedup is not None and speedup < 1.0:
-        found.append(_slower(exp, result, speedup))
+def _slower_rule(run: _Run) -> Suggestion | None:
+    speedup = run.result.get("speedup")
+    return _slower(run.exp, run.result, speedup) if run.compiled and speedup is not None and speedup < 1.0 else None
 
-    idle = _share(result, timed, "idle")
-    bound = launch_bound(result, device)
-    if gpu and (bound or idle and idle[2] >= IDLE_SHARE) and exp.mode not in CUDAGRAPH_MODES \
-            and exp.backend == "inductor":
-        changes = {"mode": "reduce-overhead"} if exp.compiles else {"compile": "whole", "mode": "reduce-overhead"}
-        found.append(Suggestion(
-            "idle", "Try mode=reduce-overhead (CUDA graphs)",
-            f"{bound or ''}{' ' if bound else ''}A CUDA graph replays the whole step with one launch, which "
-            "removes exactly this wait: the step no longer follows the host CPU.", changes,
-            max(idle[2] if idle else 0.0, 0.6 if bound else 0.0)))
 
-    entry = sample_models.get(exp.model)
-    copies = _share(result, "eager", "copy")
-    if gpu and entry.supports_channels_last and not exp.channels_last:
+def _idle_rule(run: _Run) -> Suggestion | None:
+    """The GPU waits on Python and launches: CUDA graphs remove exactly that."""
+    exp = run.exp
+    idle = _share(run.result, run.timed, "idle")
+    bound = launch_bound(run.result, run.device)
+    if not (run.gpu and (bound or idle and idle[2] >= IDLE_SHARE) and exp.mode not in CUDAGRAPH_MODES
+            and exp.backend == "inductor"):
+        return None
+    changes = {"mode": "reduce-overhead"} if exp.compiles else {"compile": "whole", "mode": "reduce-overhead"}
+    return Suggestion(
+        "idle", "Try mode=reduce-overhead (CUDA graphs)",
+        f"{bound or ''}{' ' if bound else ''}A CUDA graph replays the whole step with one launch, which "
+        "removes exactly this wait: the step no longer follows the host CPU.", changes,
+        max(idle[2] if idle else 0.0, 0.6 if bound else 0.0))
+
+
+def _small_batch_rule(run: _Run) -> Suggestion | None:
+    """A large batch keeps the GPU busy, so its figure holds still (the GPU default is one, issue 26); the
+    launch-bound case, where CUDA graphs matter, is one click away at a small batch."""
+    exp, result = run.exp, run.result
+    idle = _share(result, run.timed, "idle")
+    if not (run.gpu and run.compiled and exp.batch_size >= LARGE_BATCH and exp.backend == "inductor"
+            and exp.mode not in CUDAGRAPH_MODES and launch_bound(result, run.device) is None):
+        return None
+    busy = f"the GPU is busy for {1 - idle[2]:.0%} of each compiled step, so" if idle else "the GPU is kept busy, so"
+    return Suggestion(
+        "small_batch", f"See the launch-bound case: batch {SMALL_BATCH}",
+        f"At batch {exp.batch_size} {busy} this figure follows the GPU and holds still from run to run. At batch "
+        f"{SMALL_BATCH} a step is short enough that the GPU waits on Python and kernel launches: the speed then "
+        "follows the host CPU and moves between runs, and mode=reduce-overhead (CUDA graphs) is the cure, which "
+        "that run's suggestions offer.", {"batch_size": SMALL_BATCH}, 0.1)
+
+
+def _layout_rule(run: _Run) -> Suggestion | None:
+    """channels_last for convolutional models on a GPU; else weights cast once when autocast's casts show."""
+    exp, entry = run.exp, run.entry
+    copies = _share(run.result, "eager", "copy")
+    if run.gpu and entry.supports_channels_last and not exp.channels_last:
         words = (f" Copies and layout conversions took {copies[0]:.2f} ms of each eager step ({copies[2]:.0%})."
                  if copies and copies[2] >= 0.01 else "")
-        found.append(Suggestion(
+        return Suggestion(
             "channels_last", "Try channels_last",
             f"{entry.title} ran in NCHW. GPU convolutions prefer channels_last, and Inductor switches its own "
             f"convolutions to it, so part of this speedup is a layout change eager can have too.{words}",
-            {"channels_last": True}, max(copies[2] if copies else 0.0, 0.25)))
-    elif copies and copies[2] >= COPY_SHARE and exp.precision.startswith("amp-") and exp.task == "inference":
+            {"channels_last": True}, max(copies[2] if copies else 0.0, 0.25))
+    if copies and copies[2] >= COPY_SHARE and exp.precision.startswith("amp-") and exp.task == "inference":
         weights = exp.precision.removeprefix("amp-")
-        found.append(Suggestion(
+        return Suggestion(
             "cast_weights", f"Try {weights} weights",
             f"Copies and conversions took {copies[0]:.2f} of {copies[1]:.2f} ms of each eager step ({copies[2]:.0%}): "
             f"autocast casts the float32 weights to {weights} every step; casting the model once, as inference "
-            "code does, skips that and halves the weight memory.", {"precision": weights}, copies[2]))
+            "code does, skips that and halves the weight memory.", {"precision": weights}, copies[2])
+    return None
 
-    if result.get("recompile_count"):
-        first = (result.get("recompiles") or [{}])[0].get("reason") or "a guard failed"
-        if exp.dynamic is False:
-            changes, title = {"dynamic": None}, "Try dynamic=None (automatic)"
-        elif exp.shape_count and exp.shape_remedy == "none":
-            changes, title = {"shape_remedy": "mark_dynamic"}, "Try mark_dynamic (or buckets)"
-        else:
-            changes, title = {}, "Find what changes between calls"
-        found.append(Suggestion(
-            "recompiles", title,
-            f"{result['recompile_count']} recompilation(s); the first because: {first}. Automatic dynamic shapes, "
-            "marking the varying dimension dynamic, or padding to a few bucket sizes each stop a recompile per "
-            "shape.", changes, 0.5))
 
+def _recompiles_rule(run: _Run) -> Suggestion | None:
+    exp, result = run.exp, run.result
+    if not result.get("recompile_count"):
+        return None
+    first = (result.get("recompiles") or [{}])[0].get("reason") or "a guard failed"
+    if exp.dynamic is False:
+        changes, title = {"dynamic": None}, "Try dynamic=None (automatic)"
+    elif exp.shape_count and exp.shape_remedy == "none":
+        changes, title = {"shape_remedy": "mark_dynamic"}, "Try mark_dynamic (or buckets)"
+    else:
+        changes, title = {}, "Find what changes between calls"
+    return Suggestion(
+        "recompiles", title,
+        f"{result['recompile_count']} recompilation(s); the first because: {first}. Automatic dynamic shapes, "
+        "marking the varying dimension dynamic, or padding to a few bucket sizes each stop a recompile per "
+        "shape.", changes, 0.5)
+
+
+def _graph_breaks_rule(run: _Run) -> Suggestion | None:
     # Breaks inside torch itself (the compiled optimizer's bookkeeping) are torch's choice: fullgraph=True would
     # only turn them into errors, so only breaks in the user's code are advice.
-    breaks = [b for b in result.get("graph_breaks") or [] if not inside_torch(b.get("file"))]
-    if result.get("graph_break_count") and breaks:
-        b = breaks[0]
-        where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
-        source = f" (`{b['source']}`)" if b.get("source") else ""
-        if exp.graph_break:
-            changes, title = {"graph_break": False}, "Try without the deliberate graph break"
-        else:
-            changes, title = {"fullgraph": True}, "Try fullgraph=True to list every break"
-        found.append(Suggestion(
-            "graph_breaks", title,
-            f"{sum(b.get('count', 1) for b in breaks)} graph break(s) in the model's code; the first{where}{source}: {b['reason']}. Each break "
-            "splits the model into graphs that cannot fuse across it; fullgraph=True turns a break into an error "
-            "that names it.", changes, 0.4))
+    breaks = [b for b in run.result.get("graph_breaks") or [] if not inside_torch(b.get("file"))]
+    if not (run.result.get("graph_break_count") and breaks):
+        return None
+    b = breaks[0]
+    where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
+    source = f" (`{b['source']}`)" if b.get("source") else ""
+    if run.exp.graph_break:
+        changes, title = {"graph_break": False}, "Try without the deliberate graph break"
+    else:
+        changes, title = {"fullgraph": True}, "Try fullgraph=True to list every break"
+    return Suggestion(
+        "graph_breaks", title,
+        f"{sum(b.get('count', 1) for b in breaks)} graph break(s) in the model's code; the first{where}{source}: "
+        f"{b['reason']}. Each break splits the model into graphs that cannot fuse across it; fullgraph=True turns "
+        "a break into an error that names it.", changes, 0.4)
 
-    breakeven, compile_s = result.get("breakeven_steps"), result.get("compile_s")
+
+def _compile_time_rule(run: _Run) -> Suggestion | None:
     # A compiled variant that is not faster never pays back, whatever the compile costs: the "slower" rule speaks.
-    if compiled and compile_s and breakeven is not None and breakeven > BREAKEVEN_STEPS:
-        pays = f"pays back only after {breakeven:,.0f} steps"
-        if exp.compile == "whole" and entry.repeats_blocks:
-            found.append(Suggestion(
-                "compile_time", "Try regional compilation",
-                f"Compiling took {compile_s:.1f} s and {pays}. {entry.title} repeats its blocks: compiling one "
-                "block and reusing it cuts compile time, usually at nearly the same speed.", {"compile": "regional"},
-                0.3))
-        elif exp.cache == "cold":
-            found.append(Suggestion(
-                "compile_time", "Try a warm compile cache",
-                f"Compiling took {compile_s:.1f} s and {pays}. A restart with a warm cache (or shipped compile "
-                "artifacts) reuses the compiled kernels.", {"cache": "warm"}, 0.3))
+    breakeven, compile_s = run.result.get("breakeven_steps"), run.result.get("compile_s")
+    if not (run.compiled and compile_s and breakeven is not None and breakeven > BREAKEVEN_STEPS):
+        return None
+    pays = f"pays back only after {breakeven:,.0f} steps"
+    if run.exp.compile == "whole" and run.entry.repeats_blocks:
+        return Suggestion(
+            "compile_time", "Try regional compilation",
+            f"Compiling took {compile_s:.1f} s and {pays}. {run.entry.title} repeats its blocks: compiling one "
+            "block and reusing it cuts compile time, usually at nearly the same speed.", {"compile": "regional"}, 0.3)
+    if run.exp.cache == "cold":
+        return Suggestion(
+            "compile_time", "Try a warm compile cache",
+            f"Compiling took {compile_s:.1f} s and {pays}. A restart with a warm cache (or shipped compile "
+            "artifacts) reuses the compiled kernels.", {"cache": "warm"}, 0.3)
+    return None
 
-    optimizer = _share(result, "eager", "optimizer")
-    if exp.task == "training" and not exp.compile_optimizer and optimizer and optimizer[2] >= OPTIMIZER_SHARE:
-        found.append(Suggestion(
-            "optimizer", "Try compiling the optimizer step",
-            f"The AdamW step took {optimizer[0]:.2f} of {optimizer[1]:.2f} ms of each eager step ({optimizer[2]:.0%}): "
-            "compiled, its many small per-weight kernels fuse into a few.", {"compile_optimizer": True}, optimizer[2]))
 
-    matmul = _share(result, timed, "matmul")
-    if gpu and exp.precision == "fp32":
-        share = f" Matmuls and convolutions took {matmul[0]:.2f} of {matmul[1]:.2f} ms of each {timed} step " \
-                f"({matmul[2]:.0%})." if matmul else ""
-        if not matmul or matmul[2] >= MATMUL_SHARE:
-            found.append(Suggestion(
-                "precision", "Try TF32 (or bf16)",
-                f"This run computes in full fp32 on a GPU, where tensor cores run TF32 several times faster and "
-                f"bf16 faster still.{share}", {"precision": "tf32"}, matmul[2] if matmul else 0.3))
+def _optimizer_rule(run: _Run) -> Suggestion | None:
+    optimizer = _share(run.result, "eager", "optimizer")
+    if not (run.exp.task == "training" and not run.exp.compile_optimizer and optimizer
+            and optimizer[2] >= OPTIMIZER_SHARE):
+        return None
+    return Suggestion(
+        "optimizer", "Try compiling the optimizer step",
+        f"The AdamW step took {optimizer[0]:.2f} of {optimizer[1]:.2f} ms of each eager step ({optimizer[2]:.0%}): "
+        "compiled, its many small per-weight kernels fuse into a few.", {"compile_optimizer": True}, optimizer[2])
 
-    return _runnable(exp, found)[:most]
+
+def _precision_rule(run: _Run) -> Suggestion | None:
+    matmul = _share(run.result, run.timed, "matmul")
+    if not (run.gpu and run.exp.precision == "fp32") or matmul and matmul[2] < MATMUL_SHARE:
+        return None
+    share = (f" Matmuls and convolutions took {matmul[0]:.2f} of {matmul[1]:.2f} ms of each {run.timed} step "
+             f"({matmul[2]:.0%})." if matmul else "")
+    return Suggestion(
+        "precision", "Try TF32 (or bf16)",
+        f"This run computes in full fp32 on a GPU, where tensor cores run TF32 several times faster and "
+        f"bf16 faster still.{share}", {"precision": "tf32"}, matmul[2] if matmul else 0.3)
+
+
+# Every rule, each a function of one run that returns its suggestion or None; suggest() ranks what they return.
+RULES = (_slower_rule, _idle_rule, _layout_rule, _recompiles_rule, _graph_breaks_rule, _compile_time_rule,
+         _optimizer_rule, _precision_rule, _small_batch_rule)
 
 
 def launch_bound(result: dict, device: str | None) -> str | None:

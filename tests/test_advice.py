@@ -137,3 +137,16 @@ def test_suggestions_read_runs_stored_before_breakdowns(device):
     old = {"variants": ["eager", "compiled"], "speedup": 1.2, "compile_s": 5.0, "breakeven_steps": 100.0}
     found = suggest({"model": "resnet50", "preset": "tiny", "dtype": "float32"}, old, device)
     assert all(s.evidence for s in found)
+
+
+def test_a_busy_large_batch_on_a_gpu_offers_the_launch_bound_case_at_a_small_batch():
+    """Issue 26: the GPU default runs at a batch that keeps the GPU busy; the wobbly launch-bound lesson stays one
+    click away, and is not offered where the run is launch-bound already (the CUDA-graph rule speaks there)."""
+    found = suggest(spec(batch_size=256), result(), "cuda")
+    assert rules(found) == ["small_batch"] and found[0].changes == {"batch_size": 32}
+    assert "busy for 92% of each compiled step" in found[0].evidence  # 0.5 ms idle of 6 ms
+    assert suggest(spec(batch_size=256), result(), "cpu") == []  # no launches to wait on that CUDA graphs remove
+    assert suggest(spec(batch_size=32), result(), "cuda") == []
+    bound = suggest(spec(batch_size=256), result(compiled_idle_ms=3.0, compiled_matmul_ms=3.0), "cuda")
+    assert rules(bound) == ["idle"]
+    assert suggest(spec(batch_size=256, mode="reduce-overhead"), result(), "cuda") == []
