@@ -34,6 +34,7 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
     """In this process: the app, `attempts` runs of `model` clicked one after another."""
     from streamlit.testing.v1 import AppTest
 
+    from tcore import figures
     from tcore.lab import runs
 
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
@@ -74,7 +75,8 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
                "from_spare": run.from_spare,
                "phases_s": {p: round(t - t0, 2) for p, t in snap["phase_started_at"].items()},
                "worker_end_s": round(run.handle.finished_at - t0, 2),
-               "speedup": record.result.get("speedup"), "compile_s": record.result.get("compile_s"),
+               "speedup": record.result.get("speedup"), "speedup_pm_pct": record.result.get("speedup_pm_pct"),
+               "noisy": figures.noise_reasons(record.result), "compile_s": record.result.get("compile_s"),
                "gpu": record.env.get("gpu"), "gpu_uuid": record.env.get("gpu_uuid"), "torch": record.env.get("torch")}
         print(json.dumps(row), flush=True)
         with open(out, "a") as f:

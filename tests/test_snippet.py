@@ -8,6 +8,7 @@ One snippet also runs verbatim, through Inductor, as a person would run it.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -67,14 +68,21 @@ def test_the_snippet_says_each_setting_in_torch_s_own_words():
     assert "torch.compile(" not in code_for(TINY.replace(compile="off").to_dict(), "cpu")
 
 
-def test_a_snippet_runs_verbatim_through_inductor(tmp_path):
-    """As a person runs it: `python snippet.py` from the lab's folder, real code generation (about 30 s cold)."""
+def test_a_snippet_runs_verbatim_through_inductor_and_prints_the_speedup_with_its_interval(tmp_path):
+    """As a person runs it: `python snippet.py` from the lab's folder, real code generation (about 30 s cold), and
+    it prints the effect: the speedup of paired rounds with its interval (issue 32, item 6). One run checks both:
+    each is a cold Inductor compile on the CPU."""
     path = tmp_path / "snippet.py"
     path.write_text(code_for(TINY.replace(batch_size=1).to_dict(), "cpu") + "print('shape', tuple(out.shape))\n")
     done = subprocess.run([sys.executable, str(path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
                           env=_with_repo_on_path(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shape (1," in done.stdout
+    found = re.search(r"speedup (\d+\.\d+)x \(interval (\d+\.\d+)-(\d+\.\d+)x, (\d+) paired rounds; eager "
+                      r"\d+\.\d+ ms/step, compiled \d+\.\d+ ms/step", done.stdout)
+    assert found, done.stdout
+    speedup, low, high, rounds = float(found[1]), float(found[2]), float(found[3]), int(found[4])
+    assert low <= speedup <= high and rounds >= 6
 
 
 def _with_repo_on_path(**extra):

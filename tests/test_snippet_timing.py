@@ -2,14 +2,10 @@
 prints the speedup with its interval (issue 32, item 6)."""
 import math
 import random
-import re
-import subprocess
-import sys
 
 import pytest
 
 from tcore import paired
-from tcore.lab.launcher import REPO_ROOT
 from tcore.snippet import code_for
 from tcore.spec import Experiment
 
@@ -40,15 +36,4 @@ def test_the_snippet_times_in_synchronized_alternating_rounds_on_a_gpu():
     assert "order = (True, False) if len(rounds) % 2 == 0 else (False, True)" in code
     assert "torch.compiler.set_stance('force_eager' if eager else 'default')" in code
 
-
-def test_the_copied_code_prints_the_speedup_with_its_interval(tmp_path):
-    path = tmp_path / "snippet.py"
-    path.write_text(code_for(TINY.replace(backend="eager").to_dict(), "cpu"))
-    done = subprocess.run([sys.executable, str(path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
-                          env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = re.search(r"speedup (\d+\.\d+)x \(interval (\d+\.\d+)-(\d+\.\d+)x, (\d+) paired rounds; eager "
-                      r"\d+\.\d+ ms/step, compiled \d+\.\d+ ms/step", done.stdout)
-    assert found, done.stdout
-    speedup, low, high, rounds = float(found[1]), float(found[2]), float(found[3]), int(found[4])
-    assert low <= speedup <= high and rounds >= 6
+# The copied code's printed speedup and interval, from a real run of it: test_snippet.py's verbatim run.
