@@ -7,8 +7,15 @@ PY := $(VENV)/bin/python
 app: $(VENV)/.app-installed
 	$(PY) -m streamlit run serve.py
 
+# The suite in two parts: most of it on TEST_WORKERS processes, a file to each (its module fixtures stay whole), while
+# the cores wait on worker processes, queues and compiles; then, one at a time on a quiet machine, the tests that
+# time the machine itself and the real browser (a browser on a loaded machine misses its cues). Both parts run;
+# either failing fails the target.
+TEST_WORKERS ?= 3
 test: $(VENV)/.test-installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not browser and not alone"; first=$$?; \
+	$(PY) -m pytest -p no:xdist -m "browser or alone"; second=$$?; \
+	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 
 # Runs on a Ray cluster (README: "Several machines: a Ray cluster"): two nodes on this machine and the app.
 cluster-demo: $(VENV)/.test-installed

@@ -129,6 +129,7 @@ def test_report_shows_units_and_reasons():
     assert "Throughput (steps/s)" in table and "n/a: no RAPL" in table
 
 
+@pytest.mark.alone
 def test_blocks_are_sized_from_the_steady_state_not_from_a_slow_warm_up():
     import time as clock
 
@@ -152,6 +153,7 @@ def test_blocks_are_sized_from_the_steady_state_not_from_a_slow_warm_up():
     assert sized_from_warm_up * 0.005 < 0.05
 
 
+@pytest.mark.alone
 def test_cpu_load_sees_another_process_keeping_a_core_busy():
     import subprocess
     import sys

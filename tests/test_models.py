@@ -64,6 +64,7 @@ def test_training_loss_falls(name):
     assert losses[-1] < 0.8 * losses[0], losses
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("name", NAMES)
 def test_tiny_forward_is_fast(name):
     _, model, batch = tiny_model_and_batch(name)

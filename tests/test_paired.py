@@ -167,6 +167,7 @@ def test_two_runs_are_told_apart_only_when_their_intervals_do_not_overlap():
     assert figures.told_apart(a, {"speedup": 1.5}) is None
 
 
+@pytest.mark.alone
 def test_a_block_on_a_machine_that_slows_mid_block_stops_at_its_deadline():
     import time as clock
 
