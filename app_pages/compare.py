@@ -5,7 +5,7 @@ import streamlit as st
 from tcore import figures
 from tcore.lab import runs
 from tcore.store import RunStore
-from ui import charts, diagnose_charts, exports, people, results, summary, verdicts
+from ui import charts, diagnose_charts, diagnose_queries, exports, people, results, run_table, verdicts
 
 SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
@@ -21,7 +21,7 @@ CHART_WORDS = {"compare_scatter": SCATTER_WORDS, "compare_cold_warm": COLD_WARM_
 
 def export_table(picked, records: list):
     """The Compare table of the chosen runs, with the Noisy flag each run's own page shows beside its headline."""
-    table = summary.run_table(picked)
+    table = run_table.run_table(picked)
     table.insert(3, "Noisy", ["; ".join(figures.noise_reasons(r.result)) or "" for r in records])
     return table
 
@@ -55,8 +55,8 @@ for column, chosen in filters.items():
     if chosen:  # nothing chosen means no filter
         view = view[view[column].isin(chosen)]
 formats = {title: st.column_config.NumberColumn(format=f)
-           for title, f in summary.number_formats(summary.RUN_TABLE_FIGURES).values()}
-st.dataframe(summary.run_table(view), hide_index=True, width="stretch", key="compare_table",
+           for title, f in run_table.number_formats(run_table.RUN_TABLE_FIGURES).values()}
+st.dataframe(run_table.run_table(view), hide_index=True, width="stretch", key="compare_table",
              column_config={"Started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"), **formats})
 
 finished = view[view.status == "finished"]
@@ -81,7 +81,7 @@ else:
                                                   reason=reasons.get("eager_energy_j_per_step")),
         "compare_scatter": charts.tradeoff_scatter(picked),
         "compare_breakdown": charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
-        "compare_cold_warm": diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)),
+        "compare_cold_warm": diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records)),
     }
     verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run")
     if verdict:

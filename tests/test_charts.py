@@ -6,10 +6,11 @@ import plotly.graph_objects as go
 import pytest
 
 from tcore import figures
+from tcore.advice import inside_torch
 from tcore.spec import Experiment
 from tcore.store import RunRecord
 from tests.helpers import gpu_like_result, power_trace, recorded_run
-from ui import charts, diagnose_charts, summary
+from ui import charts, diagnose_charts, diagnose_queries, graph_words, run_state, run_words, sweep_matrix
 
 NO_RAPL = "no RAPL energy counter on this CPU (/sys/class/powercap/intel-rapl:* is absent)"
 
@@ -186,7 +187,7 @@ def test_sweep_heatmap_places_settings_and_centres_on_one():
     exps = [tiny.replace(compile="whole"), tiny.replace(compile="regional"), tiny.replace(compile="whole", mode="lite")]
     done = RunRecord(id="r1", status="finished", created_at=0, label="", spec={},
                      result={"speedup": 1.5, "compile_s": 20.0})
-    matrix = summary.sweep_matrix(exps, [done, "running", "waiting"])
+    matrix = sweep_matrix.sweep_matrix(exps, [done, "running", "waiting"])
     fig = charts.sweep_heatmap(matrix)
     pending, heat = fig.data
     assert list(heat.y) == ["whole · default", "regional · default", "whole · lite"]
@@ -198,7 +199,7 @@ def test_sweep_heatmap_places_settings_and_centres_on_one():
 
 
 def test_graph_words_name_breaks_and_recompiles(gpu_result):
-    words = "\n".join(summary.graph_words(gpu_result))
+    words = "\n".join(graph_words.graph_words(gpu_result))
     assert "Dynamo compiled **3 graphs**: 2 pieces of the model between its graph breaks, plus 1 recompilation" in words
     assert "**1 graph break**, counted by place in the code" in words
     assert ("- graph break: Unsupported Tensor.item() call with capture_scalar_outputs=False; Dynamo met it 4 times"
@@ -208,7 +209,7 @@ def test_graph_words_name_breaks_and_recompiles(gpu_result):
 
 
 def test_graph_words_say_where_a_break_is_and_count_kernels():
-    words = summary.graph_words({
+    words = graph_words.graph_words({
         "graph_count": 2, "graph_break_count": 1, "eager_kernels_per_step": 67, "compiled_kernels_per_step": 12,
         "graph_breaks": [{"reason": "Unsupported Tensor.item() call", "count": 1, "line": 74,
                           "file": "/repo/sample_models/captioner.py", "source": "if x.abs().mean().item() > 1e4:"}]})
@@ -218,7 +219,7 @@ def test_graph_words_say_where_a_break_is_and_count_kernels():
 
 
 def test_graph_words_name_the_recompile_limit():
-    words = summary.graph_words({"recompile_count": 2, "recompiles": [
+    words = graph_words.graph_words({"recompile_count": 2, "recompiles": [
         {"compile_id": "0/1", "frame": "forward", "reason": "0/0: tensor 'tokens' size mismatch at index 1"},
         {"compile_id": "0/2", "frame": None, "reason": "0/1: tensor 'tokens' size mismatch at index 1"}]})
     assert "- recompile 0/1 of `forward`: tensor 'tokens' size mismatch at index 1" in words
@@ -226,35 +227,35 @@ def test_graph_words_name_the_recompile_limit():
 
 
 def test_cuda_graph_skips_on_the_cpu_say_why_and_on_a_gpu_give_torchs_reason():
-    cpu = summary.graph_words({"device": "cpu", "cudagraph_skip_count": 2, "cudagraph_skip_reasons": []})
+    cpu = graph_words.graph_words({"device": "cpu", "cudagraph_skip_count": 2, "cudagraph_skip_reasons": []})
     assert cpu == ["CUDA graphs were skipped 2 time(s): there are no CUDA graphs on the CPU, so reduce-overhead and "
                    "max-autotune run without them here."]
-    gpu = summary.graph_words({"device": "cuda", "cudagraph_skip_count": 1,
+    gpu = graph_words.graph_words({"device": "cuda", "cudagraph_skip_count": 1,
                                "cudagraph_skip_reasons": ["skipping cudagraphs due to mutated inputs (1 instances)"]})
     assert gpu == ["CUDA graphs were skipped 1 time(s): skipping cudagraphs due to mutated inputs (1 instances)."]
-    assert "torch gave no reason" in summary.graph_words({"device": "cuda", "cudagraph_skip_count": 1})[0]
+    assert "torch gave no reason" in graph_words.graph_words({"device": "cuda", "cudagraph_skip_count": 1})[0]
 
 
 def test_graph_words_for_a_clean_compile():
-    words = summary.graph_words({"graph_count": 1, "graph_break_count": 0, "graph_breaks": [],
+    words = graph_words.graph_words({"graph_count": 1, "graph_break_count": 0, "graph_breaks": [],
                                  "recompile_count": 0, "recompiles": []})
     assert words == ["Dynamo captured 1 graph with no graph breaks.", "No recompilations."]
 
 
 def test_correctness_and_payback_words(gpu_result):
-    ok, text = summary.correctness_words(gpu_result, "float32")
+    ok, text = run_words.correctness_words(gpu_result, "float32")
     assert ok and "within the float32 tolerance of 0.001" in text
     bad = {**gpu_result, "correctness_ok": False, "correctness_rel_diff": 0.2}
-    assert summary.correctness_words(bad, "float32")[1].startswith("Compiled output DIFFERS")
-    assert summary.correctness_words({}, "float32")[0] is None
-    assert "11,121 steps" in summary.payback_words(gpu_result)
-    assert summary.payback_words({"breakeven_steps": None}) is None
+    assert run_words.correctness_words(bad, "float32")[1].startswith("Compiled output DIFFERS")
+    assert run_words.correctness_words({}, "float32")[0] is None
+    assert "11,121 steps" in run_words.payback_words(gpu_result)
+    assert run_words.payback_words({"breakeven_steps": None}) is None
 
 
 def test_headline_gives_units_or_the_reason(gpu_result, cpu_eager_only):
-    assert summary.headline(gpu_result)["speedup"] == ("1.14 x", None)
-    assert summary.headline(gpu_result)["compile_s"] == ("11.2 s", None)
-    assert summary.headline(cpu_eager_only)["speedup"] == ("n/a", "nothing is compiled in this run (compile=off)")
+    assert run_words.headline(gpu_result)["speedup"] == ("1.14 x", None)
+    assert run_words.headline(gpu_result)["compile_s"] == ("11.2 s", None)
+    assert run_words.headline(cpu_eager_only)["speedup"] == ("n/a", "nothing is compiled in this run (compile=off)")
 
 
 def test_best_setting_names_fastest_and_soonest_payback():
@@ -263,10 +264,10 @@ def test_best_setting_names_fastest_and_soonest_payback():
         {"setting": "regional · default", "speedup": 1.3, "compile_s": 9.0, "breakeven_steps": 700.0},
         {"setting": "off (eager)", "speedup": None, "compile_s": None, "breakeven_steps": None},
     ])
-    text = summary.best_setting(matrix)
+    text = sweep_matrix.best_setting(matrix)
     assert text.startswith("Fastest: **whole · max-autotune**, 1.60x eager after 90.0 s")
     assert "Pays back soonest: **regional · default**" in text
-    assert summary.best_setting(matrix.iloc[2:]) is None
+    assert sweep_matrix.best_setting(matrix.iloc[2:]) is None
 
 
 def test_best_setting_gives_its_spread_and_names_the_settings_it_cannot_be_told_from():
@@ -278,7 +279,7 @@ def test_best_setting_gives_its_spread_and_names_the_settings_it_cannot_be_told_
         {"setting": "whole · lite", "speedup": 1.05, "speedup_min": 1.00, "speedup_max": 1.10, "compile_s": 6.0,
          "breakeven_steps": None},
     ])
-    text = summary.best_setting(matrix)
+    text = sweep_matrix.best_setting(matrix)
     assert text.startswith("Fastest: **whole · default**, 1.50x eager (rounds 1.20–1.90x) after 20.0 s")
     assert "cannot tell it apart** from **regional · default**: their rounds overlap" in text
     assert "whole · lite**" not in text
@@ -428,21 +429,21 @@ def test_break_grouping_strategies_and_queue_words():
                "skipped_frame": False, "source": "if x.abs().mean().item() > 1e4:", "hint": "Hint: x"},
               {"reason": "Unsupported Tensor.item() call", "file": "/r/captioner.py", "line": 97, "count": 1,
                "skipped_frame": False, "source": "if x.abs().mean().item() > 1e4:", "hint": "Hint: x"}]
-    grouped = summary.group_breaks(breaks)
+    grouped = graph_words.group_breaks(breaks)
     assert [(b["line"], b["count"], b["skipped_frame"]) for b in grouped] == [(74, 2, True), (97, 1, False)]
-    assert summary.break_title(grouped[0]) == "`captioner.py:74`: Unsupported Tensor.item() call (hit 2 times)"
+    assert graph_words.break_title(grouped[0]) == "`captioner.py:74`: Unsupported Tensor.item() call (hit 2 times)"
 
-    assert [summary.strategy_of({"shape_count": 6, **changes}) for _, changes, _ in summary.STRATEGIES.values()] \
-        == list(summary.STRATEGIES)
-    assert summary.strategy_of({"shape_count": 0, "dynamic": False}) is None
+    assert [diagnose_queries.strategy_of({"shape_count": 6, **changes}) for _, changes, _ in diagnose_queries.STRATEGIES.values()] \
+        == list(diagnose_queries.STRATEGIES)
+    assert diagnose_queries.strategy_of({"shape_count": 0, "dynamic": False}) is None
     assert figures.compile_totals([{"kind": "compile", "duration_s": 0.5}, {"kind": "recompile", "duration_s": 0.25},
                                    {"kind": "limit", "duration_s": 0.01}]) == {"compilations": 2, "compiling_s": 0.75}
 
-    from tcore.lab.scheduler import Wait
+    from tcore.lab.scheduler import Wait, wait_words
 
-    assert summary.queue_words(2, Wait(95.0, 1200.0), 12.0) == "#2 in the queue · starts in about 1 min 35 s · waited 12 s"
-    assert "no estimate yet" in summary.queue_words(1, None, 0.0)
-    assert summary.wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s that runs like it took")) \
+    assert run_state.queue_words(2, Wait(95.0, 1200.0), 12.0) == "#2 in the queue · starts in about 1 min 35 s · waited 12 s"
+    assert "no estimate yet" in run_state.queue_words(1, None, 0.0)
+    assert wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s that runs like it took"))[0] \
         == "late: starts within 3 min 00 s at the latest"
 
 
@@ -475,7 +476,7 @@ def test_four_way_picks_the_newest_run_of_each_cell_with_the_same_settings():
         record("schedule-aot-eager", {**base, "backend": "aot_eager", "shape_count": 6}, {"compile_s": 1.5}),
         record("whole-cold", base, {"compile_s": 20.0}),
     ]
-    cells = summary.four_way(records, base)
+    cells = diagnose_queries.four_way(records, base)
     # An artifacts run that loaded nothing compiled cold, so it counts as cold.
     assert {k: r.id for k, r in cells.items()} == {("regional", "warm"): "regional-warm",
                                                     ("whole", "cold"): "whole-fell-back",
@@ -485,15 +486,15 @@ def test_four_way_picks_the_newest_run_of_each_cell_with_the_same_settings():
 def test_break_pair_words_say_what_the_break_cost():
     clean = {"graph_count": 1, "compiled_samples_per_s": 5591.7, "compile_s": 18.2}
     broken = {"graph_count": 6, "compiled_samples_per_s": 4192.3, "compile_s": 17.7}
-    assert summary.break_pair_words(clean, broken) == ("With the break, Dynamo captured **6 graphs** instead of 1; "
+    assert graph_words.break_pair_words(clean, broken) == ("With the break, Dynamo captured **6 graphs** instead of 1; "
                                                        "the model runs at **75%** of the throughput; compiling took "
                                                        "17.7 s instead of 18.2 s.")
-    assert summary.break_pair_words({"graph_count": 1}, {"graph_count": 3}) == \
+    assert graph_words.break_pair_words({"graph_count": 1}, {"graph_count": 3}) == \
         "With the break, Dynamo captured **3 graphs** instead of 1."
 
 
 def test_the_baseline_sentence_says_which_precision_and_layout_eager_ran_in():
-    from ui.summary import baseline_words
+    from ui.run_words import baseline_words
 
     tuned = baseline_words({"model": "resnet50", "precision": "bf16", "channels_last": True}, "cuda")
     assert "**bf16**" in tuned and "channels_last**, as people tune a CNN" in tuned
@@ -523,11 +524,11 @@ def test_a_break_inside_pytorch_says_so_instead_of_torchs_hint():
     "Remove the torch._dynamo.graph_break() call", which is PyTorch's own, on purpose."""
     optimizer = {"file": "/usr/lib/python3.12/site-packages/torch/optim/optimizer.py", "line": 79,
                  "hint": "Hint: Remove the torch._dynamo.graph_break() call."}
-    assert summary.inside_torch(optimizer["file"]) == "torch/optim/optimizer.py"
-    assert "on purpose, before every optimizer step" in summary.torch_break_words(optimizer)
+    assert inside_torch(optimizer["file"]) == "torch/optim/optimizer.py"
+    assert "on purpose, before every optimizer step" in graph_words.torch_break_words(optimizer)
     other = {"file": "/opt/venv/lib/python3.11/dist-packages/torch/nn/modules/module.py", "line": 1}
-    assert "inside PyTorch itself (torch/nn/modules/module.py), not in your code" in summary.torch_break_words(other)
-    assert summary.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None
+    assert "inside PyTorch itself (torch/nn/modules/module.py), not in your code" in graph_words.torch_break_words(other)
+    assert graph_words.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None
 
 
 def test_the_compilations_chart_says_it_counts_compilations_not_graphs():
@@ -664,10 +665,10 @@ def test_metric_tiles_fit_a_third_of_the_run_column_at_any_magnitude():
     big = {**lab_results()["captioner"], "breakeven_steps": 59391.0, "compile_s": 1234.5, "speedup_min": 0.41,
            "speedup_max": 16.1, "eager_samples_per_s": 123456.7, "compiled_samples_per_s": 234567.8}
     for result in (*lab_results().values(), big):
-        for tile in (t for row in summary.headline_tiles(result) for t in row):
-            assert len(tile["label"]) <= summary.TILE_LABEL_CHARS, tile
-            assert len(tile["value"]) <= summary.TILE_VALUE_CHARS, tile
-    top, bottom = summary.headline_tiles(big)
+        for tile in (t for row in run_words.headline_tiles(result) for t in row):
+            assert len(tile["label"]) <= run_words.TILE_LABEL_CHARS, tile
+            assert len(tile["value"]) <= run_words.TILE_VALUE_CHARS, tile
+    top, bottom = run_words.headline_tiles(big)
     assert [t["label"] for t in top] == ["Speedup", "Compile time", "Break-even (steps)"]
     assert [t["value"] for t in top] == ["1.41 x", "1234.5 s", "59391"]
     assert [t["label"] for t in bottom] == ["Eager samples/s", "Compiled samples/s"]

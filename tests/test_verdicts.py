@@ -5,7 +5,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tcore.spec import Experiment
-from ui import charts, summary, verdicts
+from ui import charts, sweep_matrix, verdicts
 
 
 def run(speedup, low, high, **more):
@@ -57,7 +57,7 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
         {"row": "whole · lite", "col": "as set", "setting": "whole · lite", "speedup": 1.05, "speedup_low": 1.0,
          "speedup_high": 1.10, "speedup_min": 0.9, "speedup_max": 1.6, "compile_s": 6.0, "breakeven_steps": None},
     ])
-    text = summary.best_setting(matrix)
+    text = sweep_matrix.best_setting(matrix)
     assert text.startswith("Fastest: **whole · default**, 1.50x eager (interval 1.45–1.56x)")
     # whole · lite's rounds reach 1.6 but its interval stops at 1.10: the interval, not the rounds, decides
     assert "cannot tell it apart** from **regional · default**: their intervals overlap" in text

@@ -14,7 +14,7 @@ from tcore.breakdown import CATEGORIES, as_timed
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.lab import artifacts
 from tcore.store import RunRecord, RunStore
-from ui import charts, exports, queue, summary
+from ui import charts, exports, queue, run_words
 
 PAIRS = "suggested_pairs"  # session_state: counterpart run id -> the id of the run that suggested it
 SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per_step", "kernels_per_step")
@@ -24,9 +24,9 @@ def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None
     r = rec.result
     st.markdown("**Where the time goes**")
     exports.show(st, charts.variant_breakdown_chart(r), key=f"{key}_breakdown", run_id=rec.id)
-    for words in summary.breakdown_words(r):
+    for words in run_words.breakdown_words(r):
         st.caption(words)
-    if peak := summary.peak_words(r, rec.env.get("gpu")):
+    if peak := run_words.peak_words(r, rec.env.get("gpu")):
         st.caption(peak)
     found = r.get("breakdown") or {}
     if found:

@@ -13,7 +13,8 @@ import streamlit as st
 
 from tcore.lab import limits, runs
 from tcore.store import RunStore
-from ui import people, summary
+from tcore.lab.scheduler import duration_words
+from ui import people
 
 # limit -> (label, unit, smallest value, step, whether "no limit" is allowed)
 _FIELDS = {
@@ -59,7 +60,7 @@ def panel(store: RunStore) -> None:
         left.button("Pause the queue", icon=":material/pause:", key="instructor_pause", on_click=runs.pause,
                     args=(store, True), help="Runs under way finish; waiting runs keep their place; nothing new starts.")
     else:
-        left.markdown(f":orange[Paused {summary.duration(time.time() - since)} ago.]")
+        left.markdown(f":orange[Paused {duration_words(time.time() - since)} ago.]")
         left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume", on_click=runs.pause,
                     args=(store, False))
     right.button("Lock", icon=":material/lock:", key="instructor_lock", on_click=st.session_state.pop,

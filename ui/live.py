@@ -15,7 +15,8 @@ from tcore.lab import runs, sweeps
 from tcore.protocol import PHASE_TITLES, phases_for
 from tcore.spec import Experiment
 from tcore.store import RunStore
-from ui import charts, exports, queue, summary
+from tcore.lab.scheduler import wait_words
+from ui import charts, exports, queue, run_state, run_table, sweep_matrix
 
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -72,8 +73,8 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
             steps.append(f":gray[:material/radio_button_unchecked: {PHASE_TITLES[p]}]")
     st.markdown(" &nbsp;:gray[:material/arrow_forward:]&nbsp; ".join(steps))
     if queued:  # waiting for the device: other runs are ahead of it
-        st.markdown(f":blue-background[**{summary.queue_words(snap['queue_position'], snap['wait'], snap['waited_s'])}**]",
-                    help=summary.wait_reason(snap["wait"]))
+        st.markdown(f":blue-background[**{run_state.queue_words(snap['queue_position'], snap['wait'], snap['waited_s'])}**]",
+                    help=wait_words(snap["wait"])[1])
         st.caption("One run at a time per device, in the order they were queued: two at once would disturb "
                    "each other's timings.")
     else:
@@ -152,7 +153,7 @@ def sweep_panel(sweep_id: str, store: RunStore) -> None:
 
 
 def draw_sweep(sweep: sweeps.SweepRecord) -> None:
-    matrix = summary.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
+    matrix = sweep_matrix.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
     cancelled = sum(1 for r in sweep.runs if r.error_kind == "cancelled")
     failed = sum(1 for r in sweep.runs if r.status == "failed") - cancelled
@@ -160,14 +161,14 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs finished{ended}")
     st.caption(f"{sweep.label} · {sweep_settings(sweep)} · started {time.strftime('%H:%M', time.localtime(sweep.created_at))}")
     st.progress(sweep.ended_count / max(sweep.size, 1))
-    if best := summary.best_setting(matrix, final=sweep.done):
+    if best := sweep_matrix.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
     exports.show(st, charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
     st.dataframe(matrix.drop(columns=["row", "col"]), hide_index=True, width="stretch",
                  key=f"sweep_matrix_{sweep.id}",
                  column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",
                                 **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)
-                                   in summary.number_formats(summary.SWEEP_FIGURES).items()}})
+                                   in run_table.number_formats(sweep_matrix.SWEEP_FIGURES).items()}})
     if sweep.skipped:
         with st.expander(f"{len(sweep.skipped)} combination{'s' if len(sweep.skipped) != 1 else ''} skipped, and why"):
             st.markdown("\n".join(f"- {s}" for s in sweep.skipped))

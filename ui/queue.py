@@ -19,7 +19,8 @@ from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from tcore.store.queue import BY_INSTRUCTOR
-from ui import people, summary
+from tcore.lab.scheduler import duration_words, wait_words
+from ui import people, run_state
 
 MY_RUNS_SHOWN = 8
 # How often a view of the queue redraws: every BUSY_S while something in it can change by the second (a run
@@ -90,12 +91,12 @@ def status_words(record, places: dict[str, dict]) -> str:
     if record.status not in ENDED and live is not None and not live.done:
         snap = live.snapshot()
         if snap["status"] == "queued":
-            return f"#{snap['queue_position'] or '?'} in the queue · {summary.wait_words(snap['wait'])}"
+            return f"#{snap['queue_position'] or '?'} in the queue · {wait_words(snap['wait'])[0]}"
         return f"running: {PHASE_TITLES.get(snap['phase'], 'starting the worker')}"
     if record.id in places:  # queued or running in another process
         place = places[record.id]
         return ("running" if place["status"] == "running"
-                else f"#{place['queue_position'] or '?'} in the queue · {summary.wait_words(place['wait'])}")
+                else f"#{place['queue_position'] or '?'} in the queue · {wait_words(place['wait'])[0]}")
     status = store_status(record)
     if status == "finished" and record.result.get("speedup") is not None:
         return f"finished, {record.result['speedup']:.2f}x eager"
@@ -173,7 +174,7 @@ def queue_view(store: RunStore, *, key: str, follows: str | None = None) -> None
     show_toast()
     st.markdown("**The queue on this machine**")
     if (since := runs.paused_since(reads(store))) is not None:
-        st.warning(f"The instructor paused the queue {summary.duration(time.time() - since)} ago: runs under way "
+        st.warning(f"The instructor paused the queue {duration_words(time.time() - since)} ago: runs under way "
                    "finish, waiting runs keep their place and start when it resumes.", icon=":material/pause:")
     if problem := runs.queue_problem(store):
         st.error(f"The queue cannot start runs right now and keeps retrying every {scheduler.TICK_S:g} s: {problem}")
@@ -205,10 +206,10 @@ def queue_rows(store: RunStore, *, key: str, follows: str | None = None) -> None
             state = "**cancelling**: its worker is being stopped"
         elif row["status"] == "running":
             where = f" on {row['device_slot']}" if row.get("device_slot") else ""
-            state = f"**running**{where} for {summary.duration(_since(row['started_at']))}"
+            state = f"**running**{where} for {duration_words(_since(row['started_at']))}"
         else:
-            state = f"**#{row['queue_position'] or '?'} in the queue** · {summary.wait_words(row['wait'])}"
-            reason = summary.wait_reason(row["wait"])
+            state = f"**#{row['queue_position'] or '?'} in the queue** · {wait_words(row['wait'])[0]}"
+            reason = wait_words(row["wait"])[1]
         left.markdown(f"{state} · {row['label']} · :gray[{owner}]", help=reason)
         if (owner == "yours" or instructor) and row["run_id"] not in stopping:
             # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself
@@ -285,12 +286,12 @@ def pending_panel(run_ids: list[str], *, key: str) -> None:
         snap = run.snapshot()
         left, right = st.columns([4, 1], vertical_alignment="center")
         if snap["status"] == "queued":
-            state = summary.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
+            state = run_state.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
         else:
             phase = PHASE_TITLES.get(snap["phase"], "Starting the worker")
             started = snap["phase_started_at"].get(snap["phase"])
-            in_phase = f", {summary.duration(_since(started))} in this phase" if started else ""
-            state = f"Running: {phase}{in_phase}, {summary.duration(snap['elapsed_s'])} in all"
+            in_phase = f", {duration_words(_since(started))} in this phase" if started else ""
+            state = f"Running: {phase}{in_phase}, {duration_words(snap['elapsed_s'])} in all"
         left.markdown(f"**{run.exp.label}** · {state}")
         if right.button("Cancel", key=f"{key}_cancel_{run_id}", icon=":material/cancel:"):
             run.cancel()
