@@ -5,7 +5,7 @@ import streamlit as st
 from tcore import figures
 from tcore.lab import runs
 from tcore.store import RunStore
-from ui import charts, diagnose_charts, diagnose_queries, exports, people, results, run_table, verdicts
+from ui import compare_charts, diagnose_charts, diagnose_queries, exports, people, results, run_table, verdicts
 
 SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
@@ -60,7 +60,7 @@ st.dataframe(run_table.run_table(view), hide_index=True, width="stretch", key="c
              column_config={"Started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"), **formats})
 
 finished = view[view.status == "finished"]
-names = dict(zip(finished.id, charts.run_names(finished)))
+names = dict(zip(finished.id, compare_charts.run_names(finished)))
 if "compare_runs" not in st.session_state:
     st.session_state.compare_runs = list(finished.id[:4])  # the newest four
 # Runs hidden by a filter or deleted since leave the selection rather than break the widget.
@@ -74,13 +74,13 @@ else:
     reasons = store.get(picked.id.iloc[0]).result.get("unavailable", {})
     chosen_records = [store.get(i) for i in picked.id]
     figs = {  # shown below, and all of them in the HTML export
-        "compare_compile": charts.compare_bars(picked, "compile_s", "Compile time", "s",
+        "compare_compile": compare_charts.compare_bars(picked, "compile_s", "Compile time", "s",
                                                reason="nothing was compiled in these runs"),
-        "compare_throughput": charts.compare_variants(picked, "samples_per_s"),
-        "compare_energy": charts.compare_variants(picked, "energy_j_per_step",
+        "compare_throughput": compare_charts.compare_variants(picked, "samples_per_s"),
+        "compare_energy": compare_charts.compare_variants(picked, "energy_j_per_step",
                                                   reason=reasons.get("eager_energy_j_per_step")),
-        "compare_scatter": charts.tradeoff_scatter(picked),
-        "compare_breakdown": charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
+        "compare_scatter": compare_charts.tradeoff_scatter(picked),
+        "compare_breakdown": compare_charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
         "compare_cold_warm": diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records)),
     }
     verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run")

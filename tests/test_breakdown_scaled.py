@@ -2,7 +2,7 @@
 bars showed compiled at 889 ms per step against eager at 486 ms, the profiler's overhead (+318%) said only in a
 caption. Bars a little off the timed steps are scaled to them; far off, they are withheld; either is said first."""
 from tcore.breakdown import as_timed
-from ui import charts, run_words
+from ui import charts, compare_charts, run_words
 
 
 def _bd(step_ms: float, ops_ms: float) -> dict:
@@ -45,5 +45,5 @@ def test_bars_close_to_the_timed_steps_are_drawn_as_profiled():
     r = result(220.0)  # +3%
     assert {s["shown"] for s in as_timed(r).values()} == {"profiled"}
     assert not run_words.breakdown_words(r)[0].startswith("**")
-    both = charts.runs_breakdown_chart([("a run", r), ("the issue's run", result(889.0))])
+    both = compare_charts.runs_breakdown_chart([("a run", r), ("the issue's run", result(889.0))])
     assert "1 run(s) left out" in both.layout.title.subtitle.text and len(both.data[0].y) == 2  # a run's two rows

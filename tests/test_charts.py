@@ -10,7 +10,7 @@ from tcore.advice import inside_torch
 from tcore.spec import Experiment
 from tcore.store import RunRecord
 from tests.helpers import gpu_like_result, power_trace, recorded_run
-from ui import charts, diagnose_charts, diagnose_queries, graph_words, run_state, run_words, sweep_matrix
+from ui import charts, compare_charts, diagnose_charts, diagnose_queries, graph_words, run_state, run_words, sweep_matrix
 
 NO_RAPL = "no RAPL energy counter on this CPU (/sys/class/powercap/intel-rapl:* is absent)"
 
@@ -158,23 +158,23 @@ def runs_frame():
 
 def test_compare_charts_one_entry_per_run_and_units():
     frame = runs_frame()
-    compile_fig = charts.compare_bars(frame, "compile_s", "Compile time", "s")
-    assert list(compile_fig.data[0].y) == list(charts.run_names(frame, wrap=True))
+    compile_fig = compare_charts.compare_bars(frame, "compile_s", "Compile time", "s")
+    assert list(compile_fig.data[0].y) == list(compare_charts.run_names(frame, wrap=True))
     assert compile_fig.data[0].y[1] == "captioner/tiny bs8 fp32 inference<br>regional default · bbbbbb"
     assert compile_fig.layout.xaxis.title.text == "Compile time (s)"
-    throughput = charts.compare_variants(frame, "samples_per_s")
+    throughput = compare_charts.compare_variants(frame, "samples_per_s")
     assert [t.name for t in throughput.data] == ["Eager", "Compiled"]
     assert math.isnan(throughput.data[1].x[2])  # the eager-only run has no compiled bar
     assert "empty row" not in subtitle(throughput)  # it has its eager bar
-    energy = charts.compare_variants(frame, "energy_j_per_step", reason=NO_RAPL)
+    energy = compare_charts.compare_variants(frame, "energy_j_per_step", reason=NO_RAPL)
     assert not energy.data and "RAPL" in annotation_text(energy)
     frame.loc[0, "compiled_energy_j_per_step"] = 2.0  # one run had a meter, the other two did not
-    energy = charts.compare_variants(frame, "energy_j_per_step")
+    energy = compare_charts.compare_variants(frame, "energy_j_per_step")
     assert "an empty row: not measured in that run" in subtitle(energy)
 
 
 def test_tradeoff_scatter_skips_runs_without_speedup_and_hovers_label():
-    fig = charts.tradeoff_scatter(runs_frame())
+    fig = compare_charts.tradeoff_scatter(runs_frame())
     (points,) = fig.data
     assert list(points.x) == [30.0, 8.0] and list(points.y) == [1.3, 1.2]
     assert "regional default" in points.hovertext[1] and "300 steps" in points.hovertext[1]
@@ -188,7 +188,7 @@ def test_sweep_heatmap_places_settings_and_centres_on_one():
     done = RunRecord(id="r1", status="finished", created_at=0, label="", spec={},
                      result={"speedup": 1.5, "compile_s": 20.0})
     matrix = sweep_matrix.sweep_matrix(exps, [done, "running", "waiting"])
-    fig = charts.sweep_heatmap(matrix)
+    fig = compare_charts.sweep_heatmap(matrix)
     pending, heat = fig.data
     assert list(heat.y) == ["whole · default", "regional · default", "whole · lite"]
     assert heat.z[0][0] == 1.5 and math.isnan(heat.z[1][0])
@@ -573,11 +573,11 @@ def every_chart() -> dict[str, go.Figure]:
         "throughput": charts.throughput_chart(flux), "latency": charts.latency_chart(flux),
         "memory": charts.variant_bar(flux, "peak_mem_gib"), "energy": charts.energy_chart(flux),
         "phases": charts.compile_phases_chart(flux), "trace": charts.power_trace_chart(power_trace()),
-        "compare_compile": charts.compare_bars(frame, "compile_s", "Compile time", "s"),
-        "compare_throughput": charts.compare_variants(frame, "samples_per_s"),
-        "compare_energy": charts.compare_variants(frame, "energy_j_per_step"),
-        "scatter": charts.tradeoff_scatter(frame), "breakdown": charts.variant_breakdown_chart(results["cpu"]),
-        "runs_breakdown": charts.runs_breakdown_chart([("flux/x bs2, whole", results["cpu"])]),
+        "compare_compile": compare_charts.compare_bars(frame, "compile_s", "Compile time", "s"),
+        "compare_throughput": compare_charts.compare_variants(frame, "samples_per_s"),
+        "compare_energy": compare_charts.compare_variants(frame, "energy_j_per_step"),
+        "scatter": compare_charts.tradeoff_scatter(frame), "breakdown": charts.variant_breakdown_chart(results["cpu"]),
+        "runs_breakdown": compare_charts.runs_breakdown_chart([("flux/x bs2, whole", results["cpu"])]),
         "break_pair": diagnose_charts.side_by_side(items, ["compiled_samples_per_s", "speedup", "graph_count", "compile_s",
                                                            "compiled_kernels_per_step"], title="What the break costs",
                                                    subtitle="each panel: one figure, both runs"),

@@ -13,6 +13,7 @@ from tcore.protocol import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
 from tcore.store import RunRecord, RunStore
 from ui import diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, knobs, queue, results, verdicts
+from ui.diagnose_queries import STRATEGIES, strategy_of, strategy_runs
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
 
@@ -186,6 +187,13 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
                 "Dynamo compiles again. Feed a model a schedule of distinct sizes and compare the ways to handle "
                 "it: every compilation is a marker on the timeline; past the **recompile limit** Dynamo gives up "
                 "and runs that function eagerly.")
+    strategy_form(store, records)
+    session = _waiting("diag_shapes", records)
+    show_strategies(records, session)
+
+
+def strategy_form(store: RunStore, records: list[RunRecord]) -> None:
+    """The schedule's knobs and the strategies to run on it; the button queues one run per strategy."""
     cols = st.columns(4)
     with cols[0]:
         model = _model_picker("diag_shape_model")
@@ -198,31 +206,33 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
     cpu = knobs.target_device("auto") == "cpu"
     backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
     # On a CPU every Inductor compile runs g++ (20-30 s each): aot_eager shows the same guards in seconds.
-    _start_at_shown("diag_shape_backend", list(diagnose_queries.strategy_runs(records).values()),
+    _start_at_shown("diag_shape_backend", list(strategy_runs(records).values()),
                     fallback="aot_eager" if cpu else "inductor")
     backend = cols[1].selectbox("Backend", backends, key="diag_shape_backend")
     cols[2].caption(knobs.explain("backend", backend) + (" On this CPU, Inductor compiles take tens of seconds "
                                                          "each, so aot_eager is the default here." if cpu else ""))
-    chosen = st.multiselect("Strategies", list(diagnose_queries.STRATEGIES), default=list(diagnose_queries.STRATEGIES),
-                            key="diag_shape_strategies", format_func=lambda s: diagnose_queries.STRATEGIES[s][0])
+    chosen = st.multiselect("Strategies", list(STRATEGIES), default=list(STRATEGIES),
+                            key="diag_shape_strategies", format_func=lambda s: STRATEGIES[s][0])
     if st.button("Run the strategies side by side", key="diag_shape_start", type="primary",
                  icon=":material/play_arrow:", disabled=not chosen):
         try:
             base = base_experiment(model, backend=backend, shape_count=int(count), shape_order=order,
                                    recompile_limit=int(limit), buckets=int(buckets))
-            experiments = [base.replace(**diagnose_queries.STRATEGIES[s][1]) for s in chosen]
+            experiments = [base.replace(**STRATEGIES[s][1]) for s in chosen]
         except SpecError as e:
             st.error(f"**These settings cannot run:** {e}")
         else:
             _queue(experiments, store, key="diag_shapes")
-    session = _waiting("diag_shapes", records)
 
-    done = [r for r in records if r.status == "finished" and diagnose_queries.strategy_of(r.spec)]
+
+def show_strategies(records: list[RunRecord], session: list[str]) -> None:
+    """The finished strategy runs side by side (this session's newest by default), then each one's timeline."""
+    done = [r for r in records if r.status == "finished" and strategy_of(r.spec)]
     if not done:
         st.info("No finished run with a shape schedule is stored yet: press the button above.")
         return
     mine = [i for i in session if i in {r.id for r in done}]
-    default = mine or [r.id for r in diagnose_queries.strategy_runs(records).values()]
+    default = mine or [r.id for r in strategy_runs(records).values()]
     if st.session_state.get("diag_shape_runs_applied") != default:  # new runs finished: show them
         st.session_state.diag_shape_runs, st.session_state.diag_shape_runs_applied = default, default
     st.session_state.diag_shape_runs = [i for i in st.session_state.get("diag_shape_runs", []) if i in _names(done)]
@@ -230,18 +240,18 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
         picked_ids = st.multiselect("Runs shown", [r.id for r in done], key="diag_shape_runs",
                                     format_func=_names(done).get)
     picked = sorted((r for r in done if r.id in picked_ids),
-                    key=lambda r: list(diagnose_queries.STRATEGIES).index(diagnose_queries.strategy_of(r.spec)))
+                    key=lambda r: list(STRATEGIES).index(strategy_of(r.spec)))
     if not picked:
         return
-    items = [(diagnose_queries.STRATEGIES[diagnose_queries.strategy_of(r.spec)][0], {**r.result, **figures.compile_totals(r.result.get("compile_events"))})
-             for r in picked]
+    items = [(STRATEGIES[strategy_of(r.spec)][0],
+              {**r.result, **figures.compile_totals(r.result.get("compile_events"))}) for r in picked]
     exports.show(st, diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
                                          subtitle="compilations and their time, then the steady speed over the "
                                                   "whole schedule"), key="diag_shape_summary")
     if verdict := verdicts.ranking_verdict(items, what="strategy"):
         st.markdown(verdict)
     for rec in picked:
-        title, _, words = diagnose_queries.STRATEGIES[diagnose_queries.strategy_of(rec.spec)]
+        title, _, words = STRATEGIES[strategy_of(rec.spec)]
         with st.container(border=True):
             st.markdown(f"#### {title}")
             st.caption(f"{words} · run {rec.id}: {rec.label}")

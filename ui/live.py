@@ -16,7 +16,7 @@ from tcore.protocol import PHASE_TITLES, phases_for
 from tcore.spec import Experiment
 from tcore.store import RunStore
 from tcore.lab.scheduler import wait_words
-from ui import charts, exports, queue, run_state, run_table, sweep_matrix
+from ui import charts, compare_charts, exports, queue, run_state, run_table, sweep_matrix
 
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -163,7 +163,7 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     st.progress(sweep.ended_count / max(sweep.size, 1))
     if best := sweep_matrix.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
-    exports.show(st, charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
+    exports.show(st, compare_charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
     st.dataframe(matrix.drop(columns=["row", "col"]), hide_index=True, width="stretch",
                  key=f"sweep_matrix_{sweep.id}",
                  column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",
