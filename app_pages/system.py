@@ -91,7 +91,7 @@ if facts["missing"]:
     st.markdown("#### Not available here")
     st.warning("\n".join(f"- {line}" for line in facts["missing"]))
 with st.container(border=True):
-    queue.queue_view(store, key="system_queue")
+    queue.queue_box(store, key="system_queue")
 if active := sweeps.active_count(store):
     st.caption(f"Sweeps in progress: {active}.")
 

@@ -411,7 +411,7 @@ def test_diagnose_queues_the_break_pair_for_this_session_and_cancels_it(db):
     assert {r.owner for r in queued} == {at.session_state["owner"]}
     assert "+break" in texts(at.markdown)  # the live line of each run
     for run in queued:
-        at.button(key=f"diag_breaks_pending_cancel_{run.run_id}").click().run()
+        at.button(key=f"diag_breaks_live_cancel_{run.run_id}").click().run()
         assert not at.exception
     for run in queued:
         assert run.wait(60).error_kind == "cancelled"

@@ -75,9 +75,9 @@ def _waiting(key: str, records: list[RunRecord]) -> list[str]:
     """The ids this section queued in this session; draws a live line for those still under way and says
     why any of them failed (not when cancelled, nor a fullgraph run on the deliberate break: it is meant to)."""
     ids = st.session_state.get(key, [])
-    if waiting := queue.pending(ids):
+    if waiting := queue.live_ids(ids):
         with st.container(border=True):
-            queue.pending_panel(waiting, key=f"{key}_pending")
+            queue.live_runs_panel(waiting, key=f"{key}_live")
     queue.show_refusal(key)
     for rec in records:
         expected = rec.error_kind == "cancelled" or (rec.spec.get("fullgraph") and rec.spec.get("graph_break"))

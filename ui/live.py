@@ -1,12 +1,13 @@
 """Live views: a run waiting in the queue or in progress (place, phase, elapsed time, power trace, Cancel) and a sweep.
 
-run_panel and sweep_panel are fragments: each reruns itself every second or two, alone, without
+follow and sweep_panel are fragments: each reruns itself every second or two, alone, without
 rerunning the page around it; when its run or sweep ends it reruns the whole page, which then draws
 the stored result.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -16,7 +17,7 @@ from tcore.protocol import PHASE_TITLES, phases_for
 from tcore.spec import Experiment
 from tcore.store import RunStore
 from tcore.lab.scheduler import wait_words
-from ui import charts, compare_charts, exports, queue, run_state, run_table, sweep_matrix
+from ui import charts, compare_charts, exports, run_state, run_table, sweep_matrix
 
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -48,11 +49,33 @@ def progress_fraction(phases: list[str], phase: str | None, progress: dict) -> f
     return min((phases.index(phase) + done / max(total, 1)) / len(phases), 1.0)
 
 
-@st.fragment(run_every=1.0)
-def run_panel(run_id: str, store: RunStore, *, key: str = "run") -> None:
-    """Redraws every second; reruns the whole page once the run's record says it is over, to draw its result."""
-    queue.rerun_if_ended(run_id, store)
-    draw_progress(runs.live(run_id), key=key)
+FOLLOW_S = 1.0  # how often a followed run's part of the page redraws
+
+
+def follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
+    """Draw `draw`, the page's part around a run it follows live (the queue, the runs table, the live panel), as
+    one fragment redrawn every FOLLOW_S; the first redraw after run_state.state() says the run is no longer
+    followed reruns the whole page, which draws its result.
+
+    One fragment owns that rerun and draws the three together: were the queue or the runs table to redraw on
+    their own clocks, one of them would say "finished" or "nothing is running" beside a panel still saying
+    "Running". `draw` must be drawn inside an st.container() where the page draws it without following, so that
+    both put the same elements at the same places and a page's rerun replaces them one for one.
+    """
+    st.fragment(_follow, run_every=FOLLOW_S)(run_id, store, draw)
+
+
+def _follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
+    if not run_state.state(run_id, store).followed:
+        st.rerun()
+    draw()
+
+
+def run_panel(run_id: str, *, key: str = "run") -> None:
+    """The live panel of a run this process follows (drawn within follow)."""
+    if (run := runs.live(run_id)) is None:  # no longer held by this process: the page draws the record
+        st.rerun()
+    draw_progress(run, key=key)
 
 
 def draw_progress(run: runs.LiveRun, *, key: str) -> None:
