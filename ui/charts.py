@@ -209,15 +209,15 @@ def compile_phases_chart(result: dict) -> go.Figure:
     return _legend_below(fig)
 
 
-def power_trace_chart(trace: list[list], *, title: str = "Power over the run, by phase",
+def power_trace_chart(samples: list[list], *, title: str = "Power over the run, by phase",
                       x_title: str = "Time since the worker started (s)") -> go.Figure:
     """Watts over time, one coloured line per phase; utilisation (%) on a second axis when known.
 
-    `trace` is [[t_s, watts, phase, util_pct], ...] as the worker samples it.
+    `samples` is [[t_s, watts, phase, util_pct], ...] as the worker samples it (the run's power trace).
     """
-    if not trace:
+    if not samples:
         return not_available(title, "no power samples were recorded")
-    frame = pd.DataFrame(trace, columns=["t_s", "watts", "phase", "util_pct"])
+    frame = pd.DataFrame(samples, columns=["t_s", "watts", "phase", "util_pct"])
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     order = ["idle", *PHASES] + sorted(set(frame.phase) - {"idle", *PHASES})
     for phase in order:

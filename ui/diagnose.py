@@ -335,7 +335,7 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     else:
         exports.show(st, diagnose_charts.compile_timeline(r), key="diag_run_timeline")
     with st.container(border=True):
-        ecosystem.trace_links(rec, store, key="diag_run")
+        ecosystem.tlparse_links(rec, store, key="diag_run")
     show_code(rec, store.code(rec.id))
 
 

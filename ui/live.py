@@ -112,7 +112,7 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         st.warning(note)
     if snap["trace"]:
         exports.show(st, charts.power_trace_chart(snap["trace"], title="Power so far, coloured by phase"),
-                     key=f"{key}_live_trace")
+                     key=f"{key}_live_power_trace")
     elif not queued:
         meter = machine.meter(run.device)
         st.info(f"No live power trace: {meter.reason}." if not meter.available else

@@ -63,7 +63,7 @@ def show_failure(rec: RunRecord) -> None:
             st.code(rec.error["traceback"], language=None)
 
 
-def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None = None) -> None:
+def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStore | None = None) -> None:
     """A finished run, top to bottom: the headline, what the compiler did, advice, charts, then every figure."""
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
@@ -83,7 +83,7 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
         advice.next_steps(rec, store, key=key)
     if store is not None and (words := run_words.cache_words(r, rec.spec)):
         show_cache(rec, store, words, key=key)
-    show_charts(rec, trace, key=key)
+    show_charts(rec, power_samples, key=key)
     with st.expander("All figures, eager vs compiled"):
         st.dataframe(pd.DataFrame(report.variant_rows(r), columns=["figure", "eager", "compiled"]),
                      hide_index=True, width="stretch", key=f"{key}_figures")
@@ -137,7 +137,7 @@ def show_compiler(r: dict) -> None:
                     st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)
 
 
-def show_charts(rec: RunRecord, trace: list, *, key: str) -> None:
+def show_charts(rec: RunRecord, power_samples: list, *, key: str) -> None:
     """Throughput, latency, memory and energy side by side, then the compile phases and the power over the run."""
     r = rec.result
     left, right = st.columns(2)
@@ -152,8 +152,8 @@ def show_charts(rec: RunRecord, trace: list, *, key: str) -> None:
     st.caption(f"Peak memory: {memory}. Power: {power}.")
     if "compiled" in r.get("variants", ()):
         exports.show(st, charts.compile_phases_chart(r), key=f"{key}_phases", run_id=rec.id)
-    if trace:
-        exports.show(st, charts.power_trace_chart(trace), key=f"{key}_trace", run_id=rec.id)
+    if power_samples:
+        exports.show(st, charts.power_trace_chart(power_samples), key=f"{key}_power_trace", run_id=rec.id)
     else:
         reason = r.get("unavailable", {}).get("eager_power_w", "no power samples were recorded")
         st.caption(f"No power trace for this run: {reason}.")
