@@ -138,7 +138,7 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
     cols = list(dict.fromkeys(matrix["col"]))
     z = [[math.nan] * len(cols) for _ in rows]
     text = [[""] * len(cols) for _ in rows]
-    pending = [[math.nan] * len(cols) for _ in rows]  # grey cells that say why there is no number yet
+    unfinished = [[math.nan] * len(cols) for _ in rows]  # grey cells that say why there is no number yet
     for r in matrix.itertuples():
         i, j = rows.index(r.row), cols.index(r.col)
         if pd.notna(r.speedup):
@@ -147,10 +147,10 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
                   if pd.notna(getattr(r, "speedup_low", None)) and pd.notna(getattr(r, "speedup_high", None)) else "")
             text[i][j] = f"{r.speedup:.2f}x{pm}" + (f"<br>{r.compile_s:.1f} s" if pd.notna(r.compile_s) else "")
         else:
-            pending[i][j] = 0.0
+            unfinished[i][j] = 0.0
             text[i][j] = getattr(r, "status", "n/a")
     fig = go.Figure([
-        go.Heatmap(z=pending, x=cols, y=rows, text=text, texttemplate="%{text}", showscale=False,
+        go.Heatmap(z=unfinished, x=cols, y=rows, text=text, texttemplate="%{text}", showscale=False,
                    colorscale=[[0, "#eeeeee"], [1, "#eeeeee"]], hovertemplate="%{y} / %{x}: %{text}<extra></extra>"),
         go.Heatmap(z=z, x=cols, y=rows, text=text, texttemplate="%{text}", colorscale="RdBu", zmid=1.0,
                    colorbar=dict(title="speedup (x)"), hovertemplate="%{y} / %{x}: %{z:.2f}x<extra></extra>"),

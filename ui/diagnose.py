@@ -1,6 +1,6 @@
 """The sections of the Diagnose page ("Why is it slow?"): graph breaks, recompilations, cold vs warm, one run.
 
-Each section queues its runs (tcore.runs through ui.queue), shows them waiting and running, then
+Each section queues its runs (tcore.lab.runs through ui.queue), shows them waiting and running, then
 draws them from the store; it can as well draw runs stored earlier, picked in its selectors.
 """
 from __future__ import annotations

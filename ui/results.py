@@ -16,7 +16,7 @@ from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
 from ui import advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, run_words
 
-# What to try next, per failure kind (tcore.events.ERROR_KINDS).
+# What to try next, per failure kind (tcore.protocol.ERROR_KINDS).
 FAILURE_HINTS = {
     "invalid_spec": "Change the setting the message names and run again.",
     "compile_error": "Try backend=aot_eager: if that works, tracing is fine and Inductor's code generation failed.",
