@@ -268,7 +268,7 @@ def test_fullgraph_with_the_break_warns_before_running_and_its_failure_advice_is
 
 
 def test_run_page_settings_survive_a_visit_to_another_page(db):
-    """The walk-through's item 9: training and the optimizer compile were back to defaults after Compare."""
+    """Training and the optimizer compile were back to defaults after Compare."""
     at = app()
     at.radio(key="run_task").set_value("training").run()
     at.toggle(key="run_compile_optimizer").set_value(True).run()
@@ -283,7 +283,7 @@ def test_run_page_settings_survive_a_visit_to_another_page(db):
 
 
 def test_the_batch_box_takes_the_labs_limit_and_shows_what_will_run(db, monkeypatch):
-    """The walk-through's item 8: the box allowed 4096 under a limit of 1024, then ran a number no longer shown."""
+    """The box allowed 4096 under a limit of 1024, then ran a number no longer shown."""
     monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "4")
     at = app()
     box = at.number_input(key="run_batch_size")
