@@ -5,9 +5,9 @@ import streamlit as st
 
 from tcore import machine
 from tcore.lab import cluster, scheduler, sweeps
+from tcore.lab.scheduler import duration_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
-from tcore.lab.scheduler import duration_words
 from ui import charts, exports, instructor, people, queue
 
 

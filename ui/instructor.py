@@ -12,8 +12,8 @@ import time
 import streamlit as st
 
 from tcore.lab import limits, runs
-from tcore.store import RunStore
 from tcore.lab.scheduler import duration_words
+from tcore.store import RunStore
 from ui import people
 
 # limit -> (label, unit, smallest value, step, whether "no limit" is allowed)

@@ -13,10 +13,10 @@ import streamlit as st
 
 from tcore import machine
 from tcore.lab import runs, sweeps
+from tcore.lab.scheduler import wait_words
 from tcore.protocol import PHASE_TITLES, phases_for
 from tcore.spec import Experiment
 from tcore.store import RunStore
-from tcore.lab.scheduler import wait_words
 from ui import charts, compare_charts, exports, run_state, run_table, sweep_matrix
 
 
@@ -96,7 +96,8 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
             steps.append(f":gray[:material/radio_button_unchecked: {PHASE_TITLES[p]}]")
     st.markdown(" &nbsp;:gray[:material/arrow_forward:]&nbsp; ".join(steps))
     if queued:  # waiting for the device: other runs are ahead of it
-        st.markdown(f":blue-background[**{run_state.queue_words(snap['queue_position'], snap['wait'], snap['waited_s'])}**]",
+        words = run_state.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
+        st.markdown(f":blue-background[**{words}**]",
                     help=wait_words(snap["wait"])[1])
         st.caption("One run at a time per device, in the order they were queued: two at once would disturb "
                    "each other's timings.")

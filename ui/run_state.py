@@ -27,9 +27,10 @@ class RunState:
 
     status: queued | running | finished | failed | deleted. followed: this process follows the run live (its
     LiveRun is under way and the record has not ended), so a page can draw its live panel. elsewhere: queued or
-    running in another process, as the queue places it. ended: the record says it is over (or it is gone). phase: the worker's phase while followed. queue_position (1 = next) and wait
-    (tcore.lab.scheduler.Wait) while queued; waited_s: time in the queue. cancelled_by: "instructor" or "owner"
-    for a cancelled run. speedup: a finished run's headline (x eager).
+    running in another process, as the queue places it. ended: the record says it is over (or it is gone).
+    phase: the worker's phase while followed. queue_position (1 = next) and wait (tcore.lab.scheduler.Wait)
+    while queued; waited_s: time in the queue. cancelled_by: "instructor" or "owner" for a cancelled run.
+    speedup: a finished run's headline (x eager).
     """
     run_id: str
     status: str
@@ -49,7 +50,9 @@ class RunState:
         'failed: timeout' / 'cancelled by the instructor'."""
         queued = f"#{self.queue_position or '?'} in the queue · {wait_words(self.wait)[0]}"
         if self.followed:
-            return queued if self.status == "queued" else f"running: {PHASE_TITLES.get(self.phase, 'starting the worker')}"
+            if self.status == "queued":
+                return queued
+            return f"running: {PHASE_TITLES.get(self.phase, 'starting the worker')}"
         if self.elsewhere:
             return "running" if self.status == "running" else queued
         if self.cancelled_by == "instructor":
@@ -82,7 +85,8 @@ def state(run_id: str, store: RunStore, *, record=None, places: dict[str, dict] 
     place = (places if places is not None else places_by_id(store)).get(run_id) \
         if record.status not in ENDED else None
     if place is not None:  # queued or running in another process
-        return RunState(run_id, place["status"], elsewhere=True, queue_position=place["queue_position"], wait=place["wait"])
+        return RunState(run_id, place["status"], elsewhere=True, queue_position=place["queue_position"],
+                        wait=place["wait"])
     cancelled_by = None
     if record.error_kind == "cancelled":
         by_instructor = (record.error or {}).get("message", "").startswith(BY_INSTRUCTOR)
