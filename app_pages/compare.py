@@ -5,7 +5,7 @@ import streamlit as st
 from tcore import figures
 from tcore.lab import runs
 from tcore.store import RunStore
-from ui import charts, diagnose_charts, exports, people, results, summary, verdicts
+from ui import compare_charts, diagnose_charts, diagnose_queries, exports, people, results, run_table, verdicts
 
 SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
@@ -21,7 +21,7 @@ CHART_WORDS = {"compare_scatter": SCATTER_WORDS, "compare_cold_warm": COLD_WARM_
 
 def export_table(picked, records: list):
     """The Compare table of the chosen runs, with the Noisy flag each run's own page shows beside its headline."""
-    table = summary.run_table(picked)
+    table = run_table.run_table(picked)
     table.insert(3, "Noisy", ["; ".join(figures.noise_reasons(r.result)) or "" for r in records])
     return table
 
@@ -55,12 +55,12 @@ for column, chosen in filters.items():
     if chosen:  # nothing chosen means no filter
         view = view[view[column].isin(chosen)]
 formats = {title: st.column_config.NumberColumn(format=f)
-           for title, f in summary.number_formats(summary.RUN_TABLE_FIGURES).values()}
-st.dataframe(summary.run_table(view), hide_index=True, width="stretch", key="compare_table",
+           for title, f in run_table.number_formats(run_table.RUN_TABLE_FIGURES).values()}
+st.dataframe(run_table.run_table(view), hide_index=True, width="stretch", key="compare_table",
              column_config={"Started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"), **formats})
 
 finished = view[view.status == "finished"]
-names = dict(zip(finished.id, charts.run_names(finished)))
+names = dict(zip(finished.id, compare_charts.run_names(finished)))
 if "compare_runs" not in st.session_state:
     st.session_state.compare_runs = list(finished.id[:4])  # the newest four
 # Runs hidden by a filter or deleted since leave the selection rather than break the widget.
@@ -74,14 +74,14 @@ else:
     reasons = store.get(picked.id.iloc[0]).result.get("unavailable", {})
     chosen_records = [store.get(i) for i in picked.id]
     figs = {  # shown below, and all of them in the HTML export
-        "compare_compile": charts.compare_bars(picked, "compile_s", "Compile time", "s",
+        "compare_compile": compare_charts.compare_bars(picked, "compile_s", "Compile time", "s",
                                                reason="nothing was compiled in these runs"),
-        "compare_throughput": charts.compare_variants(picked, "samples_per_s"),
-        "compare_energy": charts.compare_variants(picked, "energy_j_per_step",
+        "compare_throughput": compare_charts.compare_variants(picked, "samples_per_s"),
+        "compare_energy": compare_charts.compare_variants(picked, "energy_j_per_step",
                                                   reason=reasons.get("eager_energy_j_per_step")),
-        "compare_scatter": charts.tradeoff_scatter(picked),
-        "compare_breakdown": charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
-        "compare_cold_warm": diagnose_charts.cold_warm_chart(summary.cache_frame(chosen_records)),
+        "compare_scatter": compare_charts.tradeoff_scatter(picked),
+        "compare_breakdown": compare_charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
+        "compare_cold_warm": diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records)),
     }
     verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run")
     if verdict:

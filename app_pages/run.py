@@ -3,7 +3,7 @@ import streamlit as st
 
 from tcore import machine
 from tcore.store import RunStore
-from ui import knobs, live, queue, results
+from ui import knobs, live, queue, results, run_state
 
 store = RunStore()
 
@@ -48,32 +48,42 @@ with out_col:
     mine = [r.id for r in records]
     if st.session_state.get("run_shown") not in mine:  # none yet, or deleted on the Compare page since
         st.session_state.run_shown = mine[0] if mine else None
-    # The run drawn live below, until its record says it has ended; then the queue, the runs table and the
-    # panel, whichever ticks first, send the whole page round again rather than one of them saying so alone.
     shown = st.session_state.run_shown
-    following = shown if shown and not queue.ended(shown, store) else None
+    # The run drawn live below while this process follows it (run_state.state); then live.follow, the one
+    # fragment that redraws the queue, the runs table and the panel together, sends the whole page round again.
+    following = shown if shown and run_state.state(shown, store).followed else None
+    labels = {r.id: f"{r.label} · {r.id[-6:]}" for r in records}
 
-    # Places first, filled out of order. At a run's end the page's round empties the live panel first, then
-    # the queue and the table say the run has ended, then the result is drawn: no moment shows "Running" below
-    # "finished", nor a result beside a table still saying "running". (At its start, the queue goes first.)
-    queue_box = st.container(border=True)
-    table_box, pick_box, shown_box = st.container(), st.container(), st.container()
-    if not following:
-        shown_box.empty()
-    with queue_box:
-        queue.queue_view(store, key="run_queue", follows=following)
-    if mine:
+    def runs_part() -> None:
+        if following and st.session_state.get("run_shown") != following:  # another run picked below
+            st.rerun()
+        # Places first, filled out of order. At a run's end the page's round empties the live panel first, then
+        # the queue and the table say the run has ended, then the result is drawn: no moment shows "Running"
+        # below "finished", nor a result beside a table still saying "running". (At its start, the queue goes first.)
+        queue_box = st.container(border=True)
+        table_box, pick_box, shown_box = st.container(), st.container(), st.container()
+        if not following:
+            shown_box.empty()
+        with queue_box:  # within follow's fragment, drawn by it; else a fragment of its own
+            (queue.draw_queue if following else queue.queue_box)(store, key="run_queue")
+        if not mine:
+            return
         with table_box:
-            queue.my_runs_table(store, follows=following)
+            (queue.runs_table if following else queue.my_runs_table)(store)
         if len(mine) > 1:
-            labels = {r.id: f"{r.label} · {r.id[-6:]}" for r in records}
             pick_box.selectbox("Show below", mine, key="run_shown", format_func=labels.get)
         with shown_box:
             if following:
-                live.run_panel(following, store)
+                live.run_panel(following)
             else:
                 results.show_run(store.get(shown), store, key="run_result")
+
+    if following:
+        live.follow(following, store, runs_part)
     else:
+        with st.container():  # a fragment draws into a container of its own: the same places as follow's
+            runs_part()
+    if not mine:
         st.markdown(
             "Pick a model and how to compile it, then press **Run**. The run waits in the queue while another "
             "is being timed on this device, then builds the model, times eager steps, compiles it (the first "

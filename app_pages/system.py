@@ -5,9 +5,10 @@ import streamlit as st
 
 from tcore import machine
 from tcore.lab import cluster, scheduler, sweeps
+from tcore.lab.scheduler import duration_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
-from ui import charts, exports, instructor, people, queue, summary
+from ui import charts, exports, instructor, people, queue
 
 
 def gpu_slots() -> dict[int, str]:
@@ -25,7 +26,7 @@ def gpu_now(store: RunStore, slot: str) -> None:
     if running:
         rec = running[0]
         st.markdown(f"**Running** {rec.label} · :gray[{queue.whose(rec.owner, people.me())}] · for "
-                    f"{summary.duration(time.time() - rec.started_at)}")
+                    f"{duration_words(time.time() - rec.started_at)}")
     else:
         st.markdown(":gray[Idle: the next run in the queue can start here.]")
 
@@ -90,7 +91,7 @@ if facts["missing"]:
     st.markdown("#### Not available here")
     st.warning("\n".join(f"- {line}" for line in facts["missing"]))
 with st.container(border=True):
-    queue.queue_view(store, key="system_queue")
+    queue.queue_box(store, key="system_queue")
 if active := sweeps.active_count(store):
     st.caption(f"Sweeps in progress: {active}.")
 

@@ -2,7 +2,7 @@
 bars showed compiled at 889 ms per step against eager at 486 ms, the profiler's overhead (+318%) said only in a
 caption. Bars a little off the timed steps are scaled to them; far off, they are withheld; either is said first."""
 from tcore.breakdown import as_timed
-from ui import charts, summary
+from ui import charts, compare_charts, run_words
 
 
 def _bd(step_ms: float, ops_ms: float) -> dict:
@@ -21,7 +21,7 @@ def test_bars_far_off_the_timed_steps_are_withheld_and_the_page_says_so_first():
     fig = charts.variant_breakdown_chart(r)
     assert fig.data == ()  # no bars: a chart of 889 ms against 486 ms would say compiled is slower
     assert "withheld: the profiler slowed the compiled steps by +317%" in fig.layout.annotations[0].text
-    words = summary.breakdown_words(r)
+    words = run_words.breakdown_words(r)
     assert words[0].startswith("**No bars: the profiled steps ran far off the timed ones** (compiled +317%)")
     assert not any(w.startswith("Biggest changes") for w in words)
 
@@ -37,13 +37,13 @@ def test_bars_somewhat_off_are_scaled_to_the_timed_steps_and_keep_their_shares()
     eager_total = sum(bar.x[0] for bar in fig.data)
     assert compiled_total < eager_total  # the bars agree with the headline now
     assert "scaled" in fig.layout.title.subtitle.text
-    assert summary.breakdown_words(r)[0].startswith("**The bars are scaled to the timed steps.** The profiled steps "
+    assert run_words.breakdown_words(r)[0].startswith("**The bars are scaled to the timed steps.** The profiled steps "
                                                     "ran off the timed ones (compiled +22%")
 
 
 def test_bars_close_to_the_timed_steps_are_drawn_as_profiled():
     r = result(220.0)  # +3%
     assert {s["shown"] for s in as_timed(r).values()} == {"profiled"}
-    assert not summary.breakdown_words(r)[0].startswith("**")
-    both = charts.runs_breakdown_chart([("a run", r), ("the issue's run", result(889.0))])
+    assert not run_words.breakdown_words(r)[0].startswith("**")
+    both = compare_charts.runs_breakdown_chart([("a run", r), ("the issue's run", result(889.0))])
     assert "1 run(s) left out" in both.layout.title.subtitle.text and len(both.data[0].y) == 2  # a run's two rows

@@ -2,7 +2,7 @@
 Compare scatter's point labels apart where points sit close together."""
 import pandas as pd
 
-from ui import charts
+from ui import charts, compare_charts
 
 
 def test_throughput_values_sit_above_the_whiskers_not_on_the_bar():
@@ -21,6 +21,6 @@ def test_close_points_on_the_scatter_get_labels_on_different_sides():
     frame = pd.DataFrame({"id": ["r-aaaaaa", "r-bbbbbb", "r-cccccc", "r-dddddd"], "label": ["a", "b", "c", "d"],
                           "compile_s": [3.0, 3.1, 3.05, 30.0], "speedup": [1.20, 1.21, 1.19, 2.0],
                           "breakeven_steps": [None] * 4})
-    positions = list(charts.tradeoff_scatter(frame).data[0].textposition)
+    positions = list(compare_charts.tradeoff_scatter(frame).data[0].textposition)
     assert len(set(positions[:3])) == 3  # three points within a few pixels: three different places
     assert positions[3] == "top center"  # one far away keeps the usual place

@@ -4,7 +4,7 @@ The figures are a real run's (captioner/tiny with the deliberate graph break, ao
 counter said 2 graph breaks while its log listed 3 (two at captioner.py:74, one at :97), and the code after each
 break recompiled on a guard over the number .item() returned.
 """
-from ui import summary
+from ui import graph_words
 
 PATH = "/work/main/sample_models/captioner.py"
 SOURCE = "if x.abs().mean().item() > 1e4:"
@@ -29,7 +29,7 @@ GRAPH_BREAK_RUN = {
 
 
 def test_the_break_count_is_the_length_of_the_list_under_it_and_each_number_says_what_it_counts():
-    words = summary.graph_words(GRAPH_BREAK_RUN)
+    words = graph_words.graph_words(GRAPH_BREAK_RUN)
     assert words[0] == ("Dynamo compiled **6 graphs**: 4 pieces of the model between its graph breaks, plus 2 "
                         "recompilations of them (below).")
     assert words[1].startswith("**2 graph breaks**, counted by place in the code")
@@ -40,7 +40,7 @@ def test_the_break_count_is_the_length_of_the_list_under_it_and_each_number_says
 
 
 def test_a_recompile_on_the_value_item_returned_is_explained_in_words():
-    words = summary.graph_words(GRAPH_BREAK_RUN)
+    words = graph_words.graph_words(GRAPH_BREAK_RUN)
     recompiles = [w for w in words if w.startswith("- recompile")]
     assert recompiles[0] == ("- recompile 2/1 of the rest of `forward` after the break at line 74 (Dynamo's resume "
                              "function): the guard `___stack0 == 0.4669` failed (a new value, see below)")
@@ -52,6 +52,6 @@ def test_a_recompile_on_the_value_item_returned_is_explained_in_words():
 
 
 def test_a_shape_recompile_is_not_taken_for_a_value_guard():
-    assert summary.value_guard("0/0: tensor 'tokens' size mismatch at index 1. expected 8, actual 16") is None
-    assert summary.value_guard("0/0: L['scale'] == 0.5") == {"guard": "L['scale'] == 0.5", "value": "0.5",
+    assert graph_words.value_guard("0/0: tensor 'tokens' size mismatch at index 1. expected 8, actual 16") is None
+    assert graph_words.value_guard("0/0: L['scale'] == 0.5") == {"guard": "L['scale'] == 0.5", "value": "0.5",
                                                           "source": "", "place": None, "item": False}

@@ -5,7 +5,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tcore.spec import Experiment
-from ui import charts, summary, verdicts
+from ui import compare_charts, sweep_matrix, verdicts
 
 
 def run(speedup, low, high, **more):
@@ -57,12 +57,12 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
         {"row": "whole · lite", "col": "as set", "setting": "whole · lite", "speedup": 1.05, "speedup_low": 1.0,
          "speedup_high": 1.10, "speedup_min": 0.9, "speedup_max": 1.6, "compile_s": 6.0, "breakeven_steps": None},
     ])
-    text = summary.best_setting(matrix)
+    text = sweep_matrix.best_setting(matrix)
     assert text.startswith("Fastest: **whole · default**, 1.50x eager (interval 1.45–1.56x)")
     # whole · lite's rounds reach 1.6 but its interval stops at 1.10: the interval, not the rounds, decides
     assert "cannot tell it apart** from **regional · default**: their intervals overlap" in text
     assert "whole · lite**" not in text
-    cells = charts.sweep_heatmap(matrix).data[1].text
+    cells = compare_charts.sweep_heatmap(matrix).data[1].text
     assert cells[0][0] == "1.50x ±4%<br>20.0 s"
 
 
@@ -70,7 +70,7 @@ def test_compare_scatter_draws_each_runs_interval():
     frame = pd.DataFrame([{"id": "run-aaaaaa", "label": "a", "compile_s": 10.0, "speedup": 1.4, "speedup_low": 1.3,
                            "speedup_high": 1.6, "breakeven_steps": 100.0},
                           {"id": "run-bbbbbb", "label": "b", "compile_s": 5.0, "speedup": 1.1, "breakeven_steps": None}])
-    err = charts.tradeoff_scatter(frame).data[0].error_y
+    err = compare_charts.tradeoff_scatter(frame).data[0].error_y
     assert list(err.array) == pytest.approx([0.2, 0.0]) and list(err.arrayminus) == pytest.approx([0.1, 0.0])
 
 

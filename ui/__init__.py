@@ -1,1 +1,1 @@
-"""Streamlit UI pieces shared by the pages; ui.charts and ui.summary stay free of Streamlit."""
+"""Streamlit UI pieces shared by the pages; the chart and words modules stay free of Streamlit."""

@@ -14,7 +14,7 @@ from tcore.breakdown import CATEGORIES, as_timed
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.lab import artifacts
 from tcore.store import RunRecord, RunStore
-from ui import charts, exports, queue, summary
+from ui import charts, exports, queue, run_words
 
 PAIRS = "suggested_pairs"  # session_state: counterpart run id -> the id of the run that suggested it
 SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per_step", "kernels_per_step")
@@ -24,9 +24,9 @@ def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None
     r = rec.result
     st.markdown("**Where the time goes**")
     exports.show(st, charts.variant_breakdown_chart(r), key=f"{key}_breakdown", run_id=rec.id)
-    for words in summary.breakdown_words(r):
+    for words in run_words.breakdown_words(r):
         st.caption(words)
-    if peak := summary.peak_words(r, rec.env.get("gpu")):
+    if peak := run_words.peak_words(r, rec.env.get("gpu")):
         st.caption(peak)
     found = r.get("breakdown") or {}
     if found:
@@ -44,7 +44,7 @@ def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None
             # Short: the button is half of the Run page's result column; the help says what the file is.
             col.download_button(f"{variant.capitalize()} trace", data or b"",
                                 file_name=f"{rec.id}-{variant}.json.gz", mime="application/gzip",
-                                disabled=data is None, key=f"{key}_trace_{variant}", icon=":material/download:",
+                                disabled=data is None, key=f"{key}_profiler_trace_{variant}", icon=":material/download:",
                                 help="The profiled steps as a Chrome trace (.json.gz): open it at ui.perfetto.dev or "
                                      "chrome://tracing (both read it locally; nothing is uploaded).")
 

@@ -1,6 +1,6 @@
 """The sections of the Diagnose page ("Why is it slow?"): graph breaks, recompilations, cold vs warm, one run.
 
-Each section queues its runs (tcore.runs through ui.queue), shows them waiting and running, then
+Each section queues its runs (tcore.lab.runs through ui.queue), shows them waiting and running, then
 draws them from the store; it can as well draw runs stored earlier, picked in its selectors.
 """
 from __future__ import annotations
@@ -12,7 +12,8 @@ from tcore import figures
 from tcore.protocol import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
 from tcore.store import RunRecord, RunStore
-from ui import diagnose_charts, ecosystem, exports, knobs, queue, results, summary, verdicts
+from ui import diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, knobs, queue, results, verdicts
+from ui.diagnose_queries import STRATEGIES, strategy_of, strategy_runs
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
 
@@ -74,15 +75,15 @@ def _waiting(key: str, records: list[RunRecord]) -> list[str]:
     """The ids this section queued in this session; draws a live line for those still under way and says
     why any of them failed (not when cancelled, nor a fullgraph run on the deliberate break: it is meant to)."""
     ids = st.session_state.get(key, [])
-    if waiting := queue.pending(ids):
+    if waiting := queue.live_ids(ids):
         with st.container(border=True):
-            queue.pending_panel(waiting, key=f"{key}_pending")
+            queue.live_runs_panel(waiting, key=f"{key}_live")
     queue.show_refusal(key)
     for rec in records:
         expected = rec.error_kind == "cancelled" or (rec.spec.get("fullgraph") and rec.spec.get("graph_break"))
         if rec.id in ids and rec.status == "failed" and not expected:
             st.error(f"**{rec.label}** · {ERROR_KINDS.get(rec.error_kind, rec.error_kind)}: "
-                     f"{summary.first_line(rec.error.get('message'))}")
+                     f"{graph_words.first_line(rec.error.get('message'))}")
     return ids
 
 
@@ -124,7 +125,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
     _pick("diag_with", [r.id for r in with_break], session.get("with"))
     chosen = next(r for r in with_break if r.id == st.session_state.diag_with)
     without = [r for r in done if not r.spec.get("graph_break")]
-    twin = summary.counterpart(chosen, records, graph_break=False)
+    twin = diagnose_queries.counterpart(chosen, records, graph_break=False)
     _pick("diag_without", [r.id for r in without], session.get("without") or (twin.id if twin else None))
     left.selectbox("Without the break", [r.id for r in without], key="diag_without", format_func=names.get)
     right.selectbox("With the break", [r.id for r in with_break], key="diag_with", format_func=names.get)
@@ -144,21 +145,21 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
 
 def show_breaks(result: dict) -> None:
     """Each break in plain words: where, what Dynamo could not do, the line of code, torch's hint."""
-    breaks = summary.group_breaks(result.get("graph_breaks") or [])
+    breaks = graph_words.group_breaks(result.get("graph_breaks") or [])
     if not breaks:
         st.success("No graph breaks: Dynamo captured each compiled function whole.")
         return
     for b in breaks:
         with st.container(border=True):
-            st.markdown(f"**Graph break at {summary.break_title(b)}**")
+            st.markdown(f"**Graph break at {graph_words.break_title(b)}**")
             if b.get("source"):
                 st.code(b["source"], language="python")
-            if words := summary.torch_break_words(b):
+            if words := graph_words.torch_break_words(b):
                 st.info(words, icon=":material/info:")
             elif b.get("hint"):
                 st.caption(b["hint"].removeprefix("Hint: ").strip())
             if b.get("skipped_frame"):
-                st.warning(summary.SKIPPED_FRAME_WORDS)
+                st.warning(graph_words.SKIPPED_FRAME_WORDS)
 
 
 def show_fullgraph(records: list[RunRecord], chosen: RunRecord, session_id: str | None) -> None:
@@ -186,6 +187,13 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
                 "Dynamo compiles again. Feed a model a schedule of distinct sizes and compare the ways to handle "
                 "it: every compilation is a marker on the timeline; past the **recompile limit** Dynamo gives up "
                 "and runs that function eagerly.")
+    strategy_form(store, records)
+    session = _waiting("diag_shapes", records)
+    show_strategies(records, session)
+
+
+def strategy_form(store: RunStore, records: list[RunRecord]) -> None:
+    """The schedule's knobs and the strategies to run on it; the button queues one run per strategy."""
     cols = st.columns(4)
     with cols[0]:
         model = _model_picker("diag_shape_model")
@@ -198,31 +206,33 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
     cpu = knobs.target_device("auto") == "cpu"
     backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
     # On a CPU every Inductor compile runs g++ (20-30 s each): aot_eager shows the same guards in seconds.
-    _start_at_shown("diag_shape_backend", list(summary.strategy_runs(records).values()),
+    _start_at_shown("diag_shape_backend", list(strategy_runs(records).values()),
                     fallback="aot_eager" if cpu else "inductor")
     backend = cols[1].selectbox("Backend", backends, key="diag_shape_backend")
     cols[2].caption(knobs.explain("backend", backend) + (" On this CPU, Inductor compiles take tens of seconds "
                                                          "each, so aot_eager is the default here." if cpu else ""))
-    chosen = st.multiselect("Strategies", list(summary.STRATEGIES), default=list(summary.STRATEGIES),
-                            key="diag_shape_strategies", format_func=lambda s: summary.STRATEGIES[s][0])
+    chosen = st.multiselect("Strategies", list(STRATEGIES), default=list(STRATEGIES),
+                            key="diag_shape_strategies", format_func=lambda s: STRATEGIES[s][0])
     if st.button("Run the strategies side by side", key="diag_shape_start", type="primary",
                  icon=":material/play_arrow:", disabled=not chosen):
         try:
             base = base_experiment(model, backend=backend, shape_count=int(count), shape_order=order,
                                    recompile_limit=int(limit), buckets=int(buckets))
-            experiments = [base.replace(**summary.STRATEGIES[s][1]) for s in chosen]
+            experiments = [base.replace(**STRATEGIES[s][1]) for s in chosen]
         except SpecError as e:
             st.error(f"**These settings cannot run:** {e}")
         else:
             _queue(experiments, store, key="diag_shapes")
-    session = _waiting("diag_shapes", records)
 
-    done = [r for r in records if r.status == "finished" and summary.strategy_of(r.spec)]
+
+def show_strategies(records: list[RunRecord], session: list[str]) -> None:
+    """The finished strategy runs side by side (this session's newest by default), then each one's timeline."""
+    done = [r for r in records if r.status == "finished" and strategy_of(r.spec)]
     if not done:
         st.info("No finished run with a shape schedule is stored yet: press the button above.")
         return
     mine = [i for i in session if i in {r.id for r in done}]
-    default = mine or [r.id for r in summary.strategy_runs(records).values()]
+    default = mine or [r.id for r in strategy_runs(records).values()]
     if st.session_state.get("diag_shape_runs_applied") != default:  # new runs finished: show them
         st.session_state.diag_shape_runs, st.session_state.diag_shape_runs_applied = default, default
     st.session_state.diag_shape_runs = [i for i in st.session_state.get("diag_shape_runs", []) if i in _names(done)]
@@ -230,18 +240,18 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
         picked_ids = st.multiselect("Runs shown", [r.id for r in done], key="diag_shape_runs",
                                     format_func=_names(done).get)
     picked = sorted((r for r in done if r.id in picked_ids),
-                    key=lambda r: list(summary.STRATEGIES).index(summary.strategy_of(r.spec)))
+                    key=lambda r: list(STRATEGIES).index(strategy_of(r.spec)))
     if not picked:
         return
-    items = [(summary.STRATEGIES[summary.strategy_of(r.spec)][0], {**r.result, **figures.compile_totals(r.result.get("compile_events"))})
-             for r in picked]
+    items = [(STRATEGIES[strategy_of(r.spec)][0],
+              {**r.result, **figures.compile_totals(r.result.get("compile_events"))}) for r in picked]
     exports.show(st, diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
                                          subtitle="compilations and their time, then the steady speed over the "
                                                   "whole schedule"), key="diag_shape_summary")
     if verdict := verdicts.ranking_verdict(items, what="strategy"):
         st.markdown(verdict)
     for rec in picked:
-        title, _, words = summary.STRATEGIES[summary.strategy_of(rec.spec)]
+        title, _, words = STRATEGIES[strategy_of(rec.spec)]
         with st.container(border=True):
             st.markdown(f"#### {title}")
             st.caption(f"{words} · run {rec.id}: {rec.label}")
@@ -279,7 +289,7 @@ def caches_section(store: RunStore, records: list[RunRecord]) -> None:
         _queue([base.replace(compile=scope, cache=cache) for cache in ("cold", "artifacts")
                 for scope in ("whole", "regional")], store, key="diag_fourway")
     _waiting("diag_fourway", records)
-    cells = summary.four_way(records, base.to_dict())
+    cells = diagnose_queries.four_way(records, base.to_dict())
     if not cells:
         st.caption(f"No run of these settings yet ({base.label}, whole or regional): the chart fills in as the "
                    "four-way's runs finish. Runs with other settings (another backend, batch or shape schedule) "
@@ -314,7 +324,7 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     if "compiled" not in r.get("variants", ()):
         st.info("This run compiled nothing (compile=off): there are no graphs, breaks or generated code to show.")
         return
-    st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in summary.graph_words(r)))
+    st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in graph_words.graph_words(r)))
     if r.get("graph_breaks"):
         show_breaks(r)
     left, right = st.columns(2)
@@ -325,7 +335,7 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     else:
         exports.show(st, diagnose_charts.compile_timeline(r), key="diag_run_timeline")
     with st.container(border=True):
-        ecosystem.trace_links(rec, store, key="diag_run")
+        ecosystem.tlparse_links(rec, store, key="diag_run")
     show_code(rec, store.code(rec.id))
 
 

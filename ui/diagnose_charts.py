@@ -13,7 +13,7 @@ from ui.charts import COMPILED_COLOR, EAGER_COLOR, _bars_height, _label, _legend
 
 # --- Compile events, shape schedules, graphs and kernels --------------------------
 
-# kind of a compile event (tcore.diagnostics.compile_events) -> (legend name, marker symbol, colour)
+# kind of a compile event (tcore.worker.diagnostics.compile_events) -> (legend name, marker symbol, colour)
 EVENT_KINDS = {
     "compile": ("First compile of a frame", "circle", "#4c78a8"),
     "recompile": ("Recompile (a guard failed)", "diamond", "#f58518"),
@@ -197,7 +197,7 @@ def graph_ops_chart(result: dict) -> go.Figure:
     """Operations in the graph of each Dynamo compilation: one big graph fuses best; many small ones mean breaks.
 
     One bar per compilation, recompiles included, so it can show more bars than "Dynamo captured N graphs"
-    counts distinct graphs (the walk-through's item 5)."""
+    counts distinct graphs."""
     title = "Operations per compilation"
     graphs = result.get("graphs") or []
     if not graphs:
@@ -266,7 +266,7 @@ def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None) -> go.Fig
     """Compile time of runs grouped by their settings, one bar per cache mode, cache hits in the hover.
 
     `frame` has columns id, label, cache, cache_artifacts, compile_s and the cache hit counts, and
-    optionally settings (what was compiled, e.g. tcore.caches.compile_key; else the label groups).
+    optionally settings (what was compiled, e.g. tcore.lab.artifacts.compile_key; else the label groups).
     Several runs of one settings and cache mode show the newest (the frame is newest first).
     """
     title = "Compile time: cold vs warm"

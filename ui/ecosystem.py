@@ -41,7 +41,7 @@ def take_away(rec: RunRecord, store: RunStore, *, key: str) -> None:
             # rerun that replaces it meanwhile answers that fetch with a 404, logged in the console.
             st.download_button("Download as a .py file", lambda: code, f"compile_lab_{rec.id}.py", "text/x-python",
                                key=f"{key}_snippet_py", icon=":material/download:", on_click="ignore")
-    trace_links(rec, store, key=key)
+    tlparse_links(rec, store, key=key)
 
 
 def code_of(rec: RunRecord) -> str | None:
@@ -54,7 +54,7 @@ def code_of(rec: RunRecord) -> str | None:
         return None
 
 
-def trace_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
+def tlparse_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
     """tlparse's report of the run's compile (opens in a new tab), the report zipped, the raw TORCH_TRACE log and
     the compile artifacts; or, where there is none, why."""
     if rec.status in ("queued", "running"):

@@ -14,14 +14,14 @@ from tcore import machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
 from tcore.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe, practical_defaults
-from ui import summary
+from ui import sweep_matrix
 
 # Knobs of the page that are not fields of the experiment; every field explains itself in tcore.spec.
 PAGE_KNOBS = {
     "timeout_min": "A run still going after this long is stopped and recorded as timed out.",
 }
 
-DYNAMIC_NAMES = summary.DYNAMIC_NAMES
+DYNAMIC_NAMES = sweep_matrix.DYNAMIC_NAMES
 # The radio holds the names, not None/True/False: Streamlit reads a radio whose value is None as one with nothing
 # selected, so "auto" (dynamic=None) showed no option chosen, and clicking it emptied all three.
 DYNAMIC_VALUES = {name: value for value, name in DYNAMIC_NAMES.items()}

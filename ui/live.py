@@ -1,21 +1,23 @@
 """Live views: a run waiting in the queue or in progress (place, phase, elapsed time, power trace, Cancel) and a sweep.
 
-run_panel and sweep_panel are fragments: each reruns itself every second or two, alone, without
+follow and sweep_panel are fragments: each reruns itself every second or two, alone, without
 rerunning the page around it; when its run or sweep ends it reruns the whole page, which then draws
 the stored result.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import streamlit as st
 
 from tcore import machine
 from tcore.lab import runs, sweeps
+from tcore.lab.scheduler import wait_words
 from tcore.protocol import PHASE_TITLES, phases_for
 from tcore.spec import Experiment
 from tcore.store import RunStore
-from ui import charts, exports, queue, summary
+from ui import charts, compare_charts, exports, run_state, run_table, sweep_matrix
 
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -47,11 +49,33 @@ def progress_fraction(phases: list[str], phase: str | None, progress: dict) -> f
     return min((phases.index(phase) + done / max(total, 1)) / len(phases), 1.0)
 
 
-@st.fragment(run_every=1.0)
-def run_panel(run_id: str, store: RunStore, *, key: str = "run") -> None:
-    """Redraws every second; reruns the whole page once the run's record says it is over, to draw its result."""
-    queue.rerun_if_ended(run_id, store)
-    draw_progress(runs.live(run_id), key=key)
+FOLLOW_S = 1.0  # how often a followed run's part of the page redraws
+
+
+def follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
+    """Draw `draw`, the page's part around a run it follows live (the queue, the runs table, the live panel), as
+    one fragment redrawn every FOLLOW_S; the first redraw after run_state.state() says the run is no longer
+    followed reruns the whole page, which draws its result.
+
+    One fragment owns that rerun and draws the three together: were the queue or the runs table to redraw on
+    their own clocks, one of them would say "finished" or "nothing is running" beside a panel still saying
+    "Running". `draw` must be drawn inside an st.container() where the page draws it without following, so that
+    both put the same elements at the same places and a page's rerun replaces them one for one.
+    """
+    st.fragment(_follow, run_every=FOLLOW_S)(run_id, store, draw)
+
+
+def _follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
+    if not run_state.state(run_id, store).followed:
+        st.rerun()
+    draw()
+
+
+def run_panel(run_id: str, *, key: str = "run") -> None:
+    """The live panel of a run this process follows (drawn within follow)."""
+    if (run := runs.live(run_id)) is None:  # no longer held by this process: the page draws the record
+        st.rerun()
+    draw_progress(run, key=key)
 
 
 def draw_progress(run: runs.LiveRun, *, key: str) -> None:
@@ -72,8 +96,9 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
             steps.append(f":gray[:material/radio_button_unchecked: {PHASE_TITLES[p]}]")
     st.markdown(" &nbsp;:gray[:material/arrow_forward:]&nbsp; ".join(steps))
     if queued:  # waiting for the device: other runs are ahead of it
-        st.markdown(f":blue-background[**{summary.queue_words(snap['queue_position'], snap['wait'], snap['waited_s'])}**]",
-                    help=summary.wait_reason(snap["wait"]))
+        words = run_state.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
+        st.markdown(f":blue-background[**{words}**]",
+                    help=wait_words(snap["wait"])[1])
         st.caption("One run at a time per device, in the order they were queued: two at once would disturb "
                    "each other's timings.")
     else:
@@ -88,7 +113,7 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         st.warning(note)
     if snap["trace"]:
         exports.show(st, charts.power_trace_chart(snap["trace"], title="Power so far, coloured by phase"),
-                     key=f"{key}_live_trace")
+                     key=f"{key}_live_power_trace")
     elif not queued:
         meter = machine.meter(run.device)
         st.info(f"No live power trace: {meter.reason}." if not meter.available else
@@ -152,7 +177,7 @@ def sweep_panel(sweep_id: str, store: RunStore) -> None:
 
 
 def draw_sweep(sweep: sweeps.SweepRecord) -> None:
-    matrix = summary.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
+    matrix = sweep_matrix.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
     cancelled = sum(1 for r in sweep.runs if r.error_kind == "cancelled")
     failed = sum(1 for r in sweep.runs if r.status == "failed") - cancelled
@@ -160,14 +185,14 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs finished{ended}")
     st.caption(f"{sweep.label} · {sweep_settings(sweep)} · started {time.strftime('%H:%M', time.localtime(sweep.created_at))}")
     st.progress(sweep.ended_count / max(sweep.size, 1))
-    if best := summary.best_setting(matrix, final=sweep.done):
+    if best := sweep_matrix.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
-    exports.show(st, charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
+    exports.show(st, compare_charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
     st.dataframe(matrix.drop(columns=["row", "col"]), hide_index=True, width="stretch",
                  key=f"sweep_matrix_{sweep.id}",
                  column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",
                                 **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)
-                                   in summary.number_formats(summary.SWEEP_FIGURES).items()}})
+                                   in run_table.number_formats(sweep_matrix.SWEEP_FIGURES).items()}})
     if sweep.skipped:
         with st.expander(f"{len(sweep.skipped)} combination{'s' if len(sweep.skipped) != 1 else ''} skipped, and why"):
             st.markdown("\n".join(f"- {s}" for s in sweep.skipped))

@@ -14,12 +14,12 @@ import pandas as pd
 import streamlit as st
 
 from tcore.lab import limits, runs, scheduler
+from tcore.lab.scheduler import duration_words, wait_words
 from tcore.protocol import PHASE_TITLES
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 from tcore.store.changes import reads
-from tcore.store.queue import BY_INSTRUCTOR
-from ui import people, summary
+from ui import people, run_state
 
 MY_RUNS_SHOWN = 8
 # How often a view of the queue redraws: every BUSY_S while something in it can change by the second (a run
@@ -28,7 +28,6 @@ MY_RUNS_SHOWN = 8
 BUSY_S = 2.0
 IDLE_S = 10.0
 _CANCELLING: dict[str, float] = {}  # run id -> when someone in this process asked to cancel it (every session sees it)
-ENDED = ("finished", "failed")  # a run's record once it is over
 STATE_COLUMN_PX = 250
 TOAST = "queue_toast"  # session_state: a cancel's answer, for the next redraw to show
 CANCEL_WAIT_S = 0.5  # how long a click on Cancel waits for the cancel before the page redraws
@@ -82,98 +81,53 @@ def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
     return [r for r in reads(store).list(limit=200) if r.owner == me][:limit]
 
 
-def status_words(record, places: dict[str, dict]) -> str:
-    """'#2 in the queue · starts in about 40 s' / 'running: Compiling (first call)' / 'finished, 1.32x' / 'failed: timeout'.
-
-    The store's record decides whether the run has ended: it is written a moment before the live run says so."""
-    live = runs.live(record.id)
-    if record.status not in ENDED and live is not None and not live.done:
-        snap = live.snapshot()
-        if snap["status"] == "queued":
-            return f"#{snap['queue_position'] or '?'} in the queue · {summary.wait_words(snap['wait'])}"
-        return f"running: {PHASE_TITLES.get(snap['phase'], 'starting the worker')}"
-    if record.id in places:  # queued or running in another process
-        place = places[record.id]
-        return ("running" if place["status"] == "running"
-                else f"#{place['queue_position'] or '?'} in the queue · {summary.wait_words(place['wait'])}")
-    status = store_status(record)
-    if status == "finished" and record.result.get("speedup") is not None:
-        return f"finished, {record.result['speedup']:.2f}x eager"
-    return status
-
-
-def store_status(record) -> str:
-    if record.error_kind == "cancelled" and (record.error or {}).get("message", "").startswith(BY_INSTRUCTOR):
-        return BY_INSTRUCTOR  # not the owner's doing: say whose
-    return f"failed: {record.error_kind}" if record.status == "failed" and record.error_kind else record.status
-
-
-def places_by_id(store: RunStore) -> dict[str, dict]:
-    return {row["run_id"]: row for row in runs.queue_view(reads(store))}
-
-
-def ended(run_id: str, store: RunStore) -> bool:
-    """Whether the run is over: its record says finished or failed (written first), or this process no longer
-    follows it."""
-    run = runs.live(run_id)
-    try:
-        status = reads(store).get(run_id).status
-    except KeyError:  # deleted meanwhile
-        return True
-    return status in ENDED or run is None or run.done
-
-
-def rerun_if_ended(run_id: str | None, store: RunStore) -> None:
-    """Rerun the whole page if `run_id`, the run whose live panel the page shows, has ended.
-
-    The page's fragments tick on their own clocks. Were the runs table or the queue to redraw itself first, it
-    would say "finished" or "nothing is running" beside a panel still saying "Running" until the panel's own
-    tick and the page's rerun (the walk-through's item 10); so each of them sends the whole page round again,
-    which draws all three from one moment.
-    """
-    if run_id is not None and ended(run_id, store):
-        st.rerun()
-
-
-def my_runs_table(store: RunStore, *, follows: str | None = None) -> None:
+def my_runs_table(store: RunStore) -> None:
     """This session's runs with their state; redrawn every BUSY_S while one of them is queued or running, else
-    drawn once (only this person's own actions change it then, and they rerun the page).
-    `follows`: the run the page's live panel shows."""
-    busy = follows is not None or any(r.status in ("queued", "running") for r in my_runs(store))
-    st.fragment(_my_runs_table, run_every=BUSY_S if busy else None)(store, follows=follows, busy=busy)
+    drawn once (only this person's own actions change it then, and they rerun the page). A page that follows a
+    run live draws runs_table within its own fragment instead (ui.live.follow)."""
+    busy = any(r.status in ("queued", "running") for r in my_runs(store))
+    st.fragment(_my_runs_table, run_every=BUSY_S if busy else None)(store, busy=busy)
 
 
-def _my_runs_table(store: RunStore, *, follows: str | None, busy: bool) -> None:
-    rerun_if_ended(follows, store)
+def _my_runs_table(store: RunStore, *, busy: bool) -> None:
     mine = my_runs(store)
-    if not mine:
-        return
     if busy and not any(r.status in ("queued", "running") for r in mine):
         st.rerun()  # the last of them has ended: draw it once more, and stop refreshing
-    places = places_by_id(store)
+    runs_table(store, mine)
+
+
+def runs_table(store: RunStore, mine: list | None = None) -> None:
+    """This session's runs (`mine`, else read now) and the state of each, as run_state.state() answers it."""
+    mine = my_runs(store) if mine is None else mine
+    if not mine:
+        return
+    places = run_state.places_by_id(store)
     st.markdown("**Your runs**")
     # The state gets a fixed width that holds its longest words ("running: Measuring eager vs compiled"); the
     # run's label, which the selector below repeats, takes what is left and is the one cut short.
     st.dataframe(pd.DataFrame({"Run": [f"{r.label} · {r.id[-6:]}" for r in mine],
-                               "State": [status_words(r, places) for r in mine]}),
+                               "State": [run_state.state(r.id, store, record=r, places=places).words()
+                                         for r in mine]}),
                  hide_index=True, width="stretch", key="my_runs_table",
                  column_config={"Run": st.column_config.TextColumn(width="medium"),
                                 "State": st.column_config.TextColumn(width=STATE_COLUMN_PX)})
 
 
 @st.fragment(run_every=IDLE_S)
-def queue_view(store: RunStore, *, key: str, follows: str | None = None) -> None:
-    """The room's queue on this machine: running, then queued runs, whose they are; cancel your own
-    (the instructor: any). `follows`: the run whose live panel the page shows (rerun_if_ended).
+def queue_box(store: RunStore, *, key: str) -> None:
+    """The room's queue on this machine, redrawn every IDLE_S; while runs are under way their rows are a fragment
+    of their own, redrawn every BUSY_S, which this one stops calling, and so stops, at its first redraw after the
+    queue has emptied. A page that follows a run live draws draw_queue within its own fragment instead."""
+    draw_queue(store, key=key, rows=queue_rows)
 
-    Redrawn every IDLE_S; while runs are under way their rows are a fragment of their own, redrawn every
-    BUSY_S, which this one stops calling, and so stops, at its first redraw after the queue has emptied.
-    """
-    rerun_if_ended(follows, store)
+
+def draw_queue(store: RunStore, *, key: str, rows=None) -> None:
+    """The queue: running, then queued runs, whose they are; cancel your own (the instructor: any). `rows` draws
+    the runs under way (default: draw_queue_rows, in the caller's own redraw)."""
     show_toast()
     st.markdown("**The queue on this machine**")
     if (since := runs.paused_since(reads(store))) is not None:
-        st.warning(f"The instructor paused the queue {summary.duration(time.time() - since)} ago: runs under way "
+        st.warning(f"The instructor paused the queue {duration_words(time.time() - since)} ago: runs under way "
                    "finish, waiting runs keep their place and start when it resumes.", icon=":material/pause:")
     if problem := runs.queue_problem(store):
         st.error(f"The queue cannot start runs right now and keeps retrying every {scheduler.TICK_S:g} s: {problem}")
@@ -182,14 +136,17 @@ def queue_view(store: RunStore, *, key: str, follows: str | None = None) -> None
         return
     st.caption("One run at a time per device, in the order they were queued, across every browser and the "
                "command line: two runs at once would disturb each other's timings.")
-    queue_rows(store, key=key, follows=follows)
+    (rows or draw_queue_rows)(store, key=key)
 
 
 @st.fragment(run_every=BUSY_S)
-def queue_rows(store: RunStore, *, key: str, follows: str | None = None) -> None:
+def queue_rows(store: RunStore, *, key: str) -> None:
+    draw_queue_rows(store, key=key)
+
+
+def draw_queue_rows(store: RunStore, *, key: str) -> None:
     """One line per run under way: when it starts (the reason on hover) or how long it has run; Cancel where this
     person may use it (their own runs; the instructor: any), and no button where they may not."""
-    rerun_if_ended(follows, store)
     show_toast()
     me = people.me()
     instructor = people.is_instructor()
@@ -205,10 +162,10 @@ def queue_rows(store: RunStore, *, key: str, follows: str | None = None) -> None
             state = "**cancelling**: its worker is being stopped"
         elif row["status"] == "running":
             where = f" on {row['device_slot']}" if row.get("device_slot") else ""
-            state = f"**running**{where} for {summary.duration(_since(row['started_at']))}"
+            state = f"**running**{where} for {duration_words(_since(row['started_at']))}"
         else:
-            state = f"**#{row['queue_position'] or '?'} in the queue** · {summary.wait_words(row['wait'])}"
-            reason = summary.wait_reason(row["wait"])
+            state = f"**#{row['queue_position'] or '?'} in the queue** · {wait_words(row['wait'])[0]}"
+            reason = wait_words(row["wait"])[1]
         left.markdown(f"{state} · {row['label']} · :gray[{owner}]", help=reason)
         if (owner == "yours" or instructor) and row["run_id"] not in stopping:
             # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself
@@ -252,7 +209,7 @@ def cancel(run_id: str, store: RunStore) -> None:
 def show_toast() -> None:
     """The cancel's answer, as a toast. Kept in the session by the click's callback and shown by whichever redraw
     comes next: a toast made in the callback itself is lost when that redraw turns into a whole-page rerun (the
-    queue emptied, so rerun_if_ended sends the page round)."""
+    queue emptied, or the followed run ended, so the page goes round)."""
     if message := st.session_state.pop(TOAST, None):
         st.toast(message)
 
@@ -269,15 +226,15 @@ def _since(t: float | None) -> float | None:
     return None if t is None else time.time() - t
 
 
-def pending(run_ids: list[str]) -> list[str]:
+def live_ids(run_ids: list[str]) -> list[str]:
     """The ids among `run_ids` that this process is still running or holding in the queue."""
     return [i for i in run_ids if i and (r := runs.live(i)) is not None and not r.done]
 
 
 @st.fragment(run_every=2.0)
-def pending_panel(run_ids: list[str], *, key: str) -> None:
+def live_runs_panel(run_ids: list[str], *, key: str) -> None:
     """One line per run still queued or running, with a cancel button; reruns the page when all have ended."""
-    waiting = pending(run_ids)
+    waiting = live_ids(run_ids)
     if not waiting:
         st.rerun()  # the page draws their results now
     for run_id in waiting:
@@ -285,12 +242,12 @@ def pending_panel(run_ids: list[str], *, key: str) -> None:
         snap = run.snapshot()
         left, right = st.columns([4, 1], vertical_alignment="center")
         if snap["status"] == "queued":
-            state = summary.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
+            state = run_state.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
         else:
             phase = PHASE_TITLES.get(snap["phase"], "Starting the worker")
             started = snap["phase_started_at"].get(snap["phase"])
-            in_phase = f", {summary.duration(_since(started))} in this phase" if started else ""
-            state = f"Running: {phase}{in_phase}, {summary.duration(snap['elapsed_s'])} in all"
+            in_phase = f", {duration_words(_since(started))} in this phase" if started else ""
+            state = f"Running: {phase}{in_phase}, {duration_words(snap['elapsed_s'])} in all"
         left.markdown(f"**{run.exp.label}** · {state}")
         if right.button("Cancel", key=f"{key}_cancel_{run_id}", icon=":material/cancel:"):
             run.cancel()

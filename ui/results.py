@@ -14,9 +14,9 @@ from tcore.advice import CUDAGRAPH_MODES, launch_bound
 from tcore.figures import RUN_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
-from ui import advice, charts, diagnose_charts, ecosystem, exports, summary
+from ui import advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, run_words
 
-# What to try next, per failure kind (tcore.events.ERROR_KINDS).
+# What to try next, per failure kind (tcore.protocol.ERROR_KINDS).
 FAILURE_HINTS = {
     "invalid_spec": "Change the setting the message names and run again.",
     "compile_error": "Try backend=aot_eager: if that works, tracing is fine and Inductor's code generation failed.",
@@ -63,11 +63,40 @@ def show_failure(rec: RunRecord) -> None:
             st.code(rec.error["traceback"], language=None)
 
 
-def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None = None) -> None:
+def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStore | None = None) -> None:
+    """A finished run, top to bottom: the headline, what the compiler did, advice, charts, then every figure."""
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
-    shown, noise = summary.headline(r), summary.noise_words(r)
-    for tiles in summary.headline_tiles(r):
+    show_headline(rec)
+    st.caption(run_words.baseline_words(rec.spec, rec.device))
+    ok, words = run_words.correctness_words(r, rec.spec.get("precision", "fp32"))
+    (st.success if ok else st.error if ok is False else st.info)(words)
+    if compiled:
+        show_compiler(r)
+    if r.get("notes"):
+        st.info("\n".join(f"- {n}" for n in r["notes"]))
+    if store is not None:
+        advice.side_by_side(rec, store, key=key)
+    with st.container(border=True):
+        advice.where_time_goes(rec, store, key=key)
+    with st.container(border=True):
+        advice.next_steps(rec, store, key=key)
+    if store is not None and (words := run_words.cache_words(r, rec.spec)):
+        show_cache(rec, store, words, key=key)
+    show_charts(rec, power_samples, key=key)
+    with st.expander("All figures, eager vs compiled"):
+        st.dataframe(pd.DataFrame(report.variant_rows(r), columns=["figure", "eager", "compiled"]),
+                     hide_index=True, width="stretch", key=f"{key}_figures")
+    with st.expander("Environment"):
+        st.dataframe(pd.DataFrame(run_words.env_rows(rec.env, rec.device), columns=["what", "value"]),
+                     hide_index=True, width="stretch", key=f"{key}_env")
+
+
+def show_headline(rec: RunRecord) -> None:
+    """The metric tiles, why a figure is n/a, how the speedup was made, and whether to trust it."""
+    r = rec.result
+    shown, noise = run_words.headline(r), run_words.noise_words(r)
+    for tiles in run_words.headline_tiles(r):
         for col, tile in zip(st.columns(3), tiles):
             col.metric(**tile)
     for k in ("speedup", "compile_s", "breakeven_steps"):
@@ -84,40 +113,33 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
                          "queues it in one click."), icon=":material/speed:")
     if why := figures.disagreement(r):
         st.info(why, icon=":material/info:")
-    if payback := summary.payback_words(r):
+    if payback := run_words.payback_words(r):
         st.caption(payback)
 
-    st.caption(summary.baseline_words(rec.spec, rec.device))
-    ok, words = summary.correctness_words(r, rec.spec.get("precision", "fp32"))
-    (st.success if ok else st.error if ok is False else st.info)(words)
-    if compiled:
-        with st.container(border=True):
-            st.markdown("**What the compiler did**")
-            # Sentences as paragraphs; "- " lines stay together as one list.
-            st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in summary.graph_words(r)))
-            if words := regional_words(r):
-                st.markdown(words)
-            if r.get("graph_breaks") or r.get("recompiles"):
-                with st.expander("Full messages from torch"):
-                    for b in summary.group_breaks(r.get("graph_breaks", [])):  # one per place, as counted above
-                        where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
-                        theirs = summary.torch_break_words(b)
-                        hint = f"\n{theirs}" if theirs else f"\n{b['hint']}" if b.get("hint") else ""
-                        st.code(f"graph break{where} (met {b['count']}x):\n{b['reason']}{hint}", language=None)
-                    for c in r.get("recompiles", []):
-                        frame = c["frame"] or "nothing: the recompile limit was hit"
-                        st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)
-    if r.get("notes"):
-        st.info("\n".join(f"- {n}" for n in r["notes"]))
-    if store is not None:
-        advice.side_by_side(rec, store, key=key)
-    with st.container(border=True):
-        advice.where_time_goes(rec, store, key=key)
-    with st.container(border=True):
-        advice.next_steps(rec, store, key=key)
-    if store is not None and (words := summary.cache_words(r, rec.spec)):
-        show_cache(rec, store, words, key=key)
 
+def show_compiler(r: dict) -> None:
+    """Graphs, breaks and recompilations in words, with torch's full messages one click away."""
+    with st.container(border=True):
+        st.markdown("**What the compiler did**")
+        # Sentences as paragraphs; "- " lines stay together as one list.
+        st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in graph_words.graph_words(r)))
+        if words := regional_words(r):
+            st.markdown(words)
+        if r.get("graph_breaks") or r.get("recompiles"):
+            with st.expander("Full messages from torch"):
+                for b in graph_words.group_breaks(r.get("graph_breaks", [])):  # one per place, as counted above
+                    where = f" at {b['file']}:{b['line']}" if b.get("file") else ""
+                    theirs = graph_words.torch_break_words(b)
+                    hint = f"\n{theirs}" if theirs else f"\n{b['hint']}" if b.get("hint") else ""
+                    st.code(f"graph break{where} (met {b['count']}x):\n{b['reason']}{hint}", language=None)
+                for c in r.get("recompiles", []):
+                    frame = c["frame"] or "nothing: the recompile limit was hit"
+                    st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)
+
+
+def show_charts(rec: RunRecord, power_samples: list, *, key: str) -> None:
+    """Throughput, latency, memory and energy side by side, then the compile phases and the power over the run."""
+    r = rec.result
     left, right = st.columns(2)
     exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput", run_id=rec.id)
     exports.show(right, charts.latency_chart(r), key=f"{key}_latency", run_id=rec.id)
@@ -128,30 +150,23 @@ def show_result(rec: RunRecord, trace: list, *, key: str, store: RunStore | None
         memory += ", the whole worker process with torch itself, so small models show about the same for both"
     power = r.get("power_source") if r.get("power_source") not in (None, "none") else "no meter"
     st.caption(f"Peak memory: {memory}. Power: {power}.")
-    if compiled:
+    if "compiled" in r.get("variants", ()):
         exports.show(st, charts.compile_phases_chart(r), key=f"{key}_phases", run_id=rec.id)
-    if trace:
-        exports.show(st, charts.power_trace_chart(trace), key=f"{key}_trace", run_id=rec.id)
+    if power_samples:
+        exports.show(st, charts.power_trace_chart(power_samples), key=f"{key}_power_trace", run_id=rec.id)
     else:
         reason = r.get("unavailable", {}).get("eager_power_w", "no power samples were recorded")
         st.caption(f"No power trace for this run: {reason}.")
-
-    with st.expander("All figures, eager vs compiled"):
-        st.dataframe(pd.DataFrame(report.variant_rows(r), columns=["figure", "eager", "compiled"]),
-                     hide_index=True, width="stretch", key=f"{key}_figures")
-    with st.expander("Environment"):
-        st.dataframe(pd.DataFrame(summary.env_rows(rec.env, rec.device), columns=["what", "value"]),
-                     hide_index=True, width="stretch", key=f"{key}_env")
 
 
 def show_cache(rec: RunRecord, store: RunStore, words: str, *, key: str) -> None:
     """What the compile caches did; when the same settings also ran with another cache mode, both compile times."""
     st.caption(words)
     records = store.list(limit=200)
-    same = summary.same_settings(rec, records)
+    same = diagnose_queries.same_settings(rec, records)
     kinds = {diagnose_charts.cache_kind(r.spec.get("cache"), r.result.get("cache_artifacts")) for r in same}
     if len(kinds) > 1:
-        exports.show(st, diagnose_charts.cold_warm_chart(summary.cache_frame(same), height=260),
+        exports.show(st, diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(same), height=260),
                      key=f"{key}_cold_warm")
 
 

@@ -1,0 +1,168 @@
+"""The Diagnose page headless (AppTest) over real tiny runs: graph breaks with their source and the compile timeline,
+the break pair queued and cancelled, cold against warm, a suggestion's counterpart and two runs' code side by side."""
+import json
+
+from tcore.lab import runs, tlparse
+from tcore.spec import Experiment
+from tests.app_harness import EAGER_TINY, app, chart_titled, db, figure, stored_run, texts, wait_for  # noqa: F401
+from tests.helpers import insert_run
+
+
+def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
+    from ui.diagnose import base_experiment
+
+    tiny = base_experiment("captioner", backend="inductor")  # what Diagnose's four-way queues
+    stored_run(db, tiny, compile_s=20.0, fx_graph_cache_misses=1, cache_artifacts="none")
+    stored_run(db, tiny.replace(compile="regional"), compile_s=8.0, cache_artifacts="none")
+    warm = stored_run(db, tiny.replace(cache="artifacts"), compile_s=2.0, cache_artifacts="loaded",
+                      fx_graph_cache_hits=1, fx_graph_cache_misses=0, aot_autograd_cache_hits=1)
+    stored_run(db, tiny.replace(compile="regional", cache="artifacts"), compile_s=1.0, cache_artifacts="loaded")
+
+    at = app().switch_page("app_pages/compare.py").run()
+    assert not at.exception
+    cold_warm = chart_titled(at, "Compile time: cold vs warm")
+    assert [t["name"] for t in cold_warm["data"]] == ["cold", "artifacts loaded"]
+    assert cold_warm["data"][1]["x"] == [1.0, 2.0]  # regional, then whole: newest settings first
+    assert "FX graph cache: 1 hits, 0 misses" in cold_warm["data"][1]["hovertext"][1]
+    at.selectbox(key="compare_detail").set_value(warm).run()  # one run in detail: its cache, beside its cold twin
+    assert "Compile cache: warm: compile artifacts from an earlier run were loaded; FX graph cache 1 hits" \
+        in texts(at.caption)
+    assert [f["layout"]["title"]["text"] for f in map(figure, at.get("plotly_chart"))].count(
+        "Compile time: cold vs warm") == 2
+
+    at.switch_page("app_pages/diagnose.py").run()
+    assert not at.exception
+    cold, hot = chart_titled(at, "Compile time: whole model vs regional")["data"]
+    assert cold["text"] == ["20.0 s", "8.0 s<br>2.5x faster"]
+    assert hot["text"] == ["2.0 s<br>10.0x faster", "1.0 s<br>20.0x faster"]
+
+
+def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
+    clean = runs.execute(EAGER_TINY, db, timeout_s=120)
+    broken = runs.execute(EAGER_TINY.replace(graph_break=True), db, timeout_s=120)
+    strict = runs.execute(EAGER_TINY.replace(graph_break=True, fullgraph=True), db, timeout_s=120)
+    static = runs.execute(EAGER_TINY.replace(dynamic=False, shape_count=4, recompile_limit=2), db, timeout_s=120)
+    assert [r.status for r in (clean, broken, static)] == ["finished"] * 3 and strict.error_kind == "compile_error"
+
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert not at.exception
+    # Graph breaks: the stored pair side by side, each break with the user's line of code.
+    assert at.selectbox(key="diag_with").value == broken.id and at.selectbox(key="diag_without").value == clean.id
+    assert "Graph break at `captioner.py:74`: Unsupported Tensor.item() call" in texts(at.markdown)
+    assert "if x.abs().mean().item() > 1e4:" in [c.value for c in at.code]
+    assert "ran the **whole enclosing function eagerly**" in texts(at.warning)  # Dynamo skipped a frame
+    pair = chart_titled(at, "What the break costs")
+    graphs = pair["data"][4:6]  # the third panel: throughput, speedup, then graphs, a bar per run
+    assert [t["name"] for t in graphs] == ["without the break", "with the break"]
+    assert [t["y"][0] for t in graphs] == [1, broken.result["graph_count"]]
+    at.toggle(key="diag_break_fullgraph").set_value(True).run()
+    assert "sample_models/captioner.py:74" in texts(at.code)  # the fullgraph run's readable error
+
+    # Recompilations: the static run's timeline, its recompiles and the limit.
+    assert at.multiselect(key="diag_shape_runs").value == [static.id]
+    timeline = chart_titled(at, "Every compilation")
+    kinds = {t["name"]: t["marker"]["symbol"] for t in timeline["data"]}
+    assert kinds == {"First compile of a frame": "circle", "Recompile (a guard failed)": "diamond",
+                     "Recompile limit hit: eager from here": "x"}
+    assert "size mismatch" in " ".join(timeline["data"][1]["hovertext"])
+    assert chart_titled(at, "Step time over the shape schedule")["layout"]["yaxis"]["type"] == "log"
+    assert "**The recompile limit was hit**" in texts(at.markdown)
+
+    # One run, opened by id as the Compare page's link does.
+    at.query_params["run"] = static.id
+    at.run()
+    assert not at.exception and at.selectbox(key="diag_run").value == static.id
+    assert "None stored: only Inductor generates code, and this run used backend=eager." in texts(at.caption)
+    # ... and its compile's tlparse report, rendered from the TORCH_TRACE the run kept, served by the app.
+    try:
+        [link] = [b.proto for b in at.get("link_button") if b.proto.label == "Open the tlparse report"]
+        # the store's own shelf, and a query so tlparse's script logs no ReferenceError
+        assert link.url == f"app/static/tlparse/{db.store_id}/{static.id}/index.html?run={static.id}"
+        assert "recompile" in (tlparse.REPORTS / db.store_id / static.id / "index.html").read_text().lower()
+
+        # The Compare page: one run in detail gives its settings as code, and the selection exports as HTML.
+        at.switch_page("app_pages/compare.py").run()
+        at.selectbox(key="compare_detail").set_value(broken.id).run()
+        assert not at.exception
+        [code] = [c.value for c in at.code if c.value.startswith("# Compile Lab run")]
+        assert "entry.build('tiny', device=device, graph_break=True)" in code
+        assert "compiled = torch.compile(model, backend='eager')  # <--" in code
+        assert {b.proto.label for b in at.get("download_button")} >= {
+            "Download this comparison (HTML)", "Report (.zip)", "TORCH_TRACE log (.gz)", "Download as a .py file"}
+        # Every chart's camera button saves the chart under its own name, as PNG until the sidebar says SVG.
+        configs = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
+        assert {c["toImageButtonOptions"]["format"] for c in configs} == {"png"}
+        assert "compile-lab-compare_throughput" in {c["toImageButtonOptions"]["filename"] for c in configs}
+        at.session_state["chart_format"] = "SVG"
+        at.run()
+        assert {json.loads(c.proto.config)["toImageButtonOptions"]["format"] for c in at.get("plotly_chart")} == {"svg"}
+    finally:
+        for run in (clean, broken, static):
+            tlparse.forget(run.id)
+
+
+def test_diagnose_queues_the_break_pair_for_this_session_and_cancels_it(db):
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert "No finished run with the deliberate break is stored yet" in texts(at.info)
+    at.selectbox(key="diag_break_backend").set_value("eager").run()
+    at.button(key="diag_break_start").click().run()
+    assert not at.exception
+    queued = sorted(runs.active(), key=lambda r: r.queued_at)
+    assert [r.exp.graph_break for r in queued] == [False, True]
+    assert {r.owner for r in queued} == {at.session_state["owner"]}
+    assert "+break" in texts(at.markdown)  # the live line of each run
+    for run in queued:
+        at.button(key=f"diag_breaks_live_cancel_{run.run_id}").click().run()
+        assert not at.exception
+    for run in queued:
+        assert run.wait(60).error_kind == "cancelled"
+
+
+def test_a_suggestion_queues_its_counterpart_and_shows_the_two_side_by_side(db):
+    """A stored run with a deliberate graph break suggests running without it; one click queues that run
+    (a real aot_eager run on the CPU), and once it finishes the Run page draws the two side by side."""
+    exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="aot_eager",
+                     graph_break=True, timed_steps=4, rounds=2, warmup_steps=1)
+    bd = {"step_ms": 10.0, "steps": 3, "source": "cpu ops", "overlap_ms": 0.0, "top": [],
+          "ms": {"matmul": 4.0, "pointwise": 3.0, "idle": 3.0}}
+    origin = stored_run(db, exp, speedup=0.9, compile_s=2.0, breakeven_steps=None, variants=["eager", "compiled"],
+                        graph_break_count=2, graph_breaks=[{"reason": "Unsupported Tensor.item() call", "count": 2,
+                                                            "file": "/m.py", "line": 7, "source": "x.item()"}],
+                        eager_profiled_step_ms=10.0, compiled_profiled_step_ms=10.0, eager_latency_ms_p50=9.5,
+                        breakdown={"eager": bd, "compiled": bd})
+    at = app().switch_page("app_pages/compare.py").run()
+    at.selectbox(key="compare_detail").set_value(origin).run()
+    assert not at.exception
+    assert "Where the time goes" in texts(at.markdown) and "What to try next" in texts(at.markdown)
+    assert "Eager: 3 profiled steps of 10.00 ms on average against 9.50 ms timed (+5%)." in texts(at.caption)
+    assert "at /m.py:7 (`x.item()`)" in texts(at.markdown)
+    queue_it = next(b for b in at.button if b.label == "Queue it" and "graph_break=False" in (b.help or ""))
+    queue_it.click().run()
+    assert not at.exception
+    wait_for(at, lambda at: "Side by side with the run that suggested it" in texts(at.markdown))
+    assert "graph_break: True → False" in texts(at.markdown)
+    counterpart = next(r for r in db.list() if r.id != origin)
+    assert counterpart.status == "finished" and counterpart.spec["graph_break"] is False
+    assert counterpart.result["breakdown"]["eager"]["source"] == "cpu ops"
+
+
+def test_two_runs_code_side_by_side_with_the_kernel_change(db):
+    """Diagnose › Two runs' code: pick two runs of one model; their programs, a diff, and the kernels by kind."""
+    from tests.test_ecosystem import FUSED_CODE, TRITON_CODE
+
+    tiny = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu")
+    ids = []
+    for exp, code in ((tiny, TRITON_CODE), (tiny.replace(mode="max-autotune-no-cudagraphs"), FUSED_CODE)):
+        ids.append(insert_run(db, exp))
+        db.finish(ids[-1], result={"device": "cpu", "variants": ["eager", "compiled"], "compiled_kernels_per_step": 7},
+                  env={"device": "cpu"}, code=[code])
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert not at.exception
+    at.selectbox(key="codes_a").set_value(ids[0]).run()
+    at.selectbox(key="codes_b").set_value(ids[1]).run()
+    assert [m.value for m in at.metric][-3:] == ["3", "1", "7 → 7"]
+    assert "Generated kernels 3 → 1 (-2): pointwise 1 → 0, reduction 1 → 0; library calls 2 → 1." in texts(at.caption)
+    at.segmented_control(key="codes_view").set_value("Diff").run()
+    diff = next(c.value for c in at.code if c.value.startswith("--- A"))
+    assert "-triton_poi_fused_add_0 = async_compile.triton(" in diff
+    assert "+triton_per_fused_add_softmax_0 = async_compile.triton(" in diff

@@ -1,0 +1,73 @@
+"""The Sweep page headless (AppTest): settings crossed, invalid ones skipped, a two-run sweep one run at a time, a
+cancelled sweep, and a sweep with nothing to cross."""
+import time
+
+from tcore.lab import runs, sweeps
+from tcore.spec import Experiment
+from tests.app_harness import app, db, texts  # noqa: F401 (the db fixture)
+
+
+def test_sweep_crosses_settings_and_skips_invalid_ones():
+    base = Experiment(model="captioner", device="cpu", backend="aot_eager")
+    experiments, skipped = sweeps.cross(base, {"compile": ["off", "whole"], "mode": ["default", "max-autotune"]})
+    assert [(e.compile, e.mode) for e in experiments] == [("off", "default"), ("whole", "default")]
+    assert experiments[0].backend == "inductor"  # the eager baseline ignores the base's backend
+    assert len(skipped) == 2 and all("max-autotune" in s for s in skipped)
+    assert "compile settings (mode, dynamic, fullgraph, backend) need compile=whole or regional" in skipped[0]
+
+
+def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
+    base = Experiment(model="captioner", device="cpu", backend="aot_eager", batch_size=2, timed_steps=4, rounds=2,
+                      warmup_steps=2)
+    experiments, _ = sweeps.cross(base, {"compile": ["whole", "regional"]})
+    sweep_id = sweeps.start(experiments, db)
+    at = app().switch_page("app_pages/sweep.py").run()  # a fresh session finds the running sweep
+    assert not at.exception
+    assert any(s.value.startswith("Sweep running") for s in at.subheader)
+    deadline = time.time() + 120
+    while not sweeps.get(sweep_id, db).done:
+        assert len([r for r in runs.active() if r.status == "running"]) <= 1  # never two runs at once
+        assert time.time() < deadline, "the sweep did not finish within 120 s"
+        time.sleep(0.5)
+    sweep = sweeps.get(sweep_id, db)
+    assert [r.status for r in sweep.runs] == ["finished", "finished"] and sweep.finished_count == 2
+
+    at.run()
+    assert not at.exception
+    assert any(s.value == "Sweep finished: 2 of 2 runs finished" for s in at.subheader)
+    # What every run shared, since the knobs beside it may have moved on (or reset, after a refresh).
+    assert "fp32 inference, batch 2, backend aot_eager, 4 steps per variant in 2 rounds" in texts(at.caption)
+    assert texts(at.success).startswith("Fastest: **")
+    assert len(at.get("plotly_chart")) == 1  # the heatmap
+    assert at.button(key="sweep_start").disabled is False
+
+
+def test_cancelled_sweep_starts_no_further_runs(db):
+    base = Experiment(model="captioner", device="cpu", backend="aot_eager", batch_size=2, timed_steps=4, rounds=2)
+    sweep_id = sweeps.start(sweeps.cross(base, {"compile": ["whole", "regional"]})[0], db)
+    while sweeps.get(sweep_id, db).runs[0].status == "queued":
+        time.sleep(0.05)
+    sweeps.cancel(sweep_id, db)
+    deadline = time.time() + 60
+    while not sweeps.get(sweep_id, db).done:
+        assert time.time() < deadline, "the cancelled sweep did not stop within 60 s"
+        time.sleep(0.2)
+    sweep = sweeps.get(sweep_id, db)
+    assert sweep.cancelled and [r.error_kind for r in sweep.runs] == ["cancelled", "cancelled"]
+    assert sweep.runs[1].started_at is None  # the second never started
+    assert "its sweep was cancelled" in sweep.runs[1].error["message"]
+
+    # The page says what happened: cancelled, not failed, and no "None" in the cells of runs that never ran.
+    at = app().switch_page("app_pages/sweep.py").run()
+    at.session_state["sweep_id"] = sweep_id
+    at.run()
+    assert any(s.value == "Sweep cancelled: 0 of 2 runs finished, 2 cancelled" for s in at.subheader)
+    table = at.dataframe[0].value
+    assert list(table.status) == ["cancelled", "cancelled"] and "None" not in table.astype(str).to_string()
+
+
+def test_a_sweep_with_nothing_to_cross_says_what_to_pick(db):
+    at = app().switch_page("app_pages/sweep.py").run()
+    at.multiselect(key="sweep_mode").set_value([]).run()
+    assert "**Nothing to run.** Pick at least one value for: mode" in texts(at.warning)
+    assert at.button(key="sweep_start").disabled

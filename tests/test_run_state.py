@@ -1,0 +1,71 @@
+"""One answer to "what state is my run in" (ui.run_state.state): the store's record says first that a run has
+ended, this process's live run gives the phase of a run it follows, the queue places a run another process runs;
+every fragment of the Run page reads the same RunState."""
+from types import SimpleNamespace
+
+from tcore.lab import runs
+from tcore.lab.scheduler import Wait
+from tcore.protocol import PHASE_TITLES
+from tcore.spec import Experiment
+from tcore.store.queue import BY_INSTRUCTOR
+from tests.helpers import insert_run
+from ui import run_state
+
+QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager", timed_steps=2,
+                   rounds=1, warmup_steps=1)
+
+
+def following(monkeypatch, run_id: str, **snap) -> None:
+    """This process follows `run_id` live, its snapshot saying `snap`."""
+    live = SimpleNamespace(done=False, snapshot=lambda: {"status": "running", "phase": None, "queue_position": None,
+                                                         "wait": None, "waited_s": 0.0, **snap})
+    monkeypatch.setattr(runs, "live", lambda i: live if i == run_id else None)
+
+
+def test_a_finished_run_reads_as_ended_with_its_speedup(store):
+    run_id = insert_run(store, QUICK)
+    store.finish(run_id, result={"device": "cpu", "speedup": 1.318})
+    now = run_state.state(run_id, store)
+    assert (now.status, now.ended, now.followed) == ("finished", True, False)
+    assert now.words() == "finished, 1.32x eager"
+
+
+def test_the_record_says_first_that_a_run_has_ended_though_the_live_run_has_not_yet(store, monkeypatch):
+    run_id = insert_run(store, QUICK)
+    following(monkeypatch, run_id, phase="measuring")
+    assert run_state.state(run_id, store).followed
+    assert run_state.state(run_id, store).words() == f"running: {PHASE_TITLES['measuring']}"
+    store.finish(run_id, result={"device": "cpu", "speedup": 0.9})  # written a moment before the live run ends
+    now = run_state.state(run_id, store)
+    assert now.ended and not now.followed and now.words() == "finished, 0.90x eager"
+
+
+def test_a_followed_run_waiting_in_the_queue_says_its_place_and_when_it_starts(store, monkeypatch):
+    run_id = insert_run(store, QUICK, status="queued")
+    following(monkeypatch, run_id, status="queued", queue_position=2, wait=Wait(95.0, 1200.0), waited_s=12.0)
+    now = run_state.state(run_id, store)
+    assert (now.status, now.queue_position, now.followed) == ("queued", 2, True)
+    assert now.words() == "#2 in the queue · starts in about 1 min 35 s"
+
+
+def test_a_run_another_process_runs_is_placed_by_the_queue(store):
+    queued, running = insert_run(store, QUICK, status="queued"), insert_run(store, QUICK)
+    places = {queued: {"status": "queued", "queue_position": 3, "wait": None},
+              running: {"status": "running", "queue_position": None, "wait": None}}
+    assert run_state.state(queued, store, places=places).words() == "#3 in the queue · no estimate yet"
+    now = run_state.state(running, store, places=places)
+    assert now.elsewhere and not now.followed and not now.ended and now.words() == "running"
+
+
+def test_failed_cancelled_and_deleted_runs_say_what_ended_them(store):
+    failed, by_owner, by_instructor = (insert_run(store, QUICK) for _ in range(3))
+    store.finish(failed, error={"kind": "timeout", "message": "ran past its 60 s"})
+    store.finish(by_owner, error={"kind": "cancelled", "message": "cancelled by the user"})
+    store.finish(by_instructor, error={"kind": "cancelled", "message": f"{BY_INSTRUCTOR} while it ran"})
+    assert run_state.state(failed, store).words() == "failed: timeout"
+    assert run_state.state(by_owner, store).cancelled_by == "owner"
+    assert run_state.state(by_owner, store).words() == "failed: cancelled"
+    assert run_state.state(by_instructor, store).cancelled_by == "instructor"
+    assert run_state.state(by_instructor, store).words() == BY_INSTRUCTOR
+    gone = run_state.state("20260101-000000-gone00", store)
+    assert gone.ended and gone.status == run_state.DELETED

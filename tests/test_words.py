@@ -1,0 +1,165 @@
+"""The words beside the charts (ui.run_words, ui.graph_words, ui.sweep_matrix, ui.run_state's queue words), on
+hand-made results: what compile did, correctness, payback, the best setting, graph breaks."""
+import pandas as pd
+
+from tcore import figures
+from tcore.advice import inside_torch
+from tests.chart_data import cpu_eager_only, gpu_result  # noqa: F401 (fixtures)
+from ui import diagnose_queries, graph_words, run_state, run_words, sweep_matrix
+
+
+def test_graph_words_name_breaks_and_recompiles(gpu_result):
+    words = "\n".join(graph_words.graph_words(gpu_result))
+    assert "Dynamo compiled **3 graphs**: 2 pieces of the model between its graph breaks, plus 1 recompilation" in words
+    assert "**1 graph break**, counted by place in the code" in words
+    assert ("- graph break: Unsupported Tensor.item() call with capture_scalar_outputs=False; Dynamo met it 4 times"
+            in words)
+    assert "Explanation" not in words  # only the headline line of torch's message
+    assert "recompile 0/1 of `forward`: tensor 'x' size mismatch at index 1. expected 32, actual 128" in words
+
+
+def test_graph_words_say_where_a_break_is_and_count_kernels():
+    words = graph_words.graph_words({
+        "graph_count": 2, "graph_break_count": 1, "eager_kernels_per_step": 67, "compiled_kernels_per_step": 12,
+        "graph_breaks": [{"reason": "Unsupported Tensor.item() call", "count": 1, "line": 74,
+                          "file": "/repo/sample_models/captioner.py", "source": "if x.abs().mean().item() > 1e4:"}]})
+    assert ("- graph break at `captioner.py:74` (`if x.abs().mean().item() > 1e4:`): Unsupported Tensor.item() "
+            "call") in words
+    assert "Kernels launched per step: 67 eager, 12 compiled (fusion merged them)." in words
+
+
+def test_graph_words_name_the_recompile_limit():
+    words = graph_words.graph_words({"recompile_count": 2, "recompiles": [
+        {"compile_id": "0/1", "frame": "forward", "reason": "0/0: tensor 'tokens' size mismatch at index 1"},
+        {"compile_id": "0/2", "frame": None, "reason": "0/1: tensor 'tokens' size mismatch at index 1"}]})
+    assert "- recompile 0/1 of `forward`: tensor 'tokens' size mismatch at index 1" in words
+    assert "- 0/2: the recompile limit was hit, no compile: tensor 'tokens' size mismatch at index 1" in words
+
+
+def test_cuda_graph_skips_on_the_cpu_say_why_and_on_a_gpu_give_torchs_reason():
+    cpu = graph_words.graph_words({"device": "cpu", "cudagraph_skip_count": 2, "cudagraph_skip_reasons": []})
+    assert cpu == ["CUDA graphs were skipped 2 time(s): there are no CUDA graphs on the CPU, so reduce-overhead and "
+                   "max-autotune run without them here."]
+    gpu = graph_words.graph_words({"device": "cuda", "cudagraph_skip_count": 1,
+                               "cudagraph_skip_reasons": ["skipping cudagraphs due to mutated inputs (1 instances)"]})
+    assert gpu == ["CUDA graphs were skipped 1 time(s): skipping cudagraphs due to mutated inputs (1 instances)."]
+    assert "torch gave no reason" in graph_words.graph_words({"device": "cuda", "cudagraph_skip_count": 1})[0]
+
+
+def test_graph_words_for_a_clean_compile():
+    words = graph_words.graph_words({"graph_count": 1, "graph_break_count": 0, "graph_breaks": [],
+                                 "recompile_count": 0, "recompiles": []})
+    assert words == ["Dynamo captured 1 graph with no graph breaks.", "No recompilations."]
+
+
+def test_correctness_and_payback_words(gpu_result):
+    ok, text = run_words.correctness_words(gpu_result, "float32")
+    assert ok and "within the float32 tolerance of 0.001" in text
+    bad = {**gpu_result, "correctness_ok": False, "correctness_rel_diff": 0.2}
+    assert run_words.correctness_words(bad, "float32")[1].startswith("Compiled output DIFFERS")
+    assert run_words.correctness_words({}, "float32")[0] is None
+    assert "11,121 steps" in run_words.payback_words(gpu_result)
+    assert run_words.payback_words({"breakeven_steps": None}) is None
+
+
+def test_headline_gives_units_or_the_reason(gpu_result, cpu_eager_only):
+    assert run_words.headline(gpu_result)["speedup"] == ("1.14 x", None)
+    assert run_words.headline(gpu_result)["compile_s"] == ("11.2 s", None)
+    assert run_words.headline(cpu_eager_only)["speedup"] == ("n/a", "nothing is compiled in this run (compile=off)")
+
+
+def test_best_setting_names_fastest_and_soonest_payback():
+    matrix = pd.DataFrame([
+        {"setting": "whole · max-autotune", "speedup": 1.6, "compile_s": 90.0, "breakeven_steps": 5000.0},
+        {"setting": "regional · default", "speedup": 1.3, "compile_s": 9.0, "breakeven_steps": 700.0},
+        {"setting": "off (eager)", "speedup": None, "compile_s": None, "breakeven_steps": None},
+    ])
+    text = sweep_matrix.best_setting(matrix)
+    assert text.startswith("Fastest: **whole · max-autotune**, 1.60x eager after 90.0 s")
+    assert "Pays back soonest: **regional · default**" in text
+    assert sweep_matrix.best_setting(matrix.iloc[2:]) is None
+
+
+def test_best_setting_gives_its_spread_and_names_the_settings_it_cannot_be_told_from():
+    matrix = pd.DataFrame([
+        {"setting": "whole · default", "speedup": 1.50, "speedup_min": 1.20, "speedup_max": 1.90, "compile_s": 20.0,
+         "breakeven_steps": 900.0},
+        {"setting": "regional · default", "speedup": 1.40, "speedup_min": 1.25, "speedup_max": 1.45, "compile_s": 8.0,
+         "breakeven_steps": 400.0},
+        {"setting": "whole · lite", "speedup": 1.05, "speedup_min": 1.00, "speedup_max": 1.10, "compile_s": 6.0,
+         "breakeven_steps": None},
+    ])
+    text = sweep_matrix.best_setting(matrix)
+    assert text.startswith("Fastest: **whole · default**, 1.50x eager (rounds 1.20–1.90x) after 20.0 s")
+    assert "cannot tell it apart** from **regional · default**: their rounds overlap" in text
+    assert "whole · lite**" not in text
+
+
+def test_break_grouping_strategies_and_queue_words():
+    breaks = [{"reason": "Unsupported Tensor.item() call\n  Explanation: ...", "file": "/r/captioner.py", "line": 74,
+               "count": 1, "skipped_frame": True, "source": "if x.abs().mean().item() > 1e4:", "hint": "Hint: x"},
+              {"reason": "Unsupported Tensor.item() call", "file": "/r/captioner.py", "line": 74, "count": 1,
+               "skipped_frame": False, "source": "if x.abs().mean().item() > 1e4:", "hint": "Hint: x"},
+              {"reason": "Unsupported Tensor.item() call", "file": "/r/captioner.py", "line": 97, "count": 1,
+               "skipped_frame": False, "source": "if x.abs().mean().item() > 1e4:", "hint": "Hint: x"}]
+    grouped = graph_words.group_breaks(breaks)
+    assert [(b["line"], b["count"], b["skipped_frame"]) for b in grouped] == [(74, 2, True), (97, 1, False)]
+    assert graph_words.break_title(grouped[0]) == "`captioner.py:74`: Unsupported Tensor.item() call (hit 2 times)"
+
+    assert [diagnose_queries.strategy_of({"shape_count": 6, **changes}) for _, changes, _ in diagnose_queries.STRATEGIES.values()] \
+        == list(diagnose_queries.STRATEGIES)
+    assert diagnose_queries.strategy_of({"shape_count": 0, "dynamic": False}) is None
+    assert figures.compile_totals([{"kind": "compile", "duration_s": 0.5}, {"kind": "recompile", "duration_s": 0.25},
+                                   {"kind": "limit", "duration_s": 0.01}]) == {"compilations": 2, "compiling_s": 0.75}
+
+    from tcore.lab.scheduler import Wait, wait_words
+
+    assert run_state.queue_words(2, Wait(95.0, 1200.0), 12.0) == "#2 in the queue · starts in about 1 min 35 s · waited 12 s"
+    assert "no estimate yet" in run_state.queue_words(1, None, 0.0)
+    assert wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s that runs like it took"))[0] \
+        == "late: starts within 3 min 00 s at the latest"
+
+
+def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
+    from ui import people, queue
+
+    assert queue.whose("ada~3f9a", "ada~3f9a") == "yours"
+    assert queue.whose("ada~3f9a", "guest-0badc0") == "ada"
+    assert queue.whose("guest-0badc0", "ada~3f9a") == "guest 0bad"
+    assert queue.whose("host:123", "abc") == "the command line or a sweep"
+    assert queue.whose("9f1c0e", "abc") == "another session"  # a session id from before names
+    assert people.owner_for("  Ada Lovelace! ", "guest-0badc0") == "ada-lovelace~0bad"
+    assert people.owner_for("Ada", "ada-l~0bad") == "ada~0bad"  # a new name keeps the tag
+    assert people.owner_for("!!", "guest-0badc0") is None
+
+
+def test_break_pair_words_say_what_the_break_cost():
+    clean = {"graph_count": 1, "compiled_samples_per_s": 5591.7, "compile_s": 18.2}
+    broken = {"graph_count": 6, "compiled_samples_per_s": 4192.3, "compile_s": 17.7}
+    assert graph_words.break_pair_words(clean, broken) == ("With the break, Dynamo captured **6 graphs** instead of 1; "
+                                                       "the model runs at **75%** of the throughput; compiling took "
+                                                       "17.7 s instead of 18.2 s.")
+    assert graph_words.break_pair_words({"graph_count": 1}, {"graph_count": 3}) == \
+        "With the break, Dynamo captured **3 graphs** instead of 1."
+
+
+def test_the_baseline_sentence_says_which_precision_and_layout_eager_ran_in():
+    from ui.run_words import baseline_words
+
+    tuned = baseline_words({"model": "resnet50", "precision": "bf16", "channels_last": True}, "cuda")
+    assert "**bf16**" in tuned and "channels_last**, as people tune a CNN" in tuned
+    assert "Eager runs in **NCHW**" in baseline_words({"model": "resnet50", "channels_last": False}, "cuda")
+    assert "NCHW" not in baseline_words({"model": "flux", "precision": "bf16"}, "cuda")
+    assert "runs as fp32" in baseline_words({"model": "flux", "precision": "tf32"}, "cpu")
+
+
+def test_a_break_inside_pytorch_says_so_instead_of_torchs_hint():
+    """A compiled optimizer's break at torch/optim/optimizer.py came with the hint
+    "Remove the torch._dynamo.graph_break() call", which is PyTorch's own, on purpose."""
+    optimizer = {"file": "/usr/lib/python3.12/site-packages/torch/optim/optimizer.py", "line": 79,
+                 "hint": "Hint: Remove the torch._dynamo.graph_break() call."}
+    assert inside_torch(optimizer["file"]) == "torch/optim/optimizer.py"
+    assert "on purpose, before every optimizer step" in graph_words.torch_break_words(optimizer)
+    other = {"file": "/opt/venv/lib/python3.11/dist-packages/torch/nn/modules/module.py", "line": 1}
+    assert "inside PyTorch itself (torch/nn/modules/module.py), not in your code" in graph_words.torch_break_words(other)
+    assert graph_words.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None

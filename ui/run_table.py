@@ -1,0 +1,24 @@
+"""The Compare page's table of stored runs: its columns, titled with units, and their number formats."""
+from __future__ import annotations
+
+import pandas as pd
+
+from tcore import figures
+
+# The figures in the Compare page's run table, as stored columns (tcore.figures).
+RUN_TABLE_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
+                     "eager_energy_j_per_step", "compiled_energy_j_per_step", "compiled_peak_pct", "compiled_idle_ms"]
+# The run table: (column of RunStore.dataframe(), title with unit).
+RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
+               *[(c, figures.column_label(c)) for c in RUN_TABLE_FIGURES], ("error_kind", "Error"), ("id", "Run id")]
+
+
+def number_formats(columns: list[str]) -> dict[str, tuple[str, str]]:
+    """column -> (its title with unit, its printf format), for st.column_config.NumberColumn."""
+    return {c: (figures.column_label(c), figures.lookup(c)[0].fmt) for c in columns}
+
+
+def run_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The Compare table: the columns above, titled with units, in this order (missing ones empty)."""
+    columns = [c for c, _ in RUN_COLUMNS]
+    return frame.reindex(columns=columns).rename(columns=dict(RUN_COLUMNS))

@@ -1,0 +1,204 @@
+"""One run's figures in words and tiles, for the result the Run and Compare pages draw: the baseline, the
+headline tiles, noise, break-even, correctness, the time breakdown, share of peak, caches and the environment.
+
+No Streamlit here, so the wording is unit-tested like the charts.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tcore import figures
+
+
+def baseline_words(spec: dict, device: str | None) -> str:
+    """What the eager baseline is, in a sentence: its precision and, for a convolutional model, its layout.
+
+    The layout decides what a CNN's speedup teaches: Inductor converts convolutions to channels_last on
+    its own, so against NCHW eager much of the "compile speedup" is a layout change eager can have too.
+    """
+    import sample_models
+
+    from tcore.spec import describe
+
+    precision = spec.get("precision", "fp32")
+    words = f"Eager baseline and compiled model both run in **{precision}**: {describe('precision', precision)}"
+    if device == "cpu" and precision == "tf32":
+        words += " (on this CPU it runs as fp32)"
+    try:
+        convolutional = sample_models.get(spec.get("model", "")).supports_channels_last
+    except ValueError:
+        return words
+    if convolutional and spec.get("channels_last"):
+        words += (" Eager runs in **channels_last**, as people tune a CNN: the speedup is what compiling adds "
+                  "beyond that. Against NCHW eager it would look larger, because Inductor picks channels_last "
+                  "for its convolutions on its own.")
+    elif convolutional:
+        words += (" Eager runs in **NCHW**: part of this speedup is the channels_last layout Inductor picks for "
+                  "its convolutions on its own, which eager can have too; turn channels_last on to see what "
+                  "compiling adds beyond it.")
+    return words
+
+
+def breakdown_words(result: dict) -> list[str]:
+    """Sentences under the time-breakdown chart: the biggest changes, and how the profiled step compares with
+    the timed one (the profiler adds overhead of its own, most to launch-bound steps)."""
+    from tcore.breakdown import as_timed, differences
+
+    found = result.get("breakdown") or {}
+    shown = as_timed(result)
+    words = []
+    off = ", ".join(f"{v} {s['off_pct']:+.0f}%" for v, s in shown.items() if s["shown"] != "profiled")
+    if any(s["shown"] == "withheld" for s in shown.values()):  # said first: the bars are missing because of it
+        words.append(f"**No bars: the profiled steps ran far off the timed ones** ({off}). The profiler's own overhead "
+                     "(largest on the CPU, where it records every op) changed the steps it measured, so their split "
+                     "would contradict the speedup above; the timed figures stand.")
+    elif off:
+        words.append(f"**The bars are scaled to the timed steps.** The profiled steps ran off the timed ones ({off}: "
+                     "the profiler's own overhead), so each bar keeps the profiler's shares but takes the length of the "
+                     "timed median step, which the speedup above uses.")
+    if ("eager" in found and "compiled" in found and all(shown[v]["ms"] for v in ("eager", "compiled"))
+            and (changed := differences({**found["eager"], "ms": shown["eager"]["ms"]},
+                                        {**found["compiled"], "ms": shown["compiled"]["ms"]}))):
+        words.append(f"Biggest changes, eager → compiled: {changed}.")
+    for variant, b in found.items():
+        timed = result.get(f"{variant}_latency_ms_p50")
+        if b.get("profiled_idle_ms") is not None:
+            busy = sum(v for k, v in b["ms"].items() if k != "idle")
+            words.append(f"{variant.capitalize()}: {busy:.2f} ms of kernels per step, measured by the profiler; idle "
+                         f"is the rest of the {timed:.2f} ms timed step. Recording kernels slows their launches, "
+                         f"so the profiled steps ({b['step_ms']:.2f} ms) showed {b['profiled_idle_ms']:.2f} ms of "
+                         "gaps: the timed step is the truth.")
+        elif timed:
+            off = (b["step_ms"] - timed) / timed * 100
+            words.append(f"{variant.capitalize()}: {b['steps']} profiled steps of {b['step_ms']:.2f} ms on average "
+                         f"against {timed:.2f} ms timed ({off:+.0f}%).")
+        if b.get("overlap_ms", 0) > 0.02 * b["step_ms"]:
+            words.append(f"{variant.capitalize()}: kernels overlapped on several streams for {b['overlap_ms']:.2f} ms "
+                         "per step, so the categories add up to more than the busy time.")
+    return words
+
+
+def peak_words(result: dict, gpu: str | None) -> str:
+    """How much of the GPU a step uses: achieved compute against its peak, and the weight-read floor on bandwidth."""
+    from tcore.peaks import lookup
+
+    peak = lookup(gpu)
+    if peak is None:
+        return f"Share of peak: n/a, {result.get('unavailable', {}).get('eager_peak_pct') or 'unknown device'}."
+    parts = []
+    for variant in result.get("variants", ("eager",)):
+        pct, tflops = result.get(f"{variant}_peak_pct"), result.get(f"{variant}_tflops")
+        if pct is not None and tflops is not None:
+            bw = result.get(f"{variant}_weights_bw_pct")
+            parts.append(f"{variant} {tflops:.3g} TFLOP/s = **{pct:.1f}%**" +
+                         (f", weight reads alone {bw:.1f}% of bandwidth" if bw is not None else ""))
+    return (f"Against the {peak.name}'s dense peak: " + "; ".join(parts) + ". A step far below peak is "
+            "bound by memory traffic or overhead, which fusion and CUDA graphs address.") if parts else ""
+
+
+def correctness_words(result: dict, precision: str) -> tuple[bool | None, str]:
+    """(ok, sentence) about the compiled output matching eager; ok is None when nothing was compared."""
+    ok = result.get("correctness_ok")
+    if ok is None:
+        return None, "No correctness check: nothing was compiled, so there is nothing to compare with eager."
+    rel, tol = result["correctness_rel_diff"], result["correctness_tolerance"]
+    diff = f"largest difference {rel:.2g} of the output's scale, {'within' if ok else 'above'} the {precision} " \
+           f"tolerance of {tol:g}"
+    return ok, ("Compiled output matches eager: " if ok else "Compiled output DIFFERS from eager: ") + diff + "."
+
+
+def headline(result: dict) -> dict[str, tuple[str, str | None]]:
+    """Figure -> (value with unit, why n/a) for the run-level figures of a summary (tcore.figures.SUMMARY_RUN)."""
+    return {key: (figures.text(result, key, reason=False),
+                  (result.get("unavailable") or {}).get(key) if result.get(key) is None else None)
+            for key in figures.SUMMARY_RUN}
+
+
+# What fits a metric tile a third of the Run page's result column wide (about 145 px at a 1280-px window,
+# measured in Chromium): a value in Streamlit's 36-px figures, a label in 14-px text beside its help icon.
+TILE_VALUE_CHARS = 9
+TILE_LABEL_CHARS = 19
+
+
+def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
+    """The Run page's metric tiles, two rows: speedup, compile time, break-even; then eager and compiled throughput.
+
+    Each tile is st.metric's arguments. A unit longer than a letter goes in the label ("Break-even (steps)"),
+    so a value like 59391 is not clipped; the speedup's interval is its delta, orange when noisy, and its help
+    says how the figure is made.
+    """
+    speedup, spread = result.get("speedup"), speedup_range(result)
+    top = [{"label": "Speedup", "value": figures.text(result, "speedup", reason=False), "delta": spread,
+            "delta_color": "orange" if figures.noise_reasons(result) else "off", "delta_arrow": "off",
+            "help": figures.speedup_words(result) or figures.RUN_FIGURES["speedup"].means}]
+    for name in ("compile_s", "breakeven_steps"):
+        fig = figures.RUN_FIGURES[name]
+        short = len(fig.unit) <= 1
+        top.append({"label": fig.title if short else fig.label, "value": figures.text(result, name, unit=short,
+                                                                                     reason=False), "help": fig.means})
+    bottom = [{"label": f"{variant.capitalize()} {figures.VARIANT_FIGURES['samples_per_s'].unit}",
+               "value": figures.text(result, f"{variant}_samples_per_s", unit=False, reason=False),
+               "delta": f"{(speedup - 1) * 100:+.0f}% vs eager" if speedup and variant == "compiled" else None,
+               "help": figures.VARIANT_FIGURES["samples_per_s"].means} for variant in ("eager", "compiled")]
+    return [top, bottom]
+
+
+def speedup_range(result: dict) -> str | None:
+    """'97%: 1.33–1.44 x': the paired speedup's interval, shown under the headline; a run without one (a single
+    round) shows its rounds' range."""
+    lo, hi, cover = result.get("speedup_low"), result.get("speedup_high"), result.get("speedup_confidence_pct")
+    if lo is not None and hi is not None and cover is not None:
+        return f"{cover:.0f}%: {lo:.2f}–{hi:.2f} x"
+    lo, hi = result.get("speedup_min"), result.get("speedup_max")
+    return None if lo is None or hi is None else f"rounds: {lo:.2f}–{hi:.2f} x"
+
+
+def noise_words(result: dict) -> str | None:
+    """Why the headline is not solid, in a sentence a page shows beside it; None for a steady run."""
+    reasons = figures.noise_reasons(result)
+    if not reasons:
+        return None
+    said = "; ".join(reasons)
+    return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". Run it again with "
+            "nothing else running on this machine, or time it for longer (Advanced › timed seconds).")
+
+
+def payback_words(result: dict) -> str | None:
+    """Break-even in steps and in seconds of compiled running, with the formula."""
+    steps, sps = result.get("breakeven_steps"), result.get("compiled_steps_per_s")
+    if steps is None or not sps:
+        return None
+    return (f"Compiling pays back after {steps:,.0f} steps, about {steps / sps:,.0f} s of compiled running "
+            f"(break-even = compile time / (eager step time - compiled step time)).")
+
+def env_rows(env: dict, device: str | None) -> list[tuple[str, str]]:
+    """The environment a run measured on, as (what, value) rows."""
+    rows = [("device", device or env.get("device") or "?"), ("torch", env.get("torch")),
+            ("triton", env.get("triton") or "not installed"), ("python", env.get("python"))]
+    if env.get("gpu"):
+        which = f"GPU {env['gpu_index']}: " if env.get("gpu_index") is not None else ""
+        rows += [("GPU", f"{which}{env['gpu']}"), ("GPU UUID", env.get("gpu_uuid")), ("CUDA", env.get("cuda")), ("driver", env.get("driver")),
+                 ("GPU memory", f"{env['gpu_memory_gib']} GiB" if env.get("gpu_memory_gib") else None),
+                 ("power limit", f"{env['power_limit_w']:.0f} W" if env.get("power_limit_w") else None),
+                 ("compute capability", env.get("compute_capability"))]
+    rows += [("CPU", env.get("cpu")), ("CPU cores", env.get("cpu_count")), ("torch threads", env.get("torch_threads")),
+             ("host", env.get("hostname"))]
+    return [(k, str(v)) for k, v in rows if v is not None]
+
+
+def cache_words(result: dict, spec: dict) -> str | None:
+    """What the compile caches did in a run, in a sentence; None when nothing was compiled."""
+    if result.get("compile_s") is None:
+        return None
+    cache = spec.get("cache", "cold")
+    kind = {"cold": "cold (fresh caches)", "warm": "warm (the local cache of earlier warm runs)",
+            "artifacts": {"loaded": "warm: compile artifacts from an earlier run were loaded",
+                          "cold": "artifacts asked for but not loaded, so it compiled cold"}.get(
+                              result.get("cache_artifacts"), "artifacts")}[cache]
+    hits = (f"FX graph cache {result.get('fx_graph_cache_hits', 0)} hits / "
+            f"{result.get('fx_graph_cache_misses', 0)} misses, AOT autograd cache "
+            f"{result.get('aot_autograd_cache_hits', 0)} hits")
+    saved = result.get("cache_artifacts_bytes")
+    keep = (f" It saved {saved / 1e6:.1f} MB of compile artifacts: a run of these settings with cache=artifacts "
+            "starts warm from them." if saved else "")
+    return f"Compile cache: {kind}; {hits}.{keep}"

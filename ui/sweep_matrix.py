@@ -1,0 +1,83 @@
+"""A sweep's results matrix: one row per setting, named by what varies across the sweep, and the best setting
+in a sentence. The Sweep page draws it live (ui.live) and the Run and Sweep pages' knobs name dynamic shapes alike.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from tcore.spec import Experiment
+from ui.graph_words import first_line
+
+# The figures in a sweep's matrix, as stored columns (tcore.figures).
+SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
+
+# The "Dynamic shapes" choices as the Run and Sweep pages name them, and the sweep matrix too.
+DYNAMIC_NAMES = {None: "auto", True: "always dynamic", False: "always static"}
+
+# How a sweep's column names each setting that can vary across it besides the scope and mode.
+_AXIS_WORDS = {
+    "precision": str,
+    "channels_last": lambda v: "channels_last" if v else "NCHW",
+    "dynamic": {**DYNAMIC_NAMES, None: "dynamic auto"}.get,  # as the knob names them; "auto" alone says too little
+    "compile_optimizer": lambda v: f"optimizer {'compiled' if v else 'eager'}",
+}
+
+
+def setting_name(exp: Experiment, varying: set[str] | frozenset[str] = frozenset({"dynamic", "compile_optimizer"})
+                 ) -> tuple[str, str]:
+    """(row, column) of a sweep setting: 'scope · mode', and the other settings that vary across the sweep
+    ('bf16 · NCHW · dynamic auto', 'always static')."""
+    row = "off (eager)" if exp.compile == "off" else f"{exp.compile} · {exp.mode}"
+    col = " · ".join(words(getattr(exp, name)) for name, words in _AXIS_WORDS.items() if name in varying)
+    return row, col or "as set"
+
+
+def sweep_matrix(experiments: list[Experiment], records: list) -> pd.DataFrame:
+    """One row per setting: status, speedup, compile time, throughputs; NaN until its run finishes.
+
+    `records` holds, per experiment, its RunRecord, or the string 'waiting', 'queued' or 'running'. A run
+    that was cancelled reads "cancelled", not "failed"; text cells of unfinished runs are empty, not None.
+    """
+    rows = []
+    varying = {name for name in _AXIS_WORDS if len({getattr(e, name) for e in experiments}) > 1}
+    for exp, rec in zip(experiments, records):
+        row, col = setting_name(exp, varying or {"dynamic"})
+        status = rec if isinstance(rec, str) else "cancelled" if rec.error_kind == "cancelled" else rec.status
+        result = rec.result if not isinstance(rec, str) else {}
+        rows.append({"row": row, "col": col, "setting": f"{row} · {col}", "status": status,
+                     **{c: result.get(c) for c in SWEEP_FIGURES},
+                     "error": first_line(rec.error.get("message")) if status in ("failed", "cancelled") else "",
+                     "run_id": "" if isinstance(rec, str) else rec.id})
+    frame = pd.DataFrame(rows)
+    for col in SWEEP_FIGURES:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce") if not frame.empty else frame.get(col)
+    return frame
+
+
+def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
+    """The fastest setting, and the one that pays back soonest when that is another, in a sentence."""
+    done = matrix.dropna(subset=["speedup"]) if not matrix.empty else matrix
+    if done.empty:
+        return None
+    best = done.loc[done.speedup.idxmax()]
+    # The paired interval where the runs have one; older matrices and records without it, the rounds' range.
+    paired = pd.notna(best.get("speedup_low")) and pd.notna(best.get("speedup_high"))
+    low, high, what = ("speedup_low", "speedup_high", "interval") if paired else ("speedup_min", "speedup_max", "rounds")
+    ranged = pd.notna(best.get(low)) and pd.notna(best.get(high))
+    spread = f" ({what} {best[low]:.2f}–{best[high]:.2f}x)" if ranged else ""
+    text = f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of compiling."
+    # Another setting whose interval reaches this one's is not told apart by these runs.
+    rivals = done[(done.setting != best.setting) & (done[high] >= best[low])] if ranged else done[:0]
+    if not rivals.empty:
+        names = ", ".join(f"**{s}**" for s in rivals.setting)
+        text += (f" These runs **cannot tell it apart** from {names}: their {'intervals' if paired else 'rounds'} "
+                 "overlap. Time them for longer before picking one.")
+    paying = done.dropna(subset=["breakeven_steps"])
+    if not paying.empty:
+        soon = paying.loc[paying.breakeven_steps.idxmin()]
+        if soon.setting != best.setting:
+            text += (f" Pays back soonest: **{soon.setting}** ({soon.speedup:.2f}x, {soon.compile_s:.1f} s compile, "
+                     f"break-even after {soon.breakeven_steps:,.0f} steps).")
+    if final and best.speedup <= 1:
+        text += " No setting beat eager here: on a small model or a CPU, compile overhead can outweigh fusion."
+    return text
