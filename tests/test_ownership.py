@@ -24,6 +24,7 @@ QUEUE_TWO_AND_HANG = """
 import json, sys, time
 from tcore.lab import runs
 from tcore.spec import Experiment
+from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 live = [runs.start(Experiment.from_json(sys.argv[2]), store, owner="crowd") for _ in range(2)]
 print(json.dumps([r.run_id for r in live]), flush=True)
@@ -139,6 +140,7 @@ def test_list_and_show_notice_a_dead_owner_themselves(store, capsys):
 import json, sys, time
 from tcore.lab import runs
 from tcore.spec import Experiment
+from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 live = [runs.start(Experiment.from_json(sys.argv[2]), store) for _ in range(2)]
 while live[0].handle is None or live[0].phase in ("queued", None):
