@@ -16,8 +16,8 @@ that holds that concern's methods; RunStore is all of them over one file:
 
 A new concern is a new part: a `Part` subclass reading through self._connect() and writing through
 self._write(), added to RunStore's bases. Parts call each other through self (a run's end releases its
-sweep's next run: self._release_next). Nothing outside tcore/store touches _connect or _write
-(tests/test_store_seams.py checks it).
+sweep's next run: self._release_next). Nothing outside tcore/store touches _connect or _write, the
+tests' hand-made rows aside (tests/test_store_seams.py checks it).
 """
 from tcore.store.artifacts import Artifacts
 from tcore.store.connection import StoreError, StoreFile, default_path

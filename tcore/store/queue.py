@@ -3,7 +3,8 @@
 A run is inserted "queued" with its owner (a session id), the process that owns it and its device
 kind; claiming it (status "running" in a free device slot) is one BEGIN IMMEDIATE transaction, so
 two processes never both claim a slot. tcore.lab.scheduler decides when to call these; the queue
-lives here and nowhere else, so it survives a restart of any process.
+lives here and nowhere else, so it survives a restart of any process. Its columns of `runs` and its
+`owners` table are in schema.py; a sweep's next run is released by the sweeps part (sweeps.py).
 """
 from __future__ import annotations
 
