@@ -36,6 +36,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -196,9 +197,14 @@ class Store:
         self.store = RunStore(db)
 
     def rows(self) -> dict[str, dict]:
-        with self.store._connect() as db:
+        # The owning process's pid is in no RunRecord: read the file as any outside SQLite reader would.
+        db = sqlite3.connect(self.store.path, timeout=30)
+        db.row_factory = sqlite3.Row
+        try:
             return {r["id"]: dict(r) for r in db.execute(
                 "SELECT id, status, owner, owner_pid, pid, error_kind, error FROM runs")}
+        finally:
+            db.close()
 
     def wait_for(self, condition, limit_s: float) -> dict[str, dict] | None:
         deadline = time.time() + limit_s

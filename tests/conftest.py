@@ -44,3 +44,24 @@ def tiny():
     """The smallest real experiment: a tiny model, a short timed stage, warm compile caches."""
     return Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=2,
                       timed_steps=4, rounds=2, cache="warm")
+
+
+@pytest.fixture
+def no_outside_limits(monkeypatch, tmp_path):
+    """Only the limits a test sets apply: no compile-lab.toml from the working dir, no COMPILE_LAB_MAX_* vars."""
+    from tcore.lab import limits
+
+    for var in [limits.CONFIG_ENV, *limits.ENV.values()]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def cleanup():
+    """Runs a test started; any still going at the end are cancelled, so no worker outlives its test."""
+    started = []
+    yield started
+    for run in started:
+        if not run.done:
+            run.cancel()
+        run.wait(60)

@@ -1,14 +1,24 @@
-"""Test helpers: runs written straight into a store, as if a worker had run them, without the queue."""
+"""Test helpers: runs written straight into a store, as if a worker had run them, without the queue; and what the
+queue's tests share (QUICK, a held slot, waiting, overlap, an "app" killed mid-run)."""
 from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+from tcore.lab import scheduler
+from tcore.lab.launcher import REPO_ROOT
 from tcore.spec import Experiment
 from tcore.store import RunStore
 from tcore.store.records import new_id
+
+# A real run in about 4 s on the CPU: Dynamo traces it, the eager backend skips Inductor.
+QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
+                   rounds=1, backend="eager", cache="warm")
 
 
 def insert_run(store: RunStore, exp: Experiment, *, status: str = "running") -> str:
@@ -97,3 +107,47 @@ def store_a_labs_runs(store: RunStore, owner: str) -> dict[str, str]:
         made[name] = run_id
         time.sleep(0.01)  # distinct creation times: pages list runs newest first
     return made
+
+
+# --- the queue's tests ----------------------------------------------------------------------------
+
+def hold_cpu_slot(store: RunStore, *, worker_started: bool = False) -> str:
+    """Occupy the cpu slot with a run of this process that has no worker; store.finish() on its id frees the slot.
+
+    worker_started: record this process as its worker, so that recovery does not put it back in the queue as a
+    run whose worker never started."""
+    proc = scheduler.this_process()
+    run_id = store.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None)
+    assert store.claim_next(proc, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")
+    if worker_started:
+        store.set_worker(run_id, os.getpid(), scheduler.process_start(os.getpid()))
+    return run_id
+
+
+def wait_until(condition, limit_s=60, what="condition"):
+    deadline = time.time() + limit_s
+    while not condition():
+        assert time.time() < deadline, f"no {what} within {limit_s} s"
+        time.sleep(0.05)
+
+
+def assert_no_overlap(records):
+    spans = sorted((r.started_at, r.finished_at, r.device_slot) for r in records)
+    for (_, end, slot), (start, _, next_slot) in zip(spans, spans[1:]):
+        assert slot == next_slot == "cpu"
+        assert start >= end, f"runs overlap on the cpu slot: {spans}"
+
+
+def killed_after_it_reports(script: str, store: RunStore, env: dict[str, str] | None = None) -> dict | list:
+    """Run `script` as an "app" process on `store`, read the JSON line it prints, then kill it (as a crash would).
+
+    The script gets the store's path and QUICK as JSON as its arguments; env: its environment (default: ours)."""
+    child = subprocess.Popen([sys.executable, "-c", script, str(store.path), QUICK.to_json()],
+                             stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                             env=env or dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    try:
+        line = child.stdout.readline()
+    finally:
+        child.kill()
+        child.wait()
+    return json.loads(line)

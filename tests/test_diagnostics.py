@@ -76,7 +76,6 @@ def test_buckets_compile_each_bucket_before_the_schedule(store):
 def test_inductor_launches_fewer_kernels_than_eager_and_each_step_is_accounted_for(store):
     """One real Inductor run on the CPU: fewer kernels, and a time breakdown of each variant that adds up."""
     from tcore.breakdown import CATEGORIES
-    from tcore.lab.artifacts import profiler_trace
 
     rec = runs.execute(_exp(backend="inductor"), store, timeout_s=300)
     result = rec.result
@@ -89,7 +88,7 @@ def test_inductor_launches_fewer_kernels_than_eager_and_each_step_is_accounted_f
         assert b["ms"]["matmul"] > 0 and b["top"]
         assert result[f"{variant}_profiled_step_ms"] == pytest.approx(b["step_ms"], abs=1e-3)
         assert set(b["ms"]) == set(CATEGORIES)
-        trace = profiler_trace(rec.id, variant, store.path)
+        trace = store.profiler_trace(rec.id, variant)
         assert "traceEvents" in json.loads(gzip.decompress(trace))  # a Chrome trace, kept with the run
     assert any("cpp_fused" in t["name"] for t in result["breakdown"]["compiled"]["top"])
 

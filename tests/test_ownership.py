@@ -9,17 +9,16 @@ import time
 import pytest
 
 from tcore import cli
-from tcore.lab import limits, runs, scheduler
+from tcore.lab import runs, scheduler
 from tcore.lab.launcher import REPO_ROOT
-from tcore.spec import Experiment
-from tcore.store import RunStore
 from tcore.store import queue as store_queue
+from tests.helpers import QUICK, hold_cpu_slot, killed_after_it_reports, wait_until
 
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                   rounds=1, backend="eager", cache="warm")
 CLI_QUICK = ["--model", "captioner", "--preset", "tiny", "--batch-size", "2", "--device", "cpu", "--warmup-steps",
              "1", "--timed-steps", "2", "--rounds", "1", "--backend", "eager", "--cache", "warm", "--quiet"]
 ENV = dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0")
+
+pytestmark = pytest.mark.usefixtures("no_outside_limits")
 
 QUEUE_TWO_AND_HANG = """
 import json, sys, time
@@ -31,29 +30,6 @@ live = [runs.start(Experiment.from_json(sys.argv[2]), store, owner="crowd") for 
 print(json.dumps([r.run_id for r in live]), flush=True)
 time.sleep(600)
 """
-
-
-@pytest.fixture(autouse=True)
-def _no_limits_from_outside(monkeypatch, tmp_path):
-    for var in [limits.CONFIG_ENV, *limits.ENV.values()]:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
-def hold_cpu_slot(store) -> str:
-    """Occupy the cpu slot with a run of this process that has no worker; store.finish() on it frees the slot."""
-    proc = scheduler.this_process()
-    run_id = store.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None)
-    assert store.claim_next(proc, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")
-    store.set_worker(run_id, os.getpid(), scheduler.process_start(os.getpid()))  # "started": not requeued
-    return run_id
-
-
-def wait_until(condition, limit_s=60, what="condition"):
-    deadline = time.time() + limit_s
-    while not condition():
-        assert time.time() < deadline, f"no {what} within {limit_s} s"
-        time.sleep(0.1)
 
 
 def cli_run(store, *extra) -> subprocess.Popen:
@@ -103,7 +79,7 @@ def test_a_command_line_that_adopted_runs_runs_them_before_it_exits(store):
     """The CLI's own run is ahead; an "app" queues two behind it and is killed; the CLI adopts them. It used to
     exit 0 when its own run ended, leaving one adopted run 'running' with no worker and one queued under a dead
     owner."""
-    holder = hold_cpu_slot(store)
+    holder = hold_cpu_slot(store, worker_started=True)
     command_line = cli_run(store)
     try:
         wait_until(lambda: len(queued_ids(store)) == 1, what="the command line's run queued")
@@ -135,7 +111,7 @@ def test_a_stopped_command_line_whose_run_was_taken_over_reports_how_it_really_e
     """Ctrl-Z on a queued CLI run past OWNER_SILENT_S, then fg: it used to print 'failed: None: None' and exit 1
     while its run was still queued. Now it follows the run where it went and reports its result."""
     monkeypatch.setattr(store_queue, "OWNER_SILENT_S", 3.0)
-    holder = hold_cpu_slot(store)
+    holder = hold_cpu_slot(store, worker_started=True)
     command_line = cli_run(store)
     try:
         wait_until(lambda: len(queued_ids(store)) == 1, what="the command line's run queued")
@@ -172,13 +148,7 @@ while live[0].handle is None or live[0].phase in ("queued", None):
 print(json.dumps([r.run_id for r in live]), flush=True)
 time.sleep(600)
 """
-    child = subprocess.Popen([sys.executable, "-c", script, str(store.path), QUICK.to_json()],
-                             stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=ENV)
-    try:
-        running, waiting = json.loads(child.stdout.readline())
-    finally:
-        child.kill()
-        child.wait()
+    running, waiting = killed_after_it_reports(script, store, env=ENV)
     assert cli.main(["show", running, "--db", str(store.path)]) == 0
     assert "failed: crashed: the process that ran it" in capsys.readouterr().out
     assert cli.main(["list", "--db", str(store.path)]) == 0

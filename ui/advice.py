@@ -12,7 +12,6 @@ import streamlit as st
 from tcore import advice
 from tcore.breakdown import CATEGORIES, as_timed
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
-from tcore.lab import artifacts
 from tcore.store import RunRecord, RunStore
 from ui import charts, exports, queue, run_words
 
@@ -40,7 +39,7 @@ def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None
     if store is not None and found:
         cols = st.columns(len(found))
         for col, variant in zip(cols, found):
-            data = artifacts.profiler_trace(rec.id, variant, store.path)
+            data = store.profiler_trace(rec.id, variant)
             # Short: the button is half of the Run page's result column; the help says what the file is.
             col.download_button(f"{variant.capitalize()} trace", data or b"",
                                 file_name=f"{rec.id}-{variant}.json.gz", mime="application/gzip",

@@ -1,7 +1,7 @@
 """A run in the tools people already use: its settings as code to paste, its compile's tlparse report and
 TORCH_TRACE, its compile artifacts; and two runs' generated code side by side.
 
-The engine behind each: tcore.snippet (the code), tcore.lab.tlparse (the report), tcore.lab.artifacts
+The engine behind each: tcore.snippet (the code), tcore.lab.tlparse (the report), tcore.store.artifacts
 (what a run kept), tcore.codediff (two runs' programs and their kernels).
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import difflib
 import streamlit as st
 
 from tcore import codediff, snippet
-from tcore.lab import artifacts, tlparse
+from tcore.lab import tlparse
 from tcore.spec import SpecError, resolve_device
 from tcore.store import RunRecord, RunStore
 
@@ -74,14 +74,14 @@ def tlparse_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
         row.download_button("Report (.zip)", report.zipped, f"tlparse-{rec.id}.zip", "application/zip",
                             key=f"{key}_tlparse_zip", icon=":material/download:", on_click="ignore",
                             help="The same report to open offline: unzip it and open index.html.")
-        row.download_button("TORCH_TRACE log (.gz)", lambda: artifacts.torch_trace(rec.id, store.path) or b"",
+        row.download_button("TORCH_TRACE log (.gz)", lambda: store.torch_trace(rec.id) or b"",
                             f"{rec.id}-torch_trace.log.gz", "application/gzip", key=f"{key}_torch_trace",
                             icon=":material/download:", on_click="ignore",
                             help="The raw log, for tlparse's own options: gunzip it, then `tlparse <file>`.")
-    size = artifacts.saved_artifacts(rec.id, store.path, size_only=True)  # read on click, not on every rerun
+    size = store.saved_artifacts(rec.id, size_only=True)  # read on click, not on every rerun
     if size is not None:
         row.download_button(f"Compile artifacts ({size / 1e6:.1f} MB)",
-                            lambda: artifacts.saved_artifacts(rec.id, store.path) or b"",
+                            lambda: store.saved_artifacts(rec.id) or b"",
                             f"{rec.id}-compile-artifacts.bin", "application/octet-stream",
                             key=f"{key}_artifacts", icon=":material/download:", on_click="ignore",
                             help="What torch.compiler.save_cache_artifacts() returned after the compile: load "

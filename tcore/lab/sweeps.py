@@ -14,7 +14,6 @@ from typing import Any
 from tcore.lab import runs
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
-from tcore.store import sweeps as stored
 from tcore.store.sweeps import SweepRecord
 
 __all__ = ["cross", "start", "cancel", "get", "latest", "active_count", "SweepRecord"]
@@ -47,8 +46,8 @@ def start(experiments: list[Experiment], store: RunStore, *, owner: str | None =
     """
     if not experiments:
         raise SpecError("a sweep needs at least one experiment that can run")
-    sweep_id = stored.create(store, owner=owner, label=label or experiments[0].label, size=len(experiments),
-                             skipped=list(skipped or []))
+    sweep_id = store.create_sweep(owner=owner, label=label or experiments[0].label, size=len(experiments),
+                                  skipped=list(skipped or []))
     try:
         for i, exp in enumerate(experiments):
             runs.start(exp, store, timeout_s=timeout_s, sweep=(sweep_id, i))
@@ -60,19 +59,19 @@ def start(experiments: list[Experiment], store: RunStore, *, owner: str | None =
 
 def cancel(sweep_id: str, store: RunStore) -> None:
     """Its waiting runs never start; its running one is stopped."""
-    for run_id in stored.cancel(store, sweep_id):
+    for run_id in store.cancel_sweep(sweep_id):
         runs.cancel(run_id, store)
 
 
 def get(sweep_id: str, store: RunStore) -> SweepRecord:
-    return stored.get(store, sweep_id)
+    return store.sweep(sweep_id)
 
 
 def latest(store: RunStore, owner: str | None = None) -> SweepRecord | None:
     """The newest sweep of `owner`, else the newest of anyone's (a refreshed browser has a new session)."""
-    sweep_id = (stored.latest(store, owner) if owner else None) or stored.latest(store)
-    return stored.get(store, sweep_id) if sweep_id else None
+    sweep_id = (store.latest_sweep(owner) if owner else None) or store.latest_sweep()
+    return store.sweep(sweep_id) if sweep_id else None
 
 
 def active_count(store: RunStore) -> int:
-    return stored.active_count(store)
+    return store.active_sweep_count()

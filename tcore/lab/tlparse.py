@@ -1,4 +1,4 @@
-"""A run's tlparse report: its compile's TORCH_TRACE log (tcore.lab.artifacts.torch_trace) rendered by tlparse.
+"""A run's tlparse report: its compile's TORCH_TRACE log (tcore.store.artifacts) rendered by tlparse.
 
 tlparse (https://github.com/pytorch/tlparse, `pip install tlparse`) turns the structured log that
 TORCH_TRACE makes torch write into a folder of HTML: a stack of every compilation with its Dynamo graph,
@@ -22,7 +22,6 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tcore.lab import artifacts
 from tcore.lab.launcher import REPO_ROOT
 from tcore.store import RunStore
 
@@ -71,7 +70,7 @@ def report(run_id: str, db_path: Path, *, reports: Path = REPORTS) -> Report:
     failed = _failure_note(shelf, run_id)
     if failed.exists():  # rendered once and failed: the page reruns every second, so say so without retrying
         return Report(None, failed.read_text())
-    if artifacts.torch_trace(run_id, db_path, size_only=True) is None:
+    if RunStore(db_path).torch_trace(run_id, size_only=True) is None:
         return Report(None, "this run kept no TORCH_TRACE: it compiled nothing, recorded none (torch_trace off), "
                             "or ran before the lab kept them")
     tool = executable()
@@ -92,7 +91,7 @@ def _render(run_id: str, db_path: Path, tool: str, reports: Path, folder: Path) 
     # two sessions rendering the same run at once, the second keeps the first's.
     with tempfile.TemporaryDirectory(prefix=".render-", dir=reports) as tmp:
         source = Path(tmp) / f"{run_id}.log"
-        source.write_bytes(gzip.decompress(artifacts.torch_trace(run_id, db_path)))
+        source.write_bytes(gzip.decompress(RunStore(db_path).torch_trace(run_id)))
         staged = Path(tmp) / "out"
         try:
             done = subprocess.run([tool, str(source), "-o", str(staged), "--overwrite", "--no-browser"],

@@ -1,7 +1,36 @@
-"""The run store: one SQLite file that every process shares, holding runs, the queue, sweeps, power traces,
-generated code and compile artifacts."""
-from tcore.store.queue import QueueFull
+"""The run store: one SQLite file that every process shares, holding runs, the queue, sweeps, the lab's state,
+power traces, generated code and compile artifacts.
+
+One way in: a RunStore and its methods. Each concern is a part, a class in its own module of this folder
+that holds that concern's methods; RunStore is all of them over one file:
+
+    connection.py  StoreFile   the file: its path, its checks, its connections (_connect, _write)
+    schema.py                  every table, created or upgraded once per file per process, when opened
+    runs.py        Runs        how a run ended, and reading runs back
+    queue.py       Queue       queue, claim a device slot, cancel, take over what dead processes left
+    sweeps.py      Sweeps      a batch of queued runs known by one id; its next run released as one ends
+    lab_state.py   LabState    what the instructor set: the queue paused, the limits
+    people.py      People      whose runs are whose (a participant renamed)
+    artifacts.py   Artifacts   what a compile left: artifacts, profiler traces, TORCH_TRACE logs
+    changes.py                 reads answered once per change of the file for every session (reads(store))
+
+A new concern is a new part: a `Part` subclass reading through self._connect() and writing through
+self._write(), added to RunStore's bases. Parts call each other through self (a run's end releases its
+sweep's next run: self._release_next). Nothing outside tcore/store touches _connect or _write, the
+tests' hand-made rows aside (tests/test_store_seams.py checks it).
+"""
+from tcore.store.artifacts import Artifacts
+from tcore.store.connection import StoreError, StoreFile, default_path
+from tcore.store.lab_state import LabState
+from tcore.store.people import People
+from tcore.store.queue import Queue, QueueFull
 from tcore.store.records import RunRecord
-from tcore.store.runs import NoSuchRun, RunStore, StoreError, default_path
+from tcore.store.runs import NoSuchRun, Runs
+from tcore.store.sweeps import Sweeps
+
+
+class RunStore(StoreFile, Runs, Queue, Sweeps, LabState, People, Artifacts):
+    """The run store at `path` (default: default_path()), its tables made or upgraded on opening."""
+
 
 __all__ = ["NoSuchRun", "QueueFull", "RunRecord", "RunStore", "StoreError", "default_path"]

@@ -3,47 +3,19 @@
 A run is inserted "queued" with its owner (a session id), the process that owns it and its device
 kind; claiming it (status "running" in a free device slot) is one BEGIN IMMEDIATE transaction, so
 two processes never both claim a slot. tcore.lab.scheduler decides when to call these; the queue
-lives here and nowhere else, so it survives a restart of any process.
+lives here and nowhere else, so it survives a restart of any process. Its columns of `runs` and its
+`owners` table are in schema.py; a sweep's next run is released by the sweeps part (sweeps.py).
 """
 from __future__ import annotations
 
 import json
 import sqlite3
 import time
-from contextlib import AbstractContextManager
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
+from tcore.store.connection import Part
 from tcore.store.records import RunRecord, new_id, to_json
 
-QUEUE_COLUMNS = {
-    "owner": "TEXT",               # who submitted it: a browser session id, or the command-line process
-    "device_slot": "TEXT",         # cpu, cuda:0, cuda:1, ...: set when the run is claimed
-    "queued_at": "REAL",
-    "started_at": "REAL",          # when it was claimed, just before its worker started
-    "timeout_s": "REAL",           # its time limit, kept so that a process adopting it applies the same one
-    "host": "TEXT",                # the owning process's host: queues, slots and pids are per host
-    "owner_pid": "INTEGER",        # the process that owns it (runs its scheduler) ...
-    "owner_started": "TEXT",       # ... and that process's start time, which tells a live owner from a reused pid
-    "worker_started": "TEXT",      # the worker's start time, to stop a worker that a dead owner left behind
-    "cancel_requested": "INTEGER NOT NULL DEFAULT 0",  # set by another process; the owner stops the worker
-    "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweeps) ...
-    "sweep_index": "INTEGER",      # ... and its place in that sweep
-    "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
-}
-QUEUE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS owners (  -- each process that owns runs says it is alive (Queue.heartbeat)
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    started TEXT NOT NULL,           -- the process's start time ('' where there is no /proc)
-    seen_at REAL NOT NULL,
-    PRIMARY KEY (host, pid, started)
-);
-CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue paused, limits changed
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL,             -- JSON
-    set_at REAL NOT NULL
-);
-"""
 # An owner that is alive but has not said so for this long (stopped with Ctrl-Z or SIGSTOP, or hung)
 # loses its runs: the queue must not wait on a process that does not move.
 OWNER_SILENT_S = 30.0
@@ -81,12 +53,8 @@ class QueueFull(Exception):
         self.count = count
 
 
-class Queue:
-    """The queue's operations; RunStore has them (it provides _connect and _write)."""
-
-    _connect: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
-
+class Queue(Part):
+    """The queue's operations: queue a run, claim a slot, cancel, and take over what dead processes left."""
 
     def enqueue(self, exp, *, device: str, owner: str, proc: Proc, timeout_s: float | None,
                 max_queued: int | None = None, sweep: tuple[str, int] | None = None, sweep_width: int = 1) -> str:
@@ -153,7 +121,7 @@ class Queue:
     def cancel_queued(self, run_id: str) -> bool:
         """Cancel a run that is still waiting; False if it has been claimed (or has ended) since."""
         with self._write() as db:
-            return cancel_if_queued(db, run_id)
+            return self._cancel_if_queued(db, run_id)
 
     def request_cancel(self, run_id: str, *, by_instructor: bool = False) -> str:
         """Cancel from any process: a queued run at once, a running one by asking its owner; returns the old status.
@@ -166,8 +134,19 @@ class Queue:
                 db.execute("UPDATE runs SET cancel_requested=? WHERE id=?",
                            (CANCEL_BY_INSTRUCTOR if by_instructor else CANCEL_BY_OWNER, run_id))
             if row["status"] == "queued":
-                cancel_if_queued(db, run_id)
+                self._cancel_if_queued(db, run_id)
             return row["status"]
+
+    def _cancel_if_queued(self, db: sqlite3.Connection, run_id: str, message: str = CANCELLED_IN_QUEUE) -> bool:
+        """Within a write transaction: cancel `run_id` if it still waits; False if it has been claimed or has ended."""
+        requested = db.execute("SELECT cancel_requested FROM runs WHERE id=?", (run_id,)).fetchone()
+        message = cancel_words(message, requested[0] if requested else None)
+        error = to_json({"type": "error", "kind": "cancelled", "message": message})
+        cancelled = db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='cancelled', error=?"
+                               " WHERE id=? AND status='queued'", (time.time(), error, run_id)).rowcount == 1
+        if cancelled:
+            self._release_next(db, run_id)  # tcore.store.sweeps
+        return cancelled
 
     def mark_cancel_by_instructor(self, run_id: str) -> None:
         """Before this process cancels a run of its own on the instructor's word: the end it records says so."""
@@ -203,13 +182,6 @@ class Queue:
                 f"SELECT id FROM runs WHERE id IN ({marks}) AND NOT (owner_pid=? AND owner_started IS ?)",
                 [*run_ids, proc.pid, proc.started])}
 
-    def rename_owner(self, old: str, new: str) -> int:
-        """A participant took a name: their runs (and sweeps) follow it; returns how many runs moved."""
-        with self._write() as db:
-            moved = db.execute("UPDATE runs SET owner=? WHERE owner=?", (new, old)).rowcount
-            db.execute("UPDATE sweeps SET owner=? WHERE owner=?", (new, old))
-            return moved
-
     def queued_count(self, owner: str) -> int:
         with self._connect() as db:
             return db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?", (owner,)).fetchone()[0]
@@ -241,23 +213,6 @@ class Queue:
             return [RunRecord.from_row(r) for r in db.execute(
                 "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
                 " ORDER BY status DESC, queued_at, rowid", (host,))]
-
-    # --- what the instructor set ----------------------------------------------------------------
-
-    def lab_state(self, key: str) -> Any:
-        """A value the instructor set (PAUSED, the limits), or None."""
-        with self._connect() as db:
-            row = db.execute("SELECT value FROM lab_state WHERE key=?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
-
-    def set_lab_state(self, key: str, value: Any) -> None:
-        """Set (None: clear) a value of the room's state."""
-        with self._write() as db:
-            if value is None:
-                db.execute("DELETE FROM lab_state WHERE key=?", (key,))
-            else:
-                db.execute("INSERT OR REPLACE INTO lab_state (key, value, set_at) VALUES (?,?,?)",
-                           (key, json.dumps(value), time.time()))
 
     def heartbeat(self, proc: Proc) -> None:
         """`proc` is alive and ticking: recover() leaves its runs alone while it keeps saying so."""
@@ -315,7 +270,7 @@ class Queue:
                 message = verdicts[owner] + ("; its worker, left behind, was stopped" if stopped else "")
                 db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='crashed', error=? WHERE id=?",
                            (time.time(), to_json({"type": "error", "kind": "crashed", "message": message}), row["id"]))
-                release_next(db, row["id"])
+                self._release_next(db, row["id"])  # tcore.store.sweeps
                 crashed.append(row["id"])
         return crashed, adopted
 
@@ -337,24 +292,3 @@ def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], b
                 f"{now - seen_at:.0f} s (more than {silent_s:g} s), e.g. stopped with Ctrl-Z; "
                 "the queue went on without it")
     return None  # an owner that never sent a heartbeat (an older version) is judged by is_alive alone
-
-
-def cancel_if_queued(db: sqlite3.Connection, run_id: str, message: str = CANCELLED_IN_QUEUE) -> bool:
-    """Within a write transaction: cancel `run_id` if it still waits; False if it has been claimed or has ended."""
-    requested = db.execute("SELECT cancel_requested FROM runs WHERE id=?", (run_id,)).fetchone()
-    message = cancel_words(message, requested[0] if requested else None)
-    error = to_json({"type": "error", "kind": "cancelled", "message": message})
-    cancelled = db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='cancelled', error=?"
-                           " WHERE id=? AND status='queued'", (time.time(), error, run_id)).rowcount == 1
-    if cancelled:
-        release_next(db, run_id)
-    return cancelled
-
-
-def release_next(db: sqlite3.Connection, run_id: str) -> None:
-    """`run_id` has ended: if it belongs to a sweep that goes on, its next run joins the back of the queue."""
-    db.execute(
-        "UPDATE runs SET held=0, queued_at=? WHERE id=(SELECT next.id FROM runs AS ended"
-        " JOIN runs AS next ON next.sweep_id=ended.sweep_id JOIN sweeps ON sweeps.id=ended.sweep_id"
-        " WHERE ended.id=? AND next.status='queued' AND next.held=1 AND sweeps.cancelled=0"
-        " ORDER BY next.sweep_index LIMIT 1)", (time.time(), run_id))

@@ -1,34 +1,21 @@
 """Sweeps in the run store: a sweep is a batch of queued runs that the store knows by a sweep id.
 
 Its runs are queued together, each with its place in the sweep; all but the first are "held": they
-wait for the sweep's previous run to end and then join the back of the queue (tcore.store.runs
-releases them), so a long sweep takes turns with everyone else's runs instead of holding the room.
+wait for the sweep's previous run to end and then join the back of the queue (Sweeps._release_next,
+called wherever a run ends), so a long sweep takes turns with everyone else's runs instead of holding the room.
 Everything lives in the store, so a sweep and its matrix outlive an app restart: the queue adopts
 its runs like any others, and the matrix is rebuilt from them.
 """
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tcore.store.records import RunRecord
-    from tcore.store.runs import RunStore
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sweeps (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    owner TEXT,                    -- the browser session or process that started it
-    label TEXT NOT NULL,           -- what it crosses, in words
-    size INTEGER NOT NULL,         -- how many runs it has
-    skipped TEXT NOT NULL,         -- JSON list: the combinations that could not run, each with why
-    cancelled INTEGER NOT NULL DEFAULT 0
-);
-"""
+from tcore.store.connection import Part
+from tcore.store.records import RunRecord
 
 
 @dataclass
@@ -57,51 +44,56 @@ class SweepRecord:
         return sum(1 for r in self.runs if r.status == "finished")
 
 
-def create(store: RunStore, *, owner: str | None, label: str, size: int, skipped: list[str]) -> str:
-    sweep_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
-    with store._write() as db:
-        db.execute("INSERT INTO sweeps (id, created_at, owner, label, size, skipped) VALUES (?,?,?,?,?,?)",
-                   (sweep_id, time.time(), owner, label, size, json.dumps(skipped)))
-    return sweep_id
+class Sweeps(Part):
+    """Sweeps: made, read back, cancelled; and a sweep's next run released when one of it ends."""
 
+    def create_sweep(self, *, owner: str | None, label: str, size: int, skipped: list[str]) -> str:
+        sweep_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
+        with self._write() as db:
+            db.execute("INSERT INTO sweeps (id, created_at, owner, label, size, skipped) VALUES (?,?,?,?,?,?)",
+                       (sweep_id, time.time(), owner, label, size, json.dumps(skipped)))
+        return sweep_id
 
-def get(store: RunStore, sweep_id: str) -> SweepRecord:
-    from tcore.store.records import RunRecord
+    def sweep(self, sweep_id: str) -> SweepRecord:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"no sweep {sweep_id!r} in {self.path}")
+            runs = [RunRecord.from_row(r) for r in db.execute(
+                "SELECT * FROM runs WHERE sweep_id=? ORDER BY sweep_index", (sweep_id,))]
+        return SweepRecord(id=row["id"], created_at=row["created_at"], owner=row["owner"], label=row["label"],
+                           size=row["size"], skipped=json.loads(row["skipped"]), cancelled=bool(row["cancelled"]),
+                           runs=runs)
 
-    with store._connect() as db:
-        row = db.execute("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
-        if row is None:
-            raise KeyError(f"no sweep {sweep_id!r} in {store.path}")
-        runs = [RunRecord.from_row(r) for r in db.execute(
-            "SELECT * FROM runs WHERE sweep_id=? ORDER BY sweep_index", (sweep_id,))]
-    return SweepRecord(id=row["id"], created_at=row["created_at"], owner=row["owner"], label=row["label"],
-                       size=row["size"], skipped=json.loads(row["skipped"]), cancelled=bool(row["cancelled"]),
-                       runs=runs)
+    def latest_sweep(self, owner: str | None = None) -> str | None:
+        """The newest sweep's id (of `owner`, when given), or None."""
+        where, args = ("WHERE owner=?", (owner,)) if owner is not None else ("", ())
+        with self._connect() as db:
+            row = db.execute(f"SELECT id FROM sweeps {where} ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                             args).fetchone()
+        return row[0] if row else None
 
+    def active_sweep_count(self) -> int:
+        """Sweeps with a run still queued or running."""
+        with self._connect() as db:
+            return db.execute("SELECT COUNT(DISTINCT sweep_id) FROM runs WHERE sweep_id IS NOT NULL"
+                              " AND status IN ('queued', 'running')").fetchone()[0]
 
-def latest(store: RunStore, owner: str | None = None) -> str | None:
-    """The newest sweep (of `owner`, when given), or None."""
-    where, args = ("WHERE owner=?", (owner,)) if owner is not None else ("", ())
-    with store._connect() as db:
-        row = db.execute(f"SELECT id FROM sweeps {where} ORDER BY created_at DESC, rowid DESC LIMIT 1",
-                         args).fetchone()
-    return row[0] if row else None
+    def cancel_sweep(self, sweep_id: str) -> list[str]:
+        """Cancel a sweep: its waiting runs never start. Returns the ids of its running runs, for the caller to stop."""
+        with self._write() as db:
+            db.execute("UPDATE sweeps SET cancelled=1 WHERE id=?", (sweep_id,))
+            for (run_id,) in db.execute("SELECT id FROM runs WHERE sweep_id=? AND status='queued'",
+                                        (sweep_id,)).fetchall():
+                self._cancel_if_queued(db, run_id, "its sweep was cancelled before it started")  # the queue's
+            return [r[0] for r in db.execute("SELECT id FROM runs WHERE sweep_id=? AND status='running'",
+                                             (sweep_id,))]
 
-
-def active_count(store: RunStore) -> int:
-    """Sweeps with a run still queued or running."""
-    with store._connect() as db:
-        return db.execute("SELECT COUNT(DISTINCT sweep_id) FROM runs WHERE sweep_id IS NOT NULL"
-                          " AND status IN ('queued', 'running')").fetchone()[0]
-
-
-def cancel(store: RunStore, sweep_id: str) -> list[str]:
-    """Cancel a sweep: its waiting runs never start. Returns the ids of its running runs, for the caller to stop."""
-    from tcore.store.queue import cancel_if_queued
-
-    with store._write() as db:
-        db.execute("UPDATE sweeps SET cancelled=1 WHERE id=?", (sweep_id,))
-        for (run_id,) in db.execute("SELECT id FROM runs WHERE sweep_id=? AND status='queued'",
-                                    (sweep_id,)).fetchall():
-            cancel_if_queued(db, run_id, "its sweep was cancelled before it started")
-        return [r[0] for r in db.execute("SELECT id FROM runs WHERE sweep_id=? AND status='running'", (sweep_id,))]
+    def _release_next(self, db: sqlite3.Connection, run_id: str) -> None:
+        """Within a write transaction: `run_id` has ended; if it belongs to a sweep that goes on, its next run joins
+        the back of the queue."""
+        db.execute(
+            "UPDATE runs SET held=0, queued_at=? WHERE id=(SELECT next.id FROM runs AS ended"
+            " JOIN runs AS next ON next.sweep_id=ended.sweep_id JOIN sweeps ON sweeps.id=ended.sweep_id"
+            " WHERE ended.id=? AND next.status='queued' AND next.held=1 AND sweeps.cancelled=0"
+            " ORDER BY next.sweep_index LIMIT 1)", (time.time(), run_id))

@@ -1,0 +1,27 @@
+"""The lab's state in the store: what the instructor set for the whole room (the queue paused, the limits)."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tcore.store.connection import Part
+
+
+class LabState(Part):
+    """Values the instructor set, by key (tcore.store.queue.PAUSED, tcore.lab.limits.INSTRUCTOR_LIMITS)."""
+
+    def lab_state(self, key: str) -> Any:
+        """A value the instructor set (PAUSED, the limits), or None."""
+        with self._connect() as db:
+            row = db.execute("SELECT value FROM lab_state WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_lab_state(self, key: str, value: Any) -> None:
+        """Set (None: clear) a value of the room's state."""
+        with self._write() as db:
+            if value is None:
+                db.execute("DELETE FROM lab_state WHERE key=?", (key,))
+            else:
+                db.execute("INSERT OR REPLACE INTO lab_state (key, value, set_at) VALUES (?,?,?)",
+                           (key, json.dumps(value), time.time()))

@@ -1,0 +1,18 @@
+"""Whose runs are whose: a run's and a sweep's `owner`, a browser session id or the name a participant took.
+
+Not the processes that own runs (the queue's `owners` table, tcore.store.queue): those run them, these asked.
+"""
+from __future__ import annotations
+
+from tcore.store.connection import Part
+
+
+class People(Part):
+    """The people behind runs and sweeps."""
+
+    def rename_owner(self, old: str, new: str) -> int:
+        """A participant took a name: their runs (and sweeps) follow it; returns how many runs moved."""
+        with self._write() as db:
+            moved = db.execute("UPDATE runs SET owner=? WHERE owner=?", (new, old)).rowcount
+            db.execute("UPDATE sweeps SET owner=? WHERE owner=?", (new, old))
+            return moved

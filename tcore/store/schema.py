@@ -1,0 +1,125 @@
+"""Every table of the run store, in one place, and the one function that creates or upgrades them.
+
+create() runs once per store file per process, when the store is opened (tcore.store.connection); reads and
+writes never run DDL. Tables are created IF NOT EXISTS and the queue's columns are added to `runs` with
+ALTER TABLE, so a store written by an older version keeps its runs and gains what it lacks.
+"""
+from __future__ import annotations
+
+import sqlite3
+import uuid
+
+TABLES = """
+-- Runs (tcore.store.runs): every run, queued, running, finished or failed.
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    status TEXT NOT NULL,          -- queued | running | finished | failed
+    error_kind TEXT,               -- tcore.protocol.ERROR_KINDS, when failed
+    label TEXT NOT NULL,
+    model TEXT NOT NULL,
+    preset TEXT NOT NULL,
+    device TEXT,                   -- the device kind it runs on, cpu or cuda (spec.device may say 'auto')
+    spec TEXT NOT NULL,
+    env TEXT,
+    result TEXT,
+    error TEXT,
+    pid INTEGER                    -- the worker process, once started
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE TABLE IF NOT EXISTS traces (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    samples TEXT NOT NULL          -- JSON [[t_s, watts, phase, util_pct], ...]
+);
+CREATE TABLE IF NOT EXISTS generated_code (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    graph INTEGER NOT NULL,        -- the order Inductor generated the graphs in
+    source BLOB NOT NULL,          -- zlib-compressed source: Python wrapper with Triton or C++ kernels
+    PRIMARY KEY (run_id, graph)
+);
+CREATE TABLE IF NOT EXISTS meta (  -- facts about the store itself: store_id
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- The queue (tcore.store.queue): the processes that own runs say they are alive.
+CREATE TABLE IF NOT EXISTS owners (  -- each process that owns runs says it is alive (Queue.heartbeat)
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started TEXT NOT NULL,           -- the process's start time ('' where there is no /proc)
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (host, pid, started)
+);
+
+-- The lab's state (tcore.store.lab_state).
+CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue paused, limits changed
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,             -- JSON
+    set_at REAL NOT NULL
+);
+
+-- Sweeps (tcore.store.sweeps): a batch of queued runs known by one id.
+CREATE TABLE IF NOT EXISTS sweeps (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    owner TEXT,                    -- the browser session or process that started it
+    label TEXT NOT NULL,           -- what it crosses, in words
+    size INTEGER NOT NULL,         -- how many runs it has
+    skipped TEXT NOT NULL,         -- JSON list: the combinations that could not run, each with why
+    cancelled INTEGER NOT NULL DEFAULT 0
+);
+
+-- What a run's compile left behind (tcore.store.artifacts).
+CREATE TABLE IF NOT EXISTS compile_artifacts (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    compile_key TEXT NOT NULL,
+    made_on TEXT NOT NULL,        -- JSON {torch, triton, device_name}
+    created_at REAL NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS compile_artifacts_key ON compile_artifacts(compile_key, created_at);
+CREATE TABLE IF NOT EXISTS profiler_traces (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    variant TEXT NOT NULL,        -- eager or compiled
+    data BLOB NOT NULL,           -- the Chrome trace JSON, gzipped: opens in Perfetto or chrome://tracing
+    PRIMARY KEY (run_id, variant)
+);
+CREATE TABLE IF NOT EXISTS torch_traces (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads (tcore.lab.tlparse)
+);
+"""
+# The queue's columns of `runs`: added with ALTER TABLE, so a store written before the queue keeps its runs.
+QUEUE_COLUMNS = {
+    "owner": "TEXT",               # who submitted it: a browser session id, or the command-line process
+    "device_slot": "TEXT",         # cpu, cuda:0, cuda:1, ...: set when the run is claimed
+    "queued_at": "REAL",
+    "started_at": "REAL",          # when it was claimed, just before its worker started
+    "timeout_s": "REAL",           # its time limit, kept so that a process adopting it applies the same one
+    "host": "TEXT",                # the owning process's host: queues, slots and pids are per host
+    "owner_pid": "INTEGER",        # the process that owns it (runs its scheduler) ...
+    "owner_started": "TEXT",       # ... and that process's start time, which tells a live owner from a reused pid
+    "worker_started": "TEXT",      # the worker's start time, to stop a worker that a dead owner left behind
+    "cancel_requested": "INTEGER NOT NULL DEFAULT 0",  # set by another process; the owner stops the worker
+    "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweeps) ...
+    "sweep_index": "INTEGER",      # ... and its place in that sweep
+    "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
+}
+
+
+def create(db: sqlite3.Connection) -> None:
+    """Create the tables a store lacks and add the columns its `runs` lacks, on an autocommit connection."""
+    db.executescript(TABLES)
+    db.execute("BEGIN IMMEDIATE")  # one process adds the columns; another opening the store at once waits
+    try:
+        have = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+        for name, decl in QUEUE_COLUMNS.items():
+            if name not in have:
+                db.execute(f"ALTER TABLE runs ADD COLUMN {name} {decl}")
+        db.execute("CREATE INDEX IF NOT EXISTS runs_queue ON runs(status, host, device)")
+        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (uuid.uuid4().hex,))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")

@@ -1,0 +1,48 @@
+"""The queue's scheduling, as pure logic: wait estimates, expected durations, telling processes apart, GPU slots."""
+import subprocess
+import sys
+
+from tcore.lab import scheduler
+
+
+def test_wait_estimate_counts_the_runs_ahead_and_the_running_ones():
+    Ahead, wait = scheduler.Ahead, scheduler.estimate_wait
+    assert wait([], [], 1) == (0.0, 0.0, None)  # nothing ahead
+    assert wait([Ahead(None, 900.0, 4.0)], [], 1) == (None, 896.0, None)  # nothing finished yet: no guess
+    assert wait([Ahead(10.0, 900.0, 4.0)], [], 1) == (6.0, 896.0, None)
+    assert wait([Ahead(10.0, 900.0, 4.0)], [Ahead(10.0, 600.0), Ahead(30.0, 600.0)], 1)[:2] == (46.0, 2096.0)
+    two_gpus = wait([Ahead(10.0, 900.0, 4.0)], [Ahead(10.0, 600.0), Ahead(30.0, 600.0)], 2)
+    assert two_gpus[:2] == (10.0, 896.0)  # the second GPU is free: the runs ahead share it and the first
+
+
+def test_behind_a_run_past_its_usual_time_the_wait_is_unknown_not_zero():
+    """The issue seen in a workshop: '#1 in the queue, starts in ~0 s' while the run ahead had 10 minutes left."""
+    behind_long = scheduler.estimate_wait([scheduler.Ahead(40.0, 900.0, 720.0)], [], 1)
+    assert behind_long.eta_s is None and behind_long.at_most_s == 180.0
+    assert behind_long.overdue == "a run ahead has run 12 min, past the 40 s that runs like it took"
+
+
+def test_a_run_is_expected_to_take_what_runs_like_it_took():
+    captioner = {"model": "captioner", "preset": "small", "batch_size": 32, "task": "inference", "compile": "whole"}
+    flux = {**captioner, "model": "flux", "preset": "full"}
+    history = [(captioner, 40.0), ({**captioner, "rounds": 5}, 44.0), (flux, 300.0), (flux, 320.0)]
+    assert scheduler.expected_duration(captioner, history) == 40.0  # the same settings
+    assert scheduler.expected_duration({**flux, "rounds": 9}, history) == 310.0  # the same model, preset, batch...
+    assert scheduler.expected_duration({**flux, "model": "resnet50"}, history) == 172.0  # any recent run
+    assert scheduler.expected_duration(flux, []) is None
+
+
+def test_a_reused_pid_is_not_the_process_that_queued_the_run():
+    me = scheduler.this_process()
+    assert scheduler.is_alive(me.pid, me.started)
+    assert not scheduler.is_alive(me.pid, str(int(me.started) + 1))  # same pid, later start: another process
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert not scheduler.is_alive(gone.pid, None)
+
+
+def test_gpu_slots_pin_one_gpu_each(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert scheduler.slot_env("cuda:1") == {"CUDA_VISIBLE_DEVICES": "1"} and scheduler.slot_env("cpu") == {}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")  # this process may use GPUs 4 and 6 only
+    assert scheduler.slot_env("cuda:1") == {"CUDA_VISIBLE_DEVICES": "6"}

@@ -1,0 +1,15 @@
+"""Whose runs are whose (tcore.store.people): a participant who takes a name keeps their runs and sweeps."""
+from tcore.lab import scheduler, sweeps
+from tests.helpers import QUICK
+
+
+def test_a_renamed_owner_keeps_their_runs_and_sweeps_and_nobody_elses_move(store):
+    proc = scheduler.this_process()
+    theirs = [store.enqueue(QUICK, device="cpu", owner="guest-0badc0", proc=proc, timeout_s=None) for _ in range(2)]
+    other = store.enqueue(QUICK, device="cpu", owner="bob~0c1d", proc=proc, timeout_s=None)
+    sweep_id = store.create_sweep(owner="guest-0badc0", label="s", size=0, skipped=[])
+
+    assert store.rename_owner("guest-0badc0", "ada~0bad") == 2
+    assert [store.get(i).owner for i in theirs] == ["ada~0bad", "ada~0bad"] and store.get(other).owner == "bob~0c1d"
+    assert sweeps.latest(store, "ada~0bad").id == sweep_id and store.latest_sweep("guest-0badc0") is None
+    assert store.queued_count("ada~0bad") == 2

@@ -1,0 +1,64 @@
+"""The store's schema: every table in one module, made once when the store is opened, never by a read; a store
+written by an older version opens and gains what it lacks."""
+import re
+import sqlite3
+from pathlib import Path
+
+from tcore.lab import artifacts, sweeps
+from tcore.store import RunStore, connection
+from tests.helpers import QUICK, insert_run
+
+ROOT = Path(__file__).resolve().parent.parent
+DDL = re.compile(r"^\s*(CREATE|ALTER|DROP)\b", re.IGNORECASE)
+
+# The runs table as a store written before the queue, sweeps and kept artifacts had it.
+BEFORE_THE_QUEUE = """
+CREATE TABLE runs (id TEXT PRIMARY KEY, created_at REAL NOT NULL, finished_at REAL, status TEXT NOT NULL,
+                   error_kind TEXT, label TEXT NOT NULL, model TEXT NOT NULL, preset TEXT NOT NULL, device TEXT,
+                   spec TEXT NOT NULL, env TEXT, result TEXT, error TEXT, pid INTEGER);
+CREATE TABLE traces (run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, samples TEXT NOT NULL);
+"""
+
+
+def test_a_store_from_before_the_queue_gains_its_columns_and_tables_and_keeps_its_runs(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(BEFORE_THE_QUEUE)
+        db.execute("INSERT INTO runs (id, created_at, status, label, model, preset, spec) VALUES "
+                   "('old', 1.0, 'finished', 'x', 'captioner', 'tiny', ?)", (QUICK.to_json(),))
+    store = RunStore(path)
+    (old,) = store.list()
+    assert old.id == "old" and old.owner is None and old.device_slot is None
+    assert store.queued_count("anyone") == 0
+    assert store.torch_trace("old") is None and store.latest_sweep() is None and store.lab_state("paused") is None
+
+
+def test_every_table_is_made_in_the_schema_module_only():
+    sources = [p for folder in ("tcore", "ui", "app_pages", "bench") for p in (ROOT / folder).glob("**/*.py")]
+    makers = {str(p.relative_to(ROOT)) for p in sources if re.search(r"CREATE\s+(TABLE|INDEX)", p.read_text())}
+    assert makers == {"tcore/store/schema.py"}
+
+
+def test_reads_and_writes_run_no_ddl_once_the_store_is_open(tmp_path, monkeypatch):
+    """lab/artifacts.py used to run its CREATE TABLEs on every read, on a connection of its own."""
+    store = RunStore(tmp_path / "runs.sqlite")  # opened: its tables are made here, once
+    statements = []
+    real_connect = sqlite3.connect
+
+    def traced(*args, **kwargs):
+        db = real_connect(*args, **kwargs)
+        db.set_trace_callback(statements.append)
+        return db
+
+    monkeypatch.setattr(connection.sqlite3, "connect", traced)
+    run_id = insert_run(store, QUICK)
+    store.finish(run_id, result={"device": "cpu"})
+    store.get(run_id), store.list(), store.trace(run_id), store.code(run_id), store.store_id
+    store.torch_trace(run_id), store.saved_artifacts(run_id, size_only=True), store.profiler_trace(run_id, "eager")
+    artifacts.artifacts_for(QUICK.to_dict(), "cpu", store.path)
+    store.lab_state("paused"), store.pending("here"), store.queue_state("here", "cpu")
+    sweep_id = store.create_sweep(owner="ada", label="s", size=0, skipped=[])
+    sweeps.get(sweep_id, store), sweeps.latest(store, "ada"), sweeps.active_count(store)
+    RunStore(store.path).list()  # opening it again in the same process makes nothing either
+    assert len(statements) > 15  # the trace saw the store's statements
+    assert [s for s in statements if DDL.match(s)] == []
