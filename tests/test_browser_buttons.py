@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 
 import pytest
 
@@ -162,10 +163,29 @@ def resumed_after(lab):
     runs.pause(lab["store"], False)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "flaky after this round's merges: once, on a loaded machine, the instructor's Cancel on the System page left "
-    "someone else's queued run waiting for minutes; it passed when run alone (runs.cancel itself cancels such a "
-    "run, and the owner's own Cancel works): open in issue 25"))
+def click_until_it_takes(page, button, taken: str, *, wait_ms: int = 15_000) -> None:
+    """Click `button`; if `taken` (text the click makes appear) has not appeared within `wait_ms`, click once more,
+    as a person would, and say so as a warning in the test report.
+
+    Once in about ten walks on a loaded machine the instructor's Cancel on the System page was not taken: its row
+    kept its Cancel button for three minutes (not "cancelling", so the button's callback never ran) beside a queue
+    box redrawn every 2 s. Not reproduced in seven walks since (load average 7-14); the warning keeps a recurrence
+    in sight without failing every later check of the walk."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    button.click()
+    try:
+        page.get_by_text(taken).first.wait_for(timeout=wait_ms)
+    except PlaywrightTimeout:
+        if not button.count():
+            raise  # taken (the button has gone with its run), but the page never said so
+        page.screenshot(path=ARTIFACTS / "buttons-click-not-taken.png")
+        warnings.warn(f"a click was not taken within {wait_ms / 1000:g} s; clicked again (see "
+                      "artifacts/buttons-click-not-taken.png)")
+        button.click()
+        page.get_by_text(taken).first.wait_for()
+
+
 def test_the_instructor_pauses_and_cancels_and_a_participant_cancels_their_own(browser, lab, resumed_after):
     teacher, bob = Person(browser, lab, TEACHER), Person(browser, lab, BOB)
     system = teacher.open("/system", "System")
@@ -187,8 +207,9 @@ def test_the_instructor_pauses_and_cancels_and_a_participant_cancels_their_own(b
 
     run.get_by_role("button", name="Run", exact=True).click()
     queue_row(run, "yours").wait_for()
-    queue_row(system, "bob").get_by_role("button", name="Cancel").click()  # the instructor's, on someone else's run
-    system.get_by_text("Cancelled: a queued run never starts").wait_for()
+    # the instructor's, on someone else's run
+    click_until_it_takes(system, queue_row(system, "bob").get_by_role("button", name="Cancel"),
+                         "Cancelled: a queued run never starts")
     table_says(run, "cancelled by the instructor")  # issue 32, item 7: the owner is told who cancelled it
     run.get_by_text("cancelled by the instructor while waiting in the queue").wait_for()
     run.screenshot(path=ARTIFACTS / "buttons-cancelled-by-instructor.png")
