@@ -258,7 +258,7 @@ SAME_MODEL = ("model", "preset", "task", "compile", "backend")
 
 
 class Job(Protocol):
-    """A run this process owns (tcore.runs.LiveRun); the scheduler calls these."""
+    """A run this process owns (tcore.lab.liverun.LiveRun); the scheduler calls these."""
     run_id: str
     device: str
 
