@@ -154,10 +154,10 @@ class LiveRun:
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
 
     def _keep_torch_trace(self) -> None:
-        """The compile's TORCH_TRACE into the store; a trace that cannot be kept never costs the run its result."""
+        """The compile's TORCH_TRACE into the store; one that cannot be kept never costs the run its result."""
         try:
             artifacts.keep_torch_trace(self.run_id, self.store.path, self.workdir)
-        except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no trace was kept)
+        except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no TORCH_TRACE was kept)
             traceback.print_exc()
 
     def _read_events(self) -> None:

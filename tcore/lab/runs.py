@@ -164,7 +164,8 @@ def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor
 
 
 def delete(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:
-    """Delete an ended run and its trace, code and artifacts; only its owner or the instructor may."""
+    """Delete an ended run and its power samples, code, profiler traces, TORCH_TRACE and artifacts; only its owner or
+    the instructor may."""
     record = store.get(run_id)
     _may_touch(record, owner, instructor, "delete")
     if record.status in ("queued", "running"):
@@ -190,15 +191,16 @@ def paused_since(store: RunStore) -> float | None:
     return state["at"] if state else None
 
 
-def queue_view(store: RunStore) -> list[dict[str, Any]]:
-    """The room's queue on this host: running runs, then queued ones in turn, with position and ETA (an estimate)."""
+def under_way(store: RunStore) -> list[dict[str, Any]]:
+    """The room's runs under way on this host, as rows: running runs, then queued ones in turn, with position and ETA
+    (an estimate). The data behind the pages' queue views (records: store.pending)."""
     host = scheduler.this_process().host
-    pending = store.pending(host)
-    places = scheduler.places(store, host, {rec.device for rec in pending if rec.status == "queued"})
+    records = store.pending(host)
+    places = scheduler.places(store, host, {rec.device for rec in records if rec.status == "queued"})
     return [{"run_id": rec.id, "label": rec.label, "owner": rec.owner, "status": rec.status,
              "device_slot": rec.device_slot, "queued_at": rec.queued_at, "started_at": rec.started_at,
              "queue_position": places.get(rec.id, (None, None))[0], "wait": places.get(rec.id, (None, None))[1]}
-            for rec in pending]
+            for rec in records]
 
 
 def queue_problem(store: RunStore) -> str | None:
