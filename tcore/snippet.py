@@ -236,7 +236,7 @@ SNIPPET_TIMED_S = 3.0
 
 
 def _timing_lines(device: str) -> list[str]:
-    """The snippet's last section: eager against compiled as the lab times them (tcore.worker.run.time_blocks),
+    """The snippet's last section: eager against compiled as the lab times them (tcore.worker.run.Measurement.time_blocks),
     with the paired speedup and its order-statistics interval (tcore.paired), printed."""
     sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
     return ["", "",

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 
 
-# the names the rest of the lab reaches as sample_models.sources.X (the snippet's code calls quiet_dropout)
+# the names the rest of the lab reaches here, as sample_models.sources.quiet_dropout and so on (the snippet's code calls quiet_dropout)
 from sample_models.sources.common import (LAB, OFFLINE, QUIET, NeedsDownload, RealModel, Source,  # noqa: F401
                                           UnknownModel, _count, _on, go_offline, offline_build, quiet_dropout,
                                           repeated_classes)

@@ -67,7 +67,7 @@ class LiveRun:
         self.adopted = False  # queued by a process that ended; this one took it over (_adopt)
         self.elsewhere = False  # another process took it over while this one was stopped: followed in the store
 
-    # --- called by the scheduler (tcore.scheduler) ---------------------------------------------------
+    # --- called by the scheduler (tcore.lab.scheduler) -----------------------------------------------
 
     @property
     def started(self) -> bool:

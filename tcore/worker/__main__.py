@@ -26,7 +26,7 @@ def _event_stream():
 
 
 def classify(exc: BaseException) -> str:
-    """The error kind of an exception raised inside the worker (see tcore.events.ERROR_KINDS)."""
+    """The error kind of an exception raised inside the worker (see tcore.protocol.ERROR_KINDS)."""
     import torch
 
     from tcore.worker.build import CompilePhaseError

@@ -29,7 +29,8 @@ from tcore.worker.timing import CpuLoad, PeakMemory, calibrate, sync, time_block
 
 Emit = Callable[[dict[str, Any]], None]
 
-# NVML's energy counter updates about every 100 ms (NOTES.md): each block's two readings are blurred by that.
+# NVML's energy counter updates about every 100 ms on an H200 (BENCHMARKS.md has the readings): each
+# block's two readings are blurred by that.
 NVML_UPDATE_S = 0.1
 # An energy figure whose expected error from that blur is above this gets a note.
 ENERGY_ERROR_PCT = 5.0
