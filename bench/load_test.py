@@ -232,10 +232,12 @@ def rss_mib() -> float:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
-def server_memory(run_count: int, every: int = 25) -> int:
+def server_memory(run_count: int, device: str = "cpu", every: int = 25) -> int:
     """`run_count` runs one after another in this process, as the app's server runs its pages' runs (runs.serve,
     then runs.start per run); every `every` runs, the process's resident memory and what its run registry holds.
-    What a workshop day costs the server: its registry must stop growing (tcore.lab.registry)."""
+    What a workshop day costs the server: its registry must stop growing (tcore.lab.registry). On "cuda" the runs
+    compile with Inductor and sample power, so each ended run would hold its generated code and power samples
+    were they not let go."""
     from tcore.lab import registry, runs
     from tcore.spec import Experiment
     from tcore.store import RunStore
@@ -243,7 +245,8 @@ def server_memory(run_count: int, every: int = 25) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="compile-lab-memory-"))
     store = RunStore(tmp / "runs.sqlite")
     runs.serve(store)
-    exp, t0 = Experiment(**QUICK), time.time()
+    exp = Experiment(**QUICK) if device == "cpu" else Experiment(**{**QUICK, "device": "cuda", "backend": "inductor"})
+    t0 = time.time()
     print(f"{run_count} runs of {exp.label} in one process (store {store.path})")
     print(f"{'runs':>5} {'rss_mib':>8} {'held_runs':>9} {'held_power_samples':>18} {'held_code_chars':>15} {'s':>6}")
     for i in range(1, run_count + 1):
@@ -269,9 +272,11 @@ def main() -> int:
     parser.add_argument("--server-memory", type=int, metavar="RUNS",
                         help="instead: RUNS runs one after another in this process, as the app's server runs them, "
                              "printing its memory and what it holds every 25 runs")
+    parser.add_argument("--server-memory-device", choices=("cpu", "cuda"), default="cpu",
+                        help="with --server-memory: cuda runs compile with Inductor and sample power")
     args = parser.parse_args()
     if args.server_memory:
-        return server_memory(args.server_memory)
+        return server_memory(args.server_memory, args.server_memory_device)
     from tcore.store import queue as store_queue
 
     t0 = time.time()
