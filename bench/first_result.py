@@ -53,7 +53,7 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
         run = next(r for r in runs.active() if r.run_id not in before)
         first_power = first_figure = None
         while not any(m.label == "Speedup" for m in at.metric):
-            if first_power is None and run.snapshot()["trace"]:
+            if first_power is None and run.snapshot()["power_samples"]:
                 first_power = time.time() - t0
             if first_figure is None and not run.done and any(m.label == "Compile time" for m in at.metric):
                 first_figure = time.time() - t0  # the live view draws the compile time before the rest

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Issue 31's GPU sitting on the final code, sized for what device time is left (about 20 min on one H100):
-#   1. pytest -m gpu in full: the knob matrix on 3 xdist workers (compiles are CPU-bound and the runs tiny), then
-#      the tests that time, sample power or start a second GPU process, one at a time on a quiet GPU;
-#   2. the GPU default (captioner small, now batch 256) ten times through the command line, and the old default
-#      (batch 32) five times, each headline paired and recomputed unpaired from the same blocks;
-#   3. five Run-page runs of the default (AppTest, spares on: the first in an idle room, then busy);
-#   4. the same run through a local Ray cluster and through local workers, alternating.
+#   1. the GPU default (captioner small, now batch 256) ten times through the command line, each headline paired
+#      and recomputed unpaired from the same blocks;
+#   2. five Run-page runs of the default (AppTest, spares on: the first in an idle room, then busy);
+#   3. the same run through a local Ray cluster and through local workers, alternating;
+#   4. pytest -m gpu in full: the knob matrix on 4 xdist workers (compiles are CPU-bound and the runs tiny), then
+#      the tests that time, sample power or start a second GPU process, one at a time on a quiet GPU.
 # Wheels the GPU image lacks: .whl/ (streamlit, plotly, tlparse, diffusers, pytest-xdist) and .ray/, one call each.
 #   bash bench/gpu_proof.sh install .whl ; bash bench/gpu_proof.sh install .ray
 #   setsid bash bench/gpu_proof.sh run /tmp/proof > /dev/null 2>&1 < /dev/null &
@@ -18,23 +18,22 @@ case "$1" in
 install)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$2"/*.whl ;;
 run)
+    # In order of what the issues need most, so that a lease that ends early still leaves the first parts whole.
     out=$2; mkdir -p "$out"
     { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv
       python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
       git log -1 --format='commit %H' 2>/dev/null; nproc; date -u; } > "$out/machine.log" 2>&1
-    python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -n 3 -k "not ($TIMING)" --durations=0 \
-        > "$out/pytest-gpu-matrix.log" 2>&1
-    python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -k "$TIMING" --durations=0 \
-        > "$out/pytest-gpu-timing.log" 2>&1
     python3 bench/stability.py --device cuda --runs 10 --out "$out/stability-b256.json" > "$out/stability-b256.log" 2>&1
-    python3 bench/stability.py --device cuda --runs 5 --out "$out/stability-b32.json" -- --batch-size 32 \
-        > "$out/stability-b32.log" 2>&1
     scratch=$(mktemp -d)
     COMPILE_LAB_DB=$scratch/runs.sqlite COMPILE_LAB_CACHE_DIR=$scratch/cache COMPILE_LAB_SPARE_WORKERS=1 \
         python3 bench/first_result.py one --model default --attempts 5 --spares --out "$out/run-page.jsonl" \
         > "$out/run-page.log" 2>&1
     for i in $(seq 1 60); do [ -f /tmp/site/ray/__init__.py ] && break; sleep 5; done
     python3 bench/ray_sitting.py --out "$out/ray" --pairs 2 > "$out/ray.log" 2>&1
+    python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -n 4 -k "not ($TIMING)" --durations=0 \
+        > "$out/pytest-gpu-matrix.log" 2>&1
+    python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -k "$TIMING" --durations=0 \
+        > "$out/pytest-gpu-timing.log" 2>&1
     echo done >> "$out/machine.log" ;;
 collect)
     mkdir -p "$3"; cp "$2"/*.log "$2"/*.json "$2"/*.jsonl "$3"/ 2>/dev/null; cp "$2"/ray/*.json "$3"/ 2>/dev/null

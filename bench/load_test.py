@@ -1,11 +1,12 @@
 """A workshop on one machine: many sessions submit runs at once while the app serves pages, and processes fail.
 
     python bench/load_test.py --sessions 20 --processes 4
+    python bench/load_test.py --server-memory 200   # the server's memory after 200 runs, nothing else
 
 Starts the app as `make app` does (`streamlit run serve.py`, whose queue starts with the server) on a free
 loopback port with a fresh run store ($COMPILE_LAB_DB), then `--processes` submitter processes each run a
 share of `--sessions` threads; each thread is one session (its own owner id) that submits
-`--runs-per-session` tiny CPU runs (captioner/tiny, backend eager) through tcore.runs, as the app's pages do,
+`--runs-per-session` tiny CPU runs (captioner/tiny, backend eager) through tcore.lab.runs, as the app's pages do,
 and waits for them. Some people misbehave: one cancels its queued run, one kills its worker mid-run, one asks
 for a batch over the limit, one for a run no time limit allows, one has markup for a name, one tries to
 cancel and delete everyone else's runs.
@@ -231,6 +232,41 @@ def ended_by(rows: dict[str, dict], ids: list[str], names: dict[int, str]) -> st
     return ", ".join(f"{n} {status} under {who}" for (status, who), n in sorted(counts.items())) or "none"
 
 
+def rss_mib() -> float:
+    """This process's resident memory now (MiB), from /proc."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def server_memory(run_count: int, device: str = "cpu", every: int = 25) -> int:
+    """`run_count` runs one after another in this process, as the app's server runs its pages' runs (runs.serve,
+    then runs.start per run); every `every` runs, the process's resident memory and what its run registry holds.
+    What a workshop day costs the server: its registry must stop growing (tcore.lab.registry). On "cuda" the runs
+    compile with Inductor and sample power, so each ended run would hold its generated code and power samples
+    were they not let go."""
+    from tcore.lab import registry, runs
+    from tcore.spec import Experiment
+    from tcore.store import RunStore
+
+    tmp = Path(tempfile.mkdtemp(prefix="compile-lab-memory-"))
+    store = RunStore(tmp / "runs.sqlite")
+    runs.serve(store)
+    exp = Experiment(**QUICK) if device == "cpu" else Experiment(**{**QUICK, "device": "cuda", "backend": "inductor"})
+    t0 = time.time()
+    print(f"{run_count} runs of {exp.label} in one process (store {store.path})")
+    print(f"{'runs':>5} {'rss_mib':>8} {'held_runs':>9} {'held_power_samples':>18} {'held_code_chars':>15} {'s':>6}")
+    for i in range(1, run_count + 1):
+        record = runs.start(exp, store).wait()
+        if record is None or record.status != "finished":
+            print(f"run {i} did not finish: {record and record.error}", file=sys.stderr)
+            return 1
+        if i % every == 0 or i in (1, run_count):
+            held = [r for r in (registry.live(run_id) for run_id in list(registry._LIVE)) if r is not None]
+            print(f"{i:5d} {rss_mib():8.1f} {registry.count():9d} {sum(len(r.power_samples) for r in held):18d} "
+                  f"{sum(len(c) for r in held for c in r.code):15d} {time.time() - t0:6.0f}", flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=20)
@@ -239,7 +275,14 @@ def main() -> int:
     parser.add_argument("--no-faults", action="store_true", help="no process is killed or stopped")
     parser.add_argument("--settle-s", type=float, default=240.0,
                         help="how long the app may take to finish what is left once every other process has ended")
+    parser.add_argument("--server-memory", type=int, metavar="RUNS",
+                        help="instead: RUNS runs one after another in this process, as the app's server runs them, "
+                             "printing its memory and what it holds every 25 runs")
+    parser.add_argument("--server-memory-device", choices=("cpu", "cuda"), default="cpu",
+                        help="with --server-memory: cuda runs compile with Inductor and sample power")
     args = parser.parse_args()
+    if args.server_memory:
+        return server_memory(args.server_memory, args.server_memory_device)
     from tcore.store import queue as store_queue
 
     t0 = time.time()

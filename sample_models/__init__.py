@@ -1,5 +1,6 @@
 """Registry of the models Compile Lab can build, batch, and measure: the three built-ins by plain name, and
-real models of torchvision, timm, transformers, diffusers or a file of your own as SOURCE:NAME (sources.py)."""
+real models of torchvision, timm, transformers, diffusers or a file of your own as SOURCE:NAME (sources/, one
+module per source)."""
 import functools
 from dataclasses import dataclass
 

@@ -20,208 +20,214 @@ import torch
 
 import sample_models
 from tcore import schedule as schedules
+from tcore.compile_args import call_args
 from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
-
-
-def _call_args(exp: Experiment) -> str:
-    """torch.compile's keyword arguments where the run differs from torch's defaults (tcore.worker.compile_kwargs)."""
-    args = []
-    if exp.backend != "inductor":
-        args.append(f"backend={exp.backend!r}")
-    if exp.backend == "inductor" and exp.mode != "default":
-        args.append(f"mode={exp.mode!r}")
-    if exp.fullgraph:
-        args.append("fullgraph=True")
-    if exp.dynamic is not None:
-        args.append(f"dynamic={exp.dynamic}")
-    return ", ".join(args)
+# A run's shape schedule as the snippet writes it: sizes, buckets, varying (tensor, dim), inputs per batch (_schedule)
+_Shapes = tuple[list[int], list[int], list[tuple[int, int]], int]
 
 
 def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
-    """The program for a run's spec on `device` (the device it ran on: "cuda" or "cpu")."""
+    """The program for a run's spec on `device` (the device it ran on: "cuda" or "cpu"), section by section."""
     exp = Experiment.from_dict(spec)
     entry = sample_models.get(exp.model)
-    precision = PRECISIONS[exp.precision]
-    lines: list[str] = []
-    add = lines.append
+    shapes = _schedule(exp, entry)
+    sections = [_header(exp, run_id), _model(exp, entry, device), _inputs(exp, entry, shapes),
+                _precision(exp, device), _settings(exp), _compile(exp, entry), _optimizer(exp, device),
+                _step(exp, device), _first_calls(exp, shapes), _timing_lines(device)]
+    return "\n".join(line for section in sections for line in section) + "\n"
 
-    add(f"# Compile Lab{' run ' + run_id if run_id else ''}: {exp.label}")
-    add("# Runs as it is from the Compile Lab folder. For your own model, keep the lines marked <-- and put your")
-    add("# model, batch and loss where sample_models' are.")
+
+def _header(exp: Experiment, run_id: str) -> list[str]:
+    lines = [f"# Compile Lab{' run ' + run_id if run_id else ''}: {exp.label}",
+             "# Runs as it is from the Compile Lab folder. For your own model, keep the lines marked <-- and put your",
+             "# model, batch and loss where sample_models' are."]
     if exp.cache == "warm":
-        add("# This run reused the compile caches of earlier runs: give your process a lasting cache folder, e.g.")
-        add("#   TORCHINDUCTOR_CACHE_DIR=~/.cache/my-inductor python this.py")
-    add("import torch")
-    add("")
-    add("import sample_models")
-    add("")
-    add(f"device = {device!r}")
-    add(f"torch.manual_seed({exp.seed})")
-    if entry.builtin:
-        add(f"entry = sample_models.get({exp.model!r})")
-        build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
-        add(f"model = entry.build({build_args})" + ("  # with a deliberate graph break in each block"
-                                                    if exp.graph_break else ""))
-    else:  # a real model: built as its library builds it, in the lines a person keeps
-        add(f"entry = sample_models.get({exp.model!r})  # the run's batches and loss")
-        lines.extend(entry.build_code(exp.preset))
-        if exp.task == "training":
-            add("# as the run: dropout at p=1e-30 (PyTorch's harness does the same), so eager and compiled agree")
-            add("sample_models.sources.quiet_dropout(model)")
-    sizes, buckets, dims, inputs = _schedule(exp, entry)
-    if sizes:
-        add(f"# The run fed {len(sizes)} distinct sizes of the {entry.varying_dim or 'batch size'}, in this order:")
-        add(f"sizes = {sizes}")
-        batch_call = (f"entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device, seq_len=size)"
-                      if entry.seq_field else f"entry.make_batch({exp.preset!r}, size, device=device)")
-        add(f"batches = [{batch_call} for size in sizes]")
-    else:
-        add(f"batches = [entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device)]")
-    if buckets:
-        add(f"# shape_remedy=buckets: pad every input up to one of {len(buckets)} sizes, each compiled once")
-        add(f"buckets = {buckets}")
-        add(f"varying = {dims}  # (tensor, dimension) that follow the size; the last tensor is the target")
-        add("")
-        add("def pad(batch, size):  # zeros up to the bucket; contiguous, as Dynamo guards on strides as well")
-        add("    tensors = [*batch.inputs, batch.target]")
-        add("    for i, d in varying:")
-        add("        t = tensors[i]")
-        add("        missing = size - t.shape[d]")
-        add("        if missing > 0:")
-        add("            t = torch.cat([t, t.new_zeros(*t.shape[:d], missing, *t.shape[d + 1:])], dim=d)")
-        add("        tensors[i] = t.contiguous()")
-        add("    return sample_models.Batch(tuple(tensors[:-1]), tensors[-1])")
-        add("")
-        add("padded = [next(bucket for bucket in buckets if bucket >= size) for size in sizes]")
-        add("batches = [pad(b, size) for b, size in zip(batches, padded)]")
-    elif sizes:
-        add("# each size as fresh contiguous tensors: a caption sliced from a longer one keeps the longer one's")
-        add("# stride, and Dynamo guards on strides as well as sizes")
-        add("batches = [sample_models.Batch(tuple(t.contiguous() for t in b.inputs), b.target.contiguous()) "
-            "for b in batches]")
+        lines += ["# This run reused the compile caches of earlier runs: give your process a lasting cache folder, e.g.",
+                  "#   TORCHINDUCTOR_CACHE_DIR=~/.cache/my-inductor python this.py"]
+    return lines
 
+
+def _model(exp: Experiment, entry: sample_models.SampleModel, device: str) -> list[str]:
+    """The imports, the seed and the model, built as the lab builds it."""
+    lines = ["import torch", "", "import sample_models", "", f"device = {device!r}", f"torch.manual_seed({exp.seed})"]
+    if entry.builtin:
+        build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
+        lines += [f"entry = sample_models.get({exp.model!r})",
+                  f"model = entry.build({build_args})" + ("  # with a deliberate graph break in each block"
+                                                          if exp.graph_break else "")]
+        return lines
+    # a real model: built as its library builds it, in the lines a person keeps
+    lines += [f"entry = sample_models.get({exp.model!r})  # the run's batches and loss", *entry.build_code(exp.preset)]
+    if exp.task == "training":
+        lines += ["# as the run: dropout at p=1e-30 (PyTorch's harness does the same), so eager and compiled agree",
+                  "sample_models.sources.quiet_dropout(model)"]
+    return lines
+
+
+def _inputs(exp: Experiment, entry: sample_models.SampleModel, shapes: _Shapes) -> list[str]:
+    """The batches: one, or the run's shape schedule, padded up to buckets where the run padded."""
+    sizes, buckets, dims, _ = shapes
+    if not sizes:
+        return [f"batches = [entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device)]"]
+    batch_call = (f"entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device, seq_len=size)"
+                  if entry.seq_field else f"entry.make_batch({exp.preset!r}, size, device=device)")
+    lines = [f"# The run fed {len(sizes)} distinct sizes of the {entry.varying_dim or 'batch size'}, in this order:",
+             f"sizes = {sizes}", f"batches = [{batch_call} for size in sizes]"]
+    if not buckets:
+        return lines + [
+            "# each size as fresh contiguous tensors: a caption sliced from a longer one keeps the longer one's",
+            "# stride, and Dynamo guards on strides as well as sizes",
+            "batches = [sample_models.Batch(tuple(t.contiguous() for t in b.inputs), b.target.contiguous()) "
+            "for b in batches]"]
+    return lines + [
+        f"# shape_remedy=buckets: pad every input up to one of {len(buckets)} sizes, each compiled once",
+        f"buckets = {buckets}",
+        f"varying = {dims}  # (tensor, dimension) that follow the size; the last tensor is the target",
+        "",
+        "def pad(batch, size):  # zeros up to the bucket; contiguous, as Dynamo guards on strides as well",
+        "    tensors = [*batch.inputs, batch.target]",
+        "    for i, d in varying:",
+        "        t = tensors[i]",
+        "        missing = size - t.shape[d]",
+        "        if missing > 0:",
+        "            t = torch.cat([t, t.new_zeros(*t.shape[:d], missing, *t.shape[d + 1:])], dim=d)",
+        "        tensors[i] = t.contiguous()",
+        "    return sample_models.Batch(tuple(tensors[:-1]), tensors[-1])",
+        "",
+        "padded = [next(bucket for bucket in buckets if bucket >= size) for size in sizes]",
+        "batches = [pad(b, size) for b, size in zip(batches, padded)]"]
+
+
+def _precision(exp: Experiment, device: str) -> list[str]:
+    """The weights' dtype, channels_last, the float32 matmul precision, and train or eval."""
+    precision = PRECISIONS[exp.precision]
     weights = precision.weights
-    if weights != "float32" or exp.channels_last:
-        add("")
+    lines = [""] if weights != "float32" or exp.channels_last else []
     if weights != "float32":
         dtype = TORCH_DTYPES[weights]
-        add(f"# precision={exp.precision}: the model and its floating-point inputs in {weights}")
-        add(f"model = model.to({dtype})  # <--")
-        add("")
-        add("def cast(t):  # token ids and class labels stay integers")
-        add(f"    return t.to({dtype}) if t.is_floating_point() else t")
-        add("")
-        add("batches = [sample_models.Batch(tuple(map(cast, b.inputs)), cast(b.target)) for b in batches]")
+        lines += [f"# precision={exp.precision}: the model and its floating-point inputs in {weights}",
+                  f"model = model.to({dtype})  # <--",
+                  "",
+                  "def cast(t):  # token ids and class labels stay integers",
+                  f"    return t.to({dtype}) if t.is_floating_point() else t",
+                  "",
+                  "batches = [sample_models.Batch(tuple(map(cast, b.inputs)), cast(b.target)) for b in batches]"]
     if exp.channels_last:
-        add("# channels_last: the model's weights and its images in NHWC")
-        add("model = model.to(memory_format=torch.channels_last)  # <--")
-        add("batches = [sample_models.Batch((b.inputs[0].contiguous(memory_format=torch.channels_last), "
-            "*b.inputs[1:]), b.target) for b in batches]")
+        lines += ["# channels_last: the model's weights and its images in NHWC",
+                  "model = model.to(memory_format=torch.channels_last)  # <--",
+                  "batches = [sample_models.Batch((b.inputs[0].contiguous(memory_format=torch.channels_last), "
+                  "*b.inputs[1:]), b.target) for b in batches]"]
     if not precision.tf32 and weights == "float32" and device == "cuda":
-        add(f"# precision={exp.precision}: float32 matmuls and convolutions in full precision (cuDNN's default is TF32)")
-        add('torch.backends.cuda.matmul.fp32_precision = "ieee"  # <-- (torch < 2.9: ...allow_tf32 = False)')
-        add('torch.backends.cudnn.conv.fp32_precision = "ieee"  # <--')
+        lines += [f"# precision={exp.precision}: float32 matmuls and convolutions in full precision (cuDNN's default "
+                  "is TF32)",
+                  'torch.backends.cuda.matmul.fp32_precision = "ieee"  # <-- (torch < 2.9: ...allow_tf32 = False)',
+                  'torch.backends.cudnn.conv.fp32_precision = "ieee"  # <--']
     if precision.tf32 and device == "cuda":
-        add("# precision=tf32: float32 matmuls and convolutions on tensor cores")
-        add('torch.backends.cuda.matmul.fp32_precision = "tf32"  # <-- (torch < 2.9: torch.backends.cuda.matmul.'
-            'allow_tf32 = True)')
-        add('torch.backends.cudnn.conv.fp32_precision = "tf32"  # <--')
-    add(f"model.train({exp.task == 'training'})")
+        lines += ["# precision=tf32: float32 matmuls and convolutions on tensor cores",
+                  'torch.backends.cuda.matmul.fp32_precision = "tf32"  # <-- (torch < 2.9: torch.backends.cuda.matmul.'
+                  'allow_tf32 = True)',
+                  'torch.backends.cudnn.conv.fp32_precision = "tf32"  # <--']
+    return lines + [f"model.train({exp.task == 'training'})"]
 
+
+def _settings(exp: Experiment) -> list[str]:
+    """The compiler settings the run changed, and the cache artifacts it loaded."""
     settings = []
     if exp.recompile_limit != DEFAULTS["recompile_limit"]:
         settings.append(f"torch._dynamo.config.recompile_limit = {exp.recompile_limit}  # <--")
     for name, option in INDUCTOR_OPTIONS.items():
         if getattr(exp, name) != DEFAULTS[name]:
             settings.append(f"torch._inductor.config.{option} = {getattr(exp, name)!r}  # <--")
-    if settings:
-        add("")
-        add("# Compiler settings the run changed")
-        lines.extend(settings)
+    lines = ["", "# Compiler settings the run changed", *settings] if settings else []
     if exp.cache == "artifacts":
-        add("")
-        add("# Load the compile artifacts an earlier run saved (the run's page has them as a download);")
-        add("# they were made by torch.compiler.save_cache_artifacts() after that run's compile.")
-        add('with open("compile-artifacts.bin", "rb") as f:')
-        add("    torch.compiler.load_cache_artifacts(f.read())  # <--")
+        lines += ["",
+                  "# Load the compile artifacts an earlier run saved (the run's page has them as a download);",
+                  "# they were made by torch.compiler.save_cache_artifacts() after that run's compile.",
+                  'with open("compile-artifacts.bin", "rb") as f:',
+                  "    torch.compiler.load_cache_artifacts(f.read())  # <--"]
+    return lines
 
-    add("")
-    args = _call_args(exp)
+
+def _compile(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
+    """The torch.compile or block.compile calls, with the arguments the worker passes (tcore.compile_args)."""
+    args = call_args(exp)
     if exp.compile == "whole":
-        add("# compile=whole: the whole model, into as few graphs as Dynamo can")
-        add(f"compiled = torch.compile(model{', ' + args if args else ''})  # <--")
-    elif exp.compile == "regional" and entry.repeated_call:
-        add(f"# compile=regional: the model compiles each of its _repeated_blocks in place ({entry.repeated_call})")
-        add(f"model.{entry.repeated_call}({args})  # <--")
-        add("compiled = model")
-    elif exp.compile == "regional":
-        add("# compile=regional: each repeated block compiled in place; identical blocks share one compiled graph")
-        if entry.builtin:
-            add("for block in entry.repeated_blocks(model):")
-        else:  # the classes the lab found (the model's own _no_split_modules, or the submodules that repeat)
-            names = sorted({type(m).__name__ for m in entry.repeated_blocks(entry.build(exp.preset, device="meta"))})
-            add(f"blocks = {set(names)!r}  # <-- your model's repeated block classes")
-            add("for block in [m for m in model.modules() if type(m).__name__ in blocks]:")
-        add(f"    block.compile({args})  # <--")
-        add("compiled = model")
-    else:
-        add("compiled = model  # compile=off: the model runs eagerly")
+        return ["", "# compile=whole: the whole model, into as few graphs as Dynamo can",
+                f"compiled = torch.compile(model{', ' + args if args else ''})  # <--"]
+    if exp.compile == "regional" and entry.repeated_call:
+        return ["", f"# compile=regional: the model compiles each of its _repeated_blocks in place "
+                    f"({entry.repeated_call})",
+                f"model.{entry.repeated_call}({args})  # <--", "compiled = model"]
+    if exp.compile != "regional":
+        return ["", "compiled = model  # compile=off: the model runs eagerly"]
+    lines = ["", "# compile=regional: each repeated block compiled in place; identical blocks share one compiled graph"]
+    if entry.builtin:
+        lines.append("for block in entry.repeated_blocks(model):")
+    else:  # the classes the lab found (the model's own _no_split_modules, or the submodules that repeat)
+        names = sorted({type(m).__name__ for m in entry.repeated_blocks(entry.build(exp.preset, device="meta"))})
+        lines += [f"blocks = {set(names)!r}  # <-- your model's repeated block classes",
+                  "for block in [m for m in model.modules() if type(m).__name__ in blocks]:"]
+    return lines + [f"    block.compile({args})  # <--", "compiled = model"]
 
-    if exp.task == "training":
-        add("")
-        if exp.compile_optimizer:
-            add("# The optimizer step compiled into a few fused kernels. A tensor learning rate keeps LR changes from")
-            add("# recompiling; eager foreach AdamW accepts one only when capturable.")
-            capturable = ", capturable=True" if device == "cuda" else ""
-            add(f"optimizer = torch.optim.AdamW(model.parameters(), lr=torch.tensor({LR}, device=device){capturable})")
-            add("")
-            add("@torch.compile(fullgraph=False)  # <--")
-            add("def optimizer_step():")
-            add("    optimizer.step()")
-        else:
-            add(f"optimizer = torch.optim.AdamW(model.parameters(), lr={LR})")
-            add("optimizer_step = optimizer.step")
 
-    add("")
+def _optimizer(exp: Experiment, device: str) -> list[str]:
+    """For training: AdamW, its step compiled where the run compiled it."""
+    if exp.task != "training":
+        return []
+    if not exp.compile_optimizer:
+        return ["", f"optimizer = torch.optim.AdamW(model.parameters(), lr={LR})", "optimizer_step = optimizer.step"]
+    capturable = ", capturable=True" if device == "cuda" else ""
+    return ["",
+            "# The optimizer step compiled into a few fused kernels. A tensor learning rate keeps LR changes from",
+            "# recompiling; eager foreach AdamW accepts one only when capturable.",
+            f"optimizer = torch.optim.AdamW(model.parameters(), lr=torch.tensor({LR}, device=device){capturable})",
+            "",
+            "@torch.compile(fullgraph=False)  # <--",
+            "def optimizer_step():",
+            "    optimizer.step()"]
+
+
+def _step(exp: Experiment, device: str) -> list[str]:
+    """step(batch): one inference call, or forward, backward and the optimizer step, under autocast if the run was."""
+    precision = PRECISIONS[exp.precision]
     autocast = f"torch.autocast(device, dtype={TORCH_DTYPES[precision.autocast]})" if precision.autocast else None
     cuda_graphs = device == "cuda" and exp.compiles and (exp.backend == "cudagraphs" or (
         exp.backend == "inductor" and exp.mode in ("reduce-overhead", "max-autotune")))
-    if exp.task == "inference":
-        add("@torch.no_grad()")
-    add("def step(batch):")
+    lines = ["", "@torch.no_grad()"] if exp.task == "inference" else [""]
+    lines.append("def step(batch):")
     if cuda_graphs:
-        add("    torch.compiler.cudagraph_mark_step_begin()  # <-- CUDA graphs reuse output memory: a new step begins")
+        lines.append("    torch.compiler.cudagraph_mark_step_begin()  # <-- CUDA graphs reuse output memory: a new step "
+                     "begins")
     inner = "    "
     if autocast:
-        add(f"    with {autocast}:  # <-- precision={exp.precision}")
+        lines.append(f"    with {autocast}:  # <-- precision={exp.precision}")
         inner = "        "
     if exp.task == "inference":
-        add(f"{inner}return compiled(*batch.inputs)")
-    else:
-        add(f"{inner}out = compiled(*batch.inputs)")
-        add(f"{inner}loss = entry.loss(out, batch)")
-        add("    loss.backward()")
-        add("    optimizer_step()")
-        add("    optimizer.zero_grad(set_to_none=True)")
-        add("    return out")
+        return lines + [f"{inner}return compiled(*batch.inputs)"]
+    return lines + [f"{inner}out = compiled(*batch.inputs)", f"{inner}loss = entry.loss(out, batch)",
+                    "    loss.backward()", "    optimizer_step()", "    optimizer.zero_grad(set_to_none=True)",
+                    "    return out"]
 
-    add("")
+
+def _first_calls(exp: Experiment, shapes: _Shapes) -> list[str]:
+    """The first call, which compiles, then the run's other buckets and sizes (mark_dynamic before them)."""
+    sizes, buckets, dims, inputs = shapes
+    lines = [""]
     if exp.shape_remedy == "mark_dynamic":
-        add("# shape_remedy=mark_dynamic: the varying dimension is symbolic from the first compile")
+        lines.append("# shape_remedy=mark_dynamic: the varying dimension is symbolic from the first compile")
         for i, d in dims:
             tensor = f"batches[0].inputs[{i}]" if i < inputs else "batches[0].target"
-            add(f"torch._dynamo.mark_dynamic({tensor}, {d})  # <--")
-    add("out = step(batches[0])  # the first call compiles")
+            lines.append(f"torch._dynamo.mark_dynamic({tensor}, {d})  # <--")
+    lines.append("out = step(batches[0])  # the first call compiles")
     if buckets:
-        add("for bucket in buckets:  # then every other bucket, before the real inputs arrive, as in the run")
-        add("    step(batches[padded.index(bucket)])")
+        lines += ["for bucket in buckets:  # then every other bucket, before the real inputs arrive, as in the run",
+                  "    step(batches[padded.index(bucket)])"]
     if sizes:
-        add("for batch in batches[1:]:  # each new size may recompile; the run's page says which did")
-        add("    out = step(batch)")
-    lines.extend(_timing_lines(device))
-    return "\n".join(lines) + "\n"
+        lines += ["for batch in batches[1:]:  # each new size may recompile; the run's page says which did",
+                  "    out = step(batch)"]
+    return lines
 
 
 # How long the snippet times each variant per round, and at most in all: short, as a pasted program should be.
@@ -230,7 +236,7 @@ SNIPPET_TIMED_S = 3.0
 
 
 def _timing_lines(device: str) -> list[str]:
-    """The snippet's last section: eager against compiled as the lab times them (tcore.worker.run.time_blocks),
+    """The snippet's last section: eager against compiled as the lab times them (tcore.worker.run.Measurement.time_blocks),
     with the paired speedup and its order-statistics interval (tcore.paired), printed."""
     sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
     return ["", "",
@@ -280,8 +286,7 @@ def _timing_lines(device: str) -> list[str]:
             "      f'{eager_ms:.2f} ms/step, compiled {compiled_ms:.2f} ms/step, medians of the rounds)')"]
 
 
-def _schedule(exp: Experiment,
-              entry: sample_models.SampleModel) -> tuple[list[int], list[int], list[tuple[int, int]], int]:
+def _schedule(exp: Experiment, entry: sample_models.SampleModel) -> _Shapes:
     """The run's sizes, buckets, varying (tensor, dim) pairs (the target counts as the tensor after the
     inputs) and how many inputs a batch has; empty without a shape schedule."""
     if not exp.shape_count:

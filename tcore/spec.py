@@ -11,6 +11,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+# the spec's own vocabulary, reached here as before: what changes a compile, and the precision choices
+from tcore.comparable import MEASUREMENT_FIELDS, PROVENANCE_FIELDS, same_compile, settings  # noqa: F401
+from tcore.precision import PRECISIONS, Precision  # noqa: F401
+
 
 def knob(default: Any, doc: str, choices: dict[Any, str] | None = None,
          bounds: tuple[float, float] | None = None) -> Any:
@@ -22,69 +26,6 @@ def knob(default: Any, doc: str, choices: dict[Any, str] | None = None,
     return field(default=default, metadata={"doc": doc, "choices": choices or {}, "bounds": bounds})
 
 
-# Fields that say how long and how carefully to measure, and what to record on the side (a TORCH_TRACE): they
-# change neither the compiled code nor what a figure means.
-MEASUREMENT_FIELDS = frozenset({"warmup_steps", "timed_s", "timed_steps", "rounds", "round_s", "target_pct", "seed",
-                                "torch_trace"})
-# Fields that say where a compile's work comes from (fresh or reused caches) or which device kind was asked for
-# (the run records the one it resolved to): they do not change what gets compiled.
-PROVENANCE_FIELDS = frozenset({"cache", "device"})
-
-
-def settings(spec: dict[str, Any], *, ignoring: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-    """A spec's fields less the measurement ones and `ignoring`: two runs with equal settings ran the same experiment.
-
-    settings(spec, ignoring=PROVENANCE_FIELDS) is what was compiled (the compile-artifacts key); a page that
-    varies a field itself (cold vs warm, whole vs regional) ignores that field too.
-    """
-    return {k: v for k, v in spec.items() if k not in MEASUREMENT_FIELDS and k not in ignoring}
-
-
-def same_compile(a: dict[str, Any], b: dict[str, Any], *, varying: frozenset[str] | set[str] = frozenset()) -> bool:
-    """Whether two specs compile the same thing, but for the fields in `varying` (what a comparison varies on
-    purpose, e.g. the scope). Everything that changes the compile counts: model, preset, batch, precision,
-    backend, mode, options, shape schedule and remedy, graph break... Only how long it was timed, which
-    caches it started from and the device kind asked for do not. The one definition the pages use."""
-    ignoring = PROVENANCE_FIELDS | set(varying)
-    return settings(a, ignoring=ignoring) == settings(b, ignoring=ignoring)
-
-
-@dataclass(frozen=True)
-class Precision:
-    """What one precision choice does: the worker applies it, the label and the tolerance come from it."""
-
-    weights: str            # the dtype the model and its floating-point inputs are cast to
-    autocast: str | None    # the dtype torch.autocast runs matmuls and convolutions in; None for no autocast
-    tf32: bool              # float32 matmuls and convolutions on tensor cores in TF32 (GPU only)
-    tolerance: float        # largest |compiled - eager| / max|eager| accepted as the same result
-    summary: str
-
-    @property
-    def doc(self) -> str:
-        return f"{self.summary} Correctness tolerance {self.tolerance:g}."
-
-
-# Inductor reorders and fuses reductions, and reduced precisions round every intermediate (eager rounds
-# after each op, fused code once per kernel), so the tolerance widens with the format's mantissa.
-PRECISIONS: dict[str, Precision] = {
-    "fp32": Precision("float32", None, False, 1e-3,
-                      "float32 weights and math, TF32 off: the reference, and the slowest on a GPU."),
-    "tf32": Precision("float32", None, True, 1e-2,
-                      "float32 weights; matmuls and convolutions run on tensor cores in TF32 (a 10-bit mantissa): "
-                      "the first precision knob people turn on Ampere and newer GPUs; no effect on the CPU."),
-    "amp-bf16": Precision("float32", "bfloat16", False, 5e-2,
-                          "Autocast to bfloat16 over float32 weights, as people train: matmuls in bf16, and the "
-                          "weights are cast every step."),
-    "amp-fp16": Precision("float32", "float16", False, 1e-2,
-                          "Autocast to float16 over float32 weights: matmuls in fp16 (training in fp16 also "
-                          "needs loss scaling, which this lab leaves out)."),
-    "bf16": Precision("bfloat16", None, False, 5e-2,
-                      "Model and inputs cast to bfloat16, as people run inference (diffusers' "
-                      "torch_dtype=torch.bfloat16): half the weight memory and no casts."),
-    "fp16": Precision("float16", None, False, 1e-2,
-                      "Model and inputs cast to float16, for inference: like bf16 with a finer mantissa and a "
-                      "narrower range, so large activations can overflow."),
-}
 # The AdamW learning rate of training runs (tcore.worker.compile builds the optimizer; the snippet writes it).
 LR = 1e-4
 

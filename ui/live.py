@@ -111,8 +111,8 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
     so_far(snap["figures_so_far"])
     for note in snap["notes"]:
         st.warning(note)
-    if snap["trace"]:
-        exports.show(st, charts.power_trace_chart(snap["trace"], title="Power so far, coloured by phase"),
+    if snap["power_samples"]:
+        exports.show(st, charts.power_trace_chart(snap["power_samples"], title="Power so far, coloured by phase"),
                      key=f"{key}_live_power_trace")
     elif not queued:
         meter = machine.meter(run.device)

@@ -131,7 +131,7 @@ def draw_queue(store: RunStore, *, key: str, rows=None) -> None:
                    "finish, waiting runs keep their place and start when it resumes.", icon=":material/pause:")
     if problem := runs.queue_problem(store):
         st.error(f"The queue cannot start runs right now and keeps retrying every {scheduler.TICK_S:g} s: {problem}")
-    if not runs.queue_view(reads(store)):
+    if not runs.under_way(reads(store)):
         st.caption("Nothing is running or waiting: a run starts at once.")
         return
     st.caption("One run at a time per device, in the order they were queued, across every browser and the "
@@ -150,7 +150,7 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
     show_toast()
     me = people.me()
     instructor = people.is_instructor()
-    rows = runs.queue_view(reads(store))
+    rows = runs.under_way(reads(store))
     if not rows:
         st.caption("Nothing is running or waiting now.")
     stopping = cancelling(rows)

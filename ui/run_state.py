@@ -3,7 +3,7 @@ room's queue, read together into one RunState, and the words a page shows for it
 
 Three sources know about a run, each first at something: the store's record says first that it has ended (it
 is written a moment before the live run says so); this process's LiveRun knows the phase of a run it is
-following; the queue in the store (tcore.lab.runs.queue_view) places a run that another process runs.
+following; the queue in the store (tcore.lab.runs.under_way) places a run that another process runs.
 state() reads them in that order, so every fragment of a page that asks gets the same answer.
 """
 from __future__ import annotations
@@ -65,8 +65,8 @@ class RunState:
 
 
 def places_by_id(store: RunStore) -> dict[str, dict]:
-    """run id -> its row of the room's queue on this host (tcore.lab.runs.queue_view), for runs under way."""
-    return {row["run_id"]: row for row in runs.queue_view(reads(store))}
+    """run id -> its row of the room's queue on this host (tcore.lab.runs.under_way), for runs under way."""
+    return {row["run_id"]: row for row in runs.under_way(reads(store))}
 
 
 def state(run_id: str, store: RunStore, *, record=None, places: dict[str, dict] | None = None) -> RunState:

@@ -160,10 +160,10 @@ def node_of(slot: str) -> Node:
     raise ClusterError(f"slot {slot}: its node is no longer in the cluster")
 
 
-def describe(pending: list, whose: Callable[[str | None], str] = str) -> list[dict[str, Any]]:
-    """One row per slot for the System page: the node, its GPU, and the run it holds now (from `pending`,
+def describe(records: list, whose: Callable[[str | None], str] = str) -> list[dict[str, Any]]:
+    """One row per slot for the System page: the node, its GPU, and the run it holds now (from `records`,
     the store's running and queued runs), with its owner as `whose` names them."""
-    running = {rec.device_slot: rec for rec in pending if rec.status == "running"}
+    running = {rec.device_slot: rec for rec in records if rec.status == "running"}
     live = nodes()
     with_gpus = any(n.gpus for n in live)
     rows = []
@@ -183,7 +183,7 @@ def describe(pending: list, whose: Callable[[str | None], str] = str) -> list[di
 class RayRunHandle:
     """A run as a Ray task on one slot's node; like tcore.lab.launcher.RunHandle, iterate over it for events.
 
-    workdir: a local folder; what the remote worker saves (artifacts, traces) is brought back into it,
+    workdir: a local folder; what the remote worker saves (artifacts, profiler traces, TORCH_TRACE) is brought back into it,
     and what is in it when the run starts (compile artifacts to load) travels to the node.
     remote: where it runs ({ray_node_id, node_ip, hostname, pid, ray_gpu_ids}) once the task has started.
     """

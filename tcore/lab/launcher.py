@@ -47,7 +47,7 @@ def warm_cache_dir() -> Path:
 IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "NCCL", "OMP_", "MKL", "KMP_",
                    "LD_", "PYTHON")
 # Set for each worker, whatever the lab process has: its own cache folders, and its own folder for the
-# compile's structured trace (read when torch is imported; spares record one, as runs do by default).
+# compile's TORCH_TRACE (read when torch is imported; spares record one, as runs do by default).
 PER_WORKER_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_TRACE")
 
 
@@ -70,7 +70,7 @@ class Worker:
 
     def __init__(self, env: dict[str, str], *, torch_trace: bool = True) -> None:
         """torch_trace: record the compile's TORCH_TRACE in the worker's folder. torch reads TORCH_TRACE once, at
-        import, so a run that wants no trace (to see what recording one costs) gets a worker started without."""
+        import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without."""
         self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
         self.log_path = self.workdir / "worker.log"
         self.lab_env = _import_time_env()  # a spare is handed a run only while these still hold
@@ -165,7 +165,7 @@ class RunHandle:
     """A running worker. Iterate over it for events; the last one is 'result' or 'error'.
 
     worker: a spare (SparePool.take) or one just started. extra_env is what this run adds (artifact
-    and trace paths); a warm run also gets the shared caches.
+    and profiler trace paths); a warm run also gets the shared caches.
     """
 
     def __init__(self, exp: Experiment, worker: Worker, *, timeout_s: float | None = None,

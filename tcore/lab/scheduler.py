@@ -258,7 +258,7 @@ SAME_MODEL = ("model", "preset", "task", "compile", "backend")
 
 
 class Job(Protocol):
-    """A run this process owns (tcore.runs.LiveRun); the scheduler calls these."""
+    """A run this process owns (tcore.lab.liverun.LiveRun); the scheduler calls these."""
     run_id: str
     device: str
 
@@ -356,7 +356,7 @@ class Scheduler:
         """A spare worker in each free slot, so the next run there skips the imports.
 
         Only free slots: a spare importing beside a run that is being measured would share its CPU.
-        (A GPU run starts the next spare itself once it reaches its profiling pass: tcore.lab.runs.)
+        (A GPU run starts the next spare itself once it reaches its profiling pass: tcore.lab.liverun.)
         """
         if self.spares is None or not self.spare_devices:
             return

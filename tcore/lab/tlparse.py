@@ -97,7 +97,7 @@ def _render(run_id: str, db_path: Path, tool: str, reports: Path, folder: Path) 
             done = subprocess.run([tool, str(source), "-o", str(staged), "--overwrite", "--no-browser"],
                                   capture_output=True, text=True, timeout=RENDER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            return f"tlparse took over {RENDER_TIMEOUT_S} s on this run's trace and was stopped"
+            return f"tlparse took over {RENDER_TIMEOUT_S} s on this run's TORCH_TRACE and was stopped"
         if done.returncode != 0 or not (staged / "index.html").exists():
             said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             return f"tlparse failed (exit {done.returncode}): {said[0]}"

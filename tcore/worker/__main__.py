@@ -6,8 +6,8 @@ with; everything else that writes to stdout (torch, g++, user prints) is sent to
 It imports first and reads second, so the lab side can start one ahead of time as a spare
 (tcore.lab.launcher.SparePool): the imports are paid while nobody waits, nothing is compiled, and
 the compile it later times is as cold as ever. What it reads (protocol.envelope) is the experiment
-and the environment the run needs beyond what the process started with (its artifact and trace
-paths, the shared caches of a warm run). Empty stdin means the spare was not needed: it exits quietly.
+and the environment the run needs beyond what the process started with (its artifact and profiler
+trace paths, the shared caches of a warm run). Empty stdin means the spare was not needed: it exits quietly.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _event_stream():
 
 
 def classify(exc: BaseException) -> str:
-    """The error kind of an exception raised inside the worker (see tcore.events.ERROR_KINDS)."""
+    """The error kind of an exception raised inside the worker (see tcore.protocol.ERROR_KINDS)."""
     import torch
 
     from tcore.worker.build import CompilePhaseError
@@ -91,7 +91,7 @@ def main() -> int:
         if failed_import is not None:
             raise failed_import
         spec, env = protocol.open_envelope(text)
-        os.environ.update(env)  # all read at run time: cache dirs, artifact and trace paths
+        os.environ.update(env)  # all read at run time: cache dirs, artifact and profiler trace paths
         exp = Experiment.from_json(spec)
         outcome = runner.run(exp, emit)
     except BaseException as exc:  # every failure becomes an error event with its kind and traceback

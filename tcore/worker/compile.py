@@ -6,14 +6,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from tcore.compile_args import compile_kwargs  # one dict for the run and its copy-as-code (tcore.snippet)
 from tcore.spec import LR, Experiment
-
-
-def compile_kwargs(exp: Experiment) -> dict:
-    kwargs = dict(backend=exp.backend, fullgraph=exp.fullgraph, dynamic=exp.dynamic)
-    if exp.backend == "inductor":
-        kwargs["mode"] = exp.mode  # torch.compile refuses a mode for other backends
-    return kwargs
 
 
 def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module], repeated_call: str = "") -> nn.Module:

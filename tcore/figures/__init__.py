@@ -8,17 +8,16 @@ f"{variant}_{key}" (`eager_samples_per_s`). Adding a figure is one field here pl
 measures it: every table, chart and export reads its title, unit and format from here.
 
 The derived figures (throughput, latency percentiles, energy per step and per sample, speedup,
-break-even, TFLOP/s) are pure functions of measured numbers, so they are unit-tested on the CPU.
+break-even, TFLOP/s) are pure functions of measured numbers, so they are unit-tested on the CPU
+(tcore.figures.derived); the words on how far a headline can be trusted are tcore.figures.verdicts. Both are
+reached here too, as figures.summarize, figures.noise_reasons and so on.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from tcore import paired
 from tcore.breakdown import CATEGORIES
 
 VARIANTS = ("eager", "compiled")
@@ -306,206 +305,9 @@ class Result:
                    notes=list(record.get("notes") or []), unavailable=dict(record.get("unavailable") or {}))
 
 
-# --- derived figures: pure arithmetic over measured numbers --------------------------------------
-
-@dataclass
-class Block:
-    """One timed block of consecutive steps of one variant, as measured."""
-
-    steps: int
-    wall_s: float
-    step_s: list[float]
-    energy_j: float | None  # the energy counter's difference over the block; None without a meter
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile, q in [0, 100]."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    pos = (len(ordered) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def summarize(blocks: list[Block], *, batch_size: int, flops_per_step: float | None = None,
-              peak_mem_gib: float | None = None) -> VariantFigures:
-    """A variant's figures from its timed blocks. Energy is None when any block has no reading, or when the
-    counter did not advance (a block shorter than its update interval is no reading)."""
-    rates = [b.steps / b.wall_s for b in blocks]
-    all_steps = [s for b in blocks for s in b.step_s]
-    total_steps, total_wall = sum(b.steps for b in blocks), sum(b.wall_s for b in blocks)
-    slow_limit = percentile(all_steps, 50) * SLOW_STEP_FACTOR
-    slow = [s for s in all_steps if s > slow_limit]
-    energies = [b.energy_j for b in blocks]
-    energy = None if None in energies else sum(energies)
-    if energy is not None and energy <= 0:
-        energy = None
-    steps_per_s = statistics.median(rates)
-    return VariantFigures(
-        steps=total_steps, steps_per_s=steps_per_s, steps_per_s_min=min(rates), steps_per_s_max=max(rates),
-        samples_per_s=steps_per_s * batch_size,
-        latency_ms_p50=percentile(all_steps, 50) * 1e3, latency_ms_p95=percentile(all_steps, 95) * 1e3,
-        block_s=statistics.median(b.wall_s for b in blocks), peak_mem_gib=peak_mem_gib,
-        spread_pct=(max(rates) - min(rates)) / steps_per_s * 100, slow_steps=len(slow),
-        slow_time_pct=sum(slow) / sum(all_steps) * 100 if all_steps else 0.0,
-        power_w=None if energy is None else energy / total_wall,
-        energy_j_per_step=None if energy is None else energy / total_steps,
-        energy_j_per_sample=None if energy is None else energy / (total_steps * batch_size),
-        samples_per_j=None if energy is None else total_steps * batch_size / energy,
-        tflops=None if flops_per_step is None else flops_per_step * steps_per_s / 1e12)
-
-
-def peak_shares(v: VariantFigures, peak: Any, precision: str, weight_bytes: int | None,
-                inference: bool) -> tuple[dict[str, float], dict[str, str]]:
-    """(peak_pct and weights_bw_pct that can be worked out, {figure: why not} for those that cannot).
-
-    `peak` is the GPU's tcore.peaks.Peak, or None for a CPU or a GPU not in the table.
-    """
-    if peak is None:
-        why = "no peak figures for this device (tcore.peaks lists the common data-centre GPUs)"
-        return {}, {"peak_pct": why, "weights_bw_pct": why}
-    shares, missing = {}, {}
-    if v.tflops is not None:
-        shares["peak_pct"] = 100 * v.tflops / peak.tflops(precision)
-    else:
-        missing["peak_pct"] = "the FLOPs per step are not known for this run"
-    if inference and weight_bytes and v.steps_per_s:
-        shares["weights_bw_pct"] = 100 * weight_bytes * v.steps_per_s / (peak.mem_tb_s * 1e12)
-    else:
-        missing["weights_bw_pct"] = "a training step moves gradients and optimizer state too: not estimated"
-    return shares, missing
-
-
-def compile_totals(events: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """How many compilations a run did and how long they took in all, from its compile events."""
-    done = [e for e in events or [] if e.get("kind") in ("compile", "recompile")]
-    return {"compilations": len(done), "compiling_s": sum(e.get("duration_s") or 0 for e in done) if done else None}
-
-
-def energy_error_pct(blocks: list[Block], update_s: float) -> float:
-    """The expected error of a variant's summed energy, as a share of it, from a counter updating every `update_s`.
-
-    Each block's start and end readings lag the truth by up to one update (uniformly, if the block
-    does not line up with the counter): the difference of two such lags has a variance of
-    update_s**2 / 6, so n blocks of T seconds in all, at steady power, are off by update_s * sqrt(n / 6) / T.
-    """
-    total_s = sum(b.wall_s for b in blocks)
-    return 100 * update_s * math.sqrt(len(blocks) / 6) / total_s
-
-
-def speedup(eager: VariantFigures, compiled: VariantFigures) -> float:
-    return compiled.steps_per_s / eager.steps_per_s
-
-
-def round_speedups(eager: list[Block], compiled: list[Block]) -> list[float]:
-    """Compiled over eager throughput, round by round: each round's two blocks ran back to back."""
-    return [(c.steps / c.wall_s) / (e.steps / e.wall_s) for e, c in zip(eager, compiled)]
-
-
-def slow_step_places(blocks: list[Block], limit: int = 12) -> list[dict[str, Any]]:
-    """Where the slow steps were: round, step within its block, and how many median steps each took."""
-    median_s = percentile([s for b in blocks for s in b.step_s], 50)
-    return [{"round": r, "step": i, "ms": round(s * 1e3, 3), "times_median": round(s / median_s, 1)}
-            for r, b in enumerate(blocks) for i, s in enumerate(b.step_s)
-            if s > median_s * SLOW_STEP_FACTOR][:limit]
-
-
-def paired_figures(estimate: paired.Paired) -> dict[str, Any]:
-    """The run figures of a paired estimate, as stored columns."""
-    return {"speedup": estimate.speedup, "speedup_low": estimate.low, "speedup_high": estimate.high,
-            "speedup_pm_pct": estimate.half_width_pct, "paired_rounds": estimate.rounds,
-            "speedup_confidence_pct": None if estimate.confidence is None else 100 * estimate.confidence}
-
-
-def upgrade_result(result: dict[str, Any]) -> dict[str, Any]:
-    """A stored result in today's figures: one stored before paired rounds had the ratio of median throughputs
-    as its speedup; it keeps that as speedup_of_medians and gets the paired speedup from its stored blocks."""
-    if "speedup_low" in result or result.get("speedup") is None:
-        return result
-    estimate = paired.from_record(result)
-    if estimate is None:
-        return result
-    result = dict(result)
-    result["speedup_of_medians"] = result["speedup"]
-    result.update(paired_figures(estimate))
-    result["speedup_recomputed"] = True  # said beside the figure: the run predates paired headlines
-    return result
-
-
-def speedup_words(result: Mapping[str, Any]) -> str | None:
-    """How the headline speedup was made, in a sentence: 'The median of 12 paired rounds ...'."""
-    if result.get("speedup") is None:
-        return None
-    n, low, high = result.get("paired_rounds"), result.get("speedup_low"), result.get("speedup_high")
-    if n is None:
-        return f"Speedup {result['speedup']:.2f}x: compiled throughput over eager (medians of the rounds)."
-    words = (f"Speedup {result['speedup']:.2f}x: the median of {n} paired round{'s' if n != 1 else ''}' ratios "
-             "(each round times eager and compiled back to back, so drift in the machine's speed cancels)")
-    if low is not None:
-        cover = result.get("speedup_confidence_pct")
-        words += (f"; {cover:.0f}% interval {low:.2f}–{high:.2f}x (± {result['speedup_pm_pct']:.1f}%), "
-                  "from the rounds' order statistics")
-    else:
-        words += "; one round gives no interval"
-    medians = result.get("speedup_of_medians")
-    if medians is not None and abs(medians / result["speedup"] - 1) > 0.02:
-        words += f". The ratio of the two median throughputs, unpaired, reads {medians:.2f}x"
-    if result.get("speedup_recomputed"):
-        words += " (recomputed from this older run's stored rounds)"
-    return words + "."
-
-
-def noise_reasons(result: Mapping[str, Any]) -> list[str]:
-    """Why a run's headline should not be read as solid, in sentences; empty when nothing says so.
-
-    A run with a paired interval is judged by its width: a variant's rounds may move together with the
-    machine (a launch-bound model follows the host CPU) while their ratio holds still. Without one (an
-    eager-only run, a single round) the rounds' spread speaks.
-    """
-    reasons = []
-    width = result.get("speedup_pm_pct")
-    if width is not None and width > paired.WIDE_PCT:
-        reasons.append(f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–"
-                       f"{result['speedup_high']:.2f}x (± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over "
-                       f"{result.get('paired_rounds')} paired rounds")
-    for v in result.get("variants") or ["eager"]:
-        spread = result.get(f"{v}_spread_pct")
-        if width is None and spread is not None and spread > NOISY_SPREAD_PCT:
-            reasons.append(f"the {v} rounds disagree by {spread:.0f}% ({result[f'{v}_steps_per_s_min']:.3g} to "
-                           f"{result[f'{v}_steps_per_s_max']:.3g} steps/s)")
-        slow_pct = result.get(f"{v}_slow_time_pct")
-        if slow_pct is not None and slow_pct > SLOW_TIME_PCT:
-            reasons.append(f"{result[f'{v}_slow_steps']} {v} step(s) took over {SLOW_STEP_FACTOR:g}x the median step "
-                           f"and {slow_pct:.0f}% of its timed time")
-    busy = result.get("busy_cores")
-    if busy is not None and busy > BUSY_CORES:
-        reasons.append(f"other processes kept {busy:.1f} CPU cores busy while it was timed")
-    sharing = result.get("gpu_processes")
-    if sharing is not None and sharing > 1:
-        reasons.append(f"{sharing - 1} other process(es) computed on this GPU while it was timed")
-    return reasons
-
-
-def told_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
-    """Whether two runs' speedups differ beyond their intervals; None when either run has no interval."""
-    return paired.apart(a, b)
-
-
-def disagreement(result: Mapping[str, Any]) -> str | None:
-    """When throughput and median steps tell different stories, which steps make the difference."""
-    by_rate, by_step = result.get("speedup"), result.get("speedup_p50")
-    if by_rate is None or by_step is None or abs(by_step / by_rate - 1) * 100 <= DISAGREE_PCT:
-        return None
-    slow = [f"{result.get(f'{v}_slow_steps')} slow {v} step(s), {result.get(f'{v}_slow_time_pct'):.0f}% of its time"
-            for v in ("eager", "compiled") if result.get(f"{v}_slow_steps")]
-    why = ("; ".join(slow) + " count in throughput but not in the median step") if slow else \
-        "the rounds differ more than the steps within them: the machine's speed changed between rounds"
-    return (f"By throughput compiled is {by_rate:.2f}x eager, by its median step {by_step:.2f}x: {why}. "
-            f"Throughput is what a long job gets; the median step, what a typical step costs.")
-
-
-def breakeven_steps(compile_s: float, eager: VariantFigures, compiled: VariantFigures) -> float | None:
-    """Steps after which the compiled model has made up its compile time; None if it never does."""
-    saved_s = 1 / eager.steps_per_s - 1 / compiled.steps_per_s
-    return compile_s / saved_s if saved_s > 0 else None
+# The arithmetic and the words over the figures above, reached as figures.X as before (imported last: they read
+# the definitions above)
+from tcore.figures.derived import (Block, breakeven_steps, compile_totals, energy_error_pct,  # noqa: E402,F401
+                                   paired_figures, peak_shares, percentile, round_speedups, slow_step_places,
+                                   speedup, summarize, upgrade_result)
+from tcore.figures.verdicts import disagreement, noise_reasons, speedup_words, told_apart  # noqa: E402,F401

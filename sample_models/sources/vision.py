@@ -1,0 +1,64 @@
+"""Image classifiers, whatever their library: presets by resolution, random images and labels, cross entropy."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from sample_models.sources.common import RealModel, Source, _build_on, _count, repeated_classes
+
+
+def _classify_loss(output, target) -> torch.Tensor:
+    return F.cross_entropy(output.float(), target)  # float(): under autocast the logits may be bf16
+
+
+def _image_batch(sizes: dict, batch_size: int, device, generator):
+    side = sizes["image_size"]
+    images = torch.randn(batch_size, 3, side, side, device=device, generator=generator)
+    labels = torch.randint(0, sizes["num_classes"], (batch_size,), device=device, generator=generator)
+    return (images,), labels
+
+
+class _Vision(Source):
+    """Image classifiers: a `tiny` preset at a small resolution where the architecture takes one (same weights,
+    so the parameter count is the real one), and `full` at the model's own resolution."""
+
+    small_side = 64
+
+    def _meta_model(self, ref: str) -> nn.Module:
+        return _build_on("meta", lambda: self.build(ref, {}))
+
+    def _vision_entry(self, ref: str, native: int, num_classes: int, model: nn.Module, fixed: bool,
+                      where: str) -> RealModel:
+        params = sum(p.numel() for p in model.parameters())
+        # a real convolution, not a ViT's patchify (kernel = stride)
+        convolutional = any(isinstance(m, nn.Conv2d) and m.stride != m.kernel_size for m in model.modules())
+        small = native if fixed else min(native, self.small_side)
+        presets = {"tiny": dict(image_size=small, num_classes=num_classes),
+                   "full": dict(image_size=native, num_classes=num_classes)}
+        blocks = sorted(repeated_classes(model))
+        size_note = (f"It takes only its native {native} px, so the tiny preset is GPU-sized too."
+                     if fixed else f"tiny runs it at {small} px on the CPU, full at its own {native} px.")
+        return RealModel(
+            name=f"{self.key}:{ref}", ref=ref, source=self,
+            title=f"{ref} ({self.title}, {_count(params)} parameters)",
+            description=(f"{where}, random weights. {_count(params)} parameters, {native} px input, "
+                         f"{num_classes} classes. {size_note} Repeated blocks: {', '.join(blocks) or 'none found'}."),
+            presets=presets, default_preset={"cpu": "tiny", "cuda": "full"},
+            default_batch={"cpu": 2, "cuda": 64}, varying_dim="", seq_field="",
+            supports_channels_last=convolutional)
+
+    def _takes_small(self, model: nn.Module, num_classes: int) -> bool:
+        """Whether a meta forward at the small resolution goes through (ViTs check their input size)."""
+        try:
+            with torch.device("meta"), torch.no_grad():
+                model.eval()(torch.empty(1, 3, self.small_side, self.small_side))
+        except (AssertionError, RuntimeError, ValueError):  # the architecture refused the size: use its own
+            return False
+        return True
+
+    def make_batch(self, ref, sizes, batch_size, device, generator):
+        return _image_batch(sizes, batch_size, device, generator)
+
+    def loss(self, ref, output, target):
+        return _classify_loss(output, target)

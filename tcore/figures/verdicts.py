@@ -1,0 +1,80 @@
+"""How far a run's headline can be trusted, in words: how the speedup was made, why it may be noise, whether two
+runs are told apart, where throughput and the median step disagree."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tcore import paired
+from tcore.figures import BUSY_CORES, DISAGREE_PCT, NOISY_SPREAD_PCT, SLOW_STEP_FACTOR, SLOW_TIME_PCT
+
+
+def speedup_words(result: Mapping[str, Any]) -> str | None:
+    """How the headline speedup was made, in a sentence: 'The median of 12 paired rounds ...'."""
+    if result.get("speedup") is None:
+        return None
+    n, low, high = result.get("paired_rounds"), result.get("speedup_low"), result.get("speedup_high")
+    if n is None:
+        return f"Speedup {result['speedup']:.2f}x: compiled throughput over eager (medians of the rounds)."
+    words = (f"Speedup {result['speedup']:.2f}x: the median of {n} paired round{'s' if n != 1 else ''}' ratios "
+             "(each round times eager and compiled back to back, so drift in the machine's speed cancels)")
+    if low is not None:
+        cover = result.get("speedup_confidence_pct")
+        words += (f"; {cover:.0f}% interval {low:.2f}–{high:.2f}x (± {result['speedup_pm_pct']:.1f}%), "
+                  "from the rounds' order statistics")
+    else:
+        words += "; one round gives no interval"
+    medians = result.get("speedup_of_medians")
+    if medians is not None and abs(medians / result["speedup"] - 1) > 0.02:
+        words += f". The ratio of the two median throughputs, unpaired, reads {medians:.2f}x"
+    if result.get("speedup_recomputed"):
+        words += " (recomputed from this older run's stored rounds)"
+    return words + "."
+
+
+def noise_reasons(result: Mapping[str, Any]) -> list[str]:
+    """Why a run's headline should not be read as solid, in sentences; empty when nothing says so.
+
+    A run with a paired interval is judged by its width: a variant's rounds may move together with the
+    machine (a launch-bound model follows the host CPU) while their ratio holds still. Without one (an
+    eager-only run, a single round) the rounds' spread speaks.
+    """
+    reasons = []
+    width = result.get("speedup_pm_pct")
+    if width is not None and width > paired.WIDE_PCT:
+        reasons.append(f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–"
+                       f"{result['speedup_high']:.2f}x (± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over "
+                       f"{result.get('paired_rounds')} paired rounds")
+    for v in result.get("variants") or ["eager"]:
+        spread = result.get(f"{v}_spread_pct")
+        if width is None and spread is not None and spread > NOISY_SPREAD_PCT:
+            reasons.append(f"the {v} rounds disagree by {spread:.0f}% ({result[f'{v}_steps_per_s_min']:.3g} to "
+                           f"{result[f'{v}_steps_per_s_max']:.3g} steps/s)")
+        slow_pct = result.get(f"{v}_slow_time_pct")
+        if slow_pct is not None and slow_pct > SLOW_TIME_PCT:
+            reasons.append(f"{result[f'{v}_slow_steps']} {v} step(s) took over {SLOW_STEP_FACTOR:g}x the median step "
+                           f"and {slow_pct:.0f}% of its timed time")
+    busy = result.get("busy_cores")
+    if busy is not None and busy > BUSY_CORES:
+        reasons.append(f"other processes kept {busy:.1f} CPU cores busy while it was timed")
+    sharing = result.get("gpu_processes")
+    if sharing is not None and sharing > 1:
+        reasons.append(f"{sharing - 1} other process(es) computed on this GPU while it was timed")
+    return reasons
+
+
+def told_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
+    """Whether two runs' speedups differ beyond their intervals; None when either run has no interval."""
+    return paired.apart(a, b)
+
+
+def disagreement(result: Mapping[str, Any]) -> str | None:
+    """When throughput and median steps tell different stories, which steps make the difference."""
+    by_rate, by_step = result.get("speedup"), result.get("speedup_p50")
+    if by_rate is None or by_step is None or abs(by_step / by_rate - 1) * 100 <= DISAGREE_PCT:
+        return None
+    slow = [f"{result.get(f'{v}_slow_steps')} slow {v} step(s), {result.get(f'{v}_slow_time_pct'):.0f}% of its time"
+            for v in ("eager", "compiled") if result.get(f"{v}_slow_steps")]
+    why = ("; ".join(slow) + " count in throughput but not in the median step") if slow else \
+        "the rounds differ more than the steps within them: the machine's speed changed between rounds"
+    return (f"By throughput compiled is {by_rate:.2f}x eager, by its median step {by_step:.2f}x: {why}. "
+            f"Throughput is what a long job gets; the median step, what a typical step costs.")

@@ -1,0 +1,336 @@
+"""One run followed live in this process (LiveRun), and the spare workers that start runs sooner.
+
+A LiveRun is queued by tcore.lab.runs.start(), started in its turn by the scheduler (tcore.lab.scheduler),
+follows its worker's events in a thread and, at the end, records the outcome in the store. Once the store
+holds the run's power samples and generated code, the LiveRun lets go of its own copies: the pages read an
+ended run from the store, and a server keeps hundreds of them (tcore.lab.registry).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from tcore.lab import artifacts
+from tcore.lab import cluster
+from tcore.lab import scheduler
+from tcore.protocol import TERMINAL
+from tcore.protocol import error as error_event
+from tcore.lab.launcher import RunHandle, SparePool, Worker
+from tcore.spec import Experiment
+from tcore.store import RunRecord, RunStore
+
+
+class LiveRun:
+    """One run, queued or in progress: its phase, progress, power samples, queue place and, at the end, its record.
+
+    phase is "queued" while it waits, None while its worker starts, then the worker's phases.
+    """
+
+    def __init__(self, exp: Experiment, store: RunStore, *, run_id: str, device: str, notes: list[str],
+                 owner: str, timeout_s: float | None, queued_at: float | None = None,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.exp = exp
+        self.store = store
+        self.run_id = run_id
+        self.device = device
+        self.notes = list(notes)
+        self.owner = owner
+        self.timeout_s = timeout_s
+        self.queued_at = queued_at or time.time()
+        self.phase: str | None = "queued"
+        self.progress: dict[str, tuple[int, int]] = {}  # phase -> (done, total)
+        self.power_samples: list[list] = []  # [[t_s, watts, phase, util_pct], ...] as the worker sampled them
+        self.code: list[str] = []  # Inductor's generated source, one per graph
+        self.figures_so_far: dict[str, dict] = {}  # name -> {value, ...}: figures known before the result
+        self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
+        self.final: dict[str, Any] | None = None
+        self.ended_at: float | None = None  # when this process saw it end (tcore.lab.registry keeps it a while)
+        self.record: RunRecord | None = None
+        self.handle: RunHandle | None = None  # the worker, once the run has left the queue
+        self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
+        self.device_slot: str | None = None
+        self.queue_position: int | None = None  # 1: next to start
+        self.queue_wait: scheduler.Wait | None = None  # when it should start (an estimate, and the latest it can)
+        self._on_event = on_event
+        self._lock = threading.Lock()  # guards what snapshot() reads
+        self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
+        self._launched = False
+        self._cancelled = False
+        self._done = threading.Event()
+        self.adopted = False  # queued by a process that ended; this one took it over (_adopt)
+        self.elsewhere = False  # another process took it over while this one was stopped: followed in the store
+
+    # --- called by the scheduler (tcore.lab.scheduler) -----------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        """Whether the run has left the queue (claimed for a slot)."""
+        return self._launched
+
+    def set_queue_place(self, position: int | None, wait: scheduler.Wait | None) -> None:
+        with self._lock:
+            self.queue_position, self.queue_wait = position, wait
+
+    def launch(self, slot: str, env: dict[str, str]) -> None:
+        """Start the worker in `slot`; the store already says this run is running there."""
+        with self._launch_lock:
+            self._launched = True
+            with self._lock:
+                self.phase, self.device_slot, self.queue_position, self.queue_wait = None, slot, None, None
+            if self._cancelled:  # cancelled after the scheduler claimed it: it never starts
+                self._end(error_event("cancelled", "cancelled by the user before its worker started"))
+                return
+            if cluster.is_ray_slot(slot):
+                self._launch_on_cluster(slot)
+                return
+            try:
+                # spares record a TORCH_TRACE, which torch reads at import: a run without one starts afresh
+                worker = SPARES.take(slot, env) if self.exp.torch_trace else None
+                self.from_spare = "ready" if worker and worker.ready else "importing" if worker else None
+                worker = worker or Worker(env, torch_trace=self.exp.torch_trace)
+                self.workdir = worker.workdir
+                extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)
+                self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra)
+            except OSError as e:  # the worker could not even start: that is this run's outcome
+                self._end(error_event("crashed", f"the worker process could not start: {e}"))
+                return
+        if not self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid),
+                                     scheduler.this_process()):
+            # this process was stopped between claiming the run and starting its worker, and another took the
+            # run over meanwhile: the worker goes before it measures anything; the run is followed where it is
+            self.handle.cancel()
+        threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
+
+    def _launch_on_cluster(self, slot: str) -> None:
+        """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.cluster); no local pid to keep."""
+        self.workdir = Path(tempfile.mkdtemp(prefix="tcore-ray-"))  # what the remote worker saved comes back here
+        try:
+            extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)
+            self.handle = cluster.RayRunHandle(self.exp, slot, self.workdir, timeout_s=self.timeout_s,
+                                               extra_env=extra)
+        except Exception as e:  # Ray refused it, or the slot's node has left: that is this run's outcome
+            self._end(error_event("crashed", f"the run could not be started on the cluster ({slot}): "
+                                             f"{type(e).__name__}: {e}"))
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            return
+        threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
+
+    def ended_in_queue(self) -> None:
+        """The store says this run ended before it started (cancelled from another process, or deleted)."""
+        with self._launch_lock:
+            if not self._launched:
+                self._launched = True
+                self._collect_record()
+
+    # --- following the worker --------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        """Follow the worker's events; at its end, record the outcome, whatever goes wrong while recording it."""
+        try:
+            self._read_events()
+            final = self.handle.final
+            self._keep_torch_trace()
+            if final["type"] == "result":
+                # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
+                artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path,
+                               self.workdir)
+                self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.power_samples,
+                                  code=self.code, owner=scheduler.this_process())
+                self._collect_record()
+            else:
+                self._end(final)
+        except Exception as e:  # the record must not stay "running", holding its device slot, under a live owner
+            traceback.print_exc()
+            self._end(error_event("crashed", f"the run ended, but recording its outcome failed: "
+                                             f"{type(e).__name__}: {e}"))
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
+
+    def _keep_torch_trace(self) -> None:
+        """The compile's TORCH_TRACE into the store; one that cannot be kept never costs the run its result."""
+        try:
+            artifacts.keep_torch_trace(self.run_id, self.store.path, self.workdir)
+        except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no TORCH_TRACE was kept)
+            traceback.print_exc()
+
+    def _read_events(self) -> None:
+        for event in self.handle:
+            with self._lock:
+                kind = event["type"]
+                if kind == "phase":
+                    self.phase = event["phase"]
+                    self.phase_started_at[self.phase] = time.time()
+                    if self.phase == "profiling":
+                        _spare_for_next(self.device, self.device_slot)
+                elif kind == "progress":
+                    self.progress[event["phase"]] = (event["done"], event["total"])
+                elif kind == "power":
+                    self.power_samples.extend(event["samples"])
+                elif kind == "note":
+                    self.notes.append(event["text"])
+                elif kind == "code":
+                    self.code = event["sources"]
+                elif kind == "figure":
+                    self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
+                elif kind in TERMINAL:
+                    self.final = event
+            if self._on_event:
+                self._on_event(event)
+
+    def _end(self, error: dict[str, Any]) -> None:
+        try:
+            self.store.finish(self.run_id, error=error, trace=self.power_samples, owner=scheduler.this_process())
+        finally:  # even if the store cannot be written, waiters are released
+            self._collect_record()
+
+    def _collect_record(self) -> None:
+        try:
+            self.record = self.store.get(self.run_id)
+        except KeyError:  # deleted from the store while it waited
+            self.record = None
+        except BaseException:
+            self._release()
+            raise
+        if (self.record is not None and self.record.status in ("queued", "running")
+                and self.store.taken_over(scheduler.this_process(), [self.run_id])):
+            # not ended: another process took it over while this one was stopped (Ctrl-Z); it runs there
+            self._follow_elsewhere()
+            return
+        self._release()
+
+    def _release(self) -> None:
+        """The run has ended (or cannot be followed any further): waiters go on.
+
+        Once the store's record says the run ended, the store holds its power samples and generated code, and
+        the pages read them there: this run's copies go (Inductor's sources alone run to megabytes).
+        """
+        with self._lock:
+            if self.final is None and self.record is not None and self.record.error:
+                self.final = self.record.error
+            self.queue_position = self.queue_wait = None
+            if self.record is not None and self.record.status in ("finished", "failed"):
+                self.power_samples, self.code = [], []
+            self.ended_at = time.time()
+        self._done.set()
+
+    def _follow_elsewhere(self) -> None:
+        """Follow, in the store, a run that another process now owns, until it ends there."""
+        with self._lock:
+            if self.elsewhere:
+                return
+            self.elsewhere = True
+            self.phase = None if self.record.status == "running" else "queued"
+            self.queue_position = self.queue_wait = None
+            self.notes.append("another process took this run over while this one was stopped (e.g. Ctrl-Z) and "
+                              "runs it; this one follows it in the store")
+        if self._on_event:
+            self._on_event({"type": "note", "text": self.notes[-1]})
+        threading.Thread(target=self._poll_elsewhere, name=f"elsewhere-{self.run_id}", daemon=True).start()
+
+    def _poll_elsewhere(self, every_s: float = 1.0) -> None:
+        while True:
+            time.sleep(every_s)
+            try:
+                record = self.store.get(self.run_id)
+            except KeyError:
+                record = None
+            except Exception:  # noqa: BLE001 (a store busy or briefly unreadable: ask again, say so in the log)
+                traceback.print_exc()
+                continue
+            if record is None or record.status not in ("queued", "running"):
+                break
+            with self._lock:
+                self.record = record
+        with self._lock:
+            self.record = record
+        self._release()
+
+    # --- for pages and the command line ----------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def status(self) -> str:
+        """queued | running | finished | failed."""
+        if self.done:
+            return self.record.status if self.record is not None else "failed"
+        if self.elsewhere:
+            return self.record.status
+        return "running" if self._launched else "queued"
+
+    def snapshot(self) -> dict[str, Any]:
+        """A consistent copy of the live state, for a page to draw.
+
+        status: queued | running | finished | failed; queue_position: 1 = next to start, None once it
+        has left the queue; wait: when it should start (tcore.lab.scheduler.Wait: an estimate from what
+        runs like the ones ahead took, and the latest their time limits allow), None once started; eta_s:
+        the estimate alone; waited_s: time in the queue; elapsed_s: time since its worker started (0 while queued).
+        """
+        with self._lock:
+            now = time.time()
+            handle = self.handle
+            left_queue_at = handle.started_at if handle else (self.record.finished_at if self.record else None)
+            return {"run_id": self.run_id, "status": self.status, "phase": self.phase,
+                    "progress": dict(self.progress), "power_samples": list(self.power_samples),
+                    "notes": list(self.notes),
+                    "done": self.done, "elapsed_s": (handle.finished_at or now) - handle.started_at if handle else 0.0,
+                    "queue_position": self.queue_position, "wait": self.queue_wait,
+                    "eta_s": self.queue_wait.eta_s if self.queue_wait else None,
+                    "waited_s": (left_queue_at or now) - self.queued_at,
+                    "device_slot": self.device_slot, "owner": self.owner,
+                    "figures_so_far": {k: dict(v) for k, v in self.figures_so_far.items()},
+                    "phase_started_at": dict(self.phase_started_at)}
+
+    def cancel(self) -> None:
+        """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
+        if self.elsewhere:  # its owner now is another process: ask it, as any process may
+            self.store.request_cancel(self.run_id)
+            return
+        with self._launch_lock:
+            self._cancelled = True
+            if self.handle is None:
+                if not self._launched and self.store.cancel_queued(self.run_id):
+                    self._launched = True
+                    self._collect_record()
+                return  # else claimed a moment ago: launch() sees _cancelled and records it
+        self.handle.cancel()
+
+    def wait(self, timeout: float | None = None) -> RunRecord | None:
+        self._done.wait(timeout)
+        return self.record
+
+
+# Spare workers (tcore.lab.launcher.SparePool) for the device kinds keep_spares() named: the app's.
+SPARES = SparePool()
+SPARES_OFF_ENV = "COMPILE_LAB_SPARE_WORKERS"  # "0": start each worker when its run starts
+_SPARE_DEVICES: set[str] = set()
+atexit.register(SPARES.clear)
+
+
+def keep_spares(device: str) -> bool:
+    """Keep a spare worker waiting in each free `device` slot from now on (the app calls this); False if
+    $COMPILE_LAB_SPARE_WORKERS=0 turns them off."""
+    if os.environ.get(SPARES_OFF_ENV, "").strip() in ("0", "off", "false", "no"):
+        return False
+    _SPARE_DEVICES.add(device)
+    return True
+
+
+def _spare_for_next(device: str, slot: str | None) -> None:
+    """A GPU run has reached its profiling pass: start the next run's spare now, so a busy queue gains too.
+
+    Not on the CPU, where the imports would share the cores the profiled run is being measured on. On a
+    GPU the profiler times kernels on the device, and idle is re-based on the timed step
+    (tcore.breakdown.against_timed), so a process importing beside it does not change the figures.
+    """
+    if device != "cpu" and device in _SPARE_DEVICES and slot is not None and not cluster.is_ray_slot(slot):
+        threading.Thread(target=SPARES.fill, args=(slot, scheduler.slot_env(slot)), daemon=True).start()

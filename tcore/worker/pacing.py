@@ -1,0 +1,60 @@
+"""How long the timed stage runs: steps per block, and when to stop adding paired rounds (with the words why)."""
+from __future__ import annotations
+
+import math
+
+from tcore import paired
+from tcore.spec import Experiment
+
+
+def round_seconds(exp: Experiment) -> float:
+    """Seconds per variant per round: round_s, shortened where the fewest rounds would not fit the timed seconds."""
+    return min(exp.round_s, exp.timed_s / exp.rounds)
+
+
+def most_rounds(exp: Experiment) -> int:
+    """The rounds the timed stage may take at most: exactly `rounds` with timed_steps, else as many as fit."""
+    return exp.rounds if exp.timed_steps is not None else max(exp.rounds, math.floor(exp.timed_s / round_seconds(exp)))
+
+
+def steps_per_block(exp: Experiment, step_s: float, multiple: int = 1) -> int:
+    """Steps per timed block: the experiment's step count, or enough steps of `step_s` (a steady-state
+    step) to fill a round; rounded to a multiple of the schedule length so each block sees every
+    shape equally often."""
+    steps = exp.timed_steps // exp.rounds if exp.timed_steps is not None else round(
+        round_seconds(exp) / max(step_s, 1e-6))
+    return max(1, round(steps / multiple)) * multiple
+
+
+def stop_timing(exp: Experiment, done: int, ratios: list[float], spent_s: float, block_s: float) -> str | None:
+    """Why the adaptive timed stage stops after `done` rounds, or None to time another.
+
+    `spent_s` is the most timed seconds a variant has used, `block_s` its typical block: another round
+    that would take a variant past timed_s is not started, so timed_s stays the most it may take.
+    """
+    if exp.timed_steps is not None:
+        return "steps" if done >= exp.rounds else None
+    # timed_s is the most a variant may take, even before the fewest rounds: on a machine so busy that blocks
+    # run long, the run stops with fewer rounds and a wider interval, which says so, rather than overrun.
+    if spent_s + block_s > exp.timed_s * 1.05 or done >= most_rounds(exp) * 4:
+        return "budget"
+    if done < exp.rounds:
+        return None
+    if ratios and paired.settled(ratios, exp.target_pct, max(exp.rounds, paired.MIN_ROUNDS)):
+        return "settled"
+    return None
+
+
+def stop_words(exp: Experiment, why: str, ratios: list[float], spent_s: float) -> str:
+    """The timed stage's end, in a sentence stored with the run."""
+    n = max(len(ratios), 1)
+    width = paired.estimate(ratios).half_width_pct if ratios else None
+    said = "" if width is None else f" ± {width:.1f}%"
+    if why == "settled":
+        return (f"Timing stopped after {n} rounds ({spent_s:.1f} of at most {exp.timed_s:g} s per variant): the "
+                f"speedup's interval reached{said}, within the ± {exp.target_pct:g}% target.")
+    if why == "budget":
+        target = f" against the ± {exp.target_pct:g}% target" if exp.target_pct > 0 and ratios else ""
+        return (f"Timing used its {exp.timed_s:g} s per variant over {n} rounds; the speedup's interval stayed "
+                f"at{said}{target}." if said else f"Timing used its {exp.timed_s:g} s per variant over {n} rounds.")
+    return f"Timed {exp.timed_steps} steps per variant in {n} rounds, as set."
