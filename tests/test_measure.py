@@ -209,7 +209,7 @@ def test_the_worker_applies_the_inductor_options_and_tf32_it_is_asked_for():
 
 
 def test_a_batch_already_at_its_bucket_size_comes_out_like_a_padded_one():
-    """The walk-through's item 4: buckets recompiled during the schedule ("stride mismatch at index 0. expected
+    """A browser walk found buckets recompiled during the schedule ("stride mismatch at index 0. expected
     5, actual 6") because a caption already at a bucket's length kept the stride of the slice it came from."""
     import sample_models
     from tcore.worker import shapes

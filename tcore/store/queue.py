@@ -39,7 +39,7 @@ def cancel_words(message: str, requested: int | None) -> str:
 
 
 class Proc(Protocol):
-    """A process that owns runs (tcore.scheduler.Proc)."""
+    """A process that owns runs (tcore.lab.scheduler.Proc)."""
     host: str
     pid: int
     started: str | None
