@@ -229,7 +229,10 @@ def model_knobs(prefix: str) -> dict:
 def compile_knobs(prefix: str, model: str, task: str) -> dict:
     """Scope, mode, dynamic, fullgraph, backend, optimizer compile, channels_last, graph break."""
     entry = sample_models.get(model)
-    scope = st.radio("Compile", CHOICES["compile"], key=prefix + "compile", index=1, horizontal=True,
+    # The default through session_state, not index=: a suggestion's "Queue it" or a restored setting writes the
+    # key too, and a widget given both logs Streamlit's "created with a default value" warning on every such run.
+    st.session_state.setdefault(prefix + "compile", CHOICES["compile"][1])
+    scope = st.radio("Compile", CHOICES["compile"], key=prefix + "compile", horizontal=True,
                      format_func={"off": "off (eager)", "whole": "whole model", "regional": "regional (blocks)"}.get)
     st.caption(explain("compile", scope))
     off = scope == "off"
