@@ -15,8 +15,8 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
 TIMING="warm_start or power_and_energy or another_gpu_process or breakdown_adds_up or physical_gpu or torch_trace"
 case "$1" in
-install)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$2"/*.whl ;;
+install)  # the same wheels into the same place as the first sittings' script
+    exec bash bench/third_edition.sh install "$2" ;;
 run)
     # In order of what the issues need most, so that a lease that ends early still leaves the first parts whole.
     out=$2; mkdir -p "$out"
