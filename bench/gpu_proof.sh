@@ -10,6 +10,16 @@
 #   bash bench/gpu_proof.sh install .whl ; bash bench/gpu_proof.sh install .ray
 #   setsid bash bench/gpu_proof.sh run /tmp/proof > /dev/null 2>&1 < /dev/null &
 #   bash bench/gpu_proof.sh collect /tmp/proof $OUT
+# What the first sitting on the final code left (the next session's lease), in the same way:
+#   setsid bash bench/gpu_proof.sh rest /tmp/rest .runs/before > /dev/null 2>&1 < /dev/null &
+#     a. ResNet-50 and Flux medium at their defaults from the engine before paired rounds (DIR: `git archive e13fca1`)
+#        and from this one, alternating new old old new, each run cold in a fresh process (issue 26);
+#     b. click to result for ResNet-50 on the Run page, spares on, idle then busy (issue 26);
+#     c. the GPU tests that time, one at a time (issue 31).
+#   setsid bash bench/gpu_proof.sh more /tmp/more 4 > /dev/null 2>&1 < /dev/null &   # on a second lease:
+#     the real models at published size (issues 27, 31), then the same run through Ray and local workers in more
+#     pairs (issue 29).
+#   Each leaves more files than a call brings back: tar czf $OUT/rest.tgz -C /tmp rest
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
@@ -35,7 +45,39 @@ run)
     python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -k "$TIMING" --durations=0 \
         > "$out/pytest-gpu-timing.log" 2>&1
     echo done >> "$out/machine.log" ;;
+rest)
+    out=$2; before=$3; mkdir -p "$out"
+    { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv
+      python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+      git log -1 --format='commit %H' 2>/dev/null; nproc; date -u; } > "$out/machine.log" 2>&1
+    resnet="--model resnet50 --preset full --batch-size 64 --precision bf16 --channels-last"
+    flux="--model flux --preset medium --precision bf16"
+    for model in resnet "flux"; do
+        i=0
+        for engine in . "$before" "$before" .; do
+            i=$((i + 1)); name=$([ "$engine" = . ] && echo new || echo old)
+            python3 bench/stability.py --device cuda --runs 1 --engine "$engine" --out "$out/engines-$model-$i-$name.json" \
+                -- ${!model} > "$out/engines-$model-$i-$name.log" 2>&1
+        done
+    done
+    scratch=$(mktemp -d)
+    COMPILE_LAB_DB=$scratch/runs.sqlite COMPILE_LAB_CACHE_DIR=$scratch/cache COMPILE_LAB_SPARE_WORKERS=1 \
+        python3 bench/first_result.py one --model resnet50 --attempts 2 --spares --out "$out/click-resnet50.jsonl" \
+        > "$out/click-resnet50.log" 2>&1
+    python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -k "$TIMING" --durations=0 \
+        > "$out/pytest-gpu-timing.log" 2>&1
+    echo done >> "$out/machine.log" ;;
+more)
+    out=$2; mkdir -p "$out"
+    { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv
+      python3 -c "import torch, triton, torchvision, timm, transformers, diffusers; print('torch', torch.__version__, 'triton', triton.__version__, 'torchvision', torchvision.__version__, 'timm', timm.__version__, 'transformers', transformers.__version__, 'diffusers', diffusers.__version__)"
+      git log -1 --format='commit %H' 2>/dev/null; nproc; date -u; } > "$out/machine.log" 2>&1
+    python3 bench/real_models.py run --out "$out/real" > "$out/real.log" 2>&1
+    for i in $(seq 1 60); do [ -f /tmp/site/ray/__init__.py ] && break; sleep 5; done
+    python3 bench/ray_sitting.py --out "$out/ray" --pairs "${3:-4}" > "$out/ray.log" 2>&1
+    echo done >> "$out/machine.log" ;;
 collect)
     mkdir -p "$3"; cp "$2"/*.log "$2"/*.json "$2"/*.jsonl "$3"/ 2>/dev/null; cp "$2"/ray/*.json "$3"/ 2>/dev/null
+    cp "$2"/real/*.jsonl "$3"/ 2>/dev/null
     tail -n 3 "$2"/*.log ;;
 esac
