@@ -19,10 +19,12 @@
 #   setsid bash bench/gpu_proof.sh more /tmp/more 4 > /dev/null 2>&1 < /dev/null &   # on a second lease:
 #     the real models at published size (issues 27, 31), then the same run through Ray and local workers in more
 #     pairs (issue 29).
+#   bash bench/gpu_proof.sh tests /tmp/t "another_gpu_process or torch_trace" two   # some GPU tests again
+#   bash bench/gpu_proof.sh ray /tmp/ray 4                                            # Ray pairs alone
 #   Each leaves more files than a call brings back: tar czf $OUT/rest.tgz -C /tmp rest
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0 PATH=/tmp/site/bin:$PATH  # tlparse
 TIMING="warm_start or power_and_energy or another_gpu_process or breakdown_adds_up or physical_gpu or torch_trace"
 case "$1" in
 install)  # the same wheels into the same place as the first sittings' script
@@ -67,6 +69,15 @@ rest)
     python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -k "$TIMING" --durations=0 \
         > "$out/pytest-gpu-timing.log" 2>&1
     echo done >> "$out/machine.log" ;;
+tests)  # tests named by -k, one at a time
+    out=$2; mkdir -p "$out"
+    python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -k "$3" --durations=0 > "$out/pytest-gpu-$4.log" 2>&1
+    echo done >> "$out/pytest-gpu-$4.log" ;;
+ray)  # the same run through Ray and local workers, N pairs
+    out=$2; mkdir -p "$out"
+    for i in $(seq 1 60); do [ -f /tmp/site/ray/__init__.py ] && break; sleep 5; done
+    python3 bench/ray_sitting.py --out "$out/ray" --pairs "${3:-4}" > "$out/ray.log" 2>&1
+    echo done >> "$out/ray.log" ;;
 more)
     out=$2; mkdir -p "$out"
     { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv

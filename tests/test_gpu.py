@@ -83,8 +83,10 @@ def test_blocks_last_what_was_asked_and_another_gpu_process_makes_the_run_noisy(
     exp = _gpu_exp(model="resnet50", preset="full", batch_size=64, timed_steps=None, timed_s=2.0, rounds=4)
     alone = _check_finished(runs.execute(exp, store, timeout_s=480))
     assert alone["gpu_processes"] in (None, 1)  # its own worker only (None where NVML cannot see processes)
-    # Sized from the steady state; the GPU's own speed still moves between blocks (clocks, power), by up to ~30%.
-    assert all(0.25 <= wall <= 0.75 for blocks in alone["blocks"].values() for _, wall in blocks), alone["blocks"]
+    # Each block is sized from the steady state to last a round (exp.round_s per variant); the GPU's own speed still
+    # moves between blocks (clocks, power), by up to ~30%.
+    assert all(0.5 * exp.round_s <= wall <= 1.5 * exp.round_s
+               for blocks in alone["blocks"].values() for _, wall in blocks), (exp.round_s, alone["blocks"])
     if alone["gpu_processes"] is None:
         pytest.skip("NVML lists no compute processes here")
     ready = tmp_path / "ready"
