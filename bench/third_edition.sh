@@ -9,8 +9,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
 case "$1" in
-install)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$2"/*.whl ;;
+install)  # into a folder of its own, then merged: pip --target --upgrade replaces /tmp/site/bin whole, which lost
+          # the first call's tlparse when the second installed Ray
+    fresh=$(mktemp -d)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$fresh" "$2"/*.whl &&
+        mkdir -p /tmp/site && cp -a "$fresh"/. /tmp/site/ ;;
 run)
     out=$2; mkdir -p "$out"
     { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv

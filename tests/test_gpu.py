@@ -1,6 +1,8 @@
 """On a CUDA GPU (pytest -m gpu): every model and compile knob runs, and power readings are plausible."""
 import time
 
+import statistics
+
 import pytest
 
 from tcore.lab import runs
@@ -84,9 +86,10 @@ def test_blocks_last_what_was_asked_and_another_gpu_process_makes_the_run_noisy(
     alone = _check_finished(runs.execute(exp, store, timeout_s=480))
     assert alone["gpu_processes"] in (None, 1)  # its own worker only (None where NVML cannot see processes)
     # Each block is sized from the steady state to last a round (exp.round_s per variant); the GPU's own speed still
-    # moves between blocks (clocks, power), by up to ~30%.
-    assert all(0.5 * exp.round_s <= wall <= 1.5 * exp.round_s
-               for blocks in alone["blocks"].values() for _, wall in blocks), (exp.round_s, alone["blocks"])
+    # moves between blocks (clocks, power): an H100 gave 0.16-0.30 s blocks for 0.2 s rounds, median 0.20 s.
+    walls = [wall for blocks in alone["blocks"].values() for _, wall in blocks]
+    assert 0.75 * exp.round_s <= statistics.median(walls) <= 1.25 * exp.round_s, (exp.round_s, alone["blocks"])
+    assert all(0.4 * exp.round_s <= wall <= 2.0 * exp.round_s for wall in walls), (exp.round_s, alone["blocks"])
     if alone["gpu_processes"] is None:
         pytest.skip("NVML lists no compute processes here")
     ready = tmp_path / "ready"
