@@ -3,7 +3,7 @@
     python bench/idle_tabs.py                       # 1, 5 and 20 Run-page tabs, System and Compare, 20 beside a run
     python bench/idle_tabs.py --scenarios run:20 run:20+run --window 20 --json out.json
 
-Starts `streamlit run app.py` on its own store ($COMPILE_LAB_DB, a fresh temporary file) and a free
+Starts `streamlit run serve.py` (as `make app` does) on its own store ($COMPILE_LAB_DB, a fresh temporary file) and a free
 loopback port, seeds the store with one finished tiny CPU run (so the Compare page has something and
 half the tabs are a participant with a run of their own, the other half fresh guests), then, per
 scenario, opens N real Chromium browser contexts (one browser, N contexts, one tab each) on a page,
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -42,6 +43,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 PAGES = {"run": ("/", "Run an experiment"), "system": ("/system", "System"), "compare": ("/compare", "Compare runs")}
+NAV_LABEL = {"run": "Run", "system": "System", "compare": "Compare"}  # the sidebar's links (app.py)
 SEED_OWNER = "ada~0001"  # the participant whose finished run seeds the store; even tabs open as her
 QUICK = ["--model", "captioner", "--preset", "tiny", "--batch-size", "2", "--device", "cpu", "--backend", "eager",
          "--warmup-steps", "1"]
@@ -62,7 +64,7 @@ def cpu_s(pid: int) -> float:
 
 def start_app(port: int, env: dict, log: Path) -> subprocess.Popen:
     app = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         cwd=REPO, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 90
@@ -117,6 +119,33 @@ def open_tab(browser, server: str, page_name: str, index: int, timeout_ms: float
     return ctx, page, time.perf_counter() - t0
 
 
+def _until_title(page, title: str, t0: float, timeout_ms: float) -> float | None:
+    try:
+        page.get_by_text(title, exact=True).first.wait_for(timeout=max(timeout_ms - 1e3 * (time.perf_counter() - t0), 1))
+    except Exception:  # noqa: BLE001 (timed out: a figure of this benchmark)
+        return None
+    return time.perf_counter() - t0
+
+
+def returning(page, page_name: str, timeout_ms: float) -> dict:
+    """What the person who just arrived waits for next, in the same tab: another page of the app from the sidebar (a
+    rerun over the open connection, no page load), then a reload (the browser's cache holds Streamlit's scripts, as
+    it does for anyone who opened the lab before). Also the first load's own parts, from the browser's Navigation
+    Timing: the HTML's first byte and the document parsed (Streamlit's scripts still run after that)."""
+    timing = page.evaluate("() => { const n = performance.getEntriesByType('navigation')[0];"
+                           " return {ttfb: n.responseStart, dom: n.domContentLoadedEventEnd}; }")
+    other = "compare" if page_name != "compare" else "run"
+    link = page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=re.compile(NAV_LABEL[other]))
+    t0 = time.perf_counter()
+    link.first.click(timeout=timeout_ms)
+    nav = _until_title(page, PAGES[other][1], t0, timeout_ms)
+    t0 = time.perf_counter()
+    page.reload(wait_until="commit", timeout=timeout_ms)
+    reload_s = _until_title(page, PAGES[other][1], t0, timeout_ms)
+    return {"probe_first_byte_s": timing["ttfb"] / 1e3, "probe_document_s": timing["dom"] / 1e3,
+            "probe_sidebar_page_s": nav, "probe_reload_s": reload_s}
+
+
 def scenario(browser, server: str, app_pid: int, spec: str, window_s: float, settle_s: float, env: dict,
              db: str, timeout_ms: float) -> dict:
     page_name, _, rest = spec.partition(":")
@@ -144,10 +173,11 @@ def scenario(browser, server: str, app_pid: int, spec: str, window_s: float, set
         time.sleep(max(0.0, 1.0 - (time.perf_counter() - asked)))
     cpu_pct = 100 * (cpu_s(app_pid) - c0) / (time.monotonic() - t0)
     t1, c1 = time.monotonic(), cpu_s(app_pid)
-    ctx, _, probe = open_tab(browser, server, page_name, n + 1, timeout_ms)  # one more person arrives
+    ctx, page, probe = open_tab(browser, server, page_name, n + 1, timeout_ms)  # one more person arrives
     # The server's CPU for that page, less what the idle tabs took meanwhile: unlike the load's wall time, it
     # does not depend on what else the machine runs.
     probe_cpu_s = cpu_s(app_pid) - c1 - cpu_pct / 100 * (time.monotonic() - t1)
+    again = returning(page, page_name, timeout_ms) if probe is not None else {}
     ctx.close()
     for ctx in tabs:
         ctx.close()
@@ -159,7 +189,7 @@ def scenario(browser, server: str, app_pid: int, spec: str, window_s: float, set
     return {"scenario": spec, "tabs": n, "page": page_name, "with_run": bool(with_run), "server_cpu_pct": cpu_pct,
             "load_median_s": statistics.median(done) if done else None, "load_max_s": max(done) if done else None,
             "loads_timed_out": loads.count(None), "probe_load_s": probe,
-            "probe_server_cpu_s": probe_cpu_s,
+            "probe_server_cpu_s": probe_cpu_s, **again,
             "health_median_ms": statistics.median([h for h in health if h is not None] or [float("nan")]),
             "health_max_ms": max([h for h in health if h is not None] or [float("nan")]),
             "health_failed": health.count(None)}
@@ -197,7 +227,10 @@ def main() -> int:
                 print(f"{spec:>12}: server {r['server_cpu_pct']:5.1f}% of a core over {args.window:g} s; health "
                       f"{r['health_median_ms']:.0f} ms median, {r['health_max_ms']:.0f} ms max; page load "
                       f"median {fmt(r['load_median_s'])}, max {fmt(r['load_max_s'])} ({r['loads_timed_out']} timed "
-                      f"out), one more tab {fmt(r['probe_load_s'])} ({r['probe_server_cpu_s']:.2f} s of server CPU)", flush=True)
+                      f"out), one more tab {fmt(r['probe_load_s'])} ({r['probe_server_cpu_s']:.2f} s of server CPU; first byte "
+                      f"{fmt(r.get('probe_first_byte_s'))}, document {fmt(r.get('probe_document_s'))}); then another "
+                      f"page from the sidebar {fmt(r.get('probe_sidebar_page_s'))}, a reload {fmt(r.get('probe_reload_s'))}",
+                      flush=True)
             browser.close()
     finally:
         os.killpg(app.pid, signal.SIGTERM)
