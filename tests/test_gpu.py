@@ -50,7 +50,7 @@ def test_power_and_energy_are_plausible(store):
         watts = result[f"{variant}_power_w"]
         assert 50 < watts < 1.05 * limit_w, (variant, watts, limit_w)  # above an idle H100/H200, below the cap
         assert result[f"{variant}_energy_j_per_step"] > 0
-    phases = {sample[2] for sample in store.trace(record.id)}
+    phases = {sample[2] for sample in store.power_samples(record.id)}
     assert {"eager", "compiling", "measuring"} <= phases
 
 

@@ -27,10 +27,10 @@ def test_the_store_is_read_once_per_change_for_every_session(store):
     proc = scheduler.this_process()
     before = store_reads(store)
     for _ in range(20):
-        assert reads(RunStore(store.path)).pending(proc.host) == []
+        assert reads(RunStore(store.path)).running_and_queued(proc.host) == []
     assert store_reads(store) == before + 1
     run_id = store.enqueue(QUICK, device="cpu", owner="ada~0001", proc=proc, timeout_s=60)  # another connection
-    assert [r.id for r in reads(store).pending(proc.host)] == [run_id]  # the change is seen at once
+    assert [r.id for r in reads(store).running_and_queued(proc.host)] == [run_id]  # the change is seen at once
     assert store_reads(store) == before + 2
     with sqlite3.connect(store.path) as db:  # a write from anywhere else, e.g. another process
         db.execute("UPDATE runs SET label='renamed' WHERE id=?", (run_id,))

@@ -19,7 +19,7 @@ def test_a_store_deleted_while_in_use_is_made_again_and_says_so(tmp_path, capsys
             os.remove(f"{store.path}{suffix}")
 
     assert store.list() == []  # not "no such table"
-    assert store.pending(proc.host) == []
+    assert store.running_and_queued(proc.host) == []
     store.heartbeat(proc)  # the queue's own writes go on
     assert "was deleted while in use; a new, empty one was made" in capsys.readouterr().err
     assert RunStore(store.path).list() == []  # a page opening it afresh

@@ -141,8 +141,8 @@ class LiveRun:
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path,
                                self.workdir)
-                self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.power_samples,
-                                  code=self.code, owner=scheduler.this_process())
+                self.store.finish(self.run_id, result=final["result"], env=final["env"],
+                                  power_samples=self.power_samples, code=self.code, owner=scheduler.this_process())
                 self._collect_record()
             else:
                 self._end(final)
@@ -186,7 +186,8 @@ class LiveRun:
 
     def _end(self, error: dict[str, Any]) -> None:
         try:
-            self.store.finish(self.run_id, error=error, trace=self.power_samples, owner=scheduler.this_process())
+            self.store.finish(self.run_id, error=error, power_samples=self.power_samples,
+                              owner=scheduler.this_process())
         finally:  # even if the store cannot be written, waiters are released
             self._collect_record()
 
