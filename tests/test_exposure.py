@@ -37,10 +37,10 @@ def test_reports_are_kept_per_store_so_a_reset_store_serves_none_of_the_old_ones
     shelf = tmp_path / "reports" / old.store_id / "20261123-120000-abcdef"
     shelf.mkdir(parents=True)
     (shelf / "index.html").write_text("the old store's run")
-    assert tlparse.report(shelf.name, path, reports=tmp_path / "reports").folder == shelf
+    assert tlparse.report(shelf.name, RunStore(path), reports=tmp_path / "reports").folder == shelf
     for suffix in ("", "-wal", "-shm"):  # the reset README describes
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-    report = tlparse.report(shelf.name, path, reports=tmp_path / "reports")
+    report = tlparse.report(shelf.name, RunStore(path), reports=tmp_path / "reports")
     assert report.folder is None and "kept no TORCH_TRACE" in report.reason
 
 

@@ -167,7 +167,7 @@ def test_a_gpu_run_keeps_its_torch_trace_and_tlparse_shows_its_triton_code(store
 
     record = runs.execute(_gpu_exp(model="captioner", cache="cold"), store, timeout_s=300)
     _check_finished(record)
-    report = tlparse.report(record.id, store.path, reports=tmp_path)
+    report = tlparse.report(record.id, store, reports=tmp_path)
     if tlparse.executable() is None:
         pytest.skip(report.reason)
     assert report.reason is None, report.reason
