@@ -16,7 +16,8 @@ from tcore.spec import Experiment
 from tcore.store import RunStore
 from tcore.store.records import new_id
 
-# A real run in about 4 s on the CPU: Dynamo traces it, the eager backend skips Inductor.
+# The tests' one quick experiment, a real run in about 4 s on the CPU: Dynamo traces it, the eager backend skips
+# Inductor. Import it and .replace() what a test needs otherwise (e.g. cache="cold" on a cluster).
 QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
                    rounds=1, backend="eager", cache="warm")
 

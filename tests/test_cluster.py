@@ -19,14 +19,13 @@ ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r require
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from tcore.lab import cluster, limits, runs, scheduler  # noqa: E402
-from tcore.spec import Experiment  # noqa: E402
+from tests import helpers  # noqa: E402
 
 # One at a time after make test's parallel part: a cancelled task's clean-up must beat Ray's forced kill 5 s after
 # the cancel, which a loaded machine's clean-up did not (its folder stayed, in make test's parallel part).
 pytestmark = pytest.mark.alone
 
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                   rounds=1, backend="eager", cache="cold")
+QUICK = helpers.QUICK.replace(cache="cold")  # each run on a node starts with empty caches (tcore.lab.remote)
 REPO = Path(__file__).resolve().parent.parent
 LONG = QUICK.replace(timed_steps=100_000)  # the most steps a spec allows (minutes): still measuring when it is cancelled or times out
 

@@ -7,12 +7,10 @@ from streamlit.testing.v1 import AppTest
 
 from tcore import protocol
 from tcore.lab import launcher, limits, runs, tlparse
-from tcore.spec import Experiment
 from tcore.store import RunStore
+from tests.helpers import QUICK
 from ui.people import plain
 
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                   rounds=1, backend="eager", cache="warm", torch_trace=False)
 HOSTILE = "![x](http://127.0.0.1:9/a.png)"
 
 
@@ -58,6 +56,6 @@ def test_the_instructor_passcode_never_reaches_a_worker(store, monkeypatch):
     monkeypatch.setattr(protocol, "envelope", lambda spec, env: handed.append(env) or envelope(spec, env))
     monkeypatch.setenv(limits.PASSCODE_ENV, "changed-since")  # set after the worker started: handed over, once
     monkeypatch.setenv("COMPILE_LAB_SPARE_WORKERS", "0")
-    record = runs.execute(QUICK, store, timeout_s=120)
+    record = runs.execute(QUICK.replace(torch_trace=False), store, timeout_s=120)
     assert record.status == "finished", record.error
     assert handed and all(limits.PASSCODE_ENV not in env for env in handed)

@@ -13,13 +13,11 @@ from streamlit.testing.v1 import AppTest
 
 from tcore.lab import scheduler
 from tcore.lab.scheduler import Wait
-from tcore.spec import Experiment
 from tcore.store import RunStore
 from tcore.store.changes import reads, store_reads
+from tests.helpers import QUICK
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager", timed_steps=2,
-                   rounds=1, warmup_steps=1)
 
 
 def test_the_store_is_read_once_per_change_for_every_session(store):
