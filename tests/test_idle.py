@@ -160,5 +160,5 @@ def test_runs_that_crashed_or_were_refused_at_start_do_not_shorten_the_estimate(
 
 
 def test_the_load_test_reports_estimated_against_actual_waits():
-    source = (ROOT / "bench" / "load_test.py").read_text()
+    source = (ROOT / "bench" / "load" / "report.py").read_text()  # the load test's report (bench/load_test.py)
     assert "estimated against actual wait" in source
