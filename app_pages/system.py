@@ -21,7 +21,7 @@ def gpu_slots() -> dict[int, str]:
 @st.fragment(run_every=2.0)
 def gpu_now(store: RunStore, slot: str) -> None:
     """What this GPU is doing now, refreshed every 2 s."""
-    running = [r for r in reads(store).pending(scheduler.this_process().host)
+    running = [r for r in reads(store).running_and_queued(scheduler.this_process().host)
                if r.status == "running" and r.device_slot == slot]
     if running:
         rec = running[0]
@@ -35,7 +35,8 @@ def gpu_now(store: RunStore, slot: str) -> None:
 def cluster_now(store: RunStore) -> None:
     """The Ray cluster's nodes, their GPUs and what each runs, refreshed every 2 s."""
     me = people.me()
-    rows = cluster.describe(store.pending(scheduler.this_process().host), lambda owner: queue.whose(owner, me))
+    rows = cluster.describe(store.running_and_queued(scheduler.this_process().host),
+                            lambda owner: queue.whose(owner, me))
     nodes = {row["ray node id"] for row in rows if row["node"] != "gone"}
     busy = sum(row["running"] != "idle" for row in rows)
     st.markdown(f"**{len(nodes)} nodes, {len(rows)} slots, {busy} running**")

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from tcore.lab import runs
 from tcore.spec import Experiment
 from tcore.store import RunStore
-from tests.helpers import insert_run
+from tests.helpers import QUICK, insert_run
 
 
 @pytest.fixture
@@ -80,5 +80,4 @@ def chart_titled(at: AppTest, start: str) -> dict:
     return next(f for f in map(figure, at.get("plotly_chart")) if f["layout"]["title"]["text"].startswith(start))
 
 
-EAGER_TINY = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                        rounds=1, backend="eager", cache="warm")
+EAGER_TINY = QUICK  # the tests' one quick experiment (tests.helpers), by the name the Diagnose tests use

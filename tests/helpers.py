@@ -16,7 +16,8 @@ from tcore.spec import Experiment
 from tcore.store import RunStore
 from tcore.store.records import new_id
 
-# A real run in about 4 s on the CPU: Dynamo traces it, the eager backend skips Inductor.
+# The tests' one quick experiment, a real run in about 4 s on the CPU: Dynamo traces it, the eager backend skips
+# Inductor. Import it and .replace() what a test needs otherwise (e.g. cache="cold" on a cluster).
 QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
                    rounds=1, backend="eager", cache="warm")
 
@@ -99,11 +100,11 @@ def store_a_labs_runs(store: RunStore, owner: str) -> dict[str, str]:
               "compile_phases_s": {"dynamo_tracing_s": 3.1, "aot_autograd_s": 1.2, "inductor_lowering_s": 0.4,
                                    "codegen_and_compile_s": 15.9}},
              {"device": "cuda"}, power_trace(60.0))]
-    for name, exp, result, env, trace in runs:
+    for name, exp, result, env, samples in runs:
         run_id = insert_run(store, exp)
         with store._write() as db:
             db.execute("UPDATE runs SET owner=? WHERE id=?", (owner, run_id))
-        store.finish(run_id, result=result, env=env, trace=trace)
+        store.finish(run_id, result=result, env=env, power_samples=samples)
         made[name] = run_id
         time.sleep(0.01)  # distinct creation times: pages list runs newest first
     return made

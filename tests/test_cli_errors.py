@@ -8,12 +8,9 @@ import pytest
 
 from tcore import cli
 from tcore.lab import limits
-from tcore.spec import Experiment, SpecError
+from tcore.spec import SpecError
 from tcore.store import RunStore
-from tests.helpers import insert_run
-
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                   rounds=1, backend="eager")
+from tests.helpers import QUICK, insert_run
 
 
 def one_line(capsys) -> str:

@@ -19,14 +19,13 @@ ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r require
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from tcore.lab import cluster, limits, runs, scheduler  # noqa: E402
-from tcore.spec import Experiment  # noqa: E402
+from tests import helpers  # noqa: E402
 
 # One at a time after make test's parallel part: a cancelled task's clean-up must beat Ray's forced kill 5 s after
 # the cancel, which a loaded machine's clean-up did not (its folder stayed, in make test's parallel part).
 pytestmark = pytest.mark.alone
 
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                   rounds=1, backend="eager", cache="cold")
+QUICK = helpers.QUICK.replace(cache="cold")  # each run on a node starts with empty caches (tcore.lab.remote)
 REPO = Path(__file__).resolve().parent.parent
 LONG = QUICK.replace(timed_steps=100_000)  # the most steps a spec allows (minutes): still measuring when it is cancelled or times out
 
@@ -103,7 +102,7 @@ def test_the_clusters_gpus_are_the_slots_and_four_runs_spread_over_both_nodes_on
     for run in started:  # the live view streamed back: phases, progress, power, before the result
         assert {"phase", "progress"} <= set(events[run.run_id]) and events[run.run_id][-1] == "result"
         assert run.record.result["eager_samples_per_s"] > 0
-    assert store.pending(scheduler.this_process().host) == []
+    assert store.running_and_queued(scheduler.this_process().host) == []
 
 
 def test_the_system_page_lists_the_nodes_their_gpus_and_what_each_runs(ray_cluster, store, monkeypatch):
@@ -154,7 +153,7 @@ def test_cancel_and_time_out_reach_the_remote_worker_and_only_the_owner_or_instr
     remote = slow.handle.remote
     if "pid" in remote:  # on a loaded machine the 12 s can pass before the remote worker has said its pid
         wait_until(lambda: gone(remote["pid"]), 10, "the timed-out worker gone")
-    assert store.pending(scheduler.this_process().host) == []  # both slots free again
+    assert store.running_and_queued(scheduler.this_process().host) == []  # both slots free again
 
 
 APP_THAT_DIES = """
@@ -196,6 +195,6 @@ def test_a_killed_node_ends_its_run_as_crashed_with_the_reason_and_takes_its_slo
     rec = run.wait(90)
     assert rec.status == "failed" and rec.error_kind == "crashed"
     assert "ended without a result" in rec.error["message"] and run.handle.remote["hostname"] in rec.error["message"]
-    assert store.pending(scheduler.this_process().host) == []  # its slot is free ...
+    assert store.running_and_queued(scheduler.this_process().host) == []  # its slot is free ...
     wait_until(lambda: len(scheduler.device_slots("cpu")) == 1, 30, "the node's slot gone")  # ... and gone
     assert runs.start(QUICK, store, owner="dora").wait(120).status == "finished"  # the other node goes on

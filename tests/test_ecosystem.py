@@ -31,7 +31,7 @@ def test_a_run_keeps_its_compile_trace_and_tlparse_renders_it(traced_run, tmp_pa
     log = gzip.decompress(store.torch_trace(on.id)).decode()
     assert '"dynamo_start"' in log and '"compilation_metrics"' in log  # TORCH_TRACE's structured records
 
-    report = tlparse.report(on.id, store.path, reports=tmp_path)
+    report = tlparse.report(on.id, store, reports=tmp_path)
     assert report.reason is None, report.reason
     index = report.index.read_text()
     assert "dynamo_output_graph" in index  # a link per compilation's graph
@@ -39,7 +39,7 @@ def test_a_run_keeps_its_compile_trace_and_tlparse_renders_it(traced_run, tmp_pa
     assert report.folder == tmp_path / store.store_id / on.id  # on its store's own shelf
     with zipfile.ZipFile(io.BytesIO(report.zipped())) as z:
         assert f"tlparse-{on.id}/index.html" in z.namelist()
-    assert tlparse.report(on.id, store.path, reports=tmp_path).folder == report.folder  # rendered once, then reused
+    assert tlparse.report(on.id, store, reports=tmp_path).folder == report.folder  # rendered once, then reused
     tlparse.forget(on.id, reports=tmp_path)
     assert not report.folder.exists()
 
@@ -47,14 +47,14 @@ def test_a_run_keeps_its_compile_trace_and_tlparse_renders_it(traced_run, tmp_pa
 def test_a_run_with_the_trace_off_keeps_none_and_says_why(traced_run, tmp_path):
     store, _, off = traced_run
     assert store.torch_trace(off.id) is None
-    report = tlparse.report(off.id, store.path, reports=tmp_path)
+    report = tlparse.report(off.id, store, reports=tmp_path)
     assert report.folder is None and "torch_trace off" in report.reason
 
 
 def test_without_tlparse_the_report_is_na_with_the_reason(traced_run, tmp_path, monkeypatch):
     store, on, _ = traced_run
     monkeypatch.setattr(tlparse, "executable", lambda: None)
-    report = tlparse.report(on.id, store.path, reports=tmp_path)
+    report = tlparse.report(on.id, store, reports=tmp_path)
     assert report.folder is None and "pip install tlparse" in report.reason
 
 
@@ -132,9 +132,9 @@ def test_a_report_that_failed_to_render_says_why_without_rendering_again(traced_
     """The page reruns every second or two: a failed render is remembered, not retried on each."""
     store, on, _ = traced_run
     monkeypatch.setattr(tlparse, "executable", lambda: "/bin/false")
-    first = tlparse.report(on.id, store.path, reports=tmp_path)
+    first = tlparse.report(on.id, store, reports=tmp_path)
     assert first.folder is None and first.reason.startswith("tlparse failed (exit 1)")
     monkeypatch.setattr(tlparse, "_render", lambda *a: pytest.fail("rendered again"))
-    assert tlparse.report(on.id, store.path, reports=tmp_path).reason == first.reason
+    assert tlparse.report(on.id, store, reports=tmp_path).reason == first.reason
     tlparse.forget(on.id, reports=tmp_path)
     assert list(tmp_path.iterdir()) == []

@@ -7,12 +7,10 @@ from streamlit.testing.v1 import AppTest
 
 from tcore import protocol
 from tcore.lab import launcher, limits, runs, tlparse
-from tcore.spec import Experiment
 from tcore.store import RunStore
+from tests.helpers import QUICK
 from ui.people import plain
 
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                   rounds=1, backend="eager", cache="warm", torch_trace=False)
 HOSTILE = "![x](http://127.0.0.1:9/a.png)"
 
 
@@ -37,10 +35,10 @@ def test_reports_are_kept_per_store_so_a_reset_store_serves_none_of_the_old_ones
     shelf = tmp_path / "reports" / old.store_id / "20261123-120000-abcdef"
     shelf.mkdir(parents=True)
     (shelf / "index.html").write_text("the old store's run")
-    assert tlparse.report(shelf.name, path, reports=tmp_path / "reports").folder == shelf
+    assert tlparse.report(shelf.name, RunStore(path), reports=tmp_path / "reports").folder == shelf
     for suffix in ("", "-wal", "-shm"):  # the reset README describes
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-    report = tlparse.report(shelf.name, path, reports=tmp_path / "reports")
+    report = tlparse.report(shelf.name, RunStore(path), reports=tmp_path / "reports")
     assert report.folder is None and "kept no TORCH_TRACE" in report.reason
 
 
@@ -58,6 +56,6 @@ def test_the_instructor_passcode_never_reaches_a_worker(store, monkeypatch):
     monkeypatch.setattr(protocol, "envelope", lambda spec, env: handed.append(env) or envelope(spec, env))
     monkeypatch.setenv(limits.PASSCODE_ENV, "changed-since")  # set after the worker started: handed over, once
     monkeypatch.setenv("COMPILE_LAB_SPARE_WORKERS", "0")
-    record = runs.execute(QUICK, store, timeout_s=120)
+    record = runs.execute(QUICK.replace(torch_trace=False), store, timeout_s=120)
     assert record.status == "finished", record.error
     assert handed and all(limits.PASSCODE_ENV not in env for env in handed)

@@ -52,7 +52,7 @@ def test_power_and_energy_are_plausible(store):
         watts = result[f"{variant}_power_w"]
         assert 50 < watts < 1.05 * limit_w, (variant, watts, limit_w)  # above an idle H100/H200, below the cap
         assert result[f"{variant}_energy_j_per_step"] > 0
-    phases = {sample[2] for sample in store.trace(record.id)}
+    phases = {sample[2] for sample in store.power_samples(record.id)}
     assert {"eager", "compiling", "measuring"} <= phases
 
 
@@ -172,7 +172,7 @@ def test_a_gpu_run_keeps_its_torch_trace_and_tlparse_shows_its_triton_code(store
 
     record = runs.execute(_gpu_exp(model="captioner", cache="cold"), store, timeout_s=300)
     _check_finished(record)
-    report = tlparse.report(record.id, store.path, reports=tmp_path)
+    report = tlparse.report(record.id, store, reports=tmp_path)
     if tlparse.executable() is None:
         pytest.skip(report.reason)
     assert report.reason is None, report.reason

@@ -13,13 +13,11 @@ from streamlit.testing.v1 import AppTest
 
 from tcore.lab import scheduler
 from tcore.lab.scheduler import Wait
-from tcore.spec import Experiment
 from tcore.store import RunStore
 from tcore.store.changes import reads, store_reads
+from tests.helpers import QUICK
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager", timed_steps=2,
-                   rounds=1, warmup_steps=1)
 
 
 def test_the_store_is_read_once_per_change_for_every_session(store):
@@ -27,10 +25,10 @@ def test_the_store_is_read_once_per_change_for_every_session(store):
     proc = scheduler.this_process()
     before = store_reads(store)
     for _ in range(20):
-        assert reads(RunStore(store.path)).pending(proc.host) == []
+        assert reads(RunStore(store.path)).running_and_queued(proc.host) == []
     assert store_reads(store) == before + 1
     run_id = store.enqueue(QUICK, device="cpu", owner="ada~0001", proc=proc, timeout_s=60)  # another connection
-    assert [r.id for r in reads(store).pending(proc.host)] == [run_id]  # the change is seen at once
+    assert [r.id for r in reads(store).running_and_queued(proc.host)] == [run_id]  # the change is seen at once
     assert store_reads(store) == before + 2
     with sqlite3.connect(store.path) as db:  # a write from anywhere else, e.g. another process
         db.execute("UPDATE runs SET label='renamed' WHERE id=?", (run_id,))
@@ -162,5 +160,5 @@ def test_runs_that_crashed_or_were_refused_at_start_do_not_shorten_the_estimate(
 
 
 def test_the_load_test_reports_estimated_against_actual_waits():
-    source = (ROOT / "bench" / "load_test.py").read_text()
+    source = (ROOT / "bench" / "load" / "report.py").read_text()  # the load test's report (bench/load_test.py)
     assert "estimated against actual wait" in source

@@ -88,7 +88,7 @@ def test_a_killed_worker_a_compile_error_and_a_timeout_each_are_recorded_and_the
     assert rec.error_kind == "timeout" and "1.5 s time limit" in rec.error["message"]
     assert after.wait(120).status == "finished"
     assert_no_overlap([store.get(r.run_id) for r in (victim, broken, slow, after)])
-    assert store.pending(scheduler.this_process().host) == []  # nothing left queued or running
+    assert store.running_and_queued(scheduler.this_process().host) == []  # nothing left queued or running
 
 
 # --- several processes ----------------------------------------------------------------------------

@@ -6,13 +6,9 @@ from types import SimpleNamespace
 from tcore.lab import runs
 from tcore.lab.scheduler import Wait
 from tcore.protocol import PHASE_TITLES
-from tcore.spec import Experiment
 from tcore.store.queue import BY_INSTRUCTOR
-from tests.helpers import insert_run
+from tests.helpers import QUICK, insert_run
 from ui import run_state
-
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager", timed_steps=2,
-                   rounds=1, warmup_steps=1)
 
 
 def following(monkeypatch, run_id: str, **snap) -> None:

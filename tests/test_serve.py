@@ -11,10 +11,8 @@ import urllib.request
 from pathlib import Path
 
 from tcore.lab.launcher import REPO_ROOT
-from tcore.spec import Experiment
+from tests.helpers import QUICK
 
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                   rounds=1, backend="eager", cache="warm")
 ONE_RUNNING_ONE_QUEUED = """
 import json, sys, time
 from tcore.lab import runs

@@ -8,20 +8,20 @@ from tcore.store import RunStore
 from tests.helpers import insert_run
 
 
-def test_round_trip_keeps_spec_result_env_and_trace(store):
+def test_round_trip_keeps_spec_result_env_and_power_samples(store):
     exp = Experiment(model="captioner", preset="tiny", precision="amp-bf16")
     run_id = insert_run(store, exp)
     assert store.get(run_id).status == "running"
     result = {"device": "cpu", "speedup": 1.7, "graph_breaks": [{"reason": "x", "count": 2}],
               "unavailable": {"eager_power_w": "no RAPL"}}
-    trace = [[0.05, 101.5, "eager", 40.0], [0.1, 250.0, "compiling", 99.0]]
-    store.finish(run_id, result=result, env={"torch": "2.13.0"}, trace=trace)
+    samples = [[0.05, 101.5, "eager", 40.0], [0.1, 250.0, "compiling", 99.0]]
+    store.finish(run_id, result=result, env={"torch": "2.13.0"}, power_samples=samples)
 
     rec = store.get(run_id)
     assert rec.status == "finished" and rec.device == "cpu"
     assert Experiment.from_dict(rec.spec) == exp
     assert rec.result == result and rec.env == {"torch": "2.13.0"}
-    assert store.trace(run_id) == trace
+    assert store.power_samples(run_id) == samples
     frame = store.dataframe()
     assert frame.loc[0, "speedup"] == 1.7 and frame.loc[0, "precision"] == "amp-bf16"
     assert "graph_breaks" not in frame.columns  # lists stay in the record, not the table
@@ -36,11 +36,11 @@ def test_failed_runs_are_kept_with_their_cause(store):
     assert [r.id for r in store.list()] == [run_id]
 
 
-def test_delete_removes_run_and_trace(store):
+def test_delete_removes_run_and_power_samples(store):
     run_id = insert_run(store, Experiment())
-    store.finish(run_id, result={"device": "cpu"}, trace=[[0, 1, "eager", None]])
+    store.finish(run_id, result={"device": "cpu"}, power_samples=[[0, 1, "eager", None]])
     store.delete(run_id)
-    assert store.list() == [] and store.trace(run_id) == []
+    assert store.list() == [] and store.power_samples(run_id) == []
     with pytest.raises(KeyError):
         store.get(run_id)
 
@@ -50,7 +50,7 @@ def _write_runs(path, n):
     exp = Experiment()
     for i in range(n):
         run_id = insert_run(store, exp)
-        store.finish(run_id, result={"device": "cpu", "i": i}, trace=[[i, 1.0, "eager", None]] * 50)
+        store.finish(run_id, result={"device": "cpu", "i": i}, power_samples=[[i, 1.0, "eager", None]] * 50)
 
 
 def test_concurrent_writers_from_several_processes_lose_nothing(tmp_path):

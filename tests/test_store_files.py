@@ -2,11 +2,8 @@
 import os
 
 from tcore.lab import scheduler
-from tcore.spec import Experiment
 from tcore.store import RunStore
-
-QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
-                   rounds=1, backend="eager")
+from tests.helpers import QUICK
 
 
 def test_a_store_deleted_while_in_use_is_made_again_and_says_so(tmp_path, capsys):
@@ -19,7 +16,7 @@ def test_a_store_deleted_while_in_use_is_made_again_and_says_so(tmp_path, capsys
             os.remove(f"{store.path}{suffix}")
 
     assert store.list() == []  # not "no such table"
-    assert store.pending(proc.host) == []
+    assert store.running_and_queued(proc.host) == []
     store.heartbeat(proc)  # the queue's own writes go on
     assert "was deleted while in use; a new, empty one was made" in capsys.readouterr().err
     assert RunStore(store.path).list() == []  # a page opening it afresh

@@ -53,10 +53,10 @@ def test_reads_and_writes_run_no_ddl_once_the_store_is_open(tmp_path, monkeypatc
     monkeypatch.setattr(connection.sqlite3, "connect", traced)
     run_id = insert_run(store, QUICK)
     store.finish(run_id, result={"device": "cpu"})
-    store.get(run_id), store.list(), store.trace(run_id), store.code(run_id), store.store_id
+    store.get(run_id), store.list(), store.power_samples(run_id), store.code(run_id), store.store_id
     store.torch_trace(run_id), store.saved_artifacts(run_id, size_only=True), store.profiler_trace(run_id, "eager")
-    artifacts.artifacts_for(QUICK.to_dict(), "cpu", store.path)
-    store.lab_state("paused"), store.pending("here"), store.queue_state("here", "cpu")
+    artifacts.artifacts_for(QUICK.to_dict(), "cpu", store)
+    store.lab_state("paused"), store.running_and_queued("here"), store.queue_state("here", "cpu")
     sweep_id = store.create_sweep(owner="ada", label="s", size=0, skipped=[])
     sweeps.get(sweep_id, store), sweeps.latest(store, "ada"), sweeps.active_count(store)
     RunStore(store.path).list()  # opening it again in the same process makes nothing either

@@ -26,3 +26,19 @@ def test_the_store_parts_import_no_part_for_its_schema():
         names = {a.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
                  for a in node.names}
         assert not {"SCHEMA", "QUEUE_SCHEMA", "QUEUE_COLUMNS"} & names, path.name
+
+
+def _opened_stores(path: Path) -> list[str]:
+    """Calls that open a store of their own (RunStore(...)) in `path`."""
+    return [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "RunStore"]
+
+
+def test_the_lab_is_handed_its_store_and_never_opens_one_from_a_path():
+    """tcore/lab (artifacts, tlparse, runs, ...) takes the RunStore its caller has: one way in, no db_path."""
+    lab = sorted((ROOT / "tcore" / "lab").glob("*.py"))
+    assert any(p.name == "tlparse.py" for p in lab)
+    assert [call for p in lab for call in _opened_stores(p)] == []
+    params = [f"{p.relative_to(ROOT)}:{node.lineno} {a.arg}" for p in lab for node in ast.walk(ast.parse(p.read_text()))
+              if isinstance(node, ast.FunctionDef) for a in node.args.args + node.args.kwonlyargs if a.arg == "db_path"]
+    assert params == []

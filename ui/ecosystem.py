@@ -60,7 +60,7 @@ def tlparse_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
     if rec.status in ("queued", "running"):
         return
     with st.spinner("Rendering the tlparse report (once per run)...", show_time=True):
-        report = tlparse.report(rec.id, store.path)
+        report = tlparse.report(rec.id, store)
     if report.folder is None:  # a sentence across the box, not a narrow column of it
         st.caption(f"tlparse report: n/a, {report.reason}.")
     # A row that wraps, each button as wide as its words: four fixed columns cut them short at 1440 px

@@ -347,7 +347,7 @@ def artifacts_source(exp: Experiment, store) -> dict | None:
     Whether their torch and device match this machine is checked by the run itself.
     """
     device, _ = preflight(exp)
-    return artifacts.artifacts_for(exp.to_dict(), device, store.path)
+    return artifacts.artifacts_for(exp.to_dict(), device, store)
 
 
 def build(values: dict) -> tuple[Experiment | None, list[str], str | None]:

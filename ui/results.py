@@ -45,7 +45,7 @@ def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
     elif rec.status == "running":
         st.warning("This run has no result yet: it is still running, or the app stopped while it ran.")
     else:
-        show_result(rec, store.trace(rec.id), key=key, store=store)
+        show_result(rec, store.power_samples(rec.id), key=key, store=store)
     with st.container(border=True):
         ecosystem.take_away(rec, store, key=key)
 

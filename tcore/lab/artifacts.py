@@ -31,18 +31,18 @@ def compile_key(spec: dict[str, Any], device: str) -> str:
     return hashlib.sha256(json.dumps([compiled, device], sort_keys=True).encode()).hexdigest()[:16]
 
 
-def artifacts_for(spec: dict[str, Any], device: str, db_path: Path) -> dict[str, Any] | None:
+def artifacts_for(spec: dict[str, Any], device: str, store: RunStore) -> dict[str, Any] | None:
     """The stored artifacts a cache=artifacts run of `spec` would load: {run_id, torch, triton, device_name}."""
-    row = RunStore(db_path).newest_artifacts(compile_key(spec, device), with_data=False)
+    row = store.newest_artifacts(compile_key(spec, device), with_data=False)
     return None if row is None else {"run_id": row[0], **json.loads(row[1])}
 
 
-def launch_env(spec: dict[str, Any], device: str, db_path: Path, workdir: Path) -> dict[str, str]:
+def launch_env(spec: dict[str, Any], device: str, store: RunStore, workdir: Path) -> dict[str, str]:
     """Environment for a run's worker: where to save its artifacts and, for cache=artifacts, what to load."""
     env = {SAVE_ARTIFACTS_TO: str(workdir / "artifacts.bin"), SAVE_TRACES_TO: str(workdir / "traces")}
     if spec["cache"] != "artifacts":
         return env
-    row = RunStore(db_path).newest_artifacts(compile_key(spec, device), with_data=True)
+    row = store.newest_artifacts(compile_key(spec, device), with_data=True)
     if row is None:
         env[COLD_BECAUSE] = "no run with these settings has saved compile artifacts yet: run it once cold first"
         return env
@@ -54,16 +54,16 @@ def launch_env(spec: dict[str, Any], device: str, db_path: Path, workdir: Path) 
 
 
 def keep(run_id: str, spec: dict[str, Any], result: dict[str, Any], env: dict[str, Any],
-         db_path: Path, workdir: Path) -> None:
+         store: RunStore, workdir: Path) -> None:
     """Store what a finished run saved: its compile artifacts, keyed by its compile settings, and its traces."""
     saved = workdir / "artifacts.bin"
     artifacts = (compile_key(spec, result["device"]), made_on(env), saved.read_bytes()) if saved.exists() else None
     traces = {t.name.removeprefix("trace-").removesuffix(".json.gz"): t.read_bytes()
               for t in sorted((workdir / "traces").glob("trace-*.json.gz"))}
-    RunStore(db_path).keep_artifacts(run_id, artifacts, profiler_traces=traces)
+    store.keep_artifacts(run_id, artifacts, profiler_traces=traces)
 
 
-def keep_torch_trace(run_id: str, db_path: Path, workdir: Path | None) -> bool:
+def keep_torch_trace(run_id: str, store: RunStore, workdir: Path | None) -> bool:
     """Store the TORCH_TRACE log a run's worker wrote (finished or failed: a failed compile's trace says most).
 
     The worker process writes one log; Inductor's compile workers inherit TORCH_TRACE but write nothing
@@ -72,5 +72,5 @@ def keep_torch_trace(run_id: str, db_path: Path, workdir: Path | None) -> bool:
     logs = sorted((workdir / TORCH_TRACE_DIR).glob("*.log"), key=lambda p: p.stat().st_size) if workdir else []
     if not logs or not logs[-1].stat().st_size:
         return False
-    RunStore(db_path).keep_torch_trace(run_id, gzip.compress(logs[-1].read_bytes(), compresslevel=6))
+    store.keep_torch_trace(run_id, gzip.compress(logs[-1].read_bytes(), compresslevel=6))
     return True

@@ -96,7 +96,7 @@ class LiveRun:
                 self.from_spare = "ready" if worker and worker.ready else "importing" if worker else None
                 worker = worker or Worker(env, torch_trace=self.exp.torch_trace)
                 self.workdir = worker.workdir
-                extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)
+                extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
                 self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra)
             except OSError as e:  # the worker could not even start: that is this run's outcome
                 self._end(error_event("crashed", f"the worker process could not start: {e}"))
@@ -112,7 +112,7 @@ class LiveRun:
         """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.cluster); no local pid to keep."""
         self.workdir = Path(tempfile.mkdtemp(prefix="tcore-ray-"))  # what the remote worker saved comes back here
         try:
-            extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store.path, self.workdir)
+            extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
             self.handle = cluster.RayRunHandle(self.exp, slot, self.workdir, timeout_s=self.timeout_s,
                                                extra_env=extra)
         except Exception as e:  # Ray refused it, or the slot's node has left: that is this run's outcome
@@ -139,10 +139,9 @@ class LiveRun:
             self._keep_torch_trace()
             if final["type"] == "result":
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
-                artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store.path,
-                               self.workdir)
-                self.store.finish(self.run_id, result=final["result"], env=final["env"], trace=self.power_samples,
-                                  code=self.code, owner=scheduler.this_process())
+                artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store, self.workdir)
+                self.store.finish(self.run_id, result=final["result"], env=final["env"],
+                                  power_samples=self.power_samples, code=self.code, owner=scheduler.this_process())
                 self._collect_record()
             else:
                 self._end(final)
@@ -156,7 +155,7 @@ class LiveRun:
     def _keep_torch_trace(self) -> None:
         """The compile's TORCH_TRACE into the store; one that cannot be kept never costs the run its result."""
         try:
-            artifacts.keep_torch_trace(self.run_id, self.store.path, self.workdir)
+            artifacts.keep_torch_trace(self.run_id, self.store, self.workdir)
         except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no TORCH_TRACE was kept)
             traceback.print_exc()
 
@@ -186,7 +185,8 @@ class LiveRun:
 
     def _end(self, error: dict[str, Any]) -> None:
         try:
-            self.store.finish(self.run_id, error=error, trace=self.power_samples, owner=scheduler.this_process())
+            self.store.finish(self.run_id, error=error, power_samples=self.power_samples,
+                              owner=scheduler.this_process())
         finally:  # even if the store cannot be written, waiters are released
             self._collect_record()
 

@@ -193,9 +193,9 @@ def paused_since(store: RunStore) -> float | None:
 
 def under_way(store: RunStore) -> list[dict[str, Any]]:
     """The room's runs under way on this host, as rows: running runs, then queued ones in turn, with position and ETA
-    (an estimate). The data behind the pages' queue views (records: store.pending)."""
+    (an estimate). The data behind the pages' queue views (records: store.running_and_queued)."""
     host = scheduler.this_process().host
-    records = store.pending(host)
+    records = store.running_and_queued(host)
     places = scheduler.places(store, host, {rec.device for rec in records if rec.status == "queued"})
     return [{"run_id": rec.id, "label": rec.label, "owner": rec.owner, "status": rec.status,
              "device_slot": rec.device_slot, "queued_at": rec.queued_at, "started_at": rec.started_at,

@@ -61,22 +61,22 @@ def executable() -> str | None:
     return str(beside) if beside.exists() else shutil.which("tlparse")
 
 
-def report(run_id: str, db_path: Path, *, reports: Path = REPORTS) -> Report:
+def report(run_id: str, store: RunStore, *, reports: Path = REPORTS) -> Report:
     """The run's rendered report, rendering it on first use; or the reason there is none."""
-    shelf = reports / RunStore(db_path).store_id
+    shelf = reports / store.store_id
     folder = shelf / run_id
     if (folder / "index.html").exists():
         return Report(folder)
     failed = _failure_note(shelf, run_id)
     if failed.exists():  # rendered once and failed: the page reruns every second, so say so without retrying
         return Report(None, failed.read_text())
-    if RunStore(db_path).torch_trace(run_id, size_only=True) is None:
+    if store.torch_trace(run_id, size_only=True) is None:
         return Report(None, "this run kept no TORCH_TRACE: it compiled nothing, recorded none (torch_trace off), "
                             "or ran before the lab kept them")
     tool = executable()
     if tool is None:
         return Report(None, "tlparse is not installed here: `pip install tlparse` (it is in requirements.txt)")
-    reason = _render(run_id, db_path, tool, shelf, folder)
+    reason = _render(run_id, store, tool, shelf, folder)
     if reason:
         failed.write_text(reason)
         return Report(None, reason)
@@ -84,14 +84,14 @@ def report(run_id: str, db_path: Path, *, reports: Path = REPORTS) -> Report:
     return Report(folder)
 
 
-def _render(run_id: str, db_path: Path, tool: str, reports: Path, folder: Path) -> str | None:
+def _render(run_id: str, store: RunStore, tool: str, reports: Path, folder: Path) -> str | None:
     """Render the stored log into `folder`; the reason it failed, or None."""
     reports.mkdir(parents=True, exist_ok=True)
     # Staged beside its final place and renamed into it whole: a half-written report is never served, and of
     # two sessions rendering the same run at once, the second keeps the first's.
     with tempfile.TemporaryDirectory(prefix=".render-", dir=reports) as tmp:
         source = Path(tmp) / f"{run_id}.log"
-        source.write_bytes(gzip.decompress(RunStore(db_path).torch_trace(run_id)))
+        source.write_bytes(gzip.decompress(store.torch_trace(run_id)))
         staged = Path(tmp) / "out"
         try:
             done = subprocess.run([tool, str(source), "-o", str(staged), "--overwrite", "--no-browser"],

@@ -1,5 +1,5 @@
 """The run store: one SQLite file that every process shares, holding runs, the queue, sweeps, the lab's state,
-power traces, generated code and compile artifacts.
+power samples, generated code and compile artifacts.
 
 One way in: a RunStore and its methods. Each concern is a part, a class in its own module of this folder
 that holds that concern's methods; RunStore is all of them over one file:

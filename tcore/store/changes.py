@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 # The read-only RunStore methods whose answers are kept; each answer stands until the file changes.
-CACHED = frozenset({"pending", "queue_state", "lab_state", "list", "get", "queued_count"})
+CACHED = frozenset({"running_and_queued", "queue_state", "lab_state", "list", "get", "queued_count"})
 
 
 class _Watch:

@@ -205,7 +205,7 @@ class Queue(Part):
                 " ORDER BY finished_at DESC LIMIT ?", (host, device, recent))]
         return queued, running, history
 
-    def pending(self, host: str) -> list[RunRecord]:
+    def running_and_queued(self, host: str) -> list[RunRecord]:
         """Running, then queued runs on `host`, in queue order: the room's queue, for a page to show.
 
         A sweep's held runs are not in it yet: each joins when the sweep's run before it ends."""

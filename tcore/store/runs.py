@@ -1,4 +1,4 @@
-"""Runs in the store: how a run ended (its outcome, power trace and generated code), and reading runs back.
+"""Runs in the store: how a run ended (its outcome, power samples and generated code), and reading runs back.
 
 Spec, environment, result and error are JSON columns, so a new result field needs no migration; the columns
 the pages filter on are plain columns. Queueing, claiming and cancelling a run are the queue's (queue.py).
@@ -25,11 +25,12 @@ class Runs(Part):
     """Runs as records: how each ended, and reading them back."""
 
     def finish(self, run_id: str, *, result: dict | None = None, env: dict | None = None,
-               error: dict | None = None, trace: list | None = None, code: list[str] | None = None,
+               error: dict | None = None, power_samples: list | None = None, code: list[str] | None = None,
                owner: Proc | None = None) -> bool:
-        """Record how a run ended: a result (finished) or an error event (failed), its power trace
-        and the code Inductor generated for it. False if it had ended already, or, with `owner`, if another
-        process owns it now: it took the run over (tcore.store.queue.Queue.recover) and its word stands."""
+        """Record how a run ended: a result (finished) or an error event (failed), its power samples
+        ([[t_s, watts, phase, util_pct], ...]) and the code Inductor generated for it. False if it had ended
+        already, or, with `owner`, if another process owns it now: it took the run over
+        (tcore.store.queue.Queue.recover) and its word stands."""
         status = "failed" if error else "finished"
         device = (result or {}).get("device") or (env or {}).get("device")
         mine = " AND owner_pid=? AND owner_started IS ?" if owner else ""
@@ -45,9 +46,9 @@ class Runs(Part):
                      to_json(error), run_id, *((owner.pid, owner.started) if owner else ()))).rowcount == 0:
                 return False
             self._release_next(db, run_id)  # a sweep's next run takes its turn (tcore.store.sweeps)
-            if trace:
+            if power_samples:  # table `traces` is the power samples' (its old name: renaming it needs a migration)
                 db.execute("INSERT OR REPLACE INTO traces (run_id, samples) VALUES (?, ?)",
-                           (run_id, json.dumps(trace)))
+                           (run_id, json.dumps(power_samples)))
             db.executemany("INSERT OR REPLACE INTO generated_code (run_id, graph, source) VALUES (?, ?, ?)",
                            [(run_id, i, zlib.compress(src.encode())) for i, src in enumerate(code or [])])
         return True
@@ -65,8 +66,9 @@ class Runs(Part):
         with self._connect() as db:
             return [RunRecord.from_row(r) for r in db.execute(sql, (limit,) if limit else ())]
 
-    def trace(self, run_id: str) -> list[list]:
-        with self._connect() as db:
+    def power_samples(self, run_id: str) -> list[list]:
+        """The run's power samples, [[t_s, watts, phase, util_pct], ...], or [] if it kept none."""
+        with self._connect() as db:  # table `traces`: the power samples' old name, kept (renaming needs a migration)
             row = db.execute("SELECT samples FROM traces WHERE run_id=?", (run_id,)).fetchone()
         return json.loads(row["samples"]) if row else []
 

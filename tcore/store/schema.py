@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS runs (
     pid INTEGER                    -- the worker process, once started
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
-CREATE TABLE IF NOT EXISTS traces (
+CREATE TABLE IF NOT EXISTS traces (  -- a run's power samples (Runs.power_samples); renaming it needs a migration
     run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
     samples TEXT NOT NULL          -- JSON [[t_s, watts, phase, util_pct], ...]
 );
