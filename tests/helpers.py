@@ -14,7 +14,7 @@ from tcore.lab import scheduler
 from tcore.lab.launcher import REPO_ROOT
 from tcore.spec import Experiment
 from tcore.store import RunStore
-from tcore.store.records import new_id
+from tests.store_children import insert_row
 
 # The tests' one quick experiment, a real run in about 4 s on the CPU: Dynamo traces it, the eager backend skips
 # Inductor. Import it and .replace() what a test needs otherwise (e.g. cache="cold" on a cluster).
@@ -24,11 +24,12 @@ QUICK = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu",
 
 def insert_run(store: RunStore, exp: Experiment, *, status: str = "running") -> str:
     """A run row outside the queue (no owner, no host, so no queue adopts it), for a test to finish by hand."""
-    run_id = new_id()
-    with store._write() as db:
-        db.execute("INSERT INTO runs (id, created_at, status, label, model, preset, spec) VALUES (?,?,?,?,?,?,?)",
-                   (run_id, time.time(), status, exp.label, exp.model, exp.preset, exp.to_json()))
-    return run_id
+    return insert_row(store, **row_of(exp), status=status)
+
+
+def row_of(exp: Experiment) -> dict:
+    """What insert_row needs of an experiment, for a child process that should not import torch to build one."""
+    return {"label": exp.label, "model": exp.model, "preset": exp.preset, "spec_json": exp.to_json()}
 
 
 DATA = Path(__file__).resolve().parent / "data"

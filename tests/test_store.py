@@ -5,7 +5,8 @@ import pytest
 
 from tcore.spec import Experiment
 from tcore.store import RunStore
-from tests.helpers import insert_run
+from tests import store_children
+from tests.helpers import insert_run, row_of
 
 
 def test_round_trip_keeps_spec_result_env_and_power_samples(store):
@@ -45,18 +46,12 @@ def test_delete_removes_run_and_power_samples(store):
         store.get(run_id)
 
 
-def _write_runs(path, n):
-    store = RunStore(path)
-    exp = Experiment()
-    for i in range(n):
-        run_id = insert_run(store, exp)
-        store.finish(run_id, result={"device": "cpu", "i": i}, power_samples=[[i, 1.0, "eager", None]] * 50)
-
-
 def test_concurrent_writers_from_several_processes_lose_nothing(tmp_path):
     path = tmp_path / "runs.sqlite"
     RunStore(path)
-    procs = [multiprocessing.get_context("spawn").Process(target=_write_runs, args=(path, 25)) for _ in range(4)]
+    row = row_of(Experiment())
+    spawn = multiprocessing.get_context("spawn")
+    procs = [spawn.Process(target=store_children.write_runs, args=(str(path), 25, row)) for _ in range(4)]
     for p in procs:
         p.start()
     for p in procs:
@@ -67,18 +62,13 @@ def test_concurrent_writers_from_several_processes_lose_nothing(tmp_path):
     assert all(r.status == "finished" for r in runs)
 
 
-def _open_when_released(path, barrier):
-    barrier.wait()
-    RunStore(path).list()
-
-
 def test_processes_creating_a_new_store_at_once_all_open_it(tmp_path):
     """Two app processes started together both create the store: switching it to WAL must wait, not fail."""
     spawn = multiprocessing.get_context("spawn")
     for trial in range(3):
         path = tmp_path / f"new{trial}.sqlite"
         barrier = spawn.Barrier(6)
-        procs = [spawn.Process(target=_open_when_released, args=(str(path), barrier)) for _ in range(6)]
+        procs = [spawn.Process(target=store_children.open_when_released, args=(str(path), barrier)) for _ in range(6)]
         for p in procs:
             p.start()
         for p in procs:
