@@ -81,7 +81,9 @@ def connect():
         ray = _import_ray(address())
         if not ray.is_initialized():
             where = address()
-            ray.init(address=None if where == "local" else where, namespace=NAMESPACE, log_to_driver=False,
+            # "local" as is: Ray then starts a cluster of its own; None would join any Ray instance running on this
+            # machine (another process's test cluster, which takes this one down with it when it ends)
+            ray.init(address=where, namespace=NAMESPACE, log_to_driver=False,
                      runtime_env={"working_dir": str(REPO_ROOT), "excludes": SHIP_EXCLUDES})
         if _task is None:
             # a fresh process per run (.options() cannot set max_calls); a run is never silently repeated

@@ -11,6 +11,7 @@ only handed a run while the settings torch reads at import (IMPORT_TIME_ENV) are
 """
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import shutil
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
@@ -73,6 +75,7 @@ class Worker:
         import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without."""
         self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
         self.log_path = self.workdir / "worker.log"
+        self.taken = False  # handed a run (RunHandle): its folder is then the run's, removed when the run is recorded
         self.lab_env = _import_time_env()  # a spare is handed a run only while these still hold
         self.slot_env = dict(env)
         full = dict(_without_private(dict(os.environ)), PYTHONUNBUFFERED="1",
@@ -88,6 +91,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log, text=True, env=full, cwd=REPO_ROOT, start_new_session=True)
+        _STARTED.add(self)
 
     @property
     def ready(self) -> bool:
@@ -118,6 +122,31 @@ class Worker:
             _kill_group(self.proc)
         self._log.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+# The workers this process started, while something here still refers to them (a spare, a dismissed one being
+# reaped, a run's): at exit, those that run nothing are ended and their folders removed (_remove_folders_at_exit).
+_STARTED: weakref.WeakSet[Worker] = weakref.WeakSet()
+
+
+def _remove_folders_at_exit() -> None:
+    """The folders of this process's workers that the threads meant to remove them would leave behind.
+
+    A dismissed spare is reaped by a daemon thread (Worker._reap), and a run's folder is removed by the thread that
+    records it: both die with the process, so a command line that ends, or an app that shuts down, left them in the
+    temporary folder, one per spare it had. A worker still running a run is left to the lab process that
+    recovers the queue next (tcore.lab.runs.recover), as before; an unused one has nothing to lose.
+    """
+    for worker in list(_STARTED):
+        if worker.taken and worker.proc.poll() is None:
+            continue
+        if not worker.taken:
+            _end_group(worker.proc)
+            worker.proc.wait()  # gone before its folder goes, so nothing of it writes there again
+        shutil.rmtree(worker.workdir, ignore_errors=True)
+
+
+atexit.register(_remove_folders_at_exit)  # registered before tcore.lab.liverun's SPARES.clear, so it runs after it
 
 
 class SparePool:
@@ -181,6 +210,7 @@ class RunHandle:
         self._queue: queue.Queue = queue.Queue()
         self._log = self.worker._log
         self.proc = self.worker.proc
+        self.worker.taken = True
 
         env = {k: v for k, v in _without_private(dict(os.environ)).items()  # set here since the worker started
                if not k.startswith(IMPORT_TIME_ENV) and self.worker.spawn_env.get(k) != v}

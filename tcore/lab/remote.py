@@ -9,7 +9,11 @@ traces, the TORCH_TRACE log), which the lab side stores as it does a local worke
 
 A cancel or time-out (ray.cancel) raises KeyboardInterrupt here: the worker's group is killed on the way
 out. A forced cancel, or a node that dies, kills this process outright: the worker was started with
-PR_SET_PDEATHSIG, so the kernel kills it too.
+PR_SET_PDEATHSIG, so the kernel kills it too, and the task's folder is removed by its guard, a small
+process that waits for this one to end however it ends (_start_guard).
+
+Ray runs its worker processes at niceness +15 (its worker_niceness), which every child inherits: the run's
+worker is put back at the node's own niceness, as a local worker has the lab process's (_as_nice_as_the_node).
 
 This module imports nothing heavy (no torch, no Ray at import): it runs in Ray's worker process.
 """
@@ -45,6 +49,68 @@ except (OSError, AttributeError):
     _PRCTL = None  # not Linux: a forced cancel may then leave the worker to finish on its own
 
 
+# The guard of one task's folder (run with -I -S: nothing to import but the standard library). Its stdin is a pipe
+# whose writing end only the task holds, so its read returns when the task process has ended, by the kernel closing
+# that end: after the task's own clean-up if it had one ("done"), else it ends the worker's group and removes the
+# folder itself. It forks away at once: Ray kills a task process's direct children when it exits.
+_GUARD = r"""
+import os, shutil, signal, sys
+if os.fork():
+    os._exit(0)
+os.setsid()
+said = sys.stdin.read().split()
+if "done" not in said:
+    for pid in said:
+        try:
+            os.killpg(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    shutil.rmtree(sys.argv[1], ignore_errors=True)
+"""
+
+
+def _start_guard(workdir: Path) -> int:
+    """Start the folder's guard; returns the pipe's writing end: write the worker's pid to it, and "done" once cleaned up."""
+    read_end, write_end = os.pipe()  # both not inherited by anything this process starts (PEP 446)
+    try:
+        subprocess.run([sys.executable, "-I", "-S", "-c", _GUARD, str(workdir)], stdin=read_end, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    return write_end
+
+
+def _say(fd: int, words: str) -> None:
+    os.write(fd, f"{words}\n".encode())
+
+
+def _node_niceness() -> int:
+    """The niceness of this node's raylet, which started this Ray worker: what a process started on the node has."""
+    return os.getpriority(os.PRIO_PROCESS, int(os.environ.get("RAY_RAYLET_PID") or os.getppid()))
+
+
+def _as_nice_as_the_node() -> str | None:
+    """Put this thread (and so the worker it starts, and its event reader) back at the node's niceness; a note if it cannot.
+
+    Ray starts its workers at +15 over the raylet (RAY_worker_niceness) so that its own processes come first; a
+    worker running a launch-bound eager loop at +15 loses the CPU to every ordinary process on the machine.
+    Linux keeps niceness per thread; this one is the thread that starts the worker.
+    """
+    target, now = _node_niceness(), os.getpriority(os.PRIO_PROCESS, 0)
+    if now <= target:
+        return None
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, target)
+    except PermissionError:
+        return (f"the worker ran at niceness {now}, as Ray starts its processes on {socket.gethostname()}, not at the "
+                f"node's {target} (lowering it needs CAP_SYS_NICE): CPU-bound figures may read low when the machine "
+                f"is busy; start the node with RAY_worker_niceness=0 to avoid it")
+    return None
+
+
 def _die_with_parent() -> None:
     """In the worker, before exec: the kernel SIGKILLs it when this task's process dies (Linux)."""
     if _PRCTL is not None:
@@ -68,7 +134,9 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
     workdir = Path(tempfile.mkdtemp(prefix="tcore-ray-run-"))
     log_path = workdir / "worker.log"
     proc = None
+    guard = _start_guard(workdir)
     try:
+        niceness_note = _as_nice_as_the_node()
         for name, data in files_in.items():  # e.g. the compile artifacts a cache=artifacts run loads
             (workdir / name).write_bytes(data)
         spec, env = protocol.open_envelope(envelope.replace(WORKDIR, str(workdir)))
@@ -87,7 +155,10 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
             proc = subprocess.Popen([sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=log, text=True, env=full, cwd=root,
                                     start_new_session=True, preexec_fn=_die_with_parent)
+        _say(guard, str(proc.pid))
         yield {"type": "remote", "pid": proc.pid, "workdir": str(workdir), **node_facts()}
+        if niceness_note:
+            yield {"type": "note", "text": niceness_note}
         proc.stdin.write(protocol.envelope(spec, env))
         proc.stdin.close()
         terminal = None
@@ -110,6 +181,11 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
             _end_group(proc.pid)
             proc.wait()
         shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            _say(guard, "done")
+        except BrokenPipeError:
+            pass  # the guard has gone already (killed by someone): there is nothing left for it to do
+        os.close(guard)
 
 
 def _lines(stream) -> Iterator[str]:

@@ -1,0 +1,48 @@
+"""A lab process that exits leaves no worker folder (tcore-run-*) behind: not its spares', not its runs'.
+
+A dismissed spare's folder used to be removed by a daemon thread that waited up to 30 s for the spare to finish
+its imports; a command line that ended or an app that shut down killed that thread first, and the folder stayed
+in the temporary folder (hundreds of them on the CI machine).
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A lab process with a spare waiting, a spare it has just let go, and a run that has ended (its recording thread,
+# which removes the folder, is not there: it is a daemon thread, which the exit may kill first). Then it exits.
+LAB = """
+import json, sys
+from tcore.lab import launcher
+from tcore.lab.liverun import SPARES
+from tcore.spec import Experiment
+
+SPARES.fill("cpu", {})
+waiting = SPARES._spares["cpu"]
+let_go = launcher.Worker({})
+let_go.dismiss()
+exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=1,
+                 rounds=1, backend="eager", cache="cold")
+run = launcher.RunHandle(exp, launcher.Worker({}))
+events = [event["type"] for event in run]
+print(json.dumps({"events": events, "workers": [[w.proc.pid, str(w.workdir)] for w in (waiting, let_go, run.worker)]}))
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_a_lab_process_that_exits_removes_its_spares_and_runs_folders():
+    done = subprocess.run([sys.executable, "-c", LAB], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said["events"][-1] == "result", said["events"]
+    for pid, workdir in said["workers"]:
+        assert not Path(workdir).exists(), f"{workdir} left behind"
+        assert not alive(pid), f"worker {pid} left running"
