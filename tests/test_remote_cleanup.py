@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 from tcore import protocol
-from tcore.spec import Experiment
+from tests.helpers import QUICK
 
 REPO = Path(__file__).resolve().parent.parent
-LONG = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=100_000,
-                  rounds=1, backend="eager", cache="cold")
+LONG = QUICK.replace(timed_steps=100_000, cache="cold")  # still measuring when the task is killed
 
 # Plays the Ray worker process: starts the task, prints each event it yields as a JSON line, then keeps going
 # (the worker imports, then measures) until killed; sys.argv[2] "close" ends the generator instead, as Ray does
