@@ -21,6 +21,7 @@
 #     pairs (issue 29).
 #   bash bench/gpu_proof.sh tests /tmp/t "another_gpu_process or torch_trace" two   # some GPU tests again
 #   bash bench/gpu_proof.sh ray /tmp/ray 4                                            # Ray pairs alone
+#   setsid bash bench/gpu_proof.sh final /tmp/final 3 ...    # two GPU tests, bench/ray_env_diff.py, 3 Ray pairs
 #   Each leaves more files than a call brings back: tar czf $OUT/rest.tgz -C /tmp rest
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -73,6 +74,12 @@ tests)  # tests named by -k, one at a time
     out=$2; mkdir -p "$out"
     python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -k "$3" --durations=0 > "$out/pytest-gpu-$4.log" 2>&1
     echo done >> "$out/pytest-gpu-$4.log" ;;
+final)  # after the Ray worker's niceness fix: two GPU tests on the final code, the env diff, then N Ray pairs
+    out=$2; mkdir -p "$out"
+    bash "$0" tests "$out" "power_and_energy or physical_gpu" final
+    for i in $(seq 1 60); do [ -f /tmp/site/ray/__init__.py ] && break; sleep 5; done
+    python3 bench/ray_env_diff.py > "$out/ray-env-diff.log" 2>&1
+    bash "$0" ray "$out" "${3:-3}" ;;
 ray)  # the same run through Ray and local workers, N pairs
     out=$2; mkdir -p "$out"
     for i in $(seq 1 60); do [ -f /tmp/site/ray/__init__.py ] && break; sleep 5; done
