@@ -38,7 +38,13 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
     from tcore.lab import runs
 
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
-    if model != "default":
+    if ":" in model:  # a real model, as a person finds it: its source, a search, then the name
+        source, _, name = model.partition(":")
+        next(r for r in at.radio if r.label == "Source").set_value(source).run()
+        next(t for t in at.text_input if t.label == "Search names").set_value(name).run()
+        next(b for b in at.selectbox if b.label == "Model").set_value(model).run()
+        assert at.session_state["run_model"] == model, at.session_state["run_model"]
+    elif model != "default":
         at.selectbox(key="run_builtin").set_value(model).run()
     label = next(c.value for c in at.caption if str(c.value).startswith("Will run"))
     if spares:

@@ -57,3 +57,39 @@ def test_no_path_in_the_app_queues_a_file_model_the_lab_does_not_allow(tmp_path,
     limits.check_app_model("captioner")
     (tmp_path / "compile-lab.toml").write_text("[models]\nallow_files = true\n")
     limits.check_app_model("file:examples/my_model.py")
+
+
+def test_no_widget_is_given_a_default_and_a_session_value(app):
+    """A widget created with value= whose key the session also holds (app.keep_settings stores every setting again on
+    each run) makes Streamlit log "created with a default value but also had its value set via the Session State
+    API"; switching the source and the page did it for six of the Run page's knobs, whose defaults now come from
+    the session alone."""
+    import logging
+
+    said = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            said.append(record.getMessage())
+
+    from streamlit import config
+    from streamlit.elements.lib import policies
+
+    # .streamlit/config.toml silences this warning; the settings should not need it to.
+    config.set_option("global.disableWidgetStateDuplicationWarning", False)
+    policies._shown_default_value_warning = False  # Streamlit says it once per process
+    logger = logging.getLogger("streamlit.elements.lib.policies")
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        widget(app.radio, "Source").set_value("torchvision").run()
+        widget(app.text_input, "Search names").set_value("resnet18").run()
+        widget(app.selectbox, "Model").set_value("torchvision:resnet18").run()
+        app.switch_page("app_pages/compare.py").run()
+        app.switch_page("app_pages/run.py").run()
+    finally:
+        logger.removeHandler(handler)
+        config.set_option("global.disableWidgetStateDuplicationWarning", True)
+    assert not app.exception, app.exception
+    assert not [m for m in said if "default value" in m], said
+    assert app.session_state["run_warmup_steps"] == 3 and app.session_state["run_torch_trace"] is True

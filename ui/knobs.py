@@ -275,14 +275,16 @@ def inductor_knobs(prefix: str, *, disabled: bool, training: bool) -> dict:
             st.caption("These tune Inductor's code: they need the inductor backend and something compiled.")
         values = {}
         for name in INDUCTOR_OPTIONS:
+            # Defaults through the session, not value=: keep_settings stores every value again on each run, and a
+            # widget given both logs "created with a default value but also had its value set" in a live session.
+            st.session_state.setdefault(prefix + name, DEFAULTS[name])
             if name == "max_fusion_size":
                 values[name] = int(st.number_input("Largest fusion (operations per kernel)", min_value=1,
-                                                   max_value=1024, value=64, step=8, key=prefix + name,
-                                                   disabled=disabled))
+                                                   max_value=1024, step=8, key=prefix + name, disabled=disabled))
             else:
                 default = DEFAULTS[name]
                 off = disabled or (name == "freezing" and training)
-                values[name] = st.toggle(OPTION_TITLES[name], value=default, key=prefix + name, disabled=off)
+                values[name] = st.toggle(OPTION_TITLES[name], key=prefix + name, disabled=off)
                 values[name] = default if off else values[name]
             st.caption(explain(name) + (" Switch Task to inference to use it." if name == "freezing" and training
                                         else ""))
@@ -312,7 +314,8 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
         timed_s = st.number_input("Timed seconds per variant, at most (s)", min_value=0.5, max_value=600.0, step=0.5,
                                   key=prefix + "timed_s", disabled=by != "seconds")
         st.caption(explain("timed_s"))
-        timed_steps = st.number_input("Timed steps per variant", min_value=1, max_value=100000, value=6, step=1,
+        st.session_state.setdefault(prefix + "timed_steps", 6)  # what "steps" starts at (the spec's default is seconds)
+        timed_steps = st.number_input("Timed steps per variant", min_value=1, max_value=100000, step=1,
                                       key=prefix + "timed_steps", disabled=by != "steps")
         st.caption(explain("timed_steps"))
         rounds = st.number_input("Rounds, at least", min_value=1, max_value=50, step=1, key=prefix + "rounds")
@@ -325,14 +328,16 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
         target_pct = st.number_input("Stop once the speedup is known within ± (%)", min_value=0.0, max_value=50.0,
                                      step=0.5, key=prefix + "target_pct", disabled=by != "seconds")
         st.caption(explain("target_pct"))
-        warmup = st.number_input("Warm-up steps", min_value=1, max_value=100, value=3, step=1,
-                                 key=prefix + "warmup_steps")
+        st.session_state.setdefault(prefix + "warmup_steps", DEFAULTS["warmup_steps"])
+        warmup = st.number_input("Warm-up steps", min_value=1, max_value=100, step=1, key=prefix + "warmup_steps")
         st.caption(explain("warmup_steps"))
-        trace = st.toggle("Record a TORCH_TRACE for tlparse", value=True, key=prefix + "torch_trace")
+        st.session_state.setdefault(prefix + "torch_trace", DEFAULTS["torch_trace"])
+        trace = st.toggle("Record a TORCH_TRACE for tlparse", key=prefix + "torch_trace")
         st.caption(explain("torch_trace"))
         cache = cache_knob(prefix) if with_cache else None
         longest = _within_limit(prefix + "timeout_min", max(int(lab_limit("max_run_s", 36000) // 60), 1))
-        st.number_input("Stop the run after (min)", min_value=1, max_value=longest, value=min(15, longest), step=1,
+        st.session_state.setdefault(prefix + "timeout_min", min(15, longest))
+        st.number_input("Stop the run after (min)", min_value=1, max_value=longest, step=1,
                         key=prefix + "timeout_min", help=f"At most {longest} min: this lab's longest run.")
         st.caption(explain("timeout_min"))
     knobs = dict(timed_s=float(timed_s), rounds=int(rounds), round_s=float(round_s), target_pct=float(target_pct),
