@@ -55,15 +55,15 @@ def render(path: Path) -> str:
     env = next((r["env"] for r in rows if r.get("env")), {})
     out = [f"{env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}; one sitting, one store; "
            "bf16 weights, inference; paired rounds (adaptive, at most 5 s per variant), the median ratio with its interval; cold compile caches unless warm.", "",
-           "| run | parameters | compile s | speedup (interval) | eager / compiled samples/s | graphs | breaks "
-           "| recompiles | regional blocks | wall s |", "|" + "---|" * 10]
+           "| run | parameters | compile s | speedup (interval) | eager / compiled samples/s | compiled % of peak "
+           "| graphs | breaks | recompiles | regional blocks | wall s |", "|" + "---|" * 11]
     notes = []
     for row in rows:
         r, spec = row.get("result") or {}, row.get("spec") or {}
         if row["status"] != "finished":
             error = row.get("error")
             message = error.get("message", "") if isinstance(error, dict) else error
-            out.append(f"| {row['name']} | failed: {str(message).splitlines()[0][:150] if message else ''} |" + " |" * 8)
+            out.append(f"| {row['name']} | failed: {str(message).splitlines()[0][:150] if message else ''} |" + " |" * 9)
             continue
         params = sample_models.get(spec["model"]).param_count(spec["preset"])
         blocks = ", ".join(f"{k} x{v}" for k, v in (r.get("regional_blocks") or {}).items()) or "-"
@@ -71,7 +71,7 @@ def render(path: Path) -> str:
             f"| {row['name']} | {_count(params)} | {_f(r.get('compile_s'), '{:.1f}')} "
             f"| {_f(r.get('speedup'), '{:.2f}x')} ({_f(r.get('speedup_low'), '{:.2f}')}-{_f(r.get('speedup_high'), '{:.2f}')}) "
             f"| {_f(r.get('eager_samples_per_s'), '{:.1f}')} / {_f(r.get('compiled_samples_per_s'), '{:.1f}')} "
-            f"| {r.get('graph_count', 'n/a')} | {r.get('graph_break_count', 'n/a')} | {r.get('recompile_count', 'n/a')} "
+            f"| {_f(r.get('compiled_peak_pct'), '{:.1f}%')} | {r.get('graph_count', 'n/a')} | {r.get('graph_break_count', 'n/a')} | {r.get('recompile_count', 'n/a')} "
             f"| {blocks} | {row['wall_s']:.0f} |")
         found = r.get("breakdown") or {}
         changed = differences(found["eager"], found["compiled"]) if {"eager", "compiled"} <= set(found) else ""
