@@ -7,6 +7,7 @@ in the temporary folder (hundreds of them on the CI machine).
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,3 +47,27 @@ def test_a_lab_process_that_exits_removes_its_spares_and_runs_folders():
     for pid, workdir in said["workers"]:
         assert not Path(workdir).exists(), f"{workdir} left behind"
         assert not alive(pid), f"worker {pid} left running"
+
+
+def test_a_spare_whose_lab_process_was_killed_removes_its_own_folder():
+    """SIGKILL runs no clean-up in the lab process: the spare, whose stdin then ends, removes its folder itself."""
+    lab = subprocess.Popen([sys.executable, "-c", SPARE_THEN_HANG], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        pid, workdir = json.loads(lab.stdout.readline())
+        assert Path(workdir).exists()
+    finally:
+        lab.kill()
+        lab.wait()
+    deadline = time.time() + 120  # the spare finishes its imports first
+    while alive(pid) or Path(workdir).exists():
+        assert time.time() < deadline, f"{workdir} left behind" if Path(workdir).exists() else f"spare {pid} alive"
+        time.sleep(0.2)
+
+
+SPARE_THEN_HANG = """
+import json, time
+from tcore.lab import launcher
+spare = launcher.Worker({})
+print(json.dumps([spare.proc.pid, str(spare.workdir)]), flush=True)
+time.sleep(600)
+"""

@@ -12,6 +12,7 @@ trace paths, the shared caches of a warm run). Empty stdin means the spare was n
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -84,7 +85,9 @@ def main() -> int:
     except BaseException as exc:  # reported once there is a run to report it for
         failed_import = exc
     text = sys.stdin.read()
-    if not text.strip():  # a spare that was not needed (the lab process ended, or let it go)
+    if not text.strip():  # a spare that was not needed (the lab process ended, or let it go): its folder goes too
+        if folder := os.environ.get("COMPILE_LAB_WORKER_DIR"):  # tcore.lab.launcher.WORKDIR_ENV
+            shutil.rmtree(folder, ignore_errors=True)
         return 0
     emit = EventWriter(events)  # its clock starts with the run, not with the spare
     try:
