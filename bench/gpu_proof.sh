@@ -27,15 +27,20 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0 PATH=/tmp/site/bin:$PATH  # tlparse
 TIMING="warm_start or power_and_energy or another_gpu_process or breakdown_adds_up or physical_gpu or torch_trace"
+machine_log() {  # OUT MODULE...: the GPU, the versions of the modules named, the commit, the cores, the time
+    local out=$1; shift
+    { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv
+      python3 -c "import importlib, sys
+print(' '.join(f'{m} {importlib.import_module(m).__version__}' for m in sys.argv[1:]))" "$@"
+      git log -1 --format='commit %H' 2>/dev/null; nproc; date -u; } > "$out/machine.log" 2>&1
+}
 case "$1" in
 install)  # the same wheels into the same place as the first sittings' script
     exec bash bench/third_edition.sh install "$2" ;;
 run)
     # In order of what the issues need most, so that a lease that ends early still leaves the first parts whole.
     out=$2; mkdir -p "$out"
-    { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv
-      python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-      git log -1 --format='commit %H' 2>/dev/null; nproc; date -u; } > "$out/machine.log" 2>&1
+    machine_log "$out" torch triton
     python3 bench/stability.py --device cuda --runs 10 --out "$out/stability-b256.json" > "$out/stability-b256.log" 2>&1
     scratch=$(mktemp -d)
     COMPILE_LAB_DB=$scratch/runs.sqlite COMPILE_LAB_CACHE_DIR=$scratch/cache COMPILE_LAB_SPARE_WORKERS=1 \
@@ -50,9 +55,7 @@ run)
     echo done >> "$out/machine.log" ;;
 rest)
     out=$2; before=$3; mkdir -p "$out"
-    { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv
-      python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-      git log -1 --format='commit %H' 2>/dev/null; nproc; date -u; } > "$out/machine.log" 2>&1
+    machine_log "$out" torch triton
     resnet="--model resnet50 --preset full --batch-size 64 --precision bf16 --channels-last"
     flux="--model flux --preset medium --precision bf16"
     for model in resnet "flux"; do
@@ -87,9 +90,7 @@ ray)  # the same run through Ray and local workers, N pairs
     echo done >> "$out/ray.log" ;;
 more)
     out=$2; mkdir -p "$out"
-    { nvidia-smi --query-gpu=name,driver_version,power.limit,memory.total --format=csv
-      python3 -c "import torch, triton, torchvision, timm, transformers, diffusers; print('torch', torch.__version__, 'triton', triton.__version__, 'torchvision', torchvision.__version__, 'timm', timm.__version__, 'transformers', transformers.__version__, 'diffusers', diffusers.__version__)"
-      git log -1 --format='commit %H' 2>/dev/null; nproc; date -u; } > "$out/machine.log" 2>&1
+    machine_log "$out" torch triton torchvision timm transformers diffusers
     python3 bench/real_models.py run --out "$out/real" > "$out/real.log" 2>&1
     for i in $(seq 1 60); do [ -f /tmp/site/ray/__init__.py ] && break; sleep 5; done
     python3 bench/ray_sitting.py --out "$out/ray" --pairs "${3:-4}" > "$out/ray.log" 2>&1
