@@ -107,6 +107,9 @@ LOAD_ARTIFACTS_FROM = "TCORE_LOAD_ARTIFACTS"    # artifacts to load before the f
 ARTIFACTS_MADE_ON = "TCORE_ARTIFACTS_MADE_ON"   # JSON: the torch/triton/device (and run) the artifacts came from
 COLD_BECAUSE = "TCORE_COLD_BECAUSE"             # why an artifacts run has nothing to load
 SAVE_TRACES_TO = "TCORE_SAVE_TRACES"            # a folder for the profiler traces of the steps profiled
+# The worker's own folder (tcore.lab.launcher): a worker handed no run (a spare let go, or one whose lab process
+# died, even by SIGKILL) removes it itself as it exits, so no clean-up in the lab process has to outlive it.
+WORKER_DIR = "TCORE_WORKER_DIR"
 
 
 def made_on(env: dict[str, Any]) -> dict[str, Any]:

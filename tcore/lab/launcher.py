@@ -50,9 +50,6 @@ IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "
                    "LD_", "PYTHON")
 # Set for each worker, whatever the lab process has: its own cache folders, and its own folder for the
 # compile's TORCH_TRACE (read when torch is imported; spares record one, as runs do by default).
-# The worker's own folder: a worker handed no run (a spare let go, or whose lab process died, even by SIGKILL)
-# removes it itself as it exits, so no clean-up of this process has to outlive it.
-WORKDIR_ENV = "COMPILE_LAB_WORKER_DIR"
 PER_WORKER_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_TRACE")
 
 
@@ -84,7 +81,7 @@ class Worker:
         full = dict(_without_private(dict(os.environ)), PYTHONUNBUFFERED="1",
                     TORCHINDUCTOR_CACHE_DIR=str(self.workdir / "inductor"),
                     TRITON_CACHE_DIR=str(self.workdir / "triton"),
-                    TORCH_TRACE=str(self.workdir / TORCH_TRACE_DIR), **{WORKDIR_ENV: str(self.workdir)})
+                    TORCH_TRACE=str(self.workdir / TORCH_TRACE_DIR), **{protocol.WORKER_DIR: str(self.workdir)})
         if not torch_trace:
             del full["TORCH_TRACE"]
         full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full.get("PYTHONPATH")]))

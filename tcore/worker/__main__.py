@@ -86,7 +86,7 @@ def main() -> int:
         failed_import = exc
     text = sys.stdin.read()
     if not text.strip():  # a spare that was not needed (the lab process ended, or let it go): its folder goes too
-        if folder := os.environ.get("COMPILE_LAB_WORKER_DIR"):  # tcore.lab.launcher.WORKDIR_ENV
+        if folder := os.environ.get(protocol.WORKER_DIR):
             shutil.rmtree(folder, ignore_errors=True)
         return 0
     emit = EventWriter(events)  # its clock starts with the run, not with the spare
