@@ -89,26 +89,29 @@ class Faults:
     def expected(self, share: list[int]) -> int:  # runs each session of the share submits (refusals aside)
         return len(share) * self.runs_per_session
 
-    def kill_submitter(self, index: int) -> None:
+    def _once_its_runs_wait(self, index: int, verb: str) -> dict[str, list[str]] | None:
+        """Wait until submitter `index` has submitted all its runs and one waits in the queue; then what its runs are
+        doing (hit), or None, said as a fault that found no work, if that never came or the submitter is gone."""
         share, proc = self.shares[index], self.procs[index]
         rows = self.store.wait_for(lambda rows: len(mine := self.submitted_by(share)) >= self.expected(share)
                                    and "queued" in hit(rows, mine), 300)
         if rows is None or not proc.is_alive():
-            self.faults.append(f"killed submitter {index}: no fault (its runs never waited in the queue)")
+            self.faults.append(f"{verb} submitter {index}: no fault (its runs never waited in the queue)")
+            return None
+        return hit(rows, self.submitted_by(share))
+
+    def kill_submitter(self, index: int) -> None:
+        share, proc = self.shares[index], self.procs[index]
+        if (at := self._once_its_runs_wait(index, "killed")) is None:
             return
-        at = hit(rows, self.submitted_by(share))
         os.kill(proc.pid, signal.SIGKILL)
         self.report_later.append((f"killed submitter {index} (pid {proc.pid}, {len(share)} sessions, as an app that "
                                   f"crashes) at {time.time() - self.t0:.0f} s", at))
 
     def stop_submitter(self, index: int) -> None:
         share, proc = self.shares[index], self.procs[index]
-        rows = self.store.wait_for(lambda rows: len(mine := self.submitted_by(share)) >= self.expected(share)
-                                   and "queued" in hit(rows, mine), 300)
-        if rows is None or not proc.is_alive():
-            self.faults.append(f"stopped submitter {index}: no fault (its runs never waited in the queue)")
+        if (at := self._once_its_runs_wait(index, "stopped")) is None:
             return
-        at = hit(rows, self.submitted_by(share))
         os.kill(proc.pid, signal.SIGSTOP)
         stopped_at = time.time()
         for other in self.procs:  # stopped until the other submitters are done (a person back from lunch)
