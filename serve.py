@@ -66,8 +66,7 @@ async def lifespan(_app):
     # torch's import takes seconds: off the event loop, but before the server answers its first page
     adopted = await asyncio.to_thread(start_queue)
     # The pages' own imports are not needed to answer: they warm up while the server already serves.
-    warming = threading.Thread(target=_warm_and_say, name="warm-imports", daemon=True)
-    warming.start()
+    threading.Thread(target=_warm_and_say, name="warm-imports", daemon=True).start()
     yield {"adopted_at_start": adopted}
 
 
