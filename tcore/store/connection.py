@@ -76,7 +76,7 @@ def check_path(path: Path) -> None:
         raise StoreError(f"{where}: it is a folder; name a file in it, e.g. {path / 'runs.sqlite'}")
     if not stat.S_ISREG(info.st_mode):
         raise StoreError(f"{where}: it is not a regular file (a device, a pipe or a socket)")
-    for attempt in range(3):  # a checkpoint by another process may be growing the file this moment: look again
+    for attempt in range(3):  # another process may be creating the file, or a checkpoint growing it: look again
         try:
             with open(path, "rb") as f:
                 header = f.read(100)
@@ -86,6 +86,9 @@ def check_path(path: Path) -> None:
         if size == 0:
             return
         if not header.startswith(SQLITE_MAGIC):
+            if attempt < 2:  # seen: a store being created by another process, its first page not written yet
+                time.sleep(0.1)
+                continue
             raise StoreError(f"{where}: it is not a SQLite database (it does not start as one)")
         expected = 0
         if len(header) == 100 and header[24:28] == header[92:96]:  # the page count in the header is current
