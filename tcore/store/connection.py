@@ -99,19 +99,15 @@ def check_path(path: Path) -> None:
         time.sleep(0.1)
     else:
         raise StoreError(f"{where}: it is cut short ({size} bytes; its header says {expected})")
-    for attempt in range(3):  # as above: another process creating the store may be writing its first pages now
+    try:
+        # immutable: read the file as it lies, making no -wal or -shm beside it (nothing touched if it is bad)
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, timeout=30)
         try:
-            # immutable: read the file as it lies, making no -wal or -shm beside it (nothing touched if it is bad)
-            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, timeout=30)
-            try:
-                db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            finally:
-                db.close()
-            return
-        except sqlite3.DatabaseError as e:
-            reason = e
-        time.sleep(0.1)
-    raise StoreError(f"{where}: SQLite cannot read it: {reason}")
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{where}: SQLite cannot read it: {e}") from None
 
 
 # Store files this process has set up: resolved path -> the file's inode then. A store deleted while in use
