@@ -10,10 +10,12 @@ app: $(VENV)/.app-installed
 # The suite in two parts: most of it on TEST_WORKERS processes, a file to each (its module fixtures stay whole), while
 # the cores wait on worker processes, queues and compiles; then, one at a time on a quiet machine, the tests that
 # time the machine itself and the real browser (a browser on a loaded machine misses its cues). Both parts run;
-# either failing fails the target.
+# either failing fails the target. The first part keeps no spare workers (COMPILE_LAB_SPARE_WORKERS=0): its cores are
+# the bottleneck, and a spare is torch imported (about 4 s of a core here) for a run that, at a test's end, never comes;
+# the spare tests start theirs by hand (tests/test_worker.py, tests/test_worker_folders.py).
 TEST_WORKERS ?= 3
 test: $(VENV)/.test-installed
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not browser and not alone"; first=$$?; \
+	COMPILE_LAB_SPARE_WORKERS=0 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not browser and not alone"; first=$$?; \
 	$(PY) -m pytest -p no:xdist -m "browser or alone"; second=$$?; \
 	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 

@@ -1,5 +1,6 @@
 """Warm starts: portable compile artifacts halve a cold compile, and mismatched ones fall back to cold."""
 import json
+import os
 import sqlite3
 
 import pytest
@@ -7,6 +8,8 @@ import pytest
 from tcore.lab import artifacts
 from tcore.lab import runs
 from tcore.spec import Experiment
+from tcore.worker import artifacts as worker_artifacts
+from tcore.worker import envinfo
 
 
 def test_compile_key_ignores_timing_but_not_compile_settings():
@@ -17,7 +20,7 @@ def test_compile_key_ignores_timing_but_not_compile_settings():
 
 
 @pytest.mark.compile
-def test_artifacts_from_a_cold_run_make_the_next_start_fast(store):
+def test_artifacts_from_a_cold_run_make_the_next_start_fast(store, tmp_path, monkeypatch):
     exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1,
                      timed_steps=2, rounds=1, cache="cold")
     cold = runs.execute(exp, store, timeout_s=300)
@@ -31,13 +34,18 @@ def test_artifacts_from_a_cold_run_make_the_next_start_fast(store):
     assert warm.result["fx_graph_cache_hits"] + warm.result["aot_autograd_cache_hits"] > 0
     assert any(f"saved by run {cold.id}" in n for n in warm.result["notes"])
 
-    # Artifacts from another torch build are not loaded: the run says why and compiles cold.
+    # Artifacts from another torch build are not loaded: the worker says why and compiles cold. The lab hands
+    # them over as it would for a third run; the worker's check runs here (a third cold compile would only repeat
+    # the cold run's, and the way its note reaches the record is the one test_artifacts_without_... checks).
     with sqlite3.connect(store.path) as db:
         db.execute("UPDATE compile_artifacts SET made_on=?",
                    (json.dumps({"torch": "2.11.0+cu130", "triton": "3.6.0", "device_name": "NVIDIA H200"}),))
-    mismatched = runs.execute(exp.replace(cache="artifacts"), store, timeout_s=300)
-    assert mismatched.result["cache_artifacts"] == "cold"
-    assert any("made with torch 2.11.0+cu130" in n and "compiles cold" in n for n in mismatched.result["notes"])
+    for name, value in artifacts.launch_env(exp.replace(cache="artifacts").to_dict(), "cpu", store, tmp_path).items():
+        monkeypatch.setenv(name, value)
+    assert worker_artifacts.LOAD_ARTIFACTS_FROM in os.environ  # the lab did hand over the stored artifacts
+    what, note = worker_artifacts.load(envinfo.collect("cpu"))
+    assert what == "cold"
+    assert "made with torch 2.11.0+cu130" in note and "compiles cold" in note
 
 
 def test_artifacts_without_an_earlier_run_say_so(store):
