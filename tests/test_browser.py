@@ -354,7 +354,7 @@ def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
         (f"/?me={owner}", "Power over the run", "Power over the run, by phase", "run-page-power"),
         (f"/compare?me={owner}", None, "Throughput (samples/s)", "compare-page"),
         (f"/compare?me={owner}", "Energy and trade-off", "Compile time vs speedup", "compare-page-trade-off"),
-        (f"/compare?me={owner}", "Where the time goes", "eager and compiled of each run", "compare-page-breakdown"),
+        (f"/compare?me={owner}", "Where the time goes", "eager and compiled of", "compare-page-breakdown"),
         (f"/compare?me={owner}", "Cold vs warm start", "Compile time: cold vs warm", "compare-page-cold-warm"),
         (f"/diagnose?me={owner}&run={made['flux-gpu']}", None, "Operations per compilation", "diagnose-one-run"),
         (f"/diagnose?me={owner}", "Graph breaks", "What the break costs", "diagnose-breaks"),
