@@ -112,3 +112,28 @@ def test_diagnose_runs_only_the_open_section_and_a_closed_one_keeps_its_choices(
         at.run()
         assert not at.exception
     assert at.number_input(key="diag_shape_count").value == 12 and at.radio(key="diag_shape_order").value == order
+
+
+def test_recompilations_draws_one_strategys_timeline_at_a_time(db, tmp_path):
+    from tests.test_browser import store_schedule_run
+
+    static = store_schedule_run(db.path)
+    result = db.get(static).result
+    dynamic = insert_run(db, Experiment(model="captioner", device="cpu", backend="eager", dynamic=True, shape_count=6,
+                                        recompile_limit=4))
+    db.finish(dynamic, result=result, env={"device": "cpu"})
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    assert not at.exception
+    strategies = [t.label for t in at.tabs if t.label.endswith((static[-6:], dynamic[-6:]))]
+    assert len(strategies) == 2
+    drawn = {}
+    for label in strategies:
+        at.session_state["diag_shape_tab"] = label
+        at.run()
+        assert not at.exception
+        drawn[label] = [c.proto.id for c in at.get("plotly_chart")]
+        assert titles(at)[0] == "The strategies side by side" and len(titles(at)) == 3, titles(at)  # + this run's two
+    first, second = drawn.values()
+    assert first[0] == second[0] and not set(first[1:]) & set(second[1:])  # each tab its own run's charts

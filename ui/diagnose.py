@@ -257,12 +257,15 @@ def show_strategies(records: list[RunRecord], session: list[str]) -> None:
                                                   "whole schedule"), key="diag_shape_summary")
     if verdict := verdicts.ranking_verdict(items, what="strategy"):
         st.markdown(verdict)
-    for rec in picked:
-        title, _, words = STRATEGIES[strategy_of(rec.spec)]
-        with st.container(border=True):
-            st.markdown(f"#### {title}")
-            st.caption(f"{words} · run {rec.id}: {rec.label}")
-            show_schedule(rec, key=f"diag_shape_{rec.id}")
+    # One lazy tab per run (two charts each, up to five strategies): only the open one's charts are drawn.
+    labels = [f"{STRATEGIES[strategy_of(rec.spec)][0]} · {rec.id[-6:]}" for rec in picked]
+    for rec, tab in zip(picked, st.tabs(labels, key="diag_shape_tab", on_change="rerun")):
+        if tab.open:
+            title, _, words = STRATEGIES[strategy_of(rec.spec)]
+            with tab:
+                st.markdown(f"#### {title}")
+                st.caption(f"{words} · run {rec.id}: {rec.label}")
+                show_schedule(rec, key=f"diag_shape_{rec.id}")
 
 
 def show_schedule(rec: RunRecord, *, key: str) -> None:
