@@ -17,6 +17,8 @@ COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what th
 
 
 CHART_WORDS = {"compare_scatter": SCATTER_WORDS, "compare_cold_warm": COLD_WARM_WORDS}  # under their charts
+# The six charts in four tabs, in the order they stood on the page; the first opens first.
+CHART_TABS = ["Compile time and throughput", "Energy and trade-off", "Where the time goes", "Cold vs warm start"]
 
 
 def export_table(picked, records: list):
@@ -67,34 +69,42 @@ if "compare_runs" not in st.session_state:
 st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i in names]
 chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get)
 picked = finished[finished.id.isin(chosen)]
-figs, verdict, chosen_records = {}, None, []
+figures_of, verdict, chosen_records = {}, None, []
 if picked.empty:
     st.info("Choose finished runs above to compare them.")
 else:
     reasons = store.get(picked.id.iloc[0]).result.get("unavailable", {})
     chosen_records = [store.get(i) for i in picked.id]
-    figs = {  # shown below, and all of them in the HTML export
-        "compare_compile": compare_charts.compare_bars(picked, "compile_s", "Compile time", "s",
-                                               reason="nothing was compiled in these runs"),
-        "compare_throughput": compare_charts.compare_variants(picked, "samples_per_s"),
-        "compare_energy": compare_charts.compare_variants(picked, "energy_j_per_step",
-                                                  reason=reasons.get("eager_energy_j_per_step")),
-        "compare_scatter": compare_charts.tradeoff_scatter(picked),
-        "compare_breakdown": compare_charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
-        "compare_cold_warm": diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records)),
+    figures_of = {  # built when drawn in their tab below, and all of them on the HTML export's click
+        "compare_compile": lambda: compare_charts.compare_bars(picked, "compile_s", "Compile time", "s",
+                                                               reason="nothing was compiled in these runs"),
+        "compare_throughput": lambda: compare_charts.compare_variants(picked, "samples_per_s"),
+        "compare_energy": lambda: compare_charts.compare_variants(picked, "energy_j_per_step",
+                                                                  reason=reasons.get("eager_energy_j_per_step")),
+        "compare_scatter": lambda: compare_charts.tradeoff_scatter(picked),
+        "compare_breakdown": lambda: compare_charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
+        "compare_cold_warm": lambda: diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records)),
     }
     verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run")
     if verdict:
         st.markdown(verdict)
-    left, right = st.columns(2)
-    for where, name in ((left, "compare_compile"), (right, "compare_throughput"), (left, "compare_energy"),
-                        (right, "compare_scatter")):
-        exports.show(where, figs[name], key=name)
-    right.caption(SCATTER_WORDS)
-    exports.show(st, figs["compare_breakdown"], key="compare_breakdown")
-    left, right = st.columns(2)
-    exports.show(left, figs["compare_cold_warm"], key="compare_cold_warm")
-    right.caption(COLD_WARM_WORDS)
+    # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).
+    speed, energy, breakdown, cold_warm = st.tabs(CHART_TABS, key="compare_charts", on_change="rerun")
+    if speed.open:
+        left, right = speed.columns(2)
+        exports.show(left, figures_of["compare_compile"](), key="compare_compile")
+        exports.show(right, figures_of["compare_throughput"](), key="compare_throughput")
+    if energy.open:
+        left, right = energy.columns(2)
+        exports.show(left, figures_of["compare_energy"](), key="compare_energy")
+        exports.show(right, figures_of["compare_scatter"](), key="compare_scatter")
+        right.caption(SCATTER_WORDS)
+    if breakdown.open:
+        exports.show(breakdown, figures_of["compare_breakdown"](), key="compare_breakdown")
+    if cold_warm.open:
+        left, right = cold_warm.columns(2)
+        exports.show(left, figures_of["compare_cold_warm"](), key="compare_cold_warm")
+        right.caption(COLD_WARM_WORDS)
 
 down = st.columns(3)
 # Files built on click: registered on every rerun, each would be fetched as its button draws, and a rerun replacing
@@ -108,8 +118,8 @@ down[2].download_button(
     mime="text/html", icon=":material/download:", on_click="ignore",
     data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} run{'s' * (len(picked) != 1)} compared",
                                       export_table(picked, chosen_records),
-                                      [(fig, CHART_WORDS.get(name)) if name in CHART_WORDS else fig
-                                       for name, fig in figs.items()],
+                                      [(build(), CHART_WORDS[name]) if name in CHART_WORDS else build()
+                                       for name, build in figures_of.items()],
                                       notes=[n.replace("**", "") for n in (verdict,) if n]
                                       + noisy_notes(chosen_records))),
     help="The chosen runs' charts (interactive) and table in one HTML file that opens in any browser, offline.")

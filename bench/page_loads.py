@@ -1,4 +1,5 @@
-"""How long each page of the app takes to load in a real browser, end to end, and which part of it is whose.
+"""How long each page of the app takes to load in a real browser, end to end, and which part of it is whose; then how
+long each lazy tab takes from its click to its charts drawn.
 
     python bench/page_loads.py                      # every page, 5 loads each, first visits and reloads
     python bench/page_loads.py --pages run-owner compare --loads 8 --json out.json
@@ -54,6 +55,38 @@ SETTLED_JS = """(expected) => {
 }"""
 
 
+# The lazy tabs timed per page, after its loads: (tab, a chart title in it). Its charts are drawn only once clicked.
+TABS = {
+    "run-owner": [("Memory and energy", "Peak memory (GiB)"), ("Compile phases", "Compile time by phase"),
+                  ("Speed", "Throughput (samples/s)")],
+    "compare": [("Energy and trade-off", "Compile time vs speedup"),
+                ("Cold vs warm start", "Compile time: cold vs warm")],
+    "diagnose": [("Cold vs warm start", "Compile time: whole model vs regional")],
+}
+# The chart titled `title` has drawn its SVG and the script has ended: the clicked tab's rerun is done.
+TAB_DRAWN_JS = """(title) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  return [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].some(
+    c => c.querySelector('.main-svg') && (c.querySelector('.gtitle') || {}).textContent?.startsWith(title));
+}"""
+
+
+def tab_opens(page, name: str, timeout_ms: float) -> list[dict]:
+    """Click each of the page's lazy tabs in turn: seconds from the click until its chart is drawn."""
+    rows = []
+    for tab, title in TABS.get(name, []):
+        t0 = time.perf_counter()
+        page.get_by_role("tab", name=tab, exact=True).click()
+        page.wait_for_function(TAB_DRAWN_JS, arg=title, timeout=timeout_ms, polling=20)
+        rows.append({"page": name, "tab": tab, "drawn_s": time.perf_counter() - t0,
+                     "charts": page.locator('[data-testid="stPlotlyChart"]').count()})
+        print(f"{name:>10} tab {tab!r}: click to its charts drawn {rows[-1]['drawn_s']:.2f} s, "
+              f"{rows[-1]['charts']} charts on the page", flush=True)
+        time.sleep(1.0)
+    return rows
+
+
 def seed(env: dict, backend: str) -> subprocess.Popen:
     """A finished tiny CPU run of SEED_OWNER's, submitted as the app does (runs.execute)."""
     exp = (f"Experiment(model='captioner', preset='tiny', batch_size=2, device='cpu', backend={backend!r}, "
@@ -105,7 +138,7 @@ def main() -> int:
     port = free_port()
     app = start_app(port, env, tmp / "streamlit.log")
     server = f"http://127.0.0.1:{port}"
-    rows = []
+    rows, tabs = [], []
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -126,6 +159,7 @@ def main() -> int:
                     rows.append({"page": name, **one_load(page, url, title, app.pid, reload, expected,
                                                                  args.timeout * 1e3)})
                     time.sleep(1.0)  # let the tab go idle before the next load
+                tabs += tab_opens(page, name, args.timeout * 1e3)  # on the last load's page
                 ctx.close()
                 for reload in (False, True):
                     got = [r for r in rows if r["page"] == name and r["reload"] == reload]
@@ -141,7 +175,7 @@ def main() -> int:
         app.wait(20)
     print(f"machine: {os.cpu_count()} CPU cores; store {db}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"cores": os.cpu_count(), "loads": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"cores": os.cpu_count(), "loads": rows, "tabs": tabs}, indent=1))
     return 0
 
 

@@ -68,7 +68,15 @@ def test_tiny_cpu_run_from_the_run_page(db):
     assert "Compiled output matches eager" in texts(at.success)
     assert "Dynamo captured 1 graph with no graph breaks." in texts(at.markdown)
     assert "Compile cache: cold (fresh caches); FX graph cache 0 hits" in texts(at.caption)
-    assert len(at.get("plotly_chart")) >= 6  # throughput, latency, memory, energy, compile phases, breakdown
+    # The Speed tab's throughput and latency, and Where the time goes' breakdown; the other tabs draw when opened.
+    assert len(at.get("plotly_chart")) == 3
+    opened = {}
+    for tab in ("Memory and energy", "Compile phases"):  # no power trace tab: this CPU has no meter
+        at.session_state["run_result_charts"] = tab
+        at.run()
+        assert not at.exception
+        opened[tab] = len(at.get("plotly_chart")) - 1  # less the breakdown, above the tabs
+    assert opened == {"Memory and energy": 2, "Compile phases": 1}  # memory, energy; compile phases
     assert "Where the time goes" in texts(at.markdown)
     (record,) = db.list()
     assert record.status == "finished" and record.spec["backend"] == "aot_eager"
@@ -155,8 +163,16 @@ def test_compare_shows_stored_runs_side_by_side_and_deletes(db, monkeypatch):
     at = app().switch_page("app_pages/compare.py").run()
     assert not at.exception
     assert set(at.multiselect(key="compare_runs").value) == {whole, regional}  # finished runs only
-    assert len(at.get("plotly_chart")) == 6  # compile, throughput, energy, scatter, cold vs warm, where the time goes
-    assert "up and to the left is best" in texts(at.caption)
+    # Six charts in four lazy tabs: compile and throughput, energy and the scatter, where the time goes, cold vs warm.
+    drawn = {}
+    for tab in ("Compile time and throughput", "Energy and trade-off", "Where the time goes", "Cold vs warm start"):
+        at.session_state["compare_charts"] = tab
+        at.run()
+        assert not at.exception
+        drawn[tab] = len(at.get("plotly_chart"))
+        if tab == "Energy and trade-off":
+            assert "up and to the left is best" in texts(at.caption)
+    assert list(drawn.values()) == [2, 2, 1, 1]
     assert {b.label for b in at.get("download_button")} == {
         "Download the chosen runs (CSV)", "Download every run (CSV)", "Download this comparison (HTML)",
         "Download as a .py file"}  # the last: the run in detail, as code (hand-made runs keep no trace)

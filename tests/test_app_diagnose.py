@@ -19,6 +19,8 @@ def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
     stored_run(db, tiny.replace(compile="regional", cache="artifacts"), compile_s=1.0, cache_artifacts="loaded")
 
     at = app().switch_page("app_pages/compare.py").run()
+    at.session_state["compare_charts"] = "Cold vs warm start"  # a lazy tab: drawn once opened
+    at.run()
     assert not at.exception
     cold_warm = chart_titled(at, "Compile time: cold vs warm")
     assert [t["name"] for t in cold_warm["data"]] == ["cold", "artifacts loaded"]
@@ -31,6 +33,8 @@ def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
         "Compile time: cold vs warm") == 2
 
     at.switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Cold vs warm start"
+    at.run()
     assert not at.exception
     cold, hot = chart_titled(at, "Compile time: whole model vs regional")["data"]
     assert cold["text"] == ["20.0 s", "8.0 s<br>2.5x faster"]
@@ -59,6 +63,9 @@ def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
     assert "sample_models/captioner.py:74" in texts(at.code)  # the fullgraph run's readable error
 
     # Recompilations: the static run's timeline, its recompiles and the limit.
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    assert not at.exception
     assert at.multiselect(key="diag_shape_runs").value == [static.id]
     timeline = chart_titled(at, "Every compilation")
     kinds = {t["name"]: t["marker"]["symbol"] for t in timeline["data"]}
@@ -157,6 +164,8 @@ def test_two_runs_code_side_by_side_with_the_kernel_change(db):
         db.finish(ids[-1], result={"device": "cpu", "variants": ["eager", "compiled"], "compiled_kernels_per_step": 7},
                   env={"device": "cpu"}, code=[code])
     at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Two runs' code side by side"  # a lazy tab: its section runs once opened
+    at.run()
     assert not at.exception
     at.selectbox(key="codes_a").set_value(ids[0]).run()
     at.selectbox(key="codes_b").set_value(ids[1]).run()

@@ -145,15 +145,25 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         page.screenshot(path=ARTIFACTS / "run-page-running.png")
 
         page.get_by_text("Compiled output matches eager").wait_for(timeout=120_000)
-        page.locator(".js-plotly-plot").nth(4).wait_for(timeout=30_000)
+        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=30_000)
         time.sleep(1.5)  # let plotly finish laying out before the screenshot
         page.screenshot(path=ARTIFACTS / "run-page.png")
 
-        assert page.locator(".js-plotly-plot").count() >= 5  # throughput, latency, memory, energy, phases
+        # Where the time goes, then the Speed tab: throughput and latency; the other tabs draw when clicked.
+        assert page.locator(".js-plotly-plot").count() == 3
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.get_by_text("Speedup", exact=True).count() == 1
-        for title in ("Throughput (samples/s)", "Step latency (ms)", "Peak memory (GiB)"):
+        for title in ("Throughput (samples/s)", "Step latency (ms)"):
             assert page.locator(".js-plotly-plot").filter(has_text=title).count() == 1, title
+        for tab, titles in (("Memory and energy", ("Peak memory (GiB)", "Power and energy per step")),
+                            ("Compile phases", ("Compile time by phase",))):
+            page.get_by_role("tab", name=tab).click()
+            for title in titles:
+                page.locator(".js-plotly-plot").filter(has_text=title).wait_for(timeout=30_000)
+            assert page.locator(".js-plotly-plot").count() == 1 + len(titles), tab
+        time.sleep(1.5)
+        page.screenshot(path=ARTIFACTS / "run-page-compile-phases-tab.png")
+        assert page.locator('[data-testid="stException"]').count() == 0
         # The live panel, the queue and the runs table never disagree about whether the run is over (item 10).
         states = page.evaluate("() => window.__states")
         assert any(s["running"] for s in states) and states[-1]["result"] and states[-1]["nothing"]
@@ -337,9 +347,15 @@ def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
     made = store_a_labs_runs(RunStore(tmp_path / "runs.sqlite"), owner)
     store_schedule_run(tmp_path / "runs.sqlite")
     ARTIFACTS.mkdir(exist_ok=True)
-    views = [  # address, tab to click, a chart title to wait for, screenshot name
-        (f"/?me={owner}", None, "Power over the run, by phase", "run-page"),
-        (f"/compare?me={owner}", None, "Compile time vs speedup", "compare-page"),
+    views = [  # address, tab to click, a chart title to wait for, screenshot name; every lazy tab's charts
+        (f"/?me={owner}", None, "Step latency (ms)", "run-page"),
+        (f"/?me={owner}", "Memory and energy", "Power and energy per step", "run-page-memory-energy"),
+        (f"/?me={owner}", "Compile phases", "Compile time by phase", "run-page-compile-phases"),
+        (f"/?me={owner}", "Power over the run", "Power over the run, by phase", "run-page-power"),
+        (f"/compare?me={owner}", None, "Throughput (samples/s)", "compare-page"),
+        (f"/compare?me={owner}", "Energy and trade-off", "Compile time vs speedup", "compare-page-trade-off"),
+        (f"/compare?me={owner}", "Where the time goes", "eager and compiled of", "compare-page-breakdown"),
+        (f"/compare?me={owner}", "Cold vs warm start", "Compile time: cold vs warm", "compare-page-cold-warm"),
         (f"/diagnose?me={owner}&run={made['flux-gpu']}", None, "Operations per compilation", "diagnose-one-run"),
         (f"/diagnose?me={owner}", "Graph breaks", "What the break costs", "diagnose-breaks"),
         (f"/diagnose?me={owner}", "Recompilations", "Step time over the shape schedule", "diagnose-recompilations"),
@@ -353,8 +369,8 @@ def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
             for address, tab, chart, name in views:
                 page.goto(server + address)
                 if tab:
-                    page.get_by_role("tab", name=tab).wait_for(timeout=60_000)
-                    page.get_by_role("tab", name=tab).click()
+                    page.get_by_role("tab", name=tab, exact=True).wait_for(timeout=60_000)
+                    page.get_by_role("tab", name=tab, exact=True).click()
                 page.locator(".js-plotly-plot").filter(has_text=chart).first.wait_for(timeout=60_000)
                 time.sleep(2)  # plotly lays out after it draws
                 page.screenshot(path=ARTIFACTS / f"{name}-{width}.png")

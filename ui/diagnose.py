@@ -59,7 +59,8 @@ def _model_picker(key: str, *, builtin_only: bool = False) -> str:
     if not builtin_only:
         chosen = st.session_state.get("run_model")
         options += [m for m in (*REAL_PICKS, chosen) if m and m not in options]
-    return st.selectbox("Model", options, key=key, format_func=lambda m: sample_models.get(m).title
+    return st.selectbox("Model", options, persist_state="page", key=key,
+                        format_func=lambda m: sample_models.get(m).title
                         if sample_models.is_builtin(m) else m,
                         help=None if builtin_only else "Real models (SOURCE:NAME): the Run page's Source and search "
                                                        "find any of them; the one picked there is offered here.")
@@ -100,14 +101,15 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
     cols = st.columns(3)
     with cols[0]:
         model = _model_picker("diag_break_model", builtin_only=True)
-    scope = cols[1].radio("Compile", ["whole", "regional"], key="diag_break_scope", horizontal=True,
+    scope = cols[1].radio("Compile", ["whole", "regional"], persist_state="page", key="diag_break_scope",
+                          horizontal=True,
                           format_func={"whole": "whole model", "regional": "regional (blocks)"}.get)
     _start_at_shown("diag_break_backend", [r for r in records if r.status == "finished" and r.spec.get("graph_break")])
     backend = cols[2].selectbox("Backend", [b for b in CHOICES["backend"] if b != "cudagraphs"],
-                                key="diag_break_backend")
+                                persist_state="page", key="diag_break_backend")
     st.caption(knobs.explain("compile", scope) + " " + knobs.explain("backend", backend))
     fullgraph = st.toggle("Also show what fullgraph=True does: a third run, with the break, that must fail",
-                          key="diag_break_fullgraph")
+                          persist_state="page", key="diag_break_fullgraph")
     if st.button("Run without and with the break", key="diag_break_start", type="primary",
                  icon=":material/play_arrow:"):
         base = base_experiment(model, compile=scope, backend=backend)
@@ -127,8 +129,10 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
     without = [r for r in done if not r.spec.get("graph_break")]
     twin = diagnose_queries.counterpart(chosen, records, graph_break=False)
     _pick("diag_without", [r.id for r in without], session.get("without") or (twin.id if twin else None))
-    left.selectbox("Without the break", [r.id for r in without], key="diag_without", format_func=names.get)
-    right.selectbox("With the break", [r.id for r in with_break], key="diag_with", format_func=names.get)
+    left.selectbox("Without the break", [r.id for r in without], persist_state="page", key="diag_without",
+                   format_func=names.get)
+    right.selectbox("With the break", [r.id for r in with_break], persist_state="page", key="diag_with",
+                    format_func=names.get)
 
     clean = next((r for r in without if r.id == st.session_state.diag_without), None)
     pair = [("without the break", clean.result)] if clean else []
@@ -197,22 +201,25 @@ def strategy_form(store: RunStore, records: list[RunRecord]) -> None:
     cols = st.columns(4)
     with cols[0]:
         model = _model_picker("diag_shape_model")
-    count = cols[1].number_input("Distinct shapes", min_value=2, max_value=32, value=10, key="diag_shape_count")
-    order = cols[2].radio("Order", CHOICES["shape_order"], key="diag_shape_order", horizontal=True)
-    limit = cols[3].number_input("Recompile limit", min_value=1, max_value=64, value=8, key="diag_shape_limit")
+    count = cols[1].number_input("Distinct shapes", min_value=2, max_value=32, value=10,
+                                 persist_state="page", key="diag_shape_count")
+    order = cols[2].radio("Order", CHOICES["shape_order"], persist_state="page", key="diag_shape_order",
+                          horizontal=True)
+    limit = cols[3].number_input("Recompile limit", min_value=1, max_value=64, value=8,
+                                 persist_state="page", key="diag_shape_limit")
     cols = st.columns([1, 1, 2])
     buckets = cols[0].number_input("Buckets (for padding)", min_value=1, max_value=31, value=3,
-                                   key="diag_shape_buckets")
+                                   persist_state="page", key="diag_shape_buckets")
     cpu = knobs.target_device("auto") == "cpu"
     backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
     # On a CPU every Inductor compile runs g++ (20-30 s each): aot_eager shows the same guards in seconds.
     _start_at_shown("diag_shape_backend", list(strategy_runs(records).values()),
                     fallback="aot_eager" if cpu else "inductor")
-    backend = cols[1].selectbox("Backend", backends, key="diag_shape_backend")
+    backend = cols[1].selectbox("Backend", backends, persist_state="page", key="diag_shape_backend")
     cols[2].caption(knobs.explain("backend", backend) + (" On this CPU, Inductor compiles take tens of seconds "
                                                          "each, so aot_eager is the default here." if cpu else ""))
     chosen = st.multiselect("Strategies", list(STRATEGIES), default=list(STRATEGIES),
-                            key="diag_shape_strategies", format_func=lambda s: STRATEGIES[s][0])
+                            persist_state="page", key="diag_shape_strategies", format_func=lambda s: STRATEGIES[s][0])
     if st.button("Run the strategies side by side", key="diag_shape_start", type="primary",
                  icon=":material/play_arrow:", disabled=not chosen):
         try:
@@ -237,7 +244,7 @@ def show_strategies(records: list[RunRecord], session: list[str]) -> None:
         st.session_state.diag_shape_runs, st.session_state.diag_shape_runs_applied = default, default
     st.session_state.diag_shape_runs = [i for i in st.session_state.get("diag_shape_runs", []) if i in _names(done)]
     with st.expander(f"Runs shown: {len(st.session_state.diag_shape_runs)} (pick other stored runs)"):
-        picked_ids = st.multiselect("Runs shown", [r.id for r in done], key="diag_shape_runs",
+        picked_ids = st.multiselect("Runs shown", [r.id for r in done], persist_state="page", key="diag_shape_runs",
                                     format_func=_names(done).get)
     picked = sorted((r for r in done if r.id in picked_ids),
                     key=lambda r: list(STRATEGIES).index(strategy_of(r.spec)))
@@ -250,12 +257,15 @@ def show_strategies(records: list[RunRecord], session: list[str]) -> None:
                                                   "whole schedule"), key="diag_shape_summary")
     if verdict := verdicts.ranking_verdict(items, what="strategy"):
         st.markdown(verdict)
-    for rec in picked:
-        title, _, words = STRATEGIES[strategy_of(rec.spec)]
-        with st.container(border=True):
-            st.markdown(f"#### {title}")
-            st.caption(f"{words} · run {rec.id}: {rec.label}")
-            show_schedule(rec, key=f"diag_shape_{rec.id}")
+    # One lazy tab per run (two charts each, up to five strategies): only the open one's charts are drawn.
+    labels = [f"{STRATEGIES[strategy_of(rec.spec)][0]} · {rec.id[-6:]}" for rec in picked]
+    for rec, tab in zip(picked, st.tabs(labels, key="diag_shape_tab", on_change="rerun")):
+        if tab.open:
+            title, _, words = STRATEGIES[strategy_of(rec.spec)]
+            with tab:
+                st.markdown(f"#### {title}")
+                st.caption(f"{words} · run {rec.id}: {rec.label}")
+                show_schedule(rec, key=f"diag_shape_{rec.id}")
 
 
 def show_schedule(rec: RunRecord, *, key: str) -> None:
@@ -314,7 +324,7 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
         return
     _pick("diag_run", [r.id for r in candidates], opened)
     names = {r.id: f"{r.label} · {r.id[-6:]} ({r.status})" for r in candidates}
-    run_id = st.selectbox("Run", list(names), key="diag_run", format_func=names.get,
+    run_id = st.selectbox("Run", list(names), persist_state="page", key="diag_run", format_func=names.get,
                           help="Any stored run; the Compare page links here with its run chosen.")
     rec = store.get(run_id)
     if rec.status == "failed":
@@ -348,7 +358,7 @@ def show_code(rec: RunRecord, sources: list[str]) -> None:
         return
     if st.session_state.get("diag_code_graph", 0) >= len(sources):  # another run, with fewer graphs
         st.session_state.diag_code_graph = 0
-    graph = st.selectbox("Generated program", range(len(sources)), key="diag_code_graph",
+    graph = st.selectbox("Generated program", range(len(sources)), persist_state="page", key="diag_code_graph",
                          format_func=lambda i: f"Program {i + 1} of {len(sources)} · "
                                                f"{sources[i].count(chr(10)) + 1} lines",
                          help="One per graph Inductor compiled. In training each Dynamo graph gives two, its "

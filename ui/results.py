@@ -84,12 +84,15 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     if store is not None and (words := run_words.cache_words(r, rec.spec)):
         show_cache(rec, store, words, key=key)
     show_charts(rec, power_samples, key=key)
-    with st.expander("All figures, eager vs compiled"):
-        st.dataframe(pd.DataFrame(report.variant_rows(r), columns=["figure", "eager", "compiled"]),
-                     hide_index=True, width="stretch", key=f"{key}_figures")
-    with st.expander("Environment"):
-        st.dataframe(pd.DataFrame(run_words.env_rows(rec.env, rec.device), columns=["what", "value"]),
-                     hide_index=True, width="stretch", key=f"{key}_env")
+    # Lazy, as the chart tabs: the script draws an expander's table only while it is open.
+    with st.expander("All figures, eager vs compiled", key=f"{key}_figures_open", on_change="rerun") as box:
+        if box.open:
+            st.dataframe(pd.DataFrame(report.variant_rows(r), columns=["figure", "eager", "compiled"]),
+                         hide_index=True, width="stretch", key=f"{key}_figures")
+    with st.expander("Environment", key=f"{key}_env_open", on_change="rerun") as box:
+        if box.open:
+            st.dataframe(pd.DataFrame(run_words.env_rows(rec.env, rec.device), columns=["what", "value"]),
+                         hide_index=True, width="stretch", key=f"{key}_env")
 
 
 def show_headline(rec: RunRecord) -> None:
@@ -137,24 +140,41 @@ def show_compiler(r: dict) -> None:
                     st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)
 
 
+def chart_tabs(rec: RunRecord, power_samples: list) -> list[str]:
+    """The result's chart tabs, in order; only those with something to draw. Speed comes first and opens first."""
+    compiled = "compiled" in rec.result.get("variants", ())
+    return ["Speed", "Memory and energy"] + ["Compile phases"] * compiled + ["Power over the run"] * bool(power_samples)
+
+
 def show_charts(rec: RunRecord, power_samples: list, *, key: str) -> None:
-    """Throughput, latency, memory and energy side by side, then the compile phases and the power over the run."""
+    """Throughput and latency, memory and energy, the compile phases and the power over the run, one tab each.
+
+    The tabs are lazy (on_change="rerun"): the script draws only the open tab's charts, since each Plotly chart
+    costs the browser about 0.2 s to draw; the tab chosen is session_state[f"{key}_charts"], a label.
+    """
     r = rec.result
-    left, right = st.columns(2)
-    exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput", run_id=rec.id)
-    exports.show(right, charts.latency_chart(r), key=f"{key}_latency", run_id=rec.id)
-    exports.show(left, charts.variant_bar(r, "peak_mem_gib"), key=f"{key}_memory", run_id=rec.id)
-    exports.show(right, charts.energy_chart(r), key=f"{key}_energy", run_id=rec.id)
-    memory = r.get("peak_mem_source", "unknown source")
-    if "RSS" in memory:  # the CPU figure counts the whole process, torch's own libraries included
-        memory += ", the whole worker process with torch itself, so small models show about the same for both"
-    power = r.get("power_source") if r.get("power_source") not in (None, "none") else "no meter"
-    st.caption(f"Peak memory: {memory}. Power: {power}.")
-    if "compiled" in r.get("variants", ()):
-        exports.show(st, charts.compile_phases_chart(r), key=f"{key}_phases", run_id=rec.id)
-    if power_samples:
-        exports.show(st, charts.power_trace_chart(power_samples), key=f"{key}_power_trace", run_id=rec.id)
-    else:
+    labels = chart_tabs(rec, power_samples)
+    tabs = dict(zip(labels, st.tabs(labels, key=f"{key}_charts", on_change="rerun")))
+    if tabs["Speed"].open:
+        left, right = tabs["Speed"].columns(2)
+        exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput", run_id=rec.id)
+        exports.show(right, charts.latency_chart(r), key=f"{key}_latency", run_id=rec.id)
+    if tabs["Memory and energy"].open:
+        with tabs["Memory and energy"]:
+            left, right = st.columns(2)
+            exports.show(left, charts.variant_bar(r, "peak_mem_gib"), key=f"{key}_memory", run_id=rec.id)
+            exports.show(right, charts.energy_chart(r), key=f"{key}_energy", run_id=rec.id)
+            memory = r.get("peak_mem_source", "unknown source")
+            if "RSS" in memory:  # the CPU figure counts the whole process, torch's own libraries included
+                memory += ", the whole worker process with torch itself, so small models show about the same for both"
+            power = r.get("power_source") if r.get("power_source") not in (None, "none") else "no meter"
+            st.caption(f"Peak memory: {memory}. Power: {power}.")
+    if "Compile phases" in tabs and tabs["Compile phases"].open:
+        exports.show(tabs["Compile phases"], charts.compile_phases_chart(r), key=f"{key}_phases", run_id=rec.id)
+    if "Power over the run" in tabs and tabs["Power over the run"].open:
+        exports.show(tabs["Power over the run"], charts.power_trace_chart(power_samples), key=f"{key}_power_trace",
+                     run_id=rec.id)
+    if not power_samples:  # no tab for it: say why under the tabs, whichever is open
         reason = r.get("unavailable", {}).get("eager_power_w", "no power samples were recorded")
         st.caption(f"No power trace for this run: {reason}.")
 
