@@ -36,3 +36,4 @@ people.identity_sidebar(RunStore())
 knobs.keep_settings()
 exports.format_picker()
 page.run()
+exports.warm_charts()  # after the page: its own charts come first

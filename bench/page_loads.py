@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -87,6 +88,30 @@ def tab_opens(page, name: str, timeout_ms: float) -> list[dict]:
     return rows
 
 
+# Page switches from the sidebar timed after the loads: (from, to), both as SEED_OWNER, from a page with no chart.
+SWITCHES = (("system", "run-owner"), ("system", "compare"))
+NAV_LABEL = {"run-owner": "Run", "compare": "Compare"}  # the sidebar's links (app.py)
+
+
+def switch(browser, server: str, start: str, to: str, expected: int, timeout_ms: float) -> float:
+    """A fresh tab on `start`, settled and left idle 3 s (as a person reads it), then `to` from the sidebar: seconds
+    from the click until `to` has settled with its `expected` charts drawn."""
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = ctx.new_page()
+    path, me, title = PAGES[start]
+    page.goto(f"{server}{path}?me={me}", wait_until="commit", timeout=timeout_ms)
+    page.get_by_text(title, exact=True).first.wait_for(timeout=timeout_ms)
+    page.wait_for_function(SETTLED_JS, arg=0, timeout=timeout_ms, polling=20)
+    time.sleep(3)
+    t0 = time.perf_counter()
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=re.compile(NAV_LABEL[to])).first.click()
+    page.get_by_text(PAGES[to][2], exact=True).first.wait_for(timeout=timeout_ms)
+    page.wait_for_function(SETTLED_JS, arg=expected, timeout=timeout_ms, polling=20)
+    took = time.perf_counter() - t0
+    ctx.close()
+    return took
+
+
 def seed(env: dict, backend: str) -> subprocess.Popen:
     """A finished tiny CPU run of SEED_OWNER's, submitted as the app does (runs.execute)."""
     exp = (f"Experiment(model='captioner', preset='tiny', batch_size=2, device='cpu', backend={backend!r}, "
@@ -138,7 +163,7 @@ def main() -> int:
     port = free_port()
     app = start_app(port, env, tmp / "streamlit.log")
     server = f"http://127.0.0.1:{port}"
-    rows, tabs = [], []
+    rows, tabs, switches, expected = [], [], [], {}
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -146,7 +171,7 @@ def main() -> int:
                 path, me, title = PAGES[name]
                 url = f"{server}{path}?me={me}"
                 ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
-                expected = charts_on(ctx.new_page(), url, title, args.timeout * 1e3)
+                expected[name] = charts_on(ctx.new_page(), url, title, args.timeout * 1e3)
                 ctx.close()
                 ctx = page = None
                 for i in range(args.loads):
@@ -156,7 +181,7 @@ def main() -> int:
                             ctx.close()
                         ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
                         page = ctx.new_page()
-                    rows.append({"page": name, **one_load(page, url, title, app.pid, reload, expected,
+                    rows.append({"page": name, **one_load(page, url, title, app.pid, reload, expected[name],
                                                                  args.timeout * 1e3)})
                     time.sleep(1.0)  # let the tab go idle before the next load
                 tabs += tab_opens(page, name, args.timeout * 1e3)  # on the last load's page
@@ -169,13 +194,20 @@ def main() -> int:
                           f"(max {max(r['settled_s'] for r in got):.2f}), title {med['title_s']:.2f} s, document "
                           f"{med['document_s']:.2f} s, server CPU {med['server_cpu_s']:.2f} s, "
                           f"{got[0]['charts']} charts; median of {len(got)}", flush=True)
+            for start, to in SWITCHES:
+                if start in expected and to in expected:
+                    took = [switch(browser, server, start, to, expected[to], args.timeout * 1e3) for _ in range(3)]
+                    switches.append({"from": start, "to": to, "seconds": took})
+                    print(f"{start:>10} -> {to} from the sidebar: settled {statistics.median(took):.2f} s (max "
+                          f"{max(took):.2f}); median of {len(took)}", flush=True)
             browser.close()
     finally:
         os.killpg(app.pid, signal.SIGTERM)
         app.wait(20)
     print(f"machine: {os.cpu_count()} CPU cores; store {db}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"cores": os.cpu_count(), "loads": rows, "tabs": tabs}, indent=1))
+        Path(args.json).write_text(json.dumps({"cores": os.cpu_count(), "loads": rows, "tabs": tabs,
+                                               "switches": switches}, indent=1))
     return 0
 
 

@@ -238,6 +238,24 @@ def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
         browser.close()
 
 
+def test_a_page_with_no_chart_loads_the_chart_component_once_idle(server):
+    """Streamlit loads its 4.7 MB Plotly component when a page's first chart arrives, about 0.7 s of the browser here;
+    the app has the browser load it while idle (ui.exports.warm_charts), so the next page's charts skip that."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        watch = Watch(page, server)
+        page.goto(f"{server}/system?me=ada~0001")
+        page.get_by_role("heading", name="System").wait_for(timeout=60_000)
+        page.wait_for_function("() => performance.getEntriesByType('resource')"
+                               ".some(e => /static\\/js\\/PlotlyChart\\.[^/]+\\.js$/.test(e.name))", timeout=30_000)
+        assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # loaded ahead: no chart asked for it
+        assert watch.problems() == []
+        browser.close()
+
+
 def store_schedule_run(db_path: Path) -> str:
     """A finished dynamic=False run over 6 sizes that hit a recompile limit of 4, as the worker records it."""
     from tcore.spec import Experiment

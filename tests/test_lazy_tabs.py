@@ -137,3 +137,13 @@ def test_recompilations_draws_one_strategys_timeline_at_a_time(db, tmp_path):
         assert titles(at)[0] == "The strategies side by side" and len(titles(at)) == 3, titles(at)  # + this run's two
     first, second = drawn.values()
     assert first[0] == second[0] and not set(first[1:]) & set(second[1:])  # each tab its own run's charts
+
+
+def test_each_session_has_the_browser_load_the_chart_component_once(db):
+    """ui.exports.warm_charts: the first script run puts one import of Streamlit's Plotly component in the sidebar
+    (run when the browser is idle); the session's later runs send nothing more."""
+    at = app()  # its first run
+    first = [h.proto.body for h in at.sidebar.get("html") if "PlotlyChart." in h.proto.body]
+    assert len(first) == 1 and "requestIdleCallback" in first[0] and "import('./static/js/PlotlyChart." in first[0]
+    at.run()
+    assert not [h for h in at.sidebar.get("html") if "PlotlyChart." in h.proto.body]

@@ -8,8 +8,10 @@ every chart. The HTML report carries plotly.js inside itself, once, so it needs 
 from __future__ import annotations
 
 import datetime
+import functools
 import html
 import re
+from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -39,6 +41,31 @@ def format_picker() -> None:
     st.sidebar.segmented_control("Charts download as", list(FORMATS), key=FORMAT_KEY,
                                  help="Each chart's toolbar (hover the chart) has a camera button: it saves the chart "
                                       "as a PNG image or an SVG drawing, in the browser, offline.")
+
+
+@functools.cache
+def _plotly_component() -> str | None:
+    """The file of Streamlit's Plotly component in its frontend build (static/js/PlotlyChart.<hash>.js), or None
+    where this Streamlit build names it otherwise."""
+    found = sorted((Path(st.__file__).parent / "static" / "static" / "js").glob("PlotlyChart.*.js"))
+    return found[0].name if len(found) == 1 else None
+
+
+def warm_charts() -> None:
+    """Have the browser load Streamlit's Plotly component while it is idle, once per session, before a chart needs it.
+
+    The component is 4.7 MB of JavaScript that Streamlit loads when a page's first chart arrives: about 0.6-0.8 s
+    of the browser's time on a 2-core machine (bench/page_loads.py), paid by the first chart a person opens (a
+    page from the sidebar, a run's result as it lands). Imported here once the page is idle, it is already in the
+    page's module map when that chart comes; Streamlit's own import of the same address then costs nothing.
+    Nothing is drawn and nothing leaves the machine (the file is the app's own, served by its server).
+    """
+    chunk = _plotly_component()
+    if chunk is None or st.session_state.get("_charts_warmed"):
+        return
+    st.session_state["_charts_warmed"] = True
+    st.sidebar.html("<script>(window.requestIdleCallback || window.setTimeout)(() => "
+                    f"import('./static/js/{chunk}').catch(() => {{}}));</script>", unsafe_allow_javascript=True)
 
 
 def _slug(text: str) -> str:
