@@ -151,6 +151,7 @@ def main() -> int:
     parser.add_argument("--pages", nargs="+", default=list(PAGES), choices=list(PAGES))
     parser.add_argument("--loads", type=int, default=6, help="loads per page, alternating first visit and reload")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds a load may take")
+    parser.add_argument("--switches", type=int, default=3, help="times each sidebar switch (SWITCHES) is timed")
     parser.add_argument("--json", help="also write every load here")
     args = parser.parse_args()
 
@@ -196,7 +197,7 @@ def main() -> int:
                           f"{got[0]['charts']} charts; median of {len(got)}", flush=True)
             for start, to in SWITCHES:
                 if start in expected and to in expected:
-                    took = [switch(browser, server, start, to, expected[to], args.timeout * 1e3) for _ in range(3)]
+                    took = [switch(browser, server, start, to, expected[to], args.timeout * 1e3) for _ in range(args.switches)]
                     switches.append({"from": start, "to": to, "seconds": took})
                     print(f"{start:>10} -> {to} from the sidebar: settled {statistics.median(took):.2f} s (max "
                           f"{max(took):.2f}); median of {len(took)}", flush=True)
