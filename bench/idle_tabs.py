@@ -65,6 +65,13 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def scratch(prefix: str) -> tuple[Path, str, dict]:
+    """A fresh folder with the app's store and compile caches in it: (folder, store path, environment using them)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    db = str(tmp / "runs.sqlite")
+    return tmp, db, dict(os.environ, COMPILE_LAB_DB=db, COMPILE_LAB_CACHE_DIR=str(tmp / "cache"))
+
+
 def start_app(port: int, env: dict, log: Path) -> subprocess.Popen:
     app = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port", str(port),
@@ -208,9 +215,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="compile-lab-idle-"))
-    db = str(tmp / "runs.sqlite")
-    env = dict(os.environ, COMPILE_LAB_DB=db, COMPILE_LAB_CACHE_DIR=str(tmp / "cache"))
+    tmp, db, env = scratch("compile-lab-idle-")
     t_start = time.time()
     seed = cli_run(env, owner=SEED_OWNER)
     if seed.wait(300) != 0:

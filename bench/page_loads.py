@@ -28,14 +28,13 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from idle_tabs import CHROMIUM, CHROMIUM_ARGS, REPO, SEED_OWNER, cpu_s, free_port, start_app  # noqa: E402
+from idle_tabs import CHROMIUM, CHROMIUM_ARGS, REPO, SEED_OWNER, cpu_s, free_port, scratch, start_app  # noqa: E402
 
 PAGES = {  # name: (path, who opens it, its title)
     "run-owner": ("/", SEED_OWNER, "Run an experiment"),
@@ -155,9 +154,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write every load here")
     args = parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="compile-lab-pages-"))
-    db = str(tmp / "runs.sqlite")
-    env = dict(os.environ, COMPILE_LAB_DB=db, COMPILE_LAB_CACHE_DIR=str(tmp / "cache"))
+    tmp, db, env = scratch("compile-lab-pages-")
     for backend in SEEDS:
         if seed(env, backend).wait(600) != 0:
             raise SystemExit(f"the seed run with backend={backend} failed")
