@@ -194,7 +194,8 @@ def main() -> int:
                           f"{got[0]['charts']} charts; median of {len(got)}", flush=True)
             for start, to in SWITCHES:
                 if start in expected and to in expected:
-                    took = [switch(browser, server, start, to, expected[to], args.timeout * 1e3) for _ in range(args.switches)]
+                    took = [switch(browser, server, start, to, expected[to], args.timeout * 1e3)
+                            for _ in range(args.switches)]
                     switches.append({"from": start, "to": to, "seconds": took})
                     print(f"{start:>10} -> {to} from the sidebar: settled {statistics.median(took):.2f} s (max "
                           f"{max(took):.2f}); median of {len(took)}", flush=True)

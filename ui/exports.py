@@ -43,29 +43,37 @@ def format_picker() -> None:
                                       "as a PNG image or an SVG drawing, in the browser, offline.")
 
 
+# Streamlit's frontend components that a page loads when its first chart or table arrives: Plotly (4.7 MB of
+# JavaScript) and the data grid (0.5 MB).
+WARMED_COMPONENTS = ("PlotlyChart", "DataFrame")
+
+
 @functools.cache
-def _plotly_component() -> str | None:
-    """The file of Streamlit's Plotly component in its frontend build (static/js/PlotlyChart.<hash>.js), or None
-    where this Streamlit build names it otherwise."""
-    found = sorted((Path(st.__file__).parent / "static" / "static" / "js").glob("PlotlyChart.*.js"))
-    return found[0].name if len(found) == 1 else None
+def _component_files() -> tuple[str, ...]:
+    """The files of WARMED_COMPONENTS in this Streamlit's frontend build (static/js/<name>.<hash>.js); a component
+    this build names otherwise is left out."""
+    folder = Path(st.__file__).parent / "static" / "static" / "js"
+    found = [sorted(folder.glob(f"{name}.*.js")) for name in WARMED_COMPONENTS]
+    return tuple(files[0].name for files in found if len(files) == 1)
 
 
 def warm_charts() -> None:
-    """Have the browser load Streamlit's Plotly component while it is idle, once per session, before a chart needs it.
+    """Have the browser load Streamlit's chart and table components while it is idle, once per session, before a
+    page needs them.
 
-    The component is 4.7 MB of JavaScript that Streamlit loads when a page's first chart arrives: about 0.6-0.8 s
-    of the browser's time on a 2-core machine (bench/page_loads.py), paid by the first chart a person opens (a
-    page from the sidebar, a run's result as it lands). Imported here once the page is idle, it is already in the
-    page's module map when that chart comes; Streamlit's own import of the same address then costs nothing.
-    Nothing is drawn and nothing leaves the machine (the file is the app's own, served by its server).
+    Streamlit loads each when a page's first chart (or table) arrives: Plotly's is about 0.6-0.8 s of the browser's
+    time on a 2-core machine (bench/page_loads.py), paid by the first chart a person opens (a page from the sidebar,
+    a run's result as it lands). Imported here once the page is idle, they are already in the page's module map
+    when that chart comes; Streamlit's own import of the same address then costs nothing. Nothing is drawn and
+    nothing leaves the machine (the files are the app's own, served by its server).
     """
-    chunk = _plotly_component()
-    if chunk is None or st.session_state.get("_charts_warmed"):
+    files = _component_files()
+    if not files or st.session_state.get("_charts_warmed"):
         return
     st.session_state["_charts_warmed"] = True
-    st.sidebar.html("<script>(window.requestIdleCallback || window.setTimeout)(() => "
-                    f"import('./static/js/{chunk}').catch(() => {{}}));</script>", unsafe_allow_javascript=True)
+    imports = "; ".join(f"import('./static/js/{name}').catch(() => {{}})" for name in files)
+    st.sidebar.html(f"<script>(window.requestIdleCallback || window.setTimeout)(() => {{ {imports}; }});</script>",
+                    unsafe_allow_javascript=True)
 
 
 def _slug(text: str) -> str:
