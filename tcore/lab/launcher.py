@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tcore import protocol
+from tcore.lab import forkserver
 from tcore.lab.limits import PASSCODE_ENV
 from tcore.spec import Experiment
 
@@ -62,9 +63,13 @@ def _without_private(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in PRIVATE_ENV}
 
 
-def _import_time_env() -> dict[str, str]:
+def _import_time_part(env: dict[str, str]) -> dict[str, str]:
     # Inductor writes its default cache folder into os.environ the first time it is asked for it
-    return {k: v for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV) and k not in PER_WORKER_ENV}
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_ENV) and k not in PER_WORKER_ENV}
+
+
+def _import_time_env() -> dict[str, str]:
+    return _import_time_part(dict(os.environ))
 
 
 class Worker:
@@ -88,10 +93,20 @@ class Worker:
         full.update(env)
         self.spawn_env = full
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, env=full, cwd=REPO_ROOT, start_new_session=True)
+        # forked from a process that has done the imports (on a machine without a GPU), else started afresh
+        server_env = {k: v for k, v in full.items() if k not in PER_WORKER_ENV and k != protocol.WORKER_DIR}
+        self.proc = forkserver.spawn(full, server_env=server_env, key=_import_time_part(full),
+                                     stderr_fd=self._log.fileno())
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._log, text=True, env=full, cwd=REPO_ROOT, start_new_session=True)
         _STARTED.add(self)
+
+    @property
+    def forked(self) -> bool:
+        """Whether it came from the fork server (tcore.lab.forkserver) rather than its own `python -m tcore.worker`."""
+        return isinstance(self.proc, forkserver.ForkedProcess)
 
     @property
     def ready(self) -> bool:
@@ -283,6 +298,8 @@ class RunHandle:
 
 
 def _death_message(returncode: int) -> str:
+    if returncode == forkserver.STATUS_LOST:
+        return "the worker process ended before reporting a result (how, nobody knows: the fork server that started it ended first)"
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = " (the kernel's OOM killer sends SIGKILL when memory runs out)" if name == "SIGKILL" else ""

@@ -1,6 +1,7 @@
 """The worker process: imports torch and the engine, then reads one experiment on stdin, runs it, writes events.
 
-Started by tcore.lab.launcher as `python -m tcore.worker`. Events go to the stdout it was started
+Started by tcore.lab.launcher as `python -m tcore.worker`, or on the CPU forked from the fork server
+(tcore.worker.forkserver), which has done the imports below once. Events go to the stdout it was started
 with; everything else that writes to stdout (torch, g++, user prints) is sent to stderr, the log.
 
 It imports first and reads second, so the lab side can start one ahead of time as a spare
@@ -51,14 +52,11 @@ def compile_phase(exc: BaseException) -> str:
     return "tracing"
 
 
-def prepare() -> None:
-    """What every run pays before its model is built, done before the experiment arrives.
-
-    Imports (torch, the engine, the models, the Inductor modules that the compile diagnostics hook
-    into) and CUDA's start on the slot's GPU. Nothing here compiles, so the compile stays cold; and
-    all of it used to happen before the first timed phase anyway, so no figure changes.
-    """
-    import torch
+def prepare_for_fork() -> None:
+    """The imports every run pays before its model is built: torch, the engine, the models, and the Inductor
+    modules that the compile diagnostics hook into. Nothing here compiles or touches CUDA, so a process that has
+    done them may fork workers (tcore.worker.forkserver) whose compiles stay cold."""
+    import torch  # noqa: F401
     from torch._inductor.graph import GraphLowering  # noqa: F401  (imported by diagnostics.generated_code)
 
     import sample_models
@@ -66,8 +64,25 @@ def prepare() -> None:
 
     sample_models.sources.go_offline()  # said here too: a worker never reaches for the Hugging Face hub
 
+
+def prepare() -> None:
+    """What every run pays before its model is built, done before the experiment arrives: the imports, and
+    CUDA's start on the slot's GPU. All of it used to happen before the first timed phase anyway, so no
+    figure changes."""
+    import torch
+
+    prepare_for_fork()
     if torch.cuda.is_available():
         torch.cuda.init()
+
+
+def after_fork() -> None:
+    """In a worker forked from the fork server, once its environment is the run's: torch read TORCH_TRACE and
+    TORCH_LOGS when the server imported it, so it reads them again (tcore.worker.forkserver checks these exist)."""
+    import torch._logging._internal as torch_logs
+
+    torch_logs.LOG_TRACE_HANDLER = None  # a singleton made at import, for the server's (absent) TORCH_TRACE
+    torch_logs._init_logs()
 
 
 def main() -> int:

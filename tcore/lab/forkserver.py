@@ -1,0 +1,221 @@
+"""The lab side of the fork server (tcore.worker.forkserver): start it, have it fork workers, learn how they ended.
+
+tcore.lab.launcher.Worker asks spawn() first: on a machine without a GPU it returns a worker forked
+from a process that has done the imports once, in about 0.1 s instead of 4.5 s of a core per run.
+It returns None where the server must not or cannot be used (a GPU machine, $COMPILE_LAB_FORK_SERVER=0,
+a server that refused or died), and the launcher starts the worker as its own process, as before.
+
+One server per set of environment variables that torch and its libraries read at import (the
+launcher's IMPORT_TIME_ENV): when those change in the lab process, the next worker comes from a new
+server started under the new values, and the old one ends once the workers it forked have ended.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+SWITCH_ENV = "COMPILE_LAB_FORK_SERVER"  # "0": start every worker as its own process
+REPO_ROOT = Path(__file__).resolve().parents[2]
+IMPORTS_TIMEOUT_S = 180.0  # the server's imports, on a loaded machine; past it, workers start the usual way
+REPLY_TIMEOUT_S = 30.0
+STATUS_LOST = -1000  # a returncode no process has: its server ended before it could say how the worker ended
+
+
+def available() -> bool:
+    """Whether workers may be forked here: not on a machine with an NVIDIA device (CUDA cannot be used in a
+    child forked from a process that touched it), not where $COMPILE_LAB_FORK_SERVER=0, and only on Linux."""
+    if os.environ.get(SWITCH_ENV, "").strip().lower() in ("0", "off", "false", "no"):
+        return False
+    if not (hasattr(socket, "send_fds") and hasattr(socket, "AF_UNIX") and hasattr(os, "fork")):
+        return False
+    return not (os.path.exists("/dev/nvidiactl") or glob.glob("/dev/nvidia[0-9]*"))
+
+
+class ForkedProcess:
+    """A worker that the fork server forked: the part of subprocess.Popen that the launcher uses.
+
+    It is not this process's child, so its exit status comes from the server (ForkServer's reader).
+    """
+
+    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int) -> None:
+        self.pid = pid
+        self.args = ["tcore.worker (forked)"]
+        self.stdin = open(stdin_fd, "w")
+        self.stdout = open(stdout_fd, "r")
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+
+    def _end(self, returncode: int) -> None:
+        self.returncode = returncode
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+
+class ForkServer:
+    """One running `python -m tcore.worker.forkserver`, started with `env`; `key` is what of it torch reads at import."""
+
+    def __init__(self, env: dict[str, str], key: dict[str, str]) -> None:
+        self.key = key
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tcore.worker.forkserver", str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+        finally:
+            theirs.close()
+        self.refused: str | None = None
+        self._greeted = threading.Event()
+        self._replies: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()  # one request at a time: replies come in the order of the requests
+        self._workers: dict[int, ForkedProcess | None] = {}  # pid -> its process, None until the requester has it
+        self._early: dict[int, int] = {}  # exit statuses that came before the requester built the process
+        self._state = threading.Lock()
+        self._retiring = False
+        self.alive = True
+        threading.Thread(target=self._read, name=f"forkserver-{self.proc.pid}", daemon=True).start()
+
+    def spawn(self, env: dict[str, str], cwd: str, stdin_fd: int, stdout_fd: int, stderr_fd: int) -> int | None:
+        """Fork a worker with `env` and these three descriptors as its stdin, stdout and stderr; its pid, or None."""
+        if not self._greeted.wait(IMPORTS_TIMEOUT_S) or self.refused or not self.alive:
+            return None
+        with self._lock:
+            try:
+                socket.send_fds(self._sock, [json.dumps({"env": env, "cwd": cwd}).encode()],
+                                [stdin_fd, stdout_fd, stderr_fd])
+                reply = self._replies.get(timeout=REPLY_TIMEOUT_S)
+            except (OSError, queue.Empty):
+                return None
+        return reply.get("forked") if reply else None
+
+    def process(self, pid: int, stdin_fd: int, stdout_fd: int) -> ForkedProcess:
+        """The ForkedProcess for a pid that spawn() returned."""
+        proc = ForkedProcess(pid, stdin_fd, stdout_fd)
+        with self._state:
+            self._workers[pid] = proc
+            if pid in self._early:
+                self._ended(pid, self._early.pop(pid))
+        return proc
+
+    def retire(self) -> None:
+        """Take no more requests; end once the workers it forked have ended."""
+        with self._state:
+            self._retiring = True
+            idle = not self._workers
+        if idle:
+            self._close()
+
+    def _close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # the server reads nothing more and exits
+        except OSError:
+            pass
+
+    def _ended(self, pid: int, returncode: int) -> None:
+        """Under self._state."""
+        proc = self._workers.pop(pid, None)
+        if proc is not None:
+            proc._end(returncode)
+        else:
+            self._early[pid] = returncode
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            message = json.loads(data)
+            if "hello" in message or "refused" in message:
+                self.refused = message.get("refused")
+                self._greeted.set()
+            elif "exited" in message:
+                with self._state:
+                    self._ended(message["exited"], os.waitstatus_to_exitcode(message["status"]))
+                    done = self._retiring and not self._workers
+                if done:
+                    self._close()
+            else:  # "forked" or "failed": the answer to the request waiting in spawn()
+                if "forked" in message:
+                    with self._state:
+                        self._workers.setdefault(message["forked"], None)
+                self._replies.put(message)
+        self.alive = False
+        self._greeted.set()
+        self._replies.put(None)
+        self._sock.close()
+        with self._state:
+            orphans = [p for p in self._workers.values() if p is not None]
+            self._workers.clear()
+        for proc in orphans:
+            threading.Thread(target=_follow_orphan, args=(proc,), daemon=True).start()
+        self.proc.wait()
+
+
+def _follow_orphan(proc: ForkedProcess) -> None:
+    """Its server ended before it did: wait for it to go, without its exit status."""
+    import time
+
+    while True:
+        try:
+            os.kill(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            pass
+        time.sleep(0.2)
+    proc._end(STATUS_LOST)
+
+
+_SERVER: ForkServer | None = None
+_LOCK = threading.Lock()
+
+
+def spawn(env: dict[str, str], *, server_env: dict[str, str], key: dict[str, str],
+          stderr_fd: int) -> ForkedProcess | None:
+    """A worker forked with exactly `env`, its stderr on `stderr_fd`; None where the launcher should start it itself.
+
+    server_env: what a server started for it runs with (`env` less what is the worker's own); key: the part of
+    `env` that torch and its libraries read at import, which the server must have been started with.
+    """
+    global _SERVER
+    if not available():
+        return None
+    with _LOCK:
+        if _SERVER is not None and (_SERVER.key != key or not _SERVER.alive):
+            _SERVER.retire()
+            _SERVER = None
+        if _SERVER is None:
+            try:
+                _SERVER = ForkServer(server_env, key)
+            except OSError:
+                return None
+        server = _SERVER
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    try:
+        pid = server.spawn(env, str(REPO_ROOT), stdin_r, stdout_w, stderr_fd)
+    finally:
+        os.close(stdin_r)
+        os.close(stdout_w)
+    if pid is None:
+        os.close(stdin_w)
+        os.close(stdout_r)
+        return None
+    return server.process(pid, stdin_w, stdout_r)

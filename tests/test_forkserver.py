@@ -1,0 +1,112 @@
+"""The fork server (tcore.lab.forkserver): on a machine without a GPU, workers are forked from one process that has
+done the imports, and each is still what `python -m tcore.worker` would be: its own process group, its own
+environment, its own TORCH_TRACE, its exit status known (a worker killed mid-run: tests/test_worker.py, which runs
+forked here too)."""
+import gzip
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from helpers import QUICK
+
+from tcore.lab import forkserver, launcher, runs
+
+pytestmark = pytest.mark.skipif(not forkserver.available(), reason="workers are not forked on a machine with a GPU")
+
+
+def _stat(pid: int) -> tuple[int, int]:
+    """(parent pid, process group) of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), int(fields[2])
+
+
+def _wait_for(predicate, timeout_s=60.0):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_workers_come_from_one_server_each_in_its_own_group_with_the_imports_already_done():
+    first, second = launcher.Worker({}), launcher.Worker({})
+    try:
+        assert first.forked and second.forked
+        server = forkserver._SERVER
+        assert server is not None and server.alive
+        for worker in (first, second):
+            parent, group = _stat(worker.proc.pid)
+            assert parent == server.proc.pid and group == worker.proc.pid  # forked there, a group of its own
+            assert _wait_for(lambda: worker.ready)
+            assert (worker.workdir / "worker.log").read_text().startswith(f"{launcher.protocol.READY} in 0.")
+        assert first.proc.pid != second.proc.pid
+    finally:
+        first.dismiss()
+        second.dismiss()
+    assert first.proc.wait(30) == 0 and second.proc.wait(30) == 0  # an unused one exits quietly, and we learn it
+
+
+ENV_PROBE = """
+import json, os
+import torch
+PRESETS = {"tiny": {}}
+
+def build(preset):
+    seen = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TCORE_WORKER_DIR", "SET_AFTER_THE_SERVER")}
+    open(__file__ + ".json", "w").write(json.dumps(seen))
+    return torch.nn.Linear(4, 4)
+
+def make_batch(preset, batch_size, device, generator):
+    return (torch.randn(batch_size, 4, generator=generator, device=device),), torch.zeros(batch_size, 4, device=device)
+"""
+
+
+def test_a_forked_worker_runs_with_its_own_environment_and_keeps_its_own_torch_trace(store, monkeypatch, tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(ENV_PROBE)
+    launcher.Worker({}).dismiss()  # the server is up before the next variable is set
+    monkeypatch.setenv("SET_AFTER_THE_SERVER", "seen")  # not read at import: the same server serves the run
+    server = forkserver._SERVER
+    probed = runs.execute(QUICK.replace(model=f"file:{probe}", preset="tiny", cache="cold"), store, timeout_s=180)
+    assert probed.status == "finished", probed.error
+    seen = json.loads(Path(f"{probe}.json").read_text())
+    assert forkserver._SERVER is server
+    assert seen["SET_AFTER_THE_SERVER"] == "seen"
+    # its own fresh compile caches, in its own folder: what makes its compile a cold one
+    assert Path(seen["TORCHINDUCTOR_CACHE_DIR"]).parent == Path(seen["TCORE_WORKER_DIR"])
+    assert Path(seen["TCORE_WORKER_DIR"]).name.startswith("tcore-run-")
+
+    traced = runs.execute(QUICK.replace(graph_break=True), store, timeout_s=180)
+    untraced = runs.execute(QUICK.replace(torch_trace=False), store, timeout_s=180)
+    assert traced.status == untraced.status == "finished", (traced.error, untraced.error)
+    log = gzip.decompress(store.torch_trace(traced.id)).decode()
+    assert '"dynamo_start"' in log and "graph_break" in log  # torch, imported in the server, wrote it for this run
+    assert store.torch_trace(untraced.id) is None
+
+
+def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_ends(monkeypatch):
+    worker = launcher.Worker({})
+    old = forkserver._SERVER
+    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM", "0")  # read when Inductor's config is imported
+    fresh = launcher.Worker({})
+    try:
+        assert fresh.forked and forkserver._SERVER is not old and forkserver._SERVER.key["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"] == "0"
+        assert _stat(fresh.proc.pid)[0] == forkserver._SERVER.proc.pid
+        assert old.proc.poll() is None  # still has a worker it must report on
+    finally:
+        worker.dismiss()
+        fresh.dismiss()
+    assert worker.proc.wait(30) == 0
+    assert old.proc.wait(30) == 0  # its last worker ended: it went too
+
+
+def test_with_the_switch_off_each_worker_is_its_own_process(monkeypatch):
+    monkeypatch.setenv(forkserver.SWITCH_ENV, "0")
+    worker = launcher.Worker({})
+    try:
+        assert not worker.forked and _stat(worker.proc.pid)[0] == os.getpid()
+    finally:
+        worker.dismiss()
