@@ -89,9 +89,11 @@ class ForkServer:
         self.alive = True
         threading.Thread(target=self._read, name=f"forkserver-{self.proc.pid}", daemon=True).start()
 
-    def spawn(self, env: dict[str, str], cwd: str, stdin_fd: int, stdout_fd: int, stderr_fd: int) -> int | None:
-        """Fork a worker with `env` and these three descriptors as its stdin, stdout and stderr; its pid, or None."""
-        if not self._greeted.wait(IMPORTS_TIMEOUT_S) or self.refused or not self.alive:
+    def spawn(self, env: dict[str, str], cwd: str, stdin_fd: int, stdout_fd: int, stderr_fd: int, *,
+              wait: bool) -> int | None:
+        """Fork a worker with `env` and these three descriptors as its stdin, stdout and stderr; its pid, or None
+        (also while the server is still importing, unless `wait`)."""
+        if not self._greeted.wait(IMPORTS_TIMEOUT_S if wait else 0) or self.refused or not self.alive:
             return None
         with self._lock:
             try:
@@ -187,9 +189,13 @@ _SERVER: ForkServer | None = None
 _LOCK = threading.Lock()
 
 
-def spawn(env: dict[str, str], *, server_env: dict[str, str], key: dict[str, str],
-          stderr_fd: int) -> ForkedProcess | None:
+def spawn(env: dict[str, str], *, server_env: dict[str, str], key: dict[str, str], stderr_fd: int,
+          wait: bool = True) -> ForkedProcess | None:
     """A worker forked with exactly `env`, its stderr on `stderr_fd`; None where the launcher should start it itself.
+
+    The first call starts the server. A caller that must not wait (a spare, started from the queue's thread) gets
+    None while the server is still importing; one that may (a run's own thread) waits for it, which costs no more
+    than a worker's own imports would.
 
     server_env: what a server started for it runs with (`env` less what is the worker's own); key: the part of
     `env` that torch and its libraries read at import, which the server must have been started with.
@@ -210,7 +216,7 @@ def spawn(env: dict[str, str], *, server_env: dict[str, str], key: dict[str, str
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
     try:
-        pid = server.spawn(env, str(REPO_ROOT), stdin_r, stdout_w, stderr_fd)
+        pid = server.spawn(env, str(REPO_ROOT), stdin_r, stdout_w, stderr_fd, wait=wait)
     finally:
         os.close(stdin_r)
         os.close(stdout_w)

@@ -8,6 +8,8 @@ A worker imports torch, the engine and the models before it reads its experiment
 H200), so the app keeps one spare per device slot started ahead (SparePool): a run takes it and
 skips the imports. A spare is unused, so nothing in it has compiled and its caches are empty; it is
 only handed a run while the settings torch reads at import (IMPORT_TIME_ENV) are the ones it started with.
+On a machine without a GPU, workers (spares too) are forked from a process that has done those imports
+once (tcore.lab.forkserver), under the same rule.
 """
 from __future__ import annotations
 
@@ -75,9 +77,11 @@ def _import_time_env() -> dict[str, str]:
 class Worker:
     """A started `python -m tcore.worker` process, waiting for its experiment on stdin."""
 
-    def __init__(self, env: dict[str, str], *, torch_trace: bool = True) -> None:
+    def __init__(self, env: dict[str, str], *, torch_trace: bool = True, wait_for_fork_server: bool = False) -> None:
         """torch_trace: record the compile's TORCH_TRACE in the worker's folder. torch reads TORCH_TRACE once, at
-        import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without."""
+        import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without.
+        wait_for_fork_server: where workers are forked (tcore.lab.forkserver), wait for a fork server still doing
+        its imports rather than start this worker afresh beside it (a run's thread waits; a spare does not)."""
         self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
         self.log_path = self.workdir / "worker.log"
         self.taken = False  # handed a run (RunHandle): its folder is then the run's, removed when the run is recorded
@@ -96,7 +100,7 @@ class Worker:
         # forked from a process that has done the imports (on a machine without a GPU), else started afresh
         server_env = {k: v for k, v in full.items() if k not in PER_WORKER_ENV and k != protocol.WORKER_DIR}
         self.proc = forkserver.spawn(full, server_env=server_env, key=_import_time_part(full),
-                                     stderr_fd=self._log.fileno())
+                                     stderr_fd=self._log.fileno(), wait=wait_for_fork_server)
         if self.proc is None:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -79,7 +79,9 @@ class LiveRun:
             self.queue_position, self.queue_wait = position, wait
 
     def launch(self, slot: str, env: dict[str, str]) -> None:
-        """Start the worker in `slot`; the store already says this run is running there."""
+        """Start the worker in `slot`; the store already says this run is running there. Returns at once: the
+        worker starts in the run's own thread, which may wait there for the fork server's imports
+        (tcore.lab.forkserver) without holding up the queue."""
         with self._launch_lock:
             self._launched = True
             with self._lock:
@@ -90,15 +92,29 @@ class LiveRun:
             if cluster.is_ray_slot(slot):
                 self._launch_on_cluster(slot)
                 return
+        threading.Thread(target=self._start_and_follow, args=(slot, env), name=f"run-{self.run_id}",
+                         daemon=True).start()
+
+    def _start_and_follow(self, slot: str, env: dict[str, str]) -> None:
+        try:
+            # spares record a TORCH_TRACE, which torch reads at import: a run without one starts afresh
+            worker = SPARES.take(slot, env) if self.exp.torch_trace else None
+            from_spare = "ready" if worker and worker.ready else "importing" if worker else None
+            worker = worker or Worker(env, torch_trace=self.exp.torch_trace, wait_for_fork_server=True)
+        except OSError as e:  # the worker could not even start: that is this run's outcome
+            with self._launch_lock:
+                self._end(error_event("crashed", f"the worker process could not start: {e}"))
+            return
+        with self._launch_lock:
+            if self._cancelled:  # cancelled while its worker was starting
+                worker.dismiss()
+                self._end(error_event("cancelled", "cancelled by the user before its worker started"))
+                return
             try:
-                # spares record a TORCH_TRACE, which torch reads at import: a run without one starts afresh
-                worker = SPARES.take(slot, env) if self.exp.torch_trace else None
-                self.from_spare = "ready" if worker and worker.ready else "importing" if worker else None
-                worker = worker or Worker(env, torch_trace=self.exp.torch_trace)
-                self.workdir = worker.workdir
+                self.from_spare, self.workdir = from_spare, worker.workdir
                 extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
                 self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra)
-            except OSError as e:  # the worker could not even start: that is this run's outcome
+            except OSError as e:
                 self._end(error_event("crashed", f"the worker process could not start: {e}"))
                 return
         if not self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid),
@@ -106,7 +122,7 @@ class LiveRun:
             # this process was stopped between claiming the run and starting its worker, and another took the
             # run over meanwhile: the worker goes before it measures anything; the run is followed where it is
             self.handle.cancel()
-        threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
+        self._follow()
 
     def _launch_on_cluster(self, slot: str) -> None:
         """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.cluster); no local pid to keep."""
