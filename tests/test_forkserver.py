@@ -32,7 +32,7 @@ def _wait_for(predicate, timeout_s=60.0):
 
 
 def test_workers_come_from_one_server_each_in_its_own_group_with_the_imports_already_done():
-    first, second = launcher.Worker({}, wait_for_fork_server=True), launcher.Worker({}, wait_for_fork_server=True)
+    first, second = launcher.Worker({}), launcher.Worker({})
     try:
         assert first.forked and second.forked
         server = forkserver._SERVER
@@ -67,7 +67,7 @@ def make_batch(preset, batch_size, device, generator):
 def test_a_forked_worker_runs_with_its_own_environment_and_keeps_its_own_torch_trace(store, monkeypatch, tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(ENV_PROBE)
-    launcher.Worker({}, wait_for_fork_server=True).dismiss()  # the server is up before the next variable is set
+    launcher.Worker({}).dismiss()  # the server is up before the next variable is set
     monkeypatch.setenv("SET_AFTER_THE_SERVER", "seen")  # not read at import: the same server serves the run
     server = forkserver._SERVER
     probed = runs.execute(QUICK.replace(model=f"file:{probe}", preset="tiny", cache="cold"), store, timeout_s=180)
@@ -88,10 +88,10 @@ def test_a_forked_worker_runs_with_its_own_environment_and_keeps_its_own_torch_t
 
 
 def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_ends(monkeypatch):
-    worker = launcher.Worker({}, wait_for_fork_server=True)
+    worker = launcher.Worker({})
     old = forkserver._SERVER
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM", "0")  # read when Inductor's config is imported
-    fresh = launcher.Worker({}, wait_for_fork_server=True)
+    fresh = launcher.Worker({})
     try:
         assert fresh.forked and forkserver._SERVER is not old and forkserver._SERVER.key["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"] == "0"
         assert _stat(fresh.proc.pid)[0] == forkserver._SERVER.proc.pid
@@ -105,19 +105,28 @@ def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_e
 
 def test_with_the_switch_off_each_worker_is_its_own_process(monkeypatch):
     monkeypatch.setenv(forkserver.SWITCH_ENV, "0")
-    worker = launcher.Worker({}, wait_for_fork_server=True)
+    worker = launcher.Worker({})
     try:
         assert not worker.forked and _stat(worker.proc.pid)[0] == os.getpid()
     finally:
         worker.dismiss()
 
 
-def test_a_spare_does_not_wait_for_a_server_still_importing(monkeypatch):
-    """Spares are started from the queue's thread, which must keep ticking: while a new server imports, a spare
-    starts afresh beside it (a run's own thread waits instead: the tests above)."""
+def test_a_spare_does_not_wait_for_a_server_still_importing_nor_starts_afresh(monkeypatch):
+    """Spares are started from the queue's thread, which must keep ticking: while a new server imports, no spare is
+    started (the next fill forks one). Not one started afresh either: its peak RSS, the CPU's peak-memory figure,
+    would count the library pages its own imports touched, which a forked worker's does not."""
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE", "0")  # a new server, importing now
-    spare = launcher.Worker({})
+    with pytest.raises(forkserver.StillImporting):
+        launcher.Worker({}, wait_for_fork_server=False)
+    spares = launcher.SparePool()
+    spares.fill("cpu", {})
+    assert spares.take("cpu", {}) is None
+    assert forkserver._SERVER.key.get("TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE") == "0"
+    launcher.Worker({}).dismiss()  # a run waits for the server instead
+    spares.fill("cpu", {})
+    spare = spares.take("cpu", {})
     try:
-        assert not spare.forked and forkserver._SERVER.key.get("TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE") == "0"
+        assert spare is not None and spare.forked
     finally:
         spare.dismiss()

@@ -132,7 +132,7 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
 def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
     """A spare has imported torch and the engine before the run is queued; the run uses it, and its
     compile is still cold: the spare's own fresh cache folders are empty."""
-    runs.SPARES.fill("cpu", {})
+    runs.SPARES.fill("cpu", {}, wait_for_fork_server=True)
     (spare,) = [runs.SPARES._spares["cpu"]]
     deadline = time.time() + 60
     while not spare.ready:
@@ -151,7 +151,7 @@ def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
 
 
 def test_a_spare_started_under_other_torch_settings_is_not_used(monkeypatch):
-    runs.SPARES.fill("cpu", {})
+    runs.SPARES.fill("cpu", {}, wait_for_fork_server=True)
     spare = runs.SPARES._spares["cpu"]
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # read when Inductor is imported
     assert runs.SPARES.take("cpu", {}) is None

@@ -20,7 +20,7 @@ from tcore.lab import launcher
 from tcore.lab.liverun import SPARES
 from tcore.spec import Experiment
 
-SPARES.fill("cpu", {})
+SPARES.fill("cpu", {}, wait_for_fork_server=True)
 waiting = SPARES._spares["cpu"]
 let_go = launcher.Worker({})
 let_go.dismiss()

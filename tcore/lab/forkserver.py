@@ -28,6 +28,10 @@ REPLY_TIMEOUT_S = 30.0
 STATUS_LOST = -1000  # a returncode no process has: its server ended before it could say how the worker ended
 
 
+class StillImporting(Exception):
+    """The fork server is still doing its imports, and the caller asked not to wait (a spare)."""
+
+
 def available() -> bool:
     """Whether workers may be forked here: not on a machine with an NVIDIA device (CUDA cannot be used in a
     child forked from a process that touched it), not where $COMPILE_LAB_FORK_SERVER=0, and only on Linux."""
@@ -91,9 +95,11 @@ class ForkServer:
 
     def spawn(self, env: dict[str, str], cwd: str, stdin_fd: int, stdout_fd: int, stderr_fd: int, *,
               wait: bool) -> int | None:
-        """Fork a worker with `env` and these three descriptors as its stdin, stdout and stderr; its pid, or None
-        (also while the server is still importing, unless `wait`)."""
-        if not self._greeted.wait(IMPORTS_TIMEOUT_S if wait else 0) or self.refused or not self.alive:
+        """Fork a worker with `env` and these three descriptors as its stdin, stdout and stderr; its pid, or None.
+        While the server is still importing: StillImporting unless `wait`."""
+        if not wait and not self._greeted.is_set() and self.alive:
+            raise StillImporting()
+        if not self._greeted.wait(IMPORTS_TIMEOUT_S) or self.refused or not self.alive:
             return None
         with self._lock:
             try:
@@ -193,9 +199,11 @@ def spawn(env: dict[str, str], *, server_env: dict[str, str], key: dict[str, str
           wait: bool = True) -> ForkedProcess | None:
     """A worker forked with exactly `env`, its stderr on `stderr_fd`; None where the launcher should start it itself.
 
-    The first call starts the server. A caller that must not wait (a spare, started from the queue's thread) gets
-    None while the server is still importing; one that may (a run's own thread) waits for it, which costs no more
-    than a worker's own imports would.
+    The first call starts the server. A caller that may wait (a run's own thread) waits for its imports, which cost
+    no more than a worker's own would; one that must not (a spare, started from the queue's thread) gets
+    StillImporting and starts no worker for now. Not one started afresh instead: on the CPU, a process's peak RSS
+    (the CPU's peak-memory figure) counts the library pages its own imports touched, about 0.26 GiB more in a
+    worker started afresh than in a forked one, so the runs of one lab process all come the same way.
 
     server_env: what a server started for it runs with (`env` less what is the worker's own); key: the part of
     `env` that torch and its libraries read at import, which the server must have been started with.
@@ -217,6 +225,10 @@ def spawn(env: dict[str, str], *, server_env: dict[str, str], key: dict[str, str
     stdout_r, stdout_w = os.pipe()
     try:
         pid = server.spawn(env, str(REPO_ROOT), stdin_r, stdout_w, stderr_fd, wait=wait)
+    except StillImporting:
+        os.close(stdin_w)
+        os.close(stdout_r)
+        raise
     finally:
         os.close(stdin_r)
         os.close(stdout_w)

@@ -77,11 +77,11 @@ def _import_time_env() -> dict[str, str]:
 class Worker:
     """A started `python -m tcore.worker` process, waiting for its experiment on stdin."""
 
-    def __init__(self, env: dict[str, str], *, torch_trace: bool = True, wait_for_fork_server: bool = False) -> None:
+    def __init__(self, env: dict[str, str], *, torch_trace: bool = True, wait_for_fork_server: bool = True) -> None:
         """torch_trace: record the compile's TORCH_TRACE in the worker's folder. torch reads TORCH_TRACE once, at
         import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without.
         wait_for_fork_server: where workers are forked (tcore.lab.forkserver), wait for a fork server still doing
-        its imports rather than start this worker afresh beside it (a run's thread waits; a spare does not)."""
+        its imports; False raises forkserver.StillImporting instead (a spare, from the queue's thread)."""
         self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
         self.log_path = self.workdir / "worker.log"
         self.taken = False  # handed a run (RunHandle): its folder is then the run's, removed when the run is recorded
@@ -99,8 +99,13 @@ class Worker:
         self._log = open(self.log_path, "w")
         # forked from a process that has done the imports (on a machine without a GPU), else started afresh
         server_env = {k: v for k, v in full.items() if k not in PER_WORKER_ENV and k != protocol.WORKER_DIR}
-        self.proc = forkserver.spawn(full, server_env=server_env, key=_import_time_part(full),
-                                     stderr_fd=self._log.fileno(), wait=wait_for_fork_server)
+        try:
+            self.proc = forkserver.spawn(full, server_env=server_env, key=_import_time_part(full),
+                                         stderr_fd=self._log.fileno(), wait=wait_for_fork_server)
+        except forkserver.StillImporting:
+            self._log.close()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise
         if self.proc is None:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tcore.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -179,8 +184,9 @@ class SparePool:
         self._spares: dict[str, Worker] = {}
         self._lock = threading.Lock()
 
-    def fill(self, slot: str, env: dict[str, str]) -> None:
-        """Start a spare for `slot` unless one is waiting there already."""
+    def fill(self, slot: str, env: dict[str, str], *, wait_for_fork_server: bool = False) -> None:
+        """Start a spare for `slot` unless one is waiting there already. Where workers are forked and the fork
+        server is still importing, none for now (the scheduler's next fill forks one), unless `wait_for_fork_server`."""
         with self._lock:
             spare = self._spares.get(slot)
             if spare is not None and spare.usable and spare.slot_env == env:
@@ -188,7 +194,10 @@ class SparePool:
             self._spares.pop(slot, None)
         if spare is not None:
             spare.dismiss()
-        fresh = Worker(env)
+        try:
+            fresh = Worker(env, wait_for_fork_server=wait_for_fork_server)
+        except forkserver.StillImporting:  # the next fill forks one: the queue's thread does not wait
+            return
         with self._lock:
             self._spares[slot] = fresh
 

@@ -100,7 +100,7 @@ class LiveRun:
             # spares record a TORCH_TRACE, which torch reads at import: a run without one starts afresh
             worker = SPARES.take(slot, env) if self.exp.torch_trace else None
             from_spare = "ready" if worker and worker.ready else "importing" if worker else None
-            worker = worker or Worker(env, torch_trace=self.exp.torch_trace, wait_for_fork_server=True)
+            worker = worker or Worker(env, torch_trace=self.exp.torch_trace)
         except OSError as e:  # the worker could not even start: that is this run's outcome
             with self._launch_lock:
                 self._end(error_event("crashed", f"the worker process could not start: {e}"))
