@@ -19,10 +19,9 @@ import socket
 import subprocess
 import sys
 import threading
-from pathlib import Path
+import time
 
 SWITCH_ENV = "COMPILE_LAB_FORK_SERVER"  # "0": start every worker as its own process
-REPO_ROOT = Path(__file__).resolve().parents[2]
 IMPORTS_TIMEOUT_S = 180.0  # the server's imports, on a loaded machine; past it, workers start the usual way
 REPLY_TIMEOUT_S = 30.0
 STATUS_LOST = -1000  # a returncode no process has: its server ended before it could say how the worker ended
@@ -72,13 +71,13 @@ class ForkedProcess:
 class ForkServer:
     """One running `python -m tcore.worker.forkserver`, started with `env`; `key` is what of it torch reads at import."""
 
-    def __init__(self, env: dict[str, str], key: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], key: dict[str, str], cwd: str) -> None:
         self.key = key
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tcore.worker.forkserver", str(theirs.fileno())], pass_fds=[theirs.fileno()],
-                env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True)
         finally:
             theirs.close()
@@ -178,8 +177,6 @@ class ForkServer:
 
 def _follow_orphan(proc: ForkedProcess) -> None:
     """Its server ended before it did: wait for it to go, without its exit status."""
-    import time
-
     while True:
         try:
             os.kill(proc.pid, 0)
@@ -195,9 +192,10 @@ _SERVER: ForkServer | None = None
 _LOCK = threading.Lock()
 
 
-def spawn(env: dict[str, str], *, server_env: dict[str, str], key: dict[str, str], stderr_fd: int,
+def spawn(env: dict[str, str], *, cwd: str, server_env: dict[str, str], key: dict[str, str], stderr_fd: int,
           wait: bool = True) -> ForkedProcess | None:
-    """A worker forked with exactly `env`, its stderr on `stderr_fd`; None where the launcher should start it itself.
+    """A worker forked with exactly `env` in `cwd`, its stderr on `stderr_fd`; None where the launcher should start
+    it itself.
 
     The first call starts the server. A caller that may wait (a run's own thread) waits for its imports, which cost
     no more than a worker's own would; one that must not (a spare, started from the queue's thread) gets
@@ -217,14 +215,14 @@ def spawn(env: dict[str, str], *, server_env: dict[str, str], key: dict[str, str
             _SERVER = None
         if _SERVER is None:
             try:
-                _SERVER = ForkServer(server_env, key)
+                _SERVER = ForkServer(server_env, key, cwd)
             except OSError:
                 return None
         server = _SERVER
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
     try:
-        pid = server.spawn(env, str(REPO_ROOT), stdin_r, stdout_w, stderr_fd, wait=wait)
+        pid = server.spawn(env, cwd, stdin_r, stdout_w, stderr_fd, wait=wait)
     except StillImporting:
         os.close(stdin_w)
         os.close(stdout_r)

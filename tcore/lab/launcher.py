@@ -100,7 +100,7 @@ class Worker:
         # forked from a process that has done the imports (on a machine without a GPU), else started afresh
         server_env = {k: v for k, v in full.items() if k not in PER_WORKER_ENV and k != protocol.WORKER_DIR}
         try:
-            self.proc = forkserver.spawn(full, server_env=server_env, key=_import_time_part(full),
+            self.proc = forkserver.spawn(full, cwd=str(REPO_ROOT), server_env=server_env, key=_import_time_part(full),
                                          stderr_fd=self._log.fileno(), wait=wait_for_fork_server)
         except forkserver.StillImporting:
             self._log.close()

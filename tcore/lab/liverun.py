@@ -103,7 +103,7 @@ class LiveRun:
             worker = worker or Worker(env, torch_trace=self.exp.torch_trace)
         except OSError as e:  # the worker could not even start: that is this run's outcome
             with self._launch_lock:
-                self._end(error_event("crashed", f"the worker process could not start: {e}"))
+                self._not_started(e)
             return
         with self._launch_lock:
             if self._cancelled:  # cancelled while its worker was starting
@@ -115,7 +115,7 @@ class LiveRun:
                 extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
                 self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra)
             except OSError as e:
-                self._end(error_event("crashed", f"the worker process could not start: {e}"))
+                self._not_started(e)
                 return
         if not self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid),
                                      scheduler.this_process()):
@@ -123,6 +123,9 @@ class LiveRun:
             # run over meanwhile: the worker goes before it measures anything; the run is followed where it is
             self.handle.cancel()
         self._follow()
+
+    def _not_started(self, e: OSError) -> None:
+        self._end(error_event("crashed", f"the worker process could not start: {e}"))
 
     def _launch_on_cluster(self, slot: str) -> None:
         """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.cluster); no local pid to keep."""
