@@ -123,7 +123,7 @@ MODELS: dict[str, SampleModel] = {
         ),
         presets=captioner.presets,
         default_preset={"cuda": "small", "cpu": "tiny"},
-        default_batch={"cuda": 256, "cpu": 8},  # GPU: busy enough to hold still (issue 26)
+        default_batch={"cuda": 256, "cpu": 8},  # GPU: busy enough that the figure holds still run to run
         block_classes=(captioner.EncoderBlock, captioner.DecoderBlock),
         varying_dim="caption length (tokens)",
         seq_field="max_caption_len",

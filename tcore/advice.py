@@ -104,7 +104,8 @@ def _idle_rule(run: _Run) -> Suggestion | None:
 
 
 def _small_batch_rule(run: _Run) -> Suggestion | None:
-    """A large batch keeps the GPU busy, so its figure holds still (the GPU default is one, issue 26); the
+    """A large batch keeps the GPU busy, so its figure holds still (the GPU default is one, so a
+    paired headline does not wobble from run to run); the
     launch-bound case, where CUDA graphs matter, is one click away at a small batch."""
     exp, result = run.exp, run.result
     idle = _share(result, run.timed, "idle")

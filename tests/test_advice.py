@@ -140,7 +140,7 @@ def test_suggestions_read_runs_stored_before_breakdowns(device):
 
 
 def test_a_busy_large_batch_on_a_gpu_offers_the_launch_bound_case_at_a_small_batch():
-    """Issue 26: the GPU default runs at a batch that keeps the GPU busy; the wobbly launch-bound lesson stays one
+    """The GPU default runs at a batch that keeps the GPU busy; the wobbly launch-bound lesson stays one
     click away, and is not offered where the run is launch-bound already (the CUDA-graph rule speaks there)."""
     found = suggest(spec(batch_size=256), result(), "cuda")
     assert rules(found) == ["small_batch"] and found[0].changes == {"batch_size": 32}

@@ -276,7 +276,7 @@ def test_gpu_machine_pages(db, monkeypatch):
     at = app()
     assert not any("runs use the **CPU**" in str(i.value) for i in at.info)  # no CPU banner with a GPU
     assert at.selectbox(key="run_preset").value == "small"  # the registry's GPU defaults
-    assert at.number_input(key="run_batch_size").value == 256  # the captioner keeps a GPU busy at 256 (issue 26)
+    assert at.number_input(key="run_batch_size").value == 256  # busy GPU: its figure holds still
     assert at.selectbox(key="run_precision").value == "bf16"  # inference as people run it: bf16 weights
     at.radio(key="run_task").set_value("training").run()
     assert at.selectbox(key="run_precision").value == "amp-bf16"  # training keeps float32 master weights

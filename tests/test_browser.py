@@ -353,7 +353,7 @@ CHART_TEXT = """() => {
 
 
 def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
-    """Issue 25's browser walk: at 1280 and 1440 px wide, nothing on the Run, Compare and Diagnose pages is cut
+    """A browser walk through the pages: at 1280 and 1440 px wide, nothing on the Run, Compare and Diagnose pages is cut
     short or printed over something else, with Flux (~200 samples/s) beside the captioner (~4,700) and a
     break-even of thousands of steps."""
     from playwright.sync_api import sync_playwright

@@ -1,4 +1,4 @@
-"""Every button that changes state, clicked in a real browser (issue 25, item 1), with what the page shows next.
+"""Every button that changes state, clicked in a real browser, with what the page shows next.
 
 AppTest runs callbacks and reruns but not a live session's checks: Streamlit refuses, only in a live session,
 to change the state of a widget already drawn in the same run ("Queue it" did, on the Run page). So each button
@@ -210,7 +210,7 @@ def test_the_instructor_pauses_and_cancels_and_a_participant_cancels_their_own(b
     # the instructor's, on someone else's run
     click_until_it_takes(system, queue_row(system, "bob").get_by_role("button", name="Cancel"),
                          "Cancelled: a queued run never starts")
-    table_says(run, "cancelled by the instructor")  # issue 32, item 7: the owner is told who cancelled it
+    table_says(run, "cancelled by the instructor")  # the owner is told who cancelled it
     run.get_by_text("cancelled by the instructor while waiting in the queue").wait_for()
     run.screenshot(path=ARTIFACTS / "buttons-cancelled-by-instructor.png")
     no_exception(run)
@@ -231,7 +231,7 @@ def test_run_then_queue_the_suggested_counterpart_and_see_the_two_side_by_side(b
     ada = Person(browser, lab, ADA)
     page = ada.open("/", "Run an experiment")
     dynamic = page.locator('[data-testid="stRadio"]').filter(has_text="Dynamic shapes")
-    expect(dynamic.locator("input:checked")).to_have_count(1)  # issue 32, item 2: "auto" shows as chosen
+    expect(dynamic.locator("input:checked")).to_have_count(1)  # "auto" shows as chosen, not a blank radio
     dynamic.get_by_text("auto", exact=True).click()
     time.sleep(2)
     expect(dynamic.locator("input:checked")).to_have_count(1)  # and stays chosen when clicked
@@ -242,7 +242,7 @@ def test_run_then_queue_the_suggested_counterpart_and_see_the_two_side_by_side(b
     page.get_by_role("button", name="Run", exact=True).click()
     page.get_by_text("Compiled output matches eager").wait_for(timeout=RUN_MS)
     no_exception(page)
-    # issue 25, items 2 and 3, on a real run: the breaks are counted as listed, the .item() guard explained
+    # on a real run: the breaks are counted as listed, the .item() guard explained
     page.get_by_text(re.compile(r"^2 graph breaks, counted by place in the code")).wait_for()
     page.get_by_text("Recompiled on a value nobody chose.").wait_for()
 
@@ -302,7 +302,7 @@ def test_compare_exports_and_owners_and_the_instructor_delete(browser, lab, tmp_
     got.value.save_as(saved)
     exported = saved.read_text()
     assert "<h2>The runs</h2>" in exported and exported.count("class='chart'") >= 5
-    assert "<th>Noisy</th>" in exported and "other processes kept 1.5 CPU cores busy" in exported  # issue 32.8
+    assert "<th>Noisy</th>" in exported and "other processes kept 1.5 CPU cores busy" in exported  # noisy, flagged
     assert any("Compile time vs speedup" in chart and "Each point is a run" in chart  # the words under their chart
                for chart in exported.split("<div class='chart'>"))
 

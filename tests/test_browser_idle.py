@@ -1,5 +1,5 @@
 """The queue in a real browser while someone else's run is timed: the instructor's Cancel shows on the click, and
-another participant's tab stops saying "running for ..." once the run has ended (issue 32.1).
+another participant's tab stops saying "running for ..." once the run has ended.
 
 A command-line run on the app's store plays the other person's run (another process owns it, as in a workshop).
 """

@@ -1,4 +1,4 @@
-"""A run taken out of the app, in a real browser (issue 18): its settings as code, its tlparse report opened in a
+"""A run taken out of the app, in a real browser: its settings as code, its tlparse report opened in a
 new tab from the app's own server, and the Compare page's HTML export opened offline as a file."""
 import re
 import time
@@ -44,7 +44,8 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             report = opened.value
             in_report = Watch(report, server)
             report.wait_for_load_state()
-            # on the store's own shelf (issue 30), with a query so tlparse's script logs no ReferenceError (issue 32)
+            # on the store's own shelf (reports live beside the store, not in the app's folder),
+            # with a query so tlparse's script logs no ReferenceError
             assert re.search(rf"/app/static/tlparse/\w+/{record.id}/index\.html\?run={record.id}$", report.url), report.url
             report.get_by_text("Stack trie").first.wait_for(timeout=30_000)  # tlparse's index: the compile stack
             assert report.locator("a", has_text="dynamo_output_graph").count() >= 1

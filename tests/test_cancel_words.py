@@ -1,4 +1,4 @@
-"""A run cancelled by the instructor says so to its owner (issue 32, item 7), whichever process records its end."""
+"""A run cancelled by the instructor says so to its owner, whichever process records its end."""
 from types import SimpleNamespace
 
 from tcore.lab import runs

@@ -1,4 +1,4 @@
-"""Value labels clear of what else a chart draws (issue 32, item 8): throughput values above the whiskers, and the
+"""Value labels clear of what else a chart draws: throughput values above the whiskers, and the
 Compare scatter's point labels apart where points sit close together."""
 import pandas as pd
 

@@ -1,5 +1,5 @@
 """The command line's mistakes and bad inputs: one line saying what is wrong, a non-zero exit, nothing changed
-(issue 30, items 5 and 7)."""
+(no traceback for a typo, no half-written store)."""
 import os
 import subprocess
 import sys

@@ -1,4 +1,5 @@
-"""The Compare page's HTML export keeps each chart's explanation under its chart, and flags noisy runs (issue 32.8)."""
+"""The Compare page's HTML export keeps each chart's explanation under its chart, and flags noisy runs,
+so the file read offline says what the page said."""
 import re
 
 import pandas as pd

@@ -1,4 +1,5 @@
-"""What a participant's name, a rendered report or a worker could give away (issue 30, item 9)."""
+"""What a participant's name, a rendered report or a worker could give away to another participant
+or another site."""
 import os
 import time
 from pathlib import Path

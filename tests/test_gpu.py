@@ -167,7 +167,8 @@ def test_a_run_records_the_physical_gpu_and_takes_a_spare_worker(store):
 
 
 def test_a_gpu_run_keeps_its_torch_trace_and_tlparse_shows_its_triton_code(store, tmp_path):
-    """The run's TORCH_TRACE is kept and tlparse renders it, down to Inductor's Triton kernels (issue 18)."""
+    """The run's TORCH_TRACE is kept and tlparse renders it, down to Inductor's Triton kernels, so a run can be
+    taken out of the app and read there."""
     from tcore.lab import tlparse
 
     record = runs.execute(_gpu_exp(model="captioner", cache="cold"), store, timeout_s=300)

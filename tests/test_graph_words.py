@@ -1,4 +1,5 @@
-"""What the compiler did, in words whose numbers agree with the lists under them (issue 25, items 2 and 3).
+"""What the compiler did, in words whose numbers agree with the lists under them, so a
+reader who counts the list finds the number the sentence gave.
 
 The figures are a real run's (captioner/tiny with the deliberate graph break, aot_eager on this CPU): Dynamo's
 counter said 2 graph breaks while its log listed 3 (two at captioner.py:74, one at :97), and the code after each

@@ -1,4 +1,5 @@
-"""Idle tabs cost next to nothing (issue 32.1), and the queue's words lead with when a run starts (issue 25.4).
+"""Idle tabs cost next to nothing (a room leaves dozens open), and the queue's words lead with when a run
+starts (what a waiting participant asks first).
 
 The store is read once per change for every session (tcore.store.changes); Streamlit's per-rerun garbage
 collection and file polling are off; the queue redraws fast only while runs are under way; Cancel redraws
@@ -128,7 +129,7 @@ def test_the_instructors_cancel_of_a_running_run_shows_at_once(db, monkeypatch):
     assert "**cancelling**" in markdown(other_tab)
 
 
-# --- the wait estimate (issue 32.4: 2-4x too low while runs were queued) -------------------------------------
+# --- the wait estimate (it once read 2-4x too low while runs were queued) -------------------------------------
 
 def test_a_longer_timed_stage_is_expected_to_take_longer_than_the_runs_it_is_estimated_from():
     quick = QUICK.replace(timed_steps=None, timed_s=4.0).to_dict()

@@ -9,7 +9,8 @@ from tcore.store import RunStore
 
 def test_a_paused_queue_says_since_when_by_the_clock_not_how_long_ago(tmp_path, monkeypatch):
     """The panel is drawn once, beside the queue box that ticks on: "Paused 0 s ago" stayed on it for minutes while
-    the queue box said "paused 3 min 10 s ago" (issue 25's browser walk). A clock time cannot go stale."""
+    the queue box said "paused 3 min 10 s ago" (seen in a browser walk).
+    A clock time cannot go stale."""
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
     monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
     store = RunStore()

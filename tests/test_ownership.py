@@ -1,4 +1,5 @@
-"""Who owns and runs a queued run when processes die, stop or only read the store (issue 30, items 1, 2 and 8)."""
+"""Who owns and runs a queued run when processes die, stop or only read the store: a run is never lost
+nor run twice."""
 import json
 import os
 import signal

@@ -1,4 +1,5 @@
-"""Guessing the instructor passcode is slowed per session and across the server, and logged (issue 30, item 6)."""
+"""Guessing the instructor passcode is slowed per session and across the server, and logged, so a room cannot
+brute-force it."""
 import logging
 
 import pytest

@@ -1,5 +1,5 @@
 """The app's server (serve.py, what `make app` runs): its queue starts with it, and what it serves from static/
-carries no Access-Control-Allow-Origin (issue 30, items 3 and 9)."""
+carries no Access-Control-Allow-Origin, so another site's page cannot read a run's report."""
 import json
 import os
 import signal

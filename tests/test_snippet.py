@@ -70,7 +70,7 @@ def test_the_snippet_says_each_setting_in_torch_s_own_words():
 
 def test_a_snippet_runs_verbatim_through_inductor_and_prints_the_speedup_with_its_interval(tmp_path):
     """As a person runs it: `python snippet.py` from the lab's folder, real code generation (about 30 s cold), and
-    it prints the effect: the speedup of paired rounds with its interval (issue 32, item 6). One run checks both:
+    it prints the effect: the speedup of paired rounds with its interval, as the lab reports it. One run checks both:
     each is a cold Inductor compile on the CPU."""
     path = tmp_path / "snippet.py"
     path.write_text(code_for(TINY.replace(batch_size=1).to_dict(), "cpu") + "print('shape', tuple(out.shape))\n")

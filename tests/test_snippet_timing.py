@@ -1,5 +1,5 @@
 """Copy as code prints the effect: the snippet times eager against compiled in paired rounds, as the lab does, and
-prints the speedup with its interval (issue 32, item 6)."""
+prints the speedup with its interval."""
 import math
 import random
 

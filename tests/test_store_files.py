@@ -1,4 +1,5 @@
-"""The store's file going away under a running app (issue 30, item 4)."""
+"""The store's file going away under a running app (a reset deletes it,
+as README says, while a queue still holds it)."""
 import os
 
 from tcore.lab import scheduler

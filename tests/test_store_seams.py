@@ -1,4 +1,5 @@
-"""The store is reached one way: its methods. Nothing outside tcore/store opens its connections (issue 28)."""
+"""The store is reached one way: its methods. Nothing outside tcore/store opens its connections, so
+the store's locking and schema live in one place."""
 import ast
 from pathlib import Path
 
