@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
 from tcore import protocol
-from tcore.lab import limits
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab import config
+from tcore.lab.config import REPO_ROOT
 from tcore.lab.remote import WORKDIR, run_on_node
 from tcore.spec import Experiment
 from tcore.store.queue import CLUSTER_SLOT_PREFIX
@@ -54,8 +54,8 @@ def address(environ: dict[str, str] | None = None, cwd: str | Path | None = None
     environ = os.environ if environ is None else environ
     if environ.get(ADDRESS_ENV, "").strip():
         return environ[ADDRESS_ENV].strip()
-    config, path = limits._config(environ, cwd)
-    table = config.get("cluster", {})
+    tables, path = config.read(environ, cwd)
+    table = tables.get("cluster", {})
     unknown = sorted(set(table) - {"address"})
     if unknown:
         raise ClusterError(f"{path}: unknown setting(s) in [cluster]: {', '.join(unknown)}; known: address")

@@ -30,12 +30,10 @@ from typing import Any, Iterator
 
 from tcore import protocol
 from tcore.lab import forkserver
-from tcore.lab.limits import PASSCODE_ENV
+from tcore.lab.config import PASSCODE_ENV, REPO_ROOT, TORCH_TRACE_DIR  # noqa: F401 (launcher.X, as before)
 from tcore.spec import Experiment
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 LOG_TAIL_LINES = 40
-TORCH_TRACE_DIR = "torch_trace"  # in a worker's folder: the TORCH_TRACE log(s) of its compile
 _END = {"type": "_end"}
 
 

@@ -28,19 +28,20 @@ import os
 import statistics
 import threading
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from tcore import machine
+from tcore.lab import cluster
+from tcore.lab.artifacts import compile_key
+from tcore.lab.config import CONFIG_ENV, CONFIG_NAME, PASSCODE_ENV, LimitsError  # noqa: F401 (limits.X, as before)
+from tcore.lab.config import read as _config
 from tcore.lab.memory import estimate_memory_gib  # noqa: F401 (limits.estimate_memory_gib, as before)
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 
-CONFIG_ENV = "COMPILE_LAB_CONFIG"
-PASSCODE_ENV = "COMPILE_LAB_INSTRUCTOR_PASSCODE"
 INSTRUCTOR_LIMITS = "limits"  # the key, in the store's lab_state, of the limits the instructor set in the app
-CONFIG_NAME = "compile-lab.toml"
 ENV = {
     "max_run_s": "COMPILE_LAB_MAX_RUN_S",
     "max_batch_size": "COMPILE_LAB_MAX_BATCH_SIZE",
@@ -54,13 +55,6 @@ _RULES = {
     "max_memory_gib": (float, True, "a positive number of GiB, or \"none\" for no limit"),
     "max_queued_per_session": (int, False, "a whole number of at least 1"),
 }
-
-
-class LimitsError(SpecError):
-    """The instructor's limits are written wrongly; the message names the setting and where it came from.
-
-    A SpecError, so that every page and command that shows a refused run shows this too: no run can start.
-    """
 
 
 @dataclass(frozen=True)
@@ -125,19 +119,6 @@ def load(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None
         if name in _RULES:
             values[name], origin[name] = value, "the instructor, in the app"
     return Limits(**values, origin=origin)
-
-
-def _config(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict[str, Any], Path]:
-    """The config file's tables ({} when there is no file) and its path."""
-    path = Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else Path(cwd or os.getcwd()) / CONFIG_NAME
-    if environ.get(CONFIG_ENV) and not path.is_file():
-        raise LimitsError(f"{CONFIG_ENV}={environ[CONFIG_ENV]} names no file")
-    if not path.is_file():
-        return {}, path
-    try:
-        return tomllib.loads(path.read_text()), path
-    except tomllib.TOMLDecodeError as e:
-        raise LimitsError(f"{path} is not valid TOML: {e}") from None
 
 
 def set_by_instructor(store: RunStore, values: dict[str, Any] | None) -> Limits:
@@ -290,8 +271,6 @@ def minimum_run_s(exp: Experiment, typical_compile_s: float | None = None) -> tu
 
 def typical_compile_s(exp: Experiment, device: str, store: RunStore, recent: int = 5) -> float | None:
     """The median cold compile time of the latest finished runs that compiled what `exp` compiles, or None."""
-    from tcore.lab.artifacts import compile_key
-
     key = compile_key(exp.to_dict(), device)
     times = [r.result["compile_s"] for r in store.list(limit=200)
              if r.status == "finished" and r.result.get("compile_s") is not None and r.spec.get("cache") == "cold"
@@ -315,8 +294,6 @@ def _check_queue(owner: str | None, store: RunStore, limits: Limits) -> None:
 
 def device_memory_gib(device: str) -> tuple[float | None, str]:
     """(GiB a run may use on `device`, what that figure is, in words); None where it is not known here."""
-    from tcore.lab import cluster
-
     if device == "cuda" and cluster.configured():  # the GPUs are the cluster's, whose memory Ray does not report
         return None, "unknown on the cluster's GPUs: only the run's own out-of-memory guard applies"
     if device == "cpu":
@@ -327,8 +304,6 @@ def device_memory_gib(device: str) -> tuple[float | None, str]:
 
 @functools.cache
 def _gpu_memory_gib() -> float:
-    from tcore import machine
-
     gpus, _ = machine.gpus()  # NVML: asking torch would create a CUDA context in the app's process
     if gpus:
         return min(g["memory_total_gib"] for g in gpus)

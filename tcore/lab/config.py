@@ -1,0 +1,42 @@
+"""The lab's configuration file and the constants several lab modules share: one home that they all import.
+
+compile-lab.toml (in the working directory, or the file named by $COMPILE_LAB_CONFIG) holds a table per
+concern, each read by the module it configures: [limits] and [instructor] (tcore.lab.limits), [models]
+(tcore.lab.limits.files_allowed), [cluster] (tcore.lab.cluster). This module only finds and parses the file;
+it imports no other lab module, so any of them can import it.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping
+
+from tcore.spec import SpecError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # what a worker runs from, and what Ray ships to a cluster's nodes
+CONFIG_ENV = "COMPILE_LAB_CONFIG"
+CONFIG_NAME = "compile-lab.toml"
+PASSCODE_ENV = "COMPILE_LAB_INSTRUCTOR_PASSCODE"  # the app process's alone: never handed to a worker
+TORCH_TRACE_DIR = "torch_trace"  # in a worker's folder: the TORCH_TRACE log(s) of its compile
+
+
+class LimitsError(SpecError):
+    """The instructor's limits are written wrongly; the message names the setting and where it came from.
+
+    A SpecError, so that every page and command that shows a refused run shows this too: no run can start.
+    Raised too for a configuration file that is missing where $COMPILE_LAB_CONFIG points, or is not TOML.
+    """
+
+
+def read(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict[str, Any], Path]:
+    """The config file's tables ({} when there is no file) and its path."""
+    path = Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else Path(cwd or os.getcwd()) / CONFIG_NAME
+    if environ.get(CONFIG_ENV) and not path.is_file():
+        raise LimitsError(f"{CONFIG_ENV}={environ[CONFIG_ENV]} names no file")
+    if not path.is_file():
+        return {}, path
+    try:
+        return tomllib.loads(path.read_text()), path
+    except tomllib.TOMLDecodeError as e:
+        raise LimitsError(f"{path} is not valid TOML: {e}") from None

@@ -1,0 +1,113 @@
+"""No module in tcore/ imports, directly or through others, a module that imports it back.
+
+Imports inside functions count: a lazy import is a circle postponed (it breaks the day someone moves it to the
+top), so the graph is every import statement in a module's source, wherever it stands.
+"""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "tcore"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.glob("**/*.py") if "__pycache__" not in p.parts}
+
+
+def _resolve(name: str) -> str | None:
+    """The tcore module that importing `name` runs: `name` itself, or the nearest package above it."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imported(module: str, path: Path) -> set[str]:
+    """The tcore modules `module` imports anywhere in its source (top level, functions, branches)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {_resolve(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from . import x, from ..lab import y
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:  # `from pkg import mod` imports the module pkg.mod; else the name is in pkg
+                found.add(_resolve(f"{base}.{alias.name}") if f"{base}.{alias.name}" in MODULES else _resolve(base))
+    found.discard(None)
+    found.discard(module)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module: _imported(module, path) for module, path in MODULES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module (Tarjan), each as a -> ... -> a."""
+    index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return [_a_cycle_through(graph, component) for component in components]
+
+
+def _a_cycle_through(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """The shortest way from the component's first module back to itself, inside the component."""
+    start = min(component)
+    paths, seen = [[start]], {start}
+    while paths:
+        path = paths.pop(0)
+        for w in sorted(graph[path[-1]] & component):
+            if w == start:
+                return path + [start]
+            if w not in seen:
+                seen.add(w)
+                paths.append(path + [w])
+    raise AssertionError(f"no cycle in a strongly connected component: {component}")
+
+
+def test_the_graph_sees_every_module_and_imports_inside_functions():
+    graph = import_graph()
+    assert len(graph) > 50 and "tcore.lab.scheduler" in graph and "tcore.worker.run" in graph
+    # tcore.cli imports the scheduler only where a command needs it, inside a function
+    assert any(m.startswith("tcore.lab") for m in graph["tcore.cli"])
+
+
+def test_the_cycle_finder_names_a_cycle_and_passes_a_line():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_module_in_tcore_is_part_of_an_import_cycle():
+    found = cycles(import_graph())
+    assert found == [], "import cycles in tcore/:\n" + "\n".join(" -> ".join(c) for c in found)
