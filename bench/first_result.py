@@ -4,7 +4,7 @@
     python bench/first_result.py render /tmp/first/first_result.jsonl
 
 For each model, in two fresh app processes, one with spare workers off (COMPILE_LAB_SPARE_WORKERS=0:
-every worker starts when its run does, as before issue 16) and one with them on (the app's default):
+every worker starts when its run does) and one with them on (the app's default):
   1. open the Run page, choose the model and leave every other knob at its default;
   2. with spares on, wait until the spare worker has done its imports (an idle room);
   3. click Run and rerun the page every 0.25 s until the result's Speedup metric is drawn: click to

@@ -1,9 +1,9 @@
 """What differs between a worker started by a local run and one started by a Ray task: prints every difference.
 
-    python bench/ray_env_diff.py                      # on the GPU machine: ResNet-50 eager, the issue's case
+    python bench/ray_env_diff.py                      # on the GPU machine: ResNet-50 eager, where eager through Ray read slower
     python bench/ray_env_diff.py --device cpu --model captioner --batch-size 2 --timed-steps 200   # a CPU machine
 
-In one process (as bench/ray_sitting.py does): one run through local worker processes, then the same run through a
+In one process (as bench/ray_vs_local.py does): one run through local worker processes, then the same run through a
 local Ray cluster, backend eager (no compile to wait for). While each one measures, the worker process and the
 process that started it (this one locally; the Ray task's worker process through Ray) are read from /proc: the
 environment, niceness, scheduling policy, CPU affinity, cgroup, rlimits, OOM score, threads, what its stdin,
@@ -191,7 +191,7 @@ def main() -> int:
               f"RSS local {local[who]['rss_mib']} MiB, ray {ray[who]['rss_mib']} MiB; threads local "
               f"{local[who]['threads']}, ray {ray[who]['threads']}")
     print(f"    eager samples/s            local {local['eager_samples_per_s']:.4g}  ray {ray['eager_samples_per_s']:.4g}"
-          "  (one run each: a hint, not a measurement; bench/ray_sitting.py measures)")
+          "  (one run each: a hint, not a measurement; bench/ray_vs_local.py measures)")
     for note in ray["notes"]:
         print(f"    note on the Ray run: {note}")
     differ = [r for r in rows if r[0] == "DIFFERS"]

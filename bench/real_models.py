@@ -1,4 +1,4 @@
-"""Real models at their published sizes on a GPU (issue 27): six models across torchvision, timm, transformers and
+"""What compile does to real models at their published sizes on a GPU: six models across torchvision, timm, transformers and
 diffusers, each through the command line on one store, and Flux.1 [dev]'s transformer whole against diffusers'
 compile_repeated_blocks, cold and warm.
 

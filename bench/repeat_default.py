@@ -1,6 +1,6 @@
 """The quiet-machine check: the Run page's default run, repeated, to see how far apart its speedups land.
 
-    python bench/repeat_default.py --runs 5 --out bench/results/cpu-repeat-default.json
+    python bench/repeat_default.py --runs 5 --out bench/results/repeat-default-cpu.json
     python bench/repeat_default.py --device cuda --runs 3      # on a GPU machine
 
 Runs what a newcomer gets by pressing Run without touching a knob (the captioner at its preset for

@@ -1,7 +1,8 @@
-"""The benchmark table in BENCHMARKS.md: every model and compile knob, measured by the engine's command line.
+"""What each compile knob does to the sample models (ResNet-50, the captioner training, the Flux-size stack), measured
+by the engine's command line; also the row runner that bench/real_models.py shares.
 
     python bench/run_benchmarks.py run --out /tmp/bench          # on the GPU machine; resumable
-    python bench/run_benchmarks.py render /tmp/bench/results.jsonl  # writes BENCHMARKS.md's tables
+    python bench/run_benchmarks.py render /tmp/bench/results.jsonl  # the tables, as Markdown
 
 Each row is one `python -m tcore run --json` (a fresh process, so cold compiles are cold). `run`
 appends one JSON line per finished experiment and skips those already in the file, so a long
@@ -18,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# (name, group, CLI options). Rows use bf16 autocast (the first edition's setting); timed_s=10 gives 2 s blocks, long
+# (name, group, CLI options). Rows use bf16 autocast (as the table was first measured); timed_s=10 gives 2 s blocks, long
 # enough for NVML's ~0.1 s energy counter.
 COMMON = ["--device", "cuda", "--precision", "amp-bf16", "--no-channels-last", "--timed-s", "10", "--rounds", "5"]
 RESNET = ["--model", "resnet50", "--preset", "full", "--batch-size", "128"]

@@ -1,8 +1,8 @@
 """Does the headline hold still? The default run, N times through the command line on one store, old and new headline.
 
-    python bench/stability.py --runs 5 --out bench/results/cpu-stability-after.json
-    python bench/stability.py --runs 5 --engine /tmp/before --out bench/results/cpu-stability-before.json
-    python bench/stability.py --device cuda --runs 10 --out bench/results/h200-stability-captioner.json
+    python bench/stability.py --runs 5 --out bench/results/default-run-stability-cpu.json
+    python bench/stability.py --runs 5 --engine /tmp/before --out /tmp/default-run-stability-before-cpu.json
+    python bench/stability.py --device cuda --runs 10 --out bench/results/default-run-stability-h200.json
     python bench/stability.py --device cuda --runs 3 -- --model resnet50 --preset full --batch-size 64 --precision bf16 --channels-last
 
 Each run is what a newcomer gets by pressing Run (the captioner at the device's preset, cold compile

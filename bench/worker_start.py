@@ -1,7 +1,7 @@
 """How long a CPU run's worker takes to start, forked from the fork server or started afresh.
 
     python bench/worker_start.py                    # 6 tiny eager runs in one lab process, each way
-    python bench/worker_start.py --runs 10 --json bench/results/cpu-worker-start.json
+    python bench/worker_start.py --runs 10 --json bench/results/worker-start-cpu.json
     python bench/worker_start.py --runs 4 --backend inductor   # and each way's cold compile time
 
 For each way (the fork server on, then $COMPILE_LAB_FORK_SERVER=0), a fresh lab process (a child

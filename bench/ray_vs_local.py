@@ -1,7 +1,8 @@
-"""One GPU, one sitting: the same run through local worker processes and through a local Ray cluster.
+"""Does a run through a Ray cluster read the same as a local one? On one GPU, the same run through local worker
+processes and through a local Ray cluster.
 
-    python bench/ray_sitting.py --wheel .ray/ray-2.58.0-cp312-cp312-manylinux2014_x86_64.whl --out /tmp/ray-sitting
-    COMPILE_LAB_RAY_WHEEL=.ray/ray-....whl python bench/ray_sitting.py --model captioner --pairs 3
+    python bench/ray_vs_local.py --wheel .ray/ray-2.58.0-cp312-cp312-manylinux2014_x86_64.whl --out /tmp/ray-vs-local
+    COMPILE_LAB_RAY_WHEEL=.ray/ray-....whl python bench/ray_vs_local.py --model captioner --pairs 3
 
 Ray is installed from the wheel first if it is missing (offline: its dependencies are looked for in
 the wheel's folder, then among what is installed). Then, in this one process, runs alternate
@@ -11,7 +12,7 @@ stored record. The local cluster is started before the first Ray run (ray.init w
 machine has), so its start-up is not counted; each Ray run still pays for its own Ray worker process.
 
 Pass: the medians of each figure (eager and compiled samples/s, speedup) within 2% of each other,
-and click to result within 3 s. Writes ray_sitting.json (every run, the medians, the verdict) to --out.
+and click to result within 3 s. Writes ray_vs_local.json (every run, the medians, the verdict) to --out.
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", help="cpu: a dry run of this script on a machine without a GPU")
     parser.add_argument("--backend", default="inductor", help="eager: a quick dry run (Dynamo only, nothing to time)")
     parser.add_argument("--pairs", type=int, default=2, help="runs of each mode, alternating L R R L ...")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="ray-sitting-")))
+    parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="ray-vs-local-")))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     installed = ensure_ray(args.wheel)
@@ -106,13 +107,13 @@ def main() -> int:
                "click_to_result_apart_s": click_apart_s,
                "click_to_result_within_3s": click_apart_s <= CLICK_TO_RESULT_WITHIN_S}
     summary = {"experiment": exp.to_dict(), "ray": installed, "runs": rows, "medians": medians, "verdict": verdict}
-    (args.out / "ray_sitting.json").write_text(json.dumps(summary, indent=1, default=str))
+    (args.out / "ray_vs_local.json").write_text(json.dumps(summary, indent=1, default=str))
     for k in FIGURES:
         print(f"{k:24s} local {medians['local'][k]:10.4g}  ray {medians['ray'][k]:10.4g}  apart {apart[k]:.1%}")
     print(f"click to result (s)      local {medians['local']['click_to_result_s']:10.1f}  "
           f"ray {medians['ray']['click_to_result_s']:10.1f}  apart {click_apart_s:.1f} s")
     print(f"PASS figures within 2%: {verdict['figures_within_2pct']}; "
-          f"click to result within 3 s: {verdict['click_to_result_within_3s']}  -> {args.out / 'ray_sitting.json'}")
+          f"click to result within 3 s: {verdict['click_to_result_within_3s']}  -> {args.out / 'ray_vs_local.json'}")
     return 0 if verdict["figures_within_2pct"] and verdict["click_to_result_within_3s"] else 1
 
 
