@@ -7,6 +7,7 @@ the app and the cluster. Extra arguments go to `streamlit run` (e.g. --server.po
 """
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -26,6 +27,8 @@ def gpus_here() -> int:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    streamlit_args = parser.parse_known_args()[1]  # what --help does not take goes to `streamlit run`
     gpus = gpus_here()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0})
     for share in (gpus - gpus // 2, gpus // 2) if gpus > 1 else (gpus, 0):
@@ -34,7 +37,7 @@ def main() -> int:
     print(f"Ray cluster at {cluster.address}: 2 nodes, {gpus or 'no'} GPUs; the app connects to it", flush=True)
     env = dict(os.environ, COMPILE_LAB_RAY_ADDRESS=cluster.address)
     try:
-        return subprocess.run([sys.executable, "-m", "streamlit", "run", "app.py", *sys.argv[1:]], cwd=REPO,
+        return subprocess.run([sys.executable, "-m", "streamlit", "run", "app.py", *streamlit_args], cwd=REPO,
                               env=env).returncode
     except KeyboardInterrupt:
         return 0

@@ -1,5 +1,6 @@
 """The sitting runner (bench/sitting.py): a list of commands in, results named after what and where, one archive out."""
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -79,3 +80,19 @@ def test_every_list_in_bench_parses_and_names_scripts_that_exist(name):
         for word in command.split():
             if word.startswith("bench/") or word.startswith("tests/"):
                 assert (ROOT / word).exists(), word
+
+
+
+ROUND = re.compile(r"edition|issue|trust|headline|sitting-\d|-final|-rest\b|-before|-after", re.I)
+
+
+def test_bench_readme_lists_every_file_in_bench_and_nothing_is_named_after_a_round():
+    readme = (ROOT / "bench" / "README.md").read_text()
+    bench = ROOT / "bench"
+    files = [p for p in bench.iterdir() if p.name not in {"__pycache__", "sittings"}] + list((bench / "sittings").iterdir())
+    unlisted = [str(p.relative_to(bench)) for p in files
+                if f"`{p.relative_to(bench)}`" not in readme and f"`{p.name}/`" not in readme]
+    assert unlisted == [], "add a row to bench/README.md for each"
+    named_after_a_round = [str(p.relative_to(bench)) for p in bench.rglob("*")
+                           if "__pycache__" not in p.parts and ROUND.search(p.name)]
+    assert named_after_a_round == []
