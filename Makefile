@@ -19,7 +19,7 @@ test: $(VENV)/.test-installed
 	$(PY) -m pytest -p no:xdist -m "browser or alone"; second=$$?; \
 	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 
-# Runs on a Ray cluster (README: "Several machines: a Ray cluster"): two nodes on this machine and the app.
+# Runs on a Ray cluster (README: "On a cluster"; docs/cluster.md): two nodes on this machine and the app.
 cluster-demo: $(VENV)/.test-installed
 	$(PY) bench/cluster_demo.py
 

@@ -41,7 +41,7 @@ class Watch:
     # get a 404 (the server answers so on purpose), each logged as a console error, and 100 ms later it connects
     # at the root. The frontend takes that path from window.location unless index.html sets
     # window.__streamlit.BACKEND_BASE_URL, which an app's script runs too late to do; no config option changes it.
-    # See README "Offline and the browser console".
+    # See docs/using.md, "Offline and the browser console".
     PAGE_PATH_PROBE = re.compile(r"^/[A-Za-z0-9_-]+/_stcore/(health|host-config)$")
     NOT_FOUND = "Failed to load resource: the server responded with a status of 404 (Not Found)"
 

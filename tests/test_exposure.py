@@ -37,7 +37,7 @@ def test_reports_are_kept_per_store_so_a_reset_store_serves_none_of_the_old_ones
     shelf.mkdir(parents=True)
     (shelf / "index.html").write_text("the old store's run")
     assert tlparse.report(shelf.name, RunStore(path), reports=tmp_path / "reports").folder == shelf
-    for suffix in ("", "-wal", "-shm"):  # the reset README describes
+    for suffix in ("", "-wal", "-shm"):  # the reset docs/configuration.md describes
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     report = tlparse.report(shelf.name, RunStore(path), reports=tmp_path / "reports")
     assert report.folder is None and "kept no TORCH_TRACE" in report.reason

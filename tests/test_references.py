@@ -1,13 +1,15 @@
-"""Comments, docstrings and the README name only modules and names that exist: a dotted tcore or sample_models name in words must resolve."""
+"""Comments, docstrings, the README and docs/ name only modules and names that exist: a dotted tcore or sample_models name in words must resolve."""
 import importlib
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = re.compile(r"\b(?:tcore|sample_models)(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
-# where the words are this project's: the engine, its sample models, the pages, the benches, the tests and the README
+# where the words are this project's: the engine, its sample models, the pages, the benches, the tests, the README
+# and the documents
 SCANNED = [*(p for folder in ("tcore", "sample_models", "ui", "app_pages", "bench", "tests")
-             for p in sorted((ROOT / folder).rglob("*.py"))), ROOT / "app.py", ROOT / "README.md"]
+             for p in sorted((ROOT / folder).rglob("*.py"))), ROOT / "app.py", ROOT / "README.md",
+           ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
 
 
 def resolves(reference: str) -> bool:

@@ -1,5 +1,5 @@
 """The store's file going away under a running app (a reset deletes it,
-as README says, while a queue still holds it)."""
+as docs/configuration.md says, while a queue still holds it)."""
 import os
 
 from tcore.lab import scheduler
@@ -12,7 +12,7 @@ def test_a_store_deleted_while_in_use_is_made_again_and_says_so(tmp_path, capsys
     proc = scheduler.this_process()
     store.enqueue(QUICK, device="cpu", owner="ada", proc=proc, timeout_s=None)
     first_id = store.store_id
-    for suffix in ("", "-wal", "-shm"):  # what README says a reset deletes
+    for suffix in ("", "-wal", "-shm"):  # what docs/configuration.md says a reset deletes
         if os.path.exists(f"{store.path}{suffix}"):
             os.remove(f"{store.path}{suffix}")
 
