@@ -108,7 +108,7 @@ def main() -> int:
         print(f"{r['variant']:9} engine {r['engine_steps_per_s']:8.2f} steps/s   bare loop {r['bare_steps_per_s']:8.2f}"
               f" steps/s   diff {r['diff_pct']:+.2f}%   energy {r['engine_energy_j_per_step']} J/step"
               f"   power {r['engine_power_w']} W")
-    print(f"{summary['gpu']}, torch {summary['torch']}: speedup {engine['speedup']:.2f}x, "
+    print(f"{summary['gpu'] or args.device}, torch {summary['torch']}: speedup {engine['speedup']:.2f}x, "
           f"compile {engine['compile_s']:.1f} s, within {args.tolerance:.0%}: {ok}")
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2))

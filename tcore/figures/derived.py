@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcore import paired
-from tcore.figures import SLOW_STEP_FACTOR, VariantFigures
+from tcore.figures.fields import SLOW_STEP_FACTOR, VariantFigures
 
 @dataclass
 class Block:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tcore import paired
-from tcore.figures import BUSY_CORES, DISAGREE_PCT, NOISY_SPREAD_PCT, SLOW_STEP_FACTOR, SLOW_TIME_PCT
+from tcore.figures.fields import BUSY_CORES, DISAGREE_PCT, NOISY_SPREAD_PCT, SLOW_STEP_FACTOR, SLOW_TIME_PCT
 
 
 def speedup_words(result: Mapping[str, Any]) -> str | None:

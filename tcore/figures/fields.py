@@ -1,0 +1,293 @@
+"""Every figure of a run, defined once: its title, unit, format, which way is better and what it means; the
+thresholds the words on trust use; and the Result the worker fills. tcore.figures re-exports all of it."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tcore.breakdown import CATEGORIES
+
+VARIANTS = ("eager", "compiled")
+HIGHER, LOWER = "higher", "lower"
+# Past these a figure is noise, not a measurement, and the run says so next to its headline.
+NOISY_SPREAD_PCT = 10.0   # the timed rounds of a variant disagree by more than this
+SLOW_STEP_FACTOR = 3.0    # a step slower than this many median steps is a stall, not the steady state
+SLOW_TIME_PCT = 5.0       # ... and such steps took more than this share of the timed time
+BUSY_CORES = 0.5          # other processes kept more than this many CPU cores busy while timing
+DISAGREE_PCT = 20.0       # throughput and median-step speedups further apart than this need explaining
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str          # the field name; per variant, the stored column is f"{variant}_{key}"
+    title: str        # "Throughput"
+    unit: str         # "samples/s"; "" for a count or a ratio without a unit
+    fmt: str          # printf style, as pandas and st.column_config take it: "%.1f"
+    better: str | None  # HIGHER, LOWER, or None where neither is better
+    means: str        # one sentence: what it is and how it was measured
+    per_variant: bool = False
+
+    @property
+    def label(self) -> str:
+        """'Throughput (samples/s)': a title with its unit, for an axis or a column."""
+        return f"{self.title} ({self.unit})" if self.unit else self.title
+
+    def column(self, variant: str | None = None) -> str:
+        return f"{variant}_{self.key}" if self.per_variant else self.key
+
+    def column_label(self, variant: str | None = None) -> str:
+        """'Eager throughput (samples/s)' for a per-variant column, else the label."""
+        return f"{variant.capitalize()} {self.label[0].lower()}{self.label[1:]}" if variant else self.label
+
+    def text(self, value: Any, *, unit: bool = True) -> str:
+        """The value formatted, with its unit unless `unit` is False; 'n/a' for None."""
+        if value is None:
+            return "n/a"
+        shown = self.fmt % value
+        return f"{shown} {self.unit}" if unit and self.unit else shown
+
+
+def figure(title: str, unit: str, fmt: str, better: str | None, means: str) -> Any:
+    """A dataclass field that is a figure: None until measured; its metadata is the Figure."""
+    return field(default=None, metadata={"figure": (title, unit, fmt, better, means)})
+
+
+_MEANS = {k: f"Per profiled step: {what}." for k, (_, what) in CATEGORIES.items()}
+
+
+@dataclass
+class VariantFigures:
+    """What one variant (eager or compiled) measured over its timed blocks."""
+
+    steps: int | None = figure("Timed steps", "steps", "%d", None, "Steps timed over all rounds of this variant.")
+    steps_per_s: float | None = figure(
+        "Throughput", "steps/s", "%.2f", HIGHER, "Steps per second: the median of the timed rounds.")
+    steps_per_s_min: float | None = figure(
+        "Slowest round", "steps/s", "%.2f", HIGHER, "Steps per second in the slowest timed round.")
+    steps_per_s_max: float | None = figure(
+        "Fastest round", "steps/s", "%.2f", HIGHER, "Steps per second in the fastest timed round.")
+    samples_per_s: float | None = figure(
+        "Throughput", "samples/s", "%.1f", HIGHER, "Samples per second: median steps per second times the batch size.")
+    latency_ms_p50: float | None = figure(
+        "Step latency p50", "ms", "%.2f", LOWER, "The median time of one step, over every timed step.")
+    latency_ms_p95: float | None = figure(
+        "Step latency p95", "ms", "%.2f", LOWER, "95% of timed steps took at most this long.")
+    block_s: float | None = figure(
+        "Timed block", "s", "%.2f", None, "How long one timed block of consecutive steps lasted (median).")
+    spread_pct: float | None = figure(
+        "Round-to-round spread", "%", "%.0f", LOWER,
+        "How far apart the fastest and the slowest timed round are, as a share of the median round.")
+    slow_steps: int | None = figure(
+        "Slow steps", "steps", "%d", LOWER,
+        "Timed steps that took over 3 times the median step: a recompile, a stall, or a busy machine.")
+    slow_time_pct: float | None = figure(
+        "Time in slow steps", "%", "%.0f", LOWER, "The share of the timed time that the slow steps took.")
+    gpu_busy_pct: float | None = figure(
+        "GPU busy while timed", "%", "%.0f", None,
+        "NVML's utilization (the share of time a kernel ran) read after each timed block, median: well under 100% "
+        "means the GPU waits on the host (launch-bound).")
+    peak_mem_gib: float | None = figure(
+        "Peak memory", "GiB", "%.3f", LOWER, "The most memory held during the timed blocks.")
+    power_w: float | None = figure(
+        "Mean power", "W", "%.0f", LOWER, "Energy over the timed blocks divided by their duration.")
+    energy_j_per_step: float | None = figure(
+        "Energy per step", "J", "%.3g", LOWER, "Energy counter difference over the timed blocks, per step.")
+    energy_j_per_sample: float | None = figure(
+        "Energy per sample", "J", "%.3g", LOWER, "Energy per step divided by the batch size.")
+    samples_per_j: float | None = figure(
+        "Energy efficiency", "samples/J", "%.3g", HIGHER, "Samples computed per joule of energy over the timed blocks.")
+    tflops: float | None = figure(
+        "Achieved compute", "TFLOP/s", "%.3g", HIGHER, "The model's FLOPs per step times steps per second.")
+    kernels_per_step: int | None = figure(
+        "Kernels per step", "", "%d", LOWER, "Compute kernels one step launches, from the profiler.")
+    peak_pct: float | None = figure(
+        "Share of peak compute", "%", "%.1f", HIGHER,
+        "Achieved TFLOP/s over the GPU's dense peak for the precision the matmuls ran in (tcore.peaks).")
+    weights_bw_pct: float | None = figure(
+        "Weight reads, share of memory bandwidth", "%", "%.1f", None,
+        "The weights' bytes read once per step, per second, over the GPU's memory bandwidth: a floor on the "
+        "bandwidth a step uses (activations come on top); inference only.")
+    # Where the time of one profiled step goes (tcore.breakdown): the categories plus the idle make up the step.
+    profiled_step_ms: float | None = figure(
+        "Profiled step", "ms", "%.2f", LOWER, "One step under the profiler: the steps profiled back to back, averaged.")
+    matmul_ms: float | None = figure("Matmuls and convolutions", "ms", "%.2f", LOWER, _MEANS["matmul"])
+    attention_ms: float | None = figure("Attention", "ms", "%.2f", LOWER, _MEANS["attention"])
+    pointwise_ms: float | None = figure("Pointwise, norms and reductions", "ms", "%.2f", LOWER, _MEANS["pointwise"])
+    copy_ms: float | None = figure("Copies and conversions", "ms", "%.2f", LOWER, _MEANS["copy"])
+    optimizer_ms: float | None = figure("Optimizer", "ms", "%.2f", LOWER, _MEANS["optimizer"])
+    other_ms: float | None = figure("Other kernels", "ms", "%.2f", LOWER, _MEANS["other"])
+    idle_ms: float | None = figure("Idle", "ms", "%.2f", LOWER, _MEANS["idle"])
+
+
+@dataclass
+class RunFigures:
+    """What the run measured as a whole."""
+
+    speedup: float | None = figure(
+        "Speedup", "x", "%.2f", HIGHER,
+        "The median over the timed rounds of compiled throughput divided by eager throughput within the round: "
+        "each round times both back to back (order alternating), so drift in the machine's speed cancels.")
+    speedup_low: float | None = figure(
+        "Speedup, interval low", "x", "%.2f", HIGHER,
+        "The low end of the speedup's interval: an order statistic of the rounds' ratios (95% for 6 rounds or "
+        "more, whatever their distribution).")
+    speedup_high: float | None = figure(
+        "Speedup, interval high", "x", "%.2f", HIGHER, "The high end of the speedup's interval.")
+    speedup_pm_pct: float | None = figure(
+        "Speedup interval, ±", "%", "%.1f", LOWER,
+        "How far the speedup's interval reaches from it, on the wider side: the run's own error bar.")
+    speedup_confidence_pct: float | None = figure(
+        "Interval coverage", "%", "%.1f", None,
+        "How sure the interval is to hold the median ratio: 95% or more from 6 rounds; fewer rounds reach less.")
+    paired_rounds: int | None = figure(
+        "Paired rounds", "rounds", "%d", None, "Rounds timed, each an eager and a compiled block back to back.")
+    speedup_of_medians: float | None = figure(
+        "Speedup of median throughputs", "x", "%.2f", HIGHER,
+        "Compiled's median throughput over eager's, the rounds unpaired: the headline before paired rounds; "
+        "drift between rounds moves it, since the two medians can come from different rounds.")
+    compile_s: float | None = figure(
+        "Compile time", "s", "%.1f", LOWER, "The first compiled call minus one eager step: what compiling cost.")
+    speedup_min: float | None = figure(
+        "Lowest round's speedup", "x", "%.2f", HIGHER,
+        "Each round times eager then compiled back to back: the lowest compiled-over-eager ratio of a round.")
+    speedup_max: float | None = figure(
+        "Highest round's speedup", "x", "%.2f", HIGHER, "The highest compiled-over-eager ratio of a round.")
+    speedup_p50: float | None = figure(
+        "Speedup by median step", "x", "%.2f", HIGHER,
+        "Eager's median step time over compiled's: what a typical step gains, whatever the slow steps did.")
+    gpu_processes: int | None = figure(
+        "Processes on the GPU while timing", "", "%d", LOWER,
+        "The most compute processes NVML saw on this GPU between timed blocks, this run's own included.")
+    busy_cores: float | None = figure(
+        "Other load while timing", "cores", "%.1f", LOWER,
+        "CPU cores that other processes kept busy, on average, during the timed blocks (from /proc/stat).")
+    breakeven_steps: float | None = figure(
+        "Break-even", "steps", "%.0f", LOWER,
+        "Steps after which compiling has paid for itself: compile time / (eager step time - compiled step time).")
+    graph_count: int | None = figure("Graphs", "", "%d", LOWER, "Distinct graphs Dynamo captured.")
+    graph_break_count: int | None = figure(
+        "Graph breaks", "", "%d", LOWER, "Times Dynamo stopped a graph and ran Python in between.")
+    recompile_count: int | None = figure(
+        "Recompilations", "", "%d", LOWER, "Compiles caused by a failed guard (a new shape, a new type).")
+    correctness_rel_diff: float | None = figure(
+        "Largest compiled-vs-eager difference (relative)", "", "%.2g", LOWER,
+        "The largest |compiled - eager| over the largest |eager| of the outputs.")
+    eager_first_call_s: float | None = figure(
+        "First eager call", "s", "%.2f", LOWER, "The first eager step: allocation and kernel selection included.")
+    compiled_first_call_s: float | None = figure(
+        "First compiled call", "s", "%.2f", LOWER, "The first compiled step: tracing and compiling included.")
+    eager_step_s: float | None = figure(
+        "Eager step (warm-up)", "s", "%.4f", LOWER, "The median eager warm-up step after the first.")
+    param_count: int | None = figure("Parameters", "", "%d", None, "Weights in the model.")
+    flops_per_step: float | None = figure(
+        "FLOPs per step", "FLOP", "%.3g", None, "Counted on the meta device at the preset's default shape.")
+    cache_artifacts_bytes: int | None = figure(
+        "Compile artifacts saved", "bytes", "%d", None, "What this run saved for a later warm start.")
+    fx_graph_cache_hits: int | None = figure("FX graph cache hits", "", "%d", HIGHER, "Inductor graphs reused.")
+    fx_graph_cache_misses: int | None = figure("FX graph cache misses", "", "%d", LOWER, "Inductor graphs built.")
+    aot_autograd_cache_hits: int | None = figure("AOT autograd cache hits", "", "%d", HIGHER, "AOT graphs reused.")
+    cudagraph_skip_count: int | None = figure(
+        "CUDA graph skips", "", "%d", LOWER, "Graphs that could not be captured as CUDA graphs.")
+    compilations: int | None = figure(
+        "Compilations", "", "%d", LOWER, "Dynamo compiles over the whole run: first compiles and recompiles.")
+    compiling_s: float | None = figure(
+        "Time compiling", "s", "%.1f", LOWER, "The compile time of every compilation in the run, added up.")
+
+
+# What a summary of a run shows, in this order: the command line's table, the Run page's "All figures".
+SUMMARY_RUN = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "paired_rounds", "speedup_of_medians",
+               "speedup_min", "speedup_max", "speedup_p50", "compile_s", "breakeven_steps", "graph_count",
+               "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores", "gpu_processes")
+SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "gpu_busy_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
+                   "slow_time_pct", "block_s", "peak_mem_gib",
+                   "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "peak_pct",
+                   "weights_bw_pct", "kernels_per_step", "profiled_step_ms", *(f"{k}_ms" for k in CATEGORIES))
+# The parts of compile time (details["compile_phases_s"], from Dynamo's nested timers), outermost first.
+COMPILE_PHASES = {
+    "dynamo_tracing_s": "Dynamo tracing and guards",
+    "aot_autograd_s": "AOT autograd",
+    "inductor_lowering_s": "Inductor lowering and passes",
+    "codegen_and_compile_s": "Code generation and C++/Triton compile",
+}
+
+
+def _figures(cls: type, per_variant: bool) -> dict[str, Figure]:
+    return {f.name: Figure(f.name, *f.metadata["figure"], per_variant=per_variant)
+            for f in dataclasses.fields(cls) if "figure" in f.metadata}
+
+
+RUN_FIGURES: dict[str, Figure] = _figures(RunFigures, per_variant=False)
+VARIANT_FIGURES: dict[str, Figure] = _figures(VariantFigures, per_variant=True)
+
+
+def lookup(column: str) -> tuple[Figure, str | None]:
+    """The figure of a stored column and its variant: 'eager_samples_per_s' -> (samples_per_s, 'eager')."""
+    if column in RUN_FIGURES:
+        return RUN_FIGURES[column], None
+    variant, _, key = column.partition("_")
+    if variant in VARIANTS and key in VARIANT_FIGURES:
+        return VARIANT_FIGURES[key], variant
+    raise KeyError(f"no figure is stored as {column!r}")
+
+
+def column_label(column: str) -> str:
+    fig, variant = lookup(column)
+    return fig.column_label(variant)
+
+
+def text(result: Mapping[str, Any], column: str, *, unit: bool = True, reason: bool = True) -> str:
+    """A stored figure with its unit, or 'n/a' with (if `reason`) why it could not be measured."""
+    fig, _ = lookup(column)
+    value = result.get(column)
+    if value is None:
+        why = (result.get("unavailable") or {}).get(column)
+        return f"n/a ({why})" if why and reason else "n/a"
+    return fig.text(value, unit=unit)
+
+
+@dataclass
+class Result:
+    """A finished run's figures and what else it found, as the worker fills it.
+
+    `details` holds the structured findings that are not figures (graph breaks with their source lines,
+    recompilations, the compile timeline, the shape schedule, ...); `unavailable` maps a stored column
+    to why it could not be measured.
+    """
+
+    device: str
+    variants: list[str]
+    run: RunFigures = field(default_factory=RunFigures)
+    eager: VariantFigures = field(default_factory=VariantFigures)
+    compiled: VariantFigures | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def variant(self, name: str) -> VariantFigures | None:
+        return {"eager": self.eager, "compiled": self.compiled}[name]
+
+    def to_record(self) -> dict[str, Any]:
+        """The flat record that is stored: run figures, f"{variant}_{key}" columns, details, notes."""
+        record: dict[str, Any] = {"device": self.device, "variants": list(self.variants), **self.details}
+        record.update(dataclasses.asdict(self.run))
+        for name in self.variants:
+            record.update({f"{name}_{k}": v for k, v in dataclasses.asdict(self.variant(name)).items()})
+        record.update(notes=list(self.notes), unavailable=dict(self.unavailable))
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Result:
+        """A stored record back as a Result; records stored before a figure existed read it as None."""
+        variants = list(record.get("variants") or ["eager"])
+        known = {"device", "variants", "notes", "unavailable", *RUN_FIGURES}
+        known |= {f"{v}_{k}" for v in VARIANTS for k in VARIANT_FIGURES}
+
+        def variant(name: str) -> VariantFigures:
+            return VariantFigures(**{k: record.get(f"{name}_{k}") for k in VARIANT_FIGURES})
+
+        return cls(device=record.get("device", "?"), variants=variants,
+                   run=RunFigures(**{k: record.get(k) for k in RUN_FIGURES}), eager=variant("eager"),
+                   compiled=variant("compiled") if "compiled" in variants else None,
+                   details={k: v for k, v in record.items() if k not in known},
+                   notes=list(record.get("notes") or []), unavailable=dict(record.get("unavailable") or {}))
