@@ -100,7 +100,8 @@ def main() -> int:
         rows.append({"variant": variant, "engine_steps_per_s": ours, "bare_steps_per_s": bare[variant],
                      "diff_pct": 100 * diff, "engine_energy_j_per_step": engine.get(f"{variant}_energy_j_per_step"),
                      "engine_power_w": engine.get(f"{variant}_power_w")})
-    summary = {"device": args.device, "gpu": record["env"].get("gpu"), "torch": torch.__version__, "driver": record["env"].get("driver"),
+    summary = {"device": args.device, "gpu": record["env"].get("gpu"), "torch": torch.__version__,
+               "driver": record["env"].get("driver"),
                "model": args.model, "preset": args.preset, "batch_size": args.batch_size, "precision": args.precision,
                "channels_last": args.channels_last,
                "speedup": engine["speedup"], "compile_s": engine["compile_s"], "rows": rows, "within_tolerance": ok}
