@@ -113,6 +113,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"invalid experiment: {e}", file=sys.stderr)
         return 2
     print(f"{exp.label}\nstore: {store.path}", file=sys.stderr)
+    for line in _history_before(store, exp):  # said before the run: how far this setting moved here so far
+        print(line, file=sys.stderr)
     while not run.done:  # the worker's events drive the progress line; this shows the wait before it
         snap = run.snapshot()
         if snap["status"] == "queued" and not args.quiet:
@@ -152,6 +154,27 @@ def _history_lines(store: RunStore, record) -> list[str]:
         return []
     earlier = store.same_setting(record.spec, record.device, record.env, before=record.created_at, exclude=record.id)
     return report.history_lines(history.history(earlier), record.result["speedup"])
+
+
+def _history_before(store: RunStore, exp: Experiment) -> list[str]:
+    """Before a run: the earlier runs of its setting on this machine and how far they moved; nothing without any."""
+    import socket
+
+    from tcore import history, machine
+    from tcore.lab.runs import preflight
+    from tcore.rerun import DEFAULT_BETWEEN_PCT
+
+    device, _ = preflight(exp)
+    gpus, _ = machine.gpus() if device == "cuda" else ([], None)
+    env = {"hostname": socket.gethostname(), "cpu": machine.cpu_model(), "gpu": gpus[0]["name"] if gpus else None}
+    earlier = history.history(store.same_setting(exp.to_dict(), device, env))
+    if not earlier.points:
+        return []
+    lines = [f"before this run: {earlier.words()}"]
+    if earlier.spread_pct is not None and earlier.spread_pct > DEFAULT_BETWEEN_PCT["cuda"]:
+        lines.append(f"  this setting's headline has moved by σ {earlier.spread_pct:.1f}% between runs here: this run's "
+                     "interval allows for it, and a single run cannot be read closer than that")
+    return lines
 
 
 def default_words() -> str:

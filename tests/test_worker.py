@@ -125,6 +125,7 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
     again = subprocess.run(run.args, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert again.returncode == 0, again.stderr
     assert "history: 1 earlier run of this setting on this machine: " in again.stdout and "• this run" in again.stdout
+    assert "before this run: 1 earlier run of this setting on this machine" in again.stderr
     listed = subprocess.run([sys.executable, "-m", "tcore", "list", "--db", str(db), "--json"],
                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     (record, _) = json.loads(listed.stdout)
