@@ -169,3 +169,29 @@ def test_the_host_bound_verdict_says_the_figure_is_the_hosts_launch_rate():
 def test_gpu_time_throughput_is_the_batch_over_kernel_time():
     assert figures.gpu_time_samples_per_s({"matmul": 3.0, "pointwise": 1.0, "idle": 4.0}, 64) == pytest.approx(16000)
     assert figures.gpu_time_samples_per_s({"idle": 4.0}, 64) is None
+
+
+def test_the_launch_thread_is_pinned_for_the_timed_stage_on_a_gpu_and_given_back(monkeypatch):
+    """Decision logic on the CPU: with enough cores, a GPU run's launch thread holds one core while timing and gets
+    its cores back after; the CPU never pins (its intra-op threads need every core); the switch turns it off."""
+    import gc
+    import os
+
+    from tcore.worker import timing
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("this system has no sched_setaffinity")
+    before = os.sched_getaffinity(0)
+    monkeypatch.setattr(timing, "MIN_CORES_TO_PIN", 1)
+    with timing.pinned_launch_thread("cuda") as (cpu, why_not):
+        assert why_not is None and os.sched_getaffinity(0) == {cpu}
+        assert len(before) == 1 or cpu != min(before)  # the first core (interrupts) is left alone
+    assert os.sched_getaffinity(0) == before
+    with timing.pinned_launch_thread("cpu") as (cpu, why_not):
+        assert cpu is None and "intra-op threads" in why_not and os.sched_getaffinity(0) == before
+    monkeypatch.setenv(timing.PIN_ENV, "0")
+    with timing.pinned_launch_thread("cuda") as (cpu, why_not):
+        assert cpu is None and timing.PIN_ENV in why_not
+    with timing.no_gc():
+        assert not gc.isenabled()
+    assert gc.isenabled()

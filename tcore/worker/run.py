@@ -25,7 +25,7 @@ from tcore.worker.build import (Step, Workload, build, clone, compare, compile_e
                                 eager, restore, snapshot, step_fn)
 from tcore.worker.compile import apply_compile, optimizer_step
 from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words  # noqa: F401
-from tcore.worker.timing import CpuLoad, PeakMemory, calibrate, pinned_launch_thread, sync, time_block, timed_call
+from tcore.worker.timing import CpuLoad, PeakMemory, calibrate, no_gc, pinned_launch_thread, sync, time_block, timed_call
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -140,7 +140,9 @@ class Measurement:
             self.result.unavailable["compile_s"] = "nothing is compiled in this run (compile=off)"
         # The launch thread stays on one core while timing (GPU only): a host-bound variant runs at the launch rate
         # of whichever core the scheduler gives it, and a thread moved between cores mid-run changes that rate.
-        with pinned_launch_thread(self.device) as (cpu, why_not):
+        # Python's cyclic garbage collector stays off while timing, as timeit keeps it: a collection lands in
+        # whichever block is running, and a launch-bound step waits for it (steps free their tensors by refcount).
+        with pinned_launch_thread(self.device) as (cpu, why_not), no_gc():
             self.result.details.update(pinned_cpu=cpu, pinned_cpu_words=why_not)
             self.time_blocks(w, eager_step, compiled_step)
         self.derive(recompiles_before)

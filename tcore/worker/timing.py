@@ -4,6 +4,7 @@ The figures derived from the blocks (medians, spread, percentiles, energy per st
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import statistics
 import time
@@ -174,3 +175,16 @@ def pinned_launch_thread(device: str) -> Iterator[tuple[int | None, str | None]]
         yield cpu, None
     finally:
         os.sched_setaffinity(0, allowed)
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for the block, after one collection; back as it was after it."""
+    was_on = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
