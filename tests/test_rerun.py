@@ -168,6 +168,8 @@ def test_the_host_bound_verdict_says_the_figure_is_the_hosts_launch_rate():
 
 def test_gpu_time_throughput_is_the_batch_over_kernel_time():
     assert figures.gpu_time_samples_per_s({"matmul": 3.0, "pointwise": 1.0, "idle": 4.0}, 64) == pytest.approx(16000)
+    assert figures.gpu_time_samples_per_s({"matmul": 3.0, "pointwise": 1.0, "idle": 4.0}, 64, 2.0) == pytest.approx(
+        32000)  # kernels overlapping on two streams count once
     assert figures.gpu_time_samples_per_s({"idle": 4.0}, 64) is None
 
 

@@ -406,7 +406,8 @@ class Measurement:
                 for category, ms in found.ms.items():
                     setattr(figs, f"{category}_ms", ms)
                 if found.source == "gpu kernels":
-                    figs.gpu_time_samples_per_s = figures.gpu_time_samples_per_s(found.ms, self.exp.batch_size)
+                    figs.gpu_time_samples_per_s = figures.gpu_time_samples_per_s(found.ms, self.exp.batch_size,
+                                                                                found.overlap_ms)
             if figs.gpu_time_samples_per_s is None:
                 self.result.unavailable[f"{name}_gpu_time_samples_per_s"] = (
                     "on the CPU the host is the device: there is no separate GPU time" if self.device != "cuda"
