@@ -408,11 +408,11 @@ class Measurement:
                 if found.source == "gpu kernels":
                     figs.gpu_time_samples_per_s = figures.gpu_time_samples_per_s(found.ms, self.exp.batch_size,
                                                                                 found.overlap_ms)
+                self.result.details.setdefault("breakdown", {})[name] = found.to_dict()
             if figs.gpu_time_samples_per_s is None:
                 self.result.unavailable[f"{name}_gpu_time_samples_per_s"] = (
                     "on the CPU the host is the device: there is no separate GPU time" if self.device != "cuda"
                     else "the profiler recorded no GPU kernels")
-                self.result.details.setdefault("breakdown", {})[name] = found.to_dict()
             self.progress("profiling", i + 1, len(variants))
         if compiled_step is not None:
             events = self.result.details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(),
