@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tcore import figures, report
+from tcore.advice import CUDAGRAPH_MODES, launch_bound
 from tcore.figures import RUN_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
@@ -111,7 +112,7 @@ def show_headline(rec: RunRecord) -> None:
     if noise:
         st.warning(noise, icon=":material/warning:")
     for variant, words in figures.host_bound(r, rec.device, rec.spec.get("mode")):
-        if variant == "compiled" and rec.spec.get("mode") not in figures.verdicts.CUDA_GRAPH_MODES:
+        if variant == "compiled" and rec.spec.get("mode") not in CUDAGRAPH_MODES and launch_bound(r, rec.device):
             words += " *What to try next* below queues mode=reduce-overhead in one click."
         st.info(words, icon=":material/speed:")
     if why := figures.disagreement(r):

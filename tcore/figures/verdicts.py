@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tcore import paired
+from tcore.advice import CUDAGRAPH_MODES
 from tcore.breakdown import CATEGORIES
 from tcore.figures import (BUSY_CORES, DISAGREE_PCT, HOST_BUSY_PCT, HOST_IDLE_SHARE, NOISY_SPREAD_PCT,
                            SLOW_STEP_FACTOR, SLOW_TIME_PCT)
-
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that replay CUDA graphs
 
 
 def speedup_words(result: Mapping[str, Any]) -> str | None:
@@ -131,7 +130,7 @@ def host_bound(result: Mapping[str, Any], device: str | None, mode: str | None =
         gpu_rate = result.get(f"{v}_gpu_time_samples_per_s")
         if gpu_rate is not None:
             words += f". On the GPU's time alone it would reach {gpu_rate:,.0f} {unit}"
-        if v == "compiled" and mode in CUDA_GRAPH_MODES:
+        if v == "compiled" and mode in CUDAGRAPH_MODES:
             fix = "a larger batch (more work per launch) would change it; this run already replays CUDA graphs"
         elif v == "compiled":
             fix = ("a larger batch (more work per launch), or CUDA graphs (mode=reduce-overhead, which replays the "
