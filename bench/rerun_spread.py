@@ -72,7 +72,8 @@ def row(record: dict) -> dict:
             "drift_pct": r.get("speedup_drift_pct"), "between_pct": r.get("speedup_between_pct"),
             "between_source": r.get("speedup_between_source"), "history_runs": r.get("speedup_history_runs"),
             "paired_rounds": r.get("paired_rounds"), "eager_samples_per_s": r.get("eager_samples_per_s"),
-            "compiled_samples_per_s": r.get("compiled_samples_per_s"), "eager_gpu_busy_pct": r.get("eager_gpu_busy_pct"),
+            "compiled_samples_per_s": r.get("compiled_samples_per_s"),
+            "eager_gpu_busy_pct": r.get("eager_gpu_busy_pct"),
             "compiled_gpu_busy_pct": r.get("compiled_gpu_busy_pct"),
             "eager_gpu_time_samples_per_s": r.get("eager_gpu_time_samples_per_s"), "busy_cores": r.get("busy_cores"),
             "pinned_cpu": r.get("pinned_cpu"), "compile_s": r.get("compile_s"), "wall_s": round(record["wall_s"], 1)}

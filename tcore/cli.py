@@ -172,8 +172,8 @@ def _history_before(store: RunStore, exp: Experiment) -> list[str]:
         return []
     lines = [f"before this run: {earlier.words()}"]
     if earlier.spread_pct is not None and earlier.spread_pct > DEFAULT_BETWEEN_PCT["cuda"]:
-        lines.append(f"  this setting's headline has moved by σ {earlier.spread_pct:.1f}% between runs here: this run's "
-                     "interval allows for it, and a single run cannot be read closer than that")
+        lines.append(f"  this setting's headline has moved by σ {earlier.spread_pct:.1f}% between runs here: this "
+                     "run's interval allows for it, and a single run cannot be read closer than that")
     return lines
 
 

@@ -80,7 +80,7 @@ def history(records: Sequence[Any]) -> History:
 
 
 def dots(h: History, current: float | None = None, width: int = 40) -> str:
-    """The speedups as dots on one text line, for the command line: '1.45x |  ·  ··•· ·| 1.62x' (• this run)."""
+    """The speedups as dots on one text line, for the CLI: '1.45x |  ·  ··•· ·| 1.62x' (• this run)."""
     values = h.speedups + ([current] if current is not None else [])
     if not values:
         return ""

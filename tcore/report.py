@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcore import breakdown, advice
+from tcore import advice, breakdown
 from tcore.figures import (RUN_FIGURES, SUMMARY_RUN, SUMMARY_VARIANT, VARIANT_FIGURES, disagreement, host_bound,
                            noise_reasons, speedup_words, text)
 from tcore.history import History, dots

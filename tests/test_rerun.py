@@ -52,7 +52,8 @@ def test_with_no_history_the_default_floor_covers_the_issues_resnet50_reruns():
         assert within.low == pytest.approx(low) and within.high == pytest.approx(high)
         assert not within.low <= median_of_six <= within.high
         r = rerun.interval(ratios, device="cuda", host_bound=True)
-        assert r.between_source == "default" and r.between_pct == pytest.approx(rerun.DEFAULT_BETWEEN_PCT["cuda-host-bound"])
+        assert r.between_source == "default"
+        assert r.between_pct == pytest.approx(rerun.DEFAULT_BETWEEN_PCT["cuda-host-bound"])
         assert r.low <= median_of_six <= r.high
         assert r.speedup == pytest.approx(speedup) and r.pm_pct > within.half_width_pct
 
@@ -142,7 +143,8 @@ def recorded_host_bound_run(**changes) -> dict:
     its rounds 102-183 steps/s; compiled busy 99%."""
     r = {"variants": ["eager", "compiled"], "speedup": 2.027, "eager_samples_per_s": 8764.0,
          "eager_gpu_busy_pct": 78.5, "eager_steps_per_s_min": 102.0, "eager_steps_per_s_max": 183.0,
-         "eager_spread_pct": 59.0, "eager_matmul_ms": 5.8, "eager_idle_ms": 1.5, "eager_gpu_time_samples_per_s": 11034.0,
+         "eager_spread_pct": 59.0, "eager_matmul_ms": 5.8, "eager_idle_ms": 1.5,
+         "eager_gpu_time_samples_per_s": 11034.0,
          "compiled_samples_per_s": 18284.0, "compiled_gpu_busy_pct": 99.0, "compiled_matmul_ms": 3.4,
          "compiled_idle_ms": 0.05}
     return {**r, **changes}

@@ -234,7 +234,8 @@ SUMMARY_RUN = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "spee
                "speedup_drift_pct", "speedup_between_pct", "paired_rounds", "speedup_of_medians",
                "speedup_min", "speedup_max", "speedup_p50", "compile_s", "breakeven_steps", "graph_count",
                "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores", "gpu_processes")
-SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "gpu_time_samples_per_s", "spread_pct", "gpu_busy_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
+SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "gpu_time_samples_per_s", "spread_pct", "gpu_busy_pct",
+                   "latency_ms_p50", "latency_ms_p95", "slow_steps",
                    "slow_time_pct", "block_s", "peak_mem_gib",
                    "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "peak_pct",
                    "weights_bw_pct", "kernels_per_step", "profiled_step_ms", *(f"{k}_ms" for k in CATEGORIES))

@@ -48,8 +48,9 @@ def noise_reasons(result: Mapping[str, Any]) -> list[str]:
     width = result.get("speedup_pm_pct")
     rounds_width = result.get("speedup_rounds_pm_pct")  # None in older records: their interval was the rounds'
     if width is not None and width > paired.WIDE_PCT:
-        why = f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–{result['speedup_high']:.2f}x " \
-              f"(± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over {result.get('paired_rounds')} paired rounds"
+        why = (f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–"
+               f"{result['speedup_high']:.2f}x (± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over "
+               f"{result.get('paired_rounds')} paired rounds")
         if rounds_width is not None and rounds_width <= paired.WIDE_PCT:
             why += (f": the rounds agree (± {rounds_width:.1f}%), but this setting's figure moves between fresh "
                     f"processes on this machine (σ {result.get('speedup_between_pct') or 0:.1f}%), so a rerun can "

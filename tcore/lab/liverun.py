@@ -28,7 +28,6 @@ from tcore.spec import Experiment
 from tcore.store import RunRecord, RunStore
 
 
-
 def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dict[str, Any],
                  env: dict[str, Any]) -> dict[str, Any]:
     """The worker's result with its headline interval restated from the store's earlier runs of the same setting on
@@ -37,6 +36,7 @@ def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dic
     earlier = history.history(store.same_setting(spec, device, env, exclude=run_id))
     bound = bool(figures.host_bound(result, device, spec.get("mode")))
     return rerun.restate(result, earlier.speedups, bound)
+
 
 class LiveRun:
     """One run, queued or in progress: its phase, progress, power samples, queue place and, at the end, its record.

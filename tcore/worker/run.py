@@ -25,7 +25,8 @@ from tcore.worker.build import (Step, Workload, build, clone, compare, compile_e
                                 eager, restore, snapshot, step_fn)
 from tcore.worker.compile import apply_compile, optimizer_step
 from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words  # noqa: F401
-from tcore.worker.timing import CpuLoad, PeakMemory, calibrate, no_gc, pinned_launch_thread, sync, time_block, timed_call
+from tcore.worker.timing import (CpuLoad, PeakMemory, calibrate, no_gc, pinned_launch_thread, sync, time_block,
+                                 timed_call)
 
 Emit = Callable[[dict[str, Any]], None]
 
