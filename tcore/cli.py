@@ -113,6 +113,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"invalid experiment: {e}", file=sys.stderr)
         return 2
     print(f"{exp.label}\nstore: {store.path}", file=sys.stderr)
+    for line in _history_before(store, exp):  # said before the run: how far this setting moved here so far
+        print(line, file=sys.stderr)
     while not run.done:  # the worker's events drive the progress line; this shows the wait before it
         snap = run.snapshot()
         if snap["status"] == "queued" and not args.quiet:
@@ -133,6 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif record.status == "finished":
         print(f"run {record.id} on {record.result['device']}\n")
         print(report.text_table(record.result, record.spec, record.device))
+        print("\n".join(_history_lines(store, record)))
     if record.status != "finished":
         err = record.error
         print(f"run {record.id} failed: {ERROR_KINDS.get(err.get('kind'), err.get('kind'))}: {err.get('message')}",
@@ -141,6 +144,50 @@ def cmd_run(args: argparse.Namespace) -> int:
             print("last lines of the worker's log:\n  " + "\n  ".join(err["log_tail"][-15:]), file=sys.stderr)
         return 1
     return 0
+
+
+def _history_lines(store: RunStore, record) -> list[str]:
+    """The runs of the same setting on the same machine before this one, beside its headline."""
+    from tcore import history
+
+    if record.result.get("speedup") is None:
+        return []
+    earlier = store.same_setting(record.spec, record.device, record.env, before=record.created_at, exclude=record.id)
+    return report.history_lines(history.history(earlier), record.result["speedup"])
+
+
+def _history_before(store: RunStore, exp: Experiment) -> list[str]:
+    """Before a run: the earlier runs of its setting on this machine and how far they moved; nothing without any."""
+    import socket
+
+    from tcore import history, machine
+    from tcore.lab.runs import preflight
+    from tcore.rerun import DEFAULT_BETWEEN_PCT
+
+    device, _ = preflight(exp)
+    gpus, _ = machine.gpus() if device == "cuda" else ([], None)
+    env = {"hostname": socket.gethostname(), "cpu": machine.cpu_model(), "gpu": gpus[0]["name"] if gpus else None}
+    earlier = history.history(store.same_setting(exp.to_dict(), device, env))
+    if not earlier.points:
+        return []
+    lines = [f"before this run: {earlier.words()}"]
+    if earlier.spread_pct is not None and earlier.spread_pct > DEFAULT_BETWEEN_PCT["cuda"]:
+        lines.append(f"  this setting's headline has moved by σ {earlier.spread_pct:.1f}% between runs here: this "
+                     "run's interval allows for it, and a single run cannot be read closer than that")
+    return lines
+
+
+def default_words() -> str:
+    """The default setting, as --help says it: the same one the Run page opens on."""
+    from tcore.spec import DEFAULTS, practical_defaults
+
+    model = DEFAULTS["model"]
+    gpu, cpu = practical_defaults(model, "cuda", "inference"), practical_defaults(model, "cpu", "inference")
+    return (f"With no options it runs the lab's default, the same one the Run page opens on: {model}, on a GPU "
+            f"{gpu['preset']} at batch {gpu['batch_size']} in {gpu['precision']}, on the CPU {cpu['preset']} at "
+            f"batch {cpu['batch_size']} in {cpu['precision']}; whole-model compile, default mode, inference. Its "
+            "speedup holds still between fresh processes; a launch-bound setting's does not (the headline says "
+            "so).")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -175,6 +222,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     elif record.result:
         print(f"{record.label}\n")
         print(report.text_table(record.result, record.spec, record.device))
+        print("\n".join(_history_lines(store, record)))
     elif record.status in ("queued", "running"):  # no outcome yet: say where it stands, not "None: None"
         print(f"{record.label}\n{record.status}" + (" (its process ended: the next app or `tcore run` on this store "
                                                    "runs it)" if record.id in orphaned else ""))
@@ -230,7 +278,7 @@ def _main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", parents=[common], help="run one experiment: eager against compiled",
-                         formatter_class=argparse.RawTextHelpFormatter)
+                         description=default_words(), formatter_class=argparse.RawTextHelpFormatter)
     _add_spec_args(run)
     run.add_argument("--timeout", type=float, default=None, help="stop the run after this many seconds")
     run.add_argument("--json", action="store_true", help="print the stored record as JSON")

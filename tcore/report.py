@@ -4,8 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from tcore import advice, breakdown
-from tcore.figures import (RUN_FIGURES, SUMMARY_RUN, SUMMARY_VARIANT, VARIANT_FIGURES, disagreement, noise_reasons,
-                           speedup_words, text)
+from tcore.figures import (RUN_FIGURES, SUMMARY_RUN, SUMMARY_VARIANT, VARIANT_FIGURES, disagreement, host_bound,
+                           noise_reasons, speedup_words, text)
+from tcore.history import History, dots
 
 
 def variant_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -34,8 +35,8 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
         lines.append(f"recompile {r['compile_id']} ({r['frame']}): {r['reason']}")
     if how := speedup_words(result):
         lines.append(f"speedup: {how}")
-    if bound := advice.launch_bound(result, device):
-        lines.append(f"launch-bound: {bound.replace('**Launch-bound**: ', '')}")
+    for _, words in host_bound(result, device, (spec or {}).get("mode")):
+        lines.append(f"host-bound: {words.replace('**', '')}")
     if result.get("timed_stop_words"):
         lines.append(f"timing: {result['timed_stop_words']}")
     for note in result.get("notes", []):
@@ -55,3 +56,11 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
         for s in advice.suggest(spec, result, device):
             lines.append(f"try next: {s.title}. {s.evidence}")
     return "\n".join(lines)
+
+
+def history_lines(earlier: History, current: float | None) -> list[str]:
+    """The earlier runs of this setting on this machine, beside the headline: a sentence and the speedups as dots."""
+    lines = [f"history: {earlier.words(current)}"]
+    if earlier.points:
+        lines.append(f"         {dots(earlier, current)}  (· earlier runs, • this run)")
+    return lines

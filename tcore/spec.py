@@ -49,7 +49,7 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class Experiment:
-    model: str = knob("resnet50", "Which model to run: a built-in sample model (captioner, resnet50, flux) or a real "
+    model: str = knob("captioner", "Which model to run: a built-in sample model (captioner, resnet50, flux) or a real "
                                   "one named SOURCE:NAME (torchvision, timm, hf, diffusers, file).")
     preset: str = knob("tiny", "How big the model is: tiny runs in seconds on a CPU, the larger presets want a GPU.")
     batch_size: int = knob(4, "Samples per step: bigger batches keep the device busier (more samples/s) until "

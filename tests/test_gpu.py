@@ -137,6 +137,8 @@ def test_the_gpu_breakdown_adds_up_to_the_step_and_finds_matmuls(store):
         assert b["ms"]["matmul"] > 0.2 * timed  # a big-batch ResNet-50 spends much of its step in convolutions
         assert b["profiled_idle_ms"] is not None
         assert result[f"{variant}_peak_pct"] > 0
+        # The GPU's kernel time is within the wall-clock step: throughput on GPU time is at least the wall figure.
+        assert result[f"{variant}_gpu_time_samples_per_s"] >= 0.9 * result[f"{variant}_samples_per_s"]
 
 
 def test_a_run_records_the_physical_gpu_and_takes_a_spare_worker(store):

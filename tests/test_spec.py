@@ -13,7 +13,7 @@ def test_defaults_are_valid_and_round_trip_through_json():
 
 @pytest.mark.parametrize("changes, message", [
     (dict(model="gpt9"), "unknown model 'gpt9'; choose one of: captioner, resnet50, flux"),
-    (dict(preset="huge"), "unknown preset 'huge' for resnet50; choose one of: tiny"),
+    (dict(preset="huge"), "unknown preset 'huge' for captioner; choose one of: tiny, small, full"),
     (dict(batch_size=0), "batch_size must be a whole number from 1 to 65536"),
     (dict(compile_optimizer=True), "compile_optimizer needs task=training"),
     (dict(precision="int8"), "unknown precision 'int8'; choose one of: fp32, tf32, amp-bf16, amp-fp16, bf16, fp16"),
@@ -133,7 +133,7 @@ def test_each_precision_says_what_it_does_and_its_tolerance_where_it_is_chosen()
 
 def test_labels_name_the_precision_and_any_inductor_option_changed():
     exp = Experiment(precision="bf16", freezing=True, coordinate_descent=True, max_fusion_size=16)
-    assert exp.label == "resnet50/tiny bs4 bf16 inference, whole default +freezing +coordinate-descent fusion<=16"
+    assert exp.label == "captioner/tiny bs4 bf16 inference, whole default +freezing +coordinate-descent fusion<=16"
     assert "-epilogue-fusion" in Experiment(epilogue_fusion=False).label
     assert "+freezing" not in Experiment().label
 

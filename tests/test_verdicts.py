@@ -103,8 +103,11 @@ def test_a_runs_page_shows_the_paired_headline_its_interval_and_a_launch_bound_w
              compiled_gpu_busy_pct=48.0, compiled_spread_pct=38.0,
              timed_stop_words="Timing used its 4 s per variant over 14 rounds; the speedup's interval stayed at ± 3.6% "
                               "against the ± 3% target.")
-    run_id = insert_run(db, Experiment(model="captioner", device="cuda", preset="small", batch_size=32,
-                                       precision="bf16"))
+    exp = Experiment(model="captioner", device="cuda", preset="small", batch_size=32, precision="bf16")
+    for earlier in (1.52, 1.31):  # the history panel shows the earlier runs of the same setting on the same machine
+        db.finish(insert_run(db, exp), result={"device": "cuda", "speedup": earlier}, env={"device": "cuda"})
+    db.finish(insert_run(db, exp.replace(batch_size=64)), result={"device": "cuda", "speedup": 3.0}, env={})
+    run_id = insert_run(db, exp)
     db.finish(run_id, result=r, env={"device": "cuda"})
     at = AppTest.from_file("../app.py", default_timeout=60).run()
     at.switch_page("app_pages/compare.py").run()
@@ -116,4 +119,7 @@ def test_a_runs_page_shows_the_paired_headline_its_interval_and_a_launch_bound_w
     assert "the median of 14 paired rounds' ratios" in captions and "unpaired, reads 1.71x" in captions
     assert "stayed at ± 3.6%" in captions
     info = " ".join(str(i.value) for i in at.info)
-    assert "**Launch-bound**" in info and "NVML saw it busy 48%" in info and "mode=reduce-overhead" in info
+    assert "**Compiled is host-bound**" in info and "NVML saw it busy 48%" in info and "mode=reduce-overhead" in info
+    assert ("2 earlier runs of this setting on this machine: 1.31–1.52x, median 1.42x (σ 11.1%); this run 1.38x"
+            in captions)
+    assert "Earlier runs of this setting" in " ".join(m.value for m in at.markdown)

@@ -120,10 +120,21 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
                          timeout=300)
     assert run.returncode == 0, run.stderr
     assert "Throughput (steps/s)" in run.stdout and "Speedup" in run.stdout
+    assert "95% interval for a rerun" in run.stdout and "a default spread between processes" in run.stdout
+    assert "history: No earlier run of this setting on this machine" in run.stdout
+    again = subprocess.run(run.args, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "history: 1 earlier run of this setting on this machine: " in again.stdout and "• this run" in again.stdout
+    assert "before this run: 1 earlier run of this setting on this machine" in again.stderr
     listed = subprocess.run([sys.executable, "-m", "tcore", "list", "--db", str(db), "--json"],
                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
-    (record,) = json.loads(listed.stdout)
+    (record, _) = json.loads(listed.stdout)
     assert record["status"] == "finished" and record["spec"]["preset"] == "tiny"  # the CPU default preset
+    assert record["result"]["speedup_between_source"] == "default" and record["result"]["pinned_cpu"] is None
+    assert "no separate GPU time" in record["result"]["unavailable"]["eager_gpu_time_samples_per_s"]
+    helped = subprocess.run([sys.executable, "-m", "tcore", "run", "--help"], capture_output=True, text=True,
+                            cwd=REPO_ROOT, timeout=120)
+    assert "the same one the Run page opens on: captioner" in " ".join(helped.stdout.split())
     refused = subprocess.run([sys.executable, "-m", "tcore", "run", "--db", str(db), "--batch-size", "0"],
                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert refused.returncode == 2 and "batch_size must be a whole number" in refused.stderr

@@ -64,7 +64,7 @@ def _reset_precision(prefix: str) -> None:
 
 def _defaults(prefix: str) -> None:
     if prefix + "model" not in st.session_state:
-        st.session_state[prefix + "model"] = "captioner"
+        st.session_state[prefix + "model"] = DEFAULTS["model"]
         st.session_state[prefix + "device"] = "auto"
         _reset_sizes(prefix)
 

@@ -14,7 +14,7 @@ from tcore.advice import CUDAGRAPH_MODES, launch_bound
 from tcore.figures import RUN_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
-from ui import advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, run_words
+from ui import advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, history, run_words
 
 # What to try next, per failure kind (tcore.protocol.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -68,6 +68,8 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
     show_headline(rec)
+    if store is not None:
+        history.show(rec, store, key=key)
     st.caption(run_words.baseline_words(rec.spec, rec.device))
     ok, words = run_words.correctness_words(r, rec.spec.get("precision", "fp32"))
     (st.success if ok else st.error if ok is False else st.info)(words)
@@ -109,11 +111,10 @@ def show_headline(rec: RunRecord) -> None:
         st.caption(how + (f" {r['timed_stop_words']}" if r.get("timed_stop_words") else ""))
     if noise:
         st.warning(noise, icon=":material/warning:")
-    if bound := launch_bound(r, rec.device):
-        cuda_graphs = rec.spec.get("mode") in CUDAGRAPH_MODES or rec.spec.get("backend") == "cudagraphs"
-        st.info(bound + (" This run already replays CUDA graphs." if cuda_graphs else
-                         " CUDA graphs (mode=reduce-overhead) remove exactly that wait: *What to try next* below "
-                         "queues it in one click."), icon=":material/speed:")
+    for variant, words in figures.host_bound(r, rec.device, rec.spec.get("mode")):
+        if variant == "compiled" and rec.spec.get("mode") not in CUDAGRAPH_MODES and launch_bound(r, rec.device):
+            words += " *What to try next* below queues mode=reduce-overhead in one click."
+        st.info(words, icon=":material/speed:")
     if why := figures.disagreement(r):
         st.info(why, icon=":material/info:")
     if payback := run_words.payback_words(r):

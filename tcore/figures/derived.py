@@ -135,6 +135,14 @@ def upgrade_result(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def gpu_time_samples_per_s(category_ms: dict[str, float], batch_size: int, overlap_ms: float = 0.0) -> float | None:
+    """Samples per second on the GPU's time alone: the batch over a profiled step's kernel time, its categories
+    less the idle gaps and less the time kernels overlapped on several streams (tcore.breakdown). None without
+    kernel time."""
+    busy_ms = sum(ms for k, ms in category_ms.items() if k != "idle" and ms is not None) - overlap_ms
+    return batch_size * 1e3 / busy_ms if busy_ms > 0 else None
+
+
 def breakeven_steps(compile_s: float, eager: VariantFigures, compiled: VariantFigures) -> float | None:
     """Steps after which the compiled model has made up its compile time; None if it never does."""
     saved_s = 1 / eager.steps_per_s - 1 / compiled.steps_per_s

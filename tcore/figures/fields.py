@@ -16,6 +16,10 @@ SLOW_STEP_FACTOR = 3.0    # a step slower than this many median steps is a stall
 SLOW_TIME_PCT = 5.0       # ... and such steps took more than this share of the timed time
 BUSY_CORES = 0.5          # other processes kept more than this many CPU cores busy while timing
 DISAGREE_PCT = 20.0       # throughput and median-step speedups further apart than this need explaining
+# A GPU variant is host-bound when the GPU waits on the host for a noticeable share of its steps: then its figure is
+# the host CPU's launch rate, which moves between processes (tcore.rerun widens the interval for it).
+HOST_IDLE_SHARE = 0.05    # the profiled step's idle share at or above this
+HOST_BUSY_PCT = 95.0      # ... or NVML's busy share while timed below this
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,10 @@ class VariantFigures:
         "Fastest round", "steps/s", "%.2f", HIGHER, "Steps per second in the fastest timed round.")
     samples_per_s: float | None = figure(
         "Throughput", "samples/s", "%.1f", HIGHER, "Samples per second: median steps per second times the batch size.")
+    gpu_time_samples_per_s: float | None = figure(
+        "Throughput on GPU time", "samples/s", "%.1f", HIGHER,
+        "Samples per second if the GPU never waited on the host: the batch over the profiled step's kernel time "
+        "(the step less its idle gaps). Far above the throughput means the host's launches set the pace.")
     latency_ms_p50: float | None = figure(
         "Step latency p50", "ms", "%.2f", LOWER, "The median time of one step, over every timed step.")
     latency_ms_p95: float | None = figure(
@@ -130,16 +138,30 @@ class RunFigures:
         "each round times both back to back (order alternating), so drift in the machine's speed cancels.")
     speedup_low: float | None = figure(
         "Speedup, interval low", "x", "%.2f", HIGHER,
-        "The low end of the speedup's interval: an order statistic of the rounds' ratios (95% for 6 rounds or "
-        "more, whatever their distribution).")
+        "The low end of the speedup's 95% interval for a rerun: the rounds' own interval, the drift between the "
+        "run's halves and the spread between fresh processes of this setting (learned from the store's earlier "
+        "runs on this machine, or a default), combined (tcore.rerun).")
     speedup_high: float | None = figure(
         "Speedup, interval high", "x", "%.2f", HIGHER, "The high end of the speedup's interval.")
     speedup_pm_pct: float | None = figure(
         "Speedup interval, ±", "%", "%.1f", LOWER,
-        "How far the speedup's interval reaches from it, on the wider side: the run's own error bar.")
+        "How far the speedup's interval reaches from it, on the wider side: how far a rerun can move.")
     speedup_confidence_pct: float | None = figure(
-        "Interval coverage", "%", "%.1f", None,
-        "How sure the interval is to hold the median ratio: 95% or more from 6 rounds; fewer rounds reach less.")
+        "Interval coverage", "%", "%.1f", None, "The confidence of the speedup's interval: 95%, for every run.")
+    speedup_rounds_pm_pct: float | None = figure(
+        "Rounds' own interval, ±", "%", "%.1f", LOWER,
+        "The interval of the paired rounds alone (order statistics, 95% from 6 rounds): the run's inside spread, "
+        "which says nothing of what a fresh process would find.")
+    speedup_drift_pct: float | None = figure(
+        "Drift within the run", "%", "%.1f", LOWER,
+        "How far apart the median ratios of the first and the second half of the rounds are.")
+    speedup_between_pct: float | None = figure(
+        "Spread between processes", "%", "%.1f", LOWER,
+        "The standard deviation of the headline between fresh processes of this setting that the interval "
+        "allows for: learned from earlier runs on this machine, or a default (tcore.rerun).")
+    speedup_history_runs: int | None = figure(
+        "Earlier runs of this setting", "runs", "%d", None,
+        "Earlier runs of the same setting on this machine that the spread between processes was learned from.")
     paired_rounds: int | None = figure(
         "Paired rounds", "rounds", "%d", None, "Rounds timed, each an eager and a compiled block back to back.")
     speedup_of_medians: float | None = figure(
@@ -196,10 +218,12 @@ class RunFigures:
 
 
 # What a summary of a run shows, in this order: the command line's table, the Run page's "All figures".
-SUMMARY_RUN = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "paired_rounds", "speedup_of_medians",
+SUMMARY_RUN = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "speedup_rounds_pm_pct",
+               "speedup_drift_pct", "speedup_between_pct", "paired_rounds", "speedup_of_medians",
                "speedup_min", "speedup_max", "speedup_p50", "compile_s", "breakeven_steps", "graph_count",
                "graph_break_count", "recompile_count", "correctness_rel_diff", "busy_cores", "gpu_processes")
-SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "spread_pct", "gpu_busy_pct", "latency_ms_p50", "latency_ms_p95", "slow_steps",
+SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "gpu_time_samples_per_s", "spread_pct", "gpu_busy_pct",
+                   "latency_ms_p50", "latency_ms_p95", "slow_steps",
                    "slow_time_pct", "block_s", "peak_mem_gib",
                    "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "peak_pct",
                    "weights_bw_pct", "kernels_per_step", "profiled_step_ms", *(f"{k}_ms" for k in CATEGORIES))

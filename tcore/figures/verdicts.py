@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tcore import paired
-from tcore.figures.fields import BUSY_CORES, DISAGREE_PCT, NOISY_SPREAD_PCT, SLOW_STEP_FACTOR, SLOW_TIME_PCT
+from tcore.advice import CUDAGRAPH_MODES
+from tcore.breakdown import CATEGORIES
+from tcore.figures.fields import (BUSY_CORES, DISAGREE_PCT, HOST_BUSY_PCT, HOST_IDLE_SHARE, NOISY_SPREAD_PCT,
+                                  SLOW_STEP_FACTOR, SLOW_TIME_PCT)
 
 
 def speedup_words(result: Mapping[str, Any]) -> str | None:
@@ -17,10 +20,13 @@ def speedup_words(result: Mapping[str, Any]) -> str | None:
         return f"Speedup {result['speedup']:.2f}x: compiled throughput over eager (medians of the rounds)."
     words = (f"Speedup {result['speedup']:.2f}x: the median of {n} paired round{'s' if n != 1 else ''}' ratios "
              "(each round times eager and compiled back to back, so drift in the machine's speed cancels)")
-    if low is not None:
+    if low is not None and result.get("speedup_interval_words"):
+        words += (f"; {result.get('speedup_confidence_pct', 95):.0f}% interval for a rerun {low:.2f}–{high:.2f}x "
+                  f"(± {result['speedup_pm_pct']:.1f}%), from {result['speedup_interval_words']}")
+    elif low is not None:
         cover = result.get("speedup_confidence_pct")
         words += (f"; {cover:.0f}% interval {low:.2f}–{high:.2f}x (± {result['speedup_pm_pct']:.1f}%), "
-                  "from the rounds' order statistics")
+                  "from the rounds' order statistics (this older run's interval covers its rounds only, not a rerun)")
     else:
         words += "; one round gives no interval"
     medians = result.get("speedup_of_medians")
@@ -40,10 +46,16 @@ def noise_reasons(result: Mapping[str, Any]) -> list[str]:
     """
     reasons = []
     width = result.get("speedup_pm_pct")
+    rounds_width = result.get("speedup_rounds_pm_pct")  # None in older records: their interval was the rounds'
     if width is not None and width > paired.WIDE_PCT:
-        reasons.append(f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–"
-                       f"{result['speedup_high']:.2f}x (± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over "
-                       f"{result.get('paired_rounds')} paired rounds")
+        why = (f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–"
+               f"{result['speedup_high']:.2f}x (± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over "
+               f"{result.get('paired_rounds')} paired rounds")
+        if rounds_width is not None and rounds_width <= paired.WIDE_PCT:
+            why += (f": the rounds agree (± {rounds_width:.1f}%), but this setting's figure moves between fresh "
+                    f"processes on this machine (σ {result.get('speedup_between_pct') or 0:.1f}%), so a rerun can "
+                    "land anywhere in it")
+        reasons.append(why)
     for v in result.get("variants") or ["eager"]:
         spread = result.get(f"{v}_spread_pct")
         if width is None and spread is not None and spread > NOISY_SPREAD_PCT:
@@ -78,3 +90,54 @@ def disagreement(result: Mapping[str, Any]) -> str | None:
         "the rounds differ more than the steps within them: the machine's speed changed between rounds"
     return (f"By throughput compiled is {by_rate:.2f}x eager, by its median step {by_step:.2f}x: {why}. "
             f"Throughput is what a long job gets; the median step, what a typical step costs.")
+
+
+def _idle_share(result: Mapping[str, Any], variant: str) -> float | None:
+    """The profiled step's idle share, from its breakdown (the categories and the idle make up the step)."""
+    parts = [result.get(f"{variant}_{k}_ms") for k in CATEGORIES]
+    step = sum(p for p in parts if p is not None)
+    idle = result.get(f"{variant}_idle_ms")
+    return idle / step if idle is not None and step > 0 else None
+
+
+def host_bound(result: Mapping[str, Any], device: str | None, mode: str | None = None) -> list[tuple[str, str]]:
+    """(variant, sentence) for each variant whose figure is the host's launch rate rather than the GPU's speed: on
+    a GPU, the GPU sat idle for HOST_IDLE_SHARE or more of its profiled step, or NVML saw it busy under HOST_BUSY_PCT
+    of the timed time. The sentence says so, how much the figure moved across the run, what the GPU's time alone
+    would give, and what would change it. Empty on the CPU, where the host is the device."""
+    if device != "cuda":
+        return []
+    said = []
+    for v in result.get("variants") or ["eager"]:
+        idle, busy = _idle_share(result, v), result.get(f"{v}_gpu_busy_pct")
+        evidence = []
+        if idle is not None and idle >= HOST_IDLE_SHARE:
+            evidence.append(f"the GPU sat idle {idle:.0%} of each {v} step")
+        if busy is not None and busy < HOST_BUSY_PCT:
+            evidence.append(f"NVML saw it busy {busy:.0f}% of the timed time")
+        if not evidence:
+            continue
+        rate, unit = result.get(f"{v}_samples_per_s"), "samples/s"
+        words = (f"**{v.capitalize()} is host-bound**: {' and '.join(evidence)}, so its "
+                 f"{rate:,.0f} {unit} is the host CPU's launch rate, not the GPU's speed" if rate is not None else
+                 f"**{v.capitalize()} is host-bound**: {' and '.join(evidence)}, so its figure is the host CPU's "
+                 "launch rate, not the GPU's speed")
+        lo, hi, spread = (result.get(f"{v}_steps_per_s_min"), result.get(f"{v}_steps_per_s_max"),
+                          result.get(f"{v}_spread_pct"))
+        if lo is not None and hi is not None and spread is not None:
+            words += (f". Its rounds moved from {lo:,.1f} to {hi:,.1f} steps/s ({spread:.0f}% of the median) across "
+                      "this run, and a fresh process can land elsewhere: the host's clock, its other work and the "
+                      "core the worker got all move it")
+        gpu_rate = result.get(f"{v}_gpu_time_samples_per_s")
+        if gpu_rate is not None:
+            words += f". On the GPU's time alone it would reach {gpu_rate:,.0f} {unit}"
+        if v == "compiled" and mode in CUDAGRAPH_MODES:
+            fix = "a larger batch (more work per launch) would change it; this run already replays CUDA graphs"
+        elif v == "compiled":
+            fix = ("a larger batch (more work per launch), or CUDA graphs (mode=reduce-overhead, which replays the "
+                   "step without launching each kernel) would change it")
+        else:
+            fix = ("a larger batch (more work per launch) would change it; eager has no CUDA graphs, so against a "
+                   "compiled mode=reduce-overhead the speedup grows by exactly this wait")
+        said.append((v, f"{words}. What would change it: {fix}."))
+    return said

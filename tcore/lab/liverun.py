@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from tcore import figures, history, rerun
 from tcore.lab import artifacts
 from tcore.lab import cluster
 from tcore.lab import scheduler
@@ -25,6 +26,16 @@ from tcore.protocol import error as error_event
 from tcore.lab.launcher import RunHandle, SparePool, Worker
 from tcore.spec import Experiment
 from tcore.store import RunRecord, RunStore
+
+
+def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dict[str, Any],
+                 env: dict[str, Any]) -> dict[str, Any]:
+    """The worker's result with its headline interval restated from the store's earlier runs of the same setting on
+    the same machine (the worker, which cannot see the store, used the default spread between processes)."""
+    device = result.get("device")
+    earlier = history.history(store.same_setting(spec, device, env, exclude=run_id))
+    bound = bool(figures.host_bound(result, device, spec.get("mode")))
+    return rerun.restate(result, earlier.speedups, bound)
 
 
 class LiveRun:
@@ -159,7 +170,8 @@ class LiveRun:
             if final["type"] == "result":
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store, self.workdir)
-                self.store.finish(self.run_id, result=final["result"], env=final["env"],
+                result = with_history(self.store, self.run_id, self.exp.to_dict(), final["result"], final["env"])
+                self.store.finish(self.run_id, result=result, env=final["env"],
                                   power_samples=self.power_samples, code=self.code, owner=scheduler.this_process())
                 self._collect_record()
             else:

@@ -19,13 +19,14 @@ from tcore import figures
 from tcore.figures import Result, RunFigures, VariantFigures
 from tcore.power import PowerMeter, PowerSampler, open_meter
 from tcore.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment, check_on_device, resolve_device
-from tcore import breakdown, paired, peaks
+from tcore import breakdown, paired, peaks, rerun
 from tcore.worker import artifacts, diagnostics, envinfo, profiling, shapes
 from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
 from tcore.worker.compile import apply_compile, optimizer_step
 from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words  # noqa: F401
-from tcore.worker.timing import CpuLoad, PeakMemory, calibrate, sync, time_block, timed_call
+from tcore.worker.timing import (CpuLoad, PeakMemory, calibrate, no_gc, pinned_launch_thread, sync, time_block,
+                                 timed_call)
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -138,10 +139,31 @@ class Measurement:
             self.result.run.cache_artifacts_bytes = artifacts.save()
         else:
             self.result.unavailable["compile_s"] = "nothing is compiled in this run (compile=off)"
-        self.time_blocks(w, eager_step, compiled_step)
+        # The launch thread stays on one core while timing (GPU only): a host-bound variant runs at the launch rate
+        # of whichever core the scheduler gives it, and a thread moved between cores mid-run changes that rate.
+        # Python's cyclic garbage collector stays off while timing, as timeit keeps it: a collection lands in
+        # whichever block is running, and a launch-bound step waits for it (steps free their tensors by refcount).
+        with pinned_launch_thread(self.device) as (cpu, why_not), no_gc():
+            self.result.details.update(pinned_cpu=cpu, pinned_cpu_words=why_not)
+            self.time_blocks(w, eager_step, compiled_step)
         self.derive(recompiles_before)
         self.profile(w, eager_step, compiled_step)
+        self.rerun_interval()
         return self.result
+
+    def rerun_interval(self) -> None:
+        """The headline's interval for a rerun (tcore.rerun), with the default spread between processes: the lab
+        restates it with the store's earlier runs of this setting when it records the run."""
+        if self.result.compiled is None:
+            return
+        record = self.result.to_record()
+        bound = bool(figures.host_bound(record, self.device, self.exp.mode))
+        ratios = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
+        for key, value in rerun.figures_of(rerun.interval(ratios, device=self.device, host_bound=bound)).items():
+            if key in figures.RUN_FIGURES:
+                setattr(self.result.run, key, value)
+            else:
+                self.result.details[key] = value
 
     def _record(self, collected: dict[str, Any]) -> None:
         """What diagnostics.collect() found: its figures (graphs, breaks, cache hits) and the details behind them."""
@@ -384,7 +406,14 @@ class Measurement:
                 figs.profiled_step_ms = found.step_ms
                 for category, ms in found.ms.items():
                     setattr(figs, f"{category}_ms", ms)
+                if found.source == "gpu kernels":
+                    figs.gpu_time_samples_per_s = figures.gpu_time_samples_per_s(found.ms, self.exp.batch_size,
+                                                                                found.overlap_ms)
                 self.result.details.setdefault("breakdown", {})[name] = found.to_dict()
+            if figs.gpu_time_samples_per_s is None:
+                self.result.unavailable[f"{name}_gpu_time_samples_per_s"] = (
+                    "on the CPU the host is the device: there is no separate GPU time" if self.device != "cuda"
+                    else "the profiler recorded no GPU kernels")
             self.progress("profiling", i + 1, len(variants))
         if compiled_step is not None:
             events = self.result.details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(),

@@ -3,10 +3,12 @@
 The figures derived from the blocks (medians, spread, percentiles, energy per step) are tcore.figures.summarize."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -128,3 +130,61 @@ class CpuLoad:
             return None
         wall = end[0] - self._start[0]
         return max((end[1] - self._start[1]) - (end[2] - self._start[2]), 0.0) / wall
+
+
+PIN_ENV = "COMPILE_LAB_PIN_CPU"  # "0" leaves the launch thread where the scheduler puts it
+MIN_CORES_TO_PIN = 4             # with fewer, the one core taken from the others costs more than it steadies
+
+
+def _current_cpu() -> int | None:
+    """The core this thread last ran on (field 39 of /proc/thread-self/stat, Linux); None where unreadable."""
+    try:
+        with open("/proc/thread-self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextlib.contextmanager
+def pinned_launch_thread(device: str) -> Iterator[tuple[int | None, str | None]]:
+    """Pin the calling (launch) thread to one core for the block, then give it back its cores: yields (the core,
+    None), or (None, why not). GPU runs only: on the CPU the intra-op threads, which inherit a thread's cores,
+    need all of them. The core is the one the thread runs on now, unless that is the first allowed core (where
+    the kernel tends to put interrupts). Linux's sched_setaffinity(0, ...) applies to the calling thread only."""
+    if device != "cuda":
+        yield None, "not pinned on the CPU: the intra-op threads need every core"
+        return
+    if os.environ.get(PIN_ENV) == "0":
+        yield None, f"not pinned: {PIN_ENV}=0"
+        return
+    if not (hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")):
+        yield None, "not pinned: this system has no sched_setaffinity"
+        return
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < MIN_CORES_TO_PIN:
+        yield None, f"not pinned: only {len(allowed)} cores allowed"
+        return
+    now = _current_cpu()
+    cpu = now if now in allowed[1:] else allowed[1]
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError as e:
+        yield None, f"not pinned: {e}"
+        return
+    try:
+        yield cpu, None
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for the block, after one collection; back as it was after it."""
+    was_on = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()

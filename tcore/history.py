@@ -1,0 +1,94 @@
+"""Earlier runs of the same setting on the same machine: which runs count, and what their headlines say together.
+
+A rerun that disagrees with the runs before it should be seen at once, beside the headline; and the spread of those
+headlines is what tcore.rerun learns the spread between processes from. Pure, tested on the CPU; the store's query
+(tcore.store.runs.Runs.same_setting) applies these.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from tcore.comparable import PROVENANCE_FIELDS, settings
+
+
+def machine(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str | None, str | None]:
+    """What makes two runs' machines the same: the device kind, the host's name and its GPU (or CPU) model."""
+    return device, env.get("hostname"), env.get("gpu") if device == "cuda" else env.get("cpu")
+
+
+def same_setting(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Two specs that measure the same speedup: equal but for how long they were timed (measurement fields), the
+    caches the compile started from and the device kind asked for (the run records the one it got)."""
+    return settings(dict(a), ignoring=PROVENANCE_FIELDS) == settings(dict(b), ignoring=PROVENANCE_FIELDS)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One earlier run's headline, as a dot."""
+
+    run_id: str
+    created_at: float
+    speedup: float
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class History:
+    """The runs of one setting on one machine, oldest first, and their spread."""
+
+    points: list[Point]
+
+    @property
+    def speedups(self) -> list[float]:
+        return [p.speedup for p in self.points]
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.speedups) if self.points else None
+
+    @property
+    def spread_pct(self) -> float | None:
+        """The standard deviation of the log-speedups, in %; None under 2 runs."""
+        if len(self.points) < 2:
+            return None
+        return 100 * (math.exp(statistics.stdev(math.log(s) for s in self.speedups)) - 1)
+
+    def words(self, current: float | None = None) -> str:
+        """'4 earlier runs of this setting on this machine: 1.51–1.53x, median 1.52x (σ 0.4%); this run 1.52x.'"""
+        n = len(self.points)
+        if n == 0:
+            return "No earlier run of this setting on this machine: rerun it to see how far the figure moves."
+        runs = f"{n} earlier run{'s' if n != 1 else ''} of this setting on this machine"
+        said = (f"{runs}: {min(self.speedups):.2f}–{max(self.speedups):.2f}x, median {self.median:.2f}x" if n > 1
+                else f"{runs}: {self.speedups[0]:.2f}x")
+        if self.spread_pct is not None:
+            said += f" (σ {self.spread_pct:.1f}%)"
+        if current is not None and self.median:
+            said += f"; this run {current:.2f}x, {100 * (current / self.median - 1):+.1f}% from their median"
+        return said + "."
+
+
+def history(records: Sequence[Any]) -> History:
+    """The finished runs with a speedup among `records` (RunRecords), oldest first."""
+    points = [Point(r.id, r.created_at, r.result["speedup"], r.result.get("speedup_low"), r.result.get("speedup_high"))
+              for r in records if r.status == "finished" and (r.result or {}).get("speedup")]
+    return History(sorted(points, key=lambda p: p.created_at))
+
+
+def dots(h: History, current: float | None = None, width: int = 40) -> str:
+    """The speedups as dots on one text line, for the CLI: '1.45x |  ·  ··•· ·| 1.62x' (• this run)."""
+    values = h.speedups + ([current] if current is not None else [])
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    line = [" "] * width
+    for s in h.speedups:
+        line[round((s - lo) / span * (width - 1))] = "·"
+    if current is not None:
+        line[round((current - lo) / span * (width - 1))] = "•"
+    return f"{lo:.2f}x |{''.join(line)}| {hi:.2f}x"

@@ -1,0 +1,161 @@
+"""The headline's interval for a rerun: how far the speedup can move when the same setting runs again, in a fresh
+process on the same machine. Pure, tested on the CPU.
+
+The rounds of one run pair eager and compiled back to back, so drift *within* the run cancels (tcore.paired). What
+the rounds cannot see is what stays fixed for a whole process and changes with the next one: which cores the
+scheduler gave the worker, the host CPU's frequency state, the allocator's layout. A launch-bound variant's
+throughput is the host's launch rate, so it moves with all of those: ResNet-50's GPU default read 1.65-2.03x over
+six fresh processes while each run's own interval was ± 2-7% (BENCHMARKS.md). An interval made of the rounds
+alone is about the rounds, not about a rerun.
+
+So the interval adds, in log space (2x and 0.5x sit symmetrically), three independent parts as standard deviations:
+  rounds   the paired rounds' order-statistics interval (tcore.paired), turned back into a standard error;
+  drift    half the difference between the median ratio of the first and of the second half of the rounds: a
+           run whose ratio moved while it ran has no single value that a rerun would find again;
+  between  the spread of the headline between processes: learned from the earlier runs of the same setting on
+           the same machine when the store holds at least MIN_HISTORY of them (their standard deviation, raised to
+           a one-sided 80% upper bound since a few runs understate it), else a documented default floor
+           (DEFAULT_BETWEEN_PCT) by device and by whether a variant is host-bound.
+The interval is speedup × exp(± z · sqrt(rounds² + drift² + between²)) at one level, CONFIDENCE (95%), everywhere.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+from tcore import paired
+
+CONFIDENCE = paired.CONFIDENCE  # one level for every interval the lab states: 95%
+# The default spread of the headline between fresh processes (a standard deviation, in %), when the store has too
+# few earlier runs of the setting to learn it: what the history rule below gives for reruns measured on the lab's
+# machines. A host-bound GPU run follows the host: ResNet-50's GPU default (batch 64, bf16, eager GPU busy 78-93%)
+# read 1.65-2.03x over six fresh processes on an H100, σ 7.2%, 10% at the 80% upper bound. A GPU run whose
+# variants keep the GPU busy holds still (the captioner small at batch 256: 1.517-1.531x over four, σ 0.4%, 0.7% at
+# the bound); 2% leaves room for GPUs and hosts not seen yet. A CPU run shares its cores with everything else on the
+# machine: 10%, as wide as the host-bound GPU case.
+DEFAULT_BETWEEN_PCT = {"cuda": 2.0, "cuda-host-bound": 10.0, "cpu": 10.0}
+MIN_HISTORY = 3          # earlier runs of the same setting needed to learn the spread from them
+MIN_BETWEEN_PCT = 0.5    # a learned spread is never taken below this: a few identical readings prove little
+HISTORY_UPPER = 0.80     # the learned standard deviation is raised to this one-sided upper confidence bound
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """The headline and its interval for a rerun, with the parts the interval is made of (all in %, as σ or ±)."""
+
+    speedup: float
+    low: float
+    high: float
+    confidence: float          # CONFIDENCE
+    rounds_pm_pct: float | None  # the rounds' own interval, ± % (None with a single round)
+    drift_pct: float | None      # first-half vs second-half median ratio, % apart (None under 4 rounds)
+    between_pct: float           # the between-process σ used, %
+    between_source: str          # "history" or "default"
+    history_runs: int            # earlier runs of the setting it was learned from (0 for the default)
+
+    @property
+    def pm_pct(self) -> float:
+        """How far the interval reaches from the headline, on the wider side, in %."""
+        return 100 * max(self.high / self.speedup - 1, 1 - self.low / self.speedup)
+
+    def basis(self) -> str:
+        """What the interval is made of, in a clause: 'the rounds (± 1.2%), drift 0.4%, and ...'."""
+        parts = [f"the rounds (± {self.rounds_pm_pct:.1f}%)" if self.rounds_pm_pct is not None else
+                 "a single round (no interval of its own)"]
+        if self.drift_pct is not None:
+            parts.append(f"the drift between the run's halves ({self.drift_pct:.1f}%)")
+        if self.between_source == "history":
+            parts.append(f"the spread between processes learned from {self.history_runs} earlier runs of this "
+                         f"setting on this machine (σ {self.between_pct:.1f}%)")
+        else:
+            parts.append(f"a default spread between processes (σ {self.between_pct:.1f}%, fewer than {MIN_HISTORY} "
+                         "earlier runs of this setting on this machine to learn it from)")
+        return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile: 1.96 for 95%."""
+    return statistics.NormalDist().inv_cdf((1 + confidence) / 2)
+
+
+def rounds_sigma(ratios: Sequence[float]) -> tuple[float, float | None]:
+    """(σ in log space, ± % of the rounds' own interval) of the paired rounds' median: the order-statistics interval
+    read back as a standard error at the coverage it reached. A single round: (0, None)."""
+    est = paired.estimate(ratios)
+    if est.low is None:
+        return 0.0, None
+    half = max(math.log(est.high / est.speedup), math.log(est.speedup / est.low))
+    return half / z_value(est.confidence), est.half_width_pct
+
+
+def drift_sigma(ratios: Sequence[float]) -> tuple[float, float | None]:
+    """(σ in log space, % apart) from the median ratio of the first half of the rounds against the second half, in
+    the order they ran; (0, None) under 4 rounds. A steady run's halves agree within its noise; a drifting one's
+    do not, and no single value describes it."""
+    if len(ratios) < 4:
+        return 0.0, None
+    logs = [math.log(r) for r in ratios]
+    half = len(logs) // 2
+    apart = abs(statistics.median(logs[:half]) - statistics.median(logs[-half:]))
+    return apart / 2, 100 * (math.exp(apart) - 1)
+
+
+def chi2_quantile(p: float, k: int) -> float:
+    """The p-quantile of a chi-square with k degrees of freedom (Wilson-Hilferty; within 1-2% from k = 2)."""
+    z = statistics.NormalDist().inv_cdf(p)
+    return k * max(1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k)), 1e-6) ** 3
+
+
+def between_sigma(history: Sequence[float], device: str, host_bound: bool) -> tuple[float, str, int]:
+    """(σ in log space, "history" or "default", runs learned from) of the headline between processes.
+
+    `history` holds the headline speedups of earlier runs of the same setting on the same machine. From
+    MIN_HISTORY of them: their sample standard deviation of log-speedups, raised to its one-sided HISTORY_UPPER
+    bound (a chi-square bound: three runs can agree by luck), and never below MIN_BETWEEN_PCT. Fewer: the default.
+    """
+    speedups = [s for s in history if s and s > 0]
+    if len(speedups) >= MIN_HISTORY:
+        logs = [math.log(s) for s in speedups]
+        k = len(logs) - 1
+        upper = statistics.stdev(logs) * math.sqrt(k / chi2_quantile(1 - HISTORY_UPPER, k))
+        return max(upper, math.log1p(MIN_BETWEEN_PCT / 100)), "history", len(speedups)
+    key = "cuda-host-bound" if device == "cuda" and host_bound else ("cuda" if device == "cuda" else "cpu")
+    return math.log1p(DEFAULT_BETWEEN_PCT[key] / 100), "default", 0
+
+
+def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, history: Sequence[float] = (),
+             confidence: float = CONFIDENCE) -> Rerun:
+    """The headline (the median paired ratio) and its CONFIDENCE interval for a rerun of the same setting."""
+    if not ratios:
+        raise ValueError("no rounds to estimate a speedup from")
+    center = paired.estimate(ratios).speedup
+    s_rounds, rounds_pm = rounds_sigma(ratios)
+    s_drift, drift_pct = drift_sigma(ratios)
+    s_between, source, n = between_sigma(history, device, host_bound)
+    half = z_value(confidence) * math.sqrt(s_rounds ** 2 + s_drift ** 2 + s_between ** 2)
+    return Rerun(center, center * math.exp(-half), center * math.exp(half), confidence, rounds_pm, drift_pct,
+                 100 * (math.exp(s_between) - 1), source, n)
+
+
+def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
+    """The stored columns of a rerun interval: it is the headline's interval (speedup_low/high/pm_pct)."""
+    return {"speedup": r.speedup, "speedup_low": r.low, "speedup_high": r.high, "speedup_pm_pct": r.pm_pct,
+            "speedup_confidence_pct": 100 * r.confidence, "speedup_rounds_pm_pct": r.rounds_pm_pct,
+            "speedup_drift_pct": r.drift_pct, "speedup_between_pct": r.between_pct,
+            "speedup_between_source": r.between_source, "speedup_history_runs": r.history_runs,
+            "speedup_interval_words": r.basis()}
+
+
+def restate(result: dict, history: Sequence[float], host_bound: bool) -> dict:
+    """A finished result's headline interval again, with the store's earlier runs of the same setting as `history`;
+    the result unchanged where it has no paired rounds."""
+    blocks = result.get("blocks") or {}
+    if not blocks.get("eager") or not blocks.get("compiled"):
+        return result
+    ratios = paired.round_ratios(blocks["eager"], blocks["compiled"])
+    if not ratios:
+        return result
+    return {**result, **figures_of(interval(ratios, device=result.get("device", "cpu"), host_bound=host_bound,
+                                            history=history))}

@@ -1,0 +1,52 @@
+"""Beside a run's headline: the earlier runs of the same setting on the same machine, their speedups as dots with
+their spread, so a rerun that disagrees is seen at once (the store's query: tcore.store.runs.Runs.same_setting)."""
+from __future__ import annotations
+
+import datetime
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from tcore import history
+from tcore.store import RunRecord, RunStore
+
+
+def earlier_runs(rec: RunRecord, store: RunStore) -> history.History:
+    """The finished runs of `rec`'s setting on its machine that were started before it."""
+    return history.history(store.same_setting(rec.spec, rec.device, rec.env, before=rec.created_at, exclude=rec.id))
+
+
+def history_figure(earlier: history.History, rec: RunRecord) -> go.Figure:
+    """Each earlier run's speedup as a dot with its interval, this run's beside them, and their median as a line."""
+    def bars(points):
+        return dict(type="data", symmetric=False, thickness=1,
+                    array=[(p.high - p.speedup) if p.high else 0 for p in points],
+                    arrayminus=[(p.speedup - p.low) if p.low else 0 for p in points])
+
+    when = [datetime.datetime.fromtimestamp(p.created_at) for p in earlier.points]
+    fig = go.Figure(go.Scatter(x=when, y=earlier.speedups, mode="markers", name="earlier runs", error_y=bars(
+        earlier.points), marker=dict(size=9, color="#7f7f7f"), customdata=[p.run_id for p in earlier.points],
+        hovertemplate="%{y:.2f}x<br>run %{customdata}<extra></extra>"))
+    r = rec.result
+    mine = history.Point(rec.id, rec.created_at, r["speedup"], r.get("speedup_low"), r.get("speedup_high"))
+    fig.add_trace(go.Scatter(x=[datetime.datetime.fromtimestamp(rec.created_at)], y=[mine.speedup], mode="markers",
+                             name="this run", error_y=bars([mine]), marker=dict(size=13, color="#d62728"),
+                             hovertemplate="this run: %{y:.2f}x<extra></extra>"))
+    if earlier.median is not None:
+        fig.add_hline(y=earlier.median, line_dash="dot", annotation_text=f"median {earlier.median:.2f}x")
+    fig.update_layout(height=260, margin=dict(l=10, r=10, t=30, b=10), yaxis_title="Speedup (x)",
+                      title=dict(text="This setting on this machine, run after run", font=dict(size=14)),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def show(rec: RunRecord, store: RunStore, *, key: str) -> None:
+    """The history panel: a sentence, and the dots once there is an earlier run."""
+    if rec.result.get("speedup") is None:
+        return
+    earlier = earlier_runs(rec, store)
+    with st.container(border=True, key=f"{key}_history"):
+        st.markdown("**Earlier runs of this setting**")
+        st.caption(earlier.words(rec.result["speedup"]))
+        if earlier.points:
+            st.plotly_chart(history_figure(earlier, rec), width="stretch", key=f"{key}_history_chart")
