@@ -156,6 +156,19 @@ def _compile(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
     if exp.compile == "whole":
         return ["", "# compile=whole: the whole model, into as few graphs as Dynamo can",
                 f"compiled = torch.compile(model{', ' + args if args else ''})  # <--"]
+    if exp.compile == "hierarchical":
+        lines = ["", "# compile=hierarchical: each repeated block is a nested compile region, compiled once inside",
+                 "# one whole-model compile and reused for its copies"]
+        if entry.builtin:
+            lines.append("for block in entry.repeated_blocks(model):")
+        else:
+            names = sorted({type(m).__name__ for m in entry.repeated_blocks(entry.build(exp.preset, device="meta"))})
+            lines += [f"blocks = {set(names)!r}  # <-- your model's repeated block classes",
+                      "for block in [m for m in model.modules() if type(m).__name__ in blocks]:"]
+        return lines + ["    cls = type(block)  # a subclass with the forward decorated, as the model's source would",
+                        '    block.__class__ = type(cls.__name__, (cls,), {"forward": '
+                        'torch.compiler.nested_compile_region(cls.forward)})  # <--',
+                        f"compiled = torch.compile(model{', ' + args if args else ''})  # <--"]
     if exp.compile == "regional" and entry.repeated_call:
         return ["", f"# compile=regional: the model compiles each of its _repeated_blocks in place "
                     f"({entry.repeated_call})",

@@ -72,6 +72,9 @@ class Experiment:
         "whole": "torch.compile the whole model into as few graphs as it can: most fusion, longest compile.",
         "regional": "Compile each repeated block once and reuse it for its copies: much shorter compile, usually "
                     "nearly the same speed.",
+        "hierarchical": "Compile the whole model, with each repeated block marked as a nested compile region "
+                        "(torch.compiler.nested_compile_region, torch 2.8+): the block is traced and compiled once "
+                        "and its copies reuse it inside one whole-model graph.",
     })
     # The keys of torch._inductor.list_mode_options(), the same on torch 2.11 and 2.13 (tests/test_spec.py
     # checks them against the installed torch), kept here so that validating a spec does not import Inductor.
@@ -192,6 +195,8 @@ class Experiment:
             raise SpecError(f"channels_last applies to convolutional models only; turn it off for {self.model}")
 
         self._check_bounds()
+        if self.compile == "hierarchical" and not entry.repeats_blocks:
+            raise SpecError(f"compile=hierarchical marks the repeated blocks, and {self.model} lists none: choose whole")
         if self.compile_optimizer and self.task != "training":
             raise SpecError("compile_optimizer needs task=training: an inference run has no optimizer step")
         if self.backend != "inductor" and self.mode != "default":

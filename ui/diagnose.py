@@ -164,6 +164,8 @@ def show_breaks(result: dict) -> None:
                 st.caption(b["hint"].removeprefix("Hint: ").strip())
             if b.get("skipped_frame"):
                 st.warning(graph_words.SKIPPED_FRAME_WORDS)
+            if theirs := graph_words.registry_words(b):
+                st.markdown(theirs)
 
 
 def show_fullgraph(records: list[RunRecord], chosen: RunRecord, session_id: str | None) -> None:

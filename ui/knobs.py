@@ -233,7 +233,8 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     # key too, and a widget given both logs Streamlit's "created with a default value" warning on every such run.
     st.session_state.setdefault(prefix + "compile", CHOICES["compile"][1])
     scope = st.radio("Compile", CHOICES["compile"], key=prefix + "compile", horizontal=True,
-                     format_func={"off": "off (eager)", "whole": "whole model", "regional": "regional (blocks)"}.get)
+                     format_func={"off": "off (eager)", "whole": "whole model", "regional": "regional (blocks)",
+                                  "hierarchical": "hierarchical (nested regions)"}.get)
     st.caption(explain("compile", scope))
     off = scope == "off"
     backend = st.selectbox("Backend", CHOICES["backend"], key=prefix + "backend", disabled=off)

@@ -187,7 +187,7 @@ class Measurement:
         diagnostics.reset()
         with compile_errors():
             blocks = w.entry.repeated_blocks(w.model)
-            if exp.compile == "regional":  # class -> copies: the page says what was compiled and what shares it
+            if exp.compile in ("regional", "hierarchical"):  # class -> copies: the page says what was compiled and what shares it
                 self.result.details["regional_blocks"] = dict(Counter(type(b).__name__ for b in blocks))
                 self.result.details["regional_call"] = w.entry.repeated_call or "block.compile"
             target = apply_compile(w.model, exp, blocks, w.entry.repeated_call)
