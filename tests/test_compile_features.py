@@ -172,3 +172,16 @@ def test_every_feature_is_detected_not_version_compared(monkeypatch):
     monkeypatch.delattr(torch.compiler, "save_cache_artifacts")
     assert features.missing("mega_cache") == ("this torch has no torch.compiler.save_cache_artifacts / "
                                               "load_cache_artifacts (Mega-Cache): torch 2.7 brings it")
+
+
+def test_the_run_page_greys_hierarchical_on_a_torch_without_nested_regions(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.delattr(torch.compiler, "nested_compile_region")
+    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    radio = at.radio(key="run_compile")
+    assert "hierarchical" in radio.options[-1] and "needs torch 2.8" in radio.options[-1]  # shown, never hidden
+    radio.set_value("hierarchical").run()
+    assert not at.exception
+    assert any("torch 2.8 brings it" in w.value for w in at.warning)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 import sample_models
-from tcore import machine
+from tcore import features, machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
 from tcore.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe, practical_defaults
@@ -232,10 +232,17 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     # The default through session_state, not index=: a suggestion's "Queue it" or a restored setting writes the
     # key too, and a widget given both logs Streamlit's "created with a default value" warning on every such run.
     st.session_state.setdefault(prefix + "compile", CHOICES["compile"][1])
+    # An option this torch lacks stays in the list, labelled with the torch that brings it, and says so when picked.
+    needs = {"hierarchical": "nested_compile_region"}
+    lacking = {scope: features.missing(name) for scope, name in needs.items()}
+    names = {"off": "off (eager)", "whole": "whole model", "regional": "regional (blocks)",
+             "hierarchical": "hierarchical (nested regions)"}
     scope = st.radio("Compile", CHOICES["compile"], key=prefix + "compile", horizontal=True,
-                     format_func={"off": "off (eager)", "whole": "whole model", "regional": "regional (blocks)",
-                                  "hierarchical": "hierarchical (nested regions)"}.get)
+                     format_func=lambda c: names[c] + (f" (needs torch {features.FEATURES[needs[c]].brought_by})"
+                                                      if lacking.get(c) else ""))
     st.caption(explain("compile", scope))
+    if lacking.get(scope):
+        st.warning(lacking[scope] + ": a run with it stops at the compile and says so", icon=":material/block:")
     off = scope == "off"
     backend = st.selectbox("Backend", CHOICES["backend"], key=prefix + "backend", disabled=off)
     st.caption(explain("backend", backend))

@@ -171,8 +171,12 @@ def add_command(sub, parents) -> None:
     p.set_defaults(func=cmd_ladder)
 
 
-def add_arguments(p) -> None:
-    p.add_argument("--model", default="captioner", help="a built-in model or SOURCE:NAME, as for `run`")
+def add_arguments(p, many_models: bool = False) -> None:
+    if many_models:  # a benchmark sitting: one ladder per model
+        p.add_argument("--model", action="append", dest="models", default=None,
+                       help="a built-in model or SOURCE:NAME, as for `run`; repeat it for several (default: captioner)")
+    else:
+        p.add_argument("--model", default="captioner", help="a built-in model or SOURCE:NAME, as for `run`")
     p.add_argument("--preset", default=None, help="default: what a practitioner would pick for the device")
     p.add_argument("--batch-size", type=int, default=None, help="default: the model's default for the device")
     p.add_argument("--precision", default=None, help="default: bf16 on a GPU, fp32 on the CPU")
@@ -181,7 +185,8 @@ def add_arguments(p) -> None:
     p.add_argument("--rungs", default=",".join(RUNGS), help=f"comma-separated, from: {', '.join(RUNGS)}")
     p.add_argument("--timed-s", type=float, default=2.0, help="seconds of steady-state steps timed per rung")
     p.add_argument("--timeout", type=float, default=1800.0, help="the most seconds one step's process may take")
-    p.add_argument("--json", dest="json_out", default=None, help="also write the whole result to this file")
+    if not many_models:  # a sitting writes one file per model itself
+        p.add_argument("--json", dest="json_out", default=None, help="also write the whole result to this file")
 
 
 def spec_from_args(args) -> str:
