@@ -99,3 +99,42 @@ def probe_all(exp: Experiment, device: str = "cpu",
         if on_probe:
             on_probe(results[-1])
     return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m tcore.worker.stances --model captioner --preset tiny --shape-count 3: each stance's calls, printed."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python -m tcore.worker.stances", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="captioner")
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--shape-count", type=int, default=3, help="distinct sizes of the model's varying dimension")
+    p.add_argument("--backend", default="inductor")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", action="store_true", help="print the probes as JSON")
+    args = p.parse_args(argv)
+    exp = Experiment(model=args.model, preset=args.preset, batch_size=args.batch_size, device=args.device,
+                     backend=args.backend, shape_count=args.shape_count)
+    results = probe_all(exp, args.device)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    for r in results:
+        print(f"\n{r['stance']}: " + (r.get("unavailable") or f"sizes {r['sizes']}"))
+        for c in r.get("calls", []):
+            what = "compiled " + ", ".join(c["frames"]) if c["compiled"] else "no compile"
+            print(f"  size {c['size']:>4} under {c['stance']:20} {c['ms']:10.1f} ms  {what}"
+                  + ("" if c["correctness_ok"] else "  OUTPUT DIFFERS FROM EAGER") + (f"  ({c['note']})" if c.get("note") else ""))
+        if r.get("raised"):
+            print("  raised: " + r["error"])
+            print("".join(f"\n    failed guard: {g}" for g in r["failed_guards"]).lstrip("\n"))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
