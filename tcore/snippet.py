@@ -151,6 +151,15 @@ def _settings(exp: Experiment) -> list[str]:
 
 
 def _compile(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
+    """The compile calls, then, where the run made graph breaks errors, the calls wrapped in that setting."""
+    lines = _compile_calls(exp, entry)
+    if exp.error_on_graph_break:
+        lines += ["# error_on_graph_break: Dynamo reads it while tracing, so the calls go inside it (torch 2.9+)",
+                  "compiled = torch._dynamo.error_on_graph_break(True)(compiled)  # <--"]
+    return lines
+
+
+def _compile_calls(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
     """The torch.compile or block.compile calls, with the arguments the worker passes (tcore.compile_args)."""
     args = call_args(exp)
     if exp.compile == "whole":

@@ -185,3 +185,46 @@ def test_the_run_page_greys_hierarchical_on_a_torch_without_nested_regions(monke
     radio.set_value("hierarchical").run()
     assert not at.exception
     assert any("torch 2.8 brings it" in w.value for w in at.warning)
+
+
+# --- error_on_graph_break -------------------------------------------------------------------------------------------
+@pytest.mark.skipif(not features.available("error_on_graph_break"), reason=features.missing("error_on_graph_break")
+                    or "")
+def test_error_on_graph_break_turns_the_break_into_an_error_and_off_leaves_it_a_split():
+    from tcore.worker.compile import graph_break_errors
+
+    exp = Experiment(**TINY, graph_break=True, backend="eager")
+    w = build(exp, "cpu")
+    torch._dynamo.reset()
+    with torch.no_grad(), graph_break_errors(exp):
+        torch.compile(w.model, backend="eager")(*w.batches[0].inputs)  # off: the break splits the graph, no error
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"item\(\)"), torch.no_grad(), \
+            graph_break_errors(exp.replace(error_on_graph_break=True)):
+        torch.compile(w.model, backend="eager")(*w.batches[0].inputs)
+    torch._dynamo.reset()
+    # copy-as-code wraps the compiled model the same way: the wrapped call raises too
+    wrapped = torch._dynamo.error_on_graph_break(True)(torch.compile(w.model, backend="eager"))
+    with pytest.raises(Exception, match=r"item\(\)"), torch.no_grad():
+        wrapped(*w.batches[0].inputs)
+
+
+def test_error_on_graph_break_is_refused_where_it_would_do_nothing():
+    with pytest.raises(SpecError, match="beside fullgraph"):
+        Experiment(**TINY, fullgraph=True, error_on_graph_break=True)
+    with pytest.raises(SpecError, match="needs something compiled"):
+        Experiment(**TINY, compile="off", error_on_graph_break=True)
+
+
+def test_error_on_graph_break_on_a_torch_without_it_is_greyed_and_a_run_says_why(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    from tcore.worker.compile import graph_break_errors
+
+    monkeypatch.delattr(torch._dynamo, "error_on_graph_break")
+    with pytest.raises(RuntimeError, match=r"torch 2\.9 brings it"):
+        graph_break_errors(Experiment(**TINY, error_on_graph_break=True))
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    toggle = at.toggle(key="run_error_on_graph_break")
+    assert toggle.disabled and "needs torch 2.9" in toggle.label

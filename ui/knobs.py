@@ -71,6 +71,7 @@ def _defaults(prefix: str) -> None:
 
 # The settings of the Run and Sweep pages (prefix + name) and the Sweep page's axes.
 SETTINGS = ("model", "preset", "batch_size", "task", "precision", "device", "compile", "mode", "dynamic", "fullgraph",
+            "error_on_graph_break",
             "backend", "compile_optimizer", "channels_last", "graph_break", "cache", "timed_by", "timed_s",
             "timed_steps", "rounds", "round_s", "target_pct", "warmup_steps", "torch_trace", "timeout_min",
             *INDUCTOR_OPTIONS)
@@ -255,6 +256,12 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     st.caption(explain("dynamic", dynamic))
     fullgraph = st.toggle("fullgraph: no graph breaks allowed", key=prefix + "fullgraph", disabled=off)
     st.caption(explain("fullgraph"))
+    no_error_setting = features.missing("error_on_graph_break")  # greyed, with the torch that brings it
+    error_on_break = st.toggle("error_on_graph_break: a break is an error" + (
+        f" (needs torch {features.FEATURES['error_on_graph_break'].brought_by})" if no_error_setting else ""),
+        key=prefix + "error_on_graph_break", disabled=off or fullgraph or bool(no_error_setting))
+    st.caption(no_error_setting or explain("error_on_graph_break"))
+    error_on_break = error_on_break and not (off or fullgraph or no_error_setting)
     training = task == "training"
     opt = st.toggle("Compile the optimizer step", key=prefix + "compile_optimizer", disabled=not training)
     st.caption(explain("compile_optimizer") + ("" if training else " Switch Task to training to use it."))
@@ -271,7 +278,8 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     options = inductor_knobs(prefix, disabled=backend != "inductor" or not (not off or (opt and training)),
                              training=training)
     # A greyed-out knob does nothing: the experiment gets its neutral value, not the stale widget state.
-    compiler = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend) if not off else {}
+    compiler = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend,
+                    error_on_graph_break=error_on_break) if not off else {}
     return dict(compile=scope, **compiler, compile_optimizer=opt and training,
                 channels_last=cl and entry.supports_channels_last, graph_break=gb, cache=cache, **options)
 

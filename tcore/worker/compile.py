@@ -58,6 +58,20 @@ def mark_nested_regions(blocks: list[nn.Module]) -> None:
         block.__class__ = marked[cls]
 
 
+def graph_break_errors(exp: Experiment):
+    """The context a run's compiled calls go in: torch._dynamo.error_on_graph_break(True) where the experiment asks
+    for it (Dynamo reads the setting while it traces), else nothing."""
+    from contextlib import nullcontext
+
+    from tcore import features
+
+    if not exp.error_on_graph_break:
+        return nullcontext()
+    if reason := features.missing("error_on_graph_break"):
+        raise RuntimeError(f"error_on_graph_break: {reason}")
+    return torch._dynamo.error_on_graph_break(True)
+
+
 def make_optimizer(model: nn.Module, exp: Experiment, device: str) -> torch.optim.Optimizer:
     if not exp.compile_optimizer:
         return torch.optim.AdamW(model.parameters(), lr=LR)
