@@ -228,3 +228,34 @@ def test_error_on_graph_break_on_a_torch_without_it_is_greyed_and_a_run_says_why
     at = AppTest.from_file("../app.py", default_timeout=60).run()
     toggle = at.toggle(key="run_error_on_graph_break")
     assert toggle.disabled and "needs torch 2.9" in toggle.label
+
+
+# --- the Diagnose page's words for stances ---------------------------------------------------------------------------
+SCHEDULE_RUN = {
+    "compile_events": [
+        {"compile_id": "0/0", "frame": "forward", "kind": "compile", "reason": ""},
+        {"compile_id": "0/1", "frame": "forward", "kind": "recompile",
+         "reason": "0/0: tensor 'tokens' size mismatch at index 1. expected 5, actual 11"}],
+    "schedule": [{"size": 5, "compiles": [], "eager_ms": 10.0, "compiled_ms": 5.0},
+                 {"size": 11, "compiles": ["0/1"], "eager_ms": 20.0, "compiled_ms": 3000.0},
+                 {"size": 5, "compiles": [], "eager_ms": 10.0, "compiled_ms": 5.0}],
+}
+
+
+def test_the_diagnose_page_says_where_fail_on_recompile_would_stop_a_schedule_with_the_guard():
+    from ui.stance_words import stance_words
+
+    fail, eager = stance_words(SCHEDULE_RUN)
+    assert "stopped at its first recompilation" in fail and "size mismatch at index 1. expected 5, actual 11" in fail
+    assert "0.02 s of eager steps in place of 3.00 s" in eager
+    (stable,) = stance_words({"compile_events": SCHEDULE_RUN["compile_events"][:1], "schedule": []})
+    assert stable.startswith("**Stable**")
+
+
+def test_the_stance_words_grey_out_on_a_torch_without_stances(monkeypatch):
+    from ui.stance_words import stance_words
+
+    monkeypatch.delattr(torch.compiler, "set_stance")
+    lines = stance_words(SCHEDULE_RUN)
+    assert lines == ["`fail_on_recompile`: this torch has no fail_on_recompile stance: torch 2.6 brings it.",
+                     "`eager_on_recompile`: this torch has no eager_on_recompile stance: torch 2.6 brings it."]

@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{r['stance']}: " + (r.get("unavailable") or f"sizes {r['sizes']}"))
         for c in r.get("calls", []):
             what = "compiled " + ", ".join(c["frames"]) if c["compiled"] else "no compile"
-            print(f"  size {c['size']:>4} under {c['stance']:20} {c['ms']:10.1f} ms  {what}"
-                  + ("" if c["correctness_ok"] else "  OUTPUT DIFFERS FROM EAGER") + (f"  ({c['note']})" if c.get("note") else ""))
+            wrong = "" if c["correctness_ok"] else "  OUTPUT DIFFERS FROM EAGER"
+            note = f"  ({c['note']})" if c.get("note") else ""
+            print(f"  size {c['size']:>4} under {c['stance']:20} {c['ms']:10.1f} ms  {what}{wrong}{note}")
         if r.get("raised"):
             print("  raised: " + r["error"])
             print("".join(f"\n    failed guard: {g}" for g in r["failed_guards"]).lstrip("\n"))
