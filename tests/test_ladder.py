@@ -110,3 +110,10 @@ def test_the_ladder_result_is_one_json_document(climbed, tmp_path):
     text = json.dumps(climbed)
     assert json.loads(text)["machine"] == "cpu"
     assert "cold compile" in ladder.text_table(climbed)
+
+
+def test_a_model_with_a_graph_break_has_no_aot_compile_rung_and_says_why(tmp_path):
+    exp = Experiment.from_json(SPEC).replace(graph_break=True)
+    torch._dynamo.reset()
+    out = worker_ladder.run_step("aot_build", exp, tmp_path)
+    assert out["unavailable"].startswith("aot_compile needs the model in one graph"), out

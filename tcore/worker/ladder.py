@@ -111,8 +111,12 @@ class Step:
 
     def _aot_build(self, model, inputs, forward):
         self._require("aot_compile")
-        compiled = self.timed("compile_s", lambda: torch.compile(forward, fullgraph=True).aot_compile(
-            ((model, *inputs), {})))
+        try:
+            compiled = self.timed("compile_s", lambda: torch.compile(forward, fullgraph=True).aot_compile(
+                ((model, *inputs), {})))
+        except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:  # a break: it takes one graph only
+            raise Unavailable("aot_compile needs the model in one graph (fullgraph=True), and Dynamo broke it: "
+                              + str(e).strip().splitlines()[0]) from e
         path = self.workdir / AOT_FUNCTION
         self.timed("save_s", lambda: compiled.save_compiled_function(str(path)))
         self.out["artifact_bytes"] = path.stat().st_size
