@@ -300,5 +300,8 @@ def _main(argv: list[str] | None = None) -> int:
     models.add_argument("pattern", nargs="?", help="a case-insensitive substring, or a glob such as 'convnext*'")
     models.set_defaults(func=cmd_models)
 
+    from tcore.lab import ladder  # imports no torch: its steps run in processes of their own
+    ladder.add_command(sub, [common])
+
     args = parser.parse_args(argv)
     return args.func(args)

@@ -151,11 +151,33 @@ def _settings(exp: Experiment) -> list[str]:
 
 
 def _compile(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
+    """The compile calls, then, where the run made graph breaks errors, the calls wrapped in that setting."""
+    lines = _compile_calls(exp, entry)
+    if exp.error_on_graph_break:
+        lines += ["# error_on_graph_break: Dynamo reads it while tracing, so the calls go inside it (torch 2.9+)",
+                  "compiled = torch._dynamo.error_on_graph_break(True)(compiled)  # <--"]
+    return lines
+
+
+def _compile_calls(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
     """The torch.compile or block.compile calls, with the arguments the worker passes (tcore.compile_args)."""
     args = call_args(exp)
     if exp.compile == "whole":
         return ["", "# compile=whole: the whole model, into as few graphs as Dynamo can",
                 f"compiled = torch.compile(model{', ' + args if args else ''})  # <--"]
+    if exp.compile == "hierarchical":
+        lines = ["", "# compile=hierarchical: each repeated block is a nested compile region, compiled once inside",
+                 "# one whole-model compile and reused for its copies"]
+        if entry.builtin:
+            lines.append("for block in entry.repeated_blocks(model):")
+        else:
+            names = sorted({type(m).__name__ for m in entry.repeated_blocks(entry.build(exp.preset, device="meta"))})
+            lines += [f"blocks = {set(names)!r}  # <-- your model's repeated block classes",
+                      "for block in [m for m in model.modules() if type(m).__name__ in blocks]:"]
+        return lines + ["    cls = type(block)  # a subclass with the forward decorated, as the model's source would",
+                        '    block.__class__ = type(cls.__name__, (cls,), {"forward": '
+                        'torch.compiler.nested_compile_region(cls.forward)})  # <--',
+                        f"compiled = torch.compile(model{', ' + args if args else ''})  # <--"]
     if exp.compile == "regional" and entry.repeated_call:
         return ["", f"# compile=regional: the model compiles each of its _repeated_blocks in place "
                     f"({entry.repeated_call})",

@@ -72,6 +72,9 @@ class Experiment:
         "whole": "torch.compile the whole model into as few graphs as it can: most fusion, longest compile.",
         "regional": "Compile each repeated block once and reuse it for its copies: much shorter compile, usually "
                     "nearly the same speed.",
+        "hierarchical": "Compile the whole model, with each repeated block marked as a nested compile region "
+                        "(torch.compiler.nested_compile_region, torch 2.8+): the block is traced and compiled once "
+                        "and its copies reuse it inside one whole-model graph.",
     })
     # The keys of torch._inductor.list_mode_options(), the same on torch 2.11 and 2.13 (tests/test_spec.py
     # checks them against the installed torch), kept here so that validating a spec does not import Inductor.
@@ -90,6 +93,10 @@ class Experiment:
     })
     fullgraph: bool = knob(False, "Make any graph break an error instead of quietly splitting the model: proves it "
                                   "compiles as one graph.")
+    error_on_graph_break: bool = knob(False, "Make a graph break an error through torch._dynamo.error_on_graph_break "
+                                             "(torch 2.9+), not fullgraph: a setting code can switch off again around "
+                                             "a region it accepts breaks in, and which, unlike fullgraph, does not "
+                                             "promise one graph.")
     backend: str = knob("inductor", "The compiler Dynamo hands its graphs to.", {
         "inductor": "Generates fused C++ (CPU) or Triton (GPU) kernels: where the speedups come from.",
         "aot_eager": "Traces forward and backward but runs them with eager kernels: compiles in seconds, no "
@@ -192,6 +199,11 @@ class Experiment:
             raise SpecError(f"channels_last applies to convolutional models only; turn it off for {self.model}")
 
         self._check_bounds()
+        if self.error_on_graph_break and (self.fullgraph or not self.compiles):
+            raise SpecError("error_on_graph_break needs something compiled and does nothing beside fullgraph=True "
+                            "(fullgraph already makes every break an error): turn one of them off")
+        if self.compile == "hierarchical" and not entry.repeats_blocks:
+            raise SpecError(f"compile=hierarchical marks the repeated blocks, and {self.model} lists none: choose whole")
         if self.compile_optimizer and self.task != "training":
             raise SpecError("compile_optimizer needs task=training: an inference run has no optimizer step")
         if self.backend != "inductor" and self.mode != "default":
@@ -268,6 +280,8 @@ class Experiment:
             f"{self.compile} {how}" if self.compiles else "optimizer only")
         if self.fullgraph:
             scope += " fullgraph"
+        if self.error_on_graph_break:
+            scope += " error-on-break"
         if self.compile_optimizer and self.compiles:
             scope += " +opt"
         if self.dynamic is not None:

@@ -1,6 +1,7 @@
 """The Diagnose page headless (AppTest) over real tiny runs: graph breaks with their source and the compile timeline,
 the break pair queued and cancelled, cold against warm, a suggestion's counterpart and two runs' code side by side."""
 import json
+import re
 
 from tcore.lab import runs, tlparse
 from tcore.spec import Experiment
@@ -55,6 +56,8 @@ def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
     assert "Graph break at `captioner.py:74`: Unsupported Tensor.item() call" in texts(at.markdown)
     assert "if x.abs().mean().item() > 1e4:" in [c.value for c in at.code]
     assert "ran the **whole enclosing function eagerly**" in texts(at.warning)  # Dynamo skipped a frame
+    assert re.search(r"torch's registry: \*\*\[GB\d{4}\]\(https://meta-pytorch.github.io/compile-graph-break-site/gb/"
+                     r"gb\d{4}\.html\)\*\*, Unsupported Tensor.item\(\) call", texts(at.markdown))  # torch's own words
     pair = chart_titled(at, "What the break costs")
     graphs = pair["data"][4:6]  # the third panel: throughput, speedup, then graphs, a bar per run
     assert [t["name"] for t in graphs] == ["without the break", "with the break"]
@@ -74,6 +77,7 @@ def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
     assert "size mismatch" in " ".join(timeline["data"][1]["hovertext"])
     assert chart_titled(at, "Step time over the shape schedule")["layout"]["yaxis"]["type"] == "log"
     assert "**The recompile limit was hit**" in texts(at.markdown)
+    assert "would have **stopped at its first recompilation**" in texts(at.markdown)  # with the guard that failed
 
     # One run, opened by id as the Compare page's link does.
     at.query_params["run"] = static.id

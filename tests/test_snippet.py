@@ -33,6 +33,7 @@ CASES = {
                                                                      device="cpu", precision="bf16",
                                                                      channels_last=True, graph_break=True),
     "autocast bf16 training, whole": TINY.replace(task="training", precision="amp-bf16"),
+    "hierarchical: nested regions in a whole compile": TINY.replace(compile="hierarchical"),
 }
 
 

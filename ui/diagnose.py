@@ -12,7 +12,8 @@ from tcore import figures
 from tcore.protocol import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
 from tcore.store import RunRecord, RunStore
-from ui import diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, knobs, queue, results, verdicts
+from ui import (diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, knobs, queue, results, stance_words,
+                verdicts)
 from ui.diagnose_queries import STRATEGIES, strategy_of, strategy_runs
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
@@ -164,6 +165,8 @@ def show_breaks(result: dict) -> None:
                 st.caption(b["hint"].removeprefix("Hint: ").strip())
             if b.get("skipped_frame"):
                 st.warning(graph_words.SKIPPED_FRAME_WORDS)
+            if theirs := graph_words.registry_words(b):
+                st.markdown(theirs)
 
 
 def show_fullgraph(records: list[RunRecord], chosen: RunRecord, session_id: str | None) -> None:
@@ -277,6 +280,8 @@ def show_schedule(rec: RunRecord, *, key: str) -> None:
                 + (f" (padded to {r['schedule_buckets']})" if r.get("schedule_buckets") else "")
                 + (". **The recompile limit was hit**: later new shapes ran eagerly." if r.get("recompile_limit_hit")
                    else "."))
+    for line in stance_words.stance_words(r):  # what set_stance would have done to this schedule
+        st.markdown(line)
     left, right = st.columns(2)
     exports.show(left, diagnose_charts.compile_timeline(r), key=f"{key}_timeline")
     exports.show(right, diagnose_charts.schedule_chart(r), key=f"{key}_schedule")

@@ -167,3 +167,18 @@ def torch_break_words(b: dict) -> str | None:
 
 SKIPPED_FRAME_WORDS = ("Dynamo could not resume after this break (it sits inside a loop), so it ran the **whole "
                        "enclosing function eagerly**: nothing in it was compiled.")
+
+
+def registry_words(b: dict) -> str | None:
+    """torch's own account of a break from its graph-break registry: the GBxxxx type linked to its page, the
+    explanation and the hints, as torch words them (None where this torch's message has no registry entry)."""
+    entry = b.get("registry")
+    if not entry or not entry.get("gb_type"):
+        return None
+    name = f"[{entry['gb_id']}]({entry['link']})" if entry.get("gb_id") and entry.get("link") else (
+        entry.get("gb_id") or "no id")
+    lines = [f"torch's registry: **{name}**, {entry['gb_type']}"]
+    if entry.get("explanation"):
+        lines.append(f"- why: {entry['explanation']}")
+    lines += [f"- hint: {hint}" for hint in entry.get("hints") or []]
+    return "\n".join(lines)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 import sample_models
-from tcore import machine
+from tcore import features, machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
 from tcore.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe, practical_defaults
@@ -71,6 +71,7 @@ def _defaults(prefix: str) -> None:
 
 # The settings of the Run and Sweep pages (prefix + name) and the Sweep page's axes.
 SETTINGS = ("model", "preset", "batch_size", "task", "precision", "device", "compile", "mode", "dynamic", "fullgraph",
+            "error_on_graph_break",
             "backend", "compile_optimizer", "channels_last", "graph_break", "cache", "timed_by", "timed_s",
             "timed_steps", "rounds", "round_s", "target_pct", "warmup_steps", "torch_trace", "timeout_min",
             *INDUCTOR_OPTIONS)
@@ -232,9 +233,17 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     # The default through session_state, not index=: a suggestion's "Queue it" or a restored setting writes the
     # key too, and a widget given both logs Streamlit's "created with a default value" warning on every such run.
     st.session_state.setdefault(prefix + "compile", CHOICES["compile"][1])
+    # An option this torch lacks stays in the list, labelled with the torch that brings it, and says so when picked.
+    needs = {"hierarchical": "nested_compile_region"}
+    lacking = {scope: features.missing(name) for scope, name in needs.items()}
+    names = {"off": "off (eager)", "whole": "whole model", "regional": "regional (blocks)",
+             "hierarchical": "hierarchical (nested regions)"}
     scope = st.radio("Compile", CHOICES["compile"], key=prefix + "compile", horizontal=True,
-                     format_func={"off": "off (eager)", "whole": "whole model", "regional": "regional (blocks)"}.get)
+                     format_func=lambda c: names[c] + (f" (needs torch {features.FEATURES[needs[c]].brought_by})"
+                                                      if lacking.get(c) else ""))
     st.caption(explain("compile", scope))
+    if lacking.get(scope):
+        st.warning(lacking[scope] + ": a run with it stops at the compile and says so", icon=":material/block:")
     off = scope == "off"
     backend = st.selectbox("Backend", CHOICES["backend"], key=prefix + "backend", disabled=off)
     st.caption(explain("backend", backend))
@@ -247,6 +256,12 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     st.caption(explain("dynamic", dynamic))
     fullgraph = st.toggle("fullgraph: no graph breaks allowed", key=prefix + "fullgraph", disabled=off)
     st.caption(explain("fullgraph"))
+    no_error_setting = features.missing("error_on_graph_break")  # greyed, with the torch that brings it
+    error_on_break = st.toggle("error_on_graph_break: a break is an error" + (
+        f" (needs torch {features.FEATURES['error_on_graph_break'].brought_by})" if no_error_setting else ""),
+        key=prefix + "error_on_graph_break", disabled=off or fullgraph or bool(no_error_setting))
+    st.caption(no_error_setting or explain("error_on_graph_break"))
+    error_on_break = error_on_break and not (off or fullgraph or no_error_setting)
     training = task == "training"
     opt = st.toggle("Compile the optimizer step", key=prefix + "compile_optimizer", disabled=not training)
     st.caption(explain("compile_optimizer") + ("" if training else " Switch Task to training to use it."))
@@ -263,7 +278,8 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     options = inductor_knobs(prefix, disabled=backend != "inductor" or not (not off or (opt and training)),
                              training=training)
     # A greyed-out knob does nothing: the experiment gets its neutral value, not the stale widget state.
-    compiler = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend) if not off else {}
+    compiler = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend,
+                    error_on_graph_break=error_on_break) if not off else {}
     return dict(compile=scope, **compiler, compile_optimizer=opt and training,
                 channels_last=cl and entry.supports_channels_last, graph_break=gb, cache=cache, **options)
 

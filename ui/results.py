@@ -136,6 +136,8 @@ def show_compiler(r: dict) -> None:
                     theirs = graph_words.torch_break_words(b)
                     hint = f"\n{theirs}" if theirs else f"\n{b['hint']}" if b.get("hint") else ""
                     st.code(f"graph break{where} (met {b['count']}x):\n{b['reason']}{hint}", language=None)
+                    if registry := graph_words.registry_words(b):
+                        st.markdown(registry)
                 for c in r.get("recompiles", []):
                     frame = c["frame"] or "nothing: the recompile limit was hit"
                     st.code(f"recompile {c['compile_id']} of {frame}:\n{c['reason']}", language=None)

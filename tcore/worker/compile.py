@@ -20,6 +20,9 @@ def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module], re
     """
     if exp.compile == "whole":
         return torch.compile(model, **compile_kwargs(exp))
+    if exp.compile == "hierarchical":
+        mark_nested_regions(blocks)
+        return torch.compile(model, **compile_kwargs(exp))
     if exp.compile == "regional":
         if not blocks:
             raise ValueError(f"{exp.model} lists no repeated blocks to compile regionally")
@@ -29,6 +32,44 @@ def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module], re
         for block in blocks:
             block.compile(**compile_kwargs(exp))
     return model
+
+
+def mark_nested_regions(blocks: list[nn.Module]) -> None:
+    """Mark each block's forward a nested compile region, so that a whole-model compile traces each kind of block as
+    a region of its own that its copies can reuse (hierarchical compilation); eager calls are unchanged.
+
+    Each block becomes an instance of a subclass whose forward is decorated, as a model's own source would decorate
+    it; other instances of the class are untouched. Not a per-instance bound wrapper
+    (`block.forward = MethodType(nested_compile_region(cls.forward), block)`): on torch 2.14 that compiled the tiny
+    captioner to a silently wrong result (36% off eager), which the run's correctness check reports.
+    """
+    from tcore import features
+
+    if not blocks:
+        raise ValueError("compile=hierarchical needs repeated blocks to mark, and the model lists none")
+    if reason := features.missing("nested_compile_region"):
+        raise RuntimeError(f"compile=hierarchical: {reason}")
+    marked: dict[type, type] = {}
+    for block in blocks:
+        cls = type(block)
+        if cls not in marked:
+            marked[cls] = type(cls.__name__, (cls,), {"forward": torch.compiler.nested_compile_region(cls.forward),
+                                                      "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        block.__class__ = marked[cls]
+
+
+def graph_break_errors(exp: Experiment):
+    """The context a run's compiled calls go in: torch._dynamo.error_on_graph_break(True) where the experiment asks
+    for it (Dynamo reads the setting while it traces), else nothing."""
+    from contextlib import nullcontext
+
+    from tcore import features
+
+    if not exp.error_on_graph_break:
+        return nullcontext()
+    if reason := features.missing("error_on_graph_break"):
+        raise RuntimeError(f"error_on_graph_break: {reason}")
+    return torch._dynamo.error_on_graph_break(True)
 
 
 def make_optimizer(model: nn.Module, exp: Experiment, device: str) -> torch.optim.Optimizer:

@@ -12,6 +12,8 @@ from typing import Any, Iterator
 import torch
 import torch._dynamo.utils as dynamo_utils
 
+from tcore import break_registry
+
 # Cumulative timers on each compilation-metrics entry, outermost first (torch 2.11 and 2.13).
 # Each phase is its timer minus the next one inside it.
 _NESTED_TIMERS_US = (
@@ -89,6 +91,7 @@ class BreakRecorder(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
         self.breaks: Counter = Counter()
+        self.registry: dict[tuple, dict[str, Any] | None] = {}  # key -> torch's registry entry for the break
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
@@ -103,6 +106,11 @@ class BreakRecorder(logging.Handler):
         skipped = "falling back to eager" in reason
         key = (headline, where.group(1) if where else None, int(where.group(2)) if where else None, hint, skipped)
         self.breaks[key] += 1
+        if key not in self.registry:
+            entry = break_registry.parse(text)
+            if entry and not entry["gb_id"]:  # no link line: look its type up in torch's registry
+                entry = break_registry.parse(text, break_registry.lookup_ids())
+            self.registry[key] = entry
 
     @contextmanager
     def attached(self) -> Iterator[BreakRecorder]:
@@ -116,7 +124,8 @@ class BreakRecorder(logging.Handler):
 
     def summary(self) -> list[dict[str, Any]]:
         return [{"reason": reason, "file": path, "line": line, "count": n, "hint": hint, "skipped_frame": skipped,
-                 "source": linecache.getline(path, line).strip() if path else ""}
+                 "source": linecache.getline(path, line).strip() if path else "",
+                 "registry": self.registry.get((reason, path, line, hint, skipped))}
                 for (reason, path, line, hint, skipped), n in self.breaks.most_common()]
 
 

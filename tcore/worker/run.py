@@ -23,7 +23,7 @@ from tcore import breakdown, paired, peaks, rerun
 from tcore.worker import artifacts, diagnostics, envinfo, profiling, shapes
 from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
-from tcore.worker.compile import apply_compile, optimizer_step
+from tcore.worker.compile import apply_compile, graph_break_errors, optimizer_step
 from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words  # noqa: F401
 from tcore.worker.timing import (CpuLoad, PeakMemory, calibrate, no_gc, pinned_launch_thread, sync, time_block,
                                  timed_call)
@@ -51,7 +51,8 @@ def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
     if sampler:
         sampler.start()
     try:
-        with diagnostics.BreakRecorder().attached() as breaks, diagnostics.generated_code() as sources:
+        with diagnostics.BreakRecorder().attached() as breaks, diagnostics.generated_code() as sources, \
+                graph_break_errors(exp):
             result = Measurement(exp, device, meter, emit, sampler, env).measure(breaks)
     finally:
         if sampler:
@@ -209,7 +210,7 @@ class Measurement:
         diagnostics.reset()
         with compile_errors():
             blocks = w.entry.repeated_blocks(w.model)
-            if exp.compile == "regional":  # class -> copies: the page says what was compiled and what shares it
+            if exp.compile in ("regional", "hierarchical"):  # class -> copies: the page says what was compiled and what shares it
                 self.result.details["regional_blocks"] = dict(Counter(type(b).__name__ for b in blocks))
                 self.result.details["regional_call"] = w.entry.repeated_call or "block.compile"
             target = apply_compile(w.model, exp, blocks, w.entry.repeated_call)

@@ -1,0 +1,237 @@
+"""The start-up ladder: every way torch has to reach a model's first result, each in a fresh process.
+
+    python -m tcore ladder --model captioner --preset tiny
+
+Rungs, each a fresh Python process started here (tcore.worker.ladder runs inside it):
+  eager        no compile: the floor
+  cold         torch.compile with fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR: a first-ever start
+  warm         torch.compile again with the cold rung's cache directories: a restart on the same machine
+  mega_cache   fresh cache directories seeded with torch.compiler.load_cache_artifacts() from what the cold rung
+               saved (save_cache_artifacts): a new machine that ships its compile cache
+  aot_compile  torch.compile(..., fullgraph=True).aot_compile(...) saved with save_compiled_function, loaded in a
+               fresh process (fresh cache directories) with torch.compiler.load_compiled_function
+  aoti         torch.export then an AOTInductor package (aoti_compile_and_package), loaded in a fresh process with
+               aoti_load_package: inference only, where torch.export takes the model
+The two artifact rungs build their artifact in a process of their own first (fresh caches too), so what making
+it costs is shown beside what loading it saves. A rung this torch or this model cannot do says why.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# rung -> (title, its build step or None, its run step, which cache directories each gets)
+# Cache directories are named: the same name is the same directories; "fresh" is new ones every time.
+RUNGS: dict[str, dict[str, Any]] = {
+    "eager": dict(title="eager first call", build=None, run="eager", caches="fresh"),
+    "cold": dict(title="cold compile", build=None, run="cold", caches="local"),
+    "warm": dict(title="warm local caches", build=None, run="warm", caches="local"),
+    "mega_cache": dict(title="Mega-Cache loaded", build=None, run="mega_cache", caches="fresh"),
+    "aot_compile": dict(title="aot_compile artifact loaded", build="aot_build", run="aot_load", caches="fresh"),
+    "aoti": dict(title="AOTInductor package loaded", build="aoti_build", run="aoti_load", caches="fresh"),
+}
+# what a rung needs from an earlier one: warm reuses cold's caches, mega_cache loads what cold saved
+NEEDS = {"warm": "cold", "mega_cache": "cold"}
+LAUNCHED_AT = "COMPILE_LAB_LADDER_LAUNCHED_AT"
+
+
+class LadderError(RuntimeError):
+    """A step's process failed; the message has the end of its output."""
+
+
+def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_s: float | None) -> dict[str, Any]:
+    """One step in a fresh Python process whose Inductor and Triton caches live under `cache_dir`."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
+           "TRITON_CACHE_DIR": str(cache_dir / "triton"), LAUNCHED_AT: repr(time.time())}
+    env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)  # the warm and artifact rungs are made of caches
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "tcore.worker.ladder", step, spec_json, str(workdir)],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    wall_s = time.perf_counter() - t0
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("LADDER ")), None)
+    if proc.returncode != 0 or line is None:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise LadderError(f"ladder step {step} exited with {proc.returncode}:\n{tail}")
+    return {**json.loads(line.removeprefix("LADDER ")), "process_wall_s": round(wall_s, 3)}
+
+
+def climb(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float | None = None,
+          on_step: Callable[[str, dict[str, Any]], None] | None = None,
+          step_runner: Callable[..., dict[str, Any]] = run_step) -> dict[str, Any]:
+    """Run the rungs in order (eager first: the others compare their output with its); return their steps' reports."""
+    rungs = rungs or list(RUNGS)
+    unknown = [r for r in rungs if r not in RUNGS]
+    if unknown:
+        raise ValueError(f"unknown rung(s) {', '.join(unknown)}; choose from: {', '.join(RUNGS)}")
+    order = ["eager"] + [r for r in RUNGS if r != "eager" and (r in rungs or any(NEEDS.get(x) == r for x in rungs))]
+    steps: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="compile-lab-ladder-") as tmp:
+        workdir, caches = Path(tmp), Path(tmp) / "caches"
+        for i, rung in enumerate(order):
+            how = RUNGS[rung]
+            for step in filter(None, (how["build"], how["run"])):
+                cache = caches / (how["caches"] if how["caches"] != "fresh" else f"fresh-{step}")
+                try:
+                    steps[step] = step_runner(step, spec_json, workdir, cache, timeout_s)
+                except subprocess.TimeoutExpired:
+                    steps[step] = {"step": step, "failed": f"ran past the ladder's {timeout_s:.0f} s limit per step"}
+                except LadderError as e:
+                    steps[step] = {"step": step, "failed": str(e)}
+                if on_step:
+                    on_step(step, steps[step])
+                if "unavailable" in steps[step] or "failed" in steps[step]:
+                    break  # a rung whose build could not run has nothing to load
+    return {"steps": steps, "rungs": summarize(steps, [r for r in order if r in rungs])}
+
+
+def summarize(steps: dict[str, dict[str, Any]], rungs: list[str]) -> list[dict[str, Any]]:
+    """One row per rung from its steps' reports: time to first result by phase, artifact, throughput against cold's.
+
+    Pure arithmetic on what the steps measured (tested with made-up reports).
+    """
+    cold = steps.get("cold", {}).get("samples_per_s")
+    rows = []
+    for rung in rungs:
+        how = RUNGS[rung]
+        built, ran = steps.get(how["build"] or "", {}), steps.get(how["run"], {})
+        row: dict[str, Any] = {"rung": rung, "title": how["title"]}
+        why = next((s.get(k) for s in (built, ran) for k in ("unavailable", "failed") if s.get(k)), None)
+        if why or not ran:
+            row["unavailable"] = why or f"not run: it needs the {NEEDS.get(rung, 'eager')} rung"
+            rows.append(row)
+            continue
+        phases = ran["phases"]
+        row.update(first_result_s=phases.get("first_result_s"), phases=phases,
+                   process_wall_s=ran.get("process_wall_s"), samples_per_s=ran.get("samples_per_s"),
+                   step_ms=ran.get("step_ms"),
+                   throughput_vs_cold=(round(ran["samples_per_s"] / cold, 4) if cold and ran.get("samples_per_s")
+                                       else None),
+                   artifact_bytes=ran.get("artifact_bytes") or ran.get("mega_cache_bytes"),
+                   correctness_ok=ran.get("correctness_ok"), correctness_max_abs_diff=ran.get("correctness_max_abs_diff"),
+                   notes=ran.get("notes", []))
+        if built:
+            row["build"] = {"phases": built["phases"], "process_wall_s": built.get("process_wall_s"),
+                            "artifact_bytes": built.get("artifact_bytes")}
+        rows.append(row)
+    cold_first = next((r.get("first_result_s") for r in rows if r["rung"] == "cold"), None)
+    for row in rows:
+        if cold_first and row.get("first_result_s"):
+            row["first_result_vs_cold"] = round(row["first_result_s"] / cold_first, 4)
+    return rows
+
+
+def machine_slug(device_name: str) -> str:
+    """A short name for results files: h100, h200, a100 for those GPUs, else the device's name made file-safe."""
+    found = re.search(r"\b([A-Z]\d{2,3})\b", device_name)
+    if device_name != "cpu" and found:
+        return found.group(1).lower()
+    return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
+
+
+def text_table(result: dict[str, Any]) -> str:
+    """The ladder as a plain table: one line per rung, then the reasons for the rungs that could not run."""
+    lines = [f"{'rung':30} {'first result':>12} {'vs cold':>8} {'samples/s':>10} {'vs cold':>8} {'artifact':>10}  "
+             "phases (s)"]
+    for r in result["rungs"]:
+        if "unavailable" in r:
+            lines.append(f"{r['title']:30} {'-':>12}  {r['unavailable'].splitlines()[0]}")
+            continue
+        phases = ", ".join(f"{k.removesuffix('_s')} {v:.2f}" for k, v in r["phases"].items()
+                           if k not in ("first_result_s",) and v)
+        size = f"{r['artifact_bytes'] / 1e6:.2f} MB" if r.get("artifact_bytes") else "-"
+        ok = "" if r.get("correctness_ok") in (None, True) else "  OUTPUT DIFFERS FROM EAGER"
+        lines.append(f"{r['title']:30} {r['first_result_s']:>10.2f} s {_x(r.get('first_result_vs_cold')):>8} "
+                     f"{r['samples_per_s']:>10.1f} {_x(r.get('throughput_vs_cold')):>8} {size:>10}  {phases}{ok}")
+        if r.get("build"):
+            b = r["build"]["phases"]
+            lines.append(f"{'  (making the artifact)':30} {r['build']['process_wall_s'] or 0:>10.2f} s  "
+                         + ", ".join(f"{k.removesuffix('_s')} {v:.2f}" for k, v in b.items() if v))
+    return "\n".join(lines)
+
+
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+# --- the command line: `python -m tcore ladder` ---------------------------------------------------------------------
+def add_command(sub, parents) -> None:
+    """The `ladder` subcommand of python -m tcore (tcore.cli adds it here, so its options live beside the code)."""
+    p = sub.add_parser("ladder", parents=parents, help="time every way to a model's first result (start-up ladder)",
+                       description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(func=cmd_ladder)
+
+
+def add_arguments(p, many_models: bool = False) -> None:
+    if many_models:  # a benchmark sitting: one ladder per model
+        p.add_argument("--model", action="append", dest="models", default=None,
+                       help="a built-in model or SOURCE:NAME, as for `run`; repeat it for several (default: captioner)")
+    else:
+        p.add_argument("--model", default="captioner", help="a built-in model or SOURCE:NAME, as for `run`")
+    p.add_argument("--preset", default=None, help="default: what a practitioner would pick for the device")
+    p.add_argument("--batch-size", type=int, default=None, help="default: the model's default for the device")
+    p.add_argument("--precision", default=None, help="default: bf16 on a GPU, fp32 on the CPU")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--channels-last", action=__import__("argparse").BooleanOptionalAction, default=None)
+    p.add_argument("--rungs", default=",".join(RUNGS), help=f"comma-separated, from: {', '.join(RUNGS)}")
+    p.add_argument("--timed-s", type=float, default=2.0, help="seconds of steady-state steps timed per rung")
+    p.add_argument("--timeout", type=float, default=1800.0, help="the most seconds one step's process may take")
+    if not many_models:  # a sitting writes one file per model itself
+        p.add_argument("--json", dest="json_out", default=None, help="also write the whole result to this file")
+
+
+def spec_from_args(args) -> str:
+    from tcore.lab.runs import preflight
+    from tcore.spec import Experiment, practical_defaults
+
+    base = Experiment(model=args.model, device=args.device)
+    device, _ = preflight(base)
+    picked = practical_defaults(args.model, device, "inference")
+    given = {"preset": args.preset, "batch_size": args.batch_size, "precision": args.precision,
+             "channels_last": args.channels_last}
+    values = {**picked, **{k: v for k, v in given.items() if v is not None}}
+    return Experiment(model=args.model, device=device, task="inference", timed_s=args.timed_s, **values).to_json()
+
+
+def cmd_ladder(args) -> int:
+    from tcore.spec import SpecError
+
+    try:
+        spec_json = spec_from_args(args)
+    except SpecError as e:
+        print(f"invalid experiment: {e}", file=sys.stderr)
+        return 2
+    result = ladder(spec_json, [r for r in args.rungs.split(",") if r], timeout_s=args.timeout)
+    print(text_table(result))
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(result, indent=2))
+        print(f"written: {args.json_out}", file=sys.stderr)
+    return 0 if all("failed" not in s for s in result["steps"].values()) else 1
+
+
+def ladder(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float | None = None) -> dict[str, Any]:
+    """climb() with a progress line per step on stderr, and what the result was measured with."""
+    def said(step: str, report: dict[str, Any]) -> None:
+        why = report.get("unavailable") or report.get("failed")
+        what = why.splitlines()[0] if why else f"{report.get('process_wall_s', 0):.1f} s"
+        print(f"  {step}: {what}", file=sys.stderr, flush=True)
+
+    spec = json.loads(spec_json)
+    print(f"start-up ladder: {spec['model']}/{spec['preset']} bs{spec['batch_size']} {spec['precision']}",
+          file=sys.stderr, flush=True)
+    result = climb(spec_json, rungs, timeout_s=timeout_s, on_step=said)
+    first = next((s for s in result["steps"].values() if "device" in s), {})
+    device_name = first.get("device_name", "cpu")
+    return {"spec": spec, "device": first.get("device"), "device_name": device_name, "torch": first.get("torch"),
+            "machine": machine_slug(device_name), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **result}

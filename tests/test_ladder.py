@@ -1,0 +1,119 @@
+"""The start-up ladder: its arithmetic and order on made-up step reports, a rung this torch lacks, and every rung for
+real on the tiny captioner (one ladder for the whole module: its rungs are cold Inductor compiles, minutes here)."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tcore.lab import ladder
+from tcore.spec import Experiment
+from tcore.worker import ladder as worker_ladder
+
+SPEC = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", timed_s=0.1).to_json()
+
+
+def report(step, first_result_s=1.0, samples_per_s=100.0, **more):
+    return {"step": step, "device": "cpu", "device_name": "cpu", "torch": "x", "notes": [],
+            "phases": {"imports_s": 0.5, "first_call_s": first_result_s - 0.5, "first_result_s": first_result_s},
+            "samples_per_s": samples_per_s, "step_ms": 10.0, "correctness_ok": True, **more}
+
+
+def test_summary_compares_each_rung_with_the_cold_compile():
+    steps = {"eager": report("eager", 2.0, 50.0), "cold": report("cold", 40.0, 100.0),
+             "warm": report("warm", 10.0, 100.0), "aot_build": report("aot_build", artifact_bytes=1234),
+             "aot_load": report("aot_load", 4.0, 120.0, artifact_bytes=1234)}
+    rows = {r["rung"]: r for r in ladder.summarize(steps, ["eager", "cold", "warm", "aot_compile"])}
+    assert rows["warm"]["first_result_vs_cold"] == 0.25
+    assert rows["eager"]["throughput_vs_cold"] == 0.5
+    assert rows["aot_compile"]["throughput_vs_cold"] == 1.2
+    assert rows["aot_compile"]["artifact_bytes"] == 1234
+    assert rows["aot_compile"]["build"]["artifact_bytes"] == 1234  # what making it cost is shown beside it
+    assert "build" not in rows["warm"]
+
+
+def test_a_rung_that_cannot_run_says_why_and_its_load_is_not_tried():
+    ran = []
+
+    def runner(step, spec_json, workdir, cache_dir, timeout_s):
+        ran.append((step, cache_dir.name))
+        if step == "aoti_build":
+            return {"step": step, "phases": {}, "unavailable": "torch.export does not take this model: X"}
+        return report(step)
+
+    result = ladder.climb(SPEC, ["warm", "aoti"], step_runner=runner)
+    steps = [s for s, _ in ran]
+    assert steps == ["eager", "cold", "warm", "aoti_build"]  # eager first (the reference), cold before warm
+    caches = dict(ran)
+    assert caches["cold"] == caches["warm"] == "local"  # warm is the cold rung's caches
+    assert caches["aoti_build"] != caches["eager"]
+    rows = {r["rung"]: r for r in result["rungs"]}
+    assert list(rows) == ["warm", "aoti"]
+    assert rows["aoti"]["unavailable"] == "torch.export does not take this model: X"
+
+
+def test_a_step_that_fails_is_reported_with_its_output():
+    def runner(step, *args):
+        if step == "cold":
+            raise ladder.LadderError("ladder step cold exited with 1:\nRuntimeError: boom")
+        return report(step)
+
+    rows = {r["rung"]: r for r in ladder.climb(SPEC, ["cold"], step_runner=runner)["rungs"]}
+    assert "boom" in rows["cold"]["unavailable"]
+
+
+def test_machine_names():
+    assert ladder.machine_slug("NVIDIA H100 80GB HBM3") == "h100"
+    assert ladder.machine_slug("NVIDIA H200") == "h200"
+    assert ladder.machine_slug("cpu") == "cpu"
+
+
+def test_a_torch_without_aot_compile_greys_the_rung_with_the_release_that_brings_it(monkeypatch, tmp_path):
+    monkeypatch.delattr(torch.compiler, "load_compiled_function")
+    out = worker_ladder.run_step("aot_load", Experiment.from_json(SPEC), tmp_path)
+    assert "2.12" in out["unavailable"] and "load_compiled_function" in out["unavailable"]
+    assert "samples_per_s" not in out  # reported, not run
+
+
+def test_the_command_line_takes_the_ladder():
+    out = subprocess.run([sys.executable, "-m", "tcore", "ladder", "--help"], capture_output=True, text=True, check=True)
+    assert "--rungs" in out.stdout and "aot_compile" in out.stdout
+
+
+# --- every rung for real, once ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def climbed():
+    return ladder.ladder(SPEC, timeout_s=1200)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("rung", list(ladder.RUNGS))
+def test_each_rung_reaches_a_first_result_that_matches_eager(climbed, rung):
+    row = next(r for r in climbed["rungs"] if r["rung"] == rung)
+    assert "unavailable" not in row, row.get("unavailable")
+    phases = row["phases"]
+    assert row["first_result_s"] == pytest.approx(sum(phases.get(k, 0) for k in
+                                                      ("interpreter_s", "imports_s", "build_s", "load_s",
+                                                       "first_call_s")), abs=1e-3)
+    assert row["samples_per_s"] > 0 and row["throughput_vs_cold"] > 0
+    if rung != "eager":
+        assert row["correctness_ok"] is True, row
+    if rung in ("mega_cache", "aot_compile", "aoti"):
+        assert row["artifact_bytes"] > 0 and phases["load_s"] >= 0
+    if rung in ("aot_compile", "aoti"):
+        assert row["build"]["phases"]["compile_s"] > 0
+
+
+@pytest.mark.compile
+def test_the_ladder_result_is_one_json_document(climbed, tmp_path):
+    text = json.dumps(climbed)
+    assert json.loads(text)["machine"] == "cpu"
+    assert "cold compile" in ladder.text_table(climbed)
+
+
+def test_a_model_with_a_graph_break_has_no_aot_compile_rung_and_says_why(tmp_path):
+    exp = Experiment.from_json(SPEC).replace(graph_break=True)
+    torch._dynamo.reset()
+    out = worker_ladder.run_step("aot_build", exp, tmp_path)
+    assert out["unavailable"].startswith("aot_compile needs the model in one graph"), out
