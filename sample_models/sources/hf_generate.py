@@ -14,6 +14,8 @@ class HfDecoder:
         # newer transformers name the cache argument `cache` (past_key_values is deprecated there)
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
         self.last_only = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        # transformers 4.x places tokens in the cache by cache_position; 5.x caches count their own length
+        self.takes_cache_position = "cache_position" in params
 
     def prompt(self, batch_size, prompt_len, device, generator):
         return (torch.randint(0, self.config.vocab_size, (batch_size, prompt_len), device=device, generator=generator),)
@@ -36,6 +38,11 @@ class HfDecoder:
             cache.early_initialization(batch_size, heads, head_dim, dtype, torch.device(device))
         return cache
 
+    def reset(self, cache) -> None:
+        """Empty a static cache for the next generation (in place: compiled code keeps its tensors)."""
+        if hasattr(cache, "reset"):
+            cache.reset()
+
     def prefill(self, cache, tokens):
         return self._next(cache, tokens, torch.arange(tokens.shape[1], device=tokens.device))
 
@@ -43,8 +50,9 @@ class HfDecoder:
         return self._next(cache, token, pos)
 
     def _next(self, cache, tokens, pos):
-        out = self.model(input_ids=tokens, cache_position=pos, use_cache=True, **{self.cache_arg: cache},
-                         **self.last_only)
+        where = {"cache_position": pos} if self.takes_cache_position else {}
+        out = self.model(input_ids=tokens, position_ids=pos[None], use_cache=True, **{self.cache_arg: cache},
+                         **where, **self.last_only)
         return out.logits[:, -1].argmax(-1)
 
     def cache_bytes(self, cache) -> int:

@@ -76,6 +76,8 @@ class Generator:
         prompt = prompt or self.prompt
         start = prompt[-1].shape[1]
         cache = self.cache if self.static else self._new_cache()
+        if self.static:
+            self.decoder.reset(cache)
         positions = torch.arange(start, start + self.new - 1, device=self.device).split(1)  # (1,) each
         steps: list[float] = []
         with self.autocast:
@@ -340,6 +342,8 @@ class GenerateMeasurement:
             if gen is None:
                 continue
             cache = gen.cache if gen.static else gen._new_cache()
+            if gen.static:
+                gen.decoder.reset(cache)
             last = gen.prompt_len + gen.new - 1  # the last position the model has; a dynamic cache grows past it
             with torch.no_grad(), gen.autocast:
                 state = {"token": gen.prefill(cache, *gen.prompt).clone(), "pos": gen.prompt_len}
