@@ -1,13 +1,24 @@
 """The generate task: its arithmetic, its refusals, the captioner's KV cache, and real runs on the CPU (aot_eager
 where Inductor is not the point, one Inductor compile)."""
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
+
+from tests.app_harness import app, db, texts  # noqa: F401  (db is a fixture)
+from tests.helpers import insert_run
 
 import sample_models
 from sample_models import decoding
 from tcore import figures, report
 from tcore.lab import runs
+from tcore.lab.launcher import REPO_ROOT
+from tcore.snippet import code_for
 from tcore.spec import Experiment, SpecError
+from tcore.store import RunStore
 from tcore.worker.generate import launch_words
 
 
@@ -88,8 +99,15 @@ def _generate(store, **settings):
     return record
 
 
-def test_a_generation_run_records_its_figures_and_eager_and_compiled_write_the_same_tokens(store):
-    record = _generate(store, model="captioner", backend="aot_eager", prompt_len=4, new_tokens=10)
+@pytest.fixture(scope="module")
+def captioner_run(tmp_path_factory):
+    """One real generate run of the tiny captioner (aot_eager: traced, eager kernels), shared by the tests below."""
+    store = RunStore(tmp_path_factory.mktemp("generate") / "runs.sqlite")
+    return _generate(store, model="captioner", backend="aot_eager", prompt_len=4, new_tokens=10)
+
+
+def test_a_generation_run_records_its_figures_and_eager_and_compiled_write_the_same_tokens(captioner_run):
+    record = captioner_run
     r = record.result
     assert r["tokens_match"] is True and r["tokens_same_pct"] == 100
     assert r["prompt_tokens"] == 4 and r["new_tokens"] == 10 and len(r["eager_tokens"]) == 10
@@ -120,3 +138,41 @@ def test_inductor_compiles_a_llama_decoder_that_writes_eagers_tokens(store):
     r = _generate(store, model="hf:llama", prompt_len=8, new_tokens=8).result
     assert r["tokens_match"] is True
     assert r["graph_count"] >= 2 and r["graph_break_count"] == 0  # prefill and decode, the decode fullgraph
+
+
+def test_the_run_page_offers_generation_and_shows_its_headline_in_tokens_per_second(db, captioner_run):
+    at = app()
+    at.radio(key="run_task").set_value("generate").run()
+    at.number_input(key="run_new_tokens").set_value(10).run()
+    assert not at.exception
+    assert "captioner/tiny bs8 fp32 generate, whole default, static KV, 4+10 tokens" in texts(at.caption)
+    assert "Reads a 4-token prompt, then writes 10 tokens per sequence" in texts(at.caption)
+
+    shown = insert_run(db, Experiment.from_dict(captioner_run.spec))
+    db.finish(shown, result=captioner_run.result, env=captioner_run.env)
+    at = app().switch_page("app_pages/compare.py").run()
+    at.selectbox(key="compare_detail").set_value(shown).run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Decode speedup"].endswith(" x")
+    assert float(metrics["Eager tokens/s"]) > 0 and float(metrics["Compiled tokens/s"]) > 0
+    assert float(metrics["Time to first token (ms)"]) > 0
+    assert metrics["Memory bandwidth"] == "n/a"  # the CPU
+    assert "Compiled wrote exactly eager's tokens (a 4-token prompt, 10 new tokens, greedy)." in texts(at.success)
+    assert "a prompt one token shorter caused 1 recompilation(s)" in texts(at.caption)
+
+
+def test_copy_as_code_reproduces_the_generation_figures(tmp_path):
+    exp = Experiment(model="captioner", task="generate", device="cpu", backend="aot_eager", prompt_len=4,
+                     new_tokens=8, batch_size=2)
+    code = code_for(exp.to_dict(), "cpu")
+    assert "compiled_decode = torch.compile(decoder.decode, backend='aot_eager', fullgraph=True)  # <--" in code
+    script = tmp_path / "generate.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # "runs as it is from the lab's folder"
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "same tokens as eager: True" in out.stdout
+    assert re.search(r"compiled: [\d.]+ tokens/s per sequence, [\d.]+ for the batch, first token [\d.]+ ms",
+                     out.stdout)
+    assert re.search(r"decode speedup [\d.]+x \(median of 6 paired rounds\)", out.stdout)
