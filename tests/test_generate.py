@@ -176,3 +176,14 @@ def test_copy_as_code_reproduces_the_generation_figures(tmp_path):
     assert re.search(r"compiled: [\d.]+ tokens/s per sequence, [\d.]+ for the batch, first token [\d.]+ ms",
                      out.stdout)
     assert re.search(r"decode speedup [\d.]+x \(median of 6 paired rounds\)", out.stdout)
+
+
+def test_a_sweep_of_generation_crosses_mode_cache_and_batch(db):
+    at = app().switch_page("app_pages/sweep.py").run()
+    at.radio(key="sweep_task").set_value("generate").run()
+    at.multiselect(key="sweep_compile").set_value(["whole"])
+    at.multiselect(key="sweep_mode").set_value(["default", "reduce-overhead"])
+    at.multiselect(key="sweep_kv_cache").set_value(["static", "dynamic"])
+    at.multiselect(key="sweep_batches").set_value([1, 4]).run()
+    assert not at.exception
+    assert "**8 runs** to do." in texts(at.markdown)
