@@ -322,7 +322,7 @@ class GenerateMeasurement:
 
     def new_prompt(self, compiled: Generator) -> None:
         """One more compiled generation with a prompt a token shorter: what a new prompt length costs."""
-        self.phase("schedule")
+        self.phase("new_prompt")
         shorter = tuple(t[:, :-1] if t.dtype == torch.long and t.dim() == 2 else t for t in compiled.prompt)
         with compile_errors():
             self._windowed(lambda: compiled.run(shorter))
