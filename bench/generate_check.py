@@ -66,6 +66,8 @@ def build(args, device: str):
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
     model = model.to(dtype)
     model.generation_config.pad_token_id = model.config.eos_token_id or 0
+    # the lab builds its transformers models with use_cache=False (its forward-pass tasks want none); generation does
+    model.config.use_cache = model.generation_config.use_cache = True
     prompt = torch.randint(0, model.config.vocab_size, (args.batch_size, args.prompt_len), device=device,
                            generator=torch.Generator(device).manual_seed(0))
     return model, prompt, dtype
@@ -80,7 +82,7 @@ def hf_generate(args, device: str) -> dict:
 
     def generate(n):
         with torch.no_grad():
-            return model.generate(prompt, do_sample=False, max_new_tokens=n, min_new_tokens=n,
+            return model.generate(prompt, do_sample=False, max_new_tokens=n, min_new_tokens=n, use_cache=True,
                                   cache_implementation="static")
 
     t0 = time.perf_counter()
