@@ -189,3 +189,19 @@ def test_a_sweep_of_generation_crosses_mode_cache_and_batch(db):
     at.multiselect(key="sweep_batches").set_value([1, 4]).run()
     assert not at.exception
     assert "**8 runs** to do." in texts(at.markdown)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", ["captioner", "hf:gpt2"])
+def test_on_a_gpu_cuda_graphs_replay_the_decode_step_and_its_bandwidth_share_is_measured(store, model):
+    exp = Experiment(model=model, preset="tiny", task="generate", device="cuda", precision="bf16", batch_size=1,
+                     mode="reduce-overhead", rounds=6, timed_s=2.0)
+    record = runs.start(exp, store, timeout_s=900).wait()
+    assert record.status == "finished", record.error
+    r = record.result
+    assert r["tokens_match"] is True
+    assert r["cudagraph_skip_count"] == 0 and r["decode_recompiles"] == 0
+    for variant in ("eager", "compiled"):
+        assert 0 < r[f"{variant}_decode_bw_pct"] < 100
+        assert 0 <= r[f"{variant}_decode_idle_pct"] <= 100
+    assert "Decode step: eager" in r["launch_bound_words"]
