@@ -23,7 +23,7 @@ from tcore.compile_args import compile_kwargs
 from tcore.figures import Result, RunFigures, VariantFigures
 from tcore.power import PowerMeter, PowerSampler
 from tcore.spec import PRECISIONS, Experiment
-from tcore.worker import diagnostics, profiling
+from tcore.worker import artifacts, diagnostics, profiling
 from tcore.worker.build import DTYPES, compile_errors
 from tcore.worker.pacing import most_rounds, round_seconds
 from tcore.worker.timing import CpuLoad, PeakMemory, sync
@@ -154,6 +154,7 @@ class GenerateMeasurement:
         if exp.compiles:
             compiled = self.compile(decoder, prompt, new, cache_dtype, reference)
             self._record(diagnostics.collect(breaks))
+            run.cache_artifacts_bytes = artifacts.save()
         else:
             for key in ("speedup", "compile_s"):
                 self.result.unavailable[key] = "nothing is compiled in this run (compile=off)"
@@ -182,6 +183,9 @@ class GenerateMeasurement:
         """The first compiled generation, one decode step at a time: the compile split and the token check."""
         exp, run, details = self.exp, self.result.run, self.result.details
         self.phase("compiling")
+        details["cache_artifacts"], cache_note = artifacts.load(self.env)
+        if cache_note:
+            self.result.notes.append(cache_note)
         diagnostics.reset()
         with compile_errors():
             prefill, decode = compile_pair(decoder, exp)
