@@ -8,16 +8,10 @@ from __future__ import annotations
 
 import sample_models
 from sample_models import decoding
-from tcore.compile_args import compile_kwargs
+from tcore.compile_args import generate_kwargs, kwargs_source
 from tcore.spec import PRECISIONS, Experiment
-from tcore.worker.generate import NO_CUDAGRAPHS
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
-
-
-def _call(kwargs: dict) -> str:
-    defaults = {"backend": "inductor", "mode": "default", "fullgraph": False, "dynamic": None}
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if v != defaults[k])
 
 
 def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
@@ -26,11 +20,7 @@ def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
     prompt, new = decoding.lengths(entry, exp.preset, exp.prompt_len, exp.new_tokens)
     precision = PRECISIONS[exp.precision]
     weights, compute = TORCH_DTYPES[precision.weights], precision.autocast
-    kwargs = compile_kwargs(exp)
-    prefill_kwargs = {**kwargs, "mode": NO_CUDAGRAPHS.get(kwargs.get("mode"), kwargs.get("mode"))}
-    if "mode" not in kwargs:
-        prefill_kwargs.pop("mode")
-    decode_kwargs = {**kwargs, "fullgraph": kwargs["fullgraph"] or exp.kv_cache == "static"}
+    prefill_args, decode_args = (kwargs_source(kwargs) for kwargs in generate_kwargs(exp))
     lines = [*opening, 
         "import statistics",
         "import time",
@@ -53,8 +43,8 @@ def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
         lines += [
             "# gpt-fast's recipe: the decode step compiled on its own, fullgraph where the cache is static, so its",
             "# shapes never change (CUDA graphs replay it); the prefill without CUDA graphs, its shape is the prompt's",
-            f"compiled_prefill = torch.compile(decoder.prefill{', ' + _call(prefill_kwargs) if _call(prefill_kwargs) else ''})  # <--",
-            f"compiled_decode = torch.compile(decoder.decode{', ' + _call(decode_kwargs) if _call(decode_kwargs) else ''})  # <--",
+            f"compiled_prefill = torch.compile(decoder.prefill{', ' * bool(prefill_args)}{prefill_args})  # <--",
+            f"compiled_decode = torch.compile(decoder.decode{', ' * bool(decode_args)}{decode_args})  # <--",
             "",
         ]
     lines += [

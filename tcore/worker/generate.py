@@ -19,7 +19,7 @@ import torch
 import sample_models
 from sample_models import decoding
 from tcore import breakdown, figures, paired, peaks
-from tcore.compile_args import compile_kwargs
+from tcore.compile_args import NO_CUDAGRAPHS, generate_kwargs
 from tcore.figures import Result, RunFigures, VariantFigures
 from tcore.power import PowerMeter, PowerSampler
 from tcore.spec import PRECISIONS, Experiment
@@ -29,8 +29,6 @@ from tcore.worker.pacing import most_rounds, round_seconds
 from tcore.worker.timing import CpuLoad, PeakMemory, sync
 
 Emit = Callable[[dict[str, Any]], None]
-# Modes whose CUDA graphs would be recorded per prompt length: the prefill is compiled without them (gpt-fast too)
-NO_CUDAGRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
 
 @dataclass
@@ -44,12 +42,8 @@ class Generation:
 
 
 def compile_pair(decoder: decoding.Decoder, exp: Experiment) -> tuple[Callable, Callable]:
-    """(prefill, decode) compiled as `exp` asks: the decode step fullgraph with a static cache."""
-    kwargs = compile_kwargs(exp)
-    prefill_kwargs = dict(kwargs)
-    if kwargs.get("mode") in NO_CUDAGRAPHS:
-        prefill_kwargs["mode"] = NO_CUDAGRAPHS[kwargs["mode"]]
-    decode_kwargs = {**kwargs, "fullgraph": kwargs["fullgraph"] or exp.kv_cache == "static"}
+    """(prefill, decode) compiled as `exp` asks (tcore.compile_args.generate_kwargs)."""
+    prefill_kwargs, decode_kwargs = generate_kwargs(exp)
     return torch.compile(decoder.prefill, **prefill_kwargs), torch.compile(decoder.decode, **decode_kwargs)
 
 
