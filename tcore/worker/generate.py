@@ -184,7 +184,7 @@ class GenerateMeasurement:
         with compile_errors():
             prefill, decode = compile_pair(decoder, exp)
             compiled = Generator(decoder, prefill, decode, exp, self.device, prompt, new, cache_dtype)
-            first = self._windowed(lambda: compiled.run(each_step=True))
+            first, events = _with_compiles(lambda: compiled.run(each_step=True), self.t_start)
         eager_decode = sum(reference.decode_step_s)
         run.compile_prefill_s = max(first.ttft_s - reference.ttft_s, 0.0)
         run.compile_decode_s = max(sum(first.decode_step_s) - eager_decode, 0.0)
@@ -193,9 +193,8 @@ class GenerateMeasurement:
         run.eager_step_s = statistics.median(reference.decode_step_s)
         self.emit({"type": "figure", "name": "compile_s", "value": run.compile_s})
         # the decode step's compiles: the first step, and any step whose cache length it had not seen
-        run.decode_recompiles = sum(1 for e in self._window_events if e["kind"] == "recompile"
-                                    and e["frame"] != "prefill")
-        details["compile_by_function_s"] = _by_frame(self._window_events)
+        run.decode_recompiles = sum(1 for e in events if e["kind"] == "recompile" and e["frame"] != "prefill")
+        details["compile_by_function_s"] = _by_frame(events)
         eager_tokens, compiled_tokens = reference.tokens.tolist(), first.tokens.tolist()
         run.tokens_same_pct = figures.same_tokens_pct(eager_tokens, compiled_tokens)
         details["tokens_match"] = eager_tokens == compiled_tokens
@@ -210,12 +209,6 @@ class GenerateMeasurement:
         with compile_errors():
             compiled.run()  # CUDA graphs are recorded by now; this one settles allocation
         return compiled
-
-    def _windowed(self, fn: Callable[[], Generation]) -> Generation:
-        seen = len(diagnostics.metrics())
-        out = fn()
-        self._window_events = diagnostics.compile_events(diagnostics.metrics()[seen:], self.t_start)
-        return out
 
     def time_rounds(self, eager: Generator, compiled: Generator | None) -> None:
         """Rounds of an eager and a compiled block of generations back to back, the order alternating.
@@ -323,8 +316,7 @@ class GenerateMeasurement:
         self.phase("new_prompt")
         shorter = tuple(t[:, :-1] if t.dtype == torch.long and t.dim() == 2 else t for t in compiled.prompt)
         with compile_errors():
-            self._windowed(lambda: compiled.run(shorter))
-        events = self._window_events
+            _, events = _with_compiles(lambda: compiled.run(shorter), self.t_start)
         self.result.run.prompt_recompiles = sum(1 for e in events if e["kind"] == "recompile")
         self.result.details["prompt_recompile_reasons"] = [e["reason"] for e in events if e["kind"] == "recompile"]
 
@@ -379,6 +371,13 @@ def launch_words(eager_idle: float | None, compiled_idle: float | None, mode: st
 
 def new_steps(gen: Generator) -> int:
     return gen.new - 1  # the first new token comes from the prefill
+
+
+def _with_compiles(generate: Callable[[], Generation], t0: float) -> tuple[Generation, list[dict[str, Any]]]:
+    """A generation, and the compilations it caused (diagnostics.compile_events, times from t0)."""
+    seen = len(diagnostics.metrics())
+    out = generate()
+    return out, diagnostics.compile_events(diagnostics.metrics()[seen:], t0)
 
 
 def _gen_s(g: Generation) -> float:
