@@ -194,7 +194,8 @@ def test_a_sweep_of_generation_crosses_mode_cache_and_batch(db):
 @pytest.mark.gpu
 @pytest.mark.parametrize("model", ["captioner", "hf:gpt2"])
 def test_on_a_gpu_cuda_graphs_replay_the_decode_step_and_its_bandwidth_share_is_measured(store, model):
-    exp = Experiment(model=model, preset="tiny", task="generate", device="cuda", precision="bf16", batch_size=1,
+    # fp32: with random weights a bf16 rounding difference can tip a near-tie between two logits
+    exp = Experiment(model=model, preset="tiny", task="generate", device="cuda", precision="fp32", batch_size=1,
                      mode="reduce-overhead", rounds=6, timed_s=2.0)
     record = runs.start(exp, store, timeout_s=900).wait()
     assert record.status == "finished", record.error

@@ -331,20 +331,24 @@ class GenerateMeasurement:
         for name, gen in (("eager", eager), ("compiled", compiled)):
             if gen is None:
                 continue
+            steps = profiling.MIN_STEPS * 2
+            if gen.new - 1 < 1 + 2 * steps:  # one unprofiled step, then two profiled passes (tcore.worker.profiling)
+                self.result.unavailable[f"{name}_decode_idle_pct"] = (
+                    f"too few new tokens to profile {steps} decode steps: generate {2 * steps + 2} or more")
+                continue
             cache = gen.cache if gen.static else gen._new_cache()
             if gen.static:
                 gen.decoder.reset(cache)
-            last = gen.prompt_len + gen.new - 1  # the last position the model has; a dynamic cache grows past it
             with torch.no_grad(), gen.autocast:
                 state = {"token": gen.prefill(cache, *gen.prompt).clone(), "pos": gen.prompt_len}
 
-                def step():  # a static cache rewrites one slot; a dynamic one grows by a token a step
+                def step():  # the next decode step of a generation, as the timed ones run
                     gen.mark_step()
-                    pos = torch.tensor([min(state["pos"], last)], device=self.device)
+                    pos = torch.tensor([state["pos"]], device=self.device)
                     state["token"] = gen.decode(cache, state["token"][:, None], pos).clone()
-                    state["pos"] += 0 if gen.static else 1
+                    state["pos"] += 1
 
-                kernels, found = profiling.profile_steps(step, self.device, profiling.MIN_STEPS * 2, name)
+                kernels, found = profiling.profile_steps(step, self.device, steps, name)
             figs = self.result.variant(name)
             figs.kernels_per_step = kernels
             if found is not None and found.step_ms:
