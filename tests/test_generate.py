@@ -8,7 +8,6 @@ import sys
 import pytest
 import torch
 
-from tests.app_harness import app, db, texts  # noqa: F401  (db is a fixture)
 from tests.helpers import insert_run
 
 import sample_models
@@ -142,7 +141,19 @@ def test_inductor_compiles_a_llama_decoder_that_writes_eagers_tokens(store):
     assert r["graph_count"] >= 2 and r["graph_break_count"] == 0  # prefill and decode, the decode fullgraph
 
 
-def test_the_run_page_offers_generation_and_shows_its_headline_in_tokens_per_second(db, captioner_run):
+@pytest.fixture
+def pages(tmp_path, monkeypatch):
+    """The app's pages under AppTest, on a store of their own (the GPU machine has no Streamlit: skipped there)."""
+    pytest.importorskip("streamlit")
+    from tests import app_harness
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    return app_harness, RunStore()
+
+
+def test_the_run_page_offers_generation_and_shows_its_headline_in_tokens_per_second(pages, captioner_run):
+    harness, db = pages
+    app, texts = harness.app, harness.texts
     at = app()
     at.radio(key="run_task").set_value("generate").run()
     at.number_input(key="run_new_tokens").set_value(10).run()
@@ -180,15 +191,16 @@ def test_copy_as_code_reproduces_the_generation_figures(tmp_path):
     assert re.search(r"decode speedup [\d.]+x \(median of 6 paired rounds\)", out.stdout)
 
 
-def test_a_sweep_of_generation_crosses_mode_cache_and_batch(db):
-    at = app().switch_page("app_pages/sweep.py").run()
+def test_a_sweep_of_generation_crosses_mode_cache_and_batch(pages):
+    harness, _ = pages
+    at = harness.app().switch_page("app_pages/sweep.py").run()
     at.radio(key="sweep_task").set_value("generate").run()
     at.multiselect(key="sweep_compile").set_value(["whole"])
     at.multiselect(key="sweep_mode").set_value(["default", "reduce-overhead"])
     at.multiselect(key="sweep_kv_cache").set_value(["static", "dynamic"])
     at.multiselect(key="sweep_batches").set_value([1, 4]).run()
     assert not at.exception
-    assert "**8 runs** to do." in texts(at.markdown)
+    assert "**8 runs** to do." in harness.texts(at.markdown)
 
 
 @pytest.mark.gpu
