@@ -323,7 +323,7 @@ class Experiment:
         if self.task == "generate":
             from sample_models import decoding
 
-            prompt, new = decoding.lengths(sample_models_get(self.model), self.preset, self.prompt_len,
+            prompt, new = decoding.lengths(_entry(self.model), self.preset, self.prompt_len,
                                            self.new_tokens)
             scope += f", {self.kv_cache} KV, {prompt}+{new} tokens"
         return f"{self.model}/{self.preset} bs{self.batch_size} {self.precision} {self.task}, {scope}"
@@ -363,7 +363,7 @@ INDUCTOR_OPTIONS = {"freezing": "freezing", "coordinate_descent": "coordinate_de
                     "max_fusion_size": "max_fusion_size"}
 
 
-def sample_models_get(name: str):
+def _entry(name: str):
     import sample_models  # imports torch: only where a spec is checked or named
 
     return sample_models.get(name)
