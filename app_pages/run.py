@@ -3,7 +3,7 @@ import streamlit as st
 
 from tcore import machine
 from tcore.store import RunStore
-from ui import knobs, live, queue, results, run_state
+from ui import generate, knobs, live, queue, results, run_state
 
 store = RunStore()
 
@@ -17,6 +17,10 @@ with knob_col:
     with st.container(border=True):
         st.markdown("#### Model")
         model = knobs.model_knobs("run_")
+    if model["task"] == "generate":
+        with st.container(border=True):
+            st.markdown("#### Generation")
+            model.update(generate.knobs("run_", model["model"], model["preset"]))
     with st.container(border=True):
         st.markdown("#### Compiler")
         compiler = knobs.compile_knobs("run_", model["model"], model["task"])

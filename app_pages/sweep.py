@@ -46,6 +46,10 @@ with knob_col:
             "precision": st.multiselect("Precisions", CHOICES["precision"], default=[model["precision"]],
                                         key="sweep_precisions", format_func=knobs.PRECISION_NAMES.get),
         }
+        if model["task"] == "generate":  # mode x cache x batch: what gpt-fast's and transformers' recipes turn
+            axes["kv_cache"] = st.multiselect("KV cache", CHOICES["kv_cache"], default=["static"], key="sweep_kv_cache")
+            axes["batch_size"] = st.multiselect("Batch sizes", sorted({1, 2, 4, 8, 16, 32, 64, model["batch_size"]}),
+                                                default=[model["batch_size"]], key="sweep_batches")
         if sample_models.get(model["model"]).supports_channels_last:
             tuned = practical_defaults(model["model"], knobs.target_device(model["device"]), model["task"])
             axes["channels_last"] = st.multiselect("Memory format", [True, False], default=[tuned["channels_last"]],

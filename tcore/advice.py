@@ -278,6 +278,8 @@ def _runnable(exp: Experiment, found: list[Suggestion]) -> list[Suggestion]:
             try:
                 counterpart = exp.replace(**s.changes)
             except SpecError:
+                if exp.task == "generate":  # e.g. regional: a generation run's prefill and decode compile whole
+                    continue
                 s = Suggestion(s.rule, s.title, s.evidence, {}, s.weight)
             else:
                 key = counterpart.to_json()

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import IO, Any
 
-PHASES = ("building", "eager", "compiling", "warmup", "schedule", "measuring", "profiling")
+PHASES = ("building", "eager", "compiling", "warmup", "schedule", "measuring", "new_prompt", "profiling")
 PHASE_TITLES = {
     "building": "Building the model",
     "eager": "Eager baseline (warm-up)",
@@ -32,6 +32,7 @@ PHASE_TITLES = {
     "warmup": "Warming up the compiled model",
     "schedule": "Feeding the shape schedule",
     "measuring": "Measuring eager vs compiled",
+    "new_prompt": "Generating from a prompt a token shorter (recompilations)",
     "profiling": "Profiling steps: where the time goes",
 }
 
@@ -40,6 +41,8 @@ def phases_for(exp) -> list[str]:
     skip = set() if exp.has_compiled_variant else {"compiling", "warmup", "schedule"}
     if not exp.shape_count:
         skip.add("schedule")
+    if exp.task != "generate" or not exp.compiles:
+        skip.add("new_prompt")
     return [p for p in PHASES if p not in skip]
 
 

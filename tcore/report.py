@@ -4,28 +4,34 @@ from __future__ import annotations
 from typing import Any
 
 from tcore import advice, breakdown
-from tcore.figures import (RUN_FIGURES, SUMMARY_RUN, SUMMARY_VARIANT, VARIANT_FIGURES, disagreement, host_bound,
-                           noise_reasons, speedup_words, text)
+from tcore.figures import (RUN_FIGURES, VARIANT_FIGURES, disagreement, host_bound, noise_reasons, speedup_words,
+                           summary_keys, text)
 from tcore.history import History, dots
 
 
-def variant_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(title with unit, eager, compiled) for each per-variant figure of the summary."""
+def variant_rows(result: dict[str, Any], task: str | None = None) -> list[tuple[str, str, str]]:
+    """(title with unit, eager, compiled) for each per-variant figure of the summary of a run of `task`."""
     return [(VARIANT_FIGURES[k].label, text(result, f"eager_{k}", unit=False, reason=False),
-             text(result, f"compiled_{k}", unit=False, reason=False)) for k in SUMMARY_VARIANT]
+             text(result, f"compiled_{k}", unit=False, reason=False)) for k in summary_keys(task)[1]]
 
 
-def run_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """(title, value with unit or 'n/a (why)') for each run figure of the summary."""
-    return [(RUN_FIGURES[k].title, text(result, k)) for k in SUMMARY_RUN]
+def run_rows(result: dict[str, Any], task: str | None = None) -> list[tuple[str, str]]:
+    """(title, value with unit or 'n/a (why)') for each run figure of the summary of a run of `task`."""
+    return [(RUN_FIGURES[k].title, text(result, k)) for k in summary_keys(task)[0]]
 
 
 def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, device: str | None = None) -> str:
-    rows = [("", "eager", "compiled")] + variant_rows(result)
+    task = (spec or {}).get("task")
+    rows = [("", "eager", "compiled")] + variant_rows(result, task)
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    width = max(len(t) for t, _ in run_rows(result))
-    lines += [""] + [f"{title.ljust(width)}  {value}" for title, value in run_rows(result)]
+    width = max(len(t) for t, _ in run_rows(result, task))
+    lines += [""] + [f"{title.ljust(width)}  {value}" for title, value in run_rows(result, task)]
+    if result.get("tokens_match") is not None:
+        lines.append(f"{'Same tokens as eager'.ljust(width)}  {'yes' if result['tokens_match'] else 'NO'} "
+                     f"({result.get('prompt_tokens')}-token prompt, {result.get('new_tokens')} new tokens, greedy)")
+    if result.get("launch_bound_words"):
+        lines.append(result["launch_bound_words"])
     if result.get("correctness_ok") is not None:
         lines.append(f"{'Correct within tolerance'.ljust(width)}  "
                      f"{'yes' if result['correctness_ok'] else 'NO'} (tolerance {result['correctness_tolerance']:g})")
@@ -45,7 +51,7 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
         lines.append(f"noisy: {reason}")
     if why := disagreement(result):
         lines.append(f"note: {why}")
-    variant_keys = {f"{v}_{k}" for v in ("eager", "compiled") for k in SUMMARY_VARIANT}
+    variant_keys = {f"{v}_{k}" for v in ("eager", "compiled") for k in summary_keys(task)[1]}
     for why in sorted({w for k, w in result.get("unavailable", {}).items() if k in variant_keys}):
         lines.append(f"n/a: {why}")
     found = result.get("breakdown") or {}

@@ -20,6 +20,7 @@ import torch
 
 import sample_models
 from tcore import schedule as schedules
+from tcore import snippet_generate
 from tcore.compile_args import call_args
 from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
 
@@ -32,6 +33,8 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     """The program for a run's spec on `device` (the device it ran on: "cuda" or "cpu"), section by section."""
     exp = Experiment.from_dict(spec)
     entry = sample_models.get(exp.model)
+    if exp.task == "generate":  # a program of its own, opening as the others do
+        return snippet_generate.code_for(exp, device, _header(exp, run_id) + _model(exp, entry, device))
     shapes = _schedule(exp, entry)
     sections = [_header(exp, run_id), _model(exp, entry, device), _inputs(exp, entry, shapes),
                 _precision(exp, device), _settings(exp), _compile(exp, entry), _optimizer(exp, device),

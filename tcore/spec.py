@@ -65,6 +65,8 @@ class Experiment:
         "inference": "Forward pass only, no gradients: the cheapest thing to compile.",
         "training": "Forward, backward and an AdamW step: compile also builds the backward graph, so it takes "
                     "longer.",
+        "generate": "Greedy text generation by a decoder with a KV cache: a prefill over the prompt, then one "
+                    "decode step per new token; prefill and decode are compiled separately, as gpt-fast does.",
     })
 
     compile: str = knob("whole", "What torch.compile is applied to.", {
@@ -145,6 +147,18 @@ class Experiment:
     })
     buckets: int = knob(3, "How many padded sizes the buckets remedy compiles.", bounds=(1, 63))
 
+    # Generation (task=generate) only.
+    kv_cache: str = knob("static", "How the decoder keeps the keys and values of earlier tokens (generate only).", {
+        "static": "Allocated once at prompt + new tokens long and written in place: every decode step has the same "
+                  "shapes, so the decode step compiles once, fullgraph, and CUDA graphs can replay it.",
+        "dynamic": "Grows by one token per step (concatenation): each step has a new shape, so the compiled decode "
+                   "step recompiles, then runs with symbolic sizes (and CUDA graphs record one graph per length).",
+    })
+    prompt_len: int = knob(0, "Prompt tokens per sequence, read by the prefill (generate only; 0: the model's "
+                              "default, 128 where its positions allow).", bounds=(0, 1_000_000))
+    new_tokens: int = knob(0, "Tokens generated per sequence, greedily and always this many (generate only; 0: the "
+                              "model's default, 256 where its positions allow).", bounds=(0, 1_000_000))
+
     warmup_steps: int = knob(3, "Untimed steps before timing each variant; the first eager one is the "
                                 "compile-time baseline.", bounds=(1, 100))
     timed_s: float = knob(4.0, "The most timed seconds per variant (eager and compiled): rounds are added until the "
@@ -204,6 +218,10 @@ class Experiment:
                             "(fullgraph already makes every break an error): turn one of them off")
         if self.compile == "hierarchical" and not entry.repeats_blocks:
             raise SpecError(f"compile=hierarchical marks the repeated blocks, and {self.model} lists none: choose whole")
+        if self.task == "generate":
+            self._check_generate(entry)
+        elif (self.kv_cache, self.prompt_len, self.new_tokens) != (DEFAULTS["kv_cache"], 0, 0):
+            raise SpecError("kv_cache, prompt_len and new_tokens set how text is generated: they need task=generate")
         if self.compile_optimizer and self.task != "training":
             raise SpecError("compile_optimizer needs task=training: an inference run has no optimizer step")
         if self.backend != "inductor" and self.mode != "default":
@@ -235,6 +253,28 @@ class Experiment:
             raise SpecError("cache=artifacts warms up a compile: it needs something compiled (compile or compile_optimizer)")
         if self.timed_steps is not None and self.timed_steps < self.rounds:
             raise SpecError(f"timed_steps ({self.timed_steps}) must be at least rounds ({self.rounds})")
+
+    def _check_generate(self, entry) -> None:
+        from sample_models import decoding  # torch, as above
+
+        if why := decoding.cannot_generate(entry):
+            raise SpecError(why)
+        if self.compile == "regional":
+            raise SpecError("task=generate compiles the prefill and the decode step as two functions (as gpt-fast "
+                            "does); set compile=whole (or off)")
+        if self.graph_break:
+            raise SpecError("graph_break puts a .item() in every block, which a fullgraph decode step cannot hold: "
+                            "turn it off for task=generate")
+        if self.shape_count or self.freezing:
+            raise SpecError("task=generate varies the prompt and cache lengths itself; shape_count and freezing "
+                            "apply to inference and training")
+        prompt, new = decoding.lengths(entry, self.preset, self.prompt_len, self.new_tokens)
+        top = decoding.max_positions(entry, self.preset)
+        if prompt < 2 or new < 2:
+            raise SpecError(f"prompt_len and new_tokens must be at least 2 (got {prompt} and {new})")
+        if prompt + new > top:
+            raise SpecError(f"prompt_len + new_tokens = {prompt + new} is more than the {top} positions "
+                            f"{self.model}/{self.preset} has; shorten one of them")
 
     def _check_bounds(self) -> None:
         """Every number within its field's bounds (knob(bounds=...)), and of its type: no nan, no bool for an int."""
@@ -294,6 +334,12 @@ class Experiment:
             scope += f", {self.shape_count} shapes" + ("" if self.shape_remedy == "none" else f" {self.shape_remedy}")
         if self.cache != "cold" and self.has_compiled_variant:
             scope += f", {self.cache} cache"
+        if self.task == "generate":
+            from sample_models import decoding
+
+            prompt, new = decoding.lengths(_entry(self.model), self.preset, self.prompt_len,
+                                           self.new_tokens)
+            scope += f", {self.kv_cache} KV, {prompt}+{new} tokens"
         return f"{self.model}/{self.preset} bs{self.batch_size} {self.precision} {self.task}, {scope}"
 
     def replace(self, **changes: Any) -> Experiment:
@@ -331,6 +377,12 @@ INDUCTOR_OPTIONS = {"freezing": "freezing", "coordinate_descent": "coordinate_de
                     "max_fusion_size": "max_fusion_size"}
 
 
+def _entry(name: str):
+    import sample_models  # imports torch: only where a spec is checked or named
+
+    return sample_models.get(name)
+
+
 def _option_label(name: str, value: Any) -> str:
     if name == "max_fusion_size":
         return f" fusion<={value}"
@@ -361,7 +413,7 @@ def resolve_device(requested: str, cuda_available: bool) -> str:
 def practical_defaults(model: str, device: str, task: str) -> dict[str, Any]:
     """What a practitioner would pick for `model` on `device` ("cuda" or "cpu"): the app's and the CLI's defaults.
 
-    On a GPU: bf16 weights for inference, autocast to bf16 for training (people keep float32 master
+    On a GPU: bf16 weights for inference and generation (at batch 1), autocast to bf16 for training (people keep float32 master
     weights), and channels_last for a convolutional model, so the eager baseline is eager as people
     tune it. On the CPU: the tiny presets in float32, which stay quick there.
     """
@@ -369,8 +421,10 @@ def practical_defaults(model: str, device: str, task: str) -> dict[str, Any]:
 
     entry = sample_models.get(model)
     gpu = device == "cuda"
-    return dict(preset=entry.default_preset[device], batch_size=entry.default_batch[device],
-                precision=("bf16" if task == "inference" else "amp-bf16") if gpu else "fp32",
+    return dict(preset=entry.default_preset[device],
+                # generation is timed per sequence at batch 1, as gpt-fast and the transformers recipes do
+                batch_size=1 if task == "generate" else entry.default_batch[device],
+                precision=("amp-bf16" if task == "training" else "bf16") if gpu else "fp32",
                 channels_last=gpu and entry.supports_channels_last)
 
 

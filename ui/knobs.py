@@ -74,9 +74,9 @@ SETTINGS = ("model", "preset", "batch_size", "task", "precision", "device", "com
             "error_on_graph_break",
             "backend", "compile_optimizer", "channels_last", "graph_break", "cache", "timed_by", "timed_s",
             "timed_steps", "rounds", "round_s", "target_pct", "warmup_steps", "torch_trace", "timeout_min",
-            *INDUCTOR_OPTIONS)
+            "kv_cache", "prompt_len", "new_tokens", *INDUCTOR_OPTIONS)
 SWEEP_AXES = ("sweep_compile", "sweep_mode", "sweep_dynamic", "sweep_opt", "sweep_precisions", "sweep_layouts",
-              "sweep_backend")
+              "sweep_backend", "sweep_kv_cache", "sweep_batches")
 
 
 def keep_settings() -> None:

@@ -14,7 +14,8 @@ from tcore.advice import CUDAGRAPH_MODES, launch_bound
 from tcore.figures import RUN_FIGURES
 from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
-from ui import advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, history, run_words
+from ui import (advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, generate, graph_words, history,
+                run_words)
 
 # What to try next, per failure kind (tcore.protocol.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -71,7 +72,9 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     if store is not None:
         history.show(rec, store, key=key)
     st.caption(run_words.baseline_words(rec.spec, rec.device))
-    ok, words = run_words.correctness_words(r, rec.spec.get("precision", "fp32"))
+    generating = rec.spec.get("task") == "generate"
+    ok, words = (generate.tokens_words(r) if generating else
+                 run_words.correctness_words(r, rec.spec.get("precision", "fp32")))
     (st.success if ok else st.error if ok is False else st.info)(words)
     if compiled:
         show_compiler(r)
@@ -89,7 +92,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     # Lazy, as the chart tabs: the script draws an expander's table only while it is open.
     with st.expander("All figures, eager vs compiled", key=f"{key}_figures_open", on_change="rerun") as box:
         if box.open:
-            st.dataframe(pd.DataFrame(report.variant_rows(r), columns=["figure", "eager", "compiled"]),
+            st.dataframe(pd.DataFrame(report.variant_rows(r, rec.spec.get("task")), columns=["figure", "eager", "compiled"]),
                          hide_index=True, width="stretch", key=f"{key}_figures")
     with st.expander("Environment", key=f"{key}_env_open", on_change="rerun") as box:
         if box.open:
@@ -101,7 +104,8 @@ def show_headline(rec: RunRecord) -> None:
     """The metric tiles, why a figure is n/a, how the speedup was made, and whether to trust it."""
     r = rec.result
     shown, noise = run_words.headline(r), run_words.noise_words(r)
-    for tiles in run_words.headline_tiles(r):
+    generating = rec.spec.get("task") == "generate"
+    for tiles in (generate.headline_tiles if generating else run_words.headline_tiles)(r):
         for col, tile in zip(st.columns(3), tiles):
             col.metric(**tile)
     for k in ("speedup", "compile_s", "breakeven_steps"):
@@ -111,6 +115,9 @@ def show_headline(rec: RunRecord) -> None:
         st.caption(how + (f" {r['timed_stop_words']}" if r.get("timed_stop_words") else ""))
     if noise:
         st.warning(noise, icon=":material/warning:")
+    if generating:
+        for line in generate.details_words(r):
+            st.caption(line)
     for variant, words in figures.host_bound(r, rec.device, rec.spec.get("mode")):
         if variant == "compiled" and rec.spec.get("mode") not in CUDAGRAPH_MODES and launch_bound(r, rec.device):
             words += " *What to try next* below queues mode=reduce-overhead in one click."

@@ -9,7 +9,8 @@ from tcore.spec import Experiment
 from ui.graph_words import first_line
 
 # The figures in a sweep's matrix, as stored columns (tcore.figures).
-SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps"]
+SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
+                 "compiled_tokens_per_s", "compiled_ttft_ms"]  # the last two: generation runs only
 
 # The "Dynamic shapes" choices as the Run and Sweep pages name them, and the sweep matrix too.
 DYNAMIC_NAMES = {None: "auto", True: "always dynamic", False: "always static"}
@@ -20,6 +21,8 @@ _AXIS_WORDS = {
     "channels_last": lambda v: "channels_last" if v else "NCHW",
     "dynamic": {**DYNAMIC_NAMES, None: "dynamic auto"}.get,  # as the knob names them; "auto" alone says too little
     "compile_optimizer": lambda v: f"optimizer {'compiled' if v else 'eager'}",
+    "kv_cache": lambda v: f"{v} KV cache",
+    "batch_size": lambda v: f"bs{v}",
 }
 
 

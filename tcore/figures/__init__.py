@@ -14,13 +14,14 @@ reached here too, as figures.summarize, figures.noise_reasons and so on. The def
 tcore.figures.fields, which derived.py and verdicts.py import: the package imports its parts, and no part
 imports the package.
 """
-from tcore.figures.fields import (BUSY_CORES, COMPILE_PHASES, DISAGREE_PCT, HIGHER, LOWER,  # noqa: F401
-                                  NOISY_SPREAD_PCT, HOST_BUSY_PCT, HOST_IDLE_SHARE, RUN_FIGURES, SLOW_STEP_FACTOR, SLOW_TIME_PCT, SUMMARY_RUN,
-                                  SUMMARY_VARIANT, VARIANT_FIGURES, VARIANTS, Figure, Result, RunFigures,
-                                  VariantFigures, column_label, figure, lookup, text)
-from tcore.figures.derived import (Block, breakeven_steps, compile_totals, energy_error_pct,  # noqa: F401
-                                   gpu_time_samples_per_s,
-                                   paired_figures, peak_shares, percentile, round_speedups, slow_step_places,
+from tcore.figures.fields import (BUSY_CORES, COMPILE_PHASES, DISAGREE_PCT, GENERATE_RUN,  # noqa: F401
+                                  GENERATE_VARIANT, HIGHER, HOST_BUSY_PCT, HOST_IDLE_SHARE, LOWER, NOISY_SPREAD_PCT,
+                                  RUN_FIGURES, SLOW_STEP_FACTOR, SLOW_TIME_PCT, SUMMARY_RUN, SUMMARY_VARIANT,
+                                  VARIANT_FIGURES, VARIANTS, Figure, Result, RunFigures, VariantFigures, column_label,
+                                  figure, lookup, summary_keys, text)
+from tcore.figures.derived import (Block, bandwidth_pct, breakeven_steps, compile_totals,  # noqa: F401
+                                   decode_read_bytes, energy_error_pct, gpu_time_samples_per_s, paired_figures,
+                                   peak_shares, percentile, round_speedups, same_tokens_pct, slow_step_places,
                                    speedup, summarize, upgrade_result)
 from tcore.figures.verdicts import (disagreement, host_bound, noise_reasons, speedup_words,  # noqa: F401
                                     told_apart)

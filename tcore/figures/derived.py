@@ -147,3 +147,23 @@ def breakeven_steps(compile_s: float, eager: VariantFigures, compiled: VariantFi
     """Steps after which the compiled model has made up its compile time; None if it never does."""
     saved_s = 1 / eager.steps_per_s - 1 / compiled.steps_per_s
     return compile_s / saved_s if saved_s > 0 else None
+
+
+def decode_read_bytes(weight_bytes: int, kv_bytes: int, static: bool, prompt: int, new: int) -> float:
+    """Bytes one decode step reads: the weights once, and the KV cache. A static cache is read whole at every step
+    (attention masks the slots not yet written); a dynamic one holds prompt + i tokens at step i, so on average
+    (prompt + new / 2) / (prompt + new) of what it holds at the end (`kv_bytes`)."""
+    if static:
+        return weight_bytes + kv_bytes
+    return weight_bytes + kv_bytes * (prompt + new / 2) / (prompt + new)
+
+
+def bandwidth_pct(read_bytes: float, steps_per_s: float, peak_tb_s: float) -> float:
+    """The share of a memory bandwidth that reading `read_bytes` per step at `steps_per_s` uses."""
+    return 100 * read_bytes * steps_per_s / (peak_tb_s * 1e12)
+
+
+def same_tokens_pct(eager: list[list[int]], compiled: list[list[int]]) -> float:
+    """The share of positions where two generations (sequences of token ids) chose the same token."""
+    pairs = [(a, b) for e, c in zip(eager, compiled) for a, b in zip(e, c)]
+    return 100 * sum(a == b for a, b in pairs) / len(pairs) if pairs else 0.0

@@ -116,6 +116,32 @@ class VariantFigures:
         "Weight reads, share of memory bandwidth", "%", "%.1f", None,
         "The weights' bytes read once per step, per second, over the GPU's memory bandwidth: a floor on the "
         "bandwidth a step uses (activations come on top); inference only.")
+    # Generation (task=generate): a step is one decode step, so steps_per_s is a sequence's tokens per second
+    ttft_ms: float | None = figure(
+        "Time to first token", "ms", "%.2f", LOWER,
+        "The prefill: the prompt read into the KV cache and the first token chosen, median over the timed "
+        "generations.")
+    decode_tokens_per_s: float | None = figure(
+        "Decode speed per sequence", "tokens/s", "%.1f", HIGHER,
+        "Tokens one sequence gains per second after its first: decode steps over their time, median of the rounds.")
+    tokens_per_s: float | None = figure(
+        "Decode throughput", "tokens/s", "%.1f", HIGHER,
+        "Tokens per second over the whole batch: the decode speed per sequence times the batch size.")
+    decode_ms_per_token: float | None = figure(
+        "Decode step", "ms", "%.3f", LOWER, "One decode step (a token for every sequence of the batch), median.")
+    energy_j_per_token: float | None = figure(
+        "Energy per token", "J", "%.3g", LOWER,
+        "The energy counter's difference over the timed generations (prefill included) per generated token.")
+    decode_bw_pct: float | None = figure(
+        "Decode, share of memory bandwidth", "%", "%.1f", HIGHER,
+        "Bytes a decode step reads (the weights once, and the KV cache) times decode steps per second, over the "
+        "GPU's peak memory bandwidth (tcore.peaks): how close decoding is to its memory-bound limit.")
+    decode_idle_pct: float | None = figure(
+        "Decode step, device idle", "%", "%.0f", LOWER,
+        "The share of a profiled decode step in which the GPU ran no kernel: waiting on Python and launches. Above "
+        "half the step is launch-bound, which CUDA graphs (reduce-overhead) remove.")
+    kv_share_pct: float | None = figure(
+        "KV cache, share of peak memory", "%", "%.0f", None, "The KV cache's bytes over the variant's peak memory.")
     # Where the time of one profiled step goes (tcore.breakdown): the categories plus the idle make up the step.
     profiled_step_ms: float | None = figure(
         "Profiled step", "ms", "%.2f", LOWER, "One step under the profiler: the steps profiled back to back, averaged.")
@@ -215,6 +241,29 @@ class RunFigures:
         "Compilations", "", "%d", LOWER, "Dynamo compiles over the whole run: first compiles and recompiles.")
     compiling_s: float | None = figure(
         "Time compiling", "s", "%.1f", LOWER, "The compile time of every compilation in the run, added up.")
+    # Generation (task=generate)
+    compile_prefill_s: float | None = figure(
+        "Compile time, prefill", "s", "%.1f", LOWER,
+        "The first compiled prefill minus the eager one: compiling the prompt's graph.")
+    compile_decode_s: float | None = figure(
+        "Compile time, decode", "s", "%.1f", LOWER,
+        "The first compiled generation's decode steps minus eager's: compiling the decode step, any recompiles "
+        "as the cache grows, and recording CUDA graphs.")
+    ttft_speedup: float | None = figure(
+        "Time-to-first-token speedup", "x", "%.2f", HIGHER, "Eager's median prefill time over compiled's.")
+    tokens_same_pct: float | None = figure(
+        "Tokens equal to eager's", "%", "%.1f", HIGHER,
+        "The share of generated tokens that the compiled decoder chose as eager did (greedy, same prompt): 100% "
+        "when they generate the same text.")
+    kv_cache_gib: float | None = figure(
+        "KV cache", "GiB", "%.4f", None,
+        "The keys and values the cache holds at the end of a generation (a static cache: all it allocated).")
+    decode_recompiles: int | None = figure(
+        "Recompilations as the cache grows", "", "%d", LOWER,
+        "Recompilations during the first compiled generation's decode steps: none with a static cache.")
+    prompt_recompiles: int | None = figure(
+        "Recompilations for a new prompt length", "", "%d", LOWER,
+        "Recompilations that one more generation, with a prompt one token shorter, caused (after the timing).")
 
 
 # What a summary of a run shows, in this order: the command line's table, the Run page's "All figures".
@@ -227,6 +276,21 @@ SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "gpu_time_samples_per_s", "sp
                    "slow_time_pct", "block_s", "peak_mem_gib",
                    "power_w", "energy_j_per_step", "energy_j_per_sample", "samples_per_j", "tflops", "peak_pct",
                    "weights_bw_pct", "kernels_per_step", "profiled_step_ms", *(f"{k}_ms" for k in CATEGORIES))
+# A generation run's summary, in place of the two above.
+GENERATE_RUN = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "paired_rounds", "ttft_speedup",
+                "compile_s", "compile_prefill_s", "compile_decode_s", "tokens_same_pct", "graph_count",
+                "graph_break_count", "recompile_count", "decode_recompiles", "prompt_recompiles", "kv_cache_gib",
+                "busy_cores", "gpu_processes")
+GENERATE_VARIANT = ("ttft_ms", "decode_tokens_per_s", "tokens_per_s", "decode_ms_per_token", "spread_pct",
+                    "decode_bw_pct", "decode_idle_pct", "gpu_busy_pct", "peak_mem_gib", "kv_share_pct", "power_w",
+                    "energy_j_per_token")
+
+
+def summary_keys(task: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(run figures, per-variant figures) that a run's summary shows, in order, for its task."""
+    return (GENERATE_RUN, GENERATE_VARIANT) if task == "generate" else (SUMMARY_RUN, SUMMARY_VARIANT)
+
+
 # The parts of compile time (details["compile_phases_s"], from Dynamo's nested timers), outermost first.
 COMPILE_PHASES = {
     "dynamo_tracing_s": "Dynamo tracing and guards",

@@ -24,6 +24,7 @@ from tcore.worker import artifacts, diagnostics, envinfo, profiling, shapes
 from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
 from tcore.worker.compile import apply_compile, graph_break_errors, optimizer_step
+from tcore.worker.generate import GenerateMeasurement
 from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words  # noqa: F401
 from tcore.worker.timing import (CpuLoad, PeakMemory, calibrate, no_gc, pinned_launch_thread, sync, time_block,
                                  timed_call)
@@ -53,7 +54,8 @@ def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
     try:
         with diagnostics.BreakRecorder().attached() as breaks, diagnostics.generated_code() as sources, \
                 graph_break_errors(exp):
-            result = Measurement(exp, device, meter, emit, sampler, env).measure(breaks)
+            measurement = GenerateMeasurement if exp.task == "generate" else Measurement
+            result = measurement(exp, device, meter, emit, sampler, env).measure(breaks)
     finally:
         if sampler:
             sampler.stop()

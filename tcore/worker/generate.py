@@ -1,0 +1,397 @@
+"""The generate task, in the worker: greedy generation with a KV cache, eager against compiled, in paired rounds.
+
+As gpt-fast does, the prefill (the prompt into the cache, the first token) and the decode step (one token per
+sequence) are two functions, compiled separately: the decode step with fullgraph=True when the cache is static, so
+its shapes never change and reduce-overhead can replay it as one CUDA graph; the prefill without CUDA graphs, since
+its shape is the prompt's. A timed round is one block of generations per variant, back to back, the order
+alternating; its ratio is compiled over eager decode tokens per second, the run's headline (tcore.paired).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+import sample_models
+from sample_models import decoding
+from tcore import breakdown, figures, paired, peaks
+from tcore.compile_args import NO_CUDAGRAPHS, generate_kwargs
+from tcore.figures import Result, RunFigures, VariantFigures
+from tcore.power import PowerMeter, PowerSampler
+from tcore.spec import PRECISIONS, Experiment
+from tcore.worker import artifacts, diagnostics, profiling
+from tcore.worker.build import DTYPES, compile_errors
+from tcore.worker.pacing import most_rounds, round_seconds
+from tcore.worker.timing import CpuLoad, PeakMemory, sync
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class Generation:
+    """One timed generation: its tokens, its prefill and decode times."""
+
+    tokens: torch.Tensor  # (B, new)
+    ttft_s: float
+    decode_s: float
+    decode_step_s: list[float] = field(default_factory=list)  # per step, only where each step was synchronized
+
+
+def compile_pair(decoder: decoding.Decoder, exp: Experiment) -> tuple[Callable, Callable]:
+    """(prefill, decode) compiled as `exp` asks (tcore.compile_args.generate_kwargs)."""
+    prefill_kwargs, decode_kwargs = generate_kwargs(exp)
+    return torch.compile(decoder.prefill, **prefill_kwargs), torch.compile(decoder.decode, **decode_kwargs)
+
+
+class Generator:
+    """Greedy generation of a fixed number of tokens by one variant (its prefill and decode functions)."""
+
+    def __init__(self, decoder: decoding.Decoder, prefill: Callable, decode: Callable, exp: Experiment,
+                 device: str, prompt: tuple, new: int, dtype: torch.dtype) -> None:
+        self.decoder, self.prefill, self.decode, self.device, self.new = decoder, prefill, decode, device, new
+        self.static, self.prompt, self.dtype = exp.kv_cache == "static", prompt, dtype
+        self.batch, self.prompt_len = prompt[-1].shape
+        compute = PRECISIONS[exp.precision].autocast
+        self.autocast = torch.autocast(device, DTYPES[compute]) if compute else nullcontext()
+        self.mark_step = torch.compiler.cudagraph_mark_step_begin if device == "cuda" else (lambda: None)
+        self.cache = self._new_cache() if self.static else None  # a static cache is allocated once and reused
+        self.kv_bytes = 0
+
+    def _new_cache(self):
+        return self.decoder.new_cache(self.batch, self.prompt_len + self.new, self.static, self.dtype, self.device)
+
+    @torch.no_grad()
+    def run(self, prompt: tuple | None = None, each_step: bool = False) -> Generation:
+        """One generation; `each_step` synchronizes after every decode step to time each (the compile split)."""
+        prompt = prompt or self.prompt
+        start = prompt[-1].shape[1]
+        cache = self.cache if self.static else self._new_cache()
+        if self.static:
+            self.decoder.reset(cache)
+        positions = torch.arange(start, start + self.new - 1, device=self.device).split(1)  # (1,) each
+        steps: list[float] = []
+        with self.autocast:
+            sync(self.device)
+            t0 = time.perf_counter()
+            self.mark_step()
+            token = self.prefill(cache, *prompt).clone()  # CUDA graphs reuse their outputs: keep a copy
+            tokens = [token]
+            sync(self.device)
+            t1 = last = time.perf_counter()
+            for pos in positions:
+                self.mark_step()
+                token = self.decode(cache, token[:, None], pos).clone()
+                tokens.append(token)
+                if each_step:
+                    sync(self.device)
+                    now = time.perf_counter()
+                    steps.append(now - last)
+                    last = now
+            sync(self.device)
+            t2 = time.perf_counter()
+        self.kv_bytes = self.decoder.cache_bytes(cache)
+        return Generation(torch.stack(tokens, 1), t1 - t0, t2 - t1, steps)
+
+
+class GenerateMeasurement:
+    """The phases of a generate run, in order; each fills its part of `self.result`."""
+
+    def __init__(self, exp: Experiment, device: str, meter: PowerMeter, emit: Emit,
+                 sampler: PowerSampler | None, env: dict[str, Any]) -> None:
+        self.exp, self.device, self.meter, self.emit, self.sampler, self.env = exp, device, meter, emit, sampler, env
+        variants = ["eager", "compiled"] if exp.compiles else ["eager"]
+        self.result = Result(device=device, variants=variants, run=RunFigures(),
+                             compiled=VariantFigures() if exp.compiles else None)
+        self.t_start = time.time()
+
+    def phase(self, name: str) -> None:
+        self.emit({"type": "phase", "phase": name})
+        if self.sampler:
+            self.sampler.phase = name
+
+    def progress(self, phase: str, done: int, total: int) -> None:
+        self.emit({"type": "progress", "phase": phase, "done": done, "total": total})
+
+    def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
+        exp, run, details = self.exp, self.result.run, self.result.details
+        self.phase("building")
+        entry = sample_models.get(exp.model)
+        torch.manual_seed(exp.seed)
+        model = entry.build(exp.preset, device=self.device).eval()
+        weights = DTYPES[PRECISIONS[exp.precision].weights]
+        model = model.to(weights)
+        compute = PRECISIONS[exp.precision].autocast
+        cache_dtype = DTYPES[compute] if compute else weights
+        decoder = decoding.decoder(entry, model, exp.preset)
+        prompt_len, new = decoding.lengths(entry, exp.preset, exp.prompt_len, exp.new_tokens)
+        generator = torch.Generator(self.device).manual_seed(exp.seed)
+        prompt = tuple(t.to(weights) if t.is_floating_point() else t
+                       for t in decoder.prompt(exp.batch_size, prompt_len, self.device, generator))
+        run.param_count = sum(p.numel() for p in model.parameters())
+        self.weight_bytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+        details.update(prompt_tokens=prompt_len, new_tokens=new, kv_cache=exp.kv_cache, rounds=exp.rounds,
+                       peak_mem_source=PeakMemory(self.device).what, power_source=self.meter.source)
+
+        self.phase("eager")
+        eager = Generator(decoder, decoder.prefill, decoder.decode, exp, self.device, prompt, new, cache_dtype)
+        eager.run()  # allocation and kernel selection
+        reference = eager.run(each_step=True)
+        self.progress("eager", 1, 1)
+        run.eager_first_call_s = reference.ttft_s
+        run.kv_cache_gib = eager.kv_bytes / 2**30
+        details["eager_tokens"] = reference.tokens[0].tolist()
+        compiled = None
+        if exp.compiles:
+            compiled = self.compile(decoder, prompt, new, cache_dtype, reference)
+            self._record(diagnostics.collect(breaks))
+            run.cache_artifacts_bytes = artifacts.save()
+        else:
+            for key in ("speedup", "compile_s"):
+                self.result.unavailable[key] = "nothing is compiled in this run (compile=off)"
+        recompiles_before = run.recompile_count or 0
+        self.time_rounds(eager, compiled)
+        self.derive(eager, compiled)
+        if compiled is not None:
+            self.new_prompt(compiled)
+            late = diagnostics.collect()["recompile_count"] - recompiles_before - (run.prompt_recompiles or 0)
+            if late > 0:
+                self.result.notes.append(f"{late} recompilation(s) happened during the timed generations; their "
+                                         "cost is in the timings")
+        self.profile(eager, compiled)
+        if compiled is not None:
+            events = details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(), self.t_start)
+            for key, value in figures.compile_totals(events).items():
+                setattr(run, key, value)
+        return self.result
+
+    def _record(self, collected: dict[str, Any]) -> None:
+        for key in [k for k in collected if k in figures.RUN_FIGURES]:
+            setattr(self.result.run, key, collected.pop(key))
+        self.result.details.update(collected)
+
+    def compile(self, decoder, prompt, new, cache_dtype, reference: Generation) -> Generator:
+        """The first compiled generation, one decode step at a time: the compile split and the token check."""
+        exp, run, details = self.exp, self.result.run, self.result.details
+        self.phase("compiling")
+        details["cache_artifacts"], cache_note = artifacts.load(self.env)
+        if cache_note:
+            self.result.notes.append(cache_note)
+        diagnostics.reset()
+        with compile_errors():
+            prefill, decode = compile_pair(decoder, exp)
+            compiled = Generator(decoder, prefill, decode, exp, self.device, prompt, new, cache_dtype)
+            first, events = _with_compiles(lambda: compiled.run(each_step=True), self.t_start)
+        eager_decode = sum(reference.decode_step_s)
+        run.compile_prefill_s = max(first.ttft_s - reference.ttft_s, 0.0)
+        run.compile_decode_s = max(sum(first.decode_step_s) - eager_decode, 0.0)
+        run.compile_s = run.compile_prefill_s + run.compile_decode_s
+        run.compiled_first_call_s = first.ttft_s + first.decode_s
+        run.eager_step_s = statistics.median(reference.decode_step_s)
+        self.emit({"type": "figure", "name": "compile_s", "value": run.compile_s})
+        # the decode step's compiles: the first step, and any step whose cache length it had not seen
+        run.decode_recompiles = sum(1 for e in events if e["kind"] == "recompile" and e["frame"] != "prefill")
+        details["compile_by_function_s"] = _by_frame(events)
+        eager_tokens, compiled_tokens = reference.tokens.tolist(), first.tokens.tolist()
+        run.tokens_same_pct = figures.same_tokens_pct(eager_tokens, compiled_tokens)
+        details["tokens_match"] = eager_tokens == compiled_tokens
+        details["compiled_tokens"] = compiled_tokens[0]
+        if not details["tokens_match"]:
+            where = next(i for i, (a, b) in enumerate(zip(reference.tokens.T.tolist(), first.tokens.T.tolist()))
+                         if a != b)
+            self.result.notes.append(f"compiled generated other tokens than eager from token {where + 1} on "
+                                     f"({run.tokens_same_pct:.1f}% equal): greedy decoding follows the largest "
+                                     "logit, so a rounding difference between near-equal logits changes the text")
+        self.phase("warmup")
+        with compile_errors():
+            compiled.run()  # CUDA graphs are recorded by now; this one settles allocation
+        return compiled
+
+    def time_rounds(self, eager: Generator, compiled: Generator | None) -> None:
+        """Rounds of an eager and a compiled block of generations back to back, the order alternating.
+
+        A generation lasts seconds on a large model, far past round_s: a block holds as many whole generations as
+        fill round_s (at least one), and the fewest rounds (`rounds`) always run, so the interval has its 95%;
+        more are added until it is within target_pct or timed_s is spent.
+        """
+        self.phase("measuring")
+        exp, memory = self.exp, PeakMemory(self.device)
+        variants = [("eager", eager)] + ([("compiled", compiled)] if compiled else [])
+        per_block = {name: max(1, round(round_seconds(exp) / _gen_s(g.run()))) for name, g in variants}
+        self.gens: dict[str, list[Generation]] = {name: [] for name, _ in variants}
+        self.blocks: dict[str, list[figures.Block]] = {name: [] for name, _ in variants}
+        self.peak_gib: dict[str, float] = {}
+        load, ratios, sharing, busy, done = CpuLoad(), [], [], {}, 0
+        while True:
+            for name, gen in variants if done % 2 == 0 else variants[::-1]:
+                sharing.append(self.meter.compute_processes())
+                memory.reset()
+                e0 = self.meter.energy_j()
+                runs = [gen.run() for _ in range(per_block[name])]
+                e1 = self.meter.energy_j()
+                self.gens[name] += runs
+                steps, wall = sum(new_steps(gen) for _ in runs), sum(g.decode_s for g in runs)
+                self.blocks[name].append(figures.Block(steps, wall, [g.decode_s / new_steps(gen) for g in runs],
+                                                       None if e0 is None or e1 is None else e1 - e0))
+                busy.setdefault(name, []).append(self.meter.utilization_pct())
+                self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
+            done += 1
+            spent = max(sum(g.ttft_s + g.decode_s for g in gens) for gens in self.gens.values())
+            if compiled:
+                ratios.append(figures.round_speedups(self.blocks["eager"][-1:], self.blocks["compiled"][-1:])[0])
+                so_far = paired.estimate(ratios)
+                self.emit({"type": "figure", "name": "speedup_so_far", "rounds": done, "of": most_rounds(exp),
+                           "value": so_far.speedup, "low": so_far.low, "high": so_far.high,
+                           "pm_pct": so_far.half_width_pct})
+            why = None
+            if done >= exp.rounds:
+                if ratios and paired.settled(ratios, exp.target_pct, max(exp.rounds, paired.MIN_ROUNDS)):
+                    why = "settled"
+                elif spent >= exp.timed_s or done >= 4 * most_rounds(exp) or exp.timed_steps is not None:
+                    why = "budget"
+            self.progress("measuring", done, done if why else max(exp.rounds, done + 1))
+            if why:
+                break
+        self.result.run.busy_cores = load.other_cores()
+        seen = [n for n in sharing if n is not None]
+        self.result.run.gpu_processes = max(seen) if seen else None
+        self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
+                         if (read := [u for u in values if u is not None])}
+        self.result.details.update(
+            timed_stop=why, generations_per_block=per_block,
+            timed_stop_words=f"{done} rounds of {', '.join(f'{n} {name}' for name, n in per_block.items())} "
+                             f"generation(s) each; " + ("the speedup's interval reached its target."
+                                                        if why == "settled" else "the timed seconds were spent."),
+            blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks] for name, blocks in self.blocks.items()})
+
+    def derive(self, eager: Generator, compiled: Generator | None) -> None:
+        exp, result, run = self.exp, self.result, self.result.run
+        peak = peaks.lookup(self.env.get("gpu"))
+        for name, gen in (("eager", eager), ("compiled", compiled)):
+            if gen is None:
+                continue
+            blocks = self.blocks[name]
+            summary = figures.summarize([figures.Block(b.steps, b.wall_s, b.step_s, None) for b in blocks],
+                                        batch_size=exp.batch_size, peak_mem_gib=self.peak_gib[name])
+            summary.ttft_ms = statistics.median(g.ttft_s for g in self.gens[name]) * 1e3
+            summary.decode_tokens_per_s = summary.steps_per_s
+            summary.tokens_per_s = summary.samples_per_s
+            summary.decode_ms_per_token = 1e3 / summary.steps_per_s
+            summary.gpu_busy_pct = self.busy_pct.get(name)
+            summary.kv_share_pct = 100 * gen.kv_bytes / 2**30 / summary.peak_mem_gib if summary.peak_mem_gib else None
+            energies = [b.energy_j for b in blocks]
+            if None not in energies and sum(energies) > 0:
+                tokens = len(self.gens[name]) * exp.batch_size * gen.new
+                summary.energy_j_per_token = sum(energies) / tokens
+                summary.power_w = sum(energies) / sum(g.ttft_s + g.decode_s for g in self.gens[name])
+            else:
+                why = self.meter.reason if not self.meter.available else "the energy counter did not advance"
+                for key in ("energy_j_per_token", "power_w"):
+                    result.unavailable[f"{name}_{key}"] = why
+            if peak is None:
+                result.unavailable[f"{name}_decode_bw_pct"] = (
+                    "no memory bandwidth to compare with: on the CPU, or a GPU that tcore.peaks does not list"
+                    if self.device == "cuda" else "on the CPU: no GPU memory bandwidth to compare with")
+            else:
+                read = figures.decode_read_bytes(self.weight_bytes, gen.kv_bytes, gen.static, gen.prompt_len, gen.new)
+                summary.decode_bw_pct = figures.bandwidth_pct(read, summary.steps_per_s, peak.mem_tb_s)
+            setattr(result, name, summary)
+        if compiled is None:
+            return
+        per_round = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
+        for key, value in figures.paired_figures(paired.estimate(per_round)).items():
+            setattr(run, key, value)
+        run.speedup_of_medians = figures.speedup(result.eager, result.compiled)
+        run.speedup_min, run.speedup_max = min(per_round), max(per_round)
+        run.ttft_speedup = result.eager.ttft_ms / result.compiled.ttft_ms
+        run.breakeven_steps = figures.breakeven_steps(run.compile_s, result.eager, result.compiled)
+        if run.breakeven_steps is None:
+            result.unavailable["breakeven_steps"] = "the compiled decoder is not faster, so compiling never pays back"
+
+    def new_prompt(self, compiled: Generator) -> None:
+        """One more compiled generation with a prompt a token shorter: what a new prompt length costs."""
+        self.phase("new_prompt")
+        shorter = tuple(t[:, :-1] if t.dtype == torch.long and t.dim() == 2 else t for t in compiled.prompt)
+        with compile_errors():
+            _, events = _with_compiles(lambda: compiled.run(shorter), self.t_start)
+        self.result.run.prompt_recompiles = sum(1 for e in events if e["kind"] == "recompile")
+        self.result.details["prompt_recompile_reasons"] = [e["reason"] for e in events if e["kind"] == "recompile"]
+
+    def profile(self, eager: Generator, compiled: Generator | None) -> None:
+        """A few decode steps of each variant under the profiler: the device's idle share (launch-bound or not)."""
+        self.phase("profiling")
+        if self.device != "cuda":
+            for name in self.result.variants:
+                self.result.unavailable[f"{name}_decode_idle_pct"] = (
+                    "on the CPU the host runs the ops itself: there is no device waiting on launches")
+            return
+        for name, gen in (("eager", eager), ("compiled", compiled)):
+            if gen is None:
+                continue
+            steps = profiling.MIN_STEPS * 2
+            if gen.new - 1 < 1 + 2 * steps:  # one unprofiled step, then two profiled passes (tcore.worker.profiling)
+                self.result.unavailable[f"{name}_decode_idle_pct"] = (
+                    f"too few new tokens to profile {steps} decode steps: generate {2 * steps + 2} or more")
+                continue
+            cache = gen.cache if gen.static else gen._new_cache()
+            if gen.static:
+                gen.decoder.reset(cache)
+            with torch.no_grad(), gen.autocast:
+                state = {"token": gen.prefill(cache, *gen.prompt).clone(), "pos": gen.prompt_len}
+
+                def step():  # the next decode step of a generation, as the timed ones run
+                    gen.mark_step()
+                    pos = torch.tensor([state["pos"]], device=self.device)
+                    state["token"] = gen.decode(cache, state["token"][:, None], pos).clone()
+                    state["pos"] += 1
+
+                kernels, found = profiling.profile_steps(step, self.device, steps, name)
+            figs = self.result.variant(name)
+            figs.kernels_per_step = kernels
+            if found is not None and found.step_ms:
+                # the profiler slows launches: the kernels' times stand, the idle is what the timed step leaves
+                step_ms = figs.decode_ms_per_token if found.source == "gpu kernels" else found.step_ms
+                if found.source == "gpu kernels":
+                    found = breakdown.against_timed(found, step_ms)
+                figs.decode_idle_pct = 100 * found.ms.get("idle", 0.0) / step_ms
+                figs.profiled_step_ms = found.step_ms
+                self.result.details.setdefault("breakdown", {})[name] = found.to_dict()
+        if compiled is not None and self.result.compiled.decode_idle_pct is not None:
+            idle = self.result.eager.decode_idle_pct, self.result.compiled.decode_idle_pct
+            self.result.details["launch_bound_words"] = launch_words(*idle, self.exp.mode)
+
+
+def launch_words(eager_idle: float | None, compiled_idle: float | None, mode: str) -> str:
+    """Whether the decode step is launch-bound (the device idle for half the step or more), eager and compiled."""
+    def said(idle):
+        return "n/a" if idle is None else f"{'launch-bound' if idle >= 50 else 'not launch-bound'} ({idle:.0f}% idle)"
+    graphs = " CUDA graphs replay the step as one launch." if mode in NO_CUDAGRAPHS else (
+        " mode=reduce-overhead would replay it as one CUDA graph." if (compiled_idle or 0) >= 50 else "")
+    return f"Decode step: eager {said(eager_idle)}, compiled {said(compiled_idle)}.{graphs}"
+
+
+def new_steps(gen: Generator) -> int:
+    return gen.new - 1  # the first new token comes from the prefill
+
+
+def _with_compiles(generate: Callable[[], Generation], t0: float) -> tuple[Generation, list[dict[str, Any]]]:
+    """A generation, and the compilations it caused (diagnostics.compile_events, times from t0)."""
+    seen = len(diagnostics.metrics())
+    out = generate()
+    return out, diagnostics.compile_events(diagnostics.metrics()[seen:], t0)
+
+
+def _gen_s(g: Generation) -> float:
+    return g.ttft_s + g.decode_s
+
+
+def _by_frame(events: list[dict[str, Any]]) -> dict[str, float]:
+    """Compile seconds by the compiled function's name (prefill, decode, or a frame they call)."""
+    out: dict[str, float] = {}
+    for e in events:
+        if e["kind"] in ("compile", "recompile"):
+            out[e["frame"] or "?"] = round(out.get(e["frame"] or "?", 0.0) + (e["duration_s"] or 0.0), 3)
+    return out

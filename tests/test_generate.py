@@ -1,0 +1,220 @@
+"""The generate task: its arithmetic, its refusals, the captioner's KV cache, and real runs on the CPU (aot_eager
+where Inductor is not the point, one Inductor compile)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.helpers import insert_run
+
+import sample_models
+from sample_models import decoding
+from tcore import figures, report
+from tcore.lab import runs
+from tcore.lab.launcher import REPO_ROOT
+from tcore.snippet import code_for
+from tcore.spec import Experiment, SpecError
+from tcore.store import RunStore
+from tcore.worker.generate import launch_words
+
+
+def test_decode_reads_the_weights_and_a_static_cache_whole_a_dynamic_one_as_it_grows():
+    assert figures.decode_read_bytes(1000, 200, True, 128, 256) == 1200
+    # dynamic: 128 + i tokens at step i, 384 at the end: on average (128 + 128) / 384 of it
+    assert figures.decode_read_bytes(1000, 384, False, 128, 256) == pytest.approx(1000 + 256)
+    # 2.5 GB a step at 670 steps/s is 1.675 TB/s: half an H100's 3.35 TB/s
+    assert figures.bandwidth_pct(2.5e9, 670, 3.35) == pytest.approx(50.0)
+
+
+def test_same_tokens_counts_positions_that_agree():
+    assert figures.same_tokens_pct([[1, 2, 3, 4]], [[1, 2, 3, 4]]) == 100
+    assert figures.same_tokens_pct([[1, 2, 3, 4], [5, 6, 7, 8]], [[1, 2, 9, 9], [5, 6, 7, 8]]) == 75
+
+
+def test_launch_words_say_which_decode_step_waits_on_launches():
+    words = launch_words(72.0, 8.0, "reduce-overhead")
+    assert "eager launch-bound (72% idle)" in words and "compiled not launch-bound (8% idle)" in words
+    assert "CUDA graphs" in words
+    assert "would replay it as one CUDA graph" in launch_words(70.0, 65.0, "default")
+
+
+def test_lengths_default_to_the_recipe_and_shrink_to_the_models_positions():
+    gpt2 = sample_models.get("hf:gpt2")
+    assert decoding.lengths(gpt2, "tiny", 0, 0) == (128, 256)  # 512 positions at tiny
+    assert decoding.lengths(gpt2, "tiny", 16, 0) == (16, 256)
+    cap = sample_models.get("captioner")
+    assert decoding.max_positions(cap, "tiny") == 16
+    assert decoding.lengths(cap, "tiny", 0, 0) == (4, 12)
+
+
+@pytest.mark.parametrize("model, words", [
+    ("hf:bert", "hf:bert is an encoder"),
+    ("resnet50", "resnet50 does not generate text"),
+    ("timm:resnet18", "timm:resnet18 does not generate text"),
+])
+def test_a_model_that_cannot_generate_is_refused_before_anything_runs(model, words, store):
+    with pytest.raises(SpecError, match=words) as refused:
+        runs.start(Experiment(model=model, task="generate", device="cpu"), store)
+    assert "hf:gpt2" in str(refused.value)  # says what would work
+    assert store.list() == []
+
+
+def test_generation_settings_are_checked_against_the_model_and_the_task():
+    with pytest.raises(SpecError, match="16 positions"):
+        Experiment(model="captioner", task="generate", prompt_len=8, new_tokens=12)
+    with pytest.raises(SpecError, match="need task=generate"):
+        Experiment(model="captioner", kv_cache="dynamic")
+    with pytest.raises(SpecError, match="compile=whole"):
+        Experiment(model="captioner", task="generate", compile="regional")
+    exp = Experiment(model="captioner", task="generate", kv_cache="dynamic", prompt_len=6, new_tokens=10)
+    assert exp.label.endswith("dynamic KV, 6+10 tokens")
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_the_captioner_writes_with_its_cache_what_it_predicts_without_one(static):
+    entry = sample_models.get("captioner")
+    torch.manual_seed(0)
+    model = entry.build("tiny").eval()
+    images, prompt = torch.randn(2, 3, 32, 32), torch.randint(0, 512, (2, 4))
+    with torch.no_grad():
+        seq = prompt  # greedy by whole forward passes over the growing caption
+        for _ in range(8):
+            seq = torch.cat([seq, model(images, seq)[:, -1].argmax(-1, keepdim=True)], 1)
+        cache = model.new_cache(2, 12, static, torch.float32, "cpu")
+        tokens = [model.prefill(cache, images, prompt).argmax(-1)]
+        for i in range(7):
+            tokens.append(model.decode(cache, tokens[-1][:, None], torch.tensor([4 + i])).argmax(-1))
+    assert torch.equal(torch.stack(tokens, 1), seq[:, 4:])
+    assert cache.layers[0].k.shape[2] == (12 if static else 11)  # static: allocated whole; dynamic: what it holds
+
+
+def _generate(store, timeout_s=600, **settings):
+    exp = Experiment(task="generate", device="cpu", batch_size=2, rounds=2, timed_steps=2, cache="warm", **settings)
+    record = runs.start(exp, store, timeout_s=timeout_s).wait()
+    assert record.status == "finished", record.error
+    return record
+
+
+@pytest.fixture(scope="module")
+def captioner_run(tmp_path_factory):
+    """One real generate run of the tiny captioner (aot_eager: traced, eager kernels), shared by the tests below."""
+    store = RunStore(tmp_path_factory.mktemp("generate") / "runs.sqlite")
+    return _generate(store, model="captioner", backend="aot_eager", prompt_len=4, new_tokens=10)
+
+
+def test_a_generation_run_records_its_figures_and_eager_and_compiled_write_the_same_tokens(captioner_run):
+    record = captioner_run
+    r = record.result
+    assert r["tokens_match"] is True and r["tokens_same_pct"] == 100
+    assert r["prompt_tokens"] == 4 and r["new_tokens"] == 10 and len(r["eager_tokens"]) == 10
+    for variant in ("eager", "compiled"):
+        assert r[f"{variant}_ttft_ms"] > 0 and r[f"{variant}_decode_tokens_per_s"] > 0
+        assert r[f"{variant}_tokens_per_s"] == pytest.approx(2 * r[f"{variant}_decode_tokens_per_s"])
+        assert r[f"{variant}_decode_bw_pct"] is None and "CPU" in r["unavailable"][f"{variant}_decode_bw_pct"]
+    assert r["speedup"] > 0 and r["paired_rounds"] == 2
+    assert r["compile_prefill_s"] is not None and r["compile_decode_s"] is not None
+    assert set(r["compile_by_function_s"]) >= {"prefill", "decode"}
+    assert r["kv_cache_gib"] > 0
+    # a static cache: the decode step never recompiles; a shorter prompt recompiles the prefill only
+    assert r["decode_recompiles"] == 0 and r["prompt_recompiles"] >= 1
+    table = report.text_table(r, record.spec, "cpu")
+    assert "Time to first token (ms)" in table and "Same tokens as eager" in table
+
+
+def test_without_a_static_cache_the_compiled_decoder_recompiles_as_lengths_change(store):
+    r = _generate(store, model="hf:gpt2", backend="aot_eager", kv_cache="dynamic", prompt_len=8,
+                  new_tokens=6).result
+    assert r["decode_recompiles"] >= 1  # the cache grew by a token: a new shape
+    assert r["prompt_recompiles"] >= 1
+    assert any("size mismatch" in why for why in r["prompt_recompile_reasons"])
+    assert r["tokens_match"] is True
+
+
+@pytest.mark.compile
+def test_inductor_compiles_a_llama_decoder_that_writes_eagers_tokens(store):
+    # Inductor compiles the prefill, the decode step, and the prefill again for the shorter prompt
+    r = _generate(store, timeout_s=1200, model="hf:llama", prompt_len=8, new_tokens=8).result
+    assert r["tokens_match"] is True
+    assert r["graph_count"] >= 2 and r["graph_break_count"] == 0  # prefill and decode, the decode fullgraph
+
+
+@pytest.fixture
+def pages(tmp_path, monkeypatch):
+    """The app's pages under AppTest, on a store of their own (the GPU machine has no Streamlit: skipped there)."""
+    pytest.importorskip("streamlit")
+    from tests import app_harness
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    return app_harness, RunStore()
+
+
+def test_the_run_page_offers_generation_and_shows_its_headline_in_tokens_per_second(pages, captioner_run):
+    harness, db = pages
+    app, texts = harness.app, harness.texts
+    at = app()
+    at.radio(key="run_task").set_value("generate").run()
+    at.number_input(key="run_new_tokens").set_value(10).run()
+    assert not at.exception
+    assert "captioner/tiny bs8 fp32 generate, whole default, static KV, 4+10 tokens" in texts(at.caption)
+    assert "Reads a 4-token prompt, then writes 10 tokens per sequence" in texts(at.caption)
+
+    shown = insert_run(db, Experiment.from_dict(captioner_run.spec))
+    db.finish(shown, result=captioner_run.result, env=captioner_run.env)
+    at = app().switch_page("app_pages/compare.py").run()
+    at.selectbox(key="compare_detail").set_value(shown).run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Decode speedup"].endswith(" x")
+    assert float(metrics["Eager tokens/s"]) > 0 and float(metrics["Compiled tokens/s"]) > 0
+    assert float(metrics["Time to first token (ms)"]) > 0
+    assert metrics["Memory bandwidth"] == "n/a"  # the CPU
+    assert "Compiled wrote exactly eager's tokens (a 4-token prompt, 10 new tokens, greedy)." in texts(at.success)
+    assert "a prompt one token shorter caused 1 recompilation(s)" in texts(at.caption)
+
+
+def test_copy_as_code_reproduces_the_generation_figures(tmp_path):
+    exp = Experiment(model="captioner", task="generate", device="cpu", backend="aot_eager", prompt_len=4,
+                     new_tokens=8, batch_size=2)
+    code = code_for(exp.to_dict(), "cpu")
+    assert "compiled_decode = torch.compile(decoder.decode, backend='aot_eager', fullgraph=True)  # <--" in code
+    script = tmp_path / "generate.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # "runs as it is from the lab's folder"
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "same tokens as eager: True" in out.stdout
+    assert re.search(r"compiled: [\d.]+ tokens/s per sequence, [\d.]+ for the batch, first token [\d.]+ ms",
+                     out.stdout)
+    assert re.search(r"decode speedup [\d.]+x \(median of 6 paired rounds\)", out.stdout)
+
+
+def test_a_sweep_of_generation_crosses_mode_cache_and_batch(pages):
+    harness, _ = pages
+    at = harness.app().switch_page("app_pages/sweep.py").run()
+    at.radio(key="sweep_task").set_value("generate").run()
+    at.multiselect(key="sweep_compile").set_value(["whole"])
+    at.multiselect(key="sweep_mode").set_value(["default", "reduce-overhead"])
+    at.multiselect(key="sweep_kv_cache").set_value(["static", "dynamic"])
+    at.multiselect(key="sweep_batches").set_value([1, 4]).run()
+    assert not at.exception
+    assert "**8 runs** to do." in harness.texts(at.markdown)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", ["captioner", "hf:gpt2"])
+def test_on_a_gpu_cuda_graphs_replay_the_decode_step_and_its_bandwidth_share_is_measured(store, model):
+    # fp32: with random weights a bf16 rounding difference can tip a near-tie between two logits
+    exp = Experiment(model=model, preset="tiny", task="generate", device="cuda", precision="fp32", batch_size=1,
+                     mode="reduce-overhead", rounds=6, timed_s=2.0)
+    record = runs.start(exp, store, timeout_s=900).wait()
+    assert record.status == "finished", record.error
+    r = record.result
+    assert r["tokens_match"] is True
+    assert r["cudagraph_skip_count"] == 0 and r["decode_recompiles"] == 0
+    for variant in ("eager", "compiled"):
+        assert 0 < r[f"{variant}_decode_bw_pct"] < 100
+        assert 0 <= r[f"{variant}_decode_idle_pct"] <= 100
+    assert "Decode step: eager" in r["launch_bound_words"]
