@@ -162,6 +162,7 @@ def _files_allowed() -> bool:
 def model_picker(prefix: str) -> str:
     """Source, then a name: the built-ins, a searchable list of a library's models, or a path to your file."""
     model = st.session_state[prefix + "model"]
+    st.session_state.pop(prefix + "unpicked", None)
     if prefix + "source" not in st.session_state:
         st.session_state[prefix + "source"] = model.partition(":")[0] if ":" in model else "builtin"
     source = st.radio("Source", list(SOURCE_TITLES), key=prefix + "source", horizontal=True,
@@ -185,13 +186,31 @@ def model_picker(prefix: str) -> str:
         names = catalog(source, search.strip())
         shown = names[:SHOWN_NAMES]
         key = f"{prefix}pick_{source}_{search.strip()}"
-        st.selectbox("Model", shown, index=shown.index(model) if model in shown else None, key=key,
-                     placeholder=f"{len(names)} match: pick one", on_change=_picked, args=(prefix, key, source))
+        chosen = st.selectbox("Model", shown, index=shown.index(model) if model in shown else None, key=key,
+                              placeholder=f"{matches(len(names))}: pick one" if names else "no match: search again",
+                              on_change=_picked, args=(prefix, key, source))
         if len(names) > SHOWN_NAMES:
-            st.caption(f"{len(names)} models match; the first {SHOWN_NAMES} are listed: search to narrow them.")
+            st.caption(f"{matches(len(names))}; the first {SHOWN_NAMES} are listed: search to narrow them.")
+        if chosen is None:  # the list on show does not hold the model picked before: nothing is picked yet
+            st.session_state[prefix + "unpicked"] = (
+                f"**Pick a model**: the search lists {matches(len(names))} and none is picked yet. "
+                f"Nothing runs until you pick one (the sizes below are still {model}'s).")
     if error := st.session_state.get(prefix + "model_error"):
         st.error(error)
     return st.session_state[prefix + "model"]
+
+
+def matches(n: int) -> str:
+    """'1 match', '5 matches', 'no match'."""
+    return "no match" if n == 0 else f"{n:,} match" + ("" if n == 1 else "es")
+
+
+def unpicked(prefix: str) -> str | None:
+    """Why nothing can run yet when the model list on show has no pick (drawn by model_picker), else None.
+
+    Without it a search that listed other names kept the model picked before, and Run ran a model the person
+    had searched away from."""
+    return st.session_state.get(prefix + "unpicked")
 
 
 def _files_off() -> str:
@@ -355,8 +374,11 @@ def artifacts_source(exp: Experiment, store) -> dict | None:
     return artifacts.artifacts_for(exp.to_dict(), device, store)
 
 
-def build(values: dict) -> tuple[Experiment | None, list[str], str | None]:
-    """(experiment, notes on knobs that do nothing here, None), or (None, [], the SpecError message)."""
+def build(values: dict, unpicked: str | None = None) -> tuple[Experiment | None, list[str], str | None]:
+    """(experiment, notes on knobs that do nothing here, None), or (None, [], the SpecError message), or
+    (None, [], `unpicked`) while the model list has no pick (unpicked(prefix))."""
+    if unpicked:
+        return None, [], unpicked
     try:
         exp = Experiment(**values)
         _, notes = preflight(exp)
