@@ -1,6 +1,7 @@
 """The words beside the charts (ui.run_words, ui.graph_words, ui.sweep_matrix, ui.run_state's queue words), on
 hand-made results: what compile did, correctness, payback, the best setting, graph breaks."""
 import pandas as pd
+import pytest
 
 from tcore import figures
 from tcore.advice import inside_torch
@@ -163,3 +164,17 @@ def test_a_break_inside_pytorch_says_so_instead_of_torchs_hint():
     other = {"file": "/opt/venv/lib/python3.11/dist-packages/torch/nn/modules/module.py", "line": 1}
     assert "inside PyTorch itself (torch/nn/modules/module.py), not in your code" in graph_words.torch_break_words(other)
     assert graph_words.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None
+
+
+def test_the_vs_eager_percentage_is_the_two_throughputs_beside_it():
+    """A paired speedup of 0.54x beside eager 114.7 and compiled 75.4 samples/s: the tile's percentage is what those
+    two give (-34%), and its help says where the headline's other figure comes from."""
+    result = {"variants": ["eager", "compiled"], "speedup": 0.54, "eager_samples_per_s": 114.7,
+              "compiled_samples_per_s": 75.4}
+    _, bottom = run_words.headline_tiles(result)
+    eager, compiled = bottom
+    assert (eager["value"], compiled["value"]) == ("114.7", "75.4")
+    assert compiled["delta"] == "-34% vs eager"
+    assert "0.54x" in compiled["help"] and "median of each round's own ratio" in compiled["help"]
+    assert figures.change_pct(result, "samples_per_s") == pytest.approx(75.4 / 114.7 * 100 - 100)
+    assert figures.change_pct({"eager_samples_per_s": None, "compiled_samples_per_s": 3.0}, "samples_per_s") is None

@@ -307,7 +307,7 @@ class Result:
 
 # The arithmetic and the words over the figures above, reached as figures.X as before (imported last: they read
 # the definitions above)
-from tcore.figures.derived import (Block, breakeven_steps, compile_totals, energy_error_pct,  # noqa: E402,F401
+from tcore.figures.derived import (Block, breakeven_steps, change_pct, compile_totals, energy_error_pct,  # noqa: E402,F401
                                    paired_figures, peak_shares, percentile, round_speedups, slow_step_places,
                                    speedup, summarize, upgrade_result)
 from tcore.figures.verdicts import disagreement, noise_reasons, speedup_words, told_apart  # noqa: E402,F401
