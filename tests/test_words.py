@@ -150,6 +150,9 @@ def test_the_baseline_sentence_says_which_precision_and_layout_eager_ran_in():
     tuned = baseline_words({"model": "resnet50", "precision": "bf16", "channels_last": True}, "cuda")
     assert "**bf16**" in tuned and "channels_last**, as people tune a CNN" in tuned
     assert "Eager runs in **NCHW**" in baseline_words({"model": "resnet50", "channels_last": False}, "cuda")
+    nchw = {"model": "resnet50", "channels_last": False}
+    assert "part of this speedup is the channels_last layout" in baseline_words(nchw, "cuda", 1.9)
+    assert "speedup" not in baseline_words(nchw, "cpu", 0.54)  # slower: there is no speedup for the layout to explain
     assert "NCHW" not in baseline_words({"model": "flux", "precision": "bf16"}, "cuda")
     assert "runs as fp32" in baseline_words({"model": "flux", "precision": "tf32"}, "cpu")
 
@@ -178,3 +181,18 @@ def test_the_vs_eager_percentage_is_the_two_throughputs_beside_it():
     assert "0.54x" in compiled["help"] and "median of each round's own ratio" in compiled["help"]
     assert figures.change_pct(result, "samples_per_s") == pytest.approx(75.4 / 114.7 * 100 - 100)
     assert figures.change_pct({"eager_samples_per_s": None, "compiled_samples_per_s": 3.0}, "samples_per_s") is None
+
+
+def test_torch_s_own_optimizer_break_is_labelled_as_torch_s_in_the_list_of_breaks():
+    """The compiled optimizer's deliberate break at torch/optim/optimizer.py was listed as a break in the model."""
+    result = {"graph_count": 3, "graph_break_count": 2, "graph_breaks": [
+        {"reason": "Call to `torch._dynamo.graph_break()`", "count": 1, "line": 78,
+         "file": "/work/main/.venv/lib/python3.11/site-packages/torch/optim/optimizer.py",
+         "source": "torch._dynamo.graph_break()"},
+        {"reason": "Unsupported Tensor.item() call", "count": 1, "line": 74, "file": "/work/sample_models/captioner.py"}]}
+    words = "\n".join(graph_words.graph_words(result))
+    assert "1 inside PyTorch itself, not in the model" in words
+    torch_line = next(w for w in graph_words.graph_words(result) if "optimizer.py" in w)
+    assert "`torch/optim/optimizer.py:78`" in torch_line and "PyTorch's own break, on purpose" in torch_line
+    mine = next(w for w in graph_words.graph_words(result) if "captioner.py" in w)
+    assert "PyTorch" not in mine

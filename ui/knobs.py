@@ -111,7 +111,7 @@ def _within_limit(key: str, most: int) -> int:
     return most
 
 
-SOURCE_TITLES = {"builtin": "built-in", "torchvision": "torchvision", "timm": "timm", "hf": "transformers",
+SOURCE_TITLES = {"builtin": "built-in", "torchvision": "torchvision", "timm": "timm", "hf": "transformers (hf:)",
                  "diffusers": "diffusers", "file": "your file"}
 # What a source starts on when it is picked: small, quick on a CPU, and a fair first look at the library.
 SOURCE_FIRST = {"builtin": "captioner", "torchvision": "torchvision:resnet18", "timm": "timm:efficientnet_b0",

@@ -68,7 +68,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
     show_headline(rec)
-    st.caption(run_words.baseline_words(rec.spec, rec.device))
+    st.caption(run_words.baseline_words(rec.spec, rec.device, r.get("speedup")))
     ok, words = run_words.correctness_words(r, rec.spec.get("precision", "fp32"))
     (st.success if ok else st.error if ok is False else st.info)(words)
     if compiled:

@@ -10,7 +10,7 @@ from typing import Any
 from tcore import figures
 
 
-def baseline_words(spec: dict, device: str | None) -> str:
+def baseline_words(spec: dict, device: str | None, speedup: float | None = None) -> str:
     """What the eager baseline is, in a sentence: its precision and, for a convolutional model, its layout.
 
     The layout decides what a CNN's speedup teaches: Inductor converts convolutions to channels_last on
@@ -32,10 +32,13 @@ def baseline_words(spec: dict, device: str | None) -> str:
         words += (" Eager runs in **channels_last**, as people tune a CNN: the speedup is what compiling adds "
                   "beyond that. Against NCHW eager it would look larger, because Inductor picks channels_last "
                   "for its convolutions on its own.")
-    elif convolutional:
+    elif convolutional and speedup is not None and speedup > 1:
         words += (" Eager runs in **NCHW**: part of this speedup is the channels_last layout Inductor picks for "
                   "its convolutions on its own, which eager can have too; turn channels_last on to see what "
                   "compiling adds beyond it.")
+    elif convolutional:  # no speedup to explain: a slower compiled run owes nothing to the layout
+        words += (" Eager runs in **NCHW**; Inductor picks channels_last for its convolutions on its own, which "
+                  "eager can have too (turn channels_last on to compare the two in the same layout).")
     return words
 
 

@@ -65,7 +65,7 @@ def peak_shares(v: VariantFigures, peak: Any, precision: str, weight_bytes: int 
     `peak` is the GPU's tcore.peaks.Peak, or None for a CPU or a GPU not in the table.
     """
     if peak is None:
-        why = "no peak figures for this device (tcore.peaks lists the common data-centre GPUs)"
+        why = "no peak figures for this device (the lab knows the common data-centre GPUs' peaks)"
         return {}, {"peak_pct": why, "weights_bw_pct": why}
     shares, missing = {}, {}
     if v.tflops is not None:
