@@ -158,7 +158,9 @@ def speedup_range(result: dict) -> str | None:
     round) shows its rounds' range."""
     lo, hi, cover = result.get("speedup_low"), result.get("speedup_high"), result.get("speedup_confidence_pct")
     if lo is not None and hi is not None and cover is not None:
-        return f"{cover:.0f}%: {lo:.2f}–{hi:.2f} x"
+        name = figures.interval_name(result)
+        return f"{name.split()[0]}: {lo:.2f}–{hi:.2f} x" if name.endswith("% interval") else \
+            f"{result.get('paired_rounds')} rounds: {lo:.2f}–{hi:.2f} x"
     lo, hi = result.get("speedup_min"), result.get("speedup_max")
     return None if lo is None or hi is None else f"rounds: {lo:.2f}–{hi:.2f} x"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tcore.figures import LEVEL_PCT
 from tcore.spec import Experiment
 from ui.graph_words import first_line
 
@@ -62,7 +63,8 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     best = done.loc[done.speedup.idxmax()]
     # The paired interval where the runs have one; older matrices and records without it, the rounds' range.
     paired = pd.notna(best.get("speedup_low")) and pd.notna(best.get("speedup_high"))
-    low, high, what = ("speedup_low", "speedup_high", "interval") if paired else ("speedup_min", "speedup_max", "rounds")
+    low, high, what = (("speedup_low", "speedup_high", f"{LEVEL_PCT}% interval") if paired
+                       else ("speedup_min", "speedup_max", "rounds"))
     ranged = pd.notna(best.get(low)) and pd.notna(best.get(high))
     spread = f" ({what} {best[low]:.2f}–{best[high]:.2f}x)" if ranged else ""
     text = f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of compiling."

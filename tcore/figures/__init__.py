@@ -311,4 +311,5 @@ class Result:
 from tcore.figures.derived import (Block, breakeven_steps, change_pct, compile_totals, energy_error_pct,  # noqa: E402,F401
                                    paired_figures, peak_shares, percentile, round_speedups, slow_step_places,
                                    speedup, summarize, upgrade_result)
-from tcore.figures.verdicts import disagreement, noise_reasons, speedup_words, told_apart  # noqa: E402,F401
+from tcore.figures.verdicts import (LEVEL_PCT, disagreement, interval_name, interval_reach,  # noqa: E402,F401
+                                    noise_reasons, speedup_words, told_apart)

@@ -8,6 +8,30 @@ from tcore import paired
 from tcore.figures import BUSY_CORES, DISAGREE_PCT, NOISY_SPREAD_PCT, SLOW_STEP_FACTOR, SLOW_TIME_PCT
 
 
+LEVEL_PCT = round(100 * paired.CONFIDENCE)  # the one confidence level every page names
+
+
+def interval_name(result: Mapping[str, Any]) -> str:
+    """'95% interval' for a run whose interval reaches the level (its coverage is 95% or more: the order statistics
+    give 96.9% for 6 rounds, 98.8% for 10; one level is named, not each run's); else what it is, a narrower thing."""
+    cover, n = result.get("speedup_confidence_pct"), result.get("paired_rounds")
+    if cover is None or cover >= LEVEL_PCT - 0.05:
+        return f"{LEVEL_PCT}% interval"
+    return f"range of only {n} rounds (too few for a {LEVEL_PCT}% interval)"
+
+
+def interval_reach(result: Mapping[str, Any]) -> str | None:
+    """How far the interval reaches from the speedup, both sides: '± 4.6%', or '−19% / +74%' for a lopsided one
+    (the stored speedup_pm_pct is the wider side only)."""
+    s, lo, hi = result.get("speedup"), result.get("speedup_low"), result.get("speedup_high")
+    if s is None or lo is None or hi is None:
+        return None
+    down, up = (1 - lo / s) * 100, (hi / s - 1) * 100
+    if abs(up - down) < 1:
+        return f"± {max(up, down):.1f}%"
+    return f"−{down:.0f}% / +{up:.0f}%"
+
+
 def speedup_words(result: Mapping[str, Any]) -> str | None:
     """How the headline speedup was made, in a sentence: 'The median of 12 paired rounds ...'."""
     if result.get("speedup") is None:
@@ -18,8 +42,7 @@ def speedup_words(result: Mapping[str, Any]) -> str | None:
     words = (f"Speedup {result['speedup']:.2f}x: the median of {n} paired round{'s' if n != 1 else ''}' ratios "
              "(each round times eager and compiled back to back, so drift in the machine's speed cancels)")
     if low is not None:
-        cover = result.get("speedup_confidence_pct")
-        words += (f"; {cover:.0f}% interval {low:.2f}–{high:.2f}x (± {result['speedup_pm_pct']:.1f}%), "
+        words += (f"; {interval_name(result)} {low:.2f}–{high:.2f}x ({interval_reach(result)}), "
                   "from the rounds' order statistics")
     else:
         words += "; one round gives no interval"
@@ -41,9 +64,9 @@ def noise_reasons(result: Mapping[str, Any]) -> list[str]:
     reasons = []
     width = result.get("speedup_pm_pct")
     if width is not None and width > paired.WIDE_PCT:
-        reasons.append(f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–"
-                       f"{result['speedup_high']:.2f}x (± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over "
-                       f"{result.get('paired_rounds')} paired rounds")
+        reasons.append(f"the speedup's {interval_name(result)} is too wide to trust: {result['speedup_low']:.2f}–"
+                       f"{result['speedup_high']:.2f}x ({interval_reach(result)}, beyond the ± {paired.WIDE_PCT:g}% a "
+                       f"run aims for) over {result.get('paired_rounds')} paired rounds")
     for v in result.get("variants") or ["eager"]:
         spread = result.get(f"{v}_spread_pct")
         if width is None and spread is not None and spread > NOISY_SPREAD_PCT:
