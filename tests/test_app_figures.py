@@ -205,3 +205,12 @@ def test_cold_vs_warm_on_compare_draws_every_chosen_run(db):
     chart = next(f for f in map(figure, at.get("plotly_chart"))
                  if f["layout"]["title"]["text"].startswith("Compile time: cold vs warm"))
     assert sorted(x for t in chart["data"] for x in t["x"]) == [23.5, 24.1]  # two cold runs: two bars
+
+
+def test_your_runs_rows_lead_with_their_time_and_id(lab, db):
+    """A long label is cut short in the narrow column: the time and the id that tell two runs apart come first."""
+    at = app_as_owner()
+    table = next(d.value for d in at.dataframe if "State" in d.value.columns)
+    assert list(table.columns) == ["Started", "Id", "Run", "State"]
+    assert set(table.Id) == {run_id[-6:] for run_id in lab.values()}
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d", t) for t in table.Started)
