@@ -123,3 +123,16 @@ def test_a_search_with_no_pick_runs_nothing_until_a_match_is_picked(app):
 def test_match_counts_read_as_english():
     from ui.knobs import matches
     assert [matches(n) for n in (0, 1, 5, 1200)] == ["no match", "1 match", "5 matches", "1,200 matches"]
+
+
+def test_changing_the_device_says_which_settings_it_changed(app):
+    """device=cuda takes the GPU's preset, batch and precision: the page says so rather than changing them silently."""
+    widget(app.radio, "Device").set_value("cuda").run()
+    assert not app.exception, app.exception
+    said = " ".join(i.value for i in app.info)
+    assert "Device cuda takes the GPU's practical settings" in said
+    assert f"batch_size 8 → {app.session_state['run_batch_size']}" in said and "precision fp32 → bf16" in said
+    widget(app.radio, "Device").set_value("auto").run()
+    assert "Device auto takes the CPU's practical settings" in " ".join(i.value for i in app.info)
+    widget(app.radio, "Task").set_value("training").run()
+    assert "practical settings" not in " ".join(i.value for i in app.info)  # said once, at the change

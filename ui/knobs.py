@@ -55,6 +55,21 @@ def _reset_sizes(prefix: str) -> None:
     st.session_state[prefix + "target_pct"] = DEFAULTS["target_pct"]
 
 
+def _device_changed(prefix: str) -> None:
+    """Device changed: take that device's practical sizes, and keep what changed for the page to say (a GPU's
+    preset, batch and precision arrived without a word, and went back on 'auto')."""
+    names = ("preset", "batch_size", "precision", "channels_last", "timed_s")
+    before = {n: st.session_state.get(prefix + n) for n in names}
+    _reset_sizes(prefix)
+    changed = [f"{n} {before[n]} → {st.session_state[prefix + n]}" for n in names
+               if before[n] is not None and before[n] != st.session_state[prefix + n]]
+    if changed:
+        dev = target_device(st.session_state[prefix + "device"])
+        st.session_state[prefix + "device_changed"] = (
+            f"Device {st.session_state[prefix + 'device']} takes the {'GPU' if dev == 'cuda' else 'CPU'}'s practical "
+            f"settings: {', '.join(changed)}. Change them back below if you want the others.")
+
+
 def _reset_precision(prefix: str) -> None:
     """Task changed: inference and training have different practical precisions on a GPU."""
     dev = target_device(st.session_state[prefix + "device"])
@@ -239,9 +254,11 @@ def model_knobs(prefix: str) -> dict:
     precision = st.selectbox("Precision", CHOICES["precision"], key=prefix + "precision",
                              format_func=PRECISION_NAMES.get)
     st.caption(explain("precision", precision))
-    device = st.radio("Device", CHOICES["device"], key=prefix + "device", horizontal=True, on_change=_reset_sizes,
+    device = st.radio("Device", CHOICES["device"], key=prefix + "device", horizontal=True, on_change=_device_changed,
                       args=(prefix,))
     st.caption(explain("device", device))
+    if changed := st.session_state.pop(prefix + "device_changed", None):
+        st.info(changed, icon=":material/sync_alt:")
     return dict(model=model, preset=preset, batch_size=int(batch), precision=precision, task=task, device=device)
 
 
