@@ -65,7 +65,12 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
     values["dynamic"] = _TRISTATE[values["dynamic"]]
     unset = [name for name in _DEVICE_DEFAULTS if values[name] is None]
     if unset:
-        device, _ = preflight(Experiment(model=values["model"], device=values["device"]))
+        import sample_models
+
+        # Only to resolve the device: at a preset the model has (the spec's "tiny" is not every file model's).
+        entry = sample_models.get(values["model"])
+        device, _ = preflight(Experiment(model=values["model"], device=values["device"],
+                                         preset=values["preset"] or next(iter(entry.presets))))
         defaults = practical_defaults(values["model"], device, values["task"])
         values.update({name: defaults[name] for name in unset})
     return Experiment(**values)
