@@ -197,3 +197,17 @@ def test_torch_s_own_optimizer_break_is_labelled_as_torch_s_in_the_list_of_break
     assert "`torch/optim/optimizer.py:78`" in torch_line and "PyTorch's own break, on purpose" in torch_line
     mine = next(w for w in graph_words.graph_words(result) if "captioner.py" in w)
     assert "PyTorch" not in mine
+
+
+def test_a_suggestion_s_counterpart_says_how_its_speedup_compares_and_equal_kernel_counts_are_explained():
+    from ui.advice import pair_words
+
+    before = {"speedup": 1.93, "speedup_low": 1.85, "speedup_high": 2.0}
+    after = {"speedup": 1.14, "speedup_low": 1.1, "speedup_high": 1.2}
+    words = pair_words(before, after)
+    assert "Speedup 1.93x (1.85–2.00) before, 1.14x (1.10–1.20) after: **slower**, beyond both" in words
+    assert "cannot tell" in pair_words(before, {"speedup": 1.9, "speedup_low": 1.5, "speedup_high": 2.2})
+    assert pair_words(before, {"speedup": None}) is None
+    same = "\n".join(graph_words.graph_words({"device": "cpu", "eager_kernels_per_step": 51,
+                                              "compiled_kernels_per_step": 51}))
+    assert "Kernels launched per step: 51 eager, 51 compiled (no fewer: on the CPU this counts" in same

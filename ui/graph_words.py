@@ -68,8 +68,14 @@ def graph_words(result: dict) -> list[str]:
         lines.append(value_guard_words(guarded[0]))
     eager_k, compiled_k = result.get("eager_kernels_per_step"), result.get("compiled_kernels_per_step")
     if eager_k is not None and compiled_k is not None:
+        cpu = result.get("device") == "cpu"
+        same = (" (no fewer: on the CPU this counts the operators the profiler sees in a step, and the fused C++ "
+                "kernels of compiled code only where Inductor marks them for it, so a count that holds still does not "
+                "say fusion did nothing; the bars below show where the time went)." if cpu else
+                " (no fewer: fusion did not cut the kernels one step launches; the bars below show where the time "
+                "went).")
         lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled"
-                     + (" (fusion merged them)." if compiled_k < eager_k else "."))
+                     + (" (fusion merged them)." if compiled_k < eager_k else same))
     if skips := result.get("cudagraph_skip_count"):
         reasons = "; ".join(first_line(r) for r in result.get("cudagraph_skip_reasons") or [])
         if result.get("device") == "cpu":  # Inductor counts a skip for each graph it would have captured
