@@ -46,6 +46,11 @@ def put(store, spec: dict, result: dict, env: dict) -> str:
 
 @pytest.fixture
 def lab(db):
+    return store_walk_runs(db)
+
+
+def store_walk_runs(db) -> dict[str, str]:
+    """The runs the walk reads, of OWNER: name -> run id."""
     made = store_a_labs_runs(db, OWNER)
     rec = recorded_run()
     made["slower-scaled"] = put(db, {**rec["spec"], "compile": "regional"}, slower_result(compiled_timed_ms=4.4),
