@@ -17,7 +17,7 @@ def interval_name(result: Mapping[str, Any]) -> str:
     cover, n = result.get("speedup_confidence_pct"), result.get("paired_rounds")
     if cover is None or cover >= LEVEL_PCT - 0.05:
         return f"{LEVEL_PCT}% interval"
-    return f"range of only {n} rounds (too few for a {LEVEL_PCT}% interval)"
+    return f"range of its {n} rounds"
 
 
 def interval_reach(result: Mapping[str, Any]) -> str | None:
@@ -44,6 +44,8 @@ def speedup_words(result: Mapping[str, Any]) -> str | None:
     if low is not None:
         words += (f"; {interval_name(result)} {low:.2f}–{high:.2f}x ({interval_reach(result)}), "
                   "from the rounds' order statistics")
+        if not interval_name(result).endswith("% interval"):
+            words += f" ({paired.MIN_ROUNDS} rounds are the fewest for a {LEVEL_PCT}% interval)"
     else:
         words += "; one round gives no interval"
     medians = result.get("speedup_of_medians")
