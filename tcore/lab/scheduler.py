@@ -187,7 +187,7 @@ def wait_words(wait: Wait | None) -> tuple[str, str]:
     """When a queued run starts, as (what a person needs first, the reason): the Run and System pages show the
     first and put the second on hover; the command line prints the first.
 
-    'starts in about 40 s' / 'no estimate: a run ahead is past its usual time (at the latest 14 min 22 s, ...)' /
+    'starts in about 40 s' / 'no estimate: a run ahead is overdue' /
     'starts within 3 min 00 s at the
     latest' (no estimate yet) / 'no estimate yet'; never 'now' behind a long run.
     """
@@ -197,9 +197,7 @@ def wait_words(wait: Wait | None) -> tuple[str, str]:
         return "no estimate yet", "The queue has not placed this run yet; it does within a second."
     if wait.overdue:
         # Said of the run ahead, not this one: "late" read as this run being late, and the limit as its start.
-        head = "no estimate: a run ahead is past its usual time" + (
-            f" (at the latest {duration_words(wait.at_most_s)}, if every run ahead uses its whole time limit)"
-            if wait.at_most_s is not None else "")
+        head = "no estimate: a run ahead is overdue"  # when at the latest: the reason, on hover
         return head, f"{wait.overdue[0].upper()}{wait.overdue[1:]}, so there is no estimate; {latest}."
     if wait.eta_s is None:
         head = (f"starts within {duration_words(wait.at_most_s)} at the latest" if wait.at_most_s is not None
