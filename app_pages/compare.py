@@ -11,7 +11,8 @@ SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further 
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
                  "compile time / (eager step time - compiled step time): how many steps it takes to earn the compile "
                  "time back.")
-COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a bar. "
+COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a bar, and a second "
+                   "run of the same settings and cache a bar of its own (named by run id). "
                    "Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts loads what "
                    "an earlier run of the same settings saved. Hover a bar for its cache hits.")
 
@@ -83,9 +84,13 @@ else:
                                                                   reason=reasons.get("eager_energy_j_per_step")),
         "compare_scatter": lambda: compare_charts.tradeoff_scatter(picked),
         "compare_breakdown": lambda: compare_charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
-        "compare_cold_warm": lambda: diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records)),
+        "compare_cold_warm": lambda: diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records),
+                                                                     every_run=True),
     }
-    verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run")
+    work = {tuple(r.spec.get(k) for k in ("model", "preset", "batch_size", "task", "precision"))
+            for r in chosen_records}
+    verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run",
+                                       same_work=len(work) == 1)
     if verdict:
         st.markdown(verdict)
     # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).
@@ -125,7 +130,13 @@ down[2].download_button(
     help="The chosen runs' charts (interactive) and table in one HTML file that opens in any browser, offline.")
 
 labels = dict(zip(view.id, view.label + " · " + view.id.str[-6:] + " (" + view.status + ")"))
-detail = st.selectbox("One run in detail", list(labels), format_func=labels.get, key="compare_detail")
+# The runs chosen above come first, and a new choice shows its first run: the run drawn in detail is one of them
+# unless a person picks another (a failed run, say) here.
+shown_ids = [i for i in chosen if i in labels] + [i for i in labels if i not in chosen]
+if chosen and st.session_state.get("compare_detail_for") != chosen:
+    st.session_state.compare_detail = chosen[0]
+st.session_state.compare_detail_for = list(chosen)
+detail = st.selectbox("One run in detail", shown_ids, format_func=labels.get, key="compare_detail")
 if detail:
     with st.container(border=True):
         results.show_run(store.get(detail), store, key="compare_detail_run")

@@ -25,7 +25,8 @@ with knob_col:
         st.markdown("#### Compiler")
         compiler = knobs.compile_knobs("run_", model["model"], model["task"])
     measure = knobs.measure_knobs("run_", with_cache=False)
-    exp, notes, error = knobs.build({**model, **compiler, **measure})
+    pick = knobs.unpicked("run_")
+    exp, notes, error = knobs.build({**model, **compiler, **measure}, unpicked=pick)
 
 with out_col:
     # Runs wait their turn in the machine's queue, so Run is never greyed out for someone else's run.
@@ -36,7 +37,9 @@ with out_col:
             st.session_state.run_shown = queued[0]
         st.rerun()
     queue.show_refusal("run")
-    if error:
+    if pick:
+        st.warning(pick, icon=":material/search:")
+    elif error:
         st.error(f"**These settings cannot run:** {error}")
     else:
         st.caption(f"Will run: **{exp.label}**")

@@ -59,11 +59,14 @@ with knob_col:
         backend = st.selectbox("Backend (every compiled run)", CHOICES["backend"], key="sweep_backend")
         st.caption(knobs.explain("backend", backend))
     measure = knobs.measure_knobs("sweep_")
-    base, _, error = knobs.build({**model, **measure, "backend": backend})
+    pick = knobs.unpicked("sweep_")
+    base, _, error = knobs.build({**model, **measure, "backend": backend}, unpicked=pick)
 
 with out_col:
     experiments, skipped = sweeps.cross(base, axes) if base else ([], [])
-    if error:
+    if pick:
+        st.warning(pick, icon=":material/search:")
+    elif error:
         st.error(f"**These settings cannot run:** {error}")
     elif not experiments:
         empty = [name for name, values in axes.items() if not values]

@@ -108,7 +108,7 @@ def live_power() -> None:
     one sentence, drawn once: a tab that refreshed it every second would load the server for nothing."""
     if not facts["gpus"] and not (meter := machine.meter("cpu")).available:
         st.markdown("#### Live power")
-        st.info(f"No power reading on this CPU: {meter.reason}.")
+        st.info(f"No power reading: {meter.reason}.")
         return
     st.fragment(_live_power, run_every=1.0)()
 

@@ -35,13 +35,14 @@ class Suggestion:
 
 
 def _share(result: dict, variant: str, category: str) -> tuple[float, float, float] | None:
-    """(ms of `category` per step, the step in ms, their ratio), or None without a breakdown. The step is what
-    the breakdown's categories and idle add up to: on a GPU the timed step (tcore.breakdown.against_timed)."""
-    from tcore.breakdown import CATEGORIES
+    """(ms of `category` per step, the step in ms, their ratio), or None without bars to quote. The figures are
+    the bars "Where the time goes" draws (tcore.breakdown.shown_ms: scaled to the timed step where the profiler
+    slowed its steps), so a suggestion quotes what the chart shows; where the page withholds the bars, nothing."""
+    from tcore.breakdown import shown_ms
 
-    parts = [result.get(f"{variant}_{k}_ms") for k in CATEGORIES]
-    part = result.get(f"{variant}_{category}_ms")
-    step = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
+    ms = shown_ms(result).get(variant)
+    part = ms.get(category) if ms else None
+    step = sum(ms.values()) if ms else None
     if not step or part is None:
         return None
     return part, step, part / step
@@ -251,16 +252,19 @@ def launch_bound(result: dict, device: str | None) -> str | None:
 
 def _slower(exp: Experiment, result: dict, speedup: float) -> Suggestion:
     """Compiled is slower than eager: say where from the breakdown, and suggest what answers that."""
-    from tcore.breakdown import CATEGORIES
+    from tcore.breakdown import CATEGORIES, shown_ms
 
-    grew = [(result.get(f"compiled_{k}_ms", 0.0) - result.get(f"eager_{k}_ms", 0.0), k) for k in CATEGORIES
-            if result.get(f"compiled_{k}_ms") is not None and result.get(f"eager_{k}_ms") is not None]
+    bars = shown_ms(result)
+    eager, compiled = bars.get("eager") or {}, bars.get("compiled") or {}
+    grew = [(compiled[k] - eager[k], k) for k in CATEGORIES if k in compiled and k in eager]
     if not grew:
+        why = ("the profiled steps ran too far off the timed ones to say where (Where the time goes)"
+               if result.get("breakdown") else "no profile of the steps says where")
         return Suggestion("slower", "Compiled is slower than eager",
-                          f"Compiled ran at {speedup:.2f}x eager; no profile of the steps says where.", {}, 1.0)
+                          f"Compiled ran at {speedup:.2f}x eager; {why}.", {}, 1.0)
     delta, worst = max(grew)
-    where = (f"{CATEGORIES[worst][0].lower()} went from {result[f'eager_{worst}_ms']:.2f} to "
-             f"{result[f'compiled_{worst}_ms']:.2f} ms per step")
+    where = (f"{CATEGORIES[worst][0].lower()} went from {eager[worst]:.2f} to {compiled[worst]:.2f} ms per step "
+             "(Where the time goes)")
     changes: dict[str, Any] = {}
     if worst == "idle" and exp.mode not in CUDAGRAPH_MODES and exp.backend == "inductor":
         changes = {"mode": "reduce-overhead"}

@@ -298,6 +298,19 @@ def as_timed(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def shown_ms(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """variant -> {category: ms per step} exactly as "Where the time goes" draws its bars (as_timed); {} when the
+    page withholds them (a variant's profiled steps ran far off its timed ones) or nothing was profiled.
+
+    Everything that quotes a category's ms (the suggestions, the sentences under the chart) reads this, so a
+    sentence never quotes another figure than the bar beside it, nor one the page withheld.
+    """
+    shown = as_timed(result)
+    if any(s["shown"] == "withheld" for s in shown.values()):
+        return {}
+    return {v: s["ms"] for v, s in shown.items() if s["ms"]}
+
+
 def differences(eager: dict[str, Any], compiled: dict[str, Any], *, most: int = 3, at_least_ms: float = 0.0) -> str:
     """The biggest changes from eager to compiled, in words: 'pointwise 4.10 → 0.90 ms (fusion); ...'.
 

@@ -65,7 +65,16 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
     values["dynamic"] = _TRISTATE[values["dynamic"]]
     unset = [name for name in _DEVICE_DEFAULTS if values[name] is None]
     if unset:
-        device, _ = preflight(Experiment(model=values["model"], device=values["device"]))
+        import sample_models
+
+        # Only to resolve the device: at a preset the model has (the spec's "tiny" is not every file model's); a
+        # model that cannot be built is refused by the spec below, in its own words.
+        try:
+            first = {"preset": next(iter(sample_models.get(values["model"]).presets))}
+        except ValueError:
+            first = {}
+        device, _ = preflight(Experiment(model=values["model"], device=values["device"],
+                                         **({"preset": values["preset"]} if values["preset"] else first)))
         defaults = practical_defaults(values["model"], device, values["task"])
         values.update({name: defaults[name] for name in unset})
     return Experiment(**values)

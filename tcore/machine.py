@@ -83,7 +83,7 @@ def facts() -> dict[str, Any]:
         missing.append("No usable CUDA GPU: runs use the CPU and the tiny presets, and reduce-overhead / "
                        "max-autotune have no CUDA graphs to use.")
     if power_reason:
-        missing.append(f"No power reading on this {device.upper()}: {power_reason}. Energy figures show n/a.")
+        missing.append(f"No power reading: {power_reason}. Energy figures show n/a.")
     if _version("triton") is None:
         missing.append("Triton is not installed: Inductor generates C++ for the CPU only.")
     return {

@@ -19,8 +19,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 CONFIDENCE = 0.95       # the interval's aim; fewer than 6 rounds reach less, and say how much
 MIN_ROUNDS = 6          # the fewest rounds whose order-statistics interval covers 95% (96.9% for 6)
-TARGET_PCT = 3.0        # the adaptive timed stage stops once the interval is within ± this much
-WIDE_PCT = 5.0          # an interval wider than ± this is "too wide to trust" (a noise reason)
+WIDE_PCT = 5.0          # an interval wider than ± this is "too wide to trust" (a noise reason) ...
+TARGET_PCT = WIDE_PCT   # ... and the adaptive timed stage stops once it is within it: one threshold, said once
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ def open_meter(device: str, torch_device_index: int = 0) -> PowerMeter:
             return PowerMeter(f"NVML cannot read this GPU's energy counter: {e}")
     domains = sorted(glob.glob("/sys/class/powercap/intel-rapl:[0-9]"))
     if not domains:
-        return PowerMeter("no RAPL energy counter on this CPU (/sys/class/powercap/intel-rapl:* is absent)")
+        return PowerMeter("the CPU has no RAPL energy counter (/sys/class/powercap/intel-rapl:* is absent)")
     try:
         return RaplMeter(domains)
     except OSError as e:

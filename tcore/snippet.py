@@ -38,7 +38,7 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     shapes = _schedule(exp, entry)
     sections = [_header(exp, run_id), _model(exp, entry, device), _inputs(exp, entry, shapes),
                 _precision(exp, device), _settings(exp), _compile(exp, entry), _optimizer(exp, device),
-                _step(exp, device), _first_calls(exp, shapes), _timing_lines(device)]
+                _step(exp, device), _first_calls(exp, shapes), _timing_lines(device, exp)]
     return "\n".join(line for section in sections for line in section) + "\n"
 
 
@@ -255,22 +255,23 @@ def _first_calls(exp: Experiment, shapes: _Shapes) -> list[str]:
     return lines
 
 
-# How long the snippet times each variant per round, and at most in all: short, as a pasted program should be.
-SNIPPET_ROUND_S = 0.2
-SNIPPET_TIMED_S = 3.0
-
-
-def _timing_lines(device: str) -> list[str]:
+def _timing_lines(device: str, exp: Experiment) -> list[str]:
     """The snippet's last section: eager against compiled as the lab times them (tcore.worker.run.Measurement.time_blocks),
-    with the paired speedup and its order-statistics interval (tcore.paired), printed."""
+    with the paired speedup and its order-statistics interval (tcore.paired), printed. The rule is the run's own
+    (its seconds per round, its target, its seconds per variant at most, its fewest rounds), so the program and the
+    run it copies time alike; a run timed by a fixed number of steps is copied as its seconds rule."""
+    from tcore import paired
+
     sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
+    round_s, timed_s, target = exp.round_s, exp.timed_s, exp.target_pct
+    fewest = max(exp.rounds, paired.MIN_ROUNDS)
     return ["", "",
             "# --- The effect: eager against compiled, timed as the lab times them ---------------------------------",
             "# Synchronized, warmed up, then paired rounds: an eager block and a compiled block back to back, the",
             "# order alternating, so the machine's drift hits both alike; eager is the same callables run with",
             "# torch.compiler.set_stance('force_eager'). The speedup is the median of the rounds' ratios, with a",
-            "# distribution-free interval from their order statistics; rounds are added until it is within ±3% or",
-            f"# {SNIPPET_TIMED_S:g} s per variant are spent.",
+            "# distribution-free interval from their order statistics; as the run did, rounds are added until it is",
+            f"# within ± {target:g}% or {timed_s:g} s per variant are spent, and there are at least {fewest} rounds.",
             "import math",
             "import time",
             "",
@@ -297,14 +298,15 @@ def _timing_lines(device: str) -> list[str]:
             "",
             "",
             "per_step = {eager: min(seconds_per_step(len(batches), eager) for _ in range(3)) for eager in (True, False)}",
-            f"steps = {{eager: max(1, round({SNIPPET_ROUND_S} / s)) for eager, s in per_step.items()}}  # ~{SNIPPET_ROUND_S} s blocks",
+            f"steps = {{eager: max(1, round({round_s:g} / s)) for eager, s in per_step.items()}}  # ~{round_s:g} s blocks",
             "rounds, spent = [], 0.0  # each round: {eager: seconds per step}",
             "while True:",
             "    order = (True, False) if len(rounds) % 2 == 0 else (False, True)",
             "    rounds.append({eager: seconds_per_step(steps[eager], eager) for eager in order})",
             "    spent += max(rounds[-1][e] * steps[e] for e in order)",
             "    speedup, low, high = median_and_interval([r[True] / r[False] for r in rounds])",
-            f"    if len(rounds) >= 6 and (max(high / speedup - 1, 1 - low / speedup) <= 0.03 or spent >= {SNIPPET_TIMED_S}):",
+            f"    if len(rounds) >= {fewest} and (max(high / speedup - 1, 1 - low / speedup) <= {target / 100:g} "
+            f"or spent >= {timed_s:g}):",
             "        break",
             "eager_ms, compiled_ms = (sorted(r[e] for r in rounds)[len(rounds) // 2] * 1e3 for e in (True, False))",
             "print(f'speedup {speedup:.2f}x (interval {low:.2f}-{high:.2f}x, {len(rounds)} paired rounds; eager '",

@@ -2,6 +2,7 @@
 import pytest
 
 from tcore.advice import counterpart, suggest
+from tcore.breakdown import CATEGORIES
 from tcore.spec import Experiment
 
 
@@ -18,7 +19,11 @@ def result(**figures):
         for k in ("matmul", "attention", "pointwise", "copy", "optimizer", "other", "idle"):
             base[f"{variant}_{k}_ms"] = 0.0
     base.update(eager_matmul_ms=9.0, eager_idle_ms=1.0, compiled_matmul_ms=5.5, compiled_idle_ms=0.5)  # 10 and 6 ms
-    return {**base, **figures}
+    out = {**base, **figures}
+    # The breakdown the page draws its bars from, as the worker stores it beside the columns.
+    out.setdefault("breakdown", {v: {"ms": {k: out[f"{v}_{k}_ms"] for k in CATEGORIES}, "step_ms": out[f"{v}_profiled_step_ms"],
+                                     "steps": 3, "source": "trace", "top": []} for v in ("eager", "compiled")})
+    return out
 
 
 def rules(found):
@@ -110,7 +115,7 @@ def test_compiled_slower_than_eager_says_where_from_the_breakdown_first():
     r = result(speedup=0.8, compiled_idle_ms=4.0, eager_idle_ms=1.0, compiled_matmul_ms=8.0)
     found = suggest(spec(), r, "cuda")
     assert found[0].rule == "slower"
-    assert "0.80x eager: idle went from 1.00 to 4.00 ms per step" in found[0].evidence
+    assert "0.80x eager: idle went from 1.00 to 4.00 ms per step (Where the time goes)" in found[0].evidence
     assert found[0].changes == {"mode": "reduce-overhead"}
     assert len(found) <= 3 and len({tuple(sorted(s.changes.items())) for s in found if s.changes}) == \
         len([s for s in found if s.changes])  # no counterpart twice
@@ -150,3 +155,24 @@ def test_a_busy_large_batch_on_a_gpu_offers_the_launch_bound_case_at_a_small_bat
     bound = suggest(spec(batch_size=256), result(compiled_idle_ms=3.0, compiled_matmul_ms=3.0), "cuda")
     assert rules(bound) == ["idle"]
     assert suggest(spec(batch_size=256, mode="reduce-overhead"), result(), "cuda") == []
+
+
+def test_suggestions_quote_the_bars_the_page_draws_and_none_it_withholds():
+    """"What to try next" quotes a category's ms as "Where the time goes" draws it: scaled to the timed step where the
+    profiler slowed its steps, and not at all where the page withholds the bars."""
+    from tcore.breakdown import shown_ms
+
+    r = result(speedup=0.6, compiled_matmul_ms=12.0, eager_latency_ms_p50=10.0, compiled_latency_ms_p50=10.0)
+    bars = shown_ms(r)  # compiled profiled at 12.5 ms against 10 ms timed: each bar times 10 / 12.5
+    assert bars["compiled"]["matmul"] == pytest.approx(9.6)
+    found = suggest(spec(), r, "cpu")
+    assert found[0].rule == "slower"
+    assert "matmuls and convolutions went from 9.00 to 9.60 ms per step" in found[0].evidence  # not 12.00
+    withheld = result(speedup=0.6, compiled_matmul_ms=12.0, eager_latency_ms_p50=10.0, compiled_latency_ms_p50=5.0)
+    assert shown_ms(withheld) == {}  # +150%: the page draws no bars
+    found = suggest(spec(), withheld, "cpu")
+    assert found[0].rule == "slower" and " ms" not in found[0].evidence
+    assert "too far off the timed ones" in found[0].evidence
+    copies = {**withheld, "eager_copy_ms": 1.2}
+    copies["breakdown"]["eager"]["ms"]["copy"] = 1.2
+    assert not [s for s in suggest(spec(model="resnet50"), copies, "cuda") if " ms of each" in s.evidence]

@@ -172,6 +172,43 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         browser.close()
 
 
+def test_a_search_runs_nothing_until_a_match_is_picked_in_a_real_browser(server):
+    """Search a library's names, then press Run before picking: the page says to pick a model and Run is off,
+    instead of running the model picked before the search; picking a match turns Run back on."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=VIEWPORT)
+        watch = Watch(page, server)
+        page.goto(server)
+        page.get_by_text("Run an experiment").wait_for(timeout=60_000)
+        source = page.locator('[data-testid="stRadio"]').filter(has_text="Source")
+        source.get_by_text("torchvision", exact=True).click()
+        page.get_by_text("Will run: torchvision:resnet18/").wait_for(timeout=60_000)
+        search = page.get_by_label("Search names")
+        search.fill("vgg")
+        search.press("Enter")
+        page.get_by_text("none is picked yet").wait_for(timeout=60_000)
+        box = page.locator('[data-testid="stSelectbox"]').filter(has_text="Model").first
+        assert re.search(r"\d+ matches: pick one", box.inner_html()), box.inner_html()
+        run = page.get_by_role("button", name="Run", exact=True)
+        assert run.is_disabled()
+        run.click(force=True)  # what a person's click on it does: nothing
+        time.sleep(1)
+        assert page.get_by_text("Will run:").count() == 0
+        assert page.get_by_text("Running:").count() == 0 and page.get_by_text("Queued").count() == 0
+        page.screenshot(path=ARTIFACTS / "run-page-search-unpicked.png")
+        page.get_by_role("combobox", name="Model").click()
+        page.get_by_role("option", name="torchvision:vgg11", exact=True).click()
+        page.get_by_text("Will run: torchvision:vgg11/").wait_for(timeout=60_000)
+        assert page.get_by_text("none is picked yet").count() == 0
+        assert not run.is_disabled()
+        assert watch.problems() == []
+        browser.close()
+
+
 # Kept by the page on every change: whether the Run page's live panel says "Running", the queue says nothing
 # is running, the runs table says a run finished, and the result is drawn (the table's cells are read from the
 # grid's accessible copy of its canvas).

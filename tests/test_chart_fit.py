@@ -134,4 +134,4 @@ def test_metric_tiles_fit_a_third_of_the_run_column_at_any_magnitude():
             assert len(tile["value"]) <= run_words.TILE_VALUE_CHARS, tile
     top, bottom = run_words.headline_tiles(big)
     assert [t["label"] for t in top] == ["Speedup", "Compile time", "Break-even (steps)"]
-    assert [t["value"] for t in top] == ["1.41 x", "1234.5 s", "59391"]
+    assert [t["value"] for t in top] == ["1.41 x", "1,234.5 s", "59,391"]  # grouped as the sentences group them

@@ -133,3 +133,21 @@ def test_an_unknown_model_is_one_line_naming_how_to_find_one(capsys):
     assert cli.main(["run", "--model", "gpt9"]) == 2
     line = one_line(capsys)
     assert "unknown model 'gpt9'" in line and "python -m tcore models" in line
+
+
+def test_a_file_model_without_a_tiny_preset_runs_at_a_preset_it_has(tmp_path, monkeypatch):
+    """`--model file:m.py` for a file whose only preset is 'default' stopped with "unknown preset 'tiny'": the
+    command line, as the page, starts a model at a preset it has."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(
+        "import torch\n\n"
+        "def build(preset):\n    return torch.nn.Linear(8, 1)\n\n"
+        "def make_batch(preset, batch_size, device, generator):\n"
+        "    return (torch.randn(batch_size, 8, device=device, generator=generator),), "
+        "torch.randn(batch_size, 1, device=device, generator=generator)\n")
+    args = cli.Parser(prog="tcore")
+    sub = args.add_subparsers(dest="command")
+    cli._add_spec_args(sub.add_parser("run"))
+    exp = cli.experiment_from_args(args.parse_args(["run", "--model", "file:m.py", "--device", "cpu"]))
+    import sample_models
+    assert exp.preset in sample_models.get(exp.model).presets

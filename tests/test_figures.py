@@ -137,3 +137,17 @@ def test_energy_error_shrinks_with_longer_and_more_blocks():
     assert figures.energy_error_pct(blocks[:1] * 5, 0.1) > figures.energy_error_pct(blocks * 4, 0.1)
     short = [Block(10, 0.1, [0.01] * 10, 1.0)] * 3
     assert figures.energy_error_pct(short, 0.1) > 20
+
+
+def test_every_interval_is_named_at_one_level_and_a_lopsided_one_by_both_sides():
+    """Runs of 6, 10 and 20 rounds cover 96.9%, 98.8% and 99.6%: each is named a 95% interval, as the pages name
+    it; one of 2 rounds reaches 50% and is named for what it is. A lopsided interval gives both sides, not the
+    wider one as '±'."""
+    for cover in (96.9, 98.8, 99.6):
+        assert figures.interval_name({"speedup_confidence_pct": cover, "paired_rounds": 6}) == "95% interval"
+    assert figures.interval_name({"speedup_confidence_pct": 50.0, "paired_rounds": 2}) == "range of its 2 rounds"
+    assert figures.interval_reach({"speedup": 0.54, "speedup_low": 0.44, "speedup_high": 0.94}) == "−19% / +74%"
+    assert figures.interval_reach({"speedup": 1.30, "speedup_low": 1.27, "speedup_high": 1.33}) == "± 2.3%"
+    from tcore import paired
+    from tcore.spec import DEFAULTS
+    assert paired.TARGET_PCT == paired.WIDE_PCT == DEFAULTS["target_pct"]  # one threshold: aimed for, and Noisy past it

@@ -48,7 +48,7 @@ def test_streamlit_neither_collects_garbage_nor_polls_files_on_every_rerun():
 @pytest.mark.parametrize("wait, head, reason", [
     (Wait(95.0, 1200.0), "starts in about 1 min 35 s", "runs like the ones ahead took"),
     (Wait(None, 862.0, "a run ahead has run 38 s, past the 17 s that runs like it took"),
-     "late: starts within 14 min 22 s at the latest", "A run ahead has run 38 s, past the 17 s"),
+     "no estimate: a run ahead is overdue", "A run ahead has run 38 s, past the 17 s"),
     (Wait(None, 180.0), "starts within 3 min 00 s at the latest", "No estimate yet"),
     (Wait(0.2, 300.0), "starts as soon as the device is free", "any moment"),
     (None, "no estimate yet", "has not placed"),

@@ -93,3 +93,46 @@ def test_no_widget_is_given_a_default_and_a_session_value(app):
     assert not app.exception, app.exception
     assert not [m for m in said if "default value" in m], said
     assert app.session_state["run_warmup_steps"] == 3 and app.session_state["run_torch_trace"] is True
+
+
+def test_a_search_with_no_pick_runs_nothing_until_a_match_is_picked(app):
+    """Searching a library lists other names than the model picked before: until one is picked, Run is off and
+    the page says to pick one, rather than running the model the person searched away from."""
+    widget(app.radio, "Source").set_value("torchvision").run()
+    assert app.session_state["run_model"] == "torchvision:resnet18"
+    assert any("Will run: **torchvision:resnet18" in c.value for c in app.caption)
+    widget(app.text_input, "Search names").set_value("resnet").run()
+    assert not app.exception, app.exception
+    pick = widget(app.selectbox, "Model")
+    assert pick.value == "torchvision:resnet18"  # the old pick is in this list: it stays picked
+    widget(app.text_input, "Search names").set_value("vgg").run()
+    pick = widget(app.selectbox, "Model")
+    assert pick.value is None and len(pick.options) > 1
+    assert pick.placeholder == f"{len(pick.options)} matches: pick one"
+    assert any("Pick a model" in w.value for w in app.warning)
+    assert not any("Will run:" in c.value for c in app.caption)
+    run = next(b for b in app.button if b.label == "Run")
+    assert run.disabled
+    pick.set_value("torchvision:vgg11").run()
+    assert not app.exception, app.exception
+    assert not any("Pick a model" in w.value for w in app.warning)
+    assert any("Will run: **torchvision:vgg11" in c.value for c in app.caption)
+    assert not next(b for b in app.button if b.label == "Run").disabled
+
+
+def test_match_counts_read_as_english():
+    from ui.knobs import matches
+    assert [matches(n) for n in (0, 1, 5, 1200)] == ["no match", "1 match", "5 matches", "1,200 matches"]
+
+
+def test_changing_the_device_says_which_settings_it_changed(app):
+    """device=cuda takes the GPU's preset, batch and precision: the page says so rather than changing them silently."""
+    widget(app.radio, "Device").set_value("cuda").run()
+    assert not app.exception, app.exception
+    said = " ".join(i.value for i in app.info)
+    assert "Device cuda takes the GPU's practical settings" in said
+    assert f"batch_size 8 → {app.session_state['run_batch_size']}" in said and "precision fp32 → bf16" in said
+    widget(app.radio, "Device").set_value("auto").run()
+    assert "Device auto takes the CPU's practical settings" in " ".join(i.value for i in app.info)
+    widget(app.radio, "Task").set_value("training").run()
+    assert "practical settings" not in " ".join(i.value for i in app.info)  # said once, at the change

@@ -152,7 +152,9 @@ def test_noisy_is_the_intervals_width_not_a_variants_spread():
     assert figures.noise_reasons(steady) == []  # the machine moved, both variants with it: the ratio held
     wide = dict(steady, speedup_low=1.1, speedup_high=1.8, speedup_pm_pct=28.6)
     assert figures.noise_reasons(wide) == [
-        "the speedup's interval is too wide to trust: 1.10–1.80x (± 29%, over ± 5%) over 12 paired rounds"]
+        # both sides of a lopsided interval, and the one level and threshold every page names
+        "the speedup's 95% interval is too wide to trust: 1.10–1.80x (−21% / +29%, beyond the ± 5% a run aims for) "
+        "over 12 paired rounds"]
     eager_only = {"variants": ["eager"], "eager_spread_pct": 45.0, "eager_steps_per_s_min": 70.0,
                   "eager_steps_per_s_max": 130.0}
     assert "disagree by 45%" in figures.noise_reasons(eager_only)[0]

@@ -88,3 +88,17 @@ def test_a_snippet_runs_verbatim_through_inductor_and_prints_the_speedup_with_it
 
 def _with_repo_on_path(**extra):
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT), **extra}
+
+
+def test_the_snippet_times_by_the_run_s_own_rule():
+    """A run that used its 2 s per variant is copied with 2 s per variant and its own target, not a rule of the
+    snippet's own (it said 'within ±3% or 3 s' beside a run timed otherwise)."""
+    from tcore.snippet import code_for
+    from tcore.spec import Experiment
+
+    exp = Experiment(model="captioner", preset="tiny", device="cpu", timed_s=2.0, round_s=0.25, target_pct=4.0, rounds=8)
+    code = code_for(exp.to_dict(), "cpu")
+    assert "within ± 4% or 2 s per variant are spent, and there are at least 8 rounds" in code
+    assert "if len(rounds) >= 8 and (max(high / speedup - 1, 1 - low / speedup) <= 0.04 or spent >= 2):" in code
+    assert "round(0.25 / s)" in code
+    compile(code, "snippet.py", "exec")

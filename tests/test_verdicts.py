@@ -26,7 +26,7 @@ def test_the_break_verdict_reads_the_right_way_round_with_its_caveats():
     noisy_broken = run(0.85, 0.40, 1.90, graph_count=6)
     text = verdicts.break_verdict(noisy_clean, noisy_broken)
     assert "**cannot tell the two apart**" in text and "181%" not in text
-    assert "**Noisy**: the run without the break (the speedup's interval is too wide to trust" in text
+    assert "**Noisy**: the run without the break (the speedup's 95% interval is too wide to trust" in text
 
     # Faster with the break, beyond the intervals: said as unexpected, not as a cost.
     text = verdicts.break_verdict(run(1.2, 1.18, 1.22, graph_count=1), run(1.5, 1.45, 1.55, graph_count=6))
@@ -42,6 +42,8 @@ def test_the_strategies_get_a_verdict_and_a_word_when_throughput_orders_them_oth
     assert "**cannot tell it apart** from **mark_dynamic**" in text and "from **buckets**" not in text
     assert "By compiled samples/s alone the order differs (mark_dynamic > dynamic=False > buckets)" in text
     assert "eager read 1,000–1,100 samples/s across them" in text
+    other = verdicts.ranking_verdict(items, what="run", same_work=False)  # different models or tasks on Compare
+    assert "machine's speed" not in other and "time different work" in other
     assert verdicts.ranking_verdict([("a", {"speedup": None})]) is None
     assert verdicts.ranking_verdict(items[:1]) is None  # one run is not a ranking
 
@@ -58,12 +60,12 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
          "speedup_high": 1.10, "speedup_min": 0.9, "speedup_max": 1.6, "compile_s": 6.0, "breakeven_steps": None},
     ])
     text = sweep_matrix.best_setting(matrix)
-    assert text.startswith("Fastest: **whole · default**, 1.50x eager (interval 1.45–1.56x)")
+    assert text.startswith("Fastest: **whole · default**, 1.50x eager (95% interval 1.45–1.56x)")
     # whole · lite's rounds reach 1.6 but its interval stops at 1.10: the interval, not the rounds, decides
     assert "cannot tell it apart** from **regional · default**: their intervals overlap" in text
     assert "whole · lite**" not in text
     cells = compare_charts.sweep_heatmap(matrix).data[1].text
-    assert cells[0][0] == "1.50x ±4%<br>20.0 s"
+    assert cells[0][0] == "1.50x ± 4.0%<br>20.0 s"  # as every page writes an interval's reach
 
 
 def test_compare_scatter_draws_each_runs_interval():
@@ -114,7 +116,7 @@ def test_a_runs_page_shows_the_paired_headline_its_interval_and_a_launch_bound_w
     at.selectbox(key="compare_detail").set_value(run_id).run()
     assert not at.exception
     speedup = next(m for m in at.metric if m.label == "Speedup")
-    assert speedup.value == "1.38 x" and speedup.proto.delta == "98%: 1.34–1.43 x"
+    assert speedup.value == "1.38 x" and speedup.proto.delta == "95%: 1.34–1.43 x"  # the one level named, not its 98%
     captions = " ".join(str(c.value) for c in at.caption)
     assert "the median of 14 paired rounds' ratios" in captions and "unpaired, reads 1.71x" in captions
     assert "stayed at ± 3.6%" in captions

@@ -1,6 +1,7 @@
 """The words beside the charts (ui.run_words, ui.graph_words, ui.sweep_matrix, ui.run_state's queue words), on
 hand-made results: what compile did, correctness, payback, the best setting, graph breaks."""
 import pandas as pd
+import pytest
 
 from tcore import figures
 from tcore.advice import inside_torch
@@ -117,7 +118,8 @@ def test_break_grouping_strategies_and_queue_words():
     assert run_state.queue_words(2, Wait(95.0, 1200.0), 12.0) == "#2 in the queue · starts in about 1 min 35 s · waited 12 s"
     assert "no estimate yet" in run_state.queue_words(1, None, 0.0)
     assert wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s that runs like it took"))[0] \
-        == "late: starts within 3 min 00 s at the latest"
+        == "no estimate: a run ahead is overdue"  # about the run ahead: not "late", which read as this run being late
+    assert "starts in 3 min 00 s" in wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s"))[1]
 
 
 def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
@@ -149,6 +151,9 @@ def test_the_baseline_sentence_says_which_precision_and_layout_eager_ran_in():
     tuned = baseline_words({"model": "resnet50", "precision": "bf16", "channels_last": True}, "cuda")
     assert "**bf16**" in tuned and "channels_last**, as people tune a CNN" in tuned
     assert "Eager runs in **NCHW**" in baseline_words({"model": "resnet50", "channels_last": False}, "cuda")
+    nchw = {"model": "resnet50", "channels_last": False}
+    assert "part of this speedup is the channels_last layout" in baseline_words(nchw, "cuda", 1.9)
+    assert "speedup" not in baseline_words(nchw, "cpu", 0.54)  # slower: there is no speedup for the layout to explain
     assert "NCHW" not in baseline_words({"model": "flux", "precision": "bf16"}, "cuda")
     assert "runs as fp32" in baseline_words({"model": "flux", "precision": "tf32"}, "cpu")
 
@@ -163,3 +168,46 @@ def test_a_break_inside_pytorch_says_so_instead_of_torchs_hint():
     other = {"file": "/opt/venv/lib/python3.11/dist-packages/torch/nn/modules/module.py", "line": 1}
     assert "inside PyTorch itself (torch/nn/modules/module.py), not in your code" in graph_words.torch_break_words(other)
     assert graph_words.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None
+
+
+def test_the_vs_eager_percentage_is_the_two_throughputs_beside_it():
+    """A paired speedup of 0.54x beside eager 114.7 and compiled 75.4 samples/s: the tile's percentage is what those
+    two give (-34%), and its help says where the headline's other figure comes from."""
+    result = {"variants": ["eager", "compiled"], "speedup": 0.54, "eager_samples_per_s": 114.7,
+              "compiled_samples_per_s": 75.4}
+    _, bottom = run_words.headline_tiles(result)
+    eager, compiled = bottom
+    assert (eager["value"], compiled["value"]) == ("114.7", "75.4")
+    assert compiled["delta"] == "-34% vs eager"
+    assert "0.54x" in compiled["help"] and "median of each round's own ratio" in compiled["help"]
+    assert figures.change_pct(result, "samples_per_s") == pytest.approx(75.4 / 114.7 * 100 - 100)
+    assert figures.change_pct({"eager_samples_per_s": None, "compiled_samples_per_s": 3.0}, "samples_per_s") is None
+
+
+def test_torch_s_own_optimizer_break_is_labelled_as_torch_s_in_the_list_of_breaks():
+    """The compiled optimizer's deliberate break at torch/optim/optimizer.py was listed as a break in the model."""
+    result = {"graph_count": 3, "graph_break_count": 2, "graph_breaks": [
+        {"reason": "Call to `torch._dynamo.graph_break()`", "count": 1, "line": 78,
+         "file": "/work/main/.venv/lib/python3.11/site-packages/torch/optim/optimizer.py",
+         "source": "torch._dynamo.graph_break()"},
+        {"reason": "Unsupported Tensor.item() call", "count": 1, "line": 74, "file": "/work/sample_models/captioner.py"}]}
+    words = "\n".join(graph_words.graph_words(result))
+    assert "1 inside PyTorch itself, not in the model" in words
+    torch_line = next(w for w in graph_words.graph_words(result) if "optimizer.py" in w)
+    assert "`torch/optim/optimizer.py:78`" in torch_line and "PyTorch's own break, on purpose" in torch_line
+    mine = next(w for w in graph_words.graph_words(result) if "captioner.py" in w)
+    assert "PyTorch" not in mine
+
+
+def test_a_suggestion_s_counterpart_says_how_its_speedup_compares_and_equal_kernel_counts_are_explained():
+    from ui.advice import pair_words
+
+    before = {"speedup": 1.93, "speedup_low": 1.85, "speedup_high": 2.0}
+    after = {"speedup": 1.14, "speedup_low": 1.1, "speedup_high": 1.2}
+    words = pair_words(before, after)
+    assert "Speedup 1.93x (1.85–2.00) before, 1.14x (1.10–1.20) after: **slower**, beyond both" in words
+    assert "cannot tell" in pair_words(before, {"speedup": 1.9, "speedup_low": 1.5, "speedup_high": 2.2})
+    assert pair_words(before, {"speedup": None}) is None
+    same = "\n".join(graph_words.graph_words({"device": "cpu", "eager_kernels_per_step": 51,
+                                              "compiled_kernels_per_step": 51}))
+    assert "Kernels launched per step: 51 eager, 51 compiled (no fewer: on the CPU this counts" in same

@@ -112,11 +112,39 @@ def side_by_side(rec: RunRecord, store: RunStore, *, key: str) -> None:
             rows.append({"figure": fig.label, "before": fig.text(origin.result.get(name), unit=False),
                          "after": fig.text(rec.result.get(name), unit=False)})
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{key}_pair_table")
-        bars = []
+        if words := pair_words(origin.result, rec.result):
+            st.markdown(words)
+        bars, missing = [], []
         for result, when in ((origin.result, "before"), (rec.result, "after")):
             shown = as_timed(result)  # at the timed steps' lengths; none where the profiler ran far off them
-            if not charts.profiler_withheld(shown):
+            if why := charts.profiler_withheld(shown):
+                missing.append(f"No bars {when}: {why}.")
+            elif not shown:
+                missing.append(f"No bars {when}: that run was not profiled.")
+            else:
                 bars += [(f"{label} ({when})", shown[v]["ms"]) for v, label, _ in charts.VARIANTS if v in shown]
         if bars:
             exports.show(st, charts.breakdown_chart(bars, title="Where the time goes, before and after"),
                          key=f"{key}_pair_breakdown")
+        for line in missing:  # said, so a chart of the before bars alone is not read as the whole story
+            st.caption(line)
+
+
+def pair_words(before: dict, after: dict) -> str | None:
+    """The two runs' speedups and whether they tell them apart, in a sentence; what the suggestion expected is not
+    a result, so a change that cost speed beyond both intervals says so."""
+    from tcore import figures
+    from ui.verdicts import interval_text
+
+    if before.get("speedup") is None or after.get("speedup") is None:
+        return None
+    both = f"Speedup {interval_text(before)} before, {interval_text(after)} after"
+    apart = figures.told_apart(before, after)
+    if apart is False:
+        return f"{both}: the intervals overlap, so these runs cannot tell the two apart."
+    if apart is None:
+        return f"{both} (without both intervals, no word on whether that is beyond the noise)."
+    if after["speedup"] < before["speedup"]:
+        return (f"{both}: **slower**, beyond both runs' intervals. On this model and device the change cost speed, "
+                "whatever the suggestion expected; the table and bars say where.")
+    return f"{both}: **faster**, beyond both runs' intervals."

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tcore.breakdown import as_timed
+from tcore import figures
 from tcore.figures import VARIANT_FIGURES
 from ui.charts import (COMPILED_COLOR, VARIANTS, _bars_height, _legend_below, _style, breakdown_chart, metric_info,
                        not_available, profiler_withheld)
@@ -143,8 +144,9 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
         i, j = rows.index(r.row), cols.index(r.col)
         if pd.notna(r.speedup):
             z[i][j] = r.speedup
-            pm = (f" ±{max(r.speedup_high / r.speedup - 1, 1 - r.speedup_low / r.speedup) * 100:.0f}%"
-                  if pd.notna(getattr(r, "speedup_low", None)) and pd.notna(getattr(r, "speedup_high", None)) else "")
+            reach = figures.interval_reach({"speedup": r.speedup, "speedup_low": getattr(r, "speedup_low", None),
+                                            "speedup_high": getattr(r, "speedup_high", None)})
+            pm = f" {reach}" if reach and pd.notna(getattr(r, "speedup_low", None)) else ""
             text[i][j] = f"{r.speedup:.2f}x{pm}" + (f"<br>{r.compile_s:.1f} s" if pd.notna(r.compile_s) else "")
         else:
             unfinished[i][j] = 0.0

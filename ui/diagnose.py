@@ -137,8 +137,13 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
 
     clean = next((r for r in without if r.id == st.session_state.diag_without), None)
     pair = [("without the break", clean.result)] if clean else []
+    # Drawn with the verdict's caveat when the runs cannot tell the two apart: bars of different lengths then
+    # differ within the runs' noise, and the chart alone would say otherwise.
+    alike = clean is not None and figures.told_apart(clean.result, chosen.result) is False
     exports.show(st, diagnose_charts.side_by_side(pair + [("with the break", chosen.result)], BREAK_PANELS,
-                                         title="What the break costs", subtitle="each panel: one figure, both runs"),
+                                         title="What the break costs", subtitle="each panel: one figure, both runs" + (
+                                             "; their speedups' intervals overlap: these runs cannot tell the two "
+                                             "apart (below)" if alike else "")),
                  key="diag_break_pair")
     if clean:
         st.markdown(verdicts.break_verdict(clean.result, chosen.result))

@@ -262,12 +262,13 @@ def cache_kind(cache: str | None, artifacts: str | None) -> str:
     return cache or "cold"
 
 
-def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None) -> go.Figure:
+def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None, every_run: bool = False) -> go.Figure:
     """Compile time of runs grouped by their settings, one bar per cache mode, cache hits in the hover.
 
     `frame` has columns id, label, cache, cache_artifacts, compile_s and the cache hit counts, and
     optionally settings (what was compiled, e.g. tcore.lab.artifacts.compile_key; else the label groups).
-    Several runs of one settings and cache mode show the newest (the frame is newest first).
+    Several runs of one settings and cache mode show the newest (the frame is newest first); with `every_run` (the
+    runs a person chose to compare) each gets its bar, the repeats on rows of their own named by run id.
     """
     title = "Compile time: cold vs warm"
     rows = frame.dropna(subset=["compile_s"]) if "compile_s" in frame else frame.iloc[0:0]
@@ -275,9 +276,15 @@ def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None) -> go.Fig
         return not_available(title, "none of these runs compiled anything")
     rows = rows.assign(kind=[cache_kind(c, a) for c, a in zip(rows["cache"], rows["cache_artifacts"])],
                        group=rows["settings"] if "settings" in rows else rows["label"])
-    rows = rows.drop_duplicates(subset=["group", "kind"])  # newest first: keep the latest of each
+    if every_run:  # the second run of one settings and cache mode starts a row of its own, and so on
+        nth = rows.groupby(["group", "kind"]).cumcount()
+        rows = rows.assign(group=[f"{g}#{n}" for g, n in zip(rows.group, nth)])
+    else:
+        rows = rows.drop_duplicates(subset=["group", "kind"])  # newest first: keep the latest of each
     groups = list(dict.fromkeys(rows.group))
     names = {g: rows[rows.group == g].label.iloc[0].replace(", ", "<br>", 1) for g in groups}
+    if every_run and len(set(names.values())) < len(names):
+        names = {g: f"{n} · {'/'.join(i[-6:] for i in rows[rows.group == g].id)}" for g, n in names.items()}
     if len(set(names.values())) < len(names):  # two settings with one label (e.g. another backend): tell apart
         names = {g: f"{n} · {g[:4]}" for g, n in names.items()}
     fig = go.Figure()

@@ -33,16 +33,22 @@ def graph_words(result: dict) -> list[str]:
                          + (f": {pieces} piece{'s' if pieces != 1 else ''} of the model between its graph breaks, "
                             f"plus {compiled_again} recompilation{'s' if compiled_again != 1 else ''} of them (below)."
                             if compiled_again and pieces > 0 else ", the pieces of the model between its graph breaks."))
+    theirs = sum(1 for b in breaks if inside_torch(b.get("file")))
     if breaks:
         lines.append(f"**{len(breaks)} graph break{'s' if len(breaks) != 1 else ''}**, counted by place in the code "
-                     "(where Dynamo stopped tracing, ran that line in Python and started a new graph after it):")
+                     "(where Dynamo stopped tracing, ran that line in Python and started a new graph after it)"
+                     + (f"; {'all' if theirs == len(breaks) else theirs} inside PyTorch itself, not in the model"
+                        if theirs else "") + ":")
     for b in breaks:
-        where = f" at `{Path(b['file']).name}:{b['line']}`" if b.get("file") and b.get("line") else ""
+        torch_file = inside_torch(b.get("file"))
+        where = (f" at `{torch_file or Path(b['file']).name}:{b['line']}`" if b.get("file") and b.get("line")
+                 else "")
         source = f" (`{b['source'].strip()}`)" if b.get("source") else ""
         times = f"; Dynamo met it {b['count']} times, once per frame it traced through it" if b["count"] > 1 else ""
         loop = (" (once inside a loop of the calling function, where it could not resume: it ran that function "
                 "eagerly and compiled the function holding the break on its own)" if b.get("skipped_frame") else "")
-        lines.append(f"- graph break{where}{source}: {first_line(b['reason'])}{times}{loop}")
+        own = f" **{TORCH_BREAK_TAGS.get(torch_file, 'Inside PyTorch, not in your code')}.**" if torch_file else ""
+        lines.append(f"- graph break{where}{source}: {first_line(b['reason'])}{times}{loop}{own}")
     if result.get("recompile_count") is not None:
         lines.append("No recompilations." if not recompiles else
                      f"{len(recompiles)} recompilation{'s' if len(recompiles) != 1 else ''} "
@@ -62,8 +68,14 @@ def graph_words(result: dict) -> list[str]:
         lines.append(value_guard_words(guarded[0]))
     eager_k, compiled_k = result.get("eager_kernels_per_step"), result.get("compiled_kernels_per_step")
     if eager_k is not None and compiled_k is not None:
+        cpu = result.get("device") == "cpu"
+        same = (" (no fewer: on the CPU this counts the operators the profiler sees in a step, and the fused C++ "
+                "kernels of compiled code only where Inductor marks them for it, so a count that holds still does not "
+                "say fusion did nothing; the bars below show where the time went)." if cpu else
+                " (no fewer: fusion did not cut the kernels one step launches; the bars below show where the time "
+                "went).")
         lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled"
-                     + (" (fusion merged them)." if compiled_k < eager_k else "."))
+                     + (" (fusion merged them)." if compiled_k < eager_k else same))
     if skips := result.get("cudagraph_skip_count"):
         reasons = "; ".join(first_line(r) for r in result.get("cudagraph_skip_reasons") or [])
         if result.get("device") == "cpu":  # Inductor counts a skip for each graph it would have captured
@@ -152,6 +164,11 @@ TORCH_BREAKS = {
         "its own no-grad graph that Inductor can do in place instead of allocating a copy of every parameter "
         "(pytorch/pytorch#104053). Nothing to change in your code: the update itself is still compiled."),
 }
+
+
+# The same in a few words, for the list of breaks; a break inside PyTorch not named here reads "inside PyTorch".
+TORCH_BREAK_TAGS = {"torch/optim/optimizer.py": "PyTorch's own break, on purpose, before every optimizer step: "
+                                                "nothing to change in your code"}
 
 
 def torch_break_words(b: dict) -> str | None:

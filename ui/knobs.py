@@ -49,10 +49,25 @@ def _reset_sizes(prefix: str) -> None:
         st.session_state[prefix + name] = value
     # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
     st.session_state[prefix + "timed_s"] = 2.0 if dev == "cpu" else 4.0
-    # At least 6 paired rounds of 0.2 s (the fewest whose interval reaches 95%); more until it is within ±3%.
+    # At least 6 paired rounds of 0.2 s (the fewest whose interval reaches 95%); more until it is within ± 5%.
     st.session_state[prefix + "rounds"] = DEFAULTS["rounds"]
     st.session_state[prefix + "round_s"] = DEFAULTS["round_s"]
     st.session_state[prefix + "target_pct"] = DEFAULTS["target_pct"]
+
+
+def _device_changed(prefix: str) -> None:
+    """Device changed: take that device's practical sizes, and keep what changed for the page to say (a GPU's
+    preset, batch and precision arrived without a word, and went back on 'auto')."""
+    names = ("preset", "batch_size", "precision", "channels_last", "timed_s")
+    before = {n: st.session_state.get(prefix + n) for n in names}
+    _reset_sizes(prefix)
+    changed = [f"{n} {before[n]} → {st.session_state[prefix + n]}" for n in names
+               if before[n] is not None and before[n] != st.session_state[prefix + n]]
+    if changed:
+        dev = target_device(st.session_state[prefix + "device"])
+        st.session_state[prefix + "device_changed"] = (
+            f"Device {st.session_state[prefix + 'device']} takes the {'GPU' if dev == 'cuda' else 'CPU'}'s practical "
+            f"settings: {', '.join(changed)}. Change them back below if you want the others.")
 
 
 def _reset_precision(prefix: str) -> None:
@@ -112,7 +127,7 @@ def _within_limit(key: str, most: int) -> int:
     return most
 
 
-SOURCE_TITLES = {"builtin": "built-in", "torchvision": "torchvision", "timm": "timm", "hf": "transformers",
+SOURCE_TITLES = {"builtin": "built-in", "torchvision": "torchvision", "timm": "timm", "hf": "transformers (hf:)",
                  "diffusers": "diffusers", "file": "your file"}
 # What a source starts on when it is picked: small, quick on a CPU, and a fair first look at the library.
 SOURCE_FIRST = {"builtin": "captioner", "torchvision": "torchvision:resnet18", "timm": "timm:efficientnet_b0",
@@ -163,6 +178,7 @@ def _files_allowed() -> bool:
 def model_picker(prefix: str) -> str:
     """Source, then a name: the built-ins, a searchable list of a library's models, or a path to your file."""
     model = st.session_state[prefix + "model"]
+    st.session_state.pop(prefix + "unpicked", None)
     if prefix + "source" not in st.session_state:
         st.session_state[prefix + "source"] = model.partition(":")[0] if ":" in model else "builtin"
     source = st.radio("Source", list(SOURCE_TITLES), key=prefix + "source", horizontal=True,
@@ -186,13 +202,31 @@ def model_picker(prefix: str) -> str:
         names = catalog(source, search.strip())
         shown = names[:SHOWN_NAMES]
         key = f"{prefix}pick_{source}_{search.strip()}"
-        st.selectbox("Model", shown, index=shown.index(model) if model in shown else None, key=key,
-                     placeholder=f"{len(names)} match: pick one", on_change=_picked, args=(prefix, key, source))
+        chosen = st.selectbox("Model", shown, index=shown.index(model) if model in shown else None, key=key,
+                              placeholder=f"{matches(len(names))}: pick one" if names else "no match: search again",
+                              on_change=_picked, args=(prefix, key, source))
         if len(names) > SHOWN_NAMES:
-            st.caption(f"{len(names)} models match; the first {SHOWN_NAMES} are listed: search to narrow them.")
+            st.caption(f"{matches(len(names))}; the first {SHOWN_NAMES} are listed: search to narrow them.")
+        if chosen is None:  # the list on show does not hold the model picked before: nothing is picked yet
+            st.session_state[prefix + "unpicked"] = (
+                f"**Pick a model**: the search lists {matches(len(names))} and none is picked yet. "
+                f"Nothing runs until you pick one (the sizes below are still {model}'s).")
     if error := st.session_state.get(prefix + "model_error"):
         st.error(error)
     return st.session_state[prefix + "model"]
+
+
+def matches(n: int) -> str:
+    """'1 match', '5 matches', 'no match'."""
+    return "no match" if n == 0 else f"{n:,} match" + ("" if n == 1 else "es")
+
+
+def unpicked(prefix: str) -> str | None:
+    """Why nothing can run yet when the model list on show has no pick (drawn by model_picker), else None.
+
+    Without it a search that listed other names kept the model picked before, and Run ran a model the person
+    had searched away from."""
+    return st.session_state.get(prefix + "unpicked")
 
 
 def _files_off() -> str:
@@ -221,9 +255,11 @@ def model_knobs(prefix: str) -> dict:
     precision = st.selectbox("Precision", CHOICES["precision"], key=prefix + "precision",
                              format_func=PRECISION_NAMES.get)
     st.caption(explain("precision", precision))
-    device = st.radio("Device", CHOICES["device"], key=prefix + "device", horizontal=True, on_change=_reset_sizes,
+    device = st.radio("Device", CHOICES["device"], key=prefix + "device", horizontal=True, on_change=_device_changed,
                       args=(prefix,))
     st.caption(explain("device", device))
+    if changed := st.session_state.pop(prefix + "device_changed", None):
+        st.info(changed, icon=":material/sync_alt:")
     return dict(model=model, preset=preset, batch_size=int(batch), precision=precision, task=task, device=device)
 
 
@@ -371,8 +407,11 @@ def artifacts_source(exp: Experiment, store) -> dict | None:
     return artifacts.artifacts_for(exp.to_dict(), device, store)
 
 
-def build(values: dict) -> tuple[Experiment | None, list[str], str | None]:
-    """(experiment, notes on knobs that do nothing here, None), or (None, [], the SpecError message)."""
+def build(values: dict, unpicked: str | None = None) -> tuple[Experiment | None, list[str], str | None]:
+    """(experiment, notes on knobs that do nothing here, None), or (None, [], the SpecError message), or
+    (None, [], `unpicked`) while the model list has no pick (unpicked(prefix))."""
+    if unpicked:
+        return None, [], unpicked
     try:
         exp = Experiment(**values)
         _, notes = preflight(exp)

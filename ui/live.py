@@ -188,7 +188,7 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     if best := sweep_matrix.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
     exports.show(st, compare_charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
-    st.dataframe(matrix.drop(columns=["row", "col"]), hide_index=True, width="stretch",
+    st.dataframe(matrix.drop(columns=["row", "col", "interval_name"], errors="ignore"), hide_index=True, width="stretch",
                  key=f"sweep_matrix_{sweep.id}",
                  column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",
                                 **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)

@@ -104,12 +104,17 @@ def runs_table(store: RunStore, mine: list | None = None) -> None:
     places = run_state.places_by_id(store)
     st.markdown("**Your runs**")
     # The state gets a fixed width that holds its longest words ("running: Measuring eager vs compiled"); the
-    # run's label, which the selector below repeats, takes what is left and is the one cut short.
-    st.dataframe(pd.DataFrame({"Run": [f"{r.label} · {r.id[-6:]}" for r in mine],
+    # run's label, which the selector below repeats, takes what is left and is the one cut short, so the time and
+    # the id that tell two runs of one label apart come first, where no cut reaches them.
+    st.dataframe(pd.DataFrame({"Started": [time.strftime("%H:%M:%S", time.localtime(r.created_at)) for r in mine],
+                               "Id": [r.id[-6:] for r in mine],
+                               "Run": [r.label for r in mine],
                                "State": [run_state.state(r.id, store, record=r, places=places).words()
                                          for r in mine]}),
                  hide_index=True, width="stretch", key="my_runs_table",
-                 column_config={"Run": st.column_config.TextColumn(width="medium"),
+                 column_config={"Started": st.column_config.TextColumn(width=64),
+                                "Id": st.column_config.TextColumn(width=56),
+                                "Run": st.column_config.TextColumn(width="medium"),
                                 "State": st.column_config.TextColumn(width=STATE_COLUMN_PX)})
 
 

@@ -71,7 +71,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     show_headline(rec)
     if store is not None:
         history.show(rec, store, key=key)
-    st.caption(run_words.baseline_words(rec.spec, rec.device))
+    st.caption(run_words.baseline_words(rec.spec, rec.device, r.get("speedup")))
     generating = rec.spec.get("task") == "generate"
     ok, words = (generate.tokens_words(r) if generating else
                  run_words.correctness_words(r, rec.spec.get("precision", "fp32")))

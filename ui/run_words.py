@@ -10,7 +10,7 @@ from typing import Any
 from tcore import figures
 
 
-def baseline_words(spec: dict, device: str | None) -> str:
+def baseline_words(spec: dict, device: str | None, speedup: float | None = None) -> str:
     """What the eager baseline is, in a sentence: its precision and, for a convolutional model, its layout.
 
     The layout decides what a CNN's speedup teaches: Inductor converts convolutions to channels_last on
@@ -32,10 +32,13 @@ def baseline_words(spec: dict, device: str | None) -> str:
         words += (" Eager runs in **channels_last**, as people tune a CNN: the speedup is what compiling adds "
                   "beyond that. Against NCHW eager it would look larger, because Inductor picks channels_last "
                   "for its convolutions on its own.")
-    elif convolutional:
+    elif convolutional and speedup is not None and speedup > 1:
         words += (" Eager runs in **NCHW**: part of this speedup is the channels_last layout Inductor picks for "
                   "its convolutions on its own, which eager can have too; turn channels_last on to see what "
                   "compiling adds beyond it.")
+    elif convolutional:  # no speedup to explain: a slower compiled run owes nothing to the layout
+        words += (" Eager runs in **NCHW**; Inductor picks channels_last for its convolutions on its own, which "
+                  "eager can have too (turn channels_last on to compare the two in the same layout).")
     return words
 
 
@@ -128,6 +131,9 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
     says how the figure is made.
     """
     speedup, spread = result.get("speedup"), speedup_range(result)
+    # From the two throughputs on the tiles, so the percentage can be checked against them (the paired speedup
+    # can differ when the machine's speed drifted between rounds).
+    change = figures.change_pct(result, "samples_per_s")
     top = [{"label": "Speedup", "value": figures.text(result, "speedup", reason=False), "delta": spread,
             "delta_color": "orange" if figures.noise_reasons(result) else "off", "delta_arrow": "off",
             "help": figures.speedup_words(result) or figures.RUN_FIGURES["speedup"].means}]
@@ -138,8 +144,12 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
                                                                                      reason=False), "help": fig.means})
     bottom = [{"label": f"{variant.capitalize()} {figures.VARIANT_FIGURES['samples_per_s'].unit}",
                "value": figures.text(result, f"{variant}_samples_per_s", unit=False, reason=False),
-               "delta": f"{(speedup - 1) * 100:+.0f}% vs eager" if speedup and variant == "compiled" else None,
-               "help": figures.VARIANT_FIGURES["samples_per_s"].means} for variant in ("eager", "compiled")]
+               "delta": f"{change:+.0f}% vs eager" if change is not None and variant == "compiled" else None,
+               "help": figures.VARIANT_FIGURES["samples_per_s"].means + (
+                   f" {change:+.0f}% is compiled over eager of these two figures; the Speedup above ({speedup:.2f}x) "
+                   "is the median of each round's own ratio, which drift between rounds does not move."
+                   if change is not None and variant == "compiled" and speedup else "")}
+              for variant in ("eager", "compiled")]
     return [top, bottom]
 
 
@@ -148,7 +158,9 @@ def speedup_range(result: dict) -> str | None:
     round) shows its rounds' range."""
     lo, hi, cover = result.get("speedup_low"), result.get("speedup_high"), result.get("speedup_confidence_pct")
     if lo is not None and hi is not None and cover is not None:
-        return f"{cover:.0f}%: {lo:.2f}–{hi:.2f} x"
+        name = figures.interval_name(result)
+        return f"{name.split()[0]}: {lo:.2f}–{hi:.2f} x" if name.endswith("% interval") else \
+            f"{result.get('paired_rounds')} rounds: {lo:.2f}–{hi:.2f} x"
     lo, hi = result.get("speedup_min"), result.get("speedup_max")
     return None if lo is None or hi is None else f"rounds: {lo:.2f}–{hi:.2f} x"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tcore.figures import LEVEL_PCT, interval_name
 from tcore.spec import Experiment
 from ui.graph_words import first_line
 
@@ -49,6 +50,7 @@ def sweep_matrix(experiments: list[Experiment], records: list) -> pd.DataFrame:
         result = rec.result if not isinstance(rec, str) else {}
         rows.append({"row": row, "col": col, "setting": f"{row} · {col}", "status": status,
                      **{c: result.get(c) for c in SWEEP_FIGURES},
+                     "interval_name": interval_name(result) if result.get("speedup_low") is not None else "",
                      "error": first_line(rec.error.get("message")) if status in ("failed", "cancelled") else "",
                      "run_id": "" if isinstance(rec, str) else rec.id})
     frame = pd.DataFrame(rows)
@@ -65,7 +67,8 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     best = done.loc[done.speedup.idxmax()]
     # The paired interval where the runs have one; older matrices and records without it, the rounds' range.
     paired = pd.notna(best.get("speedup_low")) and pd.notna(best.get("speedup_high"))
-    low, high, what = ("speedup_low", "speedup_high", "interval") if paired else ("speedup_min", "speedup_max", "rounds")
+    low, high, what = (("speedup_low", "speedup_high", best.get("interval_name") or f"{LEVEL_PCT}% interval")
+                       if paired else ("speedup_min", "speedup_max", "rounds"))
     ranged = pd.notna(best.get(low)) and pd.notna(best.get(high))
     spread = f" ({what} {best[low]:.2f}–{best[high]:.2f}x)" if ranged else ""
     text = f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of compiling."

@@ -55,9 +55,12 @@ def break_verdict(clean: dict[str, Any], broken: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "setting") -> str | None:
+def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "setting",
+                    same_work: bool = True) -> str | None:
     """The fastest of several runs by paired speedup, those it cannot be told apart from, and a note when compiled
-    throughput orders them otherwise (each speedup divides by its own run's eager, which moved between runs)."""
+    throughput orders them otherwise: each speedup divides by its own run's eager, which moved between runs of the
+    same work (`same_work`: one model, size, batch, task and precision); runs of different work time different
+    steps, so their throughputs were never comparable."""
     done = [(n, r) for n, r in named if r.get("speedup") is not None]
     if len(done) < 2:  # one run is not a ranking; its own page says how sure its figure is
         return None
@@ -69,7 +72,11 @@ def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "set
         text += (f" These runs **cannot tell it apart** from {', '.join(f'**{n}**' for n in rivals)}: their "
                  "speedups' intervals overlap. Time them for longer before picking one.")
     by_rate = [n for n, _ in sorted(done, key=lambda nr: -(nr[1].get("compiled_samples_per_s") or 0))]
-    if len(done) > 1 and by_rate != [n for n, _ in ranked]:
+    if len(done) > 1 and by_rate != [n for n, _ in ranked] and not same_work:
+        text += (f" By compiled samples/s alone the order differs ({' > '.join(by_rate)}): these runs time different "
+                 "work (model, size, batch, task or precision), so their throughputs do not compare; the speedup, "
+                 "each over its own eager, is the figure to compare.")
+    elif len(done) > 1 and by_rate != [n for n, _ in ranked]:
         eager = [r.get("eager_samples_per_s") for _, r in done if r.get("eager_samples_per_s")]
         moved = f" (eager read {min(eager):,.0f}–{max(eager):,.0f} samples/s across them)" if eager else ""
         text += (f" By compiled samples/s alone the order differs ({' > '.join(by_rate)}): each run's throughput "

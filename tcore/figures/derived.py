@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from tcore import paired
 from tcore.figures.fields import SLOW_STEP_FACTOR, VariantFigures
@@ -65,7 +65,7 @@ def peak_shares(v: VariantFigures, peak: Any, precision: str, weight_bytes: int 
     `peak` is the GPU's tcore.peaks.Peak, or None for a CPU or a GPU not in the table.
     """
     if peak is None:
-        why = "no peak figures for this device (tcore.peaks lists the common data-centre GPUs)"
+        why = "no peak figures for this device (the lab knows the common data-centre GPUs' peaks)"
         return {}, {"peak_pct": why, "weights_bw_pct": why}
     shares, missing = {}, {}
     if v.tflops is not None:
@@ -98,6 +98,13 @@ def energy_error_pct(blocks: list[Block], update_s: float) -> float:
 
 def speedup(eager: VariantFigures, compiled: VariantFigures) -> float:
     return compiled.steps_per_s / eager.steps_per_s
+
+
+def change_pct(result: Mapping[str, Any], key: str) -> float | None:
+    """Compiled over eager of one per-variant figure as a percentage change (+88 for 1.88x), from the two stored
+    values a page shows side by side; None when either is missing."""
+    eager, compiled = result.get(f"eager_{key}"), result.get(f"compiled_{key}")
+    return None if not eager or compiled is None else (compiled / eager - 1) * 100
 
 
 def round_speedups(eager: list[Block], compiled: list[Block]) -> list[float]:

@@ -48,7 +48,8 @@ class Figure:
         """The value formatted, with its unit unless `unit` is False; 'n/a' for None."""
         if value is None:
             return "n/a"
-        shown = self.fmt % value
+        # Thousands grouped as the sentences beside a figure group them ("14,660", not "14660").
+        shown = format(value, "," + self.fmt[1:]) if self.fmt[-1] in "df" else self.fmt % value
         return f"{shown} {self.unit}" if unit and self.unit else shown
 
 

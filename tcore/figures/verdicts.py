@@ -11,6 +11,30 @@ from tcore.figures.fields import (BUSY_CORES, DISAGREE_PCT, HOST_BUSY_PCT, HOST_
                                   SLOW_STEP_FACTOR, SLOW_TIME_PCT)
 
 
+LEVEL_PCT = round(100 * paired.CONFIDENCE)  # the one confidence level every page names
+
+
+def interval_name(result: Mapping[str, Any]) -> str:
+    """'95% interval' for a run whose interval reaches the level (its coverage is 95% or more: the order statistics
+    give 96.9% for 6 rounds, 98.8% for 10; one level is named, not each run's); else what it is, a narrower thing."""
+    cover, n = result.get("speedup_confidence_pct"), result.get("paired_rounds")
+    if cover is None or cover >= LEVEL_PCT - 0.05:
+        return f"{LEVEL_PCT}% interval"
+    return f"range of its {n} rounds"
+
+
+def interval_reach(result: Mapping[str, Any]) -> str | None:
+    """How far the interval reaches from the speedup, both sides: '± 4.6%', or '−19% / +74%' for a lopsided one
+    (the stored speedup_pm_pct is the wider side only)."""
+    s, lo, hi = result.get("speedup"), result.get("speedup_low"), result.get("speedup_high")
+    if s is None or lo is None or hi is None:
+        return None
+    down, up = (1 - lo / s) * 100, (hi / s - 1) * 100
+    if abs(up - down) < 1:
+        return f"± {max(up, down):.1f}%"
+    return f"−{down:.0f}% / +{up:.0f}%"
+
+
 def speedup_words(result: Mapping[str, Any]) -> str | None:
     """How the headline speedup was made, in a sentence: 'The median of 12 paired rounds ...'."""
     if result.get("speedup") is None:
@@ -21,12 +45,13 @@ def speedup_words(result: Mapping[str, Any]) -> str | None:
     words = (f"Speedup {result['speedup']:.2f}x: the median of {n} paired round{'s' if n != 1 else ''}' ratios "
              "(each round times eager and compiled back to back, so drift in the machine's speed cancels)")
     if low is not None and result.get("speedup_interval_words"):
-        words += (f"; {result.get('speedup_confidence_pct', 95):.0f}% interval for a rerun {low:.2f}–{high:.2f}x "
-                  f"(± {result['speedup_pm_pct']:.1f}%), from {result['speedup_interval_words']}")
+        words += (f"; {interval_name(result)} for a rerun {low:.2f}–{high:.2f}x ({interval_reach(result)}), "
+                  f"from {result['speedup_interval_words']}")
     elif low is not None:
-        cover = result.get("speedup_confidence_pct")
-        words += (f"; {cover:.0f}% interval {low:.2f}–{high:.2f}x (± {result['speedup_pm_pct']:.1f}%), "
+        words += (f"; {interval_name(result)} {low:.2f}–{high:.2f}x ({interval_reach(result)}), "
                   "from the rounds' order statistics (this older run's interval covers its rounds only, not a rerun)")
+        if not interval_name(result).endswith("% interval"):
+            words += f" ({paired.MIN_ROUNDS} rounds are the fewest for a {LEVEL_PCT}% interval)"
     else:
         words += "; one round gives no interval"
     medians = result.get("speedup_of_medians")
@@ -48,9 +73,9 @@ def noise_reasons(result: Mapping[str, Any]) -> list[str]:
     width = result.get("speedup_pm_pct")
     rounds_width = result.get("speedup_rounds_pm_pct")  # None in older records: their interval was the rounds'
     if width is not None and width > paired.WIDE_PCT:
-        why = (f"the speedup's interval is too wide to trust: {result['speedup_low']:.2f}–"
-               f"{result['speedup_high']:.2f}x (± {width:.0f}%, over ± {paired.WIDE_PCT:g}%) over "
-               f"{result.get('paired_rounds')} paired rounds")
+        why = (f"the speedup's {interval_name(result)} is too wide to trust: {result['speedup_low']:.2f}–"
+               f"{result['speedup_high']:.2f}x ({interval_reach(result)}, beyond the ± {paired.WIDE_PCT:g}% a run "
+               f"aims for) over {result.get('paired_rounds')} paired rounds")
         if rounds_width is not None and rounds_width <= paired.WIDE_PCT:
             why += (f": the rounds agree (± {rounds_width:.1f}%), but this setting's figure moves between fresh "
                     f"processes on this machine (σ {result.get('speedup_between_pct') or 0:.1f}%), so a rerun can "

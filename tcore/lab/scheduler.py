@@ -187,7 +187,8 @@ def wait_words(wait: Wait | None) -> tuple[str, str]:
     """When a queued run starts, as (what a person needs first, the reason): the Run and System pages show the
     first and put the second on hover; the command line prints the first.
 
-    'starts in about 40 s' / 'late: starts within 14 min 22 s at the latest' / 'starts within 3 min 00 s at the
+    'starts in about 40 s' / 'no estimate: a run ahead is overdue' /
+    'starts within 3 min 00 s at the
     latest' (no estimate yet) / 'no estimate yet'; never 'now' behind a long run.
     """
     latest = (f"when every run ahead uses its whole time limit, it starts in {duration_words(wait.at_most_s)}"
@@ -195,8 +196,8 @@ def wait_words(wait: Wait | None) -> tuple[str, str]:
     if wait is None:
         return "no estimate yet", "The queue has not placed this run yet; it does within a second."
     if wait.overdue:
-        head = "late" + (f": starts within {duration_words(wait.at_most_s)} at the latest"
-                         if wait.at_most_s is not None else ", with no estimate")
+        # Said of the run ahead, not this one: "late" read as this run being late, and the limit as its start.
+        head = "no estimate: a run ahead is overdue"  # when at the latest: the reason, on hover
         return head, f"{wait.overdue[0].upper()}{wait.overdue[1:]}, so there is no estimate; {latest}."
     if wait.eta_s is None:
         head = (f"starts within {duration_words(wait.at_most_s)} at the latest" if wait.at_most_s is not None
