@@ -133,6 +133,27 @@ def wait_until(condition, limit_s=60, what="condition"):
         time.sleep(0.05)
 
 
+def heard_from(store: RunStore, pid: int) -> bool:
+    """Whether process `pid` has sent the store a heartbeat: from then on recover() can tell it has gone silent (an
+    owner never heard from is judged by whether it is alive, and a stopped process is)."""
+    with store._connect() as db:
+        return db.execute("SELECT 1 FROM owners WHERE pid=?", (pid,)).fetchone() is not None
+
+
+class StepClock:
+    """A clock for timing logic that moves only when a test's step says how long it took: the same figures on a
+    quiet machine and a loaded one."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def assert_no_overlap(records):
     spans = sorted((r.started_at, r.finished_at, r.device_slot) for r in records)
     for (_, end, slot), (start, _, next_slot) in zip(spans, spans[1:]):
