@@ -133,11 +133,12 @@ def wait_until(condition, limit_s=60, what="condition"):
         time.sleep(0.05)
 
 
-def heard_from(store: RunStore, pid: int) -> bool:
-    """Whether process `pid` has sent the store a heartbeat: from then on recover() can tell it has gone silent (an
-    owner never heard from is judged by whether it is alive, and a stopped process is)."""
+def last_heartbeat(store: RunStore, pid: int) -> float | None:
+    """When process `pid` last told the store it is alive (time.time()), or None if never. Until its first heartbeat
+    recover() judges an owner by whether it is alive, so a test that stops one waits for that first."""
     with store._connect() as db:
-        return db.execute("SELECT 1 FROM owners WHERE pid=?", (pid,)).fetchone() is not None
+        row = db.execute("SELECT max(seen_at) FROM owners WHERE pid=?", (pid,)).fetchone()
+    return row[0] if row else None
 
 
 class StepClock:

@@ -71,6 +71,26 @@ class Watch:
         return out
 
 
+# Where every chart's text sits: plotly draws a chart, then lays it out again (legend, titles, margins) a moment later.
+CHART_LAYOUT = """() => JSON.stringify(Array.from(document.querySelectorAll('.js-plotly-plot')).map(plot =>
+  Array.from(plot.querySelectorAll('.main-svg, .gtitle, .legend, .g-xtitle, .g-ytitle, .annotation, .bartext'))
+    .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height].map(Math.round); })))"""
+
+
+def settle_charts(page, *, still_s: float = 0.5, limit_s: float = 120) -> None:
+    """Wait until the page's charts have stopped moving: their text in the same places over `still_s`. A fixed pause
+    would be too short on a loaded machine; `limit_s` only stops a hang."""
+    deadline = time.monotonic() + limit_s
+    before = page.evaluate(CHART_LAYOUT)
+    while True:
+        time.sleep(still_s)
+        now = page.evaluate(CHART_LAYOUT)
+        if now == before:
+            return
+        assert time.monotonic() < deadline, f"the charts were still moving after {limit_s} s"
+        before = now
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -146,7 +166,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
 
         page.get_by_text("Compiled output matches eager").wait_for(timeout=120_000)
         page.locator(".js-plotly-plot").nth(2).wait_for(timeout=30_000)
-        time.sleep(1.5)  # let plotly finish laying out before the screenshot
+        settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page.png")
 
         # Where the time goes, then the Speed tab: throughput and latency; the other tabs draw when clicked.
@@ -161,7 +181,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
             for title in titles:
                 page.locator(".js-plotly-plot").filter(has_text=title).wait_for(timeout=30_000)
             assert page.locator(".js-plotly-plot").count() == 1 + len(titles), tab
-        time.sleep(1.5)
+        settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page-compile-phases-tab.png")
         assert page.locator('[data-testid="stException"]').count() == 0
         # The live panel, the queue and the runs table never disagree about whether the run is over (item 10).
@@ -195,6 +215,9 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
     """Named in one tab, the same person in a new tab of the same browser opened at the bare address."""
     from playwright.sync_api import sync_playwright
 
+    from tests.helpers import wait_until
+    from ui.people import COOKIE
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -206,7 +229,8 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
         first.get_by_placeholder("e.g. Ada").press("Enter")
         first.wait_for_url(re.compile(r"me=ada~[0-9a-f]{4}"), timeout=30_000)
         me = re.search(r"me=(ada~[0-9a-f]{4})", first.url).group(1)
-        time.sleep(1)  # the cookie is set by the page's script
+        wait_until(lambda: any(c["name"] == COOKIE and c["value"] == me for c in context.cookies()),
+                   what="the cookie the page's script sets")
 
         second = context.new_page()
         watches.append(Watch(second, server))
@@ -304,7 +328,7 @@ def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
         plots.filter(has_text="Every compilation, over the run").first.wait_for(timeout=30_000)
         assert plots.filter(has_text="Recompile limit hit: eager from here").count() >= 1  # the legend
         assert plots.filter(has_text="Step time over the shape schedule").count() >= 1
-        time.sleep(1.5)  # let plotly finish laying out before the screenshot
+        settle_charts(page)
         page.screenshot(path=ARTIFACTS / "diagnose-recompilations-handmade.png")
 
         page.goto(f"{server}/diagnose?run={run_id}")  # as the Compare page links to it
@@ -390,7 +414,7 @@ def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
                     page.get_by_role("tab", name=tab, exact=True).wait_for(timeout=60_000)
                     page.get_by_role("tab", name=tab, exact=True).click()
                 page.locator(".js-plotly-plot").filter(has_text=chart).first.wait_for(timeout=60_000)
-                time.sleep(2)  # plotly lays out after it draws
+                settle_charts(page)
                 page.screenshot(path=ARTIFACTS / f"{name}-{width}.png")
                 assert page.locator('[data-testid="stException"]').count() == 0, name
                 assert page.evaluate(CLIPPED_METRICS) == [], (name, width)

@@ -1,11 +1,11 @@
 """A run taken out of the app, in a real browser (issue 18): its settings as code, its tlparse report opened in a
 new tab from the app's own server, and the Compare page's HTML export opened offline as a file."""
 import re
-import time
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Watch, server  # noqa: F401 (fixture)
+from tests.test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Watch, server,  # noqa: F401 (fixture)
+                                settle_charts)
 
 pytestmark = pytest.mark.browser
 
@@ -61,7 +61,7 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             exported = Watch(offline, "file://")
             offline.goto(saved.as_uri())
             offline.locator(".js-plotly-plot").nth(5).wait_for(timeout=30_000)  # all six charts drawn
-            time.sleep(1)
+            settle_charts(offline)
             offline.screenshot(path=ARTIFACTS / "comparison-export.png", full_page=True)
             assert offline.locator("table").count() == 1
             browser.close()
