@@ -126,7 +126,8 @@ def hold_cpu_slot(store: RunStore, *, worker_started: bool = False) -> str:
     return run_id
 
 
-def wait_until(condition, limit_s=60, what="condition"):
+def wait_until(condition, limit_s=180, what="condition"):
+    """Poll until condition() holds; the limit only stops a hang (a loaded machine is slow, not wrong)."""
     deadline = time.time() + limit_s
     while not condition():
         assert time.time() < deadline, f"no {what} within {limit_s} s"

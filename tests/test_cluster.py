@@ -108,7 +108,7 @@ def test_the_system_page_lists_the_nodes_their_gpus_and_what_each_runs(ray_clust
     monkeypatch.setenv("COMPILE_LAB_DB", str(store.path))
     run = runs.start(LONG, store, owner="erin~3f9a")
     wait_until(lambda: run.status == "running", HANG_S, "the run leaving the queue")
-    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300).run()
     at.switch_page("app_pages/system.py").run()
     assert not at.exception
     assert "Ray cluster" in [h.value for h in at.subheader]
