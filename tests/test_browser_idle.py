@@ -1,5 +1,5 @@
 """The queue in a real browser while someone else's run is timed: the instructor's Cancel shows, and
-another participant's tab stops saying "running for ..." once the run has ended (issue 32.1).
+another participant's tab stops saying "running for ..." once the run has ended.
 
 A command-line run on the app's store plays the other person's run (another process owns it, as in a workshop).
 """
@@ -40,7 +40,7 @@ def lab(tmp_path):
                 os.killpg(cli.pid, signal.SIGKILL)
 
 
-def test_the_instructors_cancel_shows_at_once_and_the_end_reaches_every_tab(lab):
+def test_the_instructors_cancel_shows_and_the_end_reaches_every_tab(lab):
     from playwright.sync_api import expect, sync_playwright
 
     url, cli = lab
