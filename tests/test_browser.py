@@ -27,6 +27,9 @@ ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+# How long any wait in the browser may take before the test calls it a hang. Each ends as soon as what it waits for
+# shows; on a 2-core machine loaded by something else a fresh server's first page can take minutes.
+WAIT_MS = 300_000
 # Tall enough that the whole Run page fits: Streamlit scrolls inside the page, so a full-page
 # screenshot would show only the first screen.
 VIEWPORT = {"width": 1600, "height": 2600}
@@ -34,7 +37,8 @@ VIEWPORT = {"width": 1600, "height": 2600}
 
 class Watch:
     """What one browser page logs as an error or warning, fails to load, gets refused (status >= 400), and
-    every address it asks for: a workshop's network may reach nothing outside the app's own server."""
+    every address it asks for: a workshop's network may reach nothing outside the app's own server. A watched page
+    waits up to WAIT_MS for anything."""
 
     # Opening a page by its address (.../compare), Streamlit's frontend first looks for its server under the
     # page's path, in case the app is served below a prefix: <page>/_stcore/health and <page>/_stcore/host-config
@@ -46,6 +50,8 @@ class Watch:
     NOT_FOUND = "Failed to load resource: the server responded with a status of 404 (Not Found)"
 
     def __init__(self, page, server: str):
+        page.set_default_timeout(WAIT_MS)  # every wait and navigation on a watched page: a bound against hangs only
+        page.set_default_navigation_timeout(WAIT_MS)
         self.server = server
         self.console, self.failed, self.refused, self.asked = [], [], [], []
         page.on("console", lambda m: self.console.append((m.type, m.text, m.location.get("url", "")))
@@ -77,7 +83,7 @@ CHART_LAYOUT = """() => JSON.stringify(Array.from(document.querySelectorAll('.js
     .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height].map(Math.round); })))"""
 
 
-def settle_charts(page, *, still_s: float = 0.5, limit_s: float = 120) -> None:
+def settle_charts(page, *, still_s: float = 0.5, limit_s: float = WAIT_MS / 1000) -> None:
     """Wait until the page's charts have stopped moving: their text in the same places over `still_s`. A fixed pause
     would be too short on a loaded machine; `limit_s` only stops a hang."""
     deadline = time.monotonic() + limit_s
@@ -147,7 +153,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         page = browser.new_page(viewport=VIEWPORT)
         watch = Watch(page, server)
         page.goto(server)
-        page.get_by_text("Run an experiment").wait_for(timeout=60_000)
+        page.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
 
         device = page.locator('[data-testid="stRadio"]').filter(has_text="Device")
         device.get_by_text("cpu", exact=True).click()
@@ -158,14 +164,14 @@ def test_tiny_cpu_run_in_a_real_browser(server):
 
         page.evaluate(RECORD_STATES)
         page.get_by_role("button", name="Run", exact=True).click()
-        page.get_by_text("Running: captioner/tiny").wait_for(timeout=30_000)
+        page.get_by_text("Running: captioner/tiny").wait_for(timeout=WAIT_MS)
         # Screenshot while timing, so the phase steps show progress.
         progress = page.locator('[data-testid="stProgress"]')
-        progress.filter(has_text=re.compile(r"Measuring eager vs compiled.*in this phase")).wait_for(timeout=60_000)
+        progress.filter(has_text=re.compile(r"Measuring eager vs compiled.*in this phase")).wait_for(timeout=WAIT_MS)
         page.screenshot(path=ARTIFACTS / "run-page-running.png")
 
-        page.get_by_text("Compiled output matches eager").wait_for(timeout=120_000)
-        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=30_000)
+        page.get_by_text("Compiled output matches eager").wait_for(timeout=WAIT_MS)
+        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=WAIT_MS)
         settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page.png")
 
@@ -179,7 +185,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
                             ("Compile phases", ("Compile time by phase",))):
             page.get_by_role("tab", name=tab).click()
             for title in titles:
-                page.locator(".js-plotly-plot").filter(has_text=title).wait_for(timeout=30_000)
+                page.locator(".js-plotly-plot").filter(has_text=title).wait_for(timeout=WAIT_MS)
             assert page.locator(".js-plotly-plot").count() == 1 + len(titles), tab
         settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page-compile-phases-tab.png")
@@ -224,10 +230,10 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
         first = context.new_page()
         watches = [Watch(first, server)]
         first.goto(server)
-        first.get_by_text("Run an experiment").wait_for(timeout=60_000)
+        first.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
         first.get_by_placeholder("e.g. Ada").fill("Ada")
         first.get_by_placeholder("e.g. Ada").press("Enter")
-        first.wait_for_url(re.compile(r"me=ada~[0-9a-f]{4}"), timeout=30_000)
+        first.wait_for_url(re.compile(r"me=ada~[0-9a-f]{4}"), timeout=WAIT_MS)
         me = re.search(r"me=(ada~[0-9a-f]{4})", first.url).group(1)
         wait_until(lambda: any(c["name"] == COOKIE and c["value"] == me for c in context.cookies()),
                    what="the cookie the page's script sets")
@@ -235,9 +241,9 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
         second = context.new_page()
         watches.append(Watch(second, server))
         second.goto(server)
-        second.get_by_text("Run an experiment").wait_for(timeout=60_000)
-        second.wait_for_url(re.compile(f"me={me}"), timeout=30_000)
-        second.locator('[data-testid="stSidebar"]').get_by_text("You: ada").wait_for(timeout=10_000)
+        second.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
+        second.wait_for_url(re.compile(f"me={me}"), timeout=WAIT_MS)
+        second.locator('[data-testid="stSidebar"]').get_by_text("You: ada").wait_for(timeout=WAIT_MS)
         assert second.locator('[data-testid="stException"]').count() == 0
         assert [w.problems() for w in watches] == [[], []]
         browser.close()
@@ -252,7 +258,7 @@ def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         watch = Watch(page, server)
         page.goto(f"{server}/system")
-        page.get_by_role("heading", name="System").wait_for(timeout=60_000)
+        page.get_by_role("heading", name="System").wait_for(timeout=WAIT_MS)
         nav = page.locator('[data-testid="stSidebarNav"]')
         names = [t.split()[-1] for t in nav.get_by_role("link").all_inner_texts()]  # "play_arrow\n\nRun": icon, title
         assert names == ["Run", "Diagnose", "Compare", "Sweep", "System"]
@@ -272,9 +278,9 @@ def test_a_page_with_no_chart_loads_the_chart_component_once_idle(server):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         watch = Watch(page, server)
         page.goto(f"{server}/system?me=ada~0001")
-        page.get_by_role("heading", name="System").wait_for(timeout=60_000)
+        page.get_by_role("heading", name="System").wait_for(timeout=WAIT_MS)
         page.wait_for_function("() => performance.getEntriesByType('resource')"
-                               ".some(e => /static\\/js\\/PlotlyChart\\.[^/]+\\.js$/.test(e.name))", timeout=30_000)
+                               ".some(e => /static\\/js\\/PlotlyChart\\.[^/]+\\.js$/.test(e.name))", timeout=WAIT_MS)
         assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # loaded ahead: no chart asked for it
         assert watch.problems() == []
         browser.close()
@@ -322,18 +328,18 @@ def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
         page = browser.new_page(viewport={"width": 1600, "height": 2400})
         watch = Watch(page, server)
         page.goto(f"{server}/diagnose")
-        page.get_by_role("heading", name="Why is it slow?").wait_for(timeout=60_000)
+        page.get_by_role("heading", name="Why is it slow?").wait_for(timeout=WAIT_MS)
         page.get_by_role("tab", name="Recompilations").click()
         plots = page.locator(".js-plotly-plot")
-        plots.filter(has_text="Every compilation, over the run").first.wait_for(timeout=30_000)
+        plots.filter(has_text="Every compilation, over the run").first.wait_for(timeout=WAIT_MS)
         assert plots.filter(has_text="Recompile limit hit: eager from here").count() >= 1  # the legend
         assert plots.filter(has_text="Step time over the shape schedule").count() >= 1
         settle_charts(page)
         page.screenshot(path=ARTIFACTS / "diagnose-recompilations-handmade.png")
 
         page.goto(f"{server}/diagnose?run={run_id}")  # as the Compare page links to it
-        page.get_by_role("tab", name="One run: graphs and generated code", selected=True).wait_for(timeout=60_000)
-        plots.filter(has_text="Operations per compilation").first.wait_for(timeout=30_000)
+        page.get_by_role("tab", name="One run: graphs and generated code", selected=True).wait_for(timeout=WAIT_MS)
+        plots.filter(has_text="Operations per compilation").first.wait_for(timeout=WAIT_MS)
         page.get_by_text("None stored: only Inductor generates code").wait_for()
         assert page.locator('[data-testid="stException"]').count() == 0
         assert watch.problems() == []
@@ -415,14 +421,15 @@ def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
                 page.goto(server + address)
                 opened = address
             if tab:
-                page.get_by_role("tab", name=tab, exact=True).wait_for(timeout=60_000)
+                page.get_by_role("tab", name=tab, exact=True).wait_for(timeout=WAIT_MS)
                 page.get_by_role("tab", name=tab, exact=True).click()
-            page.locator(".js-plotly-plot").filter(has_text=chart).first.wait_for(timeout=60_000)
+            page.locator(".js-plotly-plot").filter(has_text=chart).first.wait_for(timeout=WAIT_MS)
             for width in (1280, 1440):
                 if page.viewport_size["width"] != width:  # the wide layout's charts follow the window's width
                     before = page.evaluate(CHART_LAYOUT)
                     page.set_viewport_size({"width": width, "height": 4200})
-                    wait_until(lambda: page.evaluate(CHART_LAYOUT) != before, what=f"the charts redrawn {width} px wide")
+                    wait_until(lambda: page.evaluate(CHART_LAYOUT) != before, WAIT_MS / 1000,
+                               what=f"the charts redrawn {width} px wide")
                 settle_charts(page)
                 page.screenshot(path=ARTIFACTS / f"{name}-{width}.png")
                 assert page.locator('[data-testid="stException"]').count() == 0, name

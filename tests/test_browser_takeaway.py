@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from tests.test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Watch, server,  # noqa: F401 (fixture)
-                                settle_charts)
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, WAIT_MS, Watch, settle_charts
+from tests.test_browser import server  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -30,11 +30,11 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             page = context.new_page()
             app_page = Watch(page, server)
             page.goto(f"{server}/compare")
-            page.get_by_text("One run in detail").wait_for(timeout=60_000)
+            page.get_by_text("One run in detail").wait_for(timeout=WAIT_MS)
 
             page.get_by_text("Copy as code: this run's settings in your program").click()
             code = page.locator('[data-testid="stCode"]').filter(has_text="# Compile Lab run")
-            code.wait_for(timeout=30_000)
+            code.wait_for(timeout=WAIT_MS)
             assert "graph_break=True" in code.inner_text()
             assert "torch.compile(model, backend='aot_eager')" in code.inner_text()
             page.screenshot(path=ARTIFACTS / "take-away.png")
@@ -46,7 +46,7 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             report.wait_for_load_state()
             # on the store's own shelf (issue 30), with a query so tlparse's script logs no ReferenceError (issue 32)
             assert re.search(rf"/app/static/tlparse/\w+/{record.id}/index\.html\?run={record.id}$", report.url), report.url
-            report.get_by_text("Stack trie").first.wait_for(timeout=30_000)  # tlparse's index: the compile stack
+            report.get_by_text("Stack trie").first.wait_for(timeout=WAIT_MS)  # tlparse's index: the compile stack
             assert report.locator("a", has_text="dynamo_output_graph").count() >= 1
             report.locator("a", has_text="dynamo_output_graph").first.click()  # a page inside the report, served too
             report.wait_for_load_state()
@@ -60,7 +60,7 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             offline = context.new_page()
             exported = Watch(offline, "file://")
             offline.goto(saved.as_uri())
-            offline.locator(".js-plotly-plot").nth(5).wait_for(timeout=30_000)  # all six charts drawn
+            offline.locator(".js-plotly-plot").nth(5).wait_for(timeout=WAIT_MS)  # all six charts drawn
             settle_charts(offline)
             offline.screenshot(path=ARTIFACTS / "comparison-export.png", full_page=True)
             assert offline.locator("table").count() == 1
