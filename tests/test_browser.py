@@ -116,7 +116,7 @@ def serve(folder: Path, **env: str) -> Iterator[str]:
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
+    deadline = time.time() + WAIT_MS / 1000
     while True:
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
@@ -124,7 +124,7 @@ def serve(folder: Path, **env: str) -> Iterator[str]:
         except OSError:
             pass  # not listening yet
         assert proc.poll() is None, (folder / "streamlit.log").read_text()
-        assert time.time() < deadline, "streamlit did not answer /_stcore/health within 60 s"
+        assert time.time() < deadline, f"streamlit did not answer /_stcore/health within {WAIT_MS / 1000:g} s"
         time.sleep(0.5)
     try:
         yield url

@@ -136,7 +136,7 @@ def test_a_stopped_command_line_whose_run_was_taken_over_reports_how_it_really_e
         wait_until(beat_twice, what="two heartbeats after fg")
         store.finish(holder, error={"type": "error", "kind": "cancelled", "message": "held by the test"})
         assert adopted[0].wait(180).status == "finished"
-        out, err = command_line.communicate(timeout=60)
+        out, err = command_line.communicate(timeout=180)
     finally:
         command_line.kill()
     assert "None: None" not in err

@@ -62,7 +62,7 @@ def test_a_restarted_server_recovers_its_queue_before_any_page_is_opened(store, 
         assert crashed.status == "failed" and crashed.error_kind == "crashed"
         assert store.get(queued).owner == "ada~1234"
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/app/static/tlparse/{report.name}", timeout=10) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/app/static/tlparse/{report.name}", timeout=60) as r:
             assert r.status == 200 and r.read() == b"<p>a report</p>"
             assert r.headers.get("Access-Control-Allow-Origin") is None, dict(r.headers)
     finally:

@@ -43,7 +43,7 @@ def _group_alive(pgid: int) -> bool:
 
 def test_worker_refuses_an_invalid_spec_with_an_error_event():
     proc = subprocess.run([sys.executable, "-m", "tcore.worker"], input=json.dumps({"model": "gpt9"}),
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 1
     (event,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert event["type"] == "error" and event["kind"] == "invalid_spec"
@@ -122,11 +122,11 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "Throughput (steps/s)" in run.stdout and "Speedup" in run.stdout
     listed = subprocess.run([sys.executable, "-m", "tcore", "list", "--db", str(db), "--json"],
-                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     (record,) = json.loads(listed.stdout)
     assert record["status"] == "finished" and record["spec"]["preset"] == "tiny"  # the CPU default preset
     refused = subprocess.run([sys.executable, "-m", "tcore", "run", "--db", str(db), "--batch-size", "0"],
-                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert refused.returncode == 2 and "batch_size must be a whole number" in refused.stderr
 
 
@@ -161,5 +161,5 @@ def test_a_spare_started_under_other_torch_settings_is_not_used(monkeypatch):
 
 def test_a_worker_given_nothing_exits_quietly():
     proc = subprocess.run([sys.executable, "-m", "tcore.worker"], input="", capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=120)
+                          cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0 and proc.stdout == ""
