@@ -45,7 +45,7 @@ def test_workers_come_from_one_server_each_in_its_own_group_with_the_imports_alr
     finally:
         first.dismiss()
         second.dismiss()
-    assert first.proc.wait(30) == 0 and second.proc.wait(30) == 0  # an unused one exits quietly, and we learn it
+    assert first.proc.wait(120) == 0 and second.proc.wait(120) == 0  # an unused one exits quietly, and we learn it
 
 
 ENV_PROBE = """
@@ -91,8 +91,8 @@ def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_e
     finally:
         worker.dismiss()
         fresh.dismiss()
-    assert worker.proc.wait(30) == 0
-    assert old.proc.wait(30) == 0  # its last worker ended: it went too
+    assert worker.proc.wait(120) == 0
+    assert old.proc.wait(120) == 0  # its last worker ended: it went too
 
 
 def test_with_the_switch_off_each_worker_is_its_own_process(monkeypatch):
