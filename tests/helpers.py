@@ -126,11 +126,34 @@ def hold_cpu_slot(store: RunStore, *, worker_started: bool = False) -> str:
     return run_id
 
 
-def wait_until(condition, limit_s=60, what="condition"):
+def wait_until(condition, limit_s=180, what="condition"):
+    """Poll until condition() holds; the limit only stops a hang (a loaded machine is slow, not wrong)."""
     deadline = time.time() + limit_s
     while not condition():
         assert time.time() < deadline, f"no {what} within {limit_s} s"
         time.sleep(0.05)
+
+
+def last_heartbeat(store: RunStore, pid: int) -> float | None:
+    """When process `pid` last told the store it is alive (time.time()), or None if never. Until its first heartbeat
+    recover() judges an owner by whether it is alive, so a test that stops one waits for that first."""
+    with store._connect() as db:
+        row = db.execute("SELECT max(seen_at) FROM owners WHERE pid=?", (pid,)).fetchone()
+    return row[0] if row else None
+
+
+class StepClock:
+    """A clock for timing logic that moves only when a test's step says how long it took: the same figures on a
+    quiet machine and a loaded one."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def assert_no_overlap(records):

@@ -49,7 +49,7 @@ def test_tiny_cpu_run_from_the_run_page(db):
     # A refreshed tab keeps its address, so its owner: the run is still "yours" and can be cancelled there.
     me = at.session_state["owner"]
     assert me.startswith("guest-") and at.query_params["me"] == me
-    refreshed = AppTest.from_file("../app.py", default_timeout=60)
+    refreshed = AppTest.from_file("../app.py", default_timeout=300)
     refreshed.query_params["me"] = me
     refreshed.run()
     assert "captioner/tiny bs2 fp32 inference, whole aot_eager · :gray[yours]" in texts(refreshed.markdown)
@@ -87,7 +87,7 @@ def test_cancel_from_the_run_page_shows_why_the_run_ended(db):
     at.button(key="run_start").click().run()
     (run,) = runs.active()
     at.button(key=f"run_cancel_{run.run_id}").click().run()
-    wait_for(at, lambda at: "**Cancelled**" in texts(at.error), limit_s=60)
+    wait_for(at, lambda at: "**Cancelled**" in texts(at.error))
     assert not at.exception
     assert db.get(run.run_id).error_kind == "cancelled"
     assert not at.button(key="run_start").disabled  # free to run again
@@ -116,9 +116,9 @@ def test_runs_queue_behind_each_other_from_the_run_page_and_a_queued_one_cancels
     assert not at.exception
     assert db.get(third.run_id).error_kind == "cancelled" and third.done
 
-    deadline = time.time() + 120
+    deadline = time.time() + 300  # only against a hang
     while not (first.done and second.done):
-        assert time.time() < deadline, "the two queued runs did not finish within 120 s"
+        assert time.time() < deadline, "the two queued runs did not finish within 300 s"
         time.sleep(0.5)
     a, b = db.get(first.run_id), db.get(second.run_id)
     assert a.status == b.status == "finished"

@@ -24,10 +24,10 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
     at = app().switch_page("app_pages/sweep.py").run()  # a fresh session finds the running sweep
     assert not at.exception
     assert any(s.value.startswith("Sweep running") for s in at.subheader)
-    deadline = time.time() + 120
+    deadline = time.time() + 300  # only against a hang
     while not sweeps.get(sweep_id, db).done:
         assert len([r for r in runs.active() if r.status == "running"]) <= 1  # never two runs at once
-        assert time.time() < deadline, "the sweep did not finish within 120 s"
+        assert time.time() < deadline, "the sweep did not finish within 300 s"
         time.sleep(0.5)
     sweep = sweeps.get(sweep_id, db)
     assert [r.status for r in sweep.runs] == ["finished", "finished"] and sweep.finished_count == 2
@@ -48,9 +48,9 @@ def test_cancelled_sweep_starts_no_further_runs(db):
     while sweeps.get(sweep_id, db).runs[0].status == "queued":
         time.sleep(0.05)
     sweeps.cancel(sweep_id, db)
-    deadline = time.time() + 60
+    deadline = time.time() + 300
     while not sweeps.get(sweep_id, db).done:
-        assert time.time() < deadline, "the cancelled sweep did not stop within 60 s"
+        assert time.time() < deadline, "the cancelled sweep did not stop within 300 s"
         time.sleep(0.2)
     sweep = sweeps.get(sweep_id, db)
     assert sweep.cancelled and [r.error_kind for r in sweep.runs] == ["cancelled", "cancelled"]

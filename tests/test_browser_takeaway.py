@@ -1,11 +1,11 @@
 """A run taken out of the app, in a real browser: its settings as code, its tlparse report opened in a
 new tab from the app's own server, and the Compare page's HTML export opened offline as a file."""
 import re
-import time
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Watch, server  # noqa: F401 (fixture)
+from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, WAIT_MS, Watch, settle_charts
+from tests.test_browser import server  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -30,11 +30,11 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             page = context.new_page()
             app_page = Watch(page, server)
             page.goto(f"{server}/compare")
-            page.get_by_text("One run in detail").wait_for(timeout=60_000)
+            page.get_by_text("One run in detail").wait_for(timeout=WAIT_MS)
 
             page.get_by_text("Copy as code: this run's settings in your program").click()
             code = page.locator('[data-testid="stCode"]').filter(has_text="# Compile Lab run")
-            code.wait_for(timeout=30_000)
+            code.wait_for(timeout=WAIT_MS)
             assert "graph_break=True" in code.inner_text()
             assert "torch.compile(model, backend='aot_eager')" in code.inner_text()
             page.screenshot(path=ARTIFACTS / "take-away.png")
@@ -47,7 +47,7 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             # on the store's own shelf (reports live beside the store, not in the app's folder),
             # with a query so tlparse's script logs no ReferenceError
             assert re.search(rf"/app/static/tlparse/\w+/{record.id}/index\.html\?run={record.id}$", report.url), report.url
-            report.get_by_text("Stack trie").first.wait_for(timeout=30_000)  # tlparse's index: the compile stack
+            report.get_by_text("Stack trie").first.wait_for(timeout=WAIT_MS)  # tlparse's index: the compile stack
             assert report.locator("a", has_text="dynamo_output_graph").count() >= 1
             report.locator("a", has_text="dynamo_output_graph").first.click()  # a page inside the report, served too
             report.wait_for_load_state()
@@ -61,8 +61,8 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             offline = context.new_page()
             exported = Watch(offline, "file://")
             offline.goto(saved.as_uri())
-            offline.locator(".js-plotly-plot").nth(5).wait_for(timeout=30_000)  # all six charts drawn
-            time.sleep(1)
+            offline.locator(".js-plotly-plot").nth(5).wait_for(timeout=WAIT_MS)  # all six charts drawn
+            settle_charts(offline)
             offline.screenshot(path=ARTIFACTS / "comparison-export.png", full_page=True)
             assert offline.locator("table").count() == 1
             browser.close()

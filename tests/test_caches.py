@@ -1,4 +1,7 @@
-"""Warm starts: portable compile artifacts halve a cold compile, and mismatched ones fall back to cold."""
+"""Warm starts: portable compile artifacts spare a cold compile, and mismatched ones fall back to cold.
+
+How much time they save is measured, not tested (BENCHMARKS.md: cold against warm); here, that the warm run built
+no Inductor graph of its own."""
 import json
 import os
 import sqlite3
@@ -20,7 +23,7 @@ def test_compile_key_ignores_timing_but_not_compile_settings():
 
 
 @pytest.mark.compile
-def test_artifacts_from_a_cold_run_make_the_next_start_fast(store, tmp_path, monkeypatch):
+def test_artifacts_from_a_cold_run_spare_the_next_start_its_compile(store, tmp_path, monkeypatch):
     exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1,
                      timed_steps=2, rounds=1, cache="cold")
     cold = runs.execute(exp, store, timeout_s=300)
@@ -30,7 +33,8 @@ def test_artifacts_from_a_cold_run_make_the_next_start_fast(store, tmp_path, mon
     warm = runs.execute(exp.replace(cache="artifacts"), store, timeout_s=300)
     assert warm.status == "finished", warm.error
     assert warm.result["cache_artifacts"] == "loaded"
-    assert warm.result["compile_s"] <= 0.5 * cold.result["compile_s"]
+    assert cold.result["fx_graph_cache_misses"] > 0  # the cold run built its graphs ...
+    assert warm.result["fx_graph_cache_misses"] == 0  # ... the warm one built none: every graph came from the artifacts
     assert warm.result["fx_graph_cache_hits"] + warm.result["aot_autograd_cache_hits"] > 0
     assert any(f"saved by run {cold.id}" in n for n in warm.result["notes"])
 

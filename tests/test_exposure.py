@@ -23,7 +23,7 @@ def test_markdown_in_a_name_is_shown_as_typed():
 
 def test_the_toast_after_naming_yourself_renders_no_markdown(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
-    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
     at.text_input(key="people_name").set_value("![x](http://h/a.png)").run()  # a name has at most 24 characters
     assert not at.exception
     [toast] = [t.value for t in at.toast]

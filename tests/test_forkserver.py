@@ -1,8 +1,7 @@
 """The fork server (tcore.lab.forkserver): on a machine without a GPU, workers are forked from one process that has
 done the imports, and each is still what `python -m tcore.worker` would be: its own process group, its own
-environment, its own TORCH_TRACE, its exit status known (a worker killed mid-run: tests/test_worker.py, which runs
-forked here too)."""
-import gzip
+environment, its own TORCH_TRACE, its exit status known (its trace on and off: tests/test_ecosystem.py; a worker killed
+mid-run: tests/test_worker.py; both run forked here too)."""
 import json
 import os
 import time
@@ -22,7 +21,7 @@ def _stat(pid: int) -> tuple[int, int]:
     return int(fields[1]), int(fields[2])
 
 
-def _wait_for(predicate, timeout_s=60.0):
+def _wait_for(predicate, timeout_s=180.0):  # only against a hang
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if predicate():
@@ -46,7 +45,7 @@ def test_workers_come_from_one_server_each_in_its_own_group_with_the_imports_alr
     finally:
         first.dismiss()
         second.dismiss()
-    assert first.proc.wait(30) == 0 and second.proc.wait(30) == 0  # an unused one exits quietly, and we learn it
+    assert first.proc.wait(120) == 0 and second.proc.wait(120) == 0  # an unused one exits quietly, and we learn it
 
 
 ENV_PROBE = """
@@ -64,7 +63,7 @@ def make_batch(preset, batch_size, device, generator):
 """
 
 
-def test_a_forked_worker_runs_with_its_own_environment_and_keeps_its_own_torch_trace(store, monkeypatch, tmp_path):
+def test_a_forked_worker_runs_with_its_own_environment_and_fresh_compile_caches(store, monkeypatch, tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(ENV_PROBE)
     launcher.Worker({}).dismiss()  # the server is up before the next variable is set
@@ -79,13 +78,6 @@ def test_a_forked_worker_runs_with_its_own_environment_and_keeps_its_own_torch_t
     assert Path(seen["TORCHINDUCTOR_CACHE_DIR"]).parent == Path(seen["TCORE_WORKER_DIR"])
     assert Path(seen["TCORE_WORKER_DIR"]).name.startswith("tcore-run-")
 
-    traced = runs.execute(QUICK.replace(graph_break=True), store, timeout_s=180)
-    untraced = runs.execute(QUICK.replace(torch_trace=False), store, timeout_s=180)
-    assert traced.status == untraced.status == "finished", (traced.error, untraced.error)
-    log = gzip.decompress(store.torch_trace(traced.id)).decode()
-    assert '"dynamo_start"' in log and "graph_break" in log  # torch, imported in the server, wrote it for this run
-    assert store.torch_trace(untraced.id) is None
-
 
 def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_ends(monkeypatch):
     worker = launcher.Worker({})
@@ -99,8 +91,8 @@ def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_e
     finally:
         worker.dismiss()
         fresh.dismiss()
-    assert worker.proc.wait(30) == 0
-    assert old.proc.wait(30) == 0  # its last worker ended: it went too
+    assert worker.proc.wait(120) == 0
+    assert old.proc.wait(120) == 0  # its last worker ended: it went too
 
 
 def test_with_the_switch_off_each_worker_is_its_own_process(monkeypatch):

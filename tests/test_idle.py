@@ -81,7 +81,7 @@ def queued_by_someone_else(store: RunStore, owner: str, *, running: bool = False
 
 
 def run_page(me: str) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=60)
+    at = AppTest.from_file("../app.py", default_timeout=300)
     at.query_params["me"] = me
     return at.run()
 

@@ -14,7 +14,7 @@ def test_a_paused_queue_says_since_when_by_the_clock_not_how_long_ago(tmp_path, 
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
     monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
     store = RunStore()
-    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
     at.switch_page("app_pages/system.py").run()
     at.text_input(key="instructor_attempt").set_value("sesame")
     next(b for b in at.button if b.label == "Unlock").click().run()

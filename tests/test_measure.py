@@ -12,6 +12,7 @@ from tcore.worker.diagnostics import phase_split_s
 from tcore.power import PowerMeter, PowerSampler, RaplMeter, open_meter
 from tcore.spec import Experiment
 from tcore.worker.timing import PeakMemory, time_block
+from tests.helpers import StepClock
 
 
 class FakeMeter(PowerMeter):
@@ -74,10 +75,16 @@ def test_rapl_sums_domains_and_survives_counter_wrap(tmp_path):
 
 
 def test_power_sampler_tags_samples_with_the_phase():
-    batches = []
-    sampler = PowerSampler(FakeMeter(), batches.append, hz=100, flush_every_s=0.02).start()
+    batches, five = [], threading.Event()
+
+    def emit(batch):
+        batches.append(batch)
+        if sum(map(len, batches)) >= 5:
+            five.set()
+
+    sampler = PowerSampler(FakeMeter(), emit, hz=100, flush_every_s=0.02).start()
     sampler.phase = "measuring"
-    threading.Event().wait(0.2)
+    assert five.wait(60), "the sampler handed over fewer than 5 samples in 60 s"  # 0.05 s at 100 Hz when unhurried
     sampler.stop()
     samples = [s for b in batches for s in b]
     assert len(samples) >= 5
@@ -129,55 +136,51 @@ def test_report_shows_units_and_reasons():
     assert "Throughput (steps/s)" in table and "n/a: no RAPL" in table
 
 
-@pytest.mark.alone
 def test_blocks_are_sized_from_the_steady_state_not_from_a_slow_warm_up():
-    import time as clock
-
     from tcore.spec import Experiment
     from tcore.worker.run import steps_per_block
     from tcore.worker.timing import calibrate
 
-    calls = []
+    clock, calls = StepClock(), []
 
     def step():  # the first three steps are twenty times slower than the steady state
         calls.append(1)
-        clock.sleep(0.1 if len(calls) <= 3 else 0.005)
+        clock.advance(0.1 if len(calls) <= 3 else 0.005)
 
-    step_s = calibrate(step, "cpu", at_least_s=0.15, budget_s=1.0)
-    assert 0.004 < step_s < 0.009
+    step_s = calibrate(step, "cpu", at_least_s=0.15, budget_s=1.0, clock=clock)
+    assert step_s == pytest.approx(0.005)
     exp = Experiment(model="captioner", device="cpu", timed_s=0.6, rounds=3)  # blocks of 0.2 s asked
-    block = time_block(step, steps_per_block(exp, step_s), "cpu", PowerMeter("none"))
-    # within 25% of what was asked, but for sleep overshooting on a loaded machine
-    assert 0.15 < block.wall_s < 0.3, block.wall_s
+    block = time_block(step, steps_per_block(exp, step_s), "cpu", PowerMeter("none"), clock=clock)
+    assert block.steps == 40 and block.wall_s == pytest.approx(0.2)
+    assert block.step_s == pytest.approx([0.005] * 40)
     sized_from_warm_up = steps_per_block(exp, 0.1)  # what sizing from the slow warm-up steps gives
     assert sized_from_warm_up * 0.005 < 0.05
 
 
-@pytest.mark.alone
-def test_cpu_load_sees_another_process_keeping_a_core_busy():
-    import subprocess
-    import sys
-    import time as clock
+def test_cpu_load_counts_the_busy_time_of_other_processes_not_its_own():
+    from tcore.worker.timing import CpuLoad, CpuTimes
 
-    from tcore.worker.timing import CpuLoad
+    def load(*readings):
+        readings = iter(readings)
+        return CpuLoad(lambda: next(readings)).other_cores()
 
-    # Start from a quiet machine: a process that an earlier test left exiting (the Ray cluster's, on a 2-core machine)
-    # can hold a core for seconds, and then a second spinning core has no room to show.
-    deadline = clock.time() + 30
-    while True:
-        quiet = CpuLoad()
-        clock.sleep(0.5)
-        idle = quiet.other_cores()
-        if idle < 0.5 or clock.time() > deadline:
-            break
-    busy = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"])
-    try:
-        clock.sleep(0.5)
-        load = CpuLoad()
-        clock.sleep(1.0)
-        assert load.other_cores() > idle + 0.6  # the spinning child is about one core
-    finally:
-        busy.kill()
+    # Over 2 s the machine was busy 3.5 CPU-s, this process 1.0 of them: others kept 1.25 cores busy.
+    assert load(CpuTimes(100.0, 50.0, 3.0), CpuTimes(102.0, 53.5, 4.0)) == pytest.approx(1.25)
+    # Alone on the machine: its own time is all the busy time (clock ticks can make it read a little more).
+    assert load(CpuTimes(100.0, 50.0, 3.0), CpuTimes(101.0, 50.98, 4.0)) == 0.0
+    assert load(None, CpuTimes(101.0, 51.0, 4.0)) is None  # /proc/stat unreadable: no figure, not a guess
+    assert load(CpuTimes(100.0, 50.0, 3.0), CpuTimes(100.0, 50.0, 3.0)) is None  # no time passed
+
+
+def test_cpu_load_reads_busy_time_from_proc_stat():
+    from tcore.worker.timing import busy_s_of, read_cpu_times
+
+    # user nice system idle iowait irq softirq steal guest guest_nice, in ticks: busy is all but idle and iowait,
+    # and guest time is inside user already
+    assert busy_s_of("cpu  1000 20 500 8000 100 10 20 30 400 0", 100) == pytest.approx(15.8)
+    assert busy_s_of("cpu  1000 20 500 8000", 100) == pytest.approx(15.2)  # an older kernel's four fields
+    now = read_cpu_times()  # this machine (Linux): a reading, whatever its load
+    assert now is not None and now.machine_busy_s >= now.own_s > 0
 
 
 def test_cast_weights_cast_the_model_and_float_inputs_but_not_token_ids():

@@ -9,7 +9,7 @@ def app(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
     monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "compile-lab.toml"))
     (tmp_path / "compile-lab.toml").write_text("")
-    return AppTest.from_file("../app.py", default_timeout=120).run()
+    return AppTest.from_file("../app.py", default_timeout=300).run()
 
 
 def widget(elements, label):

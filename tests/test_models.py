@@ -1,6 +1,4 @@
 """Tests for the sample model registry: shapes, training, parameter counts, FLOPs, graph breaks."""
-import time
-
 import pytest
 import torch
 
@@ -64,15 +62,13 @@ def test_training_loss_falls(name):
     assert losses[-1] < 0.8 * losses[0], losses
 
 
-@pytest.mark.alone
 @pytest.mark.parametrize("name", NAMES)
-def test_tiny_forward_is_fast(name):
-    _, model, batch = tiny_model_and_batch(name)
-    with torch.no_grad():
-        model(*batch.inputs)  # warm-up
-        start = time.perf_counter()
-        model(*batch.inputs)
-    assert time.perf_counter() - start < 1.0
+def test_the_tiny_preset_stays_small_enough_for_the_test_suite(name):
+    """The suite runs every model's tiny preset many times on a 2-core CPU. Counted, not timed: its CPU batch is
+    37-79 MFLOP a forward today (tens of ms); past 500 MFLOP or 2 M parameters the suite's times would grow."""
+    m = sample_models.get(name)
+    assert m.flops_per_sample("tiny") * m.default_batch["cpu"] < 500e6
+    assert m.param_count("tiny") < 2_000_000
 
 
 def test_resnet50_full_matches_torchvision_param_count():

@@ -13,7 +13,7 @@ from tcore import cli
 from tcore.lab import runs, scheduler
 from tcore.lab.launcher import REPO_ROOT
 from tcore.store import queue as store_queue
-from tests.helpers import QUICK, hold_cpu_slot, killed_after_it_reports, wait_until
+from tests.helpers import QUICK, hold_cpu_slot, killed_after_it_reports, last_heartbeat, wait_until
 
 CLI_QUICK = ["--model", "captioner", "--preset", "tiny", "--batch-size", "2", "--device", "cpu", "--warmup-steps",
              "1", "--timed-steps", "2", "--rounds", "1", "--backend", "eager", "--cache", "warm", "--quiet"]
@@ -117,16 +117,27 @@ def test_a_stopped_command_line_whose_run_was_taken_over_reports_how_it_really_e
     try:
         wait_until(lambda: len(queued_ids(store)) == 1, what="the command line's run queued")
         (run_id,) = queued_ids(store)
-        time.sleep(2.5)  # it has said it is alive at least once
+        # it has said it is alive at least once (an owner never heard from is judged by being alive, and it is)
+        wait_until(lambda: last_heartbeat(store, command_line.pid), what="the command line's first heartbeat")
         os.kill(command_line.pid, signal.SIGSTOP)
         adopted = []
-        wait_until(lambda: adopted.extend(runs.recover(store)) or adopted, limit_s=30, what="the take-over")
+        wait_until(lambda: adopted.extend(runs.recover(store)) or adopted, what="the take-over")
         assert [r.run_id for r in adopted] == [run_id]
+        woke = time.time()
         os.kill(command_line.pid, signal.SIGCONT)  # fg, while its run is still queued here
-        time.sleep(3)
+        # Two heartbeats after it woke: its queue's tick between them, on the same thread, saw its run taken over.
+        beats = set()
+
+        def beat_twice():
+            seen = last_heartbeat(store, command_line.pid) or 0.0
+            if seen > woke:
+                beats.add(seen)
+            return len(beats) >= 2
+
+        wait_until(beat_twice, what="two heartbeats after fg")
         store.finish(holder, error={"type": "error", "kind": "cancelled", "message": "held by the test"})
         assert adopted[0].wait(180).status == "finished"
-        out, err = command_line.communicate(timeout=60)
+        out, err = command_line.communicate(timeout=180)
     finally:
         command_line.kill()
     assert "None: None" not in err

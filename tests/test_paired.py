@@ -169,20 +169,19 @@ def test_two_runs_are_told_apart_only_when_their_intervals_do_not_overlap():
     assert figures.told_apart(a, {"speedup": 1.5}) is None
 
 
-@pytest.mark.alone
 def test_a_block_on_a_machine_that_slows_mid_block_stops_at_its_deadline():
-    import time as clock
-
     from tcore.power import PowerMeter
     from tcore.worker.timing import time_block
+    from tests.helpers import StepClock
 
-    calls = []
+    clock, calls = StepClock(), []
 
     def step():  # sized for 5 ms steps; from the third on the machine runs twenty times slower
         calls.append(1)
-        clock.sleep(0.005 if len(calls) <= 2 else 0.1)
+        clock.advance(0.005 if len(calls) <= 2 else 0.1)
 
-    block = time_block(step, 40, "cpu", PowerMeter("none"), deadline_s=0.3)
-    assert block.steps == len(block.step_s) == len(calls) < 10  # not 40 steps of 0.1 s
-    assert block.wall_s < 0.6 and abs(sum(block.step_s) - block.wall_s) < 1e-6
-    assert time_block(step, 3, "cpu", PowerMeter("none")).steps == 3  # no deadline: every step asked
+    block = time_block(step, 40, "cpu", PowerMeter("none"), deadline_s=0.3, clock=clock)
+    # steps end at 0.005, 0.01, 0.11, 0.21: still within 0.3 s, so a fifth starts; it ends at 0.31, past it
+    assert block.steps == len(block.step_s) == len(calls) == 5  # not 40 steps of 0.1 s
+    assert block.wall_s == pytest.approx(0.31) and sum(block.step_s) == pytest.approx(block.wall_s)
+    assert time_block(step, 3, "cpu", PowerMeter("none"), clock=clock).steps == 3  # no deadline: every step asked

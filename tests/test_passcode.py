@@ -73,7 +73,7 @@ def test_the_system_page_slows_a_guessing_tab_down(tmp_path, monkeypatch, caplog
     monkeypatch.setattr(limits, "PASSCODE_GUARD", limits.PasscodeGuard())  # this test's guesses stay its own
     caplog.set_level(logging.WARNING, logger="compile_lab")
     RunStore()
-    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
     at.switch_page("app_pages/system.py").run()
     said = []
     for guess in ("a", "b", "c", "sesame"):

@@ -132,7 +132,7 @@ def test_the_catalog_lists_and_filters_each_source():
     assert {"hf:llama", "hf:bert", "hf:gpt2"} <= set(sample_models.catalog("hf"))
     assert sample_models.catalog("builtin") == ["captioner", "resnet50", "flux"]
     done = subprocess.run([sys.executable, "-m", "tcore", "models", "hf", "gpt2"], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=300)
     assert done.returncode == 0 and "hf:gpt2" in done.stdout.split(), done.stderr
 
 

@@ -10,11 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tcore import protocol
-from tests.helpers import QUICK
+from tests.helpers import QUICK, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = QUICK.replace(timed_steps=100_000, cache="cold")  # still measuring when the task is killed
@@ -66,13 +65,6 @@ def guards_of(workdir: str) -> list[int]:
     return found
 
 
-def wait_until(condition, limit_s: float, what: str) -> None:
-    deadline = time.time() + limit_s
-    while not condition():
-        assert time.time() < deadline, f"no {what} within {limit_s} s"
-        time.sleep(0.05)
-
-
 def test_a_task_killed_outright_still_has_its_folder_removed_and_its_worker_ended():
     task, started = start_task("run")
     workdir, pid = Path(started["workdir"]), started["pid"]
@@ -80,9 +72,9 @@ def test_a_task_killed_outright_still_has_its_folder_removed_and_its_worker_ende
     task.stdout.readline()
     task.send_signal(signal.SIGKILL)  # what ray.cancel(force=True) does: no finally, no clean-up of its own
     task.wait()
-    wait_until(lambda: gone(pid), 10, "worker gone")
-    wait_until(lambda: not workdir.exists(), 10, "folder removed after the task was killed")
-    wait_until(lambda: not guards_of(str(workdir)), 10, "guard gone")
+    wait_until(lambda: gone(pid), what="worker gone")
+    wait_until(lambda: not workdir.exists(), what="folder removed after the task was killed")
+    wait_until(lambda: not guards_of(str(workdir)), what="guard gone")
 
 
 def test_a_task_that_cleans_up_itself_leaves_its_guard_nothing_to_do():
@@ -91,7 +83,7 @@ def test_a_task_that_cleans_up_itself_leaves_its_guard_nothing_to_do():
     task.stdout.readline()
     assert task.stdout.readline().strip() == "closed"
     assert not workdir.exists() and gone(pid)  # the task's own finally, before anything else
-    wait_until(lambda: not guards_of(str(workdir)), 10, "guard gone")  # told "done": it exits at once
+    wait_until(lambda: not guards_of(str(workdir)), what="guard gone")  # told "done": it exits at once
     task.kill()
     task.wait()
 

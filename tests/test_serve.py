@@ -53,7 +53,7 @@ def test_a_restarted_server_recovers_its_queue_before_any_page_is_opened(store, 
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.time() + 120  # no page is opened: only the server's own start-up can do this
+        deadline = time.time() + 300  # only against a hang; no page is opened: only the server's own start-up can do this
         while store.get(queued).status != "finished":
             assert server.poll() is None, (tmp_path / "server.log").read_text()
             assert time.time() < deadline, f"the queue was not recovered: {store.get(queued)}"
@@ -62,7 +62,7 @@ def test_a_restarted_server_recovers_its_queue_before_any_page_is_opened(store, 
         assert crashed.status == "failed" and crashed.error_kind == "crashed"
         assert store.get(queued).owner == "ada~1234"
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/app/static/tlparse/{report.name}", timeout=10) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/app/static/tlparse/{report.name}", timeout=60) as r:
             assert r.status == 200 and r.read() == b"<p>a report</p>"
             assert r.headers.get("Access-Control-Allow-Origin") is None, dict(r.headers)
     finally:

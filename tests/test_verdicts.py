@@ -87,7 +87,7 @@ def test_diagnose_backend_picker_opens_at_the_backend_of_the_runs_it_shows(tmp_p
         run_id = insert_run(db, exp.replace(graph_break=broken))
         db.finish(run_id, result={"device": "cpu", "variants": ["eager", "compiled"], **run(1.1, 1.0, 1.2),
                                   "graph_count": 1 + 2 * broken, "compile_s": 1.0}, env={})
-    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
     at.switch_page("app_pages/diagnose.py").run()
     assert not at.exception
     assert at.selectbox(key="diag_break_backend").value == "aot_eager"  # as the charts below it
@@ -111,7 +111,7 @@ def test_a_runs_page_shows_the_paired_headline_its_interval_and_a_launch_bound_w
     db.finish(insert_run(db, exp.replace(batch_size=64)), result={"device": "cuda", "speedup": 3.0}, env={})
     run_id = insert_run(db, exp)
     db.finish(run_id, result=r, env={"device": "cuda"})
-    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
     at.switch_page("app_pages/compare.py").run()
     at.selectbox(key="compare_detail").set_value(run_id).run()
     assert not at.exception

@@ -43,7 +43,7 @@ def _group_alive(pgid: int) -> bool:
 
 def test_worker_refuses_an_invalid_spec_with_an_error_event():
     proc = subprocess.run([sys.executable, "-m", "tcore.worker"], input=json.dumps({"model": "gpt9"}),
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 1
     (event,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert event["type"] == "error" and event["kind"] == "invalid_spec"
@@ -74,7 +74,8 @@ def test_events_arrive_in_phase_order_and_cancel_kills_the_process_group(tiny, s
 
 
 def test_timeout_stops_the_run_and_records_it(tiny, store):
-    record = runs.execute(tiny.replace(cache="cold"), store, timeout_s=3)
+    # the most steps a spec allows, eager: minutes on any machine, so it is the 3 s that ends it
+    record = runs.execute(tiny.replace(backend="eager", timed_steps=100_000), store, timeout_s=3)
     assert record.status == "failed" and record.error_kind == "timeout"
     assert "3 s time limit" in record.error["message"]
 
@@ -127,7 +128,7 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
     assert "history: 1 earlier run of this setting on this machine: " in again.stdout and "• this run" in again.stdout
     assert "before this run: 1 earlier run of this setting on this machine" in again.stderr
     listed = subprocess.run([sys.executable, "-m", "tcore", "list", "--db", str(db), "--json"],
-                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     (record, _) = json.loads(listed.stdout)
     assert record["status"] == "finished" and record["spec"]["preset"] == "tiny"  # the CPU default preset
     assert record["result"]["speedup_between_source"] == "default" and record["result"]["pinned_cpu"] is None
@@ -136,7 +137,7 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
                             cwd=REPO_ROOT, timeout=120)
     assert "the same one the Run page opens on: captioner" in " ".join(helped.stdout.split())
     refused = subprocess.run([sys.executable, "-m", "tcore", "run", "--db", str(db), "--batch-size", "0"],
-                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert refused.returncode == 2 and "batch_size must be a whole number" in refused.stderr
 
 
@@ -145,9 +146,9 @@ def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
     compile is still cold: the spare's own fresh cache folders are empty."""
     runs.SPARES.fill("cpu", {}, wait_for_fork_server=True)
     (spare,) = [runs.SPARES._spares["cpu"]]
-    deadline = time.time() + 60
+    deadline = time.time() + 300  # only against a hang: imports take seconds, minutes on a machine loaded to the brim
     while not spare.ready:
-        assert time.time() < deadline, "the spare did not finish its imports in 60 s"
+        assert time.time() < deadline, "the spare did not finish its imports in 300 s"
         time.sleep(0.1)
     record = runs.execute(tiny.replace(cache="cold", backend="aot_eager"), store, timeout_s=300)
     assert record.status == "finished", record.error
@@ -171,5 +172,5 @@ def test_a_spare_started_under_other_torch_settings_is_not_used(monkeypatch):
 
 def test_a_worker_given_nothing_exits_quietly():
     proc = subprocess.run([sys.executable, "-m", "tcore.worker"], input="", capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=120)
+                          cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0 and proc.stdout == ""

@@ -8,7 +8,7 @@ import gc
 import os
 import statistics
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import torch
 
@@ -21,32 +21,35 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def timed_call(fn: Callable[[], object], device: str) -> tuple[object, float]:
+Clock = Callable[[], float]  # seconds; time.perf_counter, or a test's own clock
+
+
+def timed_call(fn: Callable[[], object], device: str, clock: Clock = time.perf_counter) -> tuple[object, float]:
     """One call, synchronized on both sides: (its result, wall seconds)."""
     sync(device)
-    t0 = time.perf_counter()
+    t0 = clock()
     out = fn()
     sync(device)
-    return out, time.perf_counter() - t0
+    return out, clock() - t0
 
 
 def time_block(step: Callable[[], object], n_steps: int, device: str, meter: PowerMeter,
-               deadline_s: float | None = None) -> Block:
+               deadline_s: float | None = None, clock: Clock = time.perf_counter) -> Block:
     """Run `n_steps` steps back to back; time each with CUDA events (GPU) or the host clock (CPU).
 
     The block is bracketed by synchronizations so that the energy counter and the clock see
     exactly the block's work. With `deadline_s`, no step starts once the host has spent that long
     launching (a machine that slowed twenty-fold mid-block would otherwise hold it for minutes); the
-    block then counts the steps it ran.
+    block then counts the steps it ran. `clock` times the CPU's steps and the deadline.
     """
     sync(device)
     e0 = meter.energy_j()
-    start = time.perf_counter()
+    start = clock()
     if device == "cuda":
         events = [torch.cuda.Event(enable_timing=True) for _ in range(n_steps + 1)]
         events[0].record()
         done = 0
-        while done < n_steps and (deadline_s is None or done == 0 or time.perf_counter() - start < deadline_s):
+        while done < n_steps and (deadline_s is None or done == 0 or clock() - start < deadline_s):
             step()
             done += 1
             events[done].record()
@@ -57,7 +60,7 @@ def time_block(step: Callable[[], object], n_steps: int, device: str, meter: Pow
         stamps = [start]
         while len(stamps) <= n_steps and (deadline_s is None or len(stamps) == 1 or stamps[-1] - start < deadline_s):
             step()
-            stamps.append(time.perf_counter())
+            stamps.append(clock())
         step_s = [b - a for a, b in zip(stamps, stamps[1:])]
         wall = stamps[-1] - stamps[0]
     e1 = meter.energy_j()
@@ -88,7 +91,8 @@ class PeakMemory:
         raise RuntimeError("/proc/self/status has no VmHWM line")
 
 
-def calibrate(step: Callable[[], object], device: str, *, at_least_s: float = 0.05, budget_s: float = 2.0) -> float:
+def calibrate(step: Callable[[], object], device: str, *, at_least_s: float = 0.05, budget_s: float = 2.0,
+              clock: Clock = time.perf_counter) -> float:
     """Seconds per step in the steady state: single synchronized steps are timed until their later half
     lasts `at_least_s` (and 6 steps at least), within `budget_s`; the median of that later half.
 
@@ -98,38 +102,54 @@ def calibrate(step: Callable[[], object], device: str, *, at_least_s: float = 0.
     """
     times: list[float] = []
     while (sum(times[len(times) // 2:]) < at_least_s or len(times) < 6) and sum(times) < budget_s:
-        times.append(timed_call(step, device)[1])
+        times.append(timed_call(step, device, clock)[1])
     return statistics.median(times[len(times) // 2:])
+
+
+class CpuTimes(NamedTuple):
+    """One reading for CpuLoad: the wall clock, CPU time the whole machine spent busy, and this process's own."""
+    wall_s: float
+    machine_busy_s: float
+    own_s: float
+
+
+def busy_s_of(proc_stat_line: str, ticks_per_s: float) -> float:
+    """Seconds of CPU time the machine spent busy, from the first ("cpu ...") line of /proc/stat: its first eight
+    fields (user to steal) less idle and iowait; guest and guest_nice, after them, are counted in user already."""
+    fields = [int(x) for x in proc_stat_line.split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / ticks_per_s
+
+
+def read_cpu_times() -> CpuTimes | None:
+    """This machine's CpuTimes now (Linux), or None where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            busy_s = busy_s_of(f.readline(), os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return None
+    own = os.times()
+    return CpuTimes(time.perf_counter(), busy_s, own.user + own.system)
 
 
 class CpuLoad:
     """How many CPU cores other processes kept busy over a stretch of time, from /proc/stat (Linux).
 
     Busy time of the whole machine minus this process's own CPU time, over the wall time: 1.0 means
-    another process kept one core busy all along. None where /proc/stat cannot be read.
+    another process kept one core busy all along. None where /proc/stat cannot be read. `read` gives the
+    readings (read_cpu_times; a test passes recorded ones).
     """
 
-    def __init__(self) -> None:
-        self._start = self._read()
-
-    @staticmethod
-    def _read() -> tuple[float, float, float] | None:
-        try:
-            with open("/proc/stat") as f:
-                fields = [int(x) for x in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-        busy_s = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-        own = os.times()
-        return time.perf_counter(), busy_s, own.user + own.system
+    def __init__(self, read: Callable[[], CpuTimes | None] = read_cpu_times) -> None:
+        self._read = read
+        self._start = read()
 
     def other_cores(self) -> float | None:
         end = self._read()
-        if self._start is None or end is None or end[0] <= self._start[0]:
+        if self._start is None or end is None or end.wall_s <= self._start.wall_s:
             return None
-        wall = end[0] - self._start[0]
-        return max((end[1] - self._start[1]) - (end[2] - self._start[2]), 0.0) / wall
+        others_s = (end.machine_busy_s - self._start.machine_busy_s) - (end.own_s - self._start.own_s)
+        return max(others_s, 0.0) / (end.wall_s - self._start.wall_s)
 
 
 PIN_ENV = "COMPILE_LAB_PIN_CPU"  # "0" leaves the launch thread where the scheduler puts it

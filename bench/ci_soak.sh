@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Is CI green every time on a fresh clone, quiet or loaded? Clones a branch afresh for each run, runs CI's own
+# command in it (`CI=true bash .ci/run`), some runs with one core kept busy by a Python spin loop in another process,
+# and appends one line per run (pass/fail, minutes, quiet/loaded) to a result file named after the machine.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")/.." && pwd)"
+usage() {
+    cat <<EOF
+Usage: bash bench/ci_soak.sh [options]
+
+Clones BRANCH of REPO into a fresh temporary folder for every run and runs CI's command there
+(CI=true bash .ci/run), RUNS times in a row. The runs named by --loaded have one core kept busy for
+the whole run by a plain Python spin loop in another process (another user of the machine, say).
+One line per run goes to stdout and is appended to the result file; the clone's output goes to a
+log beside it. Exits 1 if any run failed.
+
+Options:
+  --repo PATH|URL    the repository to clone (default: the one this script lives in, $HERE)
+  --branch NAME      the branch to clone (default: main)
+  --runs N           how many runs (default: 5)
+  --loaded LIST      which runs, 1-based and comma-separated, run beside a busy core (default: 2,4)
+  --venv PATH        reuse this virtual environment: it is symlinked as the clone's .venv, so make
+                     test does not reinstall several GB per run (default: REPO/.venv when REPO is a
+                     folder that has one; "none" installs afresh in every clone, as a new user would).
+                     The clone's requirements files are dated back so that make sees the venv as
+                     up to date: it must already hold what the branch's requirements ask for.
+  --command CMD      run CMD in each clone instead of CI's (check the script itself with a tiny one)
+  --dry-run          the same as --command "true": clone, link the venv, time, record; no tests
+  --out FILE         the result file (default: bench/results/ci-soak-cpu-<N>core.txt, N this machine's cores)
+  -h, --help         this text
+
+Examples:
+  bash bench/ci_soak.sh                                  # the proof: 5 runs, the 2nd and 4th loaded
+  bash bench/ci_soak.sh --runs 2 --loaded 2 --dry-run    # checks the script in seconds
+EOF
+}
+
+REPO="$HERE"
+BRANCH=main
+RUNS=5
+LOADED=2,4
+VENV=""
+COMMAND="CI=true bash .ci/run"
+OUT=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --repo) REPO="$2"; shift 2 ;;
+        --branch) BRANCH="$2"; shift 2 ;;
+        --runs) RUNS="$2"; shift 2 ;;
+        --loaded) LOADED="$2"; shift 2 ;;
+        --venv) VENV="$2"; shift 2 ;;
+        --command) COMMAND="$2"; shift 2 ;;
+        --dry-run) COMMAND="true"; shift ;;
+        --out) OUT="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [ -z "$VENV" ] && [ -d "$REPO/.venv" ]; then VENV="$REPO/.venv"; fi
+[ "$VENV" = none ] && VENV=""
+if [ -n "$VENV" ] && [ ! -x "$VENV/bin/python" ]; then echo "no virtual environment at $VENV" >&2; exit 2; fi
+OUT="${OUT:-$HERE/bench/results/ci-soak-cpu-$(nproc)core.txt}"
+mkdir -p "$(dirname "$OUT")"
+LOG="${OUT%.txt}.log"
+
+spinner=""
+stop_spinner() { if [ -n "$spinner" ]; then kill "$spinner" 2>/dev/null || true; wait "$spinner" 2>/dev/null || true; spinner=""; fi; }
+work=""
+trap 'stop_spinner; [ -n "$work" ] && rm -rf "$work"' EXIT
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(hostname), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo);" \
+     "$BRANCH of $REPO; command: $COMMAND; venv: ${VENV:-installed in each clone}" | tee -a "$OUT"
+failed=0
+for i in $(seq 1 "$RUNS"); do
+    work="$(mktemp -d -t ci-soak.XXXXXX)"
+    git clone --quiet --branch "$BRANCH" "$REPO" "$work/repo"
+    commit="$(git -C "$work/repo" rev-parse --short HEAD)"
+    if [ -n "$VENV" ]; then
+        ln -s "$VENV" "$work/repo/.venv"
+        touch -d '2000-01-01' "$work"/repo/requirements*.txt  # older than the venv's markers: make installs nothing
+    fi
+    load=quiet
+    if [[ ",$LOADED," == *",$i,"* ]]; then
+        load="loaded (one core spinning)"
+        python3 -c 'while True: pass' &
+        spinner=$!
+    fi
+    echo "=== run $i of $RUNS, $commit, $load: $(date -u '+%H:%M:%S')" >> "$LOG"
+    start=$(date +%s)
+    if (cd "$work/repo" && bash -c "$COMMAND") > "$work/output" 2>&1; then verdict=pass; else verdict=FAIL; failed=1; fi
+    seconds=$(( $(date +%s) - start ))
+    stop_spinner
+    cat "$work/output" >> "$LOG"
+    # pytest's closing lines, one per part of make test: "=== 480 passed, 27 skipped in 370.1s ==="
+    parts="$(grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped|deselected).* in [0-9.]+s' "$work/output" | tr -d '=' \
+             | sed 's/^ *//; s/ *$//' | paste -sd ';' - || true)"
+    printf '%s  run %d/%d  %s  %s  %d:%02d min  %s%s\n' "$(date -u '+%Y-%m-%d %H:%M')" "$i" "$RUNS" "$commit" \
+        "$verdict" $((seconds / 60)) $((seconds % 60)) "$load" "${parts:+  ($parts)}" | tee -a "$OUT"
+    rm -rf "$work"
+    work=""
+done
+exit "$failed"
