@@ -65,7 +65,15 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
     values["dynamic"] = _TRISTATE[values["dynamic"]]
     unset = [name for name in _DEVICE_DEFAULTS if values[name] is None]
     if unset:
-        device, _ = preflight(Experiment(model=values["model"], device=values["device"]))
+        # the probe that resolves the device takes a preset the model has (a file's may have no "tiny")
+        import sample_models
+        try:
+            presets = list(sample_models.get(values["model"]).presets)
+        except ValueError:  # an unknown model: the Experiment below says so
+            presets = []
+        probe = values["preset"] or (presets[0] if presets and "tiny" not in presets else None)
+        device, _ = preflight(Experiment(model=values["model"], device=values["device"],
+                                         **({"preset": probe} if probe else {})))
         defaults = practical_defaults(values["model"], device, values["task"])
         values.update({name: defaults[name] for name in unset})
     return Experiment(**values)
@@ -137,7 +145,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         err = record.error
         print(f"run {record.id} failed: {ERROR_KINDS.get(err.get('kind'), err.get('kind'))}: {err.get('message')}",
               file=sys.stderr)
-        if err.get("log_tail"):
+        if err.get("traceback"):  # the worker said what failed: its raw trace is one command away, not in the way
+            print(f"the raw traceback and the worker's log: python -m tcore show {record.id} --json", file=sys.stderr)
+        elif err.get("log_tail") and err.get("kind") not in ("timeout", "cancelled"):
             print("last lines of the worker's log:\n  " + "\n  ".join(err["log_tail"][-15:]), file=sys.stderr)
         return 1
     return 0

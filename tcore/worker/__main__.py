@@ -115,13 +115,19 @@ def main() -> int:
     except BaseException as exc:  # every failure becomes an error event with its kind and traceback
         traceback.print_exception(exc)  # also into the log
         kind = classify(exc)
-        if kind == "compile_error":
-            from tcore.worker.diagnostics import explain_compile_error
+        known = {}
+        if failed_import is None:  # the run began: say where it was (tcore.worker.failures)
+            from tcore.worker import failures
 
-            message = explain_compile_error(exc.__cause__ or exc)  # Dynamo's full text stays in the traceback
-        else:
-            message = str(exc).strip() or type(exc).__name__
-        emit(error(kind, message, exception=type(exc.__cause__ or exc).__name__,
+            known = failures.explain(exc)
+            if kind == "compile_error" and not failures.is_cuda_error(exc.__cause__ or exc):
+                from tcore.worker.diagnostics import explain_compile_error
+
+                known["message"] = explain_compile_error(exc.__cause__ or exc)  # Dynamo's full text: the traceback
+            elif kind in ("invalid_spec", "oom"):  # their own words say it all
+                known["message"] = str(exc).strip() or type(exc).__name__
+        message = known.pop("message", None) or str(exc).strip() or type(exc).__name__
+        emit(error(kind, message, exception=type(exc.__cause__ or exc).__name__, **known,
                    **({"compile_phase": compile_phase(exc.__cause__ or exc)} if kind == "compile_error" else {}),
                    traceback="".join(traceback.format_exception(exc, limit=-12))))
         return 1
