@@ -233,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (bench/model_sweep.py reads its run flags with it too)."""
     parser = Parser(prog="python -m tcore", description=__doc__)
     common = Parser(add_help=False)
     common.add_argument("--db", default=None,
@@ -261,6 +267,4 @@ def _main(argv: list[str] | None = None) -> int:
     models.add_argument("source", nargs="?", help="builtin, torchvision, timm, hf, diffusers or file")
     models.add_argument("pattern", nargs="?", help="a case-insensitive substring, or a glob such as 'convnext*'")
     models.set_defaults(func=cmd_models)
-
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return parser
