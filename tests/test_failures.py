@@ -47,6 +47,10 @@ def test_a_cuda_error_is_said_as_what_the_lab_knows(store):
     assert err["op"] == "Tokens.forward" and "reported at Tokens.forward" in message
     assert "worker that hit it has ended" in message and "CUDA_LAUNCH_BLOCKING=1" in message
     assert "asynchronously reported" in err["traceback"]
+    # the lab reran the forward on the CPU, where the bad index is raised at the op itself
+    assert err["cpu_rerun"] == ("Rerun on the CPU, the same forward fails at Embedding.forward → F.embedding: "
+                                "IndexError: index out of range in self.")
+    assert err["cpu_rerun"] in message
 
 
 def test_the_command_line_points_at_the_trace_instead_of_printing_it(tmp_path):

@@ -18,6 +18,10 @@ from tcore.protocol import PHASE_TITLES
 # (tests/test_timeouts.py checks that the time limit ends it there, and that the record names the phase).
 STALL_ENV = "COMPILE_LAB_STALL_IN"
 SHOWN_TABLES = 6  # embedding tables named in a message, the smallest first
+# After a CUDA error, one eager forward of the same model and batch on the CPU, where an index error is raised at
+# the op itself, when the model is small enough for that to be cheap (fp32 on the host: 4 bytes a parameter).
+CPU_RERUN_MAX_PARAMS = 2_000_000_000
+CPU_RERUN_ENV = "COMPILE_LAB_CPU_RERUN"  # set during that forward: "1"
 
 
 @dataclass
@@ -119,3 +123,31 @@ def explain(exc: BaseException) -> dict:
     parts.append("The raw traceback is kept with the run.")
     return {"message": " ".join(p for p in parts if p), "phase": phase, "op": where or None,
             "inputs": list(HERE.inputs)}
+
+
+def cpu_rerun(exp) -> str:
+    """One eager forward of `exp`'s model and first batch on the CPU, to find the op a CUDA error came from: CUDA
+    reports a kernel's failure at a later call, the CPU raises at the op itself. Returns a sentence for the message."""
+    import sample_models
+
+    entry = sample_models.get(exp.model)
+    params = entry.param_count(exp.preset)
+    if params > CPU_RERUN_MAX_PARAMS:
+        return (f"Not rerun on the CPU to find the op ({params / 1e9:.1f} B parameters is too many to run there "
+                "cheaply).")
+    os.environ[CPU_RERUN_ENV] = "1"
+    try:
+        torch.manual_seed(exp.seed)
+        model = entry.build(exp.preset, device="cpu").train(exp.task == "training")
+        batch = entry.make_batch(exp.preset, exp.batch_size, device="cpu",
+                                 generator=torch.Generator("cpu").manual_seed(exp.seed))
+        with torch.no_grad():
+            model(*batch.inputs)
+    except Exception as e:  # noqa: BLE001 (what it raised is the finding)
+        where = " → ".join(filter(None, reported_at(e.__traceback__))) or "an unknown place"
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+        return f"Rerun on the CPU, the same forward fails at {where}: {type(e).__name__}: {first.rstrip('.')}."
+    finally:
+        os.environ.pop(CPU_RERUN_ENV, None)
+    return ("Rerun on the CPU, the same forward runs without error: the failure is particular to the GPU run (its "
+            "precision, its compiled code or its kernels).")
