@@ -9,8 +9,8 @@ are crossed with tasks (inference, training, training with the compiled optimize
 reduce-overhead). Each pair is one run through the same library calls as `python -m tcore run` (its flags, its
 defaults for the device: the tiny preset on the CPU, real size on a GPU), in one process and one store, one at a
 time. The backend defaults to aot_eager on the CPU (Dynamo and AOT autograd without Inductor's C++ compiles, which
-take 20-35 s each on a small CPU) and inductor on a GPU; the output says which. A reduce-overhead row under another
-backend than inductor is refused by the lab itself, and says so.
+take 20-35 s each on a small CPU) and inductor on a GPU; the output says which. reduce-overhead is Inductor's mode,
+so that task runs under inductor whatever the sweep's backend (on the CPU it then behaves as the default mode).
 
 Writes bench/results/model-sweep-<machine>.jsonl (one line per run, appended: a rerun skips pairs already there for
 the same backend; --fresh starts over) and model-sweep-<machine>.md (the table), and prints one line per run.
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     done = [json.loads(line) for line in jsonl.read_text().splitlines()] if jsonl.exists() else []
     seen = {(r["model"], r["task"], r.get("sweep_backend")) for r in done}
     header = (f"{machine}, torch {torch.__version__}, backend {backend}"
-              f"{' (aot_eager: Dynamo and AOT autograd without Inductor code generation, to keep a CPU sweep affordable; speedups near 1x are expected)' if backend == 'aot_eager' else ''}; "
+              f"{' (aot_eager: Dynamo and AOT autograd without Inductor code generation, to keep a CPU sweep affordable; speedups near 1x are expected; reduce-overhead runs under inductor)' if backend == 'aot_eager' else ''}; "
               f"the lab's {kind} defaults (preset, batch size, precision); flags `{' '.join(flags)}`, each run "
               f"limited to {timeout_s:g} s; {time.strftime('%Y-%m-%d')}. Reproduce: `python bench/model_sweep.py"
               f"{' --quick' if args.quick else ''}{' --backend ' + backend if args.backend else ''}`.")
