@@ -14,7 +14,11 @@ from sample_models.sources.common import QUIET, RealModel, Source, UnknownModel,
 
 
 HF_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-               intermediate_size=128, vocab_size=1024, max_position_embeddings=512)
+               intermediate_size=128, vocab_size=1024, max_position_embeddings=512,
+               # the same sizes under the names encoder-decoders use (a config keeps only the names it has): T5's
+               # d_ff and d_kv, BART's and Marian's per-half layers, heads and feed-forward widths
+               d_ff=128, d_kv=16, num_decoder_layers=2, encoder_layers=2, decoder_layers=2,
+               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128)
 # Published sizes that a config class's defaults do not give. Llama-3.2-1B: 1.24 B parameters (meta-llama's
 # config.json: 2048 wide, 16 layers, 32 heads, 8 KV heads, 8192 MLP, 128256 tokens, tied embeddings).
 HF_PUBLISHED = {
