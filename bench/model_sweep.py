@@ -106,7 +106,7 @@ def table(rows: list[dict], machine: str, header: str) -> str:
     out = [f"# Model sweep: {machine}", "", header, "",
            f"{len(rows)} runs: {figures} gave a figure ({100 * figures / max(len(rows), 1):.0f}%), "
            f"{len(rows) - figures} a reason; {raw} with a raw traceback in the message. A cell is the speedup (or why "
-           "not) and the run's wall time from the call to its record.", "",
+           "not) and the run's wall time from the call to its record; a blank cell was not run.", "",
            "| model | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
     for m in models:
         out.append(f"| {m} | " + " | ".join(cell(by[(m, t)]) if (m, t) in by else "" for t in tasks) + " |")
