@@ -76,8 +76,10 @@ def run_pair(model: str, task: str, flags: list[str], store, timeout_s: float) -
     except (SpecError, ValueError) as e:  # refused before anything ran: the lab's own words
         row.update(status="refused", reason=one_line(e), wall_s=round(time.perf_counter() - t0, 1))
         return row
-    row["wall_s"] = round(time.perf_counter() - t0, 1)
+    row["wall_s"] = round(time.perf_counter() - t0, 1)  # from the call: the spec's checks, the queue, the run
     row["run_id"] = record.id
+    if record.started_at and record.finished_at:  # from leaving the queue, as the time limit counts
+        row["run_s"] = round(record.finished_at - record.started_at, 1)
     if record.status == "finished":
         r = record.result
         row.update(status="figure", speedup=r.get("speedup"), compile_s=r.get("compile_s"),
@@ -94,6 +96,8 @@ def cell(row: dict) -> str:
     if row["status"] == "figure":
         speed = f"{row['speedup']:.2f}x" if row.get("speedup") is not None else "figure"
         return f"{speed} · {row['wall_s']:.0f} s"
+    if row["status"] == "timeout" and row.get("run_s") is not None:
+        return f"timeout at {row['run_s']:.0f} s · {row['wall_s']:.0f} s"
     return f"{row['status']} · {row['wall_s']:.0f} s"
 
 

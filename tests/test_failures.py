@@ -3,10 +3,9 @@ embedding tables), with the raw traceback kept beside the message; the worker th
 real: an out-of-range index on the CPU, and the error CUDA raises for a device-side assert, raised by the model."""
 import os
 
-import pytest
-
 from tcore.lab import runs
 from tcore.spec import Experiment
+from tests.app_harness import db  # noqa: F401 (the fixture)
 
 MODEL = "file:tests/data/failing_model.py"
 
@@ -66,3 +65,23 @@ def test_the_command_line_points_at_the_trace_instead_of_printing_it(tmp_path):
     assert done.returncode == 1
     assert "past the end of embed" in done.stderr and "--json" in done.stderr
     assert "Traceback (most recent call last)" not in done.stderr and "last lines of the worker's log" not in done.stderr
+
+
+def test_the_page_shows_the_message_and_keeps_the_trace_folded(db):
+    from tests.app_harness import app, texts
+    from tests.helpers import insert_run
+
+    failed = insert_run(db, Experiment(model="captioner", device="cpu", backend="aot_eager"))
+    db.finish(failed, error={"kind": "crashed", "message": "IndexError: index out of range in self. In the phase "
+                             "'Eager baseline (warm-up)', raised at Embedding.forward → F.embedding.",
+                             "phase": "eager", "op": "Embedding.forward → F.embedding",
+                             "traceback": "Traceback (most recent call last):\n  File \"x.py\", line 1",
+                             "log_tail": ["Traceback (most recent call last):"]})
+    at = app().switch_page("app_pages/compare.py").run()
+    at.multiselect(key="compare_status").set_value(["failed"]).run()
+    assert not at.exception
+    shown = texts(at.error)
+    assert "raised at Embedding.forward → F.embedding" in shown and "Traceback" not in shown
+    assert "the raw traceback is under Traceback below" in texts(at.caption)
+    folded = {e.label: e.proto.expanded for e in at.expander}
+    assert folded["Worker log (last lines)"] is False and folded["Traceback"] is False

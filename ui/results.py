@@ -54,9 +54,9 @@ def show_failure(rec: RunRecord) -> None:
     kind = rec.error.get("kind", "crashed")
     st.error(f"**{ERROR_KINDS.get(kind, kind)}**: {rec.error.get('message', 'no message')}")
     # a failure the worker explained (its phase, op and inputs are in the message) keeps its log folded away
-    explained = rec.error.get("traceback") is not None and "phase" in rec.error
+    explained = kind == "crashed" and rec.error.get("traceback") is not None and "phase" in rec.error
     hint = FAILURE_HINTS.get(f"{kind}:{rec.error.get('compile_phase')}") or FAILURE_HINTS.get(kind)
-    if kind == "crashed" and explained:
+    if explained:
         hint = "The run raised an error, said above where; the raw traceback is under Traceback below."
     if hint:
         st.caption(hint)
