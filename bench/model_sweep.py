@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{' (aot_eager: Dynamo and AOT autograd without Inductor code generation, to keep a CPU sweep affordable; speedups near 1x are expected; reduce-overhead runs under inductor)' if backend == 'aot_eager' else ''}; "
               f"the lab's {kind} defaults (preset, batch size, precision); flags `{' '.join(flags)}`, each run "
               f"limited to {timeout_s:g} s; {time.strftime('%Y-%m-%d')}. Reproduce: `python bench/model_sweep.py"
-              f"{' --quick' if args.quick else ''}{' --backend ' + backend if args.backend else ''}`.")
+              f"{' --quick' if args.quick else ''}{' --tasks ' + ' '.join(args.tasks) if args.tasks else ''}"
+              f"{' --backend ' + backend if args.backend else ''}` (the table holds every row of the results file "
+              f"for this backend; a rerun resumes it).")
     print(header, file=sys.stderr)
     store = RunStore(Path(tempfile.mkdtemp(prefix="model-sweep-")) / "runs.sqlite")
     new = 0
