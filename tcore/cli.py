@@ -149,7 +149,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         err = record.error
         print(f"run {record.id} failed: {ERROR_KINDS.get(err.get('kind'), err.get('kind'))}: {err.get('message')}",
               file=sys.stderr)
-        if err.get("log_tail"):
+        if err.get("traceback"):  # the worker said what failed: its raw trace is one command away, not in the way
+            print(f"the raw traceback and the worker's log: python -m tcore show {record.id} --json", file=sys.stderr)
+        elif err.get("log_tail") and err.get("kind") not in ("timeout", "cancelled"):
             print("last lines of the worker's log:\n  " + "\n  ".join(err["log_tail"][-15:]), file=sys.stderr)
         return 1
     return 0
@@ -280,6 +282,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (bench/model_sweep.py reads its run flags with it too)."""
     parser = Parser(prog="python -m tcore", description=__doc__)
     common = Parser(add_help=False)
     common.add_argument("--db", default=None,
@@ -311,6 +319,4 @@ def _main(argv: list[str] | None = None) -> int:
 
     from tcore.lab import ladder  # imports no torch: its steps run in processes of their own
     ladder.add_command(sub, [common])
-
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return parser

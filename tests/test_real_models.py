@@ -114,7 +114,7 @@ def test_the_spec_names_what_is_wrong_before_anything_runs():
         Experiment(model="timm:resnet_nope", device="cpu")
     with pytest.raises(SpecError, match="SOURCE:NAME with SOURCE one of torchvision, timm, hf, diffusers, file"):
         Experiment(model="keras:resnet", device="cpu")
-    with pytest.raises(SpecError, match="no causal LM or masked-LM encoder of model type 'clip'"):
+    with pytest.raises(SpecError, match="no causal LM, masked-LM encoder or encoder-decoder of model type 'clip'"):
         Experiment(model="hf:clip", device="cpu")
     with pytest.raises(SpecError, match="shows its own graph breaks"):
         Experiment(model="hf:gpt2", preset="tiny", graph_break=True, device="cpu")

@@ -54,10 +54,14 @@ def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
 def show_failure(rec: RunRecord) -> None:
     kind = rec.error.get("kind", "crashed")
     st.error(f"**{ERROR_KINDS.get(kind, kind)}**: {rec.error.get('message', 'no message')}")
+    # a failure the worker explained (its phase, op and inputs are in the message) keeps its log folded away
+    explained = kind == "crashed" and rec.error.get("traceback") is not None and "phase" in rec.error
     hint = FAILURE_HINTS.get(f"{kind}:{rec.error.get('compile_phase')}") or FAILURE_HINTS.get(kind)
+    if explained:
+        hint = "The run raised an error, said above where; the raw traceback is under Traceback below."
     if hint:
         st.caption(hint)
-    with st.expander("Worker log (last lines)", expanded=kind in ("crashed", "compile_error")):
+    with st.expander("Worker log (last lines)", expanded=kind in ("crashed", "compile_error") and not explained):
         st.code("\n".join(rec.error.get("log_tail") or ["(the log is empty)"]), language=None)
     if rec.error.get("traceback"):
         with st.expander("Traceback"):

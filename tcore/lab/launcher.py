@@ -224,9 +224,12 @@ class RunHandle:
     """
 
     def __init__(self, exp: Experiment, worker: Worker, *, timeout_s: float | None = None,
-                 extra_env: dict[str, str] | None = None):
+                 extra_env: dict[str, str] | None = None, launched_at: float | None = None):
+        """timeout_s counts from launched_at (when the run left the queue; default now), so the time its worker
+        took to start, or to be forked once the fork server's imports were done, is inside the limit."""
         self.exp = exp
         self.timeout_s = timeout_s
+        self.phase: str | None = None  # the worker's latest phase event; None while it starts (imports)
         self.worker = worker
         self.workdir = self.worker.workdir
         self.log_path = self.worker.log_path
@@ -245,6 +248,7 @@ class RunHandle:
             env.update(TORCHINDUCTOR_CACHE_DIR=str(warm_cache_dir() / "inductor"),
                        TRITON_CACHE_DIR=str(warm_cache_dir() / "triton"))
         self.started_at = time.time()
+        launched_at = launched_at or self.started_at
         try:
             self.proc.stdin.write(protocol.envelope(exp.to_json(), env))
             self.proc.stdin.close()
@@ -252,7 +256,8 @@ class RunHandle:
             pass
         self._timer = None
         if timeout_s is not None:
-            self._timer = threading.Timer(timeout_s, self._stop, args=("timeout",))
+            left_s = max(0.0, launched_at + timeout_s - time.time())
+            self._timer = threading.Timer(left_s, self._stop, args=("timeout",))
             self._timer.daemon = True
             self._timer.start()
         threading.Thread(target=self._read, name=f"events-{self.proc.pid}", daemon=True).start()
@@ -277,6 +282,8 @@ class RunHandle:
             if event["type"] in protocol.TERMINAL:
                 terminal = event  # held back: the log tail is added once the process has ended
             else:
+                if event["type"] == "phase":
+                    self.phase = event["phase"]
                 self._queue.put(event)
         returncode = self.proc.wait()
         _end_group(self.proc)  # compile workers the worker left when it exited without teardown
@@ -285,7 +292,7 @@ class RunHandle:
         self._log.close()
         if terminal is None:  # the worker said nothing final: it was stopped, or it died
             if self._stop_reason == "timeout":
-                terminal = protocol.error("timeout", f"stopped after the {self.timeout_s:g} s time limit")
+                terminal = protocol.error("timeout", timeout_message(self.timeout_s, self.phase), phase=self.phase)
             elif self._stop_reason == "cancelled":
                 terminal = protocol.error("cancelled", "cancelled by the user")
             else:
@@ -306,6 +313,12 @@ class RunHandle:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         while (event := self._queue.get()) is not _END:
             yield event
+
+
+def timeout_message(limit_s: float, phase: str | None) -> str:
+    """What a run stopped at its time limit was doing: its phase in the words the pages use."""
+    doing = protocol.PHASE_TITLES.get(phase, phase) if phase else "Starting the worker (imports)"
+    return f"stopped at the {limit_s:g} s time limit, in the phase '{doing}'"
 
 
 def _death_message(returncode: int) -> str:

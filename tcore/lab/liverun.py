@@ -23,7 +23,7 @@ from tcore.lab import cluster
 from tcore.lab import scheduler
 from tcore.protocol import TERMINAL
 from tcore.protocol import error as error_event
-from tcore.lab.launcher import RunHandle, SparePool, Worker
+from tcore.lab.launcher import RunHandle, SparePool, Worker, timeout_message
 from tcore.spec import Experiment
 from tcore.store import RunRecord, RunStore
 
@@ -73,6 +73,7 @@ class LiveRun:
         self._lock = threading.Lock()  # guards what snapshot() reads
         self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
         self._launched = False
+        self.launched_at: float | None = None
         self._cancelled = False
         self._done = threading.Event()
         self.adopted = False  # queued by a process that ended; this one took it over (_adopt)
@@ -95,6 +96,7 @@ class LiveRun:
         (tcore.lab.forkserver) without holding up the queue."""
         with self._launch_lock:
             self._launched = True
+            self.launched_at = time.time()  # the time limit counts from here: the worker's start is inside it
             with self._lock:
                 self.phase, self.device_slot, self.queue_position, self.queue_wait = None, slot, None, None
             if self._cancelled:  # cancelled after the scheduler claimed it: it never starts
@@ -103,8 +105,22 @@ class LiveRun:
             if cluster.is_ray_slot(slot):
                 self._launch_on_cluster(slot)
                 return
+        if self.timeout_s is not None:  # a worker still starting at the limit is not left to start
+            timer = threading.Timer(self.timeout_s, self._time_out_starting)
+            timer.daemon = True
+            timer.start()
         threading.Thread(target=self._start_and_follow, args=(slot, env), name=f"run-{self.run_id}",
                          daemon=True).start()
+
+    def _time_out_starting(self) -> None:
+        """The time limit came while the worker was still starting (waiting for the fork server's imports): the
+        run ends now, and the worker, once it exists, is let go (_start_and_follow). Once it has a handle, the
+        handle's own timer ends it."""
+        with self._launch_lock:
+            if self.handle is not None or self._cancelled or self.done:
+                return
+            self._cancelled = True
+            self._end(error_event("timeout", timeout_message(self.timeout_s, None), phase=None))
 
     def _start_and_follow(self, slot: str, env: dict[str, str]) -> None:
         try:
@@ -117,14 +133,16 @@ class LiveRun:
                 self._not_started(e)
             return
         with self._launch_lock:
-            if self._cancelled:  # cancelled while its worker was starting
+            if self._cancelled:  # cancelled (or timed out) while its worker was starting
                 worker.dismiss()
-                self._end(error_event("cancelled", "cancelled by the user before its worker started"))
+                if not self.done:
+                    self._end(error_event("cancelled", "cancelled by the user before its worker started"))
                 return
             try:
                 self.from_spare, self.workdir = from_spare, worker.workdir
                 extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
-                self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra)
+                self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra,
+                                        launched_at=self.launched_at)
             except OSError as e:
                 self._not_started(e)
                 return
@@ -136,7 +154,8 @@ class LiveRun:
         self._follow()
 
     def _not_started(self, e: OSError) -> None:
-        self._end(error_event("crashed", f"the worker process could not start: {e}"))
+        if not self.done:  # else it reached its time limit while starting, and that is its outcome
+            self._end(error_event("crashed", f"the worker process could not start: {e}"))
 
     def _launch_on_cluster(self, slot: str) -> None:
         """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.cluster); no local pid to keep."""

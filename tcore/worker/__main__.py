@@ -87,7 +87,7 @@ def after_fork() -> None:
 
 def main() -> int:
     from tcore import protocol
-    from tcore.protocol import EventWriter, error
+    from tcore.protocol import EventWriter
 
     events = _event_stream()
     failed_import = None
@@ -105,6 +105,7 @@ def main() -> int:
             shutil.rmtree(folder, ignore_errors=True)
         return 0
     emit = EventWriter(events)  # its clock starts with the run, not with the spare
+    exp = None
     try:
         if failed_import is not None:
             raise failed_import
@@ -114,19 +115,40 @@ def main() -> int:
         outcome = runner.run(exp, emit)
     except BaseException as exc:  # every failure becomes an error event with its kind and traceback
         traceback.print_exception(exc)  # also into the log
-        kind = classify(exc)
-        if kind == "compile_error":
-            from tcore.worker.diagnostics import explain_compile_error
-
-            message = explain_compile_error(exc.__cause__ or exc)  # Dynamo's full text stays in the traceback
-        else:
-            message = str(exc).strip() or type(exc).__name__
-        emit(error(kind, message, exception=type(exc.__cause__ or exc).__name__,
-                   **({"compile_phase": compile_phase(exc.__cause__ or exc)} if kind == "compile_error" else {}),
-                   traceback="".join(traceback.format_exception(exc, limit=-12))))
+        emit(error_event(exc, exp, began=failed_import is None))
         return 1
     emit({"type": "result", **outcome})
     return 0
+
+
+def error_event(exc: BaseException, exp, *, began: bool) -> dict:
+    """The error event for a failed run: its kind, a message that says what the lab knows (once the run began: its
+    phase, the op, the inputs; tcore.worker.failures), and the raw traceback beside it."""
+    from tcore.protocol import error
+
+    kind = classify(exc)
+    cause = exc.__cause__ or exc
+    known = {}
+    if began:
+        from tcore.worker import failures
+
+        known = failures.explain(exc)
+        if kind == "compile_error" and not failures.is_cuda_error(cause):
+            from tcore.worker.diagnostics import explain_compile_error
+
+            known["message"] = explain_compile_error(cause)  # Dynamo's full text stays in the traceback
+        elif kind in ("invalid_spec", "oom"):  # their own words say it all
+            known["message"] = str(exc).strip() or type(exc).__name__
+        if exp is not None and failures.is_cuda_error(cause):
+            try:
+                known["cpu_rerun"] = failures.cpu_rerun(exp)
+            except Exception as rerun_exc:  # noqa: BLE001 (a help; the run's own error comes first)
+                known["cpu_rerun"] = f"The rerun on the CPU could not be done ({type(rerun_exc).__name__}: {rerun_exc})."
+            known["message"] = known["message"].replace("The raw traceback", known["cpu_rerun"] + " The raw traceback")
+    message = known.pop("message", None) or str(exc).strip() or type(exc).__name__
+    return error(kind, message, exception=type(cause).__name__, **known,
+                 **({"compile_phase": compile_phase(cause)} if kind == "compile_error" else {}),
+                 traceback="".join(traceback.format_exception(exc, limit=-12)))
 
 
 def leave(code: int) -> None:

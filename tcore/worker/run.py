@@ -20,7 +20,7 @@ from tcore.figures import Result, RunFigures, VariantFigures
 from tcore.power import PowerMeter, PowerSampler, open_meter
 from tcore.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment, check_on_device, resolve_device
 from tcore import breakdown, paired, peaks, rerun
-from tcore.worker import artifacts, diagnostics, envinfo, profiling, shapes
+from tcore.worker import artifacts, diagnostics, envinfo, failures, profiling, shapes
 from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
 from tcore.worker.compile import apply_compile, graph_break_errors, optimizer_step
@@ -123,6 +123,7 @@ class Measurement:
         self.emit({"type": "phase", "phase": name})
         if self.sampler:
             self.sampler.phase = name
+        failures.entered(name)  # a failure from here on names this phase
 
     def progress(self, phase: str, done: int, total: int) -> None:
         self.emit({"type": "progress", "phase": phase, "done": done, "total": total})
@@ -130,6 +131,7 @@ class Measurement:
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
         self.phase("building")
         w = build(self.exp, self.device)
+        failures.note_workload(w.model, w.batches[0].inputs)
         eager_step = step_fn(w.model, w, self.exp, self.device, w.optimizer and w.optimizer.step)
         self._describe(w)
         eager_out = self.eager_warmup(w, eager_step)

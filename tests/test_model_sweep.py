@@ -1,0 +1,35 @@
+"""The breadth sweep's list and table (bench/model_sweep.py): what it covers, and that a refused pair is a reason."""
+import importlib.util
+
+from tcore.lab.launcher import REPO_ROOT
+
+spec = importlib.util.spec_from_file_location("model_sweep", REPO_ROOT / "bench" / "model_sweep.py")
+sweep = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sweep)
+
+
+def test_the_list_covers_every_source_and_kind():
+    data = sweep.load()
+    by_source = {}
+    for name in data["models"]:
+        by_source.setdefault(name.split(":")[0], []).append(name)
+    assert len(by_source["hf"]) >= 25 and len(by_source["timm"]) >= 25 and len(by_source["torchvision"]) >= 10
+    assert by_source["diffusers"] == ["diffusers:flux"]
+    assert {"hf:t5", "hf:bart", "hf:bert", "hf:gpt2"} <= set(data["models"])  # decoders, encoders, encoder-decoders
+    assert set(data["quick"]) <= set(data["models"])
+    assert set(data["tasks"]) == {"inference", "training", "compiled-optimizer", "dynamic", "regional", "reduce-overhead"}
+
+
+def test_a_pair_the_lab_refuses_is_a_reason_not_a_crash(store):
+    row = sweep.run_pair("hf:t5gemma", "inference", ["--device", "cpu"], store, 60)
+    assert row["status"] == "refused" and "decoder_input_ids" in row["reason"]
+    assert row["command"].startswith("python -m tcore run --model hf:t5gemma")
+
+
+def test_the_table_has_a_cell_per_pair_and_lists_the_reasons():
+    rows = [{"model": "hf:gpt2", "task": "inference", "status": "figure", "speedup": 1.5, "wall_s": 12.0},
+            {"model": "hf:gpt2", "task": "training", "status": "timeout", "reason": "stopped", "phase": "compiling",
+             "wall_s": 90.0}]
+    text = sweep.table(rows, "cpu", "header")
+    assert "| hf:gpt2 | 1.50x · 12 s | timeout · 90 s |" in text
+    assert "1 gave a figure (50%)" in text and "hf:gpt2 training: **timeout** (phase compiling): stopped" in text
