@@ -133,3 +133,13 @@ def test_an_unknown_model_is_one_line_naming_how_to_find_one(capsys):
     assert cli.main(["run", "--model", "gpt9"]) == 2
     line = one_line(capsys)
     assert "unknown model 'gpt9'" in line and "python -m tcore models" in line
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "x"], ["run", "--backend", "eager"]])
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_db_path_is_refused_not_taken_for_the_default(command, empty, capsys, tmp_path, monkeypatch):
+    default = tmp_path / "default.sqlite"
+    monkeypatch.setenv("COMPILE_LAB_DB", str(default))
+    assert cli.main([*command, "--db", empty]) == 2
+    assert "the run store's path is empty" in one_line(capsys)
+    assert not default.exists()  # the default store was neither made nor touched

@@ -135,9 +135,18 @@ def _config(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict[st
     if not path.is_file():
         return {}, path
     try:
-        return tomllib.loads(path.read_text()), path
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise LimitsError(f"{path} is not UTF-8 text (byte {e.start}): save it as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise LimitsError(f"{path} is not valid TOML: {e}") from None
+    except OSError as e:
+        raise LimitsError(f"{path} cannot be read: {e.strerror or e}") from None
+    for table in ("limits", "instructor", "models"):  # each a [table]; `limits = 5` is a value, not one
+        if table in config and not isinstance(config[table], dict):
+            raise LimitsError(f"{path}: {table} must be a table ([{table}] on a line of its own, its settings "
+                              f"below it), not {config[table]!r}")
+    return config, path
 
 
 def set_by_instructor(store: RunStore, values: dict[str, Any] | None) -> Limits:

@@ -125,7 +125,10 @@ class Part:
 
 class StoreFile(Part):
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else default_path()
+        if path is not None and not str(path).strip():  # `--db ''` (an unset shell variable): not the default
+            raise StoreError("the run store's path is empty: name a file (or leave the option out for "
+                             f"{default_path()})")
+        self.path = Path(path) if path is not None else default_path()
         self._ensure_schema()
 
     def _ensure_schema(self) -> None:
