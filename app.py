@@ -4,12 +4,14 @@ The pages live in app_pages/, not pages/: while a folder named pages/ exists, St
 server's first session in its legacy multipage mode, so a deep link (/compare) would open without
 this router, its wide layout or its page titles.
 """
+import sqlite3
+import traceback
 from pathlib import Path
 
 import streamlit as st
 
 from tcore.lab import runs
-from tcore.store import RunStore, default_path
+from tcore.store import RunStore, StoreError, default_path
 from ui import exports, knobs, people
 
 
@@ -24,7 +26,6 @@ def start_queue(db_path: str) -> int:
 # A file, not ":material/bolt:": Streamlit fetches a Material favicon from fonts.gstatic.com, which an
 # offline workshop network cannot reach.
 st.set_page_config(page_title="Compile Lab", page_icon=str(Path(__file__).parent / "ui" / "favicon.png"), layout="wide")
-start_queue(str(default_path()))
 page = st.navigation([
     st.Page("app_pages/run.py", title="Run", icon=":material/play_arrow:", default=True),
     st.Page("app_pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),
@@ -32,8 +33,14 @@ page = st.navigation([
     st.Page("app_pages/sweep.py", title="Sweep", icon=":material/grid_on:"),
     st.Page("app_pages/system.py", title="System", icon=":material/memory:"),
 ])
-people.identity_sidebar(RunStore())
-knobs.keep_settings()
-exports.format_picker()
-page.run()
+try:
+    start_queue(str(default_path()))
+    people.identity_sidebar(RunStore())
+    knobs.keep_settings()
+    exports.format_picker()
+    page.run()
+except (StoreError, sqlite3.Error) as e:  # a store deleted, corrupted, full or locked: a sentence, not a traceback
+    traceback.print_exc()  # the whole story is in the server's log, for the instructor
+    st.error(people.store_trouble(e))
+    st.stop()
 exports.warm_charts()  # after the page: its own charts come first

@@ -14,7 +14,7 @@ import secrets
 import streamlit as st
 
 from tcore.lab import limits
-from tcore.store import RunStore
+from tcore.store import RunStore, StoreError
 
 PARAM = "me"  # the query parameter that carries the owner id
 _OWNER = re.compile(r"^(guest-[0-9a-f]{6}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})$")
@@ -67,6 +67,22 @@ def display_name(owner: str | None) -> str:
     if ":" in owner:  # tcore.lab.scheduler.Proc.name, "host:pid": queued without a browser session
         return "the command line or a sweep"
     return "another session"  # an older session id
+
+
+def store_trouble(e: Exception) -> str:
+    """What a participant reads when the run store fails under a page: what happened, in a sentence, and who can
+    mend it (the server's log has the traceback)."""
+    text = str(e)
+    if "full" in text:
+        why = "the disk that holds it is full"
+    elif "malformed" in text or "not a database" in text or "cut short" in text or "not a SQLite" in text:
+        why = "its file is damaged"
+    elif "locked" in text:
+        why = "another process holds it locked"
+    else:
+        why = text.split(": ", 1)[-1].rstrip(".") if isinstance(e, StoreError) else "SQLite could not use it"
+    return (f"The lab's run store cannot be used right now: {plain(why)}. Runs already recorded are kept where "
+            "they can be; tell the instructor (the server's log says more), then reload the page.")
 
 
 def is_instructor() -> bool:
