@@ -17,6 +17,7 @@ import functools
 import os
 import signal
 import socket
+import sqlite3
 import statistics
 import sys
 import threading
@@ -27,7 +28,7 @@ from typing import Callable, NamedTuple, Protocol
 
 from tcore.lab import cluster
 from tcore.lab.launcher import SparePool
-from tcore.store import RunRecord, RunStore
+from tcore.store import RunRecord, RunStore, StoreError
 
 TICK_S = 0.25
 RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.heartbeat)
@@ -321,8 +322,12 @@ class Scheduler:
                 self._tick()
                 self.error = None
             except Exception as e:  # a locked or vanished store must not stop the queue for good: retry next tick
-                self.error = f"{type(e).__name__}: {e}"
-                print(f"compile-lab queue ({self.store.path}):\n{traceback.format_exc(limit=-3)}", file=sys.stderr)
+                said, self.error = self.error, f"{type(e).__name__}: {e}"
+                if self.error != said:  # once per trouble, not every tick while a disk stays full
+                    why = (f"{self.error}\n" if isinstance(e, (sqlite3.Error, StoreError))
+                           else traceback.format_exc(limit=-3))
+                    print(f"compile-lab queue ({self.store.path}): {why}(retried every tick; said again only if it "
+                          "changes)", file=sys.stderr)
             time.sleep(TICK_S)
 
     def _tick(self) -> None:
