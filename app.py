@@ -10,7 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from tcore.lab import runs
+from tcore import private
+from tcore.lab import limits, model_cards, runs
 from tcore.store import RunStore, StoreError, default_path
 from ui import exports, knobs, people
 
@@ -19,8 +20,12 @@ from ui import exports, knobs, people
 def start_queue(db_path: str) -> int:
     """Once per server process and store: keep spare workers, start the run queue, adopt the runs queued before a
     restart. serve.py (`make app`) has done this when the server started; `streamlit run app.py` does it here,
-    when the first page opens."""
-    return len(runs.serve(RunStore(db_path)))
+    when the first page opens. Model files are never imported here: their cards come from the store, or from a
+    child that reads the file where the lab allows files (tcore.lab.model_cards)."""
+    store = RunStore(db_path)
+    model_cards.install(store, files_allowed=limits.files_allowed)
+    private.hide_environment()  # the passcode's environment, out of a worker's reach (non-root users)
+    return len(runs.serve(store))
 
 
 # A file, not ":material/bolt:": Streamlit fetches a Material favicon from fonts.gstatic.com, which an

@@ -31,10 +31,14 @@ STATIC_PREFIX = "/app/static/"
 
 
 def start_queue() -> int:
-    from tcore.lab import runs
+    from tcore import private
+    from tcore.lab import limits, model_cards, runs
     from tcore.store import RunStore
 
-    adopted = runs.serve(RunStore())  # $COMPILE_LAB_DB, as app.py opens it
+    private.hide_environment()  # the passcode in this process's environment, out of a worker's reach
+    store = RunStore()  # $COMPILE_LAB_DB, as app.py opens it
+    model_cards.install(store, files_allowed=limits.files_allowed)  # this process never imports a model file
+    adopted = runs.serve(store)
     print(f"compile-lab: run queue started with the server; {len(adopted)} queued run(s) taken over",
           file=sys.stderr, flush=True)
     return len(adopted)

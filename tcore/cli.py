@@ -103,9 +103,10 @@ class Parser(argparse.ArgumentParser):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore.lab import runs, scheduler
+    from tcore.lab import model_cards, runs, scheduler
 
     store = RunStore(args.db)
+    model_cards.install(store, files_allowed=lambda: True)  # the command line always allows model files
     try:
         exp = experiment_from_args(args)
         run = runs.start(exp, store, timeout_s=args.timeout, on_event=None if args.quiet else ProgressLine())
@@ -144,9 +145,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from tcore.lab import runs
+    from tcore.lab import model_cards, runs
 
     store = RunStore(args.db)
+    model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = runs.notice_dead_owners(store)
     records = store.list(limit=args.limit)
     if args.json:
@@ -165,9 +167,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tcore.lab import runs
+    from tcore.lab import model_cards, runs
 
     store = RunStore(args.db)
+    model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = runs.notice_dead_owners(store)
     record = store.get(args.run_id)
     if args.json:

@@ -28,9 +28,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
-from tcore import protocol
+from tcore import private, protocol
 from tcore.lab import forkserver
-from tcore.lab.limits import PASSCODE_ENV
 from tcore.spec import Experiment
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -56,13 +55,9 @@ IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "
 PER_WORKER_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_TRACE")
 
 
-# The app process's alone, never a worker's: a worker runs the participant's settings, and anything in its
-# environment can be read by other processes of the same user (/proc/<pid>/environ).
-PRIVATE_ENV = (PASSCODE_ENV,)
-
-
-def _without_private(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k not in PRIVATE_ENV}
+# The app process's alone, never a worker's: a worker runs the participant's settings (and model files), and
+# anything in its environment can be read by other processes of the same user (/proc/<pid>/environ).
+_without_private = private.without_private
 
 
 def _import_time_part(env: dict[str, str]) -> dict[str, str]:

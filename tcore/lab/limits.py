@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tcore.lab.memory import estimate_memory_gib  # noqa: F401 (limits.estimate_memory_gib, as before)
+from tcore.private import PASSCODE_ENV
 from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 
 CONFIG_ENV = "COMPILE_LAB_CONFIG"
-PASSCODE_ENV = "COMPILE_LAB_INSTRUCTOR_PASSCODE"
+
 INSTRUCTOR_LIMITS = "limits"  # the key, in the store's lab_state, of the limits the instructor set in the app
 CONFIG_NAME = "compile-lab.toml"
 ENV = {

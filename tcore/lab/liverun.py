@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from tcore.lab import artifacts
 from tcore.lab import cluster
+from tcore.lab import model_cards
 from tcore.lab import scheduler
 from tcore.protocol import TERMINAL
 from tcore.protocol import error as error_event
@@ -227,6 +228,8 @@ class LiveRun:
                     self.notes.append(event["text"])
                 elif kind == "code":
                     self.code = event["sources"]
+                elif kind == "model_card":
+                    model_cards.keep(self.store, event["card"])
                 elif kind == "figure":
                     self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
                 elif kind in TERMINAL:
