@@ -107,6 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     store = RunStore(args.db)
     model_cards.install(store, files_allowed=lambda: True)  # the command line always allows model files
+    scheduler.remove_stale_folders()  # what killed lab processes left in the temporary folder
     try:
         exp = experiment_from_args(args)
         run = runs.start(exp, store, timeout_s=args.timeout, on_event=None if args.quiet else ProgressLine())

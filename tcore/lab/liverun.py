@@ -13,7 +13,6 @@ import os
 import shutil
 import sqlite3
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -26,7 +25,7 @@ from tcore.lab import model_cards
 from tcore.lab import scheduler
 from tcore.protocol import TERMINAL
 from tcore.protocol import error as error_event
-from tcore.lab.launcher import RunHandle, SparePool, Worker
+from tcore.lab.launcher import RunHandle, SparePool, Worker, run_folder
 from tcore.spec import Experiment
 from tcore.store import RunRecord, RunStore, StoreError
 
@@ -155,7 +154,7 @@ class LiveRun:
 
     def _launch_on_cluster(self, slot: str) -> None:
         """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.cluster); no local pid to keep."""
-        self.workdir = Path(tempfile.mkdtemp(prefix="tcore-ray-"))  # what the remote worker saved comes back here
+        self.workdir = run_folder("tcore-ray-")  # what the remote worker saved comes back here
         try:
             extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
             self.handle = cluster.RayRunHandle(self.exp, slot, self.workdir, timeout_s=self.timeout_s,

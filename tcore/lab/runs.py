@@ -10,6 +10,7 @@ left queued.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -116,7 +117,11 @@ def serve(store: RunStore) -> list[LiveRun]:
     import torch
 
     keep_spares("cuda" if torch.cuda.is_available() else "cpu")
-    return recover(store)
+    adopted = recover(store)  # a dead server's workers stopped first: then no one writes in their folders
+    if removed := scheduler.remove_stale_folders():
+        print(f"compile-lab: removed {len(removed)} run folder(s) that ended lab processes left in "
+              f"{removed[0].parent}", file=sys.stderr, flush=True)
+    return adopted
 
 
 def run_adopted(on_adopted: Callable[[LiveRun], None] | None = None) -> list[LiveRun]:

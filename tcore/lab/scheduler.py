@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
 from tcore.lab import cluster
+from tcore.lab import launcher
 from tcore.lab.launcher import SparePool
 from tcore.store import RunRecord, RunStore, StoreError
 
@@ -398,3 +401,21 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
             out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, len(device_slots(device))))
             queued_ahead.append(Ahead(expected_duration(spec, history), limit))
     return out
+
+
+def remove_stale_folders(temp: str | Path | None = None) -> list[Path]:
+    """Remove the run folders whose lab process has ended (returned); a folder whose owner still runs, or that
+    says no owner (made by another program, or an older lab), is left alone."""
+    removed = []
+    for folder in Path(temp or tempfile.gettempdir()).iterdir():
+        if not folder.name.startswith(launcher.RUN_FOLDER_PREFIXES) or not folder.is_dir():
+            continue
+        try:
+            pid, _, started = (folder / launcher.FOLDER_OWNER).read_text().strip().partition(" ")
+            alive = is_alive(int(pid), started or None)
+        except (OSError, ValueError):
+            continue
+        if not alive:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
