@@ -192,8 +192,10 @@ class LiveRun:
         except Exception as e:  # the record must not stay "running", holding its device slot, under a live owner
             if isinstance(e, (sqlite3.Error, StoreError)):
                 self._say_store_trouble(e)
-                self._end(error_event("crashed", f"the run ended, but its result could not be recorded: "
-                                                 f"{store_failure(e, self.store)}"))
+                # said to the run's owner from here whatever the store keeps (a store deleted under it keeps nothing)
+                self._unrecorded = error_event("crashed", f"the run ended, but its result could not be recorded: "
+                                                          f"{store_failure(e, self.store)}")
+                self._end(self._unrecorded)
             else:
                 traceback.print_exc()
                 self._end(error_event("crashed", f"the run ended, but recording its outcome failed: "
