@@ -101,3 +101,21 @@ def test_a_file_no_worker_described_is_refused_without_importing_it(marker_model
     with pytest.raises(file_models.FileImportRefused):
         file_models.SOURCES_FILE.module(str(model))
     assert not marker.exists()
+
+
+def test_a_file_run_stored_without_a_card_shows_without_importing_the_file(db, marker_model):
+    """Runs stored before workers wrote cards: their pages piece a card together from the runs' settings."""
+    from tcore.spec import DEFAULTS
+    from tests.helpers import insert_row
+
+    model, marker = marker_model
+    spec = {**DEFAULTS, "model": f"file:{model}", "preset": "tiny", "device": "cpu", "batch_size": 2,
+            "backend": "eager"}
+    run_id = insert_row(db, label="a file run", model=spec["model"], preset="tiny", spec_json=json.dumps(spec))
+    db.finish(run_id, result={"device": "cpu", "eager_steps_per_s": 1.0, "compiled_steps_per_s": 1.2,
+                              "eager_samples_per_s": 2.0, "compiled_samples_per_s": 2.4}, env={"device": "cpu"})
+    at = app()
+    for page in ("app_pages/compare.py", "app_pages/diagnose.py", "app_pages/run.py"):
+        at.switch_page(page).run()
+        assert not at.exception, (page, at.exception)
+    assert not marker.exists()

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import traceback
+from pathlib import Path
 from typing import Callable
 
 from tcore import private
@@ -37,10 +38,24 @@ def find(name: str, store: RunStore, files_allowed: Callable[[], bool]) -> dict 
     if stored is not None and (version is None or stored.get("mtime_ns") == version):
         return stored  # the file as a worker read it (or gone since: its runs still show)
     if not files_allowed():
-        return stored
+        return stored or from_runs(name, store.model_specs(name))
     card = describe(name)
     keep(store, card)
     return card
+
+
+def from_runs(name: str, specs: list[dict]) -> dict | None:
+    """A card pieced together from the stored runs of `name` (runs stored before workers wrote cards): what their
+    pages need to show them, nothing read from the file."""
+    if not specs:
+        return None
+    presets = list(dict.fromkeys(s.get("preset", "default") for s in specs))
+    batch = next((s["batch_size"] for s in specs if s.get("batch_size")), 2)
+    return {"name": name, "ref": name.removeprefix("file:"), "title": f"{Path(name).name} (your file)",
+            "description": "A model file of your own (described from its stored runs).", "presets": presets,
+            "default_preset": {"cpu": presets[0], "cuda": presets[0]}, "default_batch": {"cpu": batch, "cuda": batch},
+            "supports_channels_last": any(s.get("channels_last") for s in specs), "param_counts": {},
+            "mtime_ns": None}
 
 
 def describe(name: str) -> dict:

@@ -18,3 +18,10 @@ class ModelCards(Part):
         with self._connect() as db:
             row = db.execute("SELECT card FROM model_cards WHERE model=?", (model,)).fetchone()
         return json.loads(row[0]) if row else None
+
+    def model_specs(self, model: str, limit: int = 200) -> list[dict]:
+        """The settings of the latest runs of `model` (a card can be pieced together from them when no worker of
+        this version of the lab described the file)."""
+        with self._connect() as db:
+            return [json.loads(r[0]) for r in db.execute(
+                "SELECT spec FROM runs WHERE model=? ORDER BY created_at DESC LIMIT ?", (model, limit))]
