@@ -48,4 +48,7 @@ except (StoreError, sqlite3.Error) as e:  # a store deleted, corrupted, full or 
     traceback.print_exc()  # the whole story is in the server's log, for the instructor
     st.error(people.store_trouble(e))
     st.stop()
+except limits.LimitsError as e:  # compile-lab.toml written wrongly: its one line, which names the setting
+    st.error(f"The lab's settings cannot be read: {e}")
+    st.stop()
 exports.warm_charts()  # after the page: its own charts come first

@@ -22,3 +22,25 @@ def test_a_file_that_is_not_utf8_says_so(tmp_path):
         limits.load(environ={}, cwd=tmp_path)
     with pytest.raises(limits.LimitsError, match="not UTF-8"):
         limits.instructor_passcode(environ={}, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("value", ["[1]", "true", "{a = 1}"])
+def test_a_passcode_that_is_not_text_says_so(tmp_path, value):
+    (tmp_path / "compile-lab.toml").write_text(f"[instructor]\npasscode = {value}\n")
+    with pytest.raises(limits.LimitsError, match="passcode must be text"):
+        limits.instructor_passcode(environ={}, cwd=tmp_path)
+
+
+def test_a_page_says_a_broken_config_in_a_line(tmp_path, monkeypatch):
+    from tests.app_harness import app, texts
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    config = tmp_path / "lab.toml"
+    config.write_text("[instructor]\npasscode = \"sesame\"\n")
+    monkeypatch.setenv(limits.CONFIG_ENV, str(config))
+    at = app()
+    at.session_state["instructor"] = "sesame"  # unlocked, then the file is broken under the running app
+    config.write_bytes(b"[instructor]\npasscode = \"caf\xe9\"\n")
+    at.run()
+    assert not at.exception, at.exception
+    assert "The lab's settings cannot be read" in texts(at.error) and "not UTF-8" in texts(at.error)

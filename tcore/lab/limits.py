@@ -171,6 +171,8 @@ def instructor_passcode(environ: Mapping[str, str] | None = None, cwd: str | Pat
     if environ.get(PASSCODE_ENV, "").strip():
         return environ[PASSCODE_ENV].strip()
     code = _config(environ, cwd)[0].get("instructor", {}).get("passcode")
+    if code is not None and not isinstance(code, (str, int)) or isinstance(code, bool):
+        raise LimitsError(f"[instructor] passcode must be text in quotes, not {type(code).__name__}")
     return str(code).strip() or None if code is not None else None
 
 
