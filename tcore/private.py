@@ -26,8 +26,9 @@ def without_private(env: Mapping[str, str]) -> dict[str, str]:
 def hide_environment() -> bool:
     """Make this process's /proc/<pid>/environ and memory unreadable to other processes of the same user (what
     ssh-agent does: prctl PR_SET_DUMPABLE 0), so a model file in a worker cannot read the passcode from its
-    parent. Root can still read them. Returns whether it worked (Linux only)."""
-    if not sys.platform.startswith("linux"):
+    parent. Root can still read them. Only where there is something to hide (it also keeps debuggers such as
+    py-spy out). Returns whether it hid it (Linux only)."""
+    if not sys.platform.startswith("linux") or not any(is_private(k) for k in os.environ):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)

@@ -269,7 +269,8 @@ class LiveRun:
         except BaseException:
             self._release()
             raise
-        if self._unrecorded is not None:  # what this process knows, when the store could not be told
+        if self._unrecorded is not None and (self.record is None or self.record.status in ("queued", "running")):
+            # what this process knows, when the store could not be told
             self.record = dataclasses.replace(
                 self.record or RunRecord(id=self.run_id, status="running", created_at=self.queued_at,
                                          label=self.exp.label, spec=self.exp.to_dict(), owner=self.owner),
