@@ -14,6 +14,7 @@ from tcore.lab.launcher import REPO_ROOT
 from tcore.lab import limits
 from tcore.spec import Experiment
 from tests.app_harness import app, db, texts  # noqa: F401 (db: the fixture)
+from tests.helpers import QUICK, insert_run
 
 SECRET = "s3cret-passcode-do-not-leak"
 MODEL = '''"""A marker model: it says who imported it."""
@@ -118,4 +119,20 @@ def test_a_file_run_stored_without_a_card_shows_without_importing_the_file(db, m
     for page in ("app_pages/compare.py", "app_pages/diagnose.py", "app_pages/run.py"):
         at.switch_page(page).run()
         assert not at.exception, (page, at.exception)
+    assert not marker.exists()
+
+
+def test_a_server_that_does_not_allow_files_never_runs_a_file_run_it_takes_over(store, marker_model):
+    """A command line (which allows files) queued it and ended; the app, with files off, must not run its code in
+    a worker either: it ends the run and says why."""
+    from tcore.lab import model_cards, runs
+
+    model, marker = marker_model
+    model_cards.install(store, files_allowed=lambda: False)
+    run_id = insert_run(store, QUICK, status="queued")
+    record = store.get(run_id)
+    record.spec["model"] = f"file:{model}"
+    assert runs._adopt(record, store) is None
+    ended = store.get(run_id)
+    assert ended.status == "failed" and "does not run model files" in ended.error["message"]
     assert not marker.exists()

@@ -22,11 +22,20 @@ from tcore.store import RunStore
 DESCRIBE_TIMEOUT_S = 120.0
 
 
+_FILES_ALLOWED: list[Callable[[], bool]] = []  # what install() was told, for files_allowed_here()
+
+
 def install(store: RunStore, files_allowed: Callable[[], bool]) -> None:
     """From now on, this process finds a file model's card in `store`, or has one read where files are allowed."""
     from sample_models.sources import file_models
 
     file_models.card_finder = lambda name: find(name, store, files_allowed)
+    _FILES_ALLOWED[:] = [files_allowed]
+
+
+def files_allowed_here() -> bool:
+    """Whether this process may have a model file run (read, or run by its workers): False until install() says."""
+    return bool(_FILES_ALLOWED) and _FILES_ALLOWED[0]()
 
 
 def find(name: str, store: RunStore, files_allowed: Callable[[], bool]) -> dict | None:
