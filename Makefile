@@ -4,8 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: app test cluster-demo
+# ADDRESS: the network interface the app listens on; every one by default (a workshop room), 127.0.0.1 for
+# this machine only. The server says which at start.
+ADDRESS ?= 0.0.0.0
 app: $(VENV)/.app-installed
-	$(PY) -m streamlit run serve.py
+	$(PY) -m streamlit run serve.py --server.address $(ADDRESS)
 
 # The suite in two parts: most of it on TEST_WORKERS processes, a file to each (its module fixtures stay whole), while
 # the cores wait on worker processes, queues and compiles; then the real browser tests, one at a time (each serves the

@@ -4,12 +4,15 @@ The pages live in app_pages/, not pages/: while a folder named pages/ exists, St
 server's first session in its legacy multipage mode, so a deep link (/compare) would open without
 this router, its wide layout or its page titles.
 """
+import sqlite3
+import traceback
 from pathlib import Path
 
 import streamlit as st
 
-from tcore.lab import runs
-from tcore.store import RunStore, default_path
+from tcore import private
+from tcore.lab import limits, model_cards, runs
+from tcore.store import RunStore, StoreError, default_path
 from ui import exports, knobs, people
 
 
@@ -17,14 +20,17 @@ from ui import exports, knobs, people
 def start_queue(db_path: str) -> int:
     """Once per server process and store: keep spare workers, start the run queue, adopt the runs queued before a
     restart. serve.py (`make app`) has done this when the server started; `streamlit run app.py` does it here,
-    when the first page opens."""
-    return len(runs.serve(RunStore(db_path)))
+    when the first page opens. Model files are never imported here: their cards come from the store, or from a
+    child that reads the file where the lab allows files (tcore.lab.model_cards)."""
+    store = RunStore(db_path)
+    model_cards.install(store, files_allowed=limits.files_allowed)
+    private.hide_environment()  # the passcode's environment, out of a worker's reach (non-root users)
+    return len(runs.serve(store))
 
 
 # A file, not ":material/bolt:": Streamlit fetches a Material favicon from fonts.gstatic.com, which an
 # offline workshop network cannot reach.
 st.set_page_config(page_title="Compile Lab", page_icon=str(Path(__file__).parent / "ui" / "favicon.png"), layout="wide")
-start_queue(str(default_path()))
 page = st.navigation([
     st.Page("app_pages/run.py", title="Run", icon=":material/play_arrow:", default=True),
     st.Page("app_pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),
@@ -32,8 +38,17 @@ page = st.navigation([
     st.Page("app_pages/sweep.py", title="Sweep", icon=":material/grid_on:"),
     st.Page("app_pages/system.py", title="System", icon=":material/memory:"),
 ])
-people.identity_sidebar(RunStore())
-knobs.keep_settings()
-exports.format_picker()
-page.run()
+try:
+    start_queue(str(default_path()))
+    people.identity_sidebar(RunStore())
+    knobs.keep_settings()
+    exports.format_picker()
+    page.run()
+except (StoreError, sqlite3.Error) as e:  # a store deleted, corrupted, full or locked: a sentence, not a traceback
+    traceback.print_exc()  # the whole story is in the server's log, for the instructor
+    st.error(people.store_trouble(e))
+    st.stop()
+except limits.LimitsError as e:  # compile-lab.toml written wrongly: its one line, which names the setting
+    st.error(f"The lab's settings cannot be read: {e}")
+    st.stop()
 exports.warm_charts()  # after the page: its own charts come first

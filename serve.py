@@ -6,6 +6,10 @@ does, plus two things a page script cannot do.
   runs waiting until someone opened a page. st.App's lifespan runs once, when the server starts:
   here it starts the queue for the store and takes those runs over (tcore.lab.runs.serve), then imports
   what the pages import, in the background, so the first visitor of each page does not wait for it.
+- It says at start who can reach it: by default Streamlit listens on every network interface, which a
+  workshop room needs and a laptop on a café's network does not; `--server.address 127.0.0.1` (`make app
+  ADDRESS=127.0.0.1`) keeps it to this machine. Error details (tracebacks, source paths) are off for
+  participants (.streamlit/config.toml); `--client.showErrorDetails full` turns them on while developing.
 - Rendered tlparse reports (static/, served at app/static/) are sent without Streamlit's
   `Access-Control-Allow-Origin: *`, which its static route sets whatever server.enableCORS says: a
   page on another site must not read a run's compiled code through the participant's browser.
@@ -27,10 +31,14 @@ STATIC_PREFIX = "/app/static/"
 
 
 def start_queue() -> int:
-    from tcore.lab import runs
+    from tcore import private
+    from tcore.lab import limits, model_cards, runs
     from tcore.store import RunStore
 
-    adopted = runs.serve(RunStore())  # $COMPILE_LAB_DB, as app.py opens it
+    private.hide_environment()  # the passcode in this process's environment, out of a worker's reach
+    store = RunStore()  # $COMPILE_LAB_DB, as app.py opens it
+    model_cards.install(store, files_allowed=limits.files_allowed)  # this process never imports a model file
+    adopted = runs.serve(store)
     print(f"compile-lab: run queue started with the server; {len(adopted)} queued run(s) taken over",
           file=sys.stderr, flush=True)
     return len(adopted)
@@ -61,8 +69,27 @@ def _warm_and_say() -> None:
           flush=True)
 
 
+def who_can_reach(address: str | None, port: int) -> str:
+    """One line for the server's start: which network interfaces it listens on, and how to change that."""
+    if not address or address in ("0.0.0.0", "::"):
+        return (f"compile-lab: listening on every network interface, port {port}: anyone who can reach this machine "
+                "can open the lab and queue runs on it. For this machine only, start it with --server.address "
+                "127.0.0.1 (make app ADDRESS=127.0.0.1)")
+    local = address in ("127.0.0.1", "localhost", "::1")
+    return (f"compile-lab: listening on {address}, port {port}" + (": this machine only" if local else
+            " only") + "; --server.address 0.0.0.0 opens it to the room's network")
+
+
+def say_who_can_reach() -> None:
+    from streamlit import config
+
+    print(who_can_reach(config.get_option("server.address"), config.get_option("server.port")), file=sys.stderr,
+          flush=True)
+
+
 @asynccontextmanager
 async def lifespan(_app):
+    say_who_can_reach()
     # torch's import takes seconds: off the event loop, but before the server answers its first page
     adopted = await asyncio.to_thread(start_queue)
     # The pages' own imports are not needed to answer: they warm up while the server already serves.

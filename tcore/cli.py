@@ -112,9 +112,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore.lab import runs, scheduler
+    from tcore.lab import model_cards, runs, scheduler
 
     store = RunStore(args.db)
+    model_cards.install(store, files_allowed=lambda: True)  # the command line always allows model files
+    scheduler.remove_stale_folders()  # what killed lab processes left in the temporary folder
     try:
         exp = experiment_from_args(args)
         run = runs.start(exp, store, timeout_s=args.timeout, on_event=None if args.quiet else ProgressLine())
@@ -202,9 +204,10 @@ def default_words() -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from tcore.lab import runs
+    from tcore.lab import model_cards, runs
 
     store = RunStore(args.db)
+    model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = runs.notice_dead_owners(store)
     records = store.list(limit=args.limit)
     if args.json:
@@ -223,9 +226,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tcore.lab import runs
+    from tcore.lab import model_cards, runs
 
     store = RunStore(args.db)
+    model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = runs.notice_dead_owners(store)
     record = store.get(args.run_id)
     if args.json:

@@ -14,6 +14,7 @@ Every event has a "type":
                                                    pm_pct} (the paired estimate after each round, of at
                                                    most `of`; provisional)
   code      {sources: [str, ...]}                  the source Inductor generated, one per graph
+  model_card {card: {...}}                         a model file as the worker read it (tcore.store.model_cards)
   result    {result, env}                          the run finished; the last event of a good run
   error     {kind, message, traceback?, log_tail?} the run failed; the last event of a failed run
 """

@@ -270,8 +270,8 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
         first.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
         first.get_by_placeholder("e.g. Ada").fill("Ada")
         first.get_by_placeholder("e.g. Ada").press("Enter")
-        first.wait_for_url(re.compile(r"me=ada~[0-9a-f]{4}"), timeout=WAIT_MS)
-        me = re.search(r"me=(ada~[0-9a-f]{4})", first.url).group(1)
+        first.wait_for_url(re.compile(r"me=ada~[0-9a-f]{4}\.[0-9a-f]{16}"), timeout=WAIT_MS)
+        me = re.search(r"me=(ada~[0-9a-f]{4}\.[0-9a-f]{16})", first.url).group(1)
         wait_until(lambda: any(c["name"] == COOKIE and c["value"] == me for c in context.cookies()),
                    what="the cookie the page's script sets")
 
@@ -314,7 +314,7 @@ def test_a_page_with_no_chart_loads_the_chart_component_once_idle(server):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         watch = Watch(page, server)
-        page.goto(f"{server}/system?me=ada~0001")
+        page.goto(f"{server}/system?me=ada~0001.00000000c0ffee00")
         page.get_by_role("heading", name="System").wait_for(timeout=WAIT_MS)
         page.wait_for_function("() => performance.getEntriesByType('resource')"
                                ".some(e => /static\\/js\\/PlotlyChart\\.[^/]+\\.js$/.test(e.name))", timeout=WAIT_MS)
@@ -428,7 +428,7 @@ def test_stored_runs_fit_a_laptop_screen(server, tmp_path):
     from tcore.store import RunStore
     from tests.helpers import store_a_labs_runs, wait_until
 
-    owner = "ada~1a2b"
+    owner = "ada~1a2b.00000000c0ffee00"
     made = store_a_labs_runs(RunStore(tmp_path / "runs.sqlite"), owner)
     store_schedule_run(tmp_path / "runs.sqlite")
     ARTIFACTS.mkdir(exist_ok=True)

@@ -20,7 +20,7 @@ from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Watch, serve
 pytestmark = pytest.mark.browser
 
 PASSCODE = "letmein"
-ADA, BOB, TEACHER = "ada~1a2b", "bob~2b3c", "teacher~9f9f"
+ADA, BOB, TEACHER = "ada~1a2b.00000000c0ffee00", "bob~2b3c.00000000c0ffee00", "teacher~9f9f.00000000c0ffee00"
 LONG_MS = 180_000  # this 2-core machine is shared: a page can take a minute to draw while a run compiles
 RUN_MS = 400_000  # a run: worker start, imports, compile, a short timed stage
 

@@ -50,11 +50,11 @@ def test_the_instructors_cancel_shows_and_the_end_reaches_every_tab(lab):
         teacher = browser.new_context(viewport={"width": 1440, "height": 1400}).new_page()
         ada = browser.new_context(viewport={"width": 1440, "height": 1400}).new_page()
         watches = [Watch(teacher, url), Watch(ada, url)]
-        teacher.goto(f"{url}/system?me=teacher~0001")
+        teacher.goto(f"{url}/system?me=teacher~0001.00000000c0ffee00")
         teacher.get_by_label("Instructor passcode", exact=True).and_(teacher.locator("input")).fill(PASSCODE)
         teacher.get_by_role("button", name="Unlock").click()
         teacher.get_by_role("button", name="Pause the queue").wait_for(timeout=WAIT_MS)
-        ada.goto(f"{url}/?me=ada~0002")
+        ada.goto(f"{url}/?me=ada~0002.00000000c0ffee00")
         ada.get_by_text("Run an experiment", exact=True).wait_for(timeout=WAIT_MS)
         # the command-line run shows up as running (the queue redraws every 10 s while idle, then every 2 s)
         expect(ada.get_by_text("running", exact=True).first).to_be_visible(timeout=WAIT_MS)

@@ -151,3 +151,13 @@ def test_a_file_model_without_a_tiny_preset_runs_at_a_preset_it_has(tmp_path, mo
     exp = cli.experiment_from_args(args.parse_args(["run", "--model", "file:m.py", "--device", "cpu"]))
     import sample_models
     assert exp.preset in sample_models.get(exp.model).presets
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "x"], ["run", "--backend", "eager"]])
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_db_path_is_refused_not_taken_for_the_default(command, empty, capsys, tmp_path, monkeypatch):
+    default = tmp_path / "default.sqlite"
+    monkeypatch.setenv("COMPILE_LAB_DB", str(default))
+    assert cli.main([*command, "--db", empty]) == 2
+    assert "the run store's path is empty" in one_line(capsys)
+    assert not default.exists()  # the default store was neither made nor touched

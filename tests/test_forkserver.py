@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import QUICK
 
-from tcore.lab import forkserver, launcher, runs
+from tcore.lab import forkserver, launcher, model_cards, runs
 
 pytestmark = pytest.mark.skipif(not forkserver.available(), reason="workers are not forked on a machine with a GPU")
 
@@ -69,6 +69,7 @@ def test_a_forked_worker_runs_with_its_own_environment_and_fresh_compile_caches(
     launcher.Worker({}).dismiss()  # the server is up before the next variable is set
     monkeypatch.setenv("SET_AFTER_THE_SERVER", "seen")  # not read at import: the same server serves the run
     server = forkserver._SERVER
+    model_cards.install(store, files_allowed=lambda: True)  # as the command line does: a child reads the file
     probed = runs.execute(QUICK.replace(model=f"file:{probe}", preset="tiny", cache="cold"), store, timeout_s=180)
     assert probed.status == "finished", probed.error
     seen = json.loads(Path(f"{probe}.json").read_text())

@@ -28,7 +28,7 @@ def test_the_store_is_read_once_per_change_for_every_session(store):
     for _ in range(20):
         assert reads(RunStore(store.path)).running_and_queued(proc.host) == []
     assert store_reads(store) == before + 1
-    run_id = store.enqueue(QUICK, device="cpu", owner="ada~0001", proc=proc, timeout_s=60)  # another connection
+    run_id = store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=60)  # another connection
     assert [r.id for r in reads(store).running_and_queued(proc.host)] == [run_id]  # the change is seen at once
     assert store_reads(store) == before + 2
     with sqlite3.connect(store.path) as db:  # a write from anywhere else, e.g. another process
@@ -91,9 +91,9 @@ def markdown(at: AppTest) -> str:
 
 
 def test_no_cancel_button_beside_someone_elses_run_and_the_wait_says_when_first(db):
-    theirs = queued_by_someone_else(db, "bob~0002", running=True)
-    mine = queued_by_someone_else(db, "ada~0001")
-    at = run_page("ada~0001")
+    theirs = queued_by_someone_else(db, "bob~0002.00000000c0ffee00", running=True)
+    mine = queued_by_someone_else(db, "ada~0001.00000000c0ffee00")
+    at = run_page("ada~0001.00000000c0ffee00")
     assert not at.exception
     assert not [b for b in at.button if b.key == f"run_queue_cancel_{theirs}"]  # hidden, not greyed
     assert at.button(key=f"run_queue_cancel_{mine}")
@@ -105,8 +105,8 @@ def test_no_cancel_button_beside_someone_elses_run_and_the_wait_says_when_first(
 
 def test_cancel_in_the_queue_shows_on_the_click_itself(db):
     """The row changes in the redraw that the click causes, not one refresh later."""
-    mine = queued_by_someone_else(db, "ada~0001")
-    at = run_page("ada~0001")
+    mine = queued_by_someone_else(db, "ada~0001.00000000c0ffee00")
+    at = run_page("ada~0001.00000000c0ffee00")
     at.button(key=f"run_queue_cancel_{mine}").click().run()
     assert not at.exception
     assert db.get(mine).error_kind == "cancelled"
@@ -117,15 +117,15 @@ def test_the_instructors_cancel_of_a_running_run_shows_at_once(db, monkeypatch):
     """A run being timed in another process: its owner stops the worker, which takes a while; every tab says it
     is being cancelled from the click on, and nobody is offered the button again meanwhile."""
     monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
-    running = queued_by_someone_else(db, "bob~0002", running=True)
-    at = run_page("teacher~0003")
+    running = queued_by_someone_else(db, "bob~0002.00000000c0ffee00", running=True)
+    at = run_page("teacher~0003.00000000c0ffee00")
     at.session_state["instructor"] = "sesame"
     at.run()
     at.button(key=f"run_queue_cancel_{running}").click().run()
     assert not at.exception
     assert "**cancelling**" in markdown(at)
     assert not [b for b in at.button if b.key == f"run_queue_cancel_{running}"]
-    other_tab = run_page("carol~0004")
+    other_tab = run_page("carol~0004.00000000c0ffee00")
     assert "**cancelling**" in markdown(other_tab)
 
 
@@ -148,7 +148,7 @@ def test_a_shape_schedule_is_estimated_from_runs_that_compiled_like_it_not_from_
 
 def test_runs_that_crashed_or_were_refused_at_start_do_not_shorten_the_estimate(store):
     proc = scheduler.this_process()
-    ids = [store.enqueue(QUICK, device="cpu", owner="ada~0001", proc=proc, timeout_s=600) for _ in range(3)]
+    ids = [store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=600) for _ in range(3)]
     for run_id in ids:
         assert store.claim_next(proc, "cpu", ["cpu"], {run_id})
         if run_id == ids[0]:

@@ -33,6 +33,8 @@ MODELS = {
 @pytest.fixture(autouse=True)
 def _in_repo(monkeypatch):
     monkeypatch.chdir(REPO)  # file:examples/... is relative to where the lab runs
+    # these tests build models as a worker does: a worker is where a model file may be imported
+    monkeypatch.setattr(sources.file_models, "_IMPORTS_ALLOWED", True)
 
 
 def _leaves(out):

@@ -75,5 +75,6 @@ def test_a_restarted_server_recovers_its_queue_before_any_page_is_opened(store, 
         log.close()
     said = (tmp_path / "server.log").read_text()
     assert "run queue started with the server; 1 queued run(s) taken over" in said
+    assert f"listening on 127.0.0.1, port {port}: this machine only" in said
     assert "the pages' imports done in" in said  # the first visitor of Compare does not wait for plotly and ui/
 

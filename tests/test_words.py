@@ -130,9 +130,12 @@ def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
     assert queue.whose("guest-0badc0", "ada~3f9a") == "guest 0bad"
     assert queue.whose("host:123", "abc") == "the command line or a sweep"
     assert queue.whose("9f1c0e", "abc") == "another session"  # a session id from before names
-    assert people.owner_for("  Ada Lovelace! ", "guest-0badc0") == "ada-lovelace~0bad"
-    assert people.owner_for("Ada", "ada-l~0bad") == "ada~0bad"  # a new name keeps the tag
-    assert people.owner_for("!!", "guest-0badc0") is None
+    secret = "0123456789abcdef"
+    assert queue.whose(f"guest-0bad.{secret}", "ada~3f9a") == "guest 0bad"  # the secret is never shown
+    assert queue.whose(f"ada~0bad.{secret}", "x") == "ada"
+    assert people.owner_for("  Ada Lovelace! ", f"guest-0bad.{secret}") == f"ada-lovelace~0bad.{secret}"
+    assert people.owner_for("Ada", f"ada-l~0bad.{secret}") == f"ada~0bad.{secret}"  # a new name keeps tag and secret
+    assert people.owner_for("!!", f"guest-0bad.{secret}") is None
 
 
 def test_break_pair_words_say_what_the_break_cost():

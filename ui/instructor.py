@@ -42,14 +42,16 @@ def panel(store: RunStore) -> None:
                                     help="Unlocks cancelling or deleting anyone's run, pausing the queue and "
                                          "changing the limits, for this browser session.")
             if st.form_submit_button("Unlock", icon=":material/lock_open:"):
-                # guesses are slowed per session and across the server, and logged (tcore.lab.limits.PasscodeGuard)
+                # guesses are slowed per session and per address, and logged (tcore.lab.limits.PasscodeGuard)
                 session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
-                unlocked, why = limits.PASSCODE_GUARD.attempt(session, attempt)
+                unlocked, why = limits.PASSCODE_GUARD.attempt(session, attempt, address=st.context.ip_address)
                 if unlocked:
                     st.session_state.instructor = attempt
                     st.rerun()
                 st.error(why)
         return
+    if tries := limits.PASSCODE_GUARD.wrong_tries():
+        st.caption(f":orange[{people.plain(tries)}]")
     # Each action runs in its button's callback, before the page is drawn again: a click followed by st.rerun()
     # in the page's body was seen, in Chromium with the queue's fragments ticking, to change the store while the
     # panel went on saying "Paused" with its Resume button.

@@ -1,10 +1,13 @@
 """Who is at the keyboard: a participant's lasting identity, and whether this session is the instructor's.
 
-A participant is an owner id kept in the page's address (?me=ada~3f9a), in the session and in a
+A participant is an owner id kept in the page's address (?me=ada~3f9a.<secret>), in the session and in a
 cookie, so a refresh, a bookmark or a second tab of the same browser keeps their runs theirs. It starts
-as a guest id; naming yourself (the sidebar) renames it and moves your runs with you. Anyone who has the
-address is that participant: it is a name tag for a room, not a login. The instructor's passcode
-(tcore.lab.limits.instructor_passcode) is what guards the actions that touch other people's runs.
+as a guest id; naming yourself (the sidebar) renames it and moves your runs with you. The id ends in a
+random secret (64 bits) that no page shows, not even in part: what pages show (a name, `guest 3f9a`) is
+not enough to act as someone, so a second browser cannot rebuild another person's id from their name
+tag. Anyone who has the whole address still is that participant: it is a bookmark, not a login. The
+instructor's passcode (tcore.lab.limits.instructor_passcode) is what guards the actions that touch other
+people's runs.
 """
 from __future__ import annotations
 
@@ -14,10 +17,13 @@ import secrets
 import streamlit as st
 
 from tcore.lab import limits
-from tcore.store import RunStore
+from tcore.store import RunStore, StoreError
 
 PARAM = "me"  # the query parameter that carries the owner id
-_OWNER = re.compile(r"^(guest-[0-9a-f]{6}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})$")
+# name tag (shown) . secret (never shown): guest-3f9a.0123456789abcdef, ada~3f9a.0123456789abcdef
+_OWNER = re.compile(r"^(guest-[0-9a-f]{4}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})\.[0-9a-f]{16}$")
+# ids made before they carried a secret: still shown by name on their runs, never accepted as anyone's identity
+_OLD_OWNER = re.compile(r"^(guest-[0-9a-f]{6}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})$")
 
 
 COOKIE = "compile_lab_me"  # the same id, for a new tab of the same browser opened without it in the address
@@ -33,21 +39,26 @@ def me() -> str:
     remembered = st.context.cookies.get(COOKIE) if st.context.cookies else None
     owner = next((o for o in (asked, st.session_state.get("owner"), remembered) if o and _OWNER.match(o)), None)
     if not owner:
-        owner = f"guest-{secrets.token_hex(3)}"
+        owner = new_guest()
     st.session_state.owner = owner
     if asked != owner:
         st.query_params[PARAM] = owner
     return owner
 
 
+def new_guest() -> str:
+    return f"guest-{secrets.token_hex(2)}.{secrets.token_hex(8)}"
+
+
 def owner_for(name: str, current: str) -> str | None:
-    """The owner id for a chosen name, keeping this participant's tag so two Adas stay apart; None if the
-    name has no letters or digits."""
+    """The owner id for a chosen name, keeping this participant's tag (two Adas stay apart) and secret; None if
+    the name has no letters or digits."""
     slug = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")[:24].strip("-")
     if not slug:
         return None
-    tag = current.split("~")[1] if "~" in current else current.removeprefix("guest-")[:4]
-    return f"{slug}~{tag}"
+    shown, secret = current.rsplit(".", 1)
+    tag = shown.split("~")[1] if "~" in shown else shown.removeprefix("guest-")
+    return f"{slug}~{tag}.{secret}"
 
 
 def plain(text: str) -> str:
@@ -62,11 +73,27 @@ def display_name(owner: str | None) -> str:
     """How a run's owner reads on a page: 'ada', 'guest 3f9a', 'the command line or a sweep', 'another session'."""
     if not owner:
         return "another session"
-    if _OWNER.match(owner):
+    if _OWNER.match(owner) or _OLD_OWNER.match(owner):
         return f"guest {owner[6:10]}" if owner.startswith("guest-") else owner.split("~")[0]
     if ":" in owner:  # tcore.lab.scheduler.Proc.name, "host:pid": queued without a browser session
         return "the command line or a sweep"
     return "another session"  # an older session id
+
+
+def store_trouble(e: Exception) -> str:
+    """What a participant reads when the run store fails under a page: what happened, in a sentence, and who can
+    mend it (the server's log has the traceback)."""
+    text = str(e)
+    if "full" in text:
+        why = "the disk that holds it is full"
+    elif "malformed" in text or "not a database" in text or "cut short" in text or "not a SQLite" in text:
+        why = "its file is damaged"
+    elif "locked" in text:
+        why = "another process holds it locked"
+    else:
+        why = text.split(": ", 1)[-1].rstrip(".") if isinstance(e, StoreError) else "SQLite could not use it"
+    return (f"The lab's run store cannot be used right now: {plain(why)}. Runs already recorded are kept where "
+            "they can be; tell the instructor (the server's log says more), then reload the page.")
 
 
 def is_instructor() -> bool:

@@ -40,17 +40,23 @@ from sample_models.sources.common import (LAB, OFFLINE, QUIET, NeedsDownload, Re
                                           UnknownModel, _count, _on, go_offline, offline_build, quiet_dropout,
                                           repeated_classes)
 from sample_models.sources.diffusers_models import DiffusersSource
-from sample_models.sources.file_models import FILE_INTERFACE, FileSource, file_model  # noqa: F401
+from sample_models.sources.file_models import FILE_INTERFACE, SOURCES_FILE, FileSource, file_model  # noqa: F401
 from sample_models.sources.hf_models import HfSource
 from sample_models.sources.timm_models import TimmSource
 from sample_models.sources.torchvision_models import TorchvisionSource
 
 SOURCES: dict[str, Source] = {s.key: s for s in (TorchvisionSource(), TimmSource(), HfSource(), DiffusersSource(),
-                                                 FileSource())}
+                                                 SOURCES_FILE)}
+
+
+def entry(name: str) -> RealModel:
+    if name.startswith("file:") and name[5:]:  # not cached by name: a file changes, and its card with it
+        return SOURCES_FILE.entry(name[5:])
+    return _entry(name)
 
 
 @functools.lru_cache(maxsize=None)
-def entry(name: str) -> RealModel:
+def _entry(name: str) -> RealModel:
     source_key, sep, ref = name.partition(":")
     if not sep or source_key not in SOURCES or not ref:
         raise UnknownModel(f"unknown model {name!r}: name a built-in, or SOURCE:NAME with SOURCE one of "

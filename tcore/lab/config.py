@@ -12,12 +12,12 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
+from tcore.private import PASSCODE_ENV  # noqa: F401 (the app process's alone: never handed to a worker)
 from tcore.spec import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # what a worker runs from, and what Ray ships to a cluster's nodes
 CONFIG_ENV = "COMPILE_LAB_CONFIG"
 CONFIG_NAME = "compile-lab.toml"
-PASSCODE_ENV = "COMPILE_LAB_INSTRUCTOR_PASSCODE"  # the app process's alone: never handed to a worker
 TORCH_TRACE_DIR = "torch_trace"  # in a worker's folder: the TORCH_TRACE log(s) of its compile
 
 
@@ -37,6 +37,15 @@ def read(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict[str, 
     if not path.is_file():
         return {}, path
     try:
-        return tomllib.loads(path.read_text()), path
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise LimitsError(f"{path} is not UTF-8 text (byte {e.start}): save it as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise LimitsError(f"{path} is not valid TOML: {e}") from None
+    except OSError as e:
+        raise LimitsError(f"{path} cannot be read: {e.strerror or e}") from None
+    for table in ("limits", "instructor", "models"):  # each a [table]; `limits = 5` is a value, not one
+        if table in config and not isinstance(config[table], dict):
+            raise LimitsError(f"{path}: {table} must be a table ([{table}] on a line of its own, its settings "
+                              f"below it), not {config[table]!r}")
+    return config, path

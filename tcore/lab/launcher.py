@@ -28,7 +28,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
-from tcore import protocol
+from tcore import private, protocol
 from tcore.lab import forkserver
 from tcore.lab.config import PASSCODE_ENV, REPO_ROOT, TORCH_TRACE_DIR  # noqa: F401 (launcher.X, as before)
 from tcore.spec import Experiment
@@ -54,13 +54,9 @@ IMPORT_TIME_ENV = ("TORCH", "PYTORCH", "TRITON", "INDUCTOR", "CUDA", "NVIDIA", "
 PER_WORKER_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_TRACE")
 
 
-# The app process's alone, never a worker's: a worker runs the participant's settings, and anything in its
-# environment can be read by other processes of the same user (/proc/<pid>/environ).
-PRIVATE_ENV = (PASSCODE_ENV,)
-
-
-def _without_private(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k not in PRIVATE_ENV}
+# The app process's alone, never a worker's: a worker runs the participant's settings (and model files), and
+# anything in its environment can be read by other processes of the same user (/proc/<pid>/environ).
+_without_private = private.without_private
 
 
 def _import_time_part(env: dict[str, str]) -> dict[str, str]:
@@ -80,7 +76,7 @@ class Worker:
         import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without.
         wait_for_fork_server: where workers are forked (tcore.lab.forkserver), wait for a fork server still doing
         its imports; False raises forkserver.StillImporting instead (a spare, from the queue's thread)."""
-        self.workdir = Path(tempfile.mkdtemp(prefix="tcore-run-"))
+        self.workdir = run_folder("tcore-run-")
         self.log_path = self.workdir / "worker.log"
         self.taken = False  # handed a run (RunHandle): its folder is then the run's, removed when the run is recorded
         self.lab_env = _import_time_env()  # a spare is handed a run only while these still hold
@@ -168,7 +164,28 @@ def _remove_folders_at_exit() -> None:
         shutil.rmtree(worker.workdir, ignore_errors=True)
 
 
-atexit.register(_remove_folders_at_exit)  # registered before tcore.lab.liverun's SPARES.clear, so it runs after it
+atexit.register(_remove_folders_at_exit)
+
+# What run_folder names its folders with, in the temporary folder; and the file in each that says whose it is.
+RUN_FOLDER_PREFIXES = ("tcore-run-", "tcore-ray-")
+FOLDER_OWNER = ".owner"
+
+
+def run_folder(prefix: str) -> Path:
+    """A new folder for one run's worker, in the temporary folder, marked with this process (pid and start time): a
+    lab process killed with SIGKILL cannot remove its folders, and the next one removes them for it
+    (tcore.lab.scheduler.remove_stale_folders)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    pid = os.getpid()
+    (folder / FOLDER_OWNER).write_text(f"{pid} {_start_time(pid) or ''}\n")
+    return folder
+
+
+def _start_time(pid: int) -> str | None:
+    try:  # field 22 of /proc/<pid>/stat, as tcore.lab.scheduler.process_start reads it (it imports this module)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None  # registered before tcore.lab.liverun's SPARES.clear, so it runs after it
 
 
 class SparePool:

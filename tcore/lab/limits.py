@@ -142,6 +142,8 @@ def instructor_passcode(environ: Mapping[str, str] | None = None, cwd: str | Pat
     if environ.get(PASSCODE_ENV, "").strip():
         return environ[PASSCODE_ENV].strip()
     code = _config(environ, cwd)[0].get("instructor", {}).get("passcode")
+    if code is not None and not isinstance(code, (str, int)) or isinstance(code, bool):
+        raise LimitsError(f"[instructor] passcode must be text in quotes, not {type(code).__name__}")
     return str(code).strip() or None if code is not None else None
 
 
@@ -156,40 +158,52 @@ def is_instructor(attempt: str | None, environ: Mapping[str, str] | None = None,
     return hmac.compare_digest(hashlib.sha256(code.encode()).digest(), hashlib.sha256(attempt.strip().encode()).digest())
 
 
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
 class PasscodeGuard:
-    """Slows down guessing the instructor passcode, per browser session and across the whole server.
+    """Slows down guessing the instructor passcode, per browser session and per network address, and counts the
+    wrong tries for the instructor.
 
     A session gets `free` wrong tries; after that each wrong try makes it wait twice as long as the one before
-    (`first_wait_s`, then double, up to `longest_wait_s`). Across all sessions (a new tab is a new session), more
-    than `per_minute` wrong tries in a minute makes everyone wait until the oldest of them is a minute old.
-    Every wrong try, and every try refused for waiting, is logged (never what was typed).
+    (`first_wait_s`, then double, up to `longest_wait_s`). An address (a new tab is a new session, not a new
+    address) gets `free_per_address` wrong tries over all its sessions, then waits the same way. A try refused
+    for waiting is refused without looking at it. Nothing is ever shared by the whole lab: another person's
+    wrong tries never make the instructor, at another address, wait. The server's own machine (loopback, where
+    the instructor can always sit) and a session with no known address are slowed per session only.
+    Every wrong try, and every try refused for waiting, is logged with its address (never what was typed).
     """
 
-    def __init__(self, *, free: int = 3, first_wait_s: float = 2.0, longest_wait_s: float = 300.0,
-                 per_minute: int = 10, clock=time.monotonic) -> None:
-        self.free, self.first_wait_s, self.longest_wait_s, self.per_minute = free, first_wait_s, longest_wait_s, per_minute
+    def __init__(self, *, free: int = 3, free_per_address: int = 10, first_wait_s: float = 2.0,
+                 longest_wait_s: float = 300.0, clock=time.monotonic) -> None:
+        self.free, self.free_per_address = free, free_per_address
+        self.first_wait_s, self.longest_wait_s = first_wait_s, longest_wait_s
         self._clock = clock
-        self._sessions: dict[str, tuple[int, float]] = {}  # session -> (wrong tries in a row, may try again at)
-        self._wrong_at: collections.deque[float] = collections.deque()  # every session's wrong tries, last minute
+        self._sessions: dict[str, tuple[int, float]] = {}   # session -> (wrong tries in a row, may try again at)
+        self._addresses: dict[str, tuple[int, float]] = {}  # address -> the same, over all its sessions
+        self._wrong: list[tuple[float, str]] = []           # (when, address) of every wrong try, for the instructor
         self._lock = threading.Lock()
 
+    def _wait_s(self, wrong: int, free: int) -> float:
+        return 0.0 if wrong < free else min(self.first_wait_s * 2 ** (wrong - free), self.longest_wait_s)
+
     def attempt(self, session: str, attempt: str | None, environ: Mapping[str, str] | None = None,
-                cwd: str | Path | None = None) -> tuple[bool, str | None]:
+                cwd: str | Path | None = None, address: str | None = None) -> tuple[bool, str | None]:
         """(whether `attempt` unlocks the instructor's actions, and if not, what to tell the person)."""
         now = self._clock()
+        where = address if address and address not in LOOPBACK else None  # None: slowed per session only
         with self._lock:
             wrong, next_at = self._sessions.get(session, (0, 0.0))
-            while self._wrong_at and self._wrong_at[0] <= now - 60:
-                self._wrong_at.popleft()
+            address_wrong, address_next_at = self._addresses.get(where, (0, 0.0)) if where else (0, 0.0)
             if now < next_at:
                 wait, whose = next_at - now, "this session"
-            elif len(self._wrong_at) >= self.per_minute:
-                wait, whose = self._wrong_at[0] + 60 - now, "the lab"
+            elif now < address_next_at:
+                wait, whose = address_next_at - now, "your network address"
             else:
                 wait = None
         if wait is not None:
-            LOG.warning("instructor passcode: try refused without checking (session %s must wait %.0f s; %s "
-                        "has had too many wrong tries)", session[:8], wait, whose)
+            LOG.warning("instructor passcode: try refused without checking (session %s at %s must wait %.0f s; %s "
+                        "has had too many wrong tries)", session[:8], address or "?", wait, whose)
             return False, f"Too many wrong passcodes from {whose}: try again in {math.ceil(wait)} s."
         if is_instructor(attempt, environ, cwd):
             with self._lock:
@@ -197,14 +211,37 @@ class PasscodeGuard:
             return True, None
         with self._lock:
             wrong += 1
-            delay = 0.0 if wrong < self.free else min(self.first_wait_s * 2 ** (wrong - self.free), self.longest_wait_s)
+            delay = self._wait_s(wrong, self.free)
             if len(self._sessions) > 10_000:  # a flood of new sessions must not grow this without end
                 self._sessions = {k: v for k, v in self._sessions.items() if v[1] > now}
             self._sessions[session] = (wrong, now + delay)
-            self._wrong_at.append(now)
-        LOG.warning("instructor passcode: wrong try refused (session %s, %d wrong in a row; next try allowed in "
-                    "%.0f s)", session[:8], wrong, delay)
+            if where:
+                address_wrong += 1
+                delay = max(delay, address_delay := self._wait_s(address_wrong, self.free_per_address))
+                if len(self._addresses) > 10_000:
+                    self._addresses = {k: v for k, v in self._addresses.items() if v[1] > now}
+                self._addresses[where] = (address_wrong, now + address_delay)
+            self._wrong = [*self._wrong[-999:], (now, address or "?")]
+        LOG.warning("instructor passcode: wrong try refused (session %s at %s, %d wrong in a row; next try allowed in "
+                    "%.0f s)", session[:8], address or "?", wrong, delay)
         return False, "That is not the passcode." + (f" Wait {math.ceil(delay)} s before trying again." if delay else "")
+
+    def wrong_tries(self) -> str | None:
+        """For the instructor: how many wrong tries this server has seen, from where, and how recently; None if none."""
+        with self._lock:
+            wrong = list(self._wrong)
+        if not wrong:
+            return None
+        addresses = collections.Counter(a for _, a in wrong)
+        top = ", ".join(f"{a} ({n})" for a, n in addresses.most_common(3))
+        ago = self._clock() - wrong[-1][0]
+        return (f"{len(wrong)} wrong passcode tr{'y' if len(wrong) == 1 else 'ies'} since the server started, from "
+                f"{len(addresses)} address(es): {top}; the latest {_ago(ago)} ago. Guessers are slowed per session "
+                "and per address; the passcode keeps working for you.")
+
+
+def _ago(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 LOG = logging.getLogger("compile_lab")

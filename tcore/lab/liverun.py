@@ -8,9 +8,11 @@ ended run from the store, and a server keeps hundreds of them (tcore.lab.registr
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import shutil
-import tempfile
+import sqlite3
+import sys
 import threading
 import time
 import traceback
@@ -20,12 +22,28 @@ from typing import Any, Callable
 from tcore import figures, history, rerun
 from tcore.lab import artifacts
 from tcore.lab import cluster
+from tcore.lab import model_cards
 from tcore.lab import scheduler
 from tcore.protocol import TERMINAL
 from tcore.protocol import error as error_event
-from tcore.lab.launcher import RunHandle, SparePool, Worker, timeout_message
+from tcore.lab.launcher import RunHandle, SparePool, Worker, run_folder, timeout_message
 from tcore.spec import Experiment
-from tcore.store import RunRecord, RunStore
+from tcore.store import RunRecord, RunStore, StoreError
+
+
+def store_failure(e: Exception, store: RunStore | None = None) -> str:
+    """A store error in words: what happened and what to do."""
+    text = str(e)
+    try:  # SQLite says "disk I/O error" when even its shared-memory file cannot grow
+        full = store is not None and shutil.disk_usage(store.path.resolve().parent).free < 1 << 20
+    except OSError:
+        full = False
+    if "full" in text or full:
+        return ("the disk that holds the run store is full: free some space (the runs it already holds are kept, "
+                "and it works again as soon as there is room)")
+    if "FOREIGN KEY" in text:
+        return "the run store was deleted or replaced while the run was under way, so its record is gone"
+    return f"the run store could not be written ({text})"
 
 
 def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dict[str, Any],
@@ -78,6 +96,8 @@ class LiveRun:
         self._done = threading.Event()
         self.adopted = False  # queued by a process that ended; this one took it over (_adopt)
         self.elsewhere = False  # another process took it over while this one was stopped: followed in the store
+        self._unrecorded: dict[str, Any] | None = None  # how it ended, when the store could not be written
+        self._store_trouble_said = False
 
     # --- called by the scheduler (tcore.lab.scheduler) -----------------------------------------------
 
@@ -146,8 +166,13 @@ class LiveRun:
             except OSError as e:
                 self._not_started(e)
                 return
-        if not self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid),
-                                     scheduler.this_process()):
+        try:
+            kept = self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid),
+                                         scheduler.this_process())
+        except (sqlite3.Error, StoreError) as e:  # the run goes on; its outcome's own write will say the same
+            self._say_store_trouble(e)
+            kept = True
+        if not kept:
             # this process was stopped between claiming the run and starting its worker, and another took the
             # run over meanwhile: the worker goes before it measures anything; the run is followed where it is
             self.handle.cancel()
@@ -159,7 +184,7 @@ class LiveRun:
 
     def _launch_on_cluster(self, slot: str) -> None:
         """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.cluster); no local pid to keep."""
-        self.workdir = Path(tempfile.mkdtemp(prefix="tcore-ray-"))  # what the remote worker saved comes back here
+        self.workdir = run_folder("tcore-ray-")  # what the remote worker saved comes back here
         try:
             extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
             self.handle = cluster.RayRunHandle(self.exp, slot, self.workdir, timeout_s=self.timeout_s,
@@ -196,9 +221,16 @@ class LiveRun:
             else:
                 self._end(final)
         except Exception as e:  # the record must not stay "running", holding its device slot, under a live owner
-            traceback.print_exc()
-            self._end(error_event("crashed", f"the run ended, but recording its outcome failed: "
-                                             f"{type(e).__name__}: {e}"))
+            if isinstance(e, (sqlite3.Error, StoreError)):
+                self._say_store_trouble(e)
+                # said to the run's owner from here whatever the store keeps (a store deleted under it keeps nothing)
+                self._unrecorded = error_event("crashed", f"the run ended, but its result could not be recorded: "
+                                                          f"{store_failure(e, self.store)}")
+                self._end(self._unrecorded)
+            else:
+                traceback.print_exc()
+                self._end(error_event("crashed", f"the run ended, but recording its outcome failed: "
+                                                 f"{type(e).__name__}: {e}"))
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
 
@@ -206,6 +238,8 @@ class LiveRun:
         """The compile's TORCH_TRACE into the store; one that cannot be kept never costs the run its result."""
         try:
             artifacts.keep_torch_trace(self.run_id, self.store, self.workdir)
+        except (sqlite3.Error, StoreError) as e:  # the outcome's own write says the same, once
+            self._say_store_trouble(e)
         except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no TORCH_TRACE was kept)
             traceback.print_exc()
 
@@ -226,6 +260,8 @@ class LiveRun:
                     self.notes.append(event["text"])
                 elif kind == "code":
                     self.code = event["sources"]
+                elif kind == "model_card":
+                    model_cards.keep(self.store, event["card"])
                 elif kind == "figure":
                     self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
                 elif kind in TERMINAL:
@@ -237,17 +273,41 @@ class LiveRun:
         try:
             self.store.finish(self.run_id, error=error, power_samples=self.power_samples,
                               owner=scheduler.this_process())
-        finally:  # even if the store cannot be written, waiters are released
-            self._collect_record()
+        except (sqlite3.Error, StoreError) as e:
+            # a full disk, or the store deleted or damaged: this process still says how the run ended (the record
+            # stays "running" under this process, and the next process to open the store once it can be written
+            # ends it, as for any owner that ended), and its waiters go on
+            self._say_store_trouble(e)
+            self._unrecorded = error
+        self._collect_record()
+
+    def _say_store_trouble(self, e: Exception) -> None:
+        """Once per run, in the lab process's log: the store cannot be written (how the run ended is said anyway)."""
+        if not self._store_trouble_said:
+            self._store_trouble_said = True
+            print(f"compile-lab: run {self.run_id}: the run store cannot be written: {store_failure(e, self.store)}",
+                  file=sys.stderr, flush=True)
 
     def _collect_record(self) -> None:
         try:
             self.record = self.store.get(self.run_id)
         except KeyError:  # deleted from the store while it waited
             self.record = None
+        except (sqlite3.Error, StoreError) as e:
+            self._unrecorded = self._unrecorded or error_event("crashed", f"the run store could not be read: "
+                                                                          f"{store_failure(e, self.store)}")
+            self.record = None
         except BaseException:
             self._release()
             raise
+        if self._unrecorded is not None and (self.record is None or self.record.status in ("queued", "running")):
+            # what this process knows, when the store could not be told
+            self.record = dataclasses.replace(
+                self.record or RunRecord(id=self.run_id, status="running", created_at=self.queued_at,
+                                         label=self.exp.label, spec=self.exp.to_dict(), owner=self.owner),
+                status="failed", error=self._unrecorded, error_kind=self._unrecorded.get("kind"))
+            self._release()
+            return
         if (self.record is not None and self.record.status in ("queued", "running")
                 and self.store.taken_over(scheduler.this_process(), [self.run_id])):
             # not ended: another process took it over while this one was stopped (Ctrl-Z); it runs there

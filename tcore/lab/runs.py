@@ -10,12 +10,14 @@ left queued.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable
 
 from tcore.lab import cluster
 from tcore.lab import limits
+from tcore.lab import model_cards
 from tcore.lab import scheduler
 from tcore.lab import tlparse
 from tcore.protocol import error as error_event
@@ -52,6 +54,11 @@ def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
 
 def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
     """A LiveRun here for a queued run whose owning process died."""
+    if record.spec.get("model", "").startswith("file:") and not model_cards.files_allowed_here():
+        # queued by a command line (which allows model files) that ended: its code runs only where files are allowed
+        store.finish(record.id, error=error_event("invalid_spec", f"queued by a process that has ended; this one "
+                                                                  f"does not run model files. {limits.FILES_OFF}"))
+        return None
     try:
         exp = Experiment.from_dict(record.spec)
     except SpecError as e:  # written by another version of Compile Lab: it cannot run, say why
@@ -116,7 +123,11 @@ def serve(store: RunStore) -> list[LiveRun]:
     import torch
 
     keep_spares("cuda" if torch.cuda.is_available() else "cpu")
-    return recover(store)
+    adopted = recover(store)  # a dead server's workers stopped first: then no one writes in their folders
+    if removed := scheduler.remove_stale_folders():
+        print(f"compile-lab: removed {len(removed)} run folder(s) that ended lab processes left in "
+              f"{removed[0].parent}", file=sys.stderr, flush=True)
+    return adopted
 
 
 def run_adopted(on_adopted: Callable[[LiveRun], None] | None = None) -> list[LiveRun]:

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import socket
+import sqlite3
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -26,8 +29,9 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
 from tcore.lab import cluster
+from tcore.lab import launcher
 from tcore.lab.launcher import SparePool
-from tcore.store import RunRecord, RunStore
+from tcore.store import RunRecord, RunStore, StoreError
 
 TICK_S = 0.25
 RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.heartbeat)
@@ -322,8 +326,12 @@ class Scheduler:
                 self._tick()
                 self.error = None
             except Exception as e:  # a locked or vanished store must not stop the queue for good: retry next tick
-                self.error = f"{type(e).__name__}: {e}"
-                print(f"compile-lab queue ({self.store.path}):\n{traceback.format_exc(limit=-3)}", file=sys.stderr)
+                said, self.error = self.error, f"{type(e).__name__}: {e}"
+                if self.error != said:  # once per trouble, not every tick while a disk stays full
+                    why = (f"{self.error}\n" if isinstance(e, (sqlite3.Error, StoreError))
+                           else traceback.format_exc(limit=-3))
+                    print(f"compile-lab queue ({self.store.path}): {why}(retried every tick; said again only if it "
+                          "changes)", file=sys.stderr)
             time.sleep(TICK_S)
 
     def _tick(self) -> None:
@@ -394,3 +402,21 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
             out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, len(device_slots(device))))
             queued_ahead.append(Ahead(expected_duration(spec, history), limit))
     return out
+
+
+def remove_stale_folders(temp: str | Path | None = None) -> list[Path]:
+    """Remove the run folders whose lab process has ended (returned); a folder whose owner still runs, or that
+    says no owner (made by another program, or an older lab), is left alone."""
+    removed = []
+    for folder in Path(temp or tempfile.gettempdir()).iterdir():
+        if not folder.name.startswith(launcher.RUN_FOLDER_PREFIXES) or not folder.is_dir():
+            continue
+        try:
+            pid, _, started = (folder / launcher.FOLDER_OWNER).read_text().strip().partition(" ")
+            alive = is_alive(int(pid), started or None)
+        except (OSError, ValueError):
+            continue
+        if not alive:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed

@@ -12,6 +12,7 @@ that holds that concern's methods; RunStore is all of them over one file:
     lab_state.py   LabState    what the instructor set: the queue paused, the limits
     people.py      People      whose runs are whose (a participant renamed)
     artifacts.py   Artifacts   what a compile left: artifacts, profiler traces, TORCH_TRACE logs
+    model_cards.py ModelCards  what a worker wrote down about a model file, for processes that never import one
     changes.py                 reads answered once per change of the file for every session (reads(store))
 
 A new concern is a new part: a `Part` subclass reading through self._connect() and writing through
@@ -22,6 +23,7 @@ tests' hand-made rows aside (tests/test_store_seams.py checks it).
 from tcore.store.artifacts import Artifacts
 from tcore.store.connection import StoreError, StoreFile, default_path
 from tcore.store.lab_state import LabState
+from tcore.store.model_cards import ModelCards
 from tcore.store.people import People
 from tcore.store.queue import Queue, QueueFull
 from tcore.store.records import RunRecord
@@ -29,7 +31,7 @@ from tcore.store.runs import NoSuchRun, Runs
 from tcore.store.sweeps import Sweeps
 
 
-class RunStore(StoreFile, Runs, Queue, Sweeps, LabState, People, Artifacts):
+class RunStore(StoreFile, Runs, Queue, Sweeps, LabState, People, Artifacts, ModelCards):
     """The run store at `path` (default: default_path()), its tables made or upgraded on opening."""
 
 

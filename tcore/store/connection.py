@@ -96,6 +96,11 @@ def check_path(path: Path) -> None:
             expected = int.from_bytes(header[28:32], "big") * (65536 if page_size == 1 else page_size)
         if size >= expected:
             break
+        if _wal_size(path):
+            # The pages the header counts may still be in the write-ahead log: a checkpoint that the disk filling
+            # up cut short wrote the new first page and not the rest. SQLite reads them from the log and finishes
+            # the checkpoint when it can; it is the judge (the immutable read below would ignore the log).
+            return
         time.sleep(0.1)
     else:
         raise StoreError(f"{where}: it is cut short ({size} bytes; its header says {expected})")
@@ -108,6 +113,13 @@ def check_path(path: Path) -> None:
             db.close()
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{where}: SQLite cannot read it: {e}") from None
+
+
+def _wal_size(path: Path) -> int:
+    try:
+        return path.with_name(path.name + "-wal").stat().st_size
+    except OSError:
+        return 0
 
 
 # Store files this process has set up: resolved path -> the file's inode then. A store deleted while in use
@@ -125,7 +137,10 @@ class Part:
 
 class StoreFile(Part):
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else default_path()
+        if path is not None and not str(path).strip():  # `--db ''` (an unset shell variable): not the default
+            raise StoreError("the run store's path is empty: name a file (or leave the option out for "
+                             f"{default_path()})")
+        self.path = Path(path) if path is not None else default_path()
         self._ensure_schema()
 
     def _ensure_schema(self) -> None:

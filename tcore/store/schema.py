@@ -85,6 +85,11 @@ CREATE TABLE IF NOT EXISTS profiler_traces (
     data BLOB NOT NULL,           -- the Chrome trace JSON, gzipped: opens in Perfetto or chrome://tracing
     PRIMARY KEY (run_id, variant)
 );
+CREATE TABLE IF NOT EXISTS model_cards (  -- a model file as a worker read it (tcore.store.model_cards)
+    model TEXT PRIMARY KEY,        -- file:PATH.py
+    card TEXT NOT NULL,            -- JSON: title, description, presets, default batch, parameter counts, mtime_ns
+    described_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS torch_traces (
     run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
     data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads (tcore.lab.tlparse)

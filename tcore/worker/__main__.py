@@ -94,6 +94,9 @@ def main() -> int:
     begun = time.perf_counter()
     try:
         prepare()
+        from sample_models.sources import file_models
+
+        file_models.allow_imports()  # a worker is where a model file's code runs (never the lab's own process)
         print(f"{protocol.READY} in {time.perf_counter() - begun:.1f} s", file=sys.stderr, flush=True)
         from tcore.spec import Experiment
         from tcore.worker import run as runner

@@ -25,7 +25,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from tcore import breakdown
-from tcore.protocol import SAVE_TRACES_TO
+from tcore.protocol import SAVE_TRACES_TO, WORKER_DIR
 
 # Profile at least this long and this many steps, and never more than MAX_STEPS: a profiled ResNet-50
 # eager step holds a few hundred kernels and a few thousand host ops, so the trace stays a few MB.
@@ -47,7 +47,8 @@ def profile_steps(step: Callable[[], object], device: str, steps: int, variant: 
     Saves the detailed trace as trace-<variant>.json.gz under $SAVE_TRACES_TO when set.
     """
     step()  # one unprofiled call, so lazy initialisation is not counted
-    scratch = Path(tempfile.mkdtemp(prefix="tcore-trace-"))
+    # inside the run's folder, which the lab process removes however the worker ends (a SIGKILL left these behind)
+    scratch = Path(tempfile.mkdtemp(prefix="tcore-trace-", dir=os.environ.get(WORKER_DIR) or None))
     try:
         if device == "cuda":
             timing, _ = _record(step, steps, [ProfilerActivity.CUDA], scratch / "timing.json", marks=False)

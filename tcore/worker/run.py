@@ -43,6 +43,10 @@ def run(exp: Experiment, emit: Emit) -> dict[str, Any]:
     device = resolve_device(exp.device, torch.cuda.is_available())
     notes = check_on_device(exp, device)
     emit({"type": "started", "device": device})
+    if exp.model.startswith("file:"):  # what the lab's processes show of it: they never import the file
+        from sample_models.sources import file_models
+
+        emit({"type": "model_card", "card": file_models.SOURCES_FILE.describe(exp.model.removeprefix("file:"))})
     notes += _configure_torch(exp, device)
     for text in notes:
         emit({"type": "note", "text": text})

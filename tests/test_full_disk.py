@@ -1,0 +1,120 @@
+"""A disk that fills up under the run store: the run under way fails with a reason in words, nothing already
+recorded is lost, and the store works again once there is room (it used to be refused for good)."""
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tcore.lab.launcher import REPO_ROOT
+from tcore.store import RunStore
+from tcore.store.connection import check_path
+from tests.app_harness import stored_run
+from tests.helpers import QUICK, insert_run, wait_until
+
+
+def frames(wal: bytes) -> list[tuple[int, bytes]]:
+    """(page number, page) of every frame of a SQLite write-ahead log, oldest first."""
+    page_size = int.from_bytes(wal[8:12], "big")
+    out, at = [], 32
+    while at + 24 + page_size <= len(wal):
+        out.append((int.from_bytes(wal[at:at + 4], "big"), wal[at + 24:at + 24 + page_size]))
+        at += 24 + page_size
+    return out
+
+
+def test_a_checkpoint_cut_short_by_a_full_disk_leaves_a_store_sqlite_can_read(tmp_path):
+    """The state a full disk left: the new first page (its header counting every page) written into the file, the
+    other pages still only in the write-ahead log. SQLite reads them from the log; the pre-open check refused it."""
+    live = tmp_path / "live" / "runs.sqlite"
+    store = RunStore(live)
+    kept = [stored_run(store, QUICK)]
+    holder = sqlite3.connect(live)  # open, so that no close checkpoints the log into the file
+    holder.execute("PRAGMA wal_autocheckpoint=0")
+    holder.execute("SELECT 1 FROM runs").fetchall()
+    with store._connect() as db:
+        db.execute("PRAGMA wal_autocheckpoint=0")
+    kept += [insert_run(store, QUICK) for _ in range(40)]
+    copy = tmp_path / "copy" / "runs.sqlite"  # the files as a killed process left them
+    copy.parent.mkdir()
+    shutil.copy(live, copy)
+    shutil.copy(live.with_name("runs.sqlite-wal"), copy.with_name("runs.sqlite-wal"))
+    holder.close()
+    wal = copy.with_name("runs.sqlite-wal").read_bytes()
+    first = [page for number, page in frames(wal) if number == 1][-1]
+    data = bytearray(copy.read_bytes())
+    data[:len(first)] = first  # the checkpoint wrote page 1, then the disk was full
+    copy.write_bytes(bytes(data))
+    header_pages = int.from_bytes(first[28:32], "big")
+    assert header_pages * len(first) > copy.stat().st_size  # cut short, as the header reads it
+
+    check_path(copy)  # not refused
+    reopened = RunStore(copy)
+    assert {r.id for r in reopened.list(limit=100)} == set(kept)
+    with reopened._connect() as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 700 KB tmpfs, where the machine lets this test mount one (root)."""
+    where = tmp_path / "small"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=700k", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:  # ENOSPC: full
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_disk_that_fills_up_mid_run_fails_the_run_in_words_and_the_store_comes_back(small_disk):
+    path = small_disk / "runs.sqlite"
+    store = RunStore(path)
+    earlier = stored_run(store, QUICK)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0")
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tcore", "run", "--db", str(path), "--model", "captioner", "--preset", "tiny",
+         "--batch-size", "2", "--device", "cpu", "--warmup-steps", "1", "--timed-steps", "2", "--rounds", "1",
+         "--backend", "aot_eager", "--cache", "warm", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env)
+    try:
+        wait_until(lambda: any(r.status == "running" for r in store.list()), limit_s=180, what="the run started")
+        filler = fill(small_disk)  # while its worker measures: its result cannot be written
+        out, err = cli.communicate(timeout=300)
+    finally:
+        cli.kill()
+    assert cli.returncode == 1, err
+    assert "Traceback" not in err and "None: None" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert "failed" in last and "the disk that holds the run store is full" in last, err
+
+    filler.unlink()  # room again: the store opens, and what it held is there
+    time.sleep(0.2)
+    listed = subprocess.run([sys.executable, "-m", "tcore", "list", "--db", str(path)], capture_output=True,
+                            text=True, cwd=REPO_ROOT, env=env)
+    assert listed.returncode == 0, listed.stderr
+    reopened = RunStore(path)
+    assert reopened.get(earlier).status == "finished" and reopened.get(earlier).result["eager_steps_per_s"] == 10.0
+    (run,) = [r for r in reopened.list() if r.id != earlier]
+    # its worker's start could not be recorded either: the next process puts it back in its place in the queue, as
+    # for any claimed run whose worker never started, and the next app or `tcore run` runs it again
+    assert run.status in ("queued", "failed")
+    with reopened._connect() as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
