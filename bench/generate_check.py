@@ -11,7 +11,7 @@
    same loop eager; decode speed is the decode steps over their time, synchronized at both ends only.
 3. The lab: `python -m tcore run --task generate` with the same settings, in a fresh process; its decode tokens/s.
 
-Prints one line per figure and writes bench/results/<machine>-generate-check-<model>.json. The three should agree
+Prints one line per figure and writes bench/results/generate-check-<model>-<machine>.json. The three should agree
 within a few percent on a quiet machine; the lab's eager/compiled ratio is its headline.
 """
 from __future__ import annotations
@@ -216,7 +216,7 @@ def main() -> int:
     if "loop_compiled" in found and "hf_generate_compiled" in found:
         found["loop_and_generate_same_tokens"] = (found["loop_compiled"]["tokens"]
                                                   == found["hf_generate_compiled"]["tokens"])
-    out = args.out or REPO / "bench" / "results" / f"{found['machine']}-generate-check-{args.model.replace(':', '-')}.json"
+    out = args.out or REPO / "bench" / "results" / f"generate-check-{args.model.replace(':', '-')}-{found['machine']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(found, indent=2))
     print(f"wrote {out}")
