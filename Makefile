@@ -14,12 +14,12 @@ app: $(VENV)/.app-installed
 # the cores wait on worker processes, queues and compiles; then the real browser tests, one at a time (each serves the
 # app and runs real runs through it; beside the first part they would only wait longer). No verdict depends on how
 # loaded the machine is: waits end on what they wait for, and timing logic runs on injected clocks. Both parts run;
-# either failing fails the target. The first part keeps no spare workers (COMPILE_LAB_SPARE_WORKERS=0): its cores are
+# either failing fails the target; the first part lists its 20 slowest tests, to say where the time goes. The first part keeps no spare workers (COMPILE_LAB_SPARE_WORKERS=0): its cores are
 # the bottleneck, and a spare is torch imported (about 4 s of a core here) for a run that, at a test's end, never comes;
 # the spare tests start theirs by hand (tests/test_worker.py, tests/test_worker_folders.py).
 TEST_WORKERS ?= 3
 test: $(VENV)/.test-installed
-	COMPILE_LAB_SPARE_WORKERS=0 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not browser"; first=$$?; \
+	COMPILE_LAB_SPARE_WORKERS=0 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not browser" --durations=20; first=$$?; \
 	$(PY) -m pytest -p no:xdist -m browser; second=$$?; \
 	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 

@@ -2,11 +2,18 @@
 the break pair queued and cancelled, cold against warm, a suggestion's counterpart and two runs' code side by side."""
 import json
 import re
+from pathlib import Path
 
 from tcore.lab import runs, tlparse
 from tcore.spec import Experiment
 from tests.app_harness import EAGER_TINY, app, chart_titled, db, figure, stored_run, texts, wait_for  # noqa: F401
 from tests.helpers import insert_run
+
+# The captioner's first deliberate graph break (EncoderBlock's `.item()`), found in its source: the line a break
+# is listed at, whatever else the file gains above it.
+BREAK_LINE = next(i for i, text in enumerate(
+    (Path(__file__).resolve().parents[1] / "sample_models" / "captioner.py").read_text().splitlines(), 1)
+    if ".item() > 1e4" in text)
 
 
 def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
@@ -53,7 +60,8 @@ def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
     assert not at.exception
     # Graph breaks: the stored pair side by side, each break with the user's line of code.
     assert at.selectbox(key="diag_with").value == broken.id and at.selectbox(key="diag_without").value == clean.id
-    assert "Graph break at `captioner.py:74`: Unsupported Tensor.item() call" in texts(at.markdown)
+    line = BREAK_LINE
+    assert f"Graph break at `captioner.py:{line}`: Unsupported Tensor.item() call" in texts(at.markdown)
     assert "if x.abs().mean().item() > 1e4:" in [c.value for c in at.code]
     assert "ran the **whole enclosing function eagerly**" in texts(at.warning)  # Dynamo skipped a frame
     assert re.search(r"torch's registry: \*\*\[GB\d{4}\]\(https://meta-pytorch.github.io/compile-graph-break-site/gb/"
@@ -63,7 +71,7 @@ def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
     assert [t["name"] for t in graphs] == ["without the break", "with the break"]
     assert [t["y"][0] for t in graphs] == [1, broken.result["graph_count"]]
     at.toggle(key="diag_break_fullgraph").set_value(True).run()
-    assert "sample_models/captioner.py:74" in texts(at.code)  # the fullgraph run's readable error
+    assert f"sample_models/captioner.py:{line}" in texts(at.code)  # the fullgraph run's readable error
 
     # Recompilations: the static run's timeline, its recompiles and the limit.
     at.session_state["diagnose_tab"] = "Recompilations"
@@ -150,6 +158,10 @@ def test_a_suggestion_queues_its_counterpart_and_shows_the_two_side_by_side(db):
     queue_it = next(b for b in at.button if b.label == "Queue it" and "graph_break=False" in (b.help or ""))
     queue_it.click().run()
     assert not at.exception
+    assert "**Your runs**" in texts(at.markdown)  # the click's page switch: the Run page follows the counterpart
+    # A browser stays on the Run page the app switched to; AppTest's next run() would go back to the page it was
+    # told to open (Compare), so it is told the Run page too.
+    at.switch_page("app_pages/run.py")
     wait_for(at, lambda at: "Side by side with the run that suggested it" in texts(at.markdown))
     assert "graph_break: True → False" in texts(at.markdown)
     counterpart = next(r for r in db.list() if r.id != origin)

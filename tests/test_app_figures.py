@@ -13,7 +13,7 @@ import pytest
 from tests.app_harness import db, figure  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run, recorded_run, store_a_labs_runs
 
-OWNER = "ada~abcd"
+OWNER = "ada~abcd.00000000c0ffee00"  # a name tag and its secret part, as the page keeps them
 MS_PAIR = re.compile(r"(\d+\.\d\d) (?:→|to) (\d+\.\d\d) ms")
 MS_OF = re.compile(r"(\d+\.\d\d) of (\d+\.\d\d) ms[^()]*?\((\d+)%\)")
 VS_EAGER = re.compile(r"([+-]\d+)% vs eager")

@@ -3,7 +3,7 @@ embedding tables), with the raw traceback kept beside the message; the worker th
 real: an out-of-range index on the CPU, and the error CUDA raises for a device-side assert, raised by the model."""
 import os
 
-from tcore.lab import runs
+from tcore.lab import model_cards, runs
 from tcore.spec import Experiment
 from tests.app_harness import db  # noqa: F401 (the fixture)
 
@@ -19,6 +19,7 @@ def _gone(pid: int) -> bool:
 
 
 def _failed(store, preset):
+    model_cards.install(store, files_allowed=lambda: True)  # as the command line does: a child reads the file
     exp = Experiment(model=MODEL, preset=preset, batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
                      rounds=1, compile="off")
     live = runs.start(exp, store, timeout_s=120)

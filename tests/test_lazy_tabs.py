@@ -79,6 +79,8 @@ def test_compare_draws_its_first_tab_and_exports_all_six_charts(db):
     failed = insert_run(db, tiny.replace(model="resnet50"))
     db.finish(failed, error={"kind": "compile_error", "message": "InductorError: boom"})  # in detail: no charts
     at = app().switch_page("app_pages/compare.py").run()
+    assert at.selectbox(key="compare_detail").value != failed  # the detail opens on a chosen, finished run
+    at.selectbox(key="compare_detail").set_value(failed).run()  # a person may pick another: no charts of its own
     assert at.selectbox(key="compare_detail").value == failed
     assert [t.label for t in at.tabs] == ["Compile time and throughput", "Energy and trade-off", "Where the time goes",
                                           "Cold vs warm start"]
