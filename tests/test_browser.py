@@ -144,16 +144,22 @@ def server(tmp_path):
         yield url
 
 
+def open_run_page(p, server: str):
+    """Chromium opened on the app's Run page, drawn: (browser, page, the page's error watch)."""
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport=VIEWPORT)
+    watch = Watch(page, server)
+    page.goto(server)
+    page.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
+    return browser, page, watch
+
+
 def test_tiny_cpu_run_in_a_real_browser(server):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport=VIEWPORT)
-        watch = Watch(page, server)
-        page.goto(server)
-        page.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
+        browser, page, watch = open_run_page(p, server)
 
         device = page.locator('[data-testid="stRadio"]').filter(has_text="Device")
         device.get_by_text("cpu", exact=True).click()
@@ -205,18 +211,14 @@ def test_a_search_runs_nothing_until_a_match_is_picked_in_a_real_browser(server)
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport=VIEWPORT)
-        watch = Watch(page, server)
-        page.goto(server)
-        page.get_by_text("Run an experiment").wait_for(timeout=60_000)
+        browser, page, watch = open_run_page(p, server)
         source = page.locator('[data-testid="stRadio"]').filter(has_text="Source")
         source.get_by_text("torchvision", exact=True).click()
-        page.get_by_text("Will run: torchvision:resnet18/").wait_for(timeout=60_000)
+        page.get_by_text("Will run: torchvision:resnet18/").wait_for(timeout=WAIT_MS)
         search = page.get_by_label("Search names")
         search.fill("vgg")
         search.press("Enter")
-        page.get_by_text("none is picked yet").wait_for(timeout=60_000)
+        page.get_by_text("none is picked yet").wait_for(timeout=WAIT_MS)
         box = page.locator('[data-testid="stSelectbox"]').filter(has_text="Model").first
         assert re.search(r"\d+ matches: pick one", box.inner_html()), box.inner_html()
         run = page.get_by_role("button", name="Run", exact=True)
@@ -228,7 +230,7 @@ def test_a_search_runs_nothing_until_a_match_is_picked_in_a_real_browser(server)
         page.screenshot(path=ARTIFACTS / "run-page-search-unpicked.png")
         page.get_by_role("combobox", name="Model").click()
         page.get_by_role("option", name="torchvision:vgg11", exact=True).click()
-        page.get_by_text("Will run: torchvision:vgg11/").wait_for(timeout=60_000)
+        page.get_by_text("Will run: torchvision:vgg11/").wait_for(timeout=WAIT_MS)
         assert page.get_by_text("none is picked yet").count() == 0
         assert not run.is_disabled()
         assert watch.problems() == []
