@@ -11,6 +11,7 @@ import sys
 import time
 
 from tcore import report
+from tcore.lab import ladder  # imports no torch: its steps run in processes of their own
 from tcore.protocol import ERROR_KINDS, PHASE_TITLES
 from tcore.spec import CHOICES, Experiment, SpecError, choice_docs, describe
 from tcore.store import NoSuchRun, RunStore, StoreError
@@ -321,6 +322,5 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("pattern", nargs="?", help="a case-insensitive substring, or a glob such as 'convnext*'")
     models.set_defaults(func=cmd_models)
 
-    from tcore.lab import ladder  # imports no torch: its steps run in processes of their own
     ladder.add_command(sub, [common])
     return parser

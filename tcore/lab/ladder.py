@@ -17,6 +17,7 @@ it costs is shown beside what loading it saves. A rung this torch or this model 
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -166,7 +167,7 @@ def _x(ratio: float | None) -> str:
 def add_command(sub, parents) -> None:
     """The `ladder` subcommand of python -m tcore (tcore.cli adds it here, so its options live beside the code)."""
     p = sub.add_parser("ladder", parents=parents, help="time every way to a model's first result (start-up ladder)",
-                       description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
     p.set_defaults(func=cmd_ladder)
 
@@ -181,7 +182,7 @@ def add_arguments(p, many_models: bool = False) -> None:
     p.add_argument("--batch-size", type=int, default=None, help="default: the model's default for the device")
     p.add_argument("--precision", default=None, help="default: bf16 on a GPU, fp32 on the CPU")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
-    p.add_argument("--channels-last", action=__import__("argparse").BooleanOptionalAction, default=None)
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--rungs", default=",".join(RUNGS), help=f"comma-separated, from: {', '.join(RUNGS)}")
     p.add_argument("--timed-s", type=float, default=2.0, help="seconds of steady-state steps timed per rung")
     p.add_argument("--timeout", type=float, default=1800.0, help="the most seconds one step's process may take")
