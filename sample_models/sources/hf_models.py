@@ -199,8 +199,8 @@ def _specials_inside(defaults, vocab: int) -> dict[str, int]:
     for name in names:
         try:
             value = getattr(defaults, name, None)
-        except Exception:  # noqa: BLE001 (a config property that computes from something absent)
-            continue
+        except (AttributeError, KeyError, TypeError, ValueError, NotImplementedError):
+            continue  # a config property computed from a field this config lacks: it names no id to move
         if isinstance(value, int) and not isinstance(value, bool) and value >= vocab:
             if value not in moved:
                 moved[value] = next(i for i in range(vocab) if i not in moved.values())
