@@ -166,7 +166,8 @@ def test_the_run_page_offers_generation_and_shows_its_headline_in_tokens_per_sec
     at = app().switch_page("app_pages/compare.py").run()
     at.selectbox(key="compare_detail").set_value(shown).run()
     assert not at.exception
-    metrics = {m.label: m.value for m in at.metric}
+    # Tiles group thousands ("3,109.7"): how large a figure is depends on how busy the machine was
+    metrics = {m.label: m.value.replace(",", "") for m in at.metric}
     assert metrics["Decode speedup"].endswith(" x")
     assert float(metrics["Eager tokens/s"]) > 0 and float(metrics["Compiled tokens/s"]) > 0
     assert float(metrics["Time to first token (ms)"]) > 0
