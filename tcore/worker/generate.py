@@ -320,21 +320,26 @@ class GenerateMeasurement:
         self.result.run.prompt_recompiles = sum(1 for e in events if e["kind"] == "recompile")
         self.result.details["prompt_recompile_reasons"] = [e["reason"] for e in events if e["kind"] == "recompile"]
 
+    def not_profiled(self, name: str, why: str) -> None:
+        """No profiled decode step for this variant: its idle share and its breakdown ("Where the time goes") say
+        why, instead of a reason that belongs to another kind of run."""
+        self.result.unavailable[f"{name}_decode_idle_pct"] = why
+        self.result.unavailable[f"{name}_profiled_step_ms"] = why
+
     def profile(self, eager: Generator, compiled: Generator | None) -> None:
         """A few decode steps of each variant under the profiler: the device's idle share (launch-bound or not)."""
         self.phase("profiling")
         if self.device != "cuda":
             for name in self.result.variants:
-                self.result.unavailable[f"{name}_decode_idle_pct"] = (
-                    "on the CPU the host runs the ops itself: there is no device waiting on launches")
+                self.not_profiled(name, "on the CPU the host runs the ops itself: there is no device waiting on launches")
             return
         for name, gen in (("eager", eager), ("compiled", compiled)):
             if gen is None:
                 continue
             steps = profiling.MIN_STEPS * 2
             if gen.new - 1 < 1 + 2 * steps:  # one unprofiled step, then two profiled passes (tcore.worker.profiling)
-                self.result.unavailable[f"{name}_decode_idle_pct"] = (
-                    f"too few new tokens to profile {steps} decode steps: generate {2 * steps + 2} or more")
+                self.not_profiled(name, f"too few new tokens to profile {steps} decode steps: generate "
+                                        f"{2 * steps + 2} or more")
                 continue
             cache = gen.cache if gen.static else gen._new_cache()
             if gen.static:
