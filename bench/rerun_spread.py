@@ -92,6 +92,16 @@ def summary(rows: list[dict]) -> dict:
             "median_pm_pct": statistics.median(r["pm_pct"] for r in rows)}
 
 
+def write(out: Path, args: argparse.Namespace, command: list[str], machine: str, rows: list[dict]) -> dict:
+    """The result file as it stands after the runs so far; returns their summary."""
+    found = summary(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"setting": args.setting, "command": ["python", "-m", "tcore", "run", *command],
+                               "machine": machine, "shared_store": not args.store_each, "date": time.strftime(
+                                   "%Y-%m-%d %H:%M UTC", time.gmtime()), "summary": found, "runs": rows}, indent=2))
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--setting", choices=list(SETTINGS), default="captioner-cpu",
@@ -120,12 +130,10 @@ def main() -> int:
               f"(± {r['pm_pct']:.1f}%; rounds ± {r['rounds_pm_pct'] or 0:.1f}%, drift {r['drift_pct'] or 0:.1f}%, "
               f"between σ {r['between_pct']:.1f}% from {r['between_source']}), eager {r['eager_samples_per_s']:.0f} "
               f"compiled {r['compiled_samples_per_s']:.0f} samples/s, {r['wall_s']:.0f} s", flush=True)
-    found = summary(rows)
-    out = args.out or REPO / "bench" / "results" / f"rerun-spread-{args.setting}-{machine}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"setting": args.setting, "command": ["python", "-m", "tcore", "run", *command],
-                               "machine": machine, "shared_store": not args.store_each, "date": time.strftime(
-                                   "%Y-%m-%d %H:%M UTC", time.gmtime()), "summary": found, "runs": rows}, indent=2))
+        # Written after every run, so a sitting cut short (a lent machine's call ends at 10 minutes) keeps the runs
+        # that finished.
+        out = args.out or REPO / "bench" / "results" / f"rerun-spread-{args.setting}-{machine}.json"
+        found = write(out, args, command, machine, rows)
     print(f"{args.setting} on {machine}: {found['runs']} runs, median {found['median']:.3f}x, "
           f"{found['min']:.3f}-{found['max']:.3f}x (spread {found['spread_pct']:.1f}%), "
           f"{found['within_hold_pct']}/{found['runs']} within ± {HOLD_PCT:g}% of the median; stated intervals "
