@@ -3,6 +3,7 @@
     python bench/model_sweep.py                  # the whole list of bench/model_sweep.toml on this machine
     python bench/model_sweep.py --quick          # a few of each kind (what fits a CPU in minutes)
     python bench/model_sweep.py --backend inductor --only hf:t5 timm:resnet18 --tasks inference training
+    for k in 1 2 3 4; do python bench/model_sweep.py --quick --part $k/4 & done; wait   # four at a time
 
 Models (bench/model_sweep.toml: transformers decoders, encoders and encoder-decoders, timm, torchvision, diffusers)
 are crossed with tasks (inference, training, training with the compiled optimizer, dynamic, regional,
@@ -11,6 +12,11 @@ defaults for the device: the tiny preset on the CPU, real size on a GPU), in one
 time. The backend defaults to aot_eager on the CPU (Dynamo and AOT autograd without Inductor's C++ compiles, which
 take 20-35 s each on a small CPU) and inductor on a GPU; the output says which. reduce-overhead is Inductor's mode,
 so that task runs under inductor whatever the sweep's backend (on the CPU it then behaves as the default mode).
+
+--part K/N takes the K-th of N shares of the models, so N processes can sweep side by side (on one GPU, or one
+GPU each with CUDA_VISIBLE_DEVICES): the question is whether each pair gives a figure or a reason, and side by side
+that answer is the same while the speedups and compile times are not figures to quote (each row records how many
+shared the machine). They append to the same results file, and the last to finish writes the whole table.
 
 Writes bench/results/model-sweep-<machine>.jsonl (one line per run, appended: a rerun skips pairs already there for
 the same backend; --fresh starts over) and model-sweep-<machine>.md (the table), and prints one line per run.
@@ -107,10 +113,13 @@ def table(rows: list[dict], machine: str, header: str) -> str:
     by = {(r["model"], r["task"]): r for r in rows}
     figures = sum(r["status"] == "figure" for r in rows)
     raw = sum(bool(r.get("raw_trace_in_message")) for r in rows)
+    shared = max((r.get("side_by_side", 1) for r in rows), default=1)
     out = [f"# Model sweep: {machine}", "", header, "",
            f"{len(rows)} runs: {figures} gave a figure ({100 * figures / max(len(rows), 1):.0f}%), "
            f"{len(rows) - figures} a reason; {raw} with a raw traceback in the message. A cell is the speedup (or why "
-           "not) and the run's wall time from the call to its record; a blank cell was not run.", "",
+           "not) and the run's wall time from the call to its record; a blank cell was not run."
+           + (f" Up to {shared} runs shared the machine at once (--part): the speedups and times are not figures "
+              "to quote." if shared > 1 else ""), "",
            "| model | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
     for m in models:
         out.append(f"| {m} | " + " | ".join(cell(by[(m, t)]) if (m, t) in by else "" for t in tasks) + " |")
@@ -134,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="each run's time limit in seconds (default: 180 on the CPU, 600 on a GPU)")
     parser.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs")
     parser.add_argument("--fresh", action="store_true", help="start the results file over instead of resuming")
+    parser.add_argument("--part", default="1/1", metavar="K/N",
+                        help="sweep the K-th of N shares of the models (default 1/1: all), for N processes side by side")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the .jsonl and .md go (bench/results)")
     args = parser.parse_args(argv)
 
@@ -147,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     timeout_s = args.timeout or (600.0 if kind == "cuda" else 180.0)
     flags = [*data["machines"][kind], "--backend", backend]
     models = args.only or (data["quick"] if args.quick else data["models"])
+    k, n = (int(x) for x in args.part.split("/"))
+    if not 1 <= k <= n:
+        parser.error(f"--part {args.part}: K must be between 1 and N")
+    models = models[k - 1::n]
     tasks = args.tasks or list(data["tasks"])
     args.out.mkdir(parents=True, exist_ok=True)
     jsonl, md = args.out / f"model-sweep-{machine}.jsonl", args.out / f"model-sweep-{machine}.md"
@@ -172,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
             row = run_pair(model, task, [*flags, *data["tasks"][task]], store, timeout_s)
             row["sweep_backend"] = backend
+            row["side_by_side"] = n  # processes sharing the machine: n > 1 makes the timings not figures to quote
             new += 1
             done.append(row)
             with jsonl.open("a") as f:
@@ -179,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             what = (f"{row['speedup']:.2f}x compile {row['compile_s']:.1f} s" if row["status"] == "figure"
                     and row.get("speedup") is not None else f"{row['status']}: {row.get('reason', '')}")
             print(f"{model:36} {task:18} {row['wall_s']:6.1f} s  {what}", flush=True)
+    # Read back: other parts append to the same file, and the table holds all of them.
+    done = [json.loads(line) for line in jsonl.read_text().splitlines()] if jsonl.exists() else []
     rows = [r for r in done if r.get("sweep_backend") == backend]
     md.write_text(table(rows, machine, header))
     print(f"{jsonl}\n{md}", file=sys.stderr)
