@@ -142,3 +142,24 @@ def prompt_length_section(rec, records: list, queue_other: Callable[[Any], None]
     if len(rows) == 1 and st.button(f"Run this setting with the {other} KV cache to compare",
                                     key="diag_prompt_other", icon=":material/play_arrow:"):
         queue_other(other)
+
+
+# --- on Sweep: the generation knobs as axes ---------------------------------------------------------
+
+LENGTHS = (0, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # 0: the model's default; too long for it: skipped, said why
+
+
+def sweep_axes(model: dict) -> dict[str, list]:
+    """The Sweep page's generation axes, mode x cache x batch x lengths as gpt-fast's and transformers' recipes
+    turn them: KV cache, batch size, prompt tokens and new tokens."""
+    entry = sample_models.get(model["model"])
+    p, n = decoding.lengths(entry, model["preset"], 0, 0) if decoding.cannot_generate(entry) is None else (0, 0)
+    axes = {"kv_cache": st.multiselect("KV cache", CHOICES["kv_cache"], default=["static"], key="sweep_kv_cache"),
+            "batch_size": st.multiselect("Batch sizes", sorted({1, 2, 4, 8, 16, 32, 64, model["batch_size"]}),
+                                         default=[model["batch_size"]], key="sweep_batches")}
+    left, right = st.columns(2)
+    axes["prompt_len"] = left.multiselect("Prompt tokens", LENGTHS, default=[0], key="sweep_prompt_lens",
+                                          format_func=lambda v: f"default ({p})" if v == 0 else str(v))
+    axes["new_tokens"] = right.multiselect("New tokens", LENGTHS, default=[0], key="sweep_new_tokens",
+                                           format_func=lambda v: f"default ({n})" if v == 0 else str(v))
+    return axes
