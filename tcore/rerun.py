@@ -202,10 +202,13 @@ class Outlook:
                 f"{self.reason}. {read}.")
 
 
-def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0) -> Outlook:
+def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
+            bound_at_batch: tuple[int, int] | None = None) -> Outlook:
     """The outlook for a rerun of a setting, from the headlines of its earlier runs on this machine (`history`), how
-    many of those were host-bound, and the device: between_sigma's σ, as the run's interval will use it."""
-    bound = device == "cuda" and host_bound_runs > 0
+    many of those were host-bound, and the device: between_sigma's σ, as the run's interval will use it.
+    `bound_at_batch` (that batch, this batch): an earlier run of the setting at a larger batch here was host-bound;
+    at a smaller batch each launch carries less work, so this one will be too."""
+    bound = device == "cuda" and (host_bound_runs > 0 or bound_at_batch is not None)
     s, source, n = between_sigma(history, device, bound)
     default = DEFAULT_BETWEEN_PCT["cuda-host-bound" if bound else "cuda" if device == "cuda" else "cpu"]
     speedups = [x for x in history if x and x > 0]
@@ -215,7 +218,11 @@ def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0) -> 
     if len(speedups) > 1:
         parts.append(f"its {len(speedups)} earlier runs on this machine read {min(speedups):.2f}–"
                      f"{max(speedups):.2f}x, up to {moved:.0f}% from their median {median:.2f}x")
-    if bound:
+    if bound and not host_bound_runs:
+        parts.append(f"an earlier run of this setting here at batch {bound_at_batch[0]} was host-bound (the GPU waited "
+                     f"on the host CPU's launches), and at batch {bound_at_batch[1]} each launch carries less work, so "
+                     "the figure will follow the host's clock, its other work and the cores the worker gets")
+    elif bound:
         many = "all" if host_bound_runs == len(speedups) else str(host_bound_runs)
         who = ("its earlier run here was" if len(speedups) < 2 else
                f"{many} of them {'was' if host_bound_runs == 1 else 'were'}")

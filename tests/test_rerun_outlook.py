@@ -39,6 +39,10 @@ def test_earlier_host_bound_or_scattered_runs_of_the_setting_are_said_with_their
     # Host-bound once, with no spread to learn from yet: the host-bound default alone says it.
     once = rerun.outlook([1.652], "cuda", host_bound_runs=1).words()
     assert "its earlier run here was host-bound" in once and "σ 10% between fresh processes" in once
+    # Host-bound at a larger batch only: this batch will be too, and the host-bound default says how far it moves.
+    larger = rerun.outlook([], "cuda", bound_at_batch=(512, 256))
+    assert larger.between_pct == pytest.approx(rerun.DEFAULT_BETWEEN_PCT["cuda-host-bound"])
+    assert "an earlier run of this setting here at batch 512 was host-bound" in larger.words()
     # Two runs 12% apart, too few to learn from: the runs themselves are the evidence, and the reading they allow.
     two = rerun.outlook([1.65, 2.03], "cuda")
     assert not two.holds and two.reach_pct < rerun.HOLD_PCT
@@ -73,6 +77,14 @@ def test_the_run_page_says_it_before_a_cpu_run_and_not_before_a_steady_gpu_one(d
     assert not at.exception and at.number_input(key="run_batch_size").value == 256  # the GPU default
     assert NOTE not in texts(at.info)  # a busy GPU: no earlier run says otherwise
     setting = Experiment(model="captioner", preset="small", batch_size=256, precision="bf16")  # what the page runs
+    # Host-bound at a smaller batch says nothing about this one; at a larger batch, it does (less work per launch).
+    finished(db, setting.replace(batch_size=64), recorded_host_bound_run(), "cuda", H200["name"])
+    at.run()
+    assert NOTE not in texts(at.info)
+    finished(db, setting.replace(batch_size=512), recorded_host_bound_run(), "cuda", H200["name"])
+    at.run()
+    (note,) = [i.value for i in at.info if NOTE in i.value]
+    assert "an earlier run of this setting here at batch 512 was host-bound" in note and "at batch 256 each" in note
     for speedup in (1.652, 2.027, 1.783):
         finished(db, setting, recorded_host_bound_run(speedup=speedup), "cuda", H200["name"])
     assert rerun_outlook.earlier(setting, db)[2] == 3  # all three host-bound, by figures.host_bound on their records
