@@ -91,8 +91,9 @@ PROMPT_WORDS = (
     "its size guard and Dynamo compiles the prefill again (with dynamic=None that recompilation marks the length "
     "dynamic, so later lengths reuse it). The decode step sees the prompt only through the KV cache: a **static** "
     "cache is allocated at its full length, so the decode step's shapes never change and it does not recompile; the "
-    "**dynamic** cache grows by a token each step, so the decode step recompiles as it grows and again for a new "
-    "prompt length. Padding prompts to a few lengths (buckets) or dynamic=True keeps the prefill from recompiling.")
+    "**dynamic** cache grows by a token each step, so the decode step recompiles as it grows (with dynamic=None, "
+    "once: that recompilation marks the cache length dynamic). Padding prompts to a few lengths (buckets) or "
+    "dynamic=True keeps the prefill from recompiling.")
 
 
 def prompt_frames(result: dict) -> list[str] | None:
