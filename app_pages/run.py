@@ -2,6 +2,7 @@
 import streamlit as st
 
 from tcore import machine
+from tcore.lab import rerun_outlook
 from tcore.store import RunStore
 from ui import generate, knobs, live, queue, results, run_state
 
@@ -29,6 +30,8 @@ with knob_col:
     exp, notes, error = knobs.build({**model, **compiler, **measure}, unpicked=pick)
 
 with out_col:
+    if exp is not None and (ahead := rerun_outlook.words(exp, store)):  # before the run, as its interval says after
+        st.info(ahead, icon=":material/swap_vert:")
     # Runs wait their turn in the machine's queue, so Run is never greyed out for someone else's run.
     if st.button("Run", key="run_start", type="primary", icon=":material/play_arrow:", width="stretch",
                  disabled=exp is None) and exp is not None:

@@ -6,7 +6,7 @@ import sample_models
 from tcore.lab import sweeps
 from tcore.spec import CHOICES, SpecError, practical_defaults
 from tcore.store import RunStore
-from ui import knobs, live, people, queue
+from ui import generate, knobs, live, people, queue
 
 
 def start_sweep(experiments: list, skipped: list[str], label: str, store: RunStore) -> None:
@@ -46,10 +46,8 @@ with knob_col:
             "precision": st.multiselect("Precisions", CHOICES["precision"], default=[model["precision"]],
                                         key="sweep_precisions", format_func=knobs.PRECISION_NAMES.get),
         }
-        if model["task"] == "generate":  # mode x cache x batch: what gpt-fast's and transformers' recipes turn
-            axes["kv_cache"] = st.multiselect("KV cache", CHOICES["kv_cache"], default=["static"], key="sweep_kv_cache")
-            axes["batch_size"] = st.multiselect("Batch sizes", sorted({1, 2, 4, 8, 16, 32, 64, model["batch_size"]}),
-                                                default=[model["batch_size"]], key="sweep_batches")
+        if model["task"] == "generate":  # mode x cache x batch x lengths, as generation recipes turn them
+            axes.update(generate.sweep_axes(model))
         if sample_models.get(model["model"]).supports_channels_last:
             tuned = practical_defaults(model["model"], knobs.target_device(model["device"]), model["task"])
             axes["channels_last"] = st.multiselect("Memory format", [True, False], default=[tuned["channels_last"]],

@@ -171,23 +171,14 @@ def _history_lines(store: RunStore, record) -> list[str]:
 
 
 def _history_before(store: RunStore, exp: Experiment) -> list[str]:
-    """Before a run: the earlier runs of its setting on this machine and how far they moved; nothing without any."""
-    import socket
+    """Before a run: the earlier runs of its setting on this machine, and whether a rerun can be expected to hold
+    ± 5% (tcore.lab.rerun_outlook: the same note the Run page shows above its Run button)."""
+    from tcore.lab import rerun_outlook
 
-    from tcore import history, machine
-    from tcore.lab.runs import preflight
-    from tcore.rerun import DEFAULT_BETWEEN_PCT
-
-    device, _ = preflight(exp)
-    gpus, _ = machine.gpus() if device == "cuda" else ([], None)
-    env = {"hostname": socket.gethostname(), "cpu": machine.cpu_model(), "gpu": gpus[0]["name"] if gpus else None}
-    earlier = history.history(store.same_setting(exp.to_dict(), device, env))
-    if not earlier.points:
-        return []
-    lines = [f"before this run: {earlier.words()}"]
-    if earlier.spread_pct is not None and earlier.spread_pct > DEFAULT_BETWEEN_PCT["cuda"]:
-        lines.append(f"  this setting's headline has moved by σ {earlier.spread_pct:.1f}% between runs here: this "
-                     "run's interval allows for it, and a single run cannot be read closer than that")
+    _, earlier, _ = rerun_outlook.earlier(exp, store)
+    lines = [f"before this run: {earlier.words()}"] if earlier.points else []
+    if ahead := rerun_outlook.words(exp, store):
+        lines.append("  " + ahead.replace("**", ""))
     return lines
 
 

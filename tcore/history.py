@@ -19,10 +19,11 @@ def machine(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str
     return device, env.get("hostname"), env.get("gpu") if device == "cuda" else env.get("cpu")
 
 
-def same_setting(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+def same_setting(a: Mapping[str, Any], b: Mapping[str, Any], ignoring: frozenset[str] = frozenset()) -> bool:
     """Two specs that measure the same speedup: equal but for how long they were timed (measurement fields), the
-    caches the compile started from and the device kind asked for (the run records the one it got)."""
-    return settings(dict(a), ignoring=PROVENANCE_FIELDS) == settings(dict(b), ignoring=PROVENANCE_FIELDS)
+    caches the compile started from and the device kind asked for (the run records the one it got); and `ignoring`."""
+    ignored = PROVENANCE_FIELDS | ignoring
+    return settings(dict(a), ignoring=ignored) == settings(dict(b), ignoring=ignored)
 
 
 @dataclass(frozen=True)

@@ -166,3 +166,73 @@ def restate(result: dict, history: Sequence[float], host_bound: bool) -> dict:
         return result
     return {**result, **figures_of(interval(ratios, device=result.get("device", "cpu"), host_bound=host_bound,
                                             history=history))}
+
+
+# Before a run: whether the setting can be expected to hold. A headline "holds" when a rerun lands within ± HOLD_PCT
+# of the median of reruns in HOLD_SHARE of them (9 of 10); with the between-process σ above that needs σ ≤ about 3%.
+HOLD_PCT = 5.0
+HOLD_SHARE = 0.90
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What the lab expects of reruns of a setting before it runs, from the same evidence the interval will use."""
+
+    between_pct: float     # the between-process σ the interval will use, %
+    reach_pct: float       # ± % of the median that HOLD_SHARE of reruns should land within
+    moved_pct: float | None  # how far the earlier runs here strayed from their median, %; None under 2 runs
+    reason: str            # the evidence, in a clause
+
+    @property
+    def holds(self) -> bool:
+        return self.reach_pct <= HOLD_PCT and (self.moved_pct is None or self.moved_pct <= HOLD_PCT)
+
+    def words(self) -> str | None:
+        """The note shown before the run, or None when the setting is expected to hold ± HOLD_PCT."""
+        if self.holds:
+            return None
+        if self.moved_pct is not None and self.moved_pct > self.reach_pct:  # the runs strayed past what is assumed
+            read = (f"The earlier runs strayed further than that σ allows ({HOLD_SHARE:.0%} of reruns within "
+                    f"± {self.reach_pct:.0f}%): read one run's speedup no closer than ± {self.moved_pct:.0f}% (its "
+                    f"interval learns the spread once {MIN_HISTORY} earlier runs are stored)")
+        else:
+            read = (f"{HOLD_SHARE:.0%} of reruns should land within ± {self.reach_pct:.0f}% of their median: read one "
+                    "run's speedup no closer than that (its interval allows for it)")
+        return (f"**The headline may move by more than ± {HOLD_PCT:.0f}% between reruns of this setting**: "
+                f"{self.reason}. {read}.")
+
+
+def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
+            bound_at_batch: tuple[int, int] | None = None) -> Outlook:
+    """The outlook for a rerun of a setting, from the headlines of its earlier runs on this machine (`history`), how
+    many of those were host-bound, and the device: between_sigma's σ, as the run's interval will use it.
+    `bound_at_batch` (that batch, this batch): an earlier run of the setting at a larger batch here was host-bound;
+    at a smaller batch each launch carries less work, so this one will be too."""
+    bound = device == "cuda" and (host_bound_runs > 0 or bound_at_batch is not None)
+    s, source, n = between_sigma(history, device, bound)
+    default = DEFAULT_BETWEEN_PCT["cuda-host-bound" if bound else "cuda" if device == "cuda" else "cpu"]
+    speedups = [x for x in history if x and x > 0]
+    median = statistics.median(speedups) if speedups else None
+    moved = 100 * max(max(x / median, median / x) - 1 for x in speedups) if len(speedups) > 1 else None
+    parts = []
+    if len(speedups) > 1:
+        parts.append(f"its {len(speedups)} earlier runs on this machine read {min(speedups):.2f}–"
+                     f"{max(speedups):.2f}x, up to {moved:.0f}% from their median {median:.2f}x")
+    if bound and not host_bound_runs:
+        parts.append(f"an earlier run of this setting here at batch {bound_at_batch[0]} was host-bound (the GPU waited "
+                     f"on the host CPU's launches), and at batch {bound_at_batch[1]} each launch carries less work, so "
+                     "the figure will follow the host's clock, its other work and the cores the worker gets")
+    elif bound:
+        many = "all" if host_bound_runs == len(speedups) else str(host_bound_runs)
+        who = ("its earlier run here was" if len(speedups) < 2 else
+               f"{many} of them {'was' if host_bound_runs == 1 else 'were'}")
+        parts.append(f"{who} host-bound (the GPU waited on the host CPU's launches), so the figure follows the host's "
+                     "clock, its other work and the cores the worker gets")
+    elif device != "cuda":
+        parts.append("on the CPU the run shares the machine's cores with everything else running on it")
+    between = 100 * (math.exp(s) - 1)
+    expect = f"the lab expects σ {between:.0f}% between fresh processes" + (
+        f" (its default of {default:.0f}% pooled with those {n} runs)" if source == "history" else
+        f" (its default until {MIN_HISTORY} earlier runs of this setting here teach it)")
+    reach = 100 * (math.exp(z_value(HOLD_SHARE) * s) - 1)
+    return Outlook(between, reach, moved, "; ".join(parts + [expect]))

@@ -71,3 +71,29 @@ def test_a_sweep_with_nothing_to_cross_says_what_to_pick(db):
     at.multiselect(key="sweep_mode").set_value([]).run()
     assert "**Nothing to run.** Pick at least one value for: mode" in texts(at.warning)
     assert at.button(key="sweep_start").disabled
+
+
+def test_a_generate_sweep_crosses_prompt_and_new_token_lengths(db):
+    at = app().switch_page("app_pages/sweep.py").run()
+    at.radio(key="sweep_task").set_value("generate").run()
+    assert not at.exception
+    assert at.multiselect(key="sweep_prompt_lens").value == [0] and at.multiselect(key="sweep_new_tokens").value == [0]
+    at.multiselect(key="sweep_compile").set_value(["whole"]).run()
+    at.multiselect(key="sweep_prompt_lens").set_value([0, 4, 8]).run()
+    at.multiselect(key="sweep_new_tokens").set_value([8, 512]).run()
+    assert not at.exception
+    # 3 prompts x 2 outputs; the captioner tiny has 16 positions, so every 512-token output is skipped, said why
+    assert "**3 runs** to do, 3 combinations skipped." in texts(at.markdown)
+    assert "prompt_len=4, new_tokens=512: prompt_len + new_tokens = 516 is more than the 16 positions" in \
+        texts(at.markdown) + texts(at.text)
+
+
+def test_the_generation_lengths_name_the_sweep_matrix_columns():
+    from ui import sweep_matrix
+
+    base = Experiment(model="captioner", device="cpu", task="generate", backend="aot_eager")
+    experiments, skipped = sweeps.cross(base, {"prompt_len": [4, 6], "new_tokens": [0, 8]})
+    assert not skipped and [(e.prompt_len, e.new_tokens) for e in experiments] == [(4, 0), (4, 8), (6, 0), (6, 8)]
+    frame = sweep_matrix.sweep_matrix(experiments, ["waiting"] * 4)
+    assert list(frame["col"]) == ["4-token prompt · default new tokens", "4-token prompt · 8 new tokens",
+                                  "6-token prompt · default new tokens", "6-token prompt · 8 new tokens"]

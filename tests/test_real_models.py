@@ -91,7 +91,8 @@ def test_inputs_follow_the_libraries_harnesses():
     assert llama.source.config("llama", llama.presets["tiny"]).use_cache is False
     assert sample_models.get("hf:bert").presets["full"]["seq_len"] == 512  # BERT-like, as the dynamo harness
     vit = sample_models.get("timm:vit_tiny_patch16_224")
-    assert vit.presets["tiny"]["image_size"] == 224 and not vit.supports_channels_last  # fixed input size, no convs
+    assert vit.presets["full"]["image_size"] == 224 and not vit.supports_channels_last  # fixed input size, no convs
+    assert vit.presets["tiny"]["image_size"] == 64  # so tiny is built small through timm's own arguments
     effnet = sample_models.get("timm:efficientnet_b0")
     assert effnet.presets["full"]["image_size"] == 224 and effnet.supports_channels_last
     flux = sample_models.get("diffusers:flux")

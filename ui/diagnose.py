@@ -12,8 +12,8 @@ from tcore import figures
 from tcore.protocol import ERROR_KINDS
 from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
 from tcore.store import RunRecord, RunStore
-from ui import (diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, knobs, queue, results, stance_words,
-                verdicts)
+from ui import (diagnose_charts, diagnose_queries, ecosystem, exports, generate, graph_words, knobs, queue, results,
+                stance_words, verdicts)
 from ui.diagnose_queries import STRATEGIES, strategy_of, strategy_runs
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
@@ -347,6 +347,10 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in graph_words.graph_words(r)))
     if r.get("graph_breaks"):
         show_breaks(r)
+    if rec.spec.get("task") == "generate":  # a new prompt length: recompiles without a static cache, not with one
+        generate.prompt_length_section(rec, records, lambda kv: _queue(
+            [Experiment.from_dict(rec.spec).replace(kv_cache=kv)], store, key="diag_prompt"))
+        _waiting("diag_prompt", records)
     left, right = st.columns(2)
     exports.show(left, diagnose_charts.kernels_chart(r), key="diag_run_kernels")
     exports.show(right, diagnose_charts.graph_ops_chart(r), key="diag_run_ops")

@@ -2,13 +2,14 @@
 and time to first token, and whether eager and compiled wrote the same tokens."""
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from typing import Any, Callable
 
 import streamlit as st
 
 import sample_models
 from sample_models import decoding
-from tcore import figures
+from tcore import comparable, figures
 from tcore.spec import CHOICES, describe
 from ui import run_words
 
@@ -80,3 +81,86 @@ def details_words(result: dict) -> list[str]:
     if result.get("launch_bound_words"):
         out.append(result["launch_bound_words"])
     return out
+
+
+# --- on Diagnose: what a new prompt length costs ---------------------------------------------------
+
+PROMPT_WORDS = (
+    "A generate run compiles two functions, the prefill over the prompt and the decode step, and after the timing "
+    "generates once more with a prompt one token shorter. The prompt is the prefill's input, so a new length fails "
+    "its size guard and Dynamo compiles the prefill again (with dynamic=None that recompilation marks the length "
+    "dynamic, so later lengths reuse it). The decode step sees the prompt only through the KV cache: a **static** "
+    "cache is allocated at its full length, so the decode step's shapes never change and it does not recompile; the "
+    "**dynamic** cache grows by a token each step, so the decode step recompiles as it grows (with dynamic=None, "
+    "once: that recompilation marks the cache length dynamic). Padding prompts to a few lengths (buckets) or "
+    "dynamic=True keeps the prefill from recompiling.")
+
+
+def prompt_frames(result: dict) -> list[str] | None:
+    """The function each new-prompt recompilation compiled: the latest recompile event on the compile timeline with
+    its reason (the shorter prompt runs after the timed generations). None for a run that stored no timeline."""
+    events = [e for e in result.get("compile_events") or [] if e.get("kind") == "recompile"]
+    if not events:
+        return None
+    frames = []
+    for reason in result.get("prompt_recompile_reasons") or []:
+        match = [e for e in events if e.get("reason") == reason]
+        frames.append(max(match, key=lambda e: e.get("t_s") or 0)["frame"] if match else "?")
+    return frames
+
+
+def prompt_rows(rec, records: list) -> list[dict[str, Any]]:
+    """This generate run's recompilations for a new prompt length and as the cache grew, beside the newest stored
+    run of the same setting with each other KV cache."""
+    ignoring = comparable.PROVENANCE_FIELDS | {"kv_cache"}
+    same = comparable.settings(rec.spec, ignoring=ignoring)
+    shown, runs = {rec.spec.get("kv_cache")}, [rec]
+    for other in records:  # newest first
+        kv = other.spec.get("kv_cache")
+        if (other.status == "finished" and other.spec.get("task") == "generate" and kv not in shown
+                and comparable.settings(other.spec, ignoring=ignoring) == same):
+            shown.add(kv)
+            runs.append(other)
+    rows = []
+    for r in runs:
+        res, frames = r.result, prompt_frames(r.result)
+        rows.append({"KV cache": r.spec.get("kv_cache"), "Run": r.id[-6:],
+                     "Recompilations as the cache grew": res.get("decode_recompiles"),
+                     "Recompilations for a prompt 1 token shorter": res.get("prompt_recompiles"),
+                     "In which function": ", ".join(f"{n} × {f}" for f, n in Counter(frames).items()) if frames
+                     else ("none" if res.get("prompt_recompiles") == 0 else "not recorded"),
+                     "Why (Dynamo's guard)": (res.get("prompt_recompile_reasons") or ["—"])[0]})
+    return rows
+
+
+def prompt_length_section(rec, records: list, queue_other: Callable[[Any], None]) -> None:
+    """Diagnose, one generate run: the recompilations a new prompt length caused, static cache against dynamic."""
+    st.markdown("#### A new prompt length: static against dynamic KV cache")
+    st.caption(PROMPT_WORDS)
+    rows = prompt_rows(rec, records)
+    st.dataframe(rows, hide_index=True, key="diag_prompt_rows")
+    other = next(kv for kv in CHOICES["kv_cache"] if kv != rec.spec.get("kv_cache"))
+    if len(rows) == 1 and st.button(f"Run this setting with the {other} KV cache to compare",
+                                    key="diag_prompt_other", icon=":material/play_arrow:"):
+        queue_other(other)
+
+
+# --- on Sweep: the generation knobs as axes ---------------------------------------------------------
+
+LENGTHS = (0, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # 0: the model's default; too long for it: skipped, said why
+
+
+def sweep_axes(model: dict) -> dict[str, list]:
+    """The Sweep page's generation axes, mode x cache x batch x lengths as gpt-fast's and transformers' recipes
+    turn them: KV cache, batch size, prompt tokens and new tokens."""
+    entry = sample_models.get(model["model"])
+    p, n = decoding.lengths(entry, model["preset"], 0, 0) if decoding.cannot_generate(entry) is None else (0, 0)
+    axes = {"kv_cache": st.multiselect("KV cache", CHOICES["kv_cache"], default=["static"], key="sweep_kv_cache"),
+            "batch_size": st.multiselect("Batch sizes", sorted({1, 2, 4, 8, 16, 32, 64, model["batch_size"]}),
+                                         default=[model["batch_size"]], key="sweep_batches")}
+    left, right = st.columns(2)
+    axes["prompt_len"] = left.multiselect("Prompt tokens", LENGTHS, default=[0], key="sweep_prompt_lens",
+                                          format_func=lambda v: f"default ({p})" if v == 0 else str(v))
+    axes["new_tokens"] = right.multiselect("New tokens", LENGTHS, default=[0], key="sweep_new_tokens",
+                                           format_func=lambda v: f"default ({n})" if v == 0 else str(v))
+    return axes

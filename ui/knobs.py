@@ -91,7 +91,7 @@ SETTINGS = ("model", "preset", "batch_size", "task", "precision", "device", "com
             "timed_steps", "rounds", "round_s", "target_pct", "warmup_steps", "torch_trace", "timeout_min",
             "kv_cache", "prompt_len", "new_tokens", *INDUCTOR_OPTIONS)
 SWEEP_AXES = ("sweep_compile", "sweep_mode", "sweep_dynamic", "sweep_opt", "sweep_precisions", "sweep_layouts",
-              "sweep_backend", "sweep_kv_cache", "sweep_batches")
+              "sweep_backend", "sweep_kv_cache", "sweep_batches", "sweep_prompt_lens", "sweep_new_tokens")
 
 
 def keep_settings() -> None:

@@ -24,6 +24,8 @@ _AXIS_WORDS = {
     "compile_optimizer": lambda v: f"optimizer {'compiled' if v else 'eager'}",
     "kv_cache": lambda v: f"{v} KV cache",
     "batch_size": lambda v: f"bs{v}",
+    "prompt_len": lambda v: f"{v}-token prompt" if v else "default prompt",
+    "new_tokens": lambda v: f"{v} new tokens" if v else "default new tokens",
 }
 
 

@@ -21,9 +21,13 @@ def _image_batch(sizes: dict, batch_size: int, device, generator):
 
 class _Vision(Source):
     """Image classifiers: a `tiny` preset at a small resolution where the architecture takes one (same weights,
-    so the parameter count is the real one), and `full` at the model's own resolution."""
+    so the parameter count is the real one), and `full` at the model's own resolution. An architecture that takes
+    only its own resolution (a ViT's position embeddings are sized to it) is made tiny through its library's own
+    constructor arguments instead (`shrink`): fewer, narrower layers at a small resolution."""
 
     small_side = 64
+    # A ViT made tiny, as the lab's other tiny presets shrink a transformer (tcore's hf tiny: 2 layers, 64 wide).
+    TINY_VIT = dict(depth=2, width=64, heads=2, mlp=128)
 
     def _meta_model(self, ref: str) -> nn.Module:
         return _build_on("meta", lambda: self.build(ref, {}))
@@ -34,11 +38,20 @@ class _Vision(Source):
         # a real convolution, not a ViT's patchify (kernel = stride)
         convolutional = any(isinstance(m, nn.Conv2d) and m.stride != m.kernel_size for m in model.modules())
         small = native if fixed else min(native, self.small_side)
-        presets = {"tiny": dict(image_size=small, num_classes=num_classes),
-                   "full": dict(image_size=native, num_classes=num_classes)}
+        tiny = dict(image_size=small, num_classes=num_classes)
+        shrunk = self.shrink(ref, model, num_classes) if fixed else None
+        if shrunk:  # {"image_size": side, "build": constructor arguments} that make it small
+            tiny = dict(tiny, **shrunk)
+        presets = {"tiny": tiny, "full": dict(image_size=native, num_classes=num_classes)}
         blocks = sorted(repeated_classes(model))
-        size_note = (f"It takes only its native {native} px, so the tiny preset is GPU-sized too."
-                     if fixed else f"tiny runs it at {small} px on the CPU, full at its own {native} px.")
+        if shrunk:
+            tiny_params = sum(p.numel() for p in _build_on("meta", lambda: self.build(ref, tiny)).parameters())
+            size_note = (f"It takes only its native {native} px at its own size, so tiny is the same architecture "
+                         f"built small through its constructor: {_count(tiny_params)} parameters at "
+                         f"{shrunk['image_size']} px.")
+        else:
+            size_note = (f"It takes only its native {native} px, so the tiny preset is GPU-sized too."
+                         if fixed else f"tiny runs it at {small} px on the CPU, full at its own {native} px.")
         return RealModel(
             name=f"{self.key}:{ref}", ref=ref, source=self,
             title=f"{ref} ({self.title}, {_count(params)} parameters)",
@@ -47,6 +60,11 @@ class _Vision(Source):
             presets=presets, default_preset={"cpu": "tiny", "cuda": "full"},
             default_batch={"cpu": 2, "cuda": 64}, varying_dim="", seq_field="",
             supports_channels_last=convolutional)
+
+    def shrink(self, ref: str, model: nn.Module, num_classes: int) -> dict | None:
+        """The tiny preset's {"image_size", "build": constructor arguments} for an architecture that takes only its
+        own resolution, or None where its library's constructor cannot make it small."""
+        return None
 
     def _takes_small(self, model: nn.Module, num_classes: int) -> bool:
         """Whether a meta forward at the small resolution goes through (ViTs check their input size)."""

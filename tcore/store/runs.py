@@ -67,15 +67,20 @@ class Runs(Part):
             return [RunRecord.from_row(r) for r in db.execute(sql, (limit,) if limit else ())]
 
     def same_setting(self, spec: dict, device: str | None, env: dict, *, before: float | None = None,
-                     exclude: str | None = None, limit: int = 200) -> list[RunRecord]:
+                     exclude: str | None = None, limit: int = 200,
+                     ignoring: frozenset[str] = frozenset()) -> list[RunRecord]:
         """Finished runs of the same setting on the same machine (tcore.history), newest `limit` of them, oldest
-        first; with `before`, only those created earlier; `exclude` leaves one run out (the run itself)."""
+        first; with `before`, only those created earlier; `exclude` leaves one run out (the run itself); `ignoring`
+        names fields that may differ (the batch size, for the runs of a setting at other batches)."""
         from tcore import history
 
         # The model and batch narrow the rows in SQL; the whole setting and the machine are compared below.
-        sql = ("SELECT * FROM runs WHERE status='finished' AND device IS ? AND json_extract(spec, '$.model') IS ? "
-               "AND json_extract(spec, '$.batch_size') IS ?" + (" AND created_at < ?" if before else ""))
-        args = (device, spec.get("model"), spec.get("batch_size"), *((before,) if before else ()))
+        any_batch = "batch_size" in ignoring
+        sql = ("SELECT * FROM runs WHERE status='finished' AND device IS ? AND json_extract(spec, '$.model') IS ?"
+               + ("" if any_batch else " AND json_extract(spec, '$.batch_size') IS ?")
+               + (" AND created_at < ?" if before else ""))
+        args = (device, spec.get("model"), *(() if any_batch else (spec.get("batch_size"),)),
+                *((before,) if before else ()))
         with self._connect() as db:
             rows = db.execute(sql + " ORDER BY created_at DESC", args).fetchall()
         here = history.machine(env, device)
@@ -83,7 +88,7 @@ class Runs(Part):
         for row in rows:
             rec = RunRecord.from_row(row)
             if rec.id != exclude and history.machine(rec.env, rec.device) == here and history.same_setting(
-                    rec.spec, spec):
+                    rec.spec, spec, ignoring):
                 found.append(rec)
                 if len(found) >= limit:
                     break

@@ -1,0 +1,50 @@
+"""Before a run: whether its setting can be expected to give the same headline again on this machine, from the
+store's earlier runs of it here (their spread; a host-bound verdict on one of them, or on one at a larger batch) and
+the device (tcore.rerun.outlook), for the Run page and the command line."""
+from __future__ import annotations
+
+import socket
+
+from tcore import figures, history, machine, rerun
+from tcore.lab.runs import preflight
+from tcore.spec import Experiment
+from tcore.store import RunStore
+
+
+def machine_env(device: str) -> dict:
+    """What tcore.history.machine compares runs' machines by, for this machine."""
+    gpus, _ = machine.gpus() if device == "cuda" else ([], None)
+    return {"hostname": socket.gethostname(), "cpu": machine.cpu_model(), "gpu": gpus[0]["name"] if gpus else None}
+
+
+def earlier(exp: Experiment, store: RunStore) -> tuple[str, history.History, int]:
+    """(device, the finished runs of `exp`'s setting on this machine, how many of them were host-bound)."""
+    device, _ = preflight(exp)
+    records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device)) if r.result.get("speedup")]
+    bound = sum(bool(figures.host_bound(r.result, r.device, r.spec.get("mode"))) for r in records)
+    return device, history.history(records), bound
+
+
+def bound_at_larger_batch(exp: Experiment, store: RunStore, device: str) -> int | None:
+    """The smallest batch above `exp`'s at which an earlier run of its setting here was host-bound, on a GPU."""
+    if device != "cuda":
+        return None  # on the CPU the host is the device: nothing is host-bound
+    others = store.same_setting(exp.to_dict(), device, machine_env(device), ignoring=frozenset({"batch_size"}))
+    batches = [r.spec["batch_size"] for r in others if r.spec.get("batch_size", 0) > exp.batch_size
+               and r.result.get("speedup") and figures.host_bound(r.result, r.device, r.spec.get("mode"))]
+    return min(batches) if batches else None
+
+
+def outlook(exp: Experiment, store: RunStore) -> rerun.Outlook | None:
+    """What the lab expects of reruns of `exp` here; None when nothing compiled gives a speedup to rerun."""
+    if not exp.has_compiled_variant:
+        return None
+    device, past, bound = earlier(exp, store)
+    larger = bound_at_larger_batch(exp, store, device) if not bound else None
+    return rerun.outlook(past.speedups, device, bound, (larger, exp.batch_size) if larger else None)
+
+
+def words(exp: Experiment, store: RunStore) -> str | None:
+    """The note said before a run of `exp` whose headline may move by more than ± HOLD_PCT between reruns."""
+    ahead = outlook(exp, store)
+    return ahead.words() if ahead is not None else None
