@@ -1,7 +1,7 @@
 """Run one experiment: set the knobs, queue it, follow it live, then read what compile did."""
 import streamlit as st
 
-from tcore import machine
+from tcore.host import machine
 from tcore.store import RunStore
 from ui import generate, knobs, live, queue, results, run_state
 

@@ -4,7 +4,7 @@ import streamlit as st
 import sample_models
 
 from tcore.lab import sweeps
-from tcore.spec import CHOICES, SpecError, practical_defaults
+from tcore.experiment.spec import CHOICES, SpecError, practical_defaults
 from tcore.store import RunStore
 from ui import knobs, live, people, queue
 

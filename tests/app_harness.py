@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tcore.lab import runs
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 from tests.helpers import QUICK, insert_run
 

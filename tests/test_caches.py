@@ -10,7 +10,7 @@ import pytest
 
 from tcore.lab import artifacts
 from tcore.lab import runs
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.worker import artifacts as worker_artifacts
 from tcore.worker import envinfo
 

@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from tcore.lab import cluster, scheduler
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 
 
 @pytest.fixture(autouse=True)

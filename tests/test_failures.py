@@ -4,7 +4,7 @@ real: an out-of-range index on the CPU, and the error CUDA raises for a device-s
 import os
 
 from tcore.lab import model_cards, runs
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tests.app_harness import db  # noqa: F401 (the fixture)
 
 MODEL = "file:tests/data/failing_model.py"

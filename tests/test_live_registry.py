@@ -6,7 +6,7 @@ import pytest
 
 from tcore.lab import registry
 from tcore.lab.liverun import LiveRun
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 
 EXP = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager")

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from tcore.lab import runs
 from tcore.lab.scheduler import Wait
-from tcore.protocol import PHASE_TITLES
+from tcore.experiment.protocol import PHASE_TITLES
 from tcore.store.queue import BY_INSTRUCTOR
 from tests.helpers import QUICK, insert_run
 from ui import run_state

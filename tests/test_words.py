@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from tcore import figures
-from tcore.advice import inside_torch
+from tcore.analysis.advice import inside_torch
 from tests.chart_data import cpu_eager_only, gpu_result  # noqa: F401 (fixtures)
 from ui import diagnose_queries, graph_words, run_state, run_words, sweep_matrix
 

@@ -11,7 +11,7 @@ import torch
 
 from tcore.lab import runs
 from tcore.lab.launcher import REPO_ROOT
-from tcore.spec import Experiment, SpecError
+from tcore.experiment.spec import Experiment, SpecError
 
 
 class Recorder:

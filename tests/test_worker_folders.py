@@ -18,7 +18,7 @@ LAB = """
 import json, sys
 from tcore.lab import launcher
 from tcore.lab.liverun import SPARES
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 
 SPARES.fill("cpu", {}, wait_for_fork_server=True)
 waiting = SPARES._spares["cpu"]

@@ -9,7 +9,7 @@ import streamlit as st
 import sample_models
 from sample_models import decoding
 from tcore import figures
-from tcore.spec import CHOICES, describe
+from tcore.experiment.spec import CHOICES, describe
 from ui import run_words
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tcore.lab import runs
 from tcore.lab.scheduler import Wait, duration_words, wait_words
-from tcore.protocol import PHASE_TITLES
+from tcore.experiment.protocol import PHASE_TITLES
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from tcore.store.queue import BY_INSTRUCTOR

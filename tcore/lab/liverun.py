@@ -19,15 +19,19 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from tcore import figures, history, rerun
+from tcore import figures
+
+from tcore.analysis import history
+
+from tcore.figures import rerun
 from tcore.lab import artifacts
 from tcore.lab import cluster
 from tcore.lab import model_cards
 from tcore.lab import scheduler
-from tcore.protocol import TERMINAL
-from tcore.protocol import error as error_event
+from tcore.experiment.protocol import TERMINAL
+from tcore.experiment.protocol import error as error_event
 from tcore.lab.launcher import RunHandle, SparePool, Worker, run_folder, timeout_message
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.store import RunRecord, RunStore, StoreError
 
 
@@ -440,7 +444,7 @@ def _spare_for_next(device: str, slot: str | None) -> None:
 
     Not on the CPU, where the imports would share the cores the profiled run is being measured on. On a
     GPU the profiler times kernels on the device, and idle is re-based on the timed step
-    (tcore.breakdown.against_timed), so a process importing beside it does not change the figures.
+    (tcore.figures.breakdown.against_timed), so a process importing beside it does not change the figures.
     """
     if device != "cpu" and device in _SPARE_DEVICES and slot is not None and not cluster.is_ray_slot(slot):
         threading.Thread(target=SPARES.fill, args=(slot, scheduler.slot_env(slot)), daemon=True).start()

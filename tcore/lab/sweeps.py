@@ -12,7 +12,7 @@ import itertools
 from typing import Any
 
 from tcore.lab import runs
-from tcore.spec import Experiment, SpecError
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.store import RunStore
 from tcore.store.sweeps import SweepRecord
 

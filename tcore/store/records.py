@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcore.figures import upgrade_result
-from tcore.spec import upgrade
+from tcore.experiment.spec import upgrade
 
 
 @dataclass

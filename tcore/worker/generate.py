@@ -4,7 +4,7 @@ As gpt-fast does, the prefill (the prompt into the cache, the first token) and t
 sequence) are two functions, compiled separately: the decode step with fullgraph=True when the cache is static, so
 its shapes never change and reduce-overhead can replay it as one CUDA graph; the prefill without CUDA graphs, since
 its shape is the prompt's. A timed round is one block of generations per variant, back to back, the order
-alternating; its ratio is compiled over eager decode tokens per second, the run's headline (tcore.paired).
+alternating; its ratio is compiled over eager decode tokens per second, the run's headline (tcore.figures.paired).
 """
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ import torch
 
 import sample_models
 from sample_models import decoding
-from tcore import breakdown, figures, paired, peaks
-from tcore.compile_args import NO_CUDAGRAPHS, generate_kwargs
+from tcore.figures import breakdown, paired
+from tcore import figures
+from tcore.host import peaks
+from tcore.experiment.compile_args import NO_CUDAGRAPHS, generate_kwargs
 from tcore.figures import Result, RunFigures, VariantFigures
-from tcore.power import PowerMeter, PowerSampler
-from tcore.spec import PRECISIONS, Experiment
+from tcore.host.power import PowerMeter, PowerSampler
+from tcore.experiment.spec import PRECISIONS, Experiment
 from tcore.worker import artifacts, diagnostics, profiling
 from tcore.worker.build import DTYPES, compile_errors
 from tcore.worker.pacing import most_rounds, round_seconds
@@ -42,7 +44,7 @@ class Generation:
 
 
 def compile_pair(decoder: decoding.Decoder, exp: Experiment) -> tuple[Callable, Callable]:
-    """(prefill, decode) compiled as `exp` asks (tcore.compile_args.generate_kwargs)."""
+    """(prefill, decode) compiled as `exp` asks (tcore.experiment.compile_args.generate_kwargs)."""
     prefill_kwargs, decode_kwargs = generate_kwargs(exp)
     return torch.compile(decoder.prefill, **prefill_kwargs), torch.compile(decoder.decode, **decode_kwargs)
 
@@ -293,7 +295,7 @@ class GenerateMeasurement:
                     result.unavailable[f"{name}_{key}"] = why
             if peak is None:
                 result.unavailable[f"{name}_decode_bw_pct"] = (
-                    "no memory bandwidth to compare with: on the CPU, or a GPU that tcore.peaks does not list"
+                    "no memory bandwidth to compare with: on the CPU, or a GPU that tcore.host.peaks does not list"
                     if self.device == "cuda" else "on the CPU: no GPU memory bandwidth to compare with")
             else:
                 read = figures.decode_read_bytes(self.weight_bytes, gen.kv_bytes, gen.static, gen.prompt_len, gen.new)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # the spec's own vocabulary, reached here as before: what changes a compile, and the precision choices
-from tcore.comparable import MEASUREMENT_FIELDS, PROVENANCE_FIELDS, same_compile, settings  # noqa: F401
-from tcore.precision import PRECISIONS, Precision  # noqa: F401
+from tcore.experiment.comparable import MEASUREMENT_FIELDS, PROVENANCE_FIELDS, same_compile, settings  # noqa: F401
+from tcore.experiment.precision import PRECISIONS, Precision  # noqa: F401
 
 
 def knob(default: Any, doc: str, choices: dict[Any, str] | None = None,

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import sample_models
 from sample_models import decoding
-from tcore.compile_args import generate_kwargs, kwargs_source
-from tcore.spec import PRECISIONS, Experiment
+from tcore.experiment.compile_args import generate_kwargs, kwargs_source
+from tcore.experiment.spec import PRECISIONS, Experiment
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
 
 
 def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
-    """The program for a generate run on `device`; `opening` is tcore.snippet's header and model lines."""
+    """The program for a generate run on `device`; `opening` is tcore.export.snippet's header and model lines."""
     entry = sample_models.get(exp.model)
     prompt, new = decoding.lengths(entry, exp.preset, exp.prompt_len, exp.new_tokens)
     precision = PRECISIONS[exp.precision]
