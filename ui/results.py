@@ -12,7 +12,8 @@ import streamlit as st
 from tcore import figures
 
 from tcore.analysis import report
-from tcore.analysis.advice import CUDAGRAPH_MODES, launch_bound
+from tcore.analysis.advice import launch_bound
+from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import RUN_FIGURES
 from tcore.experiment.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore

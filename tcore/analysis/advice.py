@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tcore.experiment.spec import Experiment, SpecError
+from tcore.experiment.spec import CUDAGRAPH_MODES, Experiment, SpecError
 
 # Thresholds, as shares of a profiled step: below these the evidence is too thin to act on.
 IDLE_SHARE = 0.20        # the GPU waits on Python and launches for this much of a compiled step
@@ -20,7 +20,6 @@ COPY_SHARE = 0.10        # copies and dtype or layout conversions
 OPTIMIZER_SHARE = 0.15   # the optimizer step, in training
 MATMUL_SHARE = 0.30      # matmuls and convolutions, for the precision rule
 BREAKEVEN_STEPS = 1000   # compiling pays back only after this many steps
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 LARGE_BATCH = 128        # a GPU run at this batch or more is offered the launch-bound case at SMALL_BATCH
 SMALL_BATCH = 32
 

@@ -370,6 +370,7 @@ class Experiment:
 CHOICES: dict[str, tuple[str, ...]] = {f.name: tuple(f.metadata["choices"]) for f in dataclasses.fields(Experiment)
                                        if f.metadata["choices"] and f.name != "dynamic"}
 MODES = CHOICES["mode"]
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes whose compiled step replays CUDA graphs
 _FIELDS = {f.name: f for f in dataclasses.fields(Experiment)}
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Experiment)}
 # Experiment field -> the torch._inductor.config setting it sets (the worker applies them, feature-detected).
@@ -437,10 +438,10 @@ def check_on_device(exp: Experiment, device: str) -> list[str]:
             notes.append("precision=tf32 changes GPU matmuls only: on the CPU it runs as fp32")
         if exp.backend == "cudagraphs":
             raise SpecError("backend=cudagraphs needs a CUDA GPU; choose backend=inductor on the CPU")
-        if exp.mode in ("reduce-overhead", "max-autotune"):
+        if exp.mode in CUDAGRAPH_MODES:
             notes.append(f"mode={exp.mode} uses CUDA graphs, which do not exist on the CPU: "
                          "here it behaves like " + ("default" if exp.mode == "reduce-overhead" else
                                                      "max-autotune-no-cudagraphs"))
-    if exp.dynamic is True and exp.mode in ("reduce-overhead", "max-autotune"):
+    if exp.dynamic is True and exp.mode in CUDAGRAPH_MODES:
         notes.append("dynamic=True with CUDA graphs records one graph per distinct shape")
     return notes
