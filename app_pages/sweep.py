@@ -4,7 +4,8 @@ import streamlit as st
 import sample_models
 
 from tcore.lab import sweeps
-from tcore.experiment.spec import CHOICES, SpecError, practical_defaults
+from tcore.experiment.spec import CHOICES, SpecError
+from tcore.experiment.device import practical_defaults
 from tcore.store import RunStore
 from ui import knobs, live, people, queue
 

@@ -16,7 +16,7 @@ from tcore.experiment.protocol import ERROR_KINDS, PHASE_TITLES
 from tcore.experiment.spec import CHOICES, Experiment, SpecError, choice_docs, describe
 from tcore.store import NoSuchRun, RunStore, StoreError
 
-# Fields whose default depends on the model, the device and the task (tcore.experiment.spec.practical_defaults).
+# Fields whose default depends on the model, the device and the task (tcore.experiment.device.practical_defaults).
 _DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last")
 _TRISTATE = {"none": None, "true": True, "false": False}
 _TRISTATE_NAMES = {v: k for k, v in _TRISTATE.items()}
@@ -57,7 +57,7 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
 
 def experiment_from_args(args: argparse.Namespace) -> Experiment:
     from tcore.lab.runs import preflight
-    from tcore.experiment.spec import practical_defaults
+    from tcore.experiment.device import practical_defaults
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
     if values["model"].startswith("file:"):  # the worker runs in the lab's folder, not this one
@@ -195,7 +195,8 @@ def _history_before(store: RunStore, exp: Experiment) -> list[str]:
 
 def default_words() -> str:
     """The default setting, as --help says it: the same one the Run page opens on."""
-    from tcore.experiment.spec import DEFAULTS, practical_defaults
+    from tcore.experiment.spec import DEFAULTS
+    from tcore.experiment.device import practical_defaults
 
     model = DEFAULTS["model"]
     gpu, cpu = practical_defaults(model, "cuda", "inference"), practical_defaults(model, "cpu", "inference")

@@ -1,7 +1,9 @@
 """The experiment spec: validation messages, JSON round trip, device checks."""
 import pytest
 
-from tcore.experiment.spec import MODES, Experiment, SpecError, check_on_device, resolve_device
+from tcore.experiment.spec import MODES, Experiment, SpecError
+
+from tcore.experiment.device import check_on_device, resolve_device
 
 
 def test_defaults_are_valid_and_round_trip_through_json():
@@ -154,7 +156,7 @@ def test_inductor_option_defaults_match_the_installed_inductor():
     ("cpu", "inference", dict(precision="fp32", channels_last=False, preset="tiny")),
 ])
 def test_practical_defaults_follow_the_device_and_task(device, task, expected):
-    from tcore.experiment.spec import practical_defaults
+    from tcore.experiment.device import practical_defaults
 
     got = practical_defaults("resnet50", device, task)
     assert {k: got[k] for k in expected} == expected

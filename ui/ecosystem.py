@@ -14,7 +14,8 @@ from tcore.analysis import codediff
 
 from tcore.export import snippet
 from tcore.lab import tlparse
-from tcore.experiment.spec import SpecError, resolve_device
+from tcore.experiment.spec import SpecError
+from tcore.experiment.device import resolve_device
 from tcore.store import RunRecord, RunStore
 
 STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, relative to the page

@@ -1,7 +1,7 @@
 """The experiment knobs: the widgets that build an Experiment, each captioned with its field's own sentence (tcore.experiment.spec).
 
 Widgets carry explicit keys under a page prefix ("run_", "sweep_"), so pages don't collide and
-tests can set them. Defaults follow the device (tcore.experiment.spec.practical_defaults): on a CPU the tiny
+tests can set them. Defaults follow the device (tcore.experiment.device.practical_defaults): on a CPU the tiny
 preset in float32 and a short timed stage; on a GPU the GPU preset, bf16 weights for inference or
 autocast for training, channels_last for a convolutional model, and a longer timed stage.
 """
@@ -13,7 +13,8 @@ import sample_models
 from tcore.host import features, machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
-from tcore.experiment.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe, practical_defaults
+from tcore.experiment.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe
+from tcore.experiment.device import practical_defaults
 from ui import sweep_matrix
 
 # Knobs of the page that are not fields of the experiment; every field explains itself in tcore.experiment.spec.

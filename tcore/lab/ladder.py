@@ -192,7 +192,8 @@ def add_arguments(p, many_models: bool = False) -> None:
 
 def spec_from_args(args) -> str:
     from tcore.lab.runs import preflight
-    from tcore.experiment.spec import Experiment, practical_defaults
+    from tcore.experiment.spec import Experiment
+    from tcore.experiment.device import practical_defaults
 
     base = Experiment(model=args.model, device=args.device)
     device, _ = preflight(base)

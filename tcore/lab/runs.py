@@ -23,7 +23,8 @@ from tcore.lab import tlparse
 from tcore.experiment.protocol import error as error_event
 from tcore.lab.liverun import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, LiveRun, keep_spares  # noqa: F401 (callers reach them here)
 from tcore.lab.registry import active, adopted_left, live, register  # noqa: F401 (callers reach them here)
-from tcore.experiment.spec import Experiment, SpecError, check_on_device, resolve_device
+from tcore.experiment.spec import Experiment, SpecError
+from tcore.experiment.device import check_on_device, resolve_device
 from tcore.store import QueueFull, RunRecord, RunStore
 from tcore.store.queue import PAUSED
 

@@ -18,7 +18,8 @@ import torch
 from tcore import figures
 from tcore.figures import Result, RunFigures, VariantFigures
 from tcore.host.power import PowerMeter, PowerSampler, open_meter
-from tcore.experiment.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment, check_on_device, resolve_device
+from tcore.experiment.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment
+from tcore.experiment.device import check_on_device, resolve_device
 from tcore.figures import breakdown, paired, rerun
 from tcore.host import peaks
 from tcore.worker import artifacts, diagnostics, envinfo, failures, profiling, shapes
