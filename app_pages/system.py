@@ -5,7 +5,7 @@ import streamlit as st
 
 from tcore.host import machine
 from tcore.lab import cluster, scheduler, sweeps
-from tcore.lab.scheduler import duration_words
+from tcore.lab.waiting import duration_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from ui import charts, exports, instructor, people, queue

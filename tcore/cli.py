@@ -113,7 +113,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore.lab import model_cards, runs, scheduler
+    from tcore.lab import model_cards, runs, scheduler, waiting
 
     store = RunStore(args.db)
     model_cards.install(store, files_allowed=lambda: True)  # the command line always allows model files
@@ -131,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         snap = run.snapshot()
         if snap["status"] == "queued" and not args.quiet:
             sys.stderr.write(f"\rqueued: #{snap['queue_position']} in the queue, "
-                             f"{scheduler.wait_words(snap['wait'])[0]}\033[K")
+                             f"{waiting.wait_words(snap['wait'])[0]}\033[K")
         run.wait(timeout=1.0)
     record = run.record
     print(file=sys.stderr)

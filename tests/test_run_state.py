@@ -4,7 +4,7 @@ every fragment of the Run page reads the same RunState."""
 from types import SimpleNamespace
 
 from tcore.lab import runs
-from tcore.lab.scheduler import Wait
+from tcore.lab.waiting import Wait
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.store.queue import BY_INSTRUCTOR
 from tests.helpers import QUICK, insert_run

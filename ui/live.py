@@ -13,7 +13,7 @@ import streamlit as st
 
 from tcore.host import machine
 from tcore.lab import runs, sweeps
-from tcore.lab.scheduler import wait_words
+from tcore.lab.waiting import wait_words
 from tcore.experiment.protocol import PHASE_TITLES, phases_for
 from tcore.experiment.spec import Experiment
 from tcore.store import RunStore

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from tcore.lab import limits, runs, scheduler
-from tcore.lab.scheduler import duration_words, wait_words
+from tcore.lab.waiting import duration_words, wait_words
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.store import RunStore

@@ -28,6 +28,7 @@ from tcore.lab import artifacts
 from tcore.lab import cluster
 from tcore.lab import model_cards
 from tcore.lab import scheduler
+from tcore.lab import waiting
 from tcore.experiment.protocol import TERMINAL
 from tcore.experiment.protocol import error as error_event
 from tcore.lab.launcher import RunHandle, SparePool, Worker, run_folder, timeout_message
@@ -90,7 +91,7 @@ class LiveRun:
         self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
-        self.queue_wait: scheduler.Wait | None = None  # when it should start (an estimate, and the latest it can)
+        self.queue_wait: waiting.Wait | None = None  # when it should start (an estimate, and the latest it can)
         self._on_event = on_event
         self._lock = threading.Lock()  # guards what snapshot() reads
         self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
@@ -110,7 +111,7 @@ class LiveRun:
         """Whether the run has left the queue (claimed for a slot)."""
         return self._launched
 
-    def set_queue_place(self, position: int | None, wait: scheduler.Wait | None) -> None:
+    def set_queue_place(self, position: int | None, wait: waiting.Wait | None) -> None:
         with self._lock:
             self.queue_position, self.queue_wait = position, wait
 
@@ -385,7 +386,7 @@ class LiveRun:
         """A consistent copy of the live state, for a page to draw.
 
         status: queued | running | finished | failed; queue_position: 1 = next to start, None once it
-        has left the queue; wait: when it should start (tcore.lab.scheduler.Wait: an estimate from what
+        has left the queue; wait: when it should start (tcore.lab.waiting.Wait: an estimate from what
         runs like the ones ahead took, and the latest their time limits allow), None once started; eta_s:
         the estimate alone; waited_s: time in the queue; elapsed_s: time since its worker started (0 while queued).
         """
