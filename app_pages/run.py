@@ -3,7 +3,7 @@ import streamlit as st
 
 from tcore.host import machine
 from tcore.store import RunStore
-from ui import generate, knobs, live, queue, results, run_state
+from ui import generate, knobs, live, model_picker, queue, results, run_state
 
 store = RunStore()
 
@@ -25,7 +25,7 @@ with knob_col:
         st.markdown("#### Compiler")
         compiler = knobs.compile_knobs("run_", model["model"], model["task"])
     measure = knobs.measure_knobs("run_", with_cache=False)
-    pick = knobs.unpicked("run_")
+    pick = model_picker.unpicked("run_")
     exp, notes, error = knobs.build({**model, **compiler, **measure}, unpicked=pick)
 
 with out_col:

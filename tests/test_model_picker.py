@@ -121,7 +121,7 @@ def test_a_search_with_no_pick_runs_nothing_until_a_match_is_picked(app):
 
 
 def test_match_counts_read_as_english():
-    from ui.knobs import matches
+    from ui.model_picker import matches
     assert [matches(n) for n in (0, 1, 5, 1200)] == ["no match", "1 match", "5 matches", "1,200 matches"]
 
 
