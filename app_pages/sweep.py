@@ -3,9 +3,9 @@ import streamlit as st
 
 import sample_models
 
-from tcore.lab import sweeps
-from tcore.experiment.spec import CHOICES, SpecError
 from tcore.experiment.device import practical_defaults
+from tcore.experiment.spec import CHOICES, SpecError
+from tcore.lab import sweeps
 from tcore.store import RunStore
 from ui import knobs, live, model_picker, people, queue
 

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import scheduler
 from tcore.lab.launcher import REPO_ROOT
-from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 from tests.store_children import insert_row
 

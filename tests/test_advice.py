@@ -2,8 +2,8 @@
 import pytest
 
 from tcore.analysis.advice import counterpart, suggest
-from tcore.figures.breakdown import CATEGORIES
 from tcore.experiment.spec import Experiment
+from tcore.figures.breakdown import CATEGORIES
 
 
 def spec(**changes):

@@ -12,8 +12,8 @@ import pytest
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import runs
 from tcore.experiment.spec import Experiment
+from tcore.lab import runs
 from tests.app_harness import app, db, set_tiny_fast, stored_run, texts, unlock, wait_for  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run
 

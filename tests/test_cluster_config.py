@@ -3,8 +3,8 @@ import sys
 
 import pytest
 
-from tcore.lab import cluster, scheduler
 from tcore.experiment.spec import Experiment
+from tcore.lab import cluster, scheduler
 
 
 @pytest.fixture(autouse=True)

@@ -2,8 +2,8 @@
 import pytest
 
 from tcore.experiment.compile_args import TORCH_DEFAULTS, call_args, compile_kwargs
-from tcore.export.snippet import code_for
 from tcore.experiment.spec import Experiment
+from tcore.export.snippet import code_for
 
 EXPS = [Experiment(), Experiment(backend="aot_eager"), Experiment(mode="max-autotune", fullgraph=True),
         Experiment(dynamic=False), Experiment(compile="regional", dynamic=True, mode="reduce-overhead")]

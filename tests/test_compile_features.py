@@ -9,8 +9,8 @@ import torch
 
 from tcore.worker import break_registry
 
-from tcore.host import features
 from tcore.experiment.spec import Experiment, SpecError
+from tcore.host import features
 from tcore.worker import diagnostics, stances
 from tcore.worker.build import build, clone, compare
 from tcore.worker.compile import apply_compile, mark_nested_regions

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from tcore.lab import runs
 from tcore.experiment.schedule import make_schedule, varying_dims
-from tcore.worker.shapes import pad
 from tcore.experiment.spec import Experiment, SpecError
+from tcore.lab import runs
+from tcore.worker.shapes import pad
 
 import sample_models
 

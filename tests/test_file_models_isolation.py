@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import sample_models
-from tcore.lab.launcher import REPO_ROOT
-from tcore.lab import limits
 from tcore.experiment.spec import Experiment
+from tcore.lab import limits
+from tcore.lab.launcher import REPO_ROOT
 from tests.app_harness import app, db, texts  # noqa: F401 (db: the fixture)
 from tests.helpers import QUICK, insert_run
 

@@ -14,10 +14,10 @@ import sample_models
 from sample_models import decoding
 from tcore import figures
 from tcore.analysis import report
+from tcore.experiment.spec import Experiment, SpecError
+from tcore.export.snippet import code_for
 from tcore.lab import runs
 from tcore.lab.launcher import REPO_ROOT
-from tcore.export.snippet import code_for
-from tcore.experiment.spec import Experiment, SpecError
 from tcore.store import RunStore
 from tcore.worker.generate import launch_words
 

@@ -5,8 +5,8 @@ import statistics
 
 import pytest
 
-from tcore.lab import runs
 from tcore.experiment.spec import Experiment
+from tcore.lab import runs
 
 pytestmark = pytest.mark.gpu
 

@@ -12,9 +12,9 @@ from tcore import figures
 from tcore.experiment import protocol
 
 from tcore.analysis import report
-from tcore.worker.diagnostics import phase_split_s
-from tcore.host.power import PowerMeter, PowerSampler, RaplMeter, open_meter
 from tcore.experiment.spec import Experiment
+from tcore.host.power import PowerMeter, PowerSampler, RaplMeter, open_meter
+from tcore.worker.diagnostics import phase_split_s
 from tcore.worker.timing import PeakMemory, time_block
 from tests.helpers import StepClock
 

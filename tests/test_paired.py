@@ -8,8 +8,8 @@ import pytest
 
 from tcore import figures
 
-from tcore.figures import paired
 from tcore.experiment.spec import Experiment
+from tcore.figures import paired
 from tests.helpers import insert_run
 
 TRUE_SPEEDUP = 1.40

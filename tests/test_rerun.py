@@ -11,9 +11,9 @@ from tcore import figures
 
 from tcore.analysis import history, report
 
+from tcore.experiment.spec import Experiment
 from tcore.figures import paired, rerun
 from tcore.lab.liverun import with_history
-from tcore.experiment.spec import Experiment
 from tests.helpers import insert_run
 
 

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from tcore.export.snippet import code_for
 from tcore.experiment.spec import Experiment
+from tcore.export.snippet import code_for
 from tcore.lab.launcher import REPO_ROOT
 
 TINY = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu")

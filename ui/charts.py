@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tcore.figures.breakdown import CATEGORIES, as_timed
-from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
 from tcore.experiment.protocol import PHASE_TITLES, PHASES
+from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
+from tcore.figures.breakdown import CATEGORIES, as_timed
 
 EAGER_COLOR = "#8896ab"  # muted grey-blue: the baseline
 COMPILED_COLOR = "#ee4c2c"  # PyTorch orange: what compile produced

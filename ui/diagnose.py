@@ -9,9 +9,9 @@ import streamlit as st
 
 import sample_models
 from tcore import figures
+from tcore.experiment.device import practical_defaults
 from tcore.experiment.protocol import ERROR_KINDS
 from tcore.experiment.spec import CHOICES, Experiment, SpecError
-from tcore.experiment.device import practical_defaults
 from tcore.store import RunRecord, RunStore
 from ui import (diagnose_charts, diagnose_queries, ecosystem, exports, graph_words, knobs, queue, results, stance_words,
                 verdicts)

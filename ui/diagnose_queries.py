@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from tcore.lab.artifacts import compile_key
 from tcore.experiment.spec import same_compile, settings
+from tcore.lab.artifacts import compile_key
 
 
 # The ways a varying shape can be compiled, run side by side on the Diagnose page.

@@ -12,10 +12,10 @@ import streamlit as st
 
 from tcore.analysis import codediff
 
+from tcore.experiment.device import resolve_device
+from tcore.experiment.spec import SpecError
 from tcore.export import snippet
 from tcore.lab import tlparse
-from tcore.experiment.spec import SpecError
-from tcore.experiment.device import resolve_device
 from tcore.store import RunRecord, RunStore
 
 STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, relative to the page

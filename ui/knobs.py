@@ -10,11 +10,11 @@ from __future__ import annotations
 import streamlit as st
 
 import sample_models
+from tcore.experiment.device import practical_defaults
+from tcore.experiment.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe
 from tcore.host import features, machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
-from tcore.experiment.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe
-from tcore.experiment.device import practical_defaults
 from ui import model_picker, sweep_matrix
 
 # Knobs of the page that are not fields of the experiment; every field explains itself in tcore.experiment.spec.

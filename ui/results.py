@@ -13,9 +13,9 @@ from tcore import figures
 
 from tcore.analysis import report
 from tcore.analysis.advice import launch_bound
+from tcore.experiment.protocol import ERROR_KINDS
 from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import RUN_FIGURES
-from tcore.experiment.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
 from ui import (advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, generate, graph_words, history,
                 run_words)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tcore.experiment.protocol import PHASE_TITLES
 from tcore.lab import runs
 from tcore.lab.waiting import Wait, duration_words, wait_words
-from tcore.experiment.protocol import PHASE_TITLES
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from tcore.store.queue import BY_INSTRUCTOR

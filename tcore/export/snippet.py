@@ -20,9 +20,9 @@ import torch
 
 import sample_models
 from tcore.experiment import schedule as schedules
-from tcore.export import snippet_generate
 from tcore.experiment.compile_args import call_args
 from tcore.experiment.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
+from tcore.export import snippet_generate
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
 # A run's shape schedule as the snippet writes it: sizes, buckets, varying (tensor, dim), inputs per batch (_schedule)

@@ -27,8 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
-from tcore.lab import cluster
-from tcore.lab import launcher
+from tcore.lab import cluster, launcher
 from tcore.lab.launcher import SparePool
 from tcore.lab.waiting import HISTORY_RUNS, Ahead, Wait, estimate_wait, expected_duration
 from tcore.store import RunRecord, RunStore, StoreError

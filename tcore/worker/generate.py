@@ -16,13 +16,12 @@ import torch
 
 import sample_models
 from sample_models import decoding
-from tcore.figures import breakdown, paired
 from tcore import figures
-from tcore.host import peaks
 from tcore.experiment.compile_args import NO_CUDAGRAPHS
-from tcore.figures import Result, RunFigures, VariantFigures
-from tcore.host.power import PowerMeter, PowerSampler
 from tcore.experiment.spec import PRECISIONS, Experiment
+from tcore.figures import Result, RunFigures, VariantFigures, breakdown, paired
+from tcore.host import peaks
+from tcore.host.power import PowerMeter, PowerSampler
 from tcore.worker import artifacts, diagnostics, profiling
 from tcore.worker.build import DTYPES, compile_errors
 from tcore.worker.generation import Generation, Generator, compile_pair, new_steps

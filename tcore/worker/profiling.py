@@ -24,8 +24,8 @@ from typing import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tcore.figures import breakdown
 from tcore.experiment.protocol import SAVE_TRACES_TO, WORKER_DIR
+from tcore.figures import breakdown
 
 # Profile at least this long and this many steps, and never more than MAX_STEPS: a profiled ResNet-50
 # eager step holds a few hundred kernels and a few thousand host ops, so the trace stays a few MB.
