@@ -10,8 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from tcore import private
-from tcore.lab import limits, model_cards, runs
+from tcore.lab import limits, model_cards, private, runs
 from tcore.store import RunStore, StoreError, default_path
 from ui import exports, knobs, people
 

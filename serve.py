@@ -31,7 +31,7 @@ STATIC_PREFIX = "/app/static/"
 
 
 def start_queue() -> int:
-    from tcore import private
+    from tcore.lab import private
     from tcore.lab import limits, model_cards, runs
     from tcore.store import RunStore
 

@@ -1,10 +1,10 @@
 """Run one experiment: set the knobs, queue it, follow it live, then read what compile did."""
 import streamlit as st
 
-from tcore import machine
+from tcore.host import machine
 from tcore.lab import rerun_outlook
 from tcore.store import RunStore
-from ui import generate, knobs, live, queue, results, run_state
+from ui import generate, knobs, live, model_picker, queue, results, run_state
 
 store = RunStore()
 
@@ -26,7 +26,7 @@ with knob_col:
         st.markdown("#### Compiler")
         compiler = knobs.compile_knobs("run_", model["model"], model["task"])
     measure = knobs.measure_knobs("run_", with_cache=False)
-    pick = knobs.unpicked("run_")
+    pick = model_picker.unpicked("run_")
     exp, notes, error = knobs.build({**model, **compiler, **measure}, unpicked=pick)
 
 with out_col:

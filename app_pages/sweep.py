@@ -3,10 +3,11 @@ import streamlit as st
 
 import sample_models
 
+from tcore.experiment.device import practical_defaults
+from tcore.experiment.spec import CHOICES, SpecError
 from tcore.lab import sweeps
-from tcore.spec import CHOICES, SpecError, practical_defaults
 from tcore.store import RunStore
-from ui import generate, knobs, live, people, queue
+from ui import generate, knobs, live, model_picker, people, queue
 
 
 def start_sweep(experiments: list, skipped: list[str], label: str, store: RunStore) -> None:
@@ -57,7 +58,7 @@ with knob_col:
         backend = st.selectbox("Backend (every compiled run)", CHOICES["backend"], key="sweep_backend")
         st.caption(knobs.explain("backend", backend))
     measure = knobs.measure_knobs("sweep_")
-    pick = knobs.unpicked("sweep_")
+    pick = model_picker.unpicked("sweep_")
     base, _, error = knobs.build({**model, **measure, "backend": backend}, unpicked=pick)
 
 with out_col:

@@ -3,9 +3,9 @@ import time
 
 import streamlit as st
 
-from tcore import machine
+from tcore.host import machine
 from tcore.lab import cluster, scheduler, sweeps
-from tcore.lab.scheduler import duration_words
+from tcore.lab.waiting import duration_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from ui import charts, exports, instructor, people, queue
@@ -13,7 +13,7 @@ from ui import charts, exports, instructor, people, queue
 
 def gpu_slots() -> dict[int, str]:
     """NVML index (as nvidia-smi numbers GPUs) -> the queue's slot for it in this app, cuda:0, cuda:1, ..."""
-    from tcore.power import nvml_index
+    from tcore.host.power import nvml_index
 
     return {nvml_index(int(slot.split(":")[1])): slot for slot in scheduler.device_slots("cuda")}
 

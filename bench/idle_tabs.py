@@ -95,7 +95,7 @@ def cli_run(env: dict, *extra: str, owner: str | None = None) -> subprocess.Pope
         cmd = [sys.executable, "-m", "tcore", "run", *QUICK, *extra]
     else:  # the command line queues under its process; a participant's run goes through runs.execute
         cmd = [sys.executable, "-c", "from tcore.lab import runs; "
-               "from tcore.spec import Experiment; from tcore.store import RunStore; "
+               "from tcore.experiment.spec import Experiment; from tcore.store import RunStore; "
                f"runs.execute(Experiment(model='captioner', preset='tiny', batch_size=2, device='cpu', "
                f"backend='eager', warmup_steps=1, timed_steps=4, rounds=1), RunStore(), owner={owner!r})"]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

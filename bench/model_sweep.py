@@ -69,7 +69,7 @@ def run_pair(model: str, task: str, flags: list[str], store, timeout_s: float) -
     """One model x task through the command line's own parser, defaults and queue; a figure or a reason."""
     from tcore.cli import build_parser, experiment_from_args
     from tcore.lab import runs
-    from tcore.spec import SpecError
+    from tcore.experiment.spec import SpecError
 
     argv = ["run", "--model", model, *flags, "--timeout", f"{timeout_s:g}"]
     row = {"model": model, "task": task, "command": "python -m tcore " + " ".join(argv)}

@@ -81,7 +81,8 @@ def main() -> int:
     os.environ.setdefault("COMPILE_LAB_CACHE_DIR", str(args.out / "cache"))
 
     from tcore.lab import cluster
-    from tcore.spec import Experiment, practical_defaults
+    from tcore.experiment.spec import Experiment
+    from tcore.experiment.device import practical_defaults
     from tcore.store import RunStore
 
     exp = Experiment(model=args.model, device=args.device, cache="cold", backend=args.backend,

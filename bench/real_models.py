@@ -48,8 +48,8 @@ def _f(value, pattern: str) -> str:
 def render(path: Path) -> str:
     import sample_models
     from sample_models.sources import _count
-    from tcore import advice
-    from tcore.breakdown import differences
+    from tcore.analysis import advice
+    from tcore.figures.breakdown import differences
 
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     env = next((r["env"] for r in rows if r.get("env")), {})

@@ -1,10 +1,9 @@
 """A whole sitting on a machine from a list of benchmark commands: each result named after what it measures and the
 machine, one summary line per result, everything packed into one archive.
 
-    python bench/sitting.py run bench/sittings/gpu.txt --out /tmp/sitting --pack $OUT/sitting.tgz
-    setsid python bench/sitting.py run bench/sittings/gpu.txt --out /tmp/sitting --pack /tmp/sitting.tgz \\
-        > /dev/null 2>&1 < /dev/null &                                  # detached: outlives a 10-minute command
-    python bench/sitting.py status /tmp/sitting --pack $OUT/sitting.tgz  # a later command: what is done so far
+    python bench/sitting.py run bench/sittings/gpu.txt --out /tmp/sitting --pack $OUT/sitting-1.tgz \\
+        --only bare-loop-resnet50 default-run-stability        # one part of a sitting: what fits one 10-minute call
+    python bench/sitting.py status /tmp/sitting                # what a sitting has done so far
     python bench/sitting.py run bench/sittings/cpu.txt --out /tmp/cpu --only bare-loop-tiny   # one line of a list
 
 A list has one benchmark a line, `NAME: COMMAND`; blank lines and `#` comments are skipped. COMMAND runs under

@@ -11,7 +11,7 @@ engine that has the command line works, so before and after are one command each
 prints, recomputed here from the run's stored blocks (each round an eager and a compiled block, back to
 back):
   - the old headline: compiled's median throughput over eager's, the rounds unpaired;
-  - the paired headline: the median of the rounds' ratios, with its order-statistics interval (tcore.paired);
+  - the paired headline: the median of the rounds' ratios, with its order-statistics interval (tcore.figures.paired);
   - whether the run flagged itself noisy by the old rule (a variant's rounds over 10% apart, slow steps,
     a busy machine) and by today's (tcore.figures.noise_reasons: the interval's width, slow steps, a busy machine);
 then the spread of each headline across the runs: min-max, and the largest distance from their median.
@@ -29,7 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from tcore import figures, paired  # noqa: E402  (this checkout's estimator, whatever engine ran)
+from tcore import figures  # noqa: E402  (this checkout's estimator, whatever engine ran)
+from tcore.figures import paired
 
 # The Run page's timing defaults per device (ui/knobs.py), for an engine with adaptive rounds and for one without.
 TIMING_NEW = {"cpu": ["--timed-s", "2.0", "--rounds", "6", "--round-s", "0.2"],

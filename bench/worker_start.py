@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, os, re, sys, tempfile, time
 from pathlib import Path
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 from tcore.store import RunStore
 
 store = RunStore(Path(tempfile.mkdtemp()) / "runs.sqlite")

@@ -10,13 +10,13 @@ import sqlite3
 import sys
 import time
 
-from tcore import report
+from tcore.analysis import report
 from tcore.lab import ladder  # imports no torch: its steps run in processes of their own
-from tcore.protocol import ERROR_KINDS, PHASE_TITLES
-from tcore.spec import CHOICES, Experiment, SpecError, choice_docs, describe
+from tcore.experiment.protocol import ERROR_KINDS, PHASE_TITLES
+from tcore.experiment.spec import CHOICES, Experiment, SpecError, choice_docs, describe
 from tcore.store import NoSuchRun, RunStore, StoreError
 
-# Fields whose default depends on the model, the device and the task (tcore.spec.practical_defaults).
+# Fields whose default depends on the model, the device and the task (tcore.experiment.device.practical_defaults).
 _DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last")
 _TRISTATE = {"none": None, "true": True, "false": False}
 _TRISTATE_NAMES = {v: k for k, v in _TRISTATE.items()}
@@ -25,7 +25,7 @@ MODEL_HELP = ("captioner, resnet50 or flux (built in), or SOURCE:NAME: torchvisi
 
 
 def field_help(name: str) -> str:
-    """A field's own sentence from tcore.spec, then one line per choice: the text the Run page shows too."""
+    """A field's own sentence from tcore.experiment.spec, then one line per choice: the text the Run page shows too."""
     lines = [describe(name)] + [f"  {_TRISTATE_NAMES.get(v, v)}: {doc}" for v, doc in choice_docs(name).items()]
     return "\n".join(lines).replace("%", "%%")  # argparse formats help with %
 
@@ -57,7 +57,7 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
 
 def experiment_from_args(args: argparse.Namespace) -> Experiment:
     from tcore.lab.runs import preflight
-    from tcore.spec import practical_defaults
+    from tcore.experiment.device import practical_defaults
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
     if values["model"].startswith("file:"):  # the worker runs in the lab's folder, not this one
@@ -113,7 +113,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore.lab import model_cards, runs, scheduler
+    from tcore.lab import model_cards, runs, scheduler, waiting
 
     store = RunStore(args.db)
     model_cards.install(store, files_allowed=lambda: True)  # the command line always allows model files
@@ -131,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         snap = run.snapshot()
         if snap["status"] == "queued" and not args.quiet:
             sys.stderr.write(f"\rqueued: #{snap['queue_position']} in the queue, "
-                             f"{scheduler.wait_words(snap['wait'])[0]}\033[K")
+                             f"{waiting.wait_words(snap['wait'])[0]}\033[K")
         run.wait(timeout=1.0)
     record = run.record
     print(file=sys.stderr)
@@ -162,7 +162,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _history_lines(store: RunStore, record) -> list[str]:
     """The runs of the same setting on the same machine before this one, beside its headline."""
-    from tcore import history
+    from tcore.analysis import history
 
     if record.result.get("speedup") is None:
         return []
@@ -184,7 +184,8 @@ def _history_before(store: RunStore, exp: Experiment) -> list[str]:
 
 def default_words() -> str:
     """The default setting, as --help says it: the same one the Run page opens on."""
-    from tcore.spec import DEFAULTS, practical_defaults
+    from tcore.experiment.spec import DEFAULTS
+    from tcore.experiment.device import practical_defaults
 
     model = DEFAULTS["model"]
     gpu, cpu = practical_defaults(model, "cuda", "inference"), practical_defaults(model, "cpu", "inference")

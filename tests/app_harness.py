@@ -6,8 +6,8 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 from tcore.store import RunStore
 from tests.helpers import QUICK, insert_run
 

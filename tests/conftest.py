@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 
 

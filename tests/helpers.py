@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import scheduler
 from tcore.lab.launcher import REPO_ROOT
-from tcore.spec import Experiment
 from tcore.store import RunStore
 from tests.store_children import insert_row
 
@@ -57,7 +57,7 @@ def gpu_like_result(*, samples_per_s: float, speedup: float, compile_s: float, b
                   f"{variant}_power_w": watts, f"{variant}_energy_j_per_step": watts / steps,
                   f"{variant}_energy_j_per_sample": watts / sps, f"{variant}_samples_per_j": sps / watts,
                   f"{variant}_peak_mem_gib": 21.4 if variant == "eager" else 19.8})
-    # The stored rounds at these rates too: a record's speedup is recomputed from its blocks (tcore.paired).
+    # The stored rounds at these rates too: a record's speedup is recomputed from its blocks (tcore.figures.paired).
     r["blocks"] = {v: [[n, n * batch / (samples_per_s * (speedup if v == "compiled" else 1.0))] for n, _ in blocks]
                    for v, blocks in r["blocks"].items()}
     eager_step, compiled_step = batch / samples_per_s, batch / (samples_per_s * speedup)

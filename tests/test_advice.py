@@ -1,9 +1,9 @@
-"""What to try next (tcore.advice): each rule fires on its evidence, quotes it, and stays quiet without it."""
+"""What to try next (tcore.analysis.advice): each rule fires on its evidence, quotes it, and stays quiet without it."""
 import pytest
 
-from tcore.advice import counterpart, suggest
-from tcore.breakdown import CATEGORIES
-from tcore.spec import Experiment
+from tcore.analysis.advice import counterpart, suggest
+from tcore.experiment.spec import Experiment
+from tcore.figures.breakdown import CATEGORIES
 
 
 def spec(**changes):
@@ -160,7 +160,7 @@ def test_a_busy_large_batch_on_a_gpu_offers_the_launch_bound_case_at_a_small_bat
 def test_suggestions_quote_the_bars_the_page_draws_and_none_it_withholds():
     """"What to try next" quotes a category's ms as "Where the time goes" draws it: scaled to the timed step where the
     profiler slowed its steps, and not at all where the page withholds the bars."""
-    from tcore.breakdown import shown_ms
+    from tcore.figures.breakdown import shown_ms
 
     r = result(speedup=0.6, compiled_matmul_ms=12.0, eager_latency_ms_p50=10.0, compiled_latency_ms_p50=10.0)
     bars = shown_ms(r)  # compiled profiled at 12.5 ms against 10 ms timed: each bar times 10 / 12.5

@@ -12,8 +12,8 @@ import pytest
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 from tests.app_harness import app, db, set_tiny_fast, stored_run, texts, unlock, wait_for  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run
 
@@ -254,20 +254,20 @@ def test_the_batch_box_takes_the_labs_limit_and_shows_what_will_run(db, monkeypa
     assert at.number_input(key="run_timeout_min").max == 5 and at.number_input(key="run_timeout_min").value == 5
 
 
-# What tcore.machine.facts() returned on an H200 (recorded), for the pages' GPU branches on a CPU machine.
+# What tcore.host.machine.facts() returned on an H200 (recorded), for the pages' GPU branches on a CPU machine.
 H200 = {"name": "NVIDIA H200", "index": 0, "uuid": "GPU-5a1f0c3e-0000-4000-8000-00000000h200", "driver": "580.159.04", "memory_total_gib": 140.4, "memory_used_gib": 0.6,
         "power_limit_w": 700.0, "power_w": 79.9, "utilization_pct": 0.0}
 
 
 def test_gpu_machine_pages(db, monkeypatch):
-    from tcore import machine
+    from tcore.host import machine
 
     facts = {**machine.facts(), "device": "cuda", "cuda_available": True, "cuda": "13.0", "triton": "3.6.0",
              "gpus": [H200], "nvml_reason": None, "power_source": "nvml", "power_reason": None, "missing": []}
     monkeypatch.setattr(machine, "facts", lambda: facts)
     monkeypatch.setattr(machine, "gpus", lambda: ([H200], None))
     monkeypatch.setattr(machine, "cuda_available", lambda: True)
-    from tcore import power
+    from tcore.host import power
     from tcore.lab import scheduler
 
     monkeypatch.setattr(scheduler, "device_slots", lambda device: ("cuda:0",) if device == "cuda" else ("cpu",))

@@ -4,8 +4,8 @@ import json
 import re
 from pathlib import Path
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs, tlparse
-from tcore.spec import Experiment
 from tests.app_harness import EAGER_TINY, app, chart_titled, db, figure, stored_run, texts, wait_for  # noqa: F401
 from tests.helpers import insert_run
 

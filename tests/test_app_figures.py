@@ -36,7 +36,7 @@ def slower_result(*, compiled_timed_ms: float) -> dict:
 
 
 def put(store, spec: dict, result: dict, env: dict) -> str:
-    from tcore.spec import Experiment
+    from tcore.experiment.spec import Experiment
 
     run_id = insert_run(store, Experiment.from_dict(spec))
     with store._write() as db:
@@ -197,7 +197,7 @@ def test_the_slower_run_quotes_the_scaled_bars_and_the_withheld_one_none(lab, db
 
 
 def test_cold_vs_warm_on_compare_draws_every_chosen_run(db):
-    from tcore.spec import Experiment
+    from tcore.experiment.spec import Experiment
     from tests.app_harness import stored_run
 
     tiny = Experiment(model="captioner", device="cpu", backend="inductor", cache="cold")

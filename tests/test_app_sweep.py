@@ -2,8 +2,8 @@
 cancelled sweep, and a sweep with nothing to cross."""
 import time
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs, sweeps
-from tcore.spec import Experiment
 from tests.app_harness import app, db, texts  # noqa: F401 (the db fixture)
 
 

@@ -1,9 +1,9 @@
-"""Where a step's time goes (tcore.breakdown) over synthetic profiler traces, and GPU peaks (tcore.peaks)."""
+"""Where a step's time goes (tcore.figures.breakdown) over synthetic profiler traces, and GPU peaks (tcore.host.peaks)."""
 import pytest
 
-from tcore.breakdown import (CATEGORIES, OPTIMIZER_MARK, STEP_MARK, analyze, categorize, differences, launchers,
+from tcore.figures.breakdown import (CATEGORIES, OPTIMIZER_MARK, STEP_MARK, analyze, categorize, differences, launchers,
                              short_name)
-from tcore.peaks import lookup
+from tcore.host.peaks import lookup
 
 
 def cpu_op(name, ts, dur, tid=1, cat="cpu_op"):
@@ -170,7 +170,7 @@ def test_peak_shares_from_a_runs_figures():
 
 
 def test_gpu_idle_is_re_based_on_the_timed_step_when_profiling_slowed_the_launches():
-    from tcore.breakdown import Breakdown, against_timed
+    from tcore.figures.breakdown import Breakdown, against_timed
 
     profiled = Breakdown(step_ms=9.5, ms={"matmul": 0.4, "pointwise": 0.6, "idle": 8.5}, steps=10, source="gpu kernels")
     b = against_timed(profiled, timed_ms=6.0)

@@ -1,7 +1,7 @@
 """"Where the time goes" never contradicts the headline: a CPU run reported 2.25x faster while its
 bars showed compiled at 889 ms per step against eager at 486 ms, the profiler's overhead (+318%) said only in a
 caption. Bars a little off the timed steps are scaled to them; far off, they are withheld; either is said first."""
-from tcore.breakdown import as_timed
+from tcore.figures.breakdown import as_timed
 from ui import charts, compare_charts, run_words
 
 

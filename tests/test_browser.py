@@ -327,7 +327,7 @@ def test_a_page_with_no_chart_loads_the_chart_component_once_idle(server):
 
 def store_schedule_run(db_path: Path) -> str:
     """A finished dynamic=False run over 6 sizes that hit a recompile limit of 4, as the worker records it."""
-    from tcore.spec import Experiment
+    from tcore.experiment.spec import Experiment
     from tcore.store import RunStore
     from tests.helpers import insert_run
 

@@ -27,7 +27,7 @@ RUN_MS = 400_000  # a run: worker start, imports, compile, a short timed stage
 
 def seeded_run(store, owner: str, **changes) -> str:
     """A finished run of `owner`'s, as a worker would have recorded it (nothing is compiled)."""
-    from tcore.spec import Experiment
+    from tcore.experiment.spec import Experiment
     from tests.helpers import insert_run
 
     exp = Experiment(**{"model": "captioner", "preset": "tiny", "batch_size": 2, "device": "cpu", "backend": "eager",

@@ -15,8 +15,8 @@ NOTE = "The headline may move by more than ± 5% between reruns of this setting"
 def test_the_rerun_note_follows_the_settings_in_a_real_browser(server, tmp_path):  # noqa: F811
     from playwright.sync_api import sync_playwright
 
-    from tcore import machine
-    from tcore.spec import Experiment
+    from tcore.host import machine
+    from tcore.experiment.spec import Experiment
     from tcore.store import RunStore
     from tests.helpers import insert_run
 

@@ -14,7 +14,7 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
     from playwright.sync_api import sync_playwright
 
     from tcore.lab import runs, tlparse
-    from tcore.spec import Experiment
+    from tcore.experiment.spec import Experiment
     from tcore.store import RunStore
 
     store = RunStore(tmp_path / "runs.sqlite")  # the store the server fixture opened

@@ -8,11 +8,9 @@ import sqlite3
 
 import pytest
 
-from tcore.lab import artifacts
-from tcore.lab import runs
-from tcore.spec import Experiment
-from tcore.worker import artifacts as worker_artifacts
-from tcore.worker import envinfo
+from tcore.experiment.spec import Experiment
+from tcore.lab import artifacts, runs
+from tcore.worker import artifacts as worker_artifacts, envinfo
 
 
 def test_compile_key_ignores_timing_but_not_compile_settings():

@@ -1,9 +1,9 @@
 """A run cancelled by the instructor says so to its owner, whichever process records its end."""
 from types import SimpleNamespace
 
+from tcore.experiment.protocol import error as error_event
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.protocol import error as error_event
-from tcore.spec import Experiment
 from tcore.store.queue import CANCELLED_IN_QUEUE, cancel_words
 
 EXP = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager")

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from tcore import cli
+from tcore.experiment.spec import SpecError
 from tcore.lab import limits
-from tcore.spec import SpecError
 from tcore.store import RunStore
 from tests.helpers import QUICK, insert_run
 

@@ -155,8 +155,8 @@ def test_cancel_and_time_out_reach_the_remote_worker_and_only_the_owner_or_instr
 
 APP_THAT_DIES = """
 import sys, time
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 running = [runs.start(Experiment.from_json(sys.argv[2]), store, owner=o) for o in ("fay", "gus")]

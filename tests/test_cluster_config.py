@@ -3,8 +3,8 @@ import sys
 
 import pytest
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import cluster, scheduler
-from tcore.spec import Experiment
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@ import math
 
 import pandas as pd
 
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.store import RunRecord
 from tests.chart_data import NO_RAPL, annotation_text, subtitle
 from ui import compare_charts, sweep_matrix

@@ -1,9 +1,9 @@
 """torch.compile's arguments are one dict: what the worker passes is what copy-as-code writes out."""
 import pytest
 
-from tcore.compile_args import TORCH_DEFAULTS, call_args, compile_kwargs
-from tcore.snippet import code_for
-from tcore.spec import Experiment
+from tcore.experiment.compile_args import TORCH_DEFAULTS, call_args, compile_kwargs
+from tcore.experiment.spec import Experiment
+from tcore.export.snippet import code_for
 
 EXPS = [Experiment(), Experiment(backend="aot_eager"), Experiment(mode="max-autotune", fullgraph=True),
         Experiment(dynamic=False), Experiment(compile="regional", dynamic=True, mode="reduce-overhead")]

@@ -7,8 +7,10 @@ import re
 import pytest
 import torch
 
-from tcore import break_registry, features
-from tcore.spec import Experiment, SpecError
+from tcore.worker import break_registry
+
+from tcore.experiment.spec import Experiment, SpecError
+from tcore.host import features
 from tcore.worker import diagnostics, stances
 from tcore.worker.build import build, clone, compare
 from tcore.worker.compile import apply_compile, mark_nested_regions

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.store import RunRecord
 from tests.chart_data import annotation_text, subtitle
 from ui import diagnose_charts, diagnose_queries

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from tcore.experiment.schedule import make_schedule, varying_dims
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab import runs
-from tcore.schedule import make_schedule, varying_dims
 from tcore.worker.shapes import pad
-from tcore.spec import Experiment, SpecError
 
 import sample_models
 
@@ -75,7 +75,7 @@ def test_buckets_compile_each_bucket_before_the_schedule(store):
 @pytest.mark.compile
 def test_inductor_launches_fewer_kernels_than_eager_and_each_step_is_accounted_for(store):
     """One real Inductor run on the CPU: fewer kernels, and a time breakdown of each variant that adds up."""
-    from tcore.breakdown import CATEGORIES
+    from tcore.figures.breakdown import CATEGORIES
 
     rec = runs.execute(_exp(backend="inductor"), store, timeout_s=300)
     result = rec.result

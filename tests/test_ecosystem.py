@@ -7,9 +7,9 @@ import zipfile
 
 import pytest
 
-from tcore import codediff
+from tcore.analysis import codediff
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs, tlparse
-from tcore.spec import Experiment
 from tcore.store import RunStore
 
 TRACED = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,

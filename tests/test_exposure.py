@@ -6,7 +6,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from tcore import protocol
+from tcore.experiment import protocol
 from tcore.lab import launcher, limits, runs, tlparse
 from tcore.store import RunStore
 from tests.helpers import QUICK

@@ -3,8 +3,8 @@ embedding tables), with the raw traceback kept beside the message; the worker th
 real: an out-of-range index on the CPU, and the error CUDA raises for a device-side assert, raised by the model."""
 import os
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import model_cards, runs
-from tcore.spec import Experiment
 from tests.app_harness import db  # noqa: F401 (the fixture)
 
 MODEL = "file:tests/data/failing_model.py"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import sample_models
-from tcore.lab.launcher import REPO_ROOT
+from tcore.experiment.spec import Experiment
 from tcore.lab import limits
-from tcore.spec import Experiment
+from tcore.lab.launcher import REPO_ROOT
 from tests.app_harness import app, db, texts  # noqa: F401 (db: the fixture)
 from tests.helpers import QUICK, insert_run
 
@@ -106,7 +106,7 @@ def test_a_file_no_worker_described_is_refused_without_importing_it(marker_model
 
 def test_a_file_run_stored_without_a_card_shows_without_importing_the_file(db, marker_model):
     """Runs stored before workers wrote cards: their pages piece a card together from the runs' settings."""
-    from tcore.spec import DEFAULTS
+    from tcore.experiment.spec import DEFAULTS
     from tests.helpers import insert_row
 
     model, marker = marker_model

@@ -12,11 +12,12 @@ from tests.helpers import insert_run
 
 import sample_models
 from sample_models import decoding
-from tcore import figures, report
+from tcore import figures
+from tcore.analysis import report
+from tcore.experiment.spec import Experiment, SpecError
+from tcore.export.snippet import code_for
 from tcore.lab import runs
 from tcore.lab.launcher import REPO_ROOT
-from tcore.snippet import code_for
-from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 from tcore.worker.generate import launch_words
 

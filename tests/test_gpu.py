@@ -5,8 +5,8 @@ import statistics
 
 import pytest
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 
 pytestmark = pytest.mark.gpu
 
@@ -145,7 +145,7 @@ def test_a_run_records_the_physical_gpu_and_takes_a_spare_worker(store):
     """The GPU a run measured on is named by its NVML index and UUID (what nvidia-smi shows), and a spare
     worker started ahead in the slot, with CUDA already up, runs it."""
     from tcore.lab import scheduler
-    from tcore.protocol import READY
+    from tcore.experiment.protocol import READY
 
     slot = scheduler.device_slots("cuda")[0]
     runs.SPARES.fill(slot, scheduler.slot_env(slot))

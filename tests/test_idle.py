@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import scheduler
-from tcore.lab.scheduler import Wait
+from tcore.lab import scheduler, waiting
+from tcore.lab.waiting import Wait
 from tcore.store import RunStore
 from tcore.store.changes import reads, store_reads
 from tests.helpers import QUICK
@@ -54,7 +54,7 @@ def test_streamlit_neither_collects_garbage_nor_polls_files_on_every_rerun():
     (None, "no estimate yet", "has not placed"),
 ])
 def test_the_wait_leads_with_when_it_starts_and_keeps_the_reason_for_the_hover(wait, head, reason):
-    said, why = scheduler.wait_words(wait)
+    said, why = waiting.wait_words(wait)
     assert said == head
     assert reason in why
     assert len(said) < 50  # a few words: the reason is on hover, not in the line
@@ -62,7 +62,7 @@ def test_the_wait_leads_with_when_it_starts_and_keeps_the_reason_for_the_hover(w
 
 def test_the_command_line_says_the_wait_as_the_pages_do():
     source = (ROOT / "tcore" / "cli.py").read_text()
-    assert "scheduler.wait_words(" in source and "at most" not in source  # one copy of the words
+    assert "waiting.wait_words(" in source and "at most" not in source  # one copy of the words
 
 
 @pytest.fixture
@@ -135,15 +135,15 @@ def test_a_longer_timed_stage_is_expected_to_take_longer_than_the_runs_it_is_est
     quick = QUICK.replace(timed_steps=None, timed_s=4.0).to_dict()
     long = {**quick, "timed_s": 60.0, "seed": 1}  # no earlier run of exactly this: estimated from `quick`
     history = [(quick, 30.0), (quick, 34.0)]
-    assert scheduler.expected_duration(quick, history) == 32.0
-    assert scheduler.expected_duration(long, history) == 32.0 - 2 * 4.0 + 2 * 60.0  # eager and compiled, 60 s each
+    assert waiting.expected_duration(quick, history) == 32.0
+    assert waiting.expected_duration(long, history) == 32.0 - 2 * 4.0 + 2 * 60.0  # eager and compiled, 60 s each
 
 
 def test_a_shape_schedule_is_estimated_from_runs_that_compiled_like_it_not_from_quick_ones():
     plain = QUICK.to_dict()
     shapes = {**plain, "shape_count": 6, "dynamic": False}
     history = [(plain, 17.0), (plain, 17.0), ({**shapes, "seed": 3}, 82.0)]  # the 17 s against 82 s
-    assert scheduler.expected_duration(shapes, history) == 82.0
+    assert waiting.expected_duration(shapes, history) == 82.0
 
 
 def test_runs_that_crashed_or_were_refused_at_start_do_not_shorten_the_estimate(store):

@@ -1,7 +1,9 @@
 """No module in tcore/ imports, directly or through others, a module that imports it back.
 
 Imports inside functions count: a lazy import is a circle postponed (it breaks the day someone moves it to the
-top), so the graph is every import statement in a module's source, wherever it stands.
+top), so the graph is every import statement in a module's source, wherever it stands. Importing tcore.a.b runs
+tcore/a/__init__.py first, so a module that imports from a package it is not part of imports that package too: a
+package whose __init__ imports its parts is in a circle with any part's import that leads back to the importer.
 """
 import ast
 from pathlib import Path
@@ -42,8 +44,19 @@ def _imported(module: str, path: Path) -> set[str]:
             for alias in node.names:  # `from pkg import mod` imports the module pkg.mod; else the name is in pkg
                 found.add(_resolve(f"{base}.{alias.name}") if f"{base}.{alias.name}" in MODULES else _resolve(base))
     found.discard(None)
+    found |= {package for name in found for package in _packages_above(name) if not _inside(module, package)}
     found.discard(module)
     return found
+
+
+def _packages_above(name: str) -> list[str]:
+    """The packages whose __init__ runs before `name` (tcore.figures for tcore.figures.paired), tcore itself aside."""
+    parts = name.split(".")
+    return [p for p in (".".join(parts[:i]) for i in range(2, len(parts))) if p in MODULES]
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -106,6 +119,44 @@ def test_the_graph_sees_every_module_and_imports_inside_functions():
 def test_the_cycle_finder_names_a_cycle_and_passes_a_line():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_importing_a_part_of_another_package_runs_that_package_first():
+    # verdicts is a part of tcore.figures, whose __init__ imports verdicts: no edge back to its own package
+    graph = import_graph()
+    assert "tcore.figures" in graph["tcore.worker.run"] and "tcore.figures" not in graph["tcore.figures.verdicts"]
+
+
+# Which of tcore's packages each may import, through any chain: the shared layers (what a run is, the machine, the
+# figures) lean on nothing that reads records, writes exports, runs the lab or the worker; the worker never reaches
+# the lab side, the store, the analysis of finished records or the exports.
+MAY_REACH = {
+    "tcore.experiment": {"tcore.experiment"},
+    "tcore.host": {"tcore.experiment", "tcore.host"},
+    "tcore.figures": {"tcore.experiment", "tcore.figures"},
+    "tcore.analysis": {"tcore.experiment", "tcore.figures", "tcore.analysis"},
+    "tcore.export": {"tcore.experiment", "tcore.figures", "tcore.export"},
+    "tcore.worker": {"tcore.experiment", "tcore.host", "tcore.figures", "tcore.worker"},
+}
+
+
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for w in graph[todo.pop()] - seen:
+            seen.add(w)
+            todo.append(w)
+    return seen
+
+
+def test_each_package_of_tcore_reaches_only_the_layers_below_it():
+    graph = import_graph()
+    for package, allowed in MAY_REACH.items():
+        modules = [m for m in graph if _inside(m, package)]
+        assert modules, package
+        beyond = {m: sorted(w for w in _reached(graph, m) if ".".join(w.split(".")[:2]) not in allowed)
+                  for m in modules}
+        assert {m: w for m, w in beyond.items() if w} == {}, package
 
 
 def test_no_module_in_tcore_is_part_of_an_import_cycle():

@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
+from tcore.experiment.spec import Experiment
 from tcore.lab import ladder
-from tcore.spec import Experiment
 from tcore.worker import ladder as worker_ladder
 
 SPEC = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", timed_s=0.1).to_json()

@@ -1,7 +1,7 @@
 """A launch-bound GPU run says so from its own evidence (idle share of the profiled step, NVML busy share while
 timed), says why its rounds move, and puts CUDA graphs (reduce-overhead) one click away."""
-from tcore import report
-from tcore.advice import launch_bound, suggest
+from tcore.analysis import report
+from tcore.analysis.advice import launch_bound, suggest
 from tests.test_advice import result, spec
 
 

@@ -1,6 +1,6 @@
 """Lazy chart tabs (headless, AppTest): a result, the Compare page and the Diagnose page draw only the open tab's
 charts, every chart is still one tab away, and a section's choices survive closing its tab."""
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tests.app_harness import app, db, figure, stored_run, texts  # noqa: F401
 from tests.helpers import gpu_like_result, insert_run, power_trace, recorded_run
 

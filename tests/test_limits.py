@@ -5,8 +5,8 @@ Real runs use captioner/tiny with backend=eager (tests.helpers.QUICK): about 4 s
 """
 import pytest
 
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab import limits, runs
-from tcore.spec import Experiment, SpecError
 from tests.helpers import QUICK, hold_cpu_slot, insert_run
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")

@@ -7,10 +7,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tcore import figures, protocol, report
+from tcore import figures
+
+from tcore.experiment import protocol
+
+from tcore.analysis import report
+from tcore.experiment.spec import Experiment
+from tcore.host.power import PowerMeter, PowerSampler, RaplMeter, open_meter
 from tcore.worker.diagnostics import phase_split_s
-from tcore.power import PowerMeter, PowerSampler, RaplMeter, open_meter
-from tcore.spec import Experiment
 from tcore.worker.timing import PeakMemory, time_block
 from tests.helpers import StepClock
 
@@ -137,7 +141,7 @@ def test_report_shows_units_and_reasons():
 
 
 def test_blocks_are_sized_from_the_steady_state_not_from_a_slow_warm_up():
-    from tcore.spec import Experiment
+    from tcore.experiment.spec import Experiment
     from tcore.worker.run import steps_per_block
     from tcore.worker.timing import calibrate
 
@@ -197,7 +201,7 @@ def test_cast_weights_cast_the_model_and_float_inputs_but_not_token_ids():
 def test_the_worker_applies_the_inductor_options_and_tf32_it_is_asked_for():
     import torch._inductor.config as config
 
-    from tcore.spec import INDUCTOR_OPTIONS
+    from tcore.experiment.spec import INDUCTOR_OPTIONS
     from tcore.worker.run import _configure_torch, set_tf32
 
     saved = {option: getattr(config, option) for option in INDUCTOR_OPTIONS.values()}

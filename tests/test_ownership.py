@@ -23,8 +23,8 @@ pytestmark = pytest.mark.usefixtures("no_outside_limits")
 
 QUEUE_TWO_AND_HANG = """
 import json, sys, time
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 live = [runs.start(Experiment.from_json(sys.argv[2]), store, owner="crowd") for _ in range(2)]
@@ -150,8 +150,8 @@ def test_list_and_show_notice_a_dead_owner_themselves(store, capsys):
     """A killed command line's run read 'running' until another process ran a queue on the store."""
     script = """
 import json, sys, time
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 live = [runs.start(Experiment.from_json(sys.argv[2]), store) for _ in range(2)]

@@ -6,8 +6,10 @@ import statistics
 
 import pytest
 
-from tcore import figures, paired
-from tcore.spec import Experiment
+from tcore import figures
+
+from tcore.experiment.spec import Experiment
+from tcore.figures import paired
 from tests.helpers import insert_run
 
 TRUE_SPEEDUP = 1.40
@@ -170,7 +172,7 @@ def test_two_runs_are_told_apart_only_when_their_intervals_do_not_overlap():
 
 
 def test_a_block_on_a_machine_that_slows_mid_block_stops_at_its_deadline():
-    from tcore.power import PowerMeter
+    from tcore.host.power import PowerMeter
     from tcore.worker.timing import time_block
     from tests.helpers import StepClock
 

@@ -1,6 +1,6 @@
 """A run's power samples go into the store with its end (finish(power_samples=...)) and come back on its page."""
-from tcore.protocol import PHASE_TITLES
-from tcore.spec import Experiment
+from tcore.experiment.protocol import PHASE_TITLES
+from tcore.experiment.spec import Experiment
 from tests.app_harness import app, chart_titled, db, stored_run, texts  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run, power_trace
 

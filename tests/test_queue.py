@@ -97,8 +97,8 @@ def test_a_killed_worker_a_compile_error_and_a_timeout_each_are_recorded_and_the
 
 SUBMIT_AND_HANG = """
 import json, sys, time
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 from tcore.store import RunStore
 from tests.helpers import insert_run
 store = RunStore(sys.argv[1])

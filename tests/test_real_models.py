@@ -14,7 +14,7 @@ import torch
 
 import sample_models
 from sample_models import sources
-from tcore.spec import Experiment, SpecError
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.worker.compile import apply_compile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -225,7 +225,7 @@ def test_a_real_model_runs_end_to_end_through_the_command_line(tmp_path):
 def test_the_advisor_suggests_regional_compilation_for_a_whole_compiled_real_model():
     """Real models have no built-in block classes: the advisor asks the entry whether it repeats blocks (a
     whole-compiled real model's result once crashed here)."""
-    from tcore import advice
+    from tcore.analysis import advice
     spec = Experiment(model="torchvision:resnet18", preset="tiny", device="cpu", compile="whole").to_dict()
     result = {"variants": ["eager", "compiled"], "speedup": 1.2, "compile_s": 20.0, "breakeven_steps": 1e6}
     titles = [s.title for s in advice.suggest(spec, result, "cpu")]

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tcore import protocol
+from tcore.experiment import protocol
 from tests.helpers import QUICK, wait_until
 
 REPO = Path(__file__).resolve().parent.parent

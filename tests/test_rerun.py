@@ -1,4 +1,4 @@
-"""The headline's interval covers a rerun, not only the rounds of its own run: tcore.rerun's arithmetic on runs with a
+"""The headline's interval covers a rerun, not only the rounds of its own run: tcore.figures.rerun's arithmetic on runs with a
 known shift between processes, the drift between a run's halves, the floor learned from the store's history or the
 default, the host-bound verdict on recorded figures, and the history of the same setting (query, words, dots)."""
 import math
@@ -7,9 +7,13 @@ import statistics
 
 import pytest
 
-from tcore import figures, history, paired, rerun, report
+from tcore import figures
+
+from tcore.analysis import history, report
+
+from tcore.experiment.spec import Experiment
+from tcore.figures import paired, rerun
 from tcore.lab.liverun import with_history
-from tcore.spec import Experiment
 from tests.helpers import insert_run
 
 

@@ -1,13 +1,14 @@
 """Before a run, the lab says when its setting cannot be expected to give the same headline within ± 5% again: from
 the store's earlier runs of the setting on this machine (their spread, a host-bound verdict) and the device, the
-same evidence the run's interval uses after it (tcore.rerun.outlook); the Run page shows it above its Run button."""
+same evidence the run's interval uses after it (tcore.figures.rerun.outlook); the Run page shows it above its Run button."""
 import socket
 
 import pytest
 
-from tcore import machine, rerun
+from tcore.figures import rerun
+from tcore.host import machine
 from tcore.lab import rerun_outlook
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tests.app_harness import app, db, texts  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run
 from tests.test_app import H200

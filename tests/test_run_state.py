@@ -3,9 +3,9 @@ ended, this process's live run gives the phase of a run it follows, the queue pl
 every fragment of the Run page reads the same RunState."""
 from types import SimpleNamespace
 
+from tcore.experiment.protocol import PHASE_TITLES
 from tcore.lab import runs
-from tcore.lab.scheduler import Wait
-from tcore.protocol import PHASE_TITLES
+from tcore.lab.waiting import Wait
 from tcore.store.queue import BY_INSTRUCTOR
 from tests.helpers import QUICK, insert_run
 from ui import run_state

@@ -1,12 +1,13 @@
-"""The queue's scheduling, as pure logic: wait estimates, expected durations, telling processes apart, GPU slots."""
+"""The queue's scheduling, as pure logic: wait estimates and expected durations (tcore.lab.waiting), telling
+processes apart, GPU slots."""
 import subprocess
 import sys
 
-from tcore.lab import scheduler
+from tcore.lab import scheduler, waiting
 
 
 def test_wait_estimate_counts_the_runs_ahead_and_the_running_ones():
-    Ahead, wait = scheduler.Ahead, scheduler.estimate_wait
+    Ahead, wait = waiting.Ahead, waiting.estimate_wait
     assert wait([], [], 1) == (0.0, 0.0, None)  # nothing ahead
     assert wait([Ahead(None, 900.0, 4.0)], [], 1) == (None, 896.0, None)  # nothing finished yet: no guess
     assert wait([Ahead(10.0, 900.0, 4.0)], [], 1) == (6.0, 896.0, None)
@@ -17,7 +18,7 @@ def test_wait_estimate_counts_the_runs_ahead_and_the_running_ones():
 
 def test_behind_a_run_past_its_usual_time_the_wait_is_unknown_not_zero():
     """The issue seen in a workshop: '#1 in the queue, starts in ~0 s' while the run ahead had 10 minutes left."""
-    behind_long = scheduler.estimate_wait([scheduler.Ahead(40.0, 900.0, 720.0)], [], 1)
+    behind_long = waiting.estimate_wait([waiting.Ahead(40.0, 900.0, 720.0)], [], 1)
     assert behind_long.eta_s is None and behind_long.at_most_s == 180.0
     assert behind_long.overdue == "a run ahead has run 12 min, past the 40 s that runs like it took"
 
@@ -26,10 +27,10 @@ def test_a_run_is_expected_to_take_what_runs_like_it_took():
     captioner = {"model": "captioner", "preset": "small", "batch_size": 32, "task": "inference", "compile": "whole"}
     flux = {**captioner, "model": "flux", "preset": "full"}
     history = [(captioner, 40.0), ({**captioner, "rounds": 5}, 44.0), (flux, 300.0), (flux, 320.0)]
-    assert scheduler.expected_duration(captioner, history) == 40.0  # the same settings
-    assert scheduler.expected_duration({**flux, "rounds": 9}, history) == 310.0  # the same model, preset, batch...
-    assert scheduler.expected_duration({**flux, "model": "resnet50"}, history) == 172.0  # any recent run
-    assert scheduler.expected_duration(flux, []) is None
+    assert waiting.expected_duration(captioner, history) == 40.0  # the same settings
+    assert waiting.expected_duration({**flux, "rounds": 9}, history) == 310.0  # the same model, preset, batch...
+    assert waiting.expected_duration({**flux, "model": "resnet50"}, history) == 172.0  # any recent run
+    assert waiting.expected_duration(flux, []) is None
 
 
 def test_a_reused_pid_is_not_the_process_that_queued_the_run():

@@ -15,8 +15,8 @@ from tests.helpers import QUICK
 
 ONE_RUNNING_ONE_QUEUED = """
 import json, sys, time
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs
-from tcore.spec import Experiment
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 live = [runs.start(Experiment.from_json(sys.argv[2]), store, owner="ada~1234") for _ in range(2)]

@@ -1,4 +1,4 @@
-"""Copy as code (tcore.snippet): each setting's snippet runs on the CPU and compiles the way the run did.
+"""Copy as code (tcore.export.snippet): each setting's snippet runs on the CPU and compiles the way the run did.
 
 "The way the run did" is what Dynamo hands Inductor: the same graphs in the same order, each with the
 same operations, the same input dtypes, shapes (symbolic where dynamic), strides (channels_last) and
@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from tcore.snippet import code_for
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
+from tcore.export.snippet import code_for
 from tcore.lab.launcher import REPO_ROOT
 
 TINY = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu")
@@ -93,8 +93,8 @@ def _with_repo_on_path(**extra):
 def test_the_snippet_times_by_the_run_s_own_rule():
     """A run that used its 2 s per variant is copied with 2 s per variant and its own target, not a rule of the
     snippet's own (it said 'within ±3% or 3 s' beside a run timed otherwise)."""
-    from tcore.snippet import code_for
-    from tcore.spec import Experiment
+    from tcore.export.snippet import code_for
+    from tcore.experiment.spec import Experiment
 
     exp = Experiment(model="captioner", preset="tiny", device="cpu", timed_s=2.0, round_s=0.25, target_pct=4.0, rounds=8)
     code = code_for(exp.to_dict(), "cpu")

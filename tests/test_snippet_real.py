@@ -6,8 +6,8 @@ generating code), on one model per kind of source and compile call.
 """
 import pytest
 
-from tcore.snippet import code_for
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
+from tcore.export.snippet import code_for
 from tests.test_snippet import test_the_snippet_compiles_the_same_graphs_as_the_run as same_graphs
 
 CASES = {

@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from tcore import paired
-from tcore.snippet import code_for
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
+from tcore.export.snippet import code_for
+from tcore.figures import paired
 
 TINY = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu")
 

@@ -1,7 +1,9 @@
 """The experiment spec: validation messages, JSON round trip, device checks."""
 import pytest
 
-from tcore.spec import MODES, Experiment, SpecError, check_on_device, resolve_device
+from tcore.experiment.spec import MODES, Experiment, SpecError
+
+from tcore.experiment.device import check_on_device, resolve_device
 
 
 def test_defaults_are_valid_and_round_trip_through_json():
@@ -72,7 +74,7 @@ def test_mode_list_matches_installed_inductor():
 def test_every_field_documents_itself_and_each_of_its_choices():
     import dataclasses
 
-    from tcore.spec import CHOICES, choice_docs, describe
+    from tcore.experiment.spec import CHOICES, choice_docs, describe
 
     for f in dataclasses.fields(Experiment):
         assert describe(f.name).endswith(".") and len(describe(f.name)) > 15, f.name
@@ -84,7 +86,7 @@ def test_every_field_documents_itself_and_each_of_its_choices():
 
 def test_the_run_page_and_the_command_line_show_the_same_sentences(capsys):
     from tcore.cli import main
-    from tcore.spec import describe
+    from tcore.experiment.spec import describe
     from ui.knobs import explain
 
     with pytest.raises(SystemExit):
@@ -109,7 +111,7 @@ def test_labels_tell_apart_runs_that_differ_in_backend_cache_or_fullgraph():
 
 def test_old_records_that_said_dtype_read_as_the_autocast_precision_they_ran():
     """Before the precision field, dtype=bfloat16 meant autocast over float32 weights: amp-bf16 now."""
-    from tcore.spec import upgrade
+    from tcore.experiment.spec import upgrade
 
     old = {"model": "resnet50", "preset": "tiny", "dtype": "bfloat16"}
     assert Experiment.from_dict(old).precision == "amp-bf16"
@@ -119,7 +121,7 @@ def test_old_records_that_said_dtype_read_as_the_autocast_precision_they_ran():
 
 
 def test_each_precision_says_what_it_does_and_its_tolerance_where_it_is_chosen():
-    from tcore.spec import PRECISIONS, describe
+    from tcore.experiment.spec import PRECISIONS, describe
 
     for name, p in PRECISIONS.items():
         assert f"tolerance {p.tolerance:g}" in describe("precision", name)
@@ -142,7 +144,7 @@ def test_inductor_option_defaults_match_the_installed_inductor():
     """The spec keeps Inductor's own defaults, so an untouched knob changes nothing."""
     import torch._inductor.config as config
 
-    from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS
+    from tcore.experiment.spec import DEFAULTS, INDUCTOR_OPTIONS
 
     for name, option in INDUCTOR_OPTIONS.items():
         assert getattr(config, option) == DEFAULTS[name], option
@@ -154,7 +156,7 @@ def test_inductor_option_defaults_match_the_installed_inductor():
     ("cpu", "inference", dict(precision="fp32", channels_last=False, preset="tiny")),
 ])
 def test_practical_defaults_follow_the_device_and_task(device, task, expected):
-    from tcore.spec import practical_defaults
+    from tcore.experiment.device import practical_defaults
 
     got = practical_defaults("resnet50", device, task)
     assert {k: got[k] for k in expected} == expected
@@ -167,7 +169,7 @@ def test_tf32_on_the_cpu_runs_with_a_note():
 
 
 def test_the_same_compile_is_defined_once_and_counts_everything_that_changes_it():
-    from tcore.spec import same_compile
+    from tcore.experiment.spec import same_compile
 
     base = Experiment(model="captioner", device="cpu").to_dict()
     assert same_compile(base, {**base, "timed_s": 9.0, "rounds": 7, "cache": "artifacts", "device": "auto"})

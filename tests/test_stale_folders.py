@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from tcore import protocol
+from tcore.experiment import protocol
 from tcore.lab import launcher, scheduler
 from tcore.lab.launcher import REPO_ROOT
 from tcore.worker import profiling

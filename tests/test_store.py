@@ -3,7 +3,7 @@ import multiprocessing
 
 import pytest
 
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 from tests import store_children
 from tests.helpers import insert_run, row_of

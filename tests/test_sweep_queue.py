@@ -13,8 +13,8 @@ pytestmark = pytest.mark.usefixtures("no_outside_limits")
 
 SWEEP_AND_HANG = """
 import json, sys, time
+from tcore.experiment.spec import Experiment
 from tcore.lab import runs, sweeps
-from tcore.spec import Experiment
 from tcore.store import RunStore
 from tests.helpers import insert_run
 store = RunStore(sys.argv[1])

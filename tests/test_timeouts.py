@@ -4,9 +4,9 @@ import time
 
 import pytest
 
+from tcore.experiment.protocol import PHASE_TITLES
 from tcore.lab import runs
 from tcore.lab.launcher import timeout_message
-from tcore.protocol import PHASE_TITLES
 from tcore.worker.failures import STALL_ENV
 
 LIMIT_S = 8.0

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from ui import compare_charts, sweep_matrix, verdicts
 
 

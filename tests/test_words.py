@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from tcore import figures
-from tcore.advice import inside_torch
+from tcore.analysis.advice import inside_torch
 from tests.chart_data import cpu_eager_only, gpu_result  # noqa: F401 (fixtures)
 from ui import diagnose_queries, graph_words, run_state, run_words, sweep_matrix
 
@@ -113,7 +113,7 @@ def test_break_grouping_strategies_and_queue_words():
     assert figures.compile_totals([{"kind": "compile", "duration_s": 0.5}, {"kind": "recompile", "duration_s": 0.25},
                                    {"kind": "limit", "duration_s": 0.01}]) == {"compilations": 2, "compiling_s": 0.75}
 
-    from tcore.lab.scheduler import Wait, wait_words
+    from tcore.lab.waiting import Wait, wait_words
 
     assert run_state.queue_words(2, Wait(95.0, 1200.0), 12.0) == "#2 in the queue · starts in about 1 min 35 s · waited 12 s"
     assert "no estimate yet" in run_state.queue_words(1, None, 0.0)

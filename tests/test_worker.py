@@ -9,9 +9,9 @@ import time
 import pytest
 import torch
 
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab import runs
 from tcore.lab.launcher import REPO_ROOT
-from tcore.spec import Experiment, SpecError
 
 
 class Recorder:

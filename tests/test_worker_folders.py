@@ -16,9 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
 # which removes the folder, is not there: it is a daemon thread, which the exit may kill first). Then it exits.
 LAB = """
 import json, sys
+from tcore.experiment.spec import Experiment
 from tcore.lab import launcher
 from tcore.lab.liverun import SPARES
-from tcore.spec import Experiment
 
 SPARES.fill("cpu", {}, wait_for_fork_server=True)
 waiting = SPARES._spares["cpu"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from tcore import advice
-from tcore.breakdown import CATEGORIES, as_timed
+from tcore.analysis import advice
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
+from tcore.figures.breakdown import CATEGORIES, as_timed
 from tcore.store import RunRecord, RunStore
 from ui import charts, exports, queue, run_words
 

@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tcore.breakdown import CATEGORIES, as_timed
+from tcore.experiment.protocol import PHASE_TITLES, PHASES
 from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
-from tcore.protocol import PHASE_TITLES, PHASES
+from tcore.figures.breakdown import CATEGORIES, as_timed
 
 EAGER_COLOR = "#8896ab"  # muted grey-blue: the baseline
 COMPILED_COLOR = "#ee4c2c"  # PyTorch orange: what compile produced
@@ -22,7 +22,7 @@ PHASE_COLORS = {"idle": "#b0b0b0", "building": "#9467bd", "eager": EAGER_COLOR, 
 COMPILE_PHASE_COLORS = ("#4c78a8", "#72b7b2", "#f58518", "#e45756")
 PHASE_LABEL_MIN_SHARE = 0.12  # a compile phase narrower than this share of the bar is named in the legend only
 OTHER_PHASE_COLOR = "#cfcfcf"
-# The time-breakdown categories (tcore.breakdown): compute in blues, memory-bound work in warm colours, idle grey.
+# The time-breakdown categories (tcore.figures.breakdown): compute in blues, memory-bound work in warm colours, idle grey.
 CATEGORY_COLORS = {"matmul": "#4c78a8", "attention": "#72b7b2", "pointwise": "#f58518", "copy": "#e45756",
                    "optimizer": "#b279a2", "other": "#bab0ac", "idle": "#d9d9d9"}
 HEIGHT = 330

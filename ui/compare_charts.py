@@ -8,9 +8,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tcore.breakdown import as_timed
 from tcore import figures
 from tcore.figures import VARIANT_FIGURES
+from tcore.figures.breakdown import as_timed
 from ui.charts import (COMPILED_COLOR, VARIANTS, _bars_height, _legend_below, _style, breakdown_chart, metric_info,
                        not_available, profiler_withheld)
 

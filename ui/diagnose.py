@@ -9,8 +9,9 @@ import streamlit as st
 
 import sample_models
 from tcore import figures
-from tcore.protocol import ERROR_KINDS
-from tcore.spec import CHOICES, Experiment, SpecError, practical_defaults
+from tcore.experiment.device import practical_defaults
+from tcore.experiment.protocol import ERROR_KINDS
+from tcore.experiment.spec import CHOICES, Experiment, SpecError
 from tcore.store import RunRecord, RunStore
 from ui import (diagnose_charts, diagnose_queries, ecosystem, exports, generate, graph_words, knobs, queue, results,
                 stance_words, verdicts)

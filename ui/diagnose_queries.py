@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from tcore.experiment.spec import same_compile, settings
 from tcore.lab.artifacts import compile_key
-from tcore.spec import same_compile, settings
 
 
 # The ways a varying shape can be compiled, run side by side on the Diagnose page.
@@ -47,7 +47,7 @@ def four_way(records: list, base: dict) -> dict[tuple[str, str], Any]:
 
     Cold is a run with fresh caches (or artifacts that could not be loaded); warm is one that loaded
     compile artifacts. Only runs that compile what `base` (the four-way's own experiment) compiles, but
-    for the scope, count (tcore.spec.same_compile): an aot_eager run, a shape schedule or another batch
+    for the scope, count (tcore.experiment.spec.same_compile): an aot_eager run, a shape schedule or another batch
     is another compile and would compare unlike with like.
     """
     def temperature(rec) -> str | None:

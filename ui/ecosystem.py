@@ -1,8 +1,8 @@
 """A run in the tools people already use: its settings as code to paste, its compile's tlparse report and
 TORCH_TRACE, its compile artifacts; and two runs' generated code side by side.
 
-The engine behind each: tcore.snippet (the code), tcore.lab.tlparse (the report), tcore.store.artifacts
-(what a run kept), tcore.codediff (two runs' programs and their kernels).
+The engine behind each: tcore.export.snippet (the code), tcore.lab.tlparse (the report), tcore.store.artifacts
+(what a run kept), tcore.analysis.codediff (two runs' programs and their kernels).
 """
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import difflib
 
 import streamlit as st
 
-from tcore import codediff, snippet
+from tcore.analysis import codediff
+
+from tcore.experiment.device import resolve_device
+from tcore.experiment.spec import SpecError
+from tcore.export import snippet
 from tcore.lab import tlparse
-from tcore.spec import SpecError, resolve_device
 from tcore.store import RunRecord, RunStore
 
 STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, relative to the page

@@ -9,8 +9,9 @@ import streamlit as st
 
 import sample_models
 from sample_models import decoding
-from tcore import comparable, figures
-from tcore.spec import CHOICES, describe
+from tcore import figures
+from tcore.experiment import comparable
+from tcore.experiment.spec import CHOICES, describe
 from ui import run_words
 
 

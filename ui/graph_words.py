@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tcore.advice import inside_torch
+from tcore.analysis.advice import inside_torch
 
 
 def first_line(text: str | None) -> str:

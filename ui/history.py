@@ -7,7 +7,7 @@ import datetime
 import plotly.graph_objects as go
 import streamlit as st
 
-from tcore import history
+from tcore.analysis import history
 from tcore.store import RunRecord, RunStore
 
 

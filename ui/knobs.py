@@ -1,7 +1,7 @@
-"""The experiment knobs: the widgets that build an Experiment, each captioned with its field's own sentence (tcore.spec).
+"""The experiment knobs: the widgets that build an Experiment, each captioned with its field's own sentence (tcore.experiment.spec).
 
 Widgets carry explicit keys under a page prefix ("run_", "sweep_"), so pages don't collide and
-tests can set them. Defaults follow the device (tcore.spec.practical_defaults): on a CPU the tiny
+tests can set them. Defaults follow the device (tcore.experiment.device.practical_defaults): on a CPU the tiny
 preset in float32 and a short timed stage; on a GPU the GPU preset, bf16 weights for inference or
 autocast for training, channels_last for a convolutional model, and a longer timed stage.
 """
@@ -10,13 +10,14 @@ from __future__ import annotations
 import streamlit as st
 
 import sample_models
-from tcore import features, machine
+from tcore.experiment.device import practical_defaults
+from tcore.experiment.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe
+from tcore.host import features, machine
 from tcore.lab import artifacts
 from tcore.lab.runs import preflight
-from tcore.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe, practical_defaults
-from ui import sweep_matrix
+from ui import model_picker, sweep_matrix
 
-# Knobs of the page that are not fields of the experiment; every field explains itself in tcore.spec.
+# Knobs of the page that are not fields of the experiment; every field explains itself in tcore.experiment.spec.
 PAGE_KNOBS = {
     "timeout_min": "A run still going after this long is stopped and recorded as timed out.",
 }
@@ -127,117 +128,10 @@ def _within_limit(key: str, most: int) -> int:
     return most
 
 
-SOURCE_TITLES = {"builtin": "built-in", "torchvision": "torchvision", "timm": "timm", "hf": "transformers (hf:)",
-                 "diffusers": "diffusers", "file": "your file"}
-# What a source starts on when it is picked: small, quick on a CPU, and a fair first look at the library.
-SOURCE_FIRST = {"builtin": "captioner", "torchvision": "torchvision:resnet18", "timm": "timm:efficientnet_b0",
-                "hf": "hf:gpt2", "diffusers": "diffusers:flux", "file": "file:examples/my_model.py"}
-SHOWN_NAMES = 300  # a selectbox of more is hard to read: the search narrows it
-
-
-@st.cache_data(show_spinner="Listing the models...")
-def catalog(source: str, pattern: str) -> list[str]:
-    """Model names of one source (imports its library once in this process; the page imports none)."""
-    return sample_models.catalog(source, pattern)
-
-
-def _pick(prefix: str, name: str) -> None:
-    """Take model `name` and its practical sizes; a name that cannot be built stays unpicked, with the reason."""
-    try:
-        sample_models.get(name)
-    except ValueError as e:  # unknown name, a file without the interface, a download it wanted
-        st.session_state[prefix + "model_error"] = str(e)
-        return
-    st.session_state.pop(prefix + "model_error", None)
-    st.session_state[prefix + "model"] = name
-    _reset_sizes(prefix)
-
-
-def _source_changed(prefix: str) -> None:
-    source = st.session_state[prefix + "source"]
-    if source != "file" or _files_allowed():
-        _pick(prefix, SOURCE_FIRST[source])
-
-
-def _picked(prefix: str, key: str, source: str) -> None:
-    # The browser may send back a list it drew for another source (seen in Chromium: picking "your file" after
-    # timm, then transformers, fired timm's list again): only the source on show picks.
-    if st.session_state.get(key) and st.session_state.get(prefix + "source") == source:
-        _pick(prefix, st.session_state[key])
-
-
-def _file_given(prefix: str) -> None:
-    _pick(prefix, sample_models.sources.file_model(st.session_state[prefix + "file_path"].strip()))
-
-
-def _files_allowed() -> bool:
-    from tcore.lab import limits
-    return limits.files_allowed()
-
-
-def model_picker(prefix: str) -> str:
-    """Source, then a name: the built-ins, a searchable list of a library's models, or a path to your file."""
-    model = st.session_state[prefix + "model"]
-    st.session_state.pop(prefix + "unpicked", None)
-    if prefix + "source" not in st.session_state:
-        st.session_state[prefix + "source"] = model.partition(":")[0] if ":" in model else "builtin"
-    source = st.radio("Source", list(SOURCE_TITLES), key=prefix + "source", horizontal=True,
-                      format_func=SOURCE_TITLES.get, on_change=_source_changed, args=(prefix,))
-    if source == "builtin":
-        if sample_models.is_builtin(model):
-            st.session_state[prefix + "builtin"] = model
-        return st.selectbox("Model", list(sample_models.MODELS), key=prefix + "builtin", on_change=_picked,
-                            args=(prefix, prefix + "builtin", "builtin"), format_func=lambda m: sample_models.get(m).title)
-    if source == "file":
-        if not _files_allowed():
-            st.info(_files_off(), icon=":material/lock:")
-            st.stop()
-        st.text_input("Model file (.py)", value=model.removeprefix("file:") if model.startswith("file:") else
-                      SOURCE_FIRST["file"].removeprefix("file:"), key=prefix + "file_path",
-                      on_change=_file_given, args=(prefix,),
-                      help=sample_models.sources.FILE_INTERFACE)
-    else:
-        search = st.text_input("Search names", key=f"{prefix}search_{source}",
-                               placeholder="part of a name, or a glob such as convnext*")
-        names = catalog(source, search.strip())
-        shown = names[:SHOWN_NAMES]
-        key = f"{prefix}pick_{source}_{search.strip()}"
-        chosen = st.selectbox("Model", shown, index=shown.index(model) if model in shown else None, key=key,
-                              placeholder=f"{matches(len(names))}: pick one" if names else "no match: search again",
-                              on_change=_picked, args=(prefix, key, source))
-        if len(names) > SHOWN_NAMES:
-            st.caption(f"{matches(len(names))}; the first {SHOWN_NAMES} are listed: search to narrow them.")
-        if chosen is None:  # the list on show does not hold the model picked before: nothing is picked yet
-            st.session_state[prefix + "unpicked"] = (
-                f"**Pick a model**: the search lists {matches(len(names))} and none is picked yet. "
-                f"Nothing runs until you pick one (the sizes below are still {model}'s).")
-    if error := st.session_state.get(prefix + "model_error"):
-        st.error(error)
-    return st.session_state[prefix + "model"]
-
-
-def matches(n: int) -> str:
-    """'1 match', '5 matches', 'no match'."""
-    return "no match" if n == 0 else f"{n:,} match" + ("" if n == 1 else "es")
-
-
-def unpicked(prefix: str) -> str | None:
-    """Why nothing can run yet when the model list on show has no pick (drawn by model_picker), else None.
-
-    Without it a search that listed other names kept the model picked before, and Run ran a model the person
-    had searched away from."""
-    return st.session_state.get(prefix + "unpicked")
-
-
-def _files_off() -> str:
-    from tcore.lab import limits
-    return limits.FILES_OFF
-
-
 def model_knobs(prefix: str) -> dict:
     """Model, preset, batch size, precision, task and device, each with its explanation."""
     _defaults(prefix)
-    model = model_picker(prefix)
+    model = model_picker.model_picker(prefix, on_pick=_reset_sizes)
     with st.spinner(f"Reading {model}'s sizes..."):  # a real model is built once on "meta" (no memory)
         entry = sample_models.get(model)
     st.caption(entry.description)

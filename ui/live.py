@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from tcore import machine
+from tcore.experiment.protocol import PHASE_TITLES, phases_for
+from tcore.experiment.spec import Experiment
+from tcore.host import machine
 from tcore.lab import runs, sweeps
-from tcore.lab.scheduler import wait_words
-from tcore.protocol import PHASE_TITLES, phases_for
-from tcore.spec import Experiment
+from tcore.lab.waiting import wait_words
 from tcore.store import RunStore
 from ui import charts, compare_charts, exports, run_state, run_table, sweep_matrix
 

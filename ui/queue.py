@@ -13,10 +13,10 @@ import traceback
 import pandas as pd
 import streamlit as st
 
+from tcore.experiment.protocol import PHASE_TITLES
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab import limits, runs, scheduler
-from tcore.lab.scheduler import duration_words, wait_words
-from tcore.protocol import PHASE_TITLES
-from tcore.spec import Experiment, SpecError
+from tcore.lab.waiting import duration_words, wait_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from ui import people, run_state

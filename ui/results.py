@@ -9,15 +9,18 @@ import datetime
 import pandas as pd
 import streamlit as st
 
-from tcore import figures, report
-from tcore.advice import CUDAGRAPH_MODES, launch_bound
+from tcore import figures
+
+from tcore.analysis import report
+from tcore.analysis.advice import launch_bound
+from tcore.experiment.protocol import ERROR_KINDS
+from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import RUN_FIGURES
-from tcore.protocol import ERROR_KINDS
 from tcore.store import RunRecord, RunStore
 from ui import (advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, generate, graph_words, history,
                 run_words)
 
-# What to try next, per failure kind (tcore.protocol.ERROR_KINDS).
+# What to try next, per failure kind (tcore.experiment.protocol.ERROR_KINDS).
 FAILURE_HINTS = {
     "invalid_spec": "Change the setting the message names and run again.",
     "compile_error": "Try backend=aot_eager: if that works, tracing is fine and Inductor's code generation failed.",

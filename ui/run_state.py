@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tcore.experiment.protocol import PHASE_TITLES
 from tcore.lab import runs
-from tcore.lab.scheduler import Wait, duration_words, wait_words
-from tcore.protocol import PHASE_TITLES
+from tcore.lab.waiting import Wait, duration_words, wait_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from tcore.store.queue import BY_INSTRUCTOR
@@ -28,7 +28,7 @@ class RunState:
     status: queued | running | finished | failed | deleted. followed: this process follows the run live (its
     LiveRun is under way and the record has not ended), so a page can draw its live panel. elsewhere: queued or
     running in another process, as the queue places it. ended: the record says it is over (or it is gone).
-    phase: the worker's phase while followed. queue_position (1 = next) and wait (tcore.lab.scheduler.Wait)
+    phase: the worker's phase while followed. queue_position (1 = next) and wait (tcore.lab.waiting.Wait)
     while queued; waited_s: time in the queue. cancelled_by: "instructor" or "owner" for a cancelled run.
     speedup: a finished run's headline (x eager).
     """

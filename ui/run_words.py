@@ -18,7 +18,7 @@ def baseline_words(spec: dict, device: str | None, speedup: float | None = None)
     """
     import sample_models
 
-    from tcore.spec import describe
+    from tcore.experiment.spec import describe
 
     precision = spec.get("precision", "fp32")
     words = f"Eager baseline and compiled model both run in **{precision}**: {describe('precision', precision)}"
@@ -45,7 +45,7 @@ def baseline_words(spec: dict, device: str | None, speedup: float | None = None)
 def breakdown_words(result: dict) -> list[str]:
     """Sentences under the time-breakdown chart: the biggest changes, and how the profiled step compares with
     the timed one (the profiler adds overhead of its own, most to launch-bound steps)."""
-    from tcore.breakdown import as_timed, differences
+    from tcore.figures.breakdown import as_timed, differences
 
     found = result.get("breakdown") or {}
     shown = as_timed(result)
@@ -83,7 +83,7 @@ def breakdown_words(result: dict) -> list[str]:
 
 def peak_words(result: dict, gpu: str | None) -> str:
     """How much of the GPU a step uses: achieved compute against its peak, and the weight-read floor on bandwidth."""
-    from tcore.peaks import lookup
+    from tcore.host.peaks import lookup
 
     peak = lookup(gpu)
     if peak is None:

@@ -3,7 +3,7 @@ figures: where fail_on_recompile would have stopped it (with the guard torch nam
 would have run instead of each recompilation. No Streamlit here, so the wording is unit-tested."""
 from __future__ import annotations
 
-from tcore import features
+from tcore.host import features
 
 
 def stance_words(result: dict) -> list[str]:

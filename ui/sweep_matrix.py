@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tcore.experiment.spec import Experiment
 from tcore.figures import LEVEL_PCT, interval_name
-from tcore.spec import Experiment
 from ui.graph_words import first_line
 
 # The figures in a sweep's matrix, as stored columns (tcore.figures).

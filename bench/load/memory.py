@@ -22,7 +22,7 @@ def server_memory(run_count: int, device: str = "cpu", every: int = 25) -> int:
     compile with Inductor and sample power, so each ended run would hold its generated code and power samples
     were they not let go."""
     from tcore.lab import registry, runs
-    from tcore.spec import Experiment
+    from tcore.experiment.spec import Experiment
     from tcore.store import RunStore
 
     tmp = Path(tempfile.mkdtemp(prefix="compile-lab-memory-"))

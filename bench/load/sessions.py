@@ -24,7 +24,7 @@ def owner_of(index: int) -> str:
 def session(index: int, runs_per_session: int, db: str, out) -> None:
     """One person: submit runs, watch them, wait; a few sessions make the mistakes people make."""
     from tcore.lab import runs
-    from tcore.spec import Experiment, SpecError
+    from tcore.experiment.spec import Experiment, SpecError
     from tcore.store import RunStore
 
     store, owner = RunStore(db), owner_of(index)

@@ -13,6 +13,10 @@ break-even, TFLOP/s) are pure functions of measured numbers, so they are unit-te
 reached here too, as figures.summarize, figures.noise_reasons and so on. The definitions themselves are
 tcore.figures.fields, which derived.py and verdicts.py import: the package imports its parts, and no part
 imports the package.
+
+Beside them, the arithmetic the worker measures with and every reader reads back: paired.py (the headline speedup
+from paired rounds), rerun.py (its interval for a rerun) and breakdown.py (where a step's time goes, from a
+profiler trace). The worker, the app, the command line and the store all import this package.
 """
 from tcore.figures.fields import (BUSY_CORES, COMPILE_PHASES, DISAGREE_PCT, GENERATE_RUN,  # noqa: F401
                                   GENERATE_VARIANT, HIGHER, HOST_BUSY_PCT, HOST_IDLE_SHARE, LOWER, NOISY_SPREAD_PCT,

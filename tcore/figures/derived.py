@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tcore import paired
+from tcore.figures import paired
 from tcore.figures.fields import SLOW_STEP_FACTOR, VariantFigures
 
 @dataclass
@@ -62,7 +62,7 @@ def peak_shares(v: VariantFigures, peak: Any, precision: str, weight_bytes: int 
                 inference: bool) -> tuple[dict[str, float], dict[str, str]]:
     """(peak_pct and weights_bw_pct that can be worked out, {figure: why not} for those that cannot).
 
-    `peak` is the GPU's tcore.peaks.Peak, or None for a CPU or a GPU not in the table.
+    `peak` is the GPU's tcore.host.peaks.Peak, or None for a CPU or a GPU not in the table.
     """
     if peak is None:
         why = "no peak figures for this device (the lab knows the common data-centre GPUs' peaks)"
@@ -144,7 +144,7 @@ def upgrade_result(result: dict[str, Any]) -> dict[str, Any]:
 
 def gpu_time_samples_per_s(category_ms: dict[str, float], batch_size: int, overlap_ms: float = 0.0) -> float | None:
     """Samples per second on the GPU's time alone: the batch over a profiled step's kernel time, its categories
-    less the idle gaps and less the time kernels overlapped on several streams (tcore.breakdown). None without
+    less the idle gaps and less the time kernels overlapped on several streams (tcore.figures.breakdown). None without
     kernel time."""
     busy_ms = sum(ms for k, ms in category_ms.items() if k != "idle" and ms is not None) - overlap_ms
     return batch_size * 1e3 / busy_ms if busy_ms > 0 else None

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from tcore.breakdown import CATEGORIES
+from tcore.figures.breakdown import CATEGORIES
 
 VARIANTS = ("eager", "compiled")
 HIGHER, LOWER = "higher", "lower"
@@ -17,7 +17,7 @@ SLOW_TIME_PCT = 5.0       # ... and such steps took more than this share of the 
 BUSY_CORES = 0.5          # other processes kept more than this many CPU cores busy while timing
 DISAGREE_PCT = 20.0       # throughput and median-step speedups further apart than this need explaining
 # A GPU variant is host-bound when the GPU waits on the host for a noticeable share of its steps: then its figure is
-# the host CPU's launch rate, which moves between processes (tcore.rerun widens the interval for it).
+# the host CPU's launch rate, which moves between processes (tcore.figures.rerun widens the interval for it).
 HOST_IDLE_SHARE = 0.05    # the profiled step's idle share at or above this
 HOST_BUSY_PCT = 95.0      # ... or NVML's busy share while timed below this
 
@@ -112,7 +112,7 @@ class VariantFigures:
         "Kernels per step", "", "%d", LOWER, "Compute kernels one step launches, from the profiler.")
     peak_pct: float | None = figure(
         "Share of peak compute", "%", "%.1f", HIGHER,
-        "Achieved TFLOP/s over the GPU's dense peak for the precision the matmuls ran in (tcore.peaks).")
+        "Achieved TFLOP/s over the GPU's dense peak for the precision the matmuls ran in (tcore.host.peaks).")
     weights_bw_pct: float | None = figure(
         "Weight reads, share of memory bandwidth", "%", "%.1f", None,
         "The weights' bytes read once per step, per second, over the GPU's memory bandwidth: a floor on the "
@@ -136,14 +136,14 @@ class VariantFigures:
     decode_bw_pct: float | None = figure(
         "Decode, share of memory bandwidth", "%", "%.1f", HIGHER,
         "Bytes a decode step reads (the weights once, and the KV cache) times decode steps per second, over the "
-        "GPU's peak memory bandwidth (tcore.peaks): how close decoding is to its memory-bound limit.")
+        "GPU's peak memory bandwidth (tcore.host.peaks): how close decoding is to its memory-bound limit.")
     decode_idle_pct: float | None = figure(
         "Decode step, device idle", "%", "%.0f", LOWER,
         "The share of a profiled decode step in which the GPU ran no kernel: waiting on Python and launches. Above "
         "half the step is launch-bound, which CUDA graphs (reduce-overhead) remove.")
     kv_share_pct: float | None = figure(
         "KV cache, share of peak memory", "%", "%.0f", None, "The KV cache's bytes over the variant's peak memory.")
-    # Where the time of one profiled step goes (tcore.breakdown): the categories plus the idle make up the step.
+    # Where the time of one profiled step goes (tcore.figures.breakdown): the categories plus the idle make up the step.
     profiled_step_ms: float | None = figure(
         "Profiled step", "ms", "%.2f", LOWER, "One step under the profiler: the steps profiled back to back, averaged.")
     matmul_ms: float | None = figure("Matmuls and convolutions", "ms", "%.2f", LOWER, _MEANS["matmul"])
@@ -167,7 +167,7 @@ class RunFigures:
         "Speedup, interval low", "x", "%.2f", HIGHER,
         "The low end of the speedup's 95% interval for a rerun: the rounds' own interval, the drift between the "
         "run's halves and the spread between fresh processes of this setting (learned from the store's earlier "
-        "runs on this machine, or a default), combined (tcore.rerun).")
+        "runs on this machine, or a default), combined (tcore.figures.rerun).")
     speedup_high: float | None = figure(
         "Speedup, interval high", "x", "%.2f", HIGHER, "The high end of the speedup's interval.")
     speedup_pm_pct: float | None = figure(
@@ -185,7 +185,7 @@ class RunFigures:
     speedup_between_pct: float | None = figure(
         "Spread between processes", "%", "%.1f", LOWER,
         "The standard deviation of the headline between fresh processes of this setting that the interval "
-        "allows for: learned from earlier runs on this machine, or a default (tcore.rerun).")
+        "allows for: learned from earlier runs on this machine, or a default (tcore.figures.rerun).")
     speedup_history_runs: int | None = figure(
         "Earlier runs of this setting", "runs", "%d", None,
         "Earlier runs of the same setting on this machine that the spread between processes was learned from.")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tcore import paired
-from tcore.advice import CUDAGRAPH_MODES
-from tcore.breakdown import CATEGORIES
+from tcore.experiment.spec import CUDAGRAPH_MODES
+from tcore.figures import paired
+from tcore.figures.breakdown import CATEGORIES
 from tcore.figures.fields import (BUSY_CORES, DISAGREE_PCT, HOST_BUSY_PCT, HOST_IDLE_SHARE, NOISY_SPREAD_PCT,
                                   SLOW_STEP_FACTOR, SLOW_TIME_PCT)
 

@@ -18,10 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tcore.protocol import (ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, SAVE_TRACES_TO,
+from tcore.experiment.protocol import (ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, SAVE_TRACES_TO,
                             made_on)
+from tcore.experiment.spec import PROVENANCE_FIELDS, settings
 from tcore.lab.config import TORCH_TRACE_DIR
-from tcore.spec import PROVENANCE_FIELDS, settings
 from tcore.store import RunStore
 
 

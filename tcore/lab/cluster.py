@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
-from tcore import protocol
+from tcore.experiment import protocol
+from tcore.experiment.spec import Experiment
 from tcore.lab import config
 from tcore.lab.config import REPO_ROOT
 from tcore.lab.remote import WORKDIR, run_on_node
-from tcore.spec import Experiment
 from tcore.store.queue import CLUSTER_SLOT_PREFIX
 
 ADDRESS_ENV = "COMPILE_LAB_RAY_ADDRESS"

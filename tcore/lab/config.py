@@ -12,8 +12,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
-from tcore.private import PASSCODE_ENV  # noqa: F401 (the app process's alone: never handed to a worker)
-from tcore.spec import SpecError
+from tcore.lab.private import PASSCODE_ENV  # noqa: F401 (the app process's alone: never handed to a worker)
+from tcore.experiment.spec import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # what a worker runs from, and what Ray ships to a cluster's nodes
 CONFIG_ENV = "COMPILE_LAB_CONFIG"

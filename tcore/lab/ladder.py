@@ -192,7 +192,8 @@ def add_arguments(p, many_models: bool = False) -> None:
 
 def spec_from_args(args) -> str:
     from tcore.lab.runs import preflight
-    from tcore.spec import Experiment, practical_defaults
+    from tcore.experiment.spec import Experiment
+    from tcore.experiment.device import practical_defaults
 
     base = Experiment(model=args.model, device=args.device)
     device, _ = preflight(base)
@@ -204,7 +205,7 @@ def spec_from_args(args) -> str:
 
 
 def cmd_ladder(args) -> int:
-    from tcore.spec import SpecError
+    from tcore.experiment.spec import SpecError
 
     try:
         spec_json = spec_from_args(args)

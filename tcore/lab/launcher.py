@@ -28,10 +28,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
-from tcore import private, protocol
+from tcore.lab import private
+
+from tcore.experiment import protocol
 from tcore.lab import forkserver
 from tcore.lab.config import PASSCODE_ENV, REPO_ROOT, TORCH_TRACE_DIR  # noqa: F401 (launcher.X, as before)
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 
 LOG_TAIL_LINES = 40
 _END = {"type": "_end"}

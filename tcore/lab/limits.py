@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from tcore import machine
+from tcore.host import machine
 from tcore.lab import cluster
 from tcore.lab.artifacts import compile_key
 from tcore.lab.config import CONFIG_ENV, CONFIG_NAME, PASSCODE_ENV, LimitsError  # noqa: F401 (limits.X, as before)
 from tcore.lab.config import read as _config
 from tcore.lab.memory import estimate_memory_gib  # noqa: F401 (limits.estimate_memory_gib, as before)
-from tcore.spec import Experiment, SpecError
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.store import RunStore
 
 INSTRUCTOR_LIMITS = "limits"  # the key, in the store's lab_state, of the limits the instructor set in the app

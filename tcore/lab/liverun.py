@@ -19,15 +19,20 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from tcore import figures, history, rerun
+from tcore import figures
+
+from tcore.analysis import history
+
+from tcore.figures import rerun
 from tcore.lab import artifacts
 from tcore.lab import cluster
 from tcore.lab import model_cards
 from tcore.lab import scheduler
-from tcore.protocol import TERMINAL
-from tcore.protocol import error as error_event
+from tcore.lab import waiting
+from tcore.experiment.protocol import TERMINAL
+from tcore.experiment.protocol import error as error_event
 from tcore.lab.launcher import RunHandle, SparePool, Worker, run_folder, timeout_message
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 from tcore.store import RunRecord, RunStore, StoreError
 
 
@@ -86,7 +91,7 @@ class LiveRun:
         self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
-        self.queue_wait: scheduler.Wait | None = None  # when it should start (an estimate, and the latest it can)
+        self.queue_wait: waiting.Wait | None = None  # when it should start (an estimate, and the latest it can)
         self._on_event = on_event
         self._lock = threading.Lock()  # guards what snapshot() reads
         self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
@@ -106,7 +111,7 @@ class LiveRun:
         """Whether the run has left the queue (claimed for a slot)."""
         return self._launched
 
-    def set_queue_place(self, position: int | None, wait: scheduler.Wait | None) -> None:
+    def set_queue_place(self, position: int | None, wait: waiting.Wait | None) -> None:
         with self._lock:
             self.queue_position, self.queue_wait = position, wait
 
@@ -381,7 +386,7 @@ class LiveRun:
         """A consistent copy of the live state, for a page to draw.
 
         status: queued | running | finished | failed; queue_position: 1 = next to start, None once it
-        has left the queue; wait: when it should start (tcore.lab.scheduler.Wait: an estimate from what
+        has left the queue; wait: when it should start (tcore.lab.waiting.Wait: an estimate from what
         runs like the ones ahead took, and the latest their time limits allow), None once started; eta_s:
         the estimate alone; waited_s: time in the queue; elapsed_s: time since its worker started (0 while queued).
         """
@@ -440,7 +445,7 @@ def _spare_for_next(device: str, slot: str | None) -> None:
 
     Not on the CPU, where the imports would share the cores the profiled run is being measured on. On a
     GPU the profiler times kernels on the device, and idle is re-based on the timed step
-    (tcore.breakdown.against_timed), so a process importing beside it does not change the figures.
+    (tcore.figures.breakdown.against_timed), so a process importing beside it does not change the figures.
     """
     if device != "cpu" and device in _SPARE_DEVICES and slot is not None and not cluster.is_ray_slot(slot):
         threading.Thread(target=SPARES.fill, args=(slot, scheduler.slot_env(slot)), daemon=True).start()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import weakref
 
-from tcore.spec import PRECISIONS, Experiment
+from tcore.experiment.spec import PRECISIONS, Experiment
 
 
 def estimate_memory_gib(exp: Experiment) -> float:

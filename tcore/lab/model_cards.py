@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from tcore import private
+from tcore.lab import private
 from tcore.store import RunStore
 
 DESCRIBE_TIMEOUT_S = 120.0

@@ -33,7 +33,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
-from tcore import protocol
+from tcore.experiment import protocol
 
 WORKDIR = "{workdir}"  # in the environment the lab side sends: the worker's folder on this node
 LOG_TAIL_LINES = 40

@@ -1,18 +1,21 @@
 """Before a run: whether its setting can be expected to give the same headline again on this machine, from the
 store's earlier runs of it here (their spread; a host-bound verdict on one of them, or on one at a larger batch) and
-the device (tcore.rerun.outlook), for the Run page and the command line."""
+the device (tcore.figures.rerun.outlook), for the Run page and the command line."""
 from __future__ import annotations
 
 import socket
 
-from tcore import figures, history, machine, rerun
+from tcore import figures
+from tcore.analysis import history
+from tcore.experiment.spec import Experiment
+from tcore.figures import rerun
+from tcore.host import machine
 from tcore.lab.runs import preflight
-from tcore.spec import Experiment
 from tcore.store import RunStore
 
 
 def machine_env(device: str) -> dict:
-    """What tcore.history.machine compares runs' machines by, for this machine."""
+    """What tcore.analysis.history.machine compares runs' machines by, for this machine."""
     gpus, _ = machine.gpus() if device == "cuda" else ([], None)
     return {"hostname": socket.gethostname(), "cpu": machine.cpu_model(), "gpu": gpus[0]["name"] if gpus else None}
 

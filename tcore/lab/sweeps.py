@@ -11,8 +11,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab import runs
-from tcore.spec import Experiment, SpecError
 from tcore.store import RunStore
 from tcore.store.sweeps import SweepRecord
 

@@ -8,8 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcore.experiment.spec import upgrade
 from tcore.figures import upgrade_result
-from tcore.spec import upgrade
 
 
 @dataclass

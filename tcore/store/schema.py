@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL,
     finished_at REAL,
     status TEXT NOT NULL,          -- queued | running | finished | failed
-    error_kind TEXT,               -- tcore.protocol.ERROR_KINDS, when failed
+    error_kind TEXT,               -- tcore.experiment.protocol.ERROR_KINDS, when failed
     label TEXT NOT NULL,
     model TEXT NOT NULL,
     preset TEXT NOT NULL,

@@ -28,11 +28,11 @@ def _event_stream():
 
 
 def classify(exc: BaseException) -> str:
-    """The error kind of an exception raised inside the worker (see tcore.protocol.ERROR_KINDS)."""
+    """The error kind of an exception raised inside the worker (see tcore.experiment.protocol.ERROR_KINDS)."""
     import torch
 
     from tcore.worker.build import CompilePhaseError
-    from tcore.spec import SpecError
+    from tcore.experiment.spec import SpecError
 
     if isinstance(exc, SpecError):
         return "invalid_spec"
@@ -86,8 +86,8 @@ def after_fork() -> None:
 
 
 def main() -> int:
-    from tcore import protocol
-    from tcore.protocol import EventWriter
+    from tcore.experiment import protocol
+    from tcore.experiment.protocol import EventWriter
 
     events = _event_stream()
     failed_import = None
@@ -98,7 +98,7 @@ def main() -> int:
 
         file_models.allow_imports()  # a worker is where a model file's code runs (never the lab's own process)
         print(f"{protocol.READY} in {time.perf_counter() - begun:.1f} s", file=sys.stderr, flush=True)
-        from tcore.spec import Experiment
+        from tcore.experiment.spec import Experiment
         from tcore.worker import run as runner
     except BaseException as exc:  # reported once there is a run to report it for
         failed_import = exc
@@ -127,7 +127,7 @@ def main() -> int:
 def error_event(exc: BaseException, exp, *, began: bool) -> dict:
     """The error event for a failed run: its kind, a message that says what the lab knows (once the run began: its
     phase, the op, the inputs; tcore.worker.failures), and the raw traceback beside it."""
-    from tcore.protocol import error
+    from tcore.experiment.protocol import error
 
     kind = classify(exc)
     cause = exc.__cause__ or exc

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from tcore.protocol import ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, made_on
+from tcore.experiment.protocol import ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, made_on
 
 
 def _inductor_dir() -> Path:

@@ -15,9 +15,9 @@ from torch.profiler import record_function
 from torch.utils._pytree import tree_leaves, tree_map
 
 import sample_models
-from tcore.breakdown import OPTIMIZER_MARK
-from tcore.spec import PRECISIONS, Experiment
-from tcore import schedule as schedules
+from tcore.experiment import schedule as schedules
+from tcore.experiment.spec import PRECISIONS, Experiment
+from tcore.figures.breakdown import OPTIMIZER_MARK
 from tcore.worker import shapes
 from tcore.worker.compile import make_optimizer
 

@@ -6,8 +6,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from tcore.compile_args import compile_kwargs  # one dict for the run and its copy-as-code (tcore.snippet)
-from tcore.spec import LR, Experiment
+from tcore.experiment.compile_args import compile_kwargs  # one dict for the run and its copy-as-code (tcore.export.snippet)
+from tcore.experiment.spec import LR, Experiment
 
 
 def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module], repeated_call: str = "") -> nn.Module:
@@ -43,7 +43,7 @@ def mark_nested_regions(blocks: list[nn.Module]) -> None:
     (`block.forward = MethodType(nested_compile_region(cls.forward), block)`): on torch 2.14 that compiled the tiny
     captioner to a silently wrong result (36% off eager), which the run's correctness check reports.
     """
-    from tcore import features
+    from tcore.host import features
 
     if not blocks:
         raise ValueError("compile=hierarchical needs repeated blocks to mark, and the model lists none")
@@ -63,7 +63,7 @@ def graph_break_errors(exp: Experiment):
     for it (Dynamo reads the setting while it traces), else nothing."""
     from contextlib import nullcontext
 
-    from tcore import features
+    from tcore.host import features
 
     if not exp.error_on_graph_break:
         return nullcontext()

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import torch
 import torch._dynamo.utils as dynamo_utils
 
-from tcore import break_registry
+from tcore.worker import break_registry
 
 # Cumulative timers on each compilation-metrics entry, outermost first (torch 2.11 and 2.13).
 # Each phase is its timer minus the next one inside it.

@@ -6,7 +6,7 @@ import platform
 import socket
 from typing import Any
 
-from tcore.machine import cpu_model
+from tcore.host.machine import cpu_model
 
 
 def _nvml_facts(torch_device_index: int) -> dict[str, Any]:
@@ -16,7 +16,7 @@ def _nvml_facts(torch_device_index: int) -> dict[str, Any]:
     try:
         import pynvml
 
-        from tcore.power import nvml_index
+        from tcore.host.power import nvml_index
 
         pynvml.nvmlInit()
     except Exception as e:  # ImportError or NVMLError: the reason is recorded, not hidden

@@ -12,7 +12,7 @@ from types import TracebackType
 import torch
 import torch.nn as nn
 
-from tcore.protocol import PHASE_TITLES
+from tcore.experiment.protocol import PHASE_TITLES
 
 # A test hook: "PHASE:SECONDS" makes the worker sleep that long as PHASE begins, as a run stuck there would
 # (tests/test_timeouts.py checks that the time limit ends it there, and that the record names the phase).

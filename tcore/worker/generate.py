@@ -4,97 +4,31 @@ As gpt-fast does, the prefill (the prompt into the cache, the first token) and t
 sequence) are two functions, compiled separately: the decode step with fullgraph=True when the cache is static, so
 its shapes never change and reduce-overhead can replay it as one CUDA graph; the prefill without CUDA graphs, since
 its shape is the prompt's. A timed round is one block of generations per variant, back to back, the order
-alternating; its ratio is compiled over eager decode tokens per second, the run's headline (tcore.paired).
+alternating; its ratio is compiled over eager decode tokens per second, the run's headline (tcore.figures.paired).
 """
 from __future__ import annotations
 
 import statistics
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
 import sample_models
 from sample_models import decoding
-from tcore import breakdown, figures, paired, peaks
-from tcore.compile_args import NO_CUDAGRAPHS, generate_kwargs
-from tcore.figures import Result, RunFigures, VariantFigures
-from tcore.power import PowerMeter, PowerSampler
-from tcore.spec import PRECISIONS, Experiment
+from tcore import figures
+from tcore.experiment.compile_args import NO_CUDAGRAPHS
+from tcore.experiment.spec import PRECISIONS, Experiment
+from tcore.figures import Result, RunFigures, VariantFigures, breakdown, paired
+from tcore.host import peaks
+from tcore.host.power import PowerMeter, PowerSampler
 from tcore.worker import artifacts, diagnostics, profiling
 from tcore.worker.build import DTYPES, compile_errors
+from tcore.worker.generation import Generation, Generator, compile_pair, new_steps
 from tcore.worker.pacing import most_rounds, round_seconds
-from tcore.worker.timing import CpuLoad, PeakMemory, sync
+from tcore.worker.timing import CpuLoad, PeakMemory
 
 Emit = Callable[[dict[str, Any]], None]
-
-
-@dataclass
-class Generation:
-    """One timed generation: its tokens, its prefill and decode times."""
-
-    tokens: torch.Tensor  # (B, new)
-    ttft_s: float
-    decode_s: float
-    decode_step_s: list[float] = field(default_factory=list)  # per step, only where each step was synchronized
-
-
-def compile_pair(decoder: decoding.Decoder, exp: Experiment) -> tuple[Callable, Callable]:
-    """(prefill, decode) compiled as `exp` asks (tcore.compile_args.generate_kwargs)."""
-    prefill_kwargs, decode_kwargs = generate_kwargs(exp)
-    return torch.compile(decoder.prefill, **prefill_kwargs), torch.compile(decoder.decode, **decode_kwargs)
-
-
-class Generator:
-    """Greedy generation of a fixed number of tokens by one variant (its prefill and decode functions)."""
-
-    def __init__(self, decoder: decoding.Decoder, prefill: Callable, decode: Callable, exp: Experiment,
-                 device: str, prompt: tuple, new: int, dtype: torch.dtype) -> None:
-        self.decoder, self.prefill, self.decode, self.device, self.new = decoder, prefill, decode, device, new
-        self.static, self.prompt, self.dtype = exp.kv_cache == "static", prompt, dtype
-        self.batch, self.prompt_len = prompt[-1].shape
-        compute = PRECISIONS[exp.precision].autocast
-        self.autocast = torch.autocast(device, DTYPES[compute]) if compute else nullcontext()
-        self.mark_step = torch.compiler.cudagraph_mark_step_begin if device == "cuda" else (lambda: None)
-        self.cache = self._new_cache() if self.static else None  # a static cache is allocated once and reused
-        self.kv_bytes = 0
-
-    def _new_cache(self):
-        return self.decoder.new_cache(self.batch, self.prompt_len + self.new, self.static, self.dtype, self.device)
-
-    @torch.no_grad()
-    def run(self, prompt: tuple | None = None, each_step: bool = False) -> Generation:
-        """One generation; `each_step` synchronizes after every decode step to time each (the compile split)."""
-        prompt = prompt or self.prompt
-        start = prompt[-1].shape[1]
-        cache = self.cache if self.static else self._new_cache()
-        if self.static:
-            self.decoder.reset(cache)
-        positions = torch.arange(start, start + self.new - 1, device=self.device).split(1)  # (1,) each
-        steps: list[float] = []
-        with self.autocast:
-            sync(self.device)
-            t0 = time.perf_counter()
-            self.mark_step()
-            token = self.prefill(cache, *prompt).clone()  # CUDA graphs reuse their outputs: keep a copy
-            tokens = [token]
-            sync(self.device)
-            t1 = last = time.perf_counter()
-            for pos in positions:
-                self.mark_step()
-                token = self.decode(cache, token[:, None], pos).clone()
-                tokens.append(token)
-                if each_step:
-                    sync(self.device)
-                    now = time.perf_counter()
-                    steps.append(now - last)
-                    last = now
-            sync(self.device)
-            t2 = time.perf_counter()
-        self.kv_bytes = self.decoder.cache_bytes(cache)
-        return Generation(torch.stack(tokens, 1), t1 - t0, t2 - t1, steps)
 
 
 class GenerateMeasurement:
@@ -220,7 +154,7 @@ class GenerateMeasurement:
         self.phase("measuring")
         exp, memory = self.exp, PeakMemory(self.device)
         variants = [("eager", eager)] + ([("compiled", compiled)] if compiled else [])
-        per_block = {name: max(1, round(round_seconds(exp) / _gen_s(g.run()))) for name, g in variants}
+        per_block = {name: max(1, round(round_seconds(exp) / g.run().total_s)) for name, g in variants}
         self.gens: dict[str, list[Generation]] = {name: [] for name, _ in variants}
         self.blocks: dict[str, list[figures.Block]] = {name: [] for name, _ in variants}
         self.peak_gib: dict[str, float] = {}
@@ -293,7 +227,7 @@ class GenerateMeasurement:
                     result.unavailable[f"{name}_{key}"] = why
             if peak is None:
                 result.unavailable[f"{name}_decode_bw_pct"] = (
-                    "no memory bandwidth to compare with: on the CPU, or a GPU that tcore.peaks does not list"
+                    "no memory bandwidth to compare with: on the CPU, or a GPU that tcore.host.peaks does not list"
                     if self.device == "cuda" else "on the CPU: no GPU memory bandwidth to compare with")
             else:
                 read = figures.decode_read_bytes(self.weight_bytes, gen.kv_bytes, gen.static, gen.prompt_len, gen.new)
@@ -378,19 +312,11 @@ def launch_words(eager_idle: float | None, compiled_idle: float | None, mode: st
     return f"Decode step: eager {said(eager_idle)}, compiled {said(compiled_idle)}.{graphs}"
 
 
-def new_steps(gen: Generator) -> int:
-    return gen.new - 1  # the first new token comes from the prefill
-
-
 def _with_compiles(generate: Callable[[], Generation], t0: float) -> tuple[Generation, list[dict[str, Any]]]:
     """A generation, and the compilations it caused (diagnostics.compile_events, times from t0)."""
     seen = len(diagnostics.metrics())
     out = generate()
     return out, diagnostics.compile_events(diagnostics.metrics()[seen:], t0)
-
-
-def _gen_s(g: Generation) -> float:
-    return g.ttft_s + g.decode_s
 
 
 def _by_frame(events: list[dict[str, Any]]) -> dict[str, float]:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from tcore import paired
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
+from tcore.figures import paired
 
 
 def round_seconds(exp: Experiment) -> float:

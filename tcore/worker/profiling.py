@@ -5,7 +5,7 @@ so the gaps between kernels are the ones the timed steps have. On a GPU that tak
 recording every host op costs microseconds per op, which on a ResNet-50 step of 350 launches more
 than doubled the step, so the timing pass records the GPU's kernels alone, and a second, detailed
 pass (host ops, launches, the step and optimizer marks) says which op launched each kernel. On the
-CPU the host ops are the work, so one pass records them. tcore.breakdown analyses the Chrome traces;
+CPU the host ops are the work, so one pass records them. tcore.figures.breakdown analyses the Chrome traces;
 the detailed one is kept gzipped for download when the lab side asked (SAVE_TRACES_TO): it opens in
 Perfetto or chrome://tracing.
 """
@@ -24,8 +24,8 @@ from typing import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tcore import breakdown
-from tcore.protocol import SAVE_TRACES_TO, WORKER_DIR
+from tcore.experiment.protocol import SAVE_TRACES_TO, WORKER_DIR
+from tcore.figures import breakdown
 
 # Profile at least this long and this many steps, and never more than MAX_STEPS: a profiled ResNet-50
 # eager step holds a few hundred kernels and a few thousand host ops, so the trace stays a few MB.

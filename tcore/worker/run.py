@@ -17,9 +17,11 @@ import torch
 
 from tcore import figures
 from tcore.figures import Result, RunFigures, VariantFigures
-from tcore.power import PowerMeter, PowerSampler, open_meter
-from tcore.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment, check_on_device, resolve_device
-from tcore import breakdown, paired, peaks, rerun
+from tcore.host.power import PowerMeter, PowerSampler, open_meter
+from tcore.experiment.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment
+from tcore.experiment.device import check_on_device, resolve_device
+from tcore.figures import breakdown, paired, rerun
+from tcore.host import peaks
 from tcore.worker import artifacts, diagnostics, envinfo, failures, profiling, shapes
 from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
@@ -161,7 +163,7 @@ class Measurement:
         return self.result
 
     def rerun_interval(self) -> None:
-        """The headline's interval for a rerun (tcore.rerun), with the default spread between processes: the lab
+        """The headline's interval for a rerun (tcore.figures.rerun), with the default spread between processes: the lab
         restates it with the store's earlier runs of this setting when it records the run."""
         if self.result.compiled is None:
             return
@@ -281,7 +283,7 @@ class Measurement:
 
         The order alternates between rounds (eager first, then compiled first), so a steady drift of the
         machine's speed favours neither variant. Each round's ratio of the two throughputs is one paired
-        measurement (tcore.paired); rounds are added until their interval is within ± target_pct, or until
+        measurement (tcore.figures.paired); rounds are added until their interval is within ± target_pct, or until
         another would take a variant past timed_s. Each variant's first block is sized from a steady-state
         calibration, each later one from the median step so far, so blocks last what was asked whatever
         the warm-up did.

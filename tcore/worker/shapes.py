@@ -1,4 +1,4 @@
-"""The remedies for recompilation over a shape schedule (tcore.schedule): mark the varying dimension dynamic
+"""The remedies for recompilation over a shape schedule (tcore.experiment.schedule): mark the varying dimension dynamic
 before the first call, or pad every input up to one of a few bucket sizes compiled in advance."""
 from __future__ import annotations
 

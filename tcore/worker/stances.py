@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 import torch
 
-from tcore import features
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
+from tcore.host import features
 from tcore.worker import diagnostics
 from tcore.worker.build import build, clone, compare, step_fn
 from tcore.worker.compile import apply_compile

@@ -13,7 +13,7 @@ from typing import Callable, Iterator, NamedTuple
 import torch
 
 from tcore.figures import Block
-from tcore.power import PowerMeter
+from tcore.host.power import PowerMeter
 
 
 def sync(device: str) -> None:

@@ -1,19 +1,22 @@
 """The experiment spec: one frozen dataclass that describes a run, validates itself and round-trips to JSON.
 
 Each field documents itself where it is defined: one sentence, and one per choice. The Run page's
-captions and `python -m tcore run --help` both read that text (describe()).
+captions and `python -m tcore run --help` both read that text (describe()). The rules across fields that an
+experiment is checked by when it is made are tcore.experiment.checks; what it becomes on a device (auto resolved,
+the defaults there, what does nothing there) is tcore.experiment.device.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 # the spec's own vocabulary, reached here as before: what changes a compile, and the precision choices
-from tcore.comparable import MEASUREMENT_FIELDS, PROVENANCE_FIELDS, same_compile, settings  # noqa: F401
-from tcore.precision import PRECISIONS, Precision  # noqa: F401
+from tcore.experiment.comparable import MEASUREMENT_FIELDS, PROVENANCE_FIELDS, same_compile, settings  # noqa: F401
+from tcore.experiment.precision import PRECISIONS, Precision  # noqa: F401
+# the rules an experiment is checked by, with the error that names the fix (reached here as before)
+from tcore.experiment.checks import INDUCTOR_OPTIONS, SpecError, check, choices_of, defaults_of  # noqa: F401
 
 
 def knob(default: Any, doc: str, choices: dict[Any, str] | None = None,
@@ -41,10 +44,6 @@ def upgrade(data: dict[str, Any]) -> dict[str, Any]:
     legacy = data.pop("dtype")
     data.setdefault("precision", LEGACY_DTYPES.get(legacy, legacy))
     return data
-
-
-class SpecError(ValueError):
-    """An experiment that cannot run as written; the message says what to change."""
 
 
 @dataclass(frozen=True)
@@ -190,110 +189,7 @@ class Experiment:
     })
 
     def __post_init__(self) -> None:
-        for name, choices in CHOICES.items():
-            value = getattr(self, name)
-            if value not in choices:
-                raise SpecError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
-        if self.dynamic not in (None, True, False):
-            raise SpecError(f"dynamic must be None, True or False, not {self.dynamic!r}")
-
-        import sample_models  # imported here: it imports torch, which validating the choices above does not need
-
-        try:
-            entry = sample_models.get(self.model)
-        except ValueError as e:  # the registry's message already lists the valid names
-            raise SpecError(str(e)) from None
-        if self.graph_break and not entry.builtin:
-            raise SpecError(f"graph_break is the built-in models' teaching switch; {self.model} is a real model and "
-                            "shows its own graph breaks: turn it off")
-        if self.preset not in entry.presets:
-            raise SpecError(
-                f"unknown preset {self.preset!r} for {self.model}; choose one of: {', '.join(entry.presets)}"
-            )
-        if self.channels_last and not entry.supports_channels_last:
-            raise SpecError(f"channels_last applies to convolutional models only; turn it off for {self.model}")
-
-        self._check_bounds()
-        if self.error_on_graph_break and (self.fullgraph or not self.compiles):
-            raise SpecError("error_on_graph_break needs something compiled and does nothing beside fullgraph=True "
-                            "(fullgraph already makes every break an error): turn one of them off")
-        if self.compile == "hierarchical" and not entry.repeats_blocks:
-            raise SpecError(f"compile=hierarchical marks the repeated blocks, and {self.model} lists none: choose whole")
-        if self.task == "generate":
-            self._check_generate(entry)
-        elif (self.kv_cache, self.prompt_len, self.new_tokens) != (DEFAULTS["kv_cache"], 0, 0):
-            raise SpecError("kv_cache, prompt_len and new_tokens set how text is generated: they need task=generate")
-        if self.compile_optimizer and self.task != "training":
-            raise SpecError("compile_optimizer needs task=training: an inference run has no optimizer step")
-        if self.backend != "inductor" and self.mode != "default":
-            raise SpecError(f"mode {self.mode!r} applies only to the inductor backend; set mode=default or backend=inductor")
-        if not self.compiles and (self.mode != "default" or self.fullgraph or self.dynamic is not None
-                                  or self.backend != "inductor"):
-            raise SpecError("compile settings (mode, dynamic, fullgraph, backend) need compile=whole or regional")
-        changed = [name for name in INDUCTOR_OPTIONS if getattr(self, name) != DEFAULTS[name]]
-        if changed and not (self.has_compiled_variant and self.backend == "inductor"):
-            raise SpecError(f"{', '.join(changed)} set(s) Inductor options: it needs the inductor backend and "
-                            "something compiled")
-        if self.freezing and self.task != "inference":
-            raise SpecError("freezing treats the weights as constants: it applies to task=inference only")
-        if self.weights_cast_for_training:
-            raise SpecError(f"precision={self.precision} casts the weights to float16, which training cannot update "
-                            "without loss scaling and float32 master weights; choose amp-fp16, amp-bf16 or bf16")
-        if self.shape_count == 1:
-            raise SpecError("shape_count must be 0 (one fixed shape) or at least 2 distinct shapes")
-        if self.shape_count and entry.seq_field and self.shape_count > (top := entry.default_seq_len(self.preset) or 0):
-            raise SpecError(f"shape_count={self.shape_count}: the {self.preset} preset's {entry.varying_dim} go up to "
-                            f"{top}, so it has at most {top} distinct sizes")
-        if self.shape_count and not self.compiles:
-            raise SpecError("a shape schedule shows recompilations: it needs compile=whole or regional")
-        if self.shape_remedy != "none" and not self.shape_count:
-            raise SpecError(f"shape_remedy={self.shape_remedy} needs a shape schedule: set shape_count to 2 or more")
-        if self.shape_remedy == "buckets" and not 1 <= self.buckets < self.shape_count:
-            raise SpecError(f"buckets must be between 1 and shape_count - 1 ({self.shape_count - 1}), not {self.buckets}")
-        if self.cache == "artifacts" and not self.has_compiled_variant:
-            raise SpecError("cache=artifacts warms up a compile: it needs something compiled (compile or compile_optimizer)")
-        if self.timed_steps is not None and self.timed_steps < self.rounds:
-            raise SpecError(f"timed_steps ({self.timed_steps}) must be at least rounds ({self.rounds})")
-
-    def _check_generate(self, entry) -> None:
-        from sample_models import decoding  # torch, as above
-
-        if why := decoding.cannot_generate(entry):
-            raise SpecError(why)
-        if self.compile == "regional":
-            raise SpecError("task=generate compiles the prefill and the decode step as two functions (as gpt-fast "
-                            "does); set compile=whole (or off)")
-        if self.graph_break:
-            raise SpecError("graph_break puts a .item() in every block, which a fullgraph decode step cannot hold: "
-                            "turn it off for task=generate")
-        if self.shape_count or self.freezing:
-            raise SpecError("task=generate varies the prompt and cache lengths itself; shape_count and freezing "
-                            "apply to inference and training")
-        prompt, new = decoding.lengths(entry, self.preset, self.prompt_len, self.new_tokens)
-        top = decoding.max_positions(entry, self.preset)
-        if prompt < 2 or new < 2:
-            raise SpecError(f"prompt_len and new_tokens must be at least 2 (got {prompt} and {new})")
-        if prompt + new > top:
-            raise SpecError(f"prompt_len + new_tokens = {prompt + new} is more than the {top} positions "
-                            f"{self.model}/{self.preset} has; shorten one of them")
-
-    def _check_bounds(self) -> None:
-        """Every number within its field's bounds (knob(bounds=...)), and of its type: no nan, no bool for an int."""
-        for f in dataclasses.fields(self):
-            if f.metadata.get("bounds") is None or (value := getattr(self, f.name)) is None and f.default is None:
-                continue
-            low, high = f.metadata["bounds"]
-            whole = f.type.startswith("int")
-            if whole:
-                ok = isinstance(value, int) and not isinstance(value, bool)
-                kind = f"a whole number from {low} to {high}"
-            else:
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                kind = f"a number from {low:g} to {high:g}"
-            if not ok or not low <= value <= high:
-                why = {"warmup_steps": " (the first eager step sets the compile-time baseline)",
-                       "timed_s": " seconds"}.get(f.name, "")
-                raise SpecError(f"{f.name} must be {kind}{why}, not {value!r}")
+        check(self)
 
     @property
     def compiles(self) -> bool:
@@ -367,15 +263,11 @@ class Experiment:
 
 
 # The fixed choices of each field that has them, for validation, the command line and the app's widgets.
-CHOICES: dict[str, tuple[str, ...]] = {f.name: tuple(f.metadata["choices"]) for f in dataclasses.fields(Experiment)
-                                       if f.metadata["choices"] and f.name != "dynamic"}
+CHOICES: dict[str, tuple[str, ...]] = choices_of(Experiment)
 MODES = CHOICES["mode"]
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes whose compiled step replays CUDA graphs
 _FIELDS = {f.name: f for f in dataclasses.fields(Experiment)}
-DEFAULTS = {f.name: f.default for f in dataclasses.fields(Experiment)}
-# Experiment field -> the torch._inductor.config setting it sets (the worker applies them, feature-detected).
-INDUCTOR_OPTIONS = {"freezing": "freezing", "coordinate_descent": "coordinate_descent_tuning",
-                    "epilogue_fusion": "epilogue_fusion", "aggressive_fusion": "aggressive_fusion",
-                    "max_fusion_size": "max_fusion_size"}
+DEFAULTS = defaults_of(Experiment)
 
 
 def _entry(name: str):
@@ -388,6 +280,8 @@ def _option_label(name: str, value: Any) -> str:
     if name == "max_fusion_size":
         return f" fusion<={value}"
     return f" +{name.replace('_', '-')}" if value else f" -{name.replace('_', '-')}"
+
+
 _NO_CHOICE = object()
 
 
@@ -400,47 +294,3 @@ def describe(name: str, value: Any = _NO_CHOICE) -> str:
 def choice_docs(name: str) -> dict[Any, str]:
     """A field's choices, each with its sentence; empty for a field without fixed choices."""
     return dict(_FIELDS[name].metadata["choices"])
-
-
-def resolve_device(requested: str, cuda_available: bool) -> str:
-    """Turn 'auto' into the device this machine will run on; refuse 'cuda' where there is none."""
-    if requested == "auto":
-        return "cuda" if cuda_available else "cpu"
-    if requested == "cuda" and not cuda_available:
-        raise SpecError("device=cuda but this machine has no usable CUDA GPU; choose device=cpu or auto")
-    return requested
-
-
-def practical_defaults(model: str, device: str, task: str) -> dict[str, Any]:
-    """What a practitioner would pick for `model` on `device` ("cuda" or "cpu"): the app's and the CLI's defaults.
-
-    On a GPU: bf16 weights for inference and generation (at batch 1), autocast to bf16 for training (people keep float32 master
-    weights), and channels_last for a convolutional model, so the eager baseline is eager as people
-    tune it. On the CPU: the tiny presets in float32, which stay quick there.
-    """
-    import sample_models
-
-    entry = sample_models.get(model)
-    gpu = device == "cuda"
-    return dict(preset=entry.default_preset[device],
-                # generation is timed per sequence at batch 1, as gpt-fast and the transformers recipes do
-                batch_size=1 if task == "generate" else entry.default_batch[device],
-                precision=("amp-bf16" if task == "training" else "bf16") if gpu else "fp32",
-                channels_last=gpu and entry.supports_channels_last)
-
-
-def check_on_device(exp: Experiment, device: str) -> list[str]:
-    """Refuse what cannot run on `device`; return notes on settings that run there but do nothing."""
-    notes = []
-    if device == "cpu":
-        if PRECISIONS[exp.precision].tf32:
-            notes.append("precision=tf32 changes GPU matmuls only: on the CPU it runs as fp32")
-        if exp.backend == "cudagraphs":
-            raise SpecError("backend=cudagraphs needs a CUDA GPU; choose backend=inductor on the CPU")
-        if exp.mode in ("reduce-overhead", "max-autotune"):
-            notes.append(f"mode={exp.mode} uses CUDA graphs, which do not exist on the CPU: "
-                         "here it behaves like " + ("default" if exp.mode == "reduce-overhead" else
-                                                     "max-autotune-no-cudagraphs"))
-    if exp.dynamic is True and exp.mode in ("reduce-overhead", "max-autotune"):
-        notes.append("dynamic=True with CUDA graphs records one graph per distinct shape")
-    return notes

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 
 # torch.compile's own defaults: the snippet leaves out an argument that has its default ("default" is mode=None's)
 TORCH_DEFAULTS = {"backend": "inductor", "mode": "default", "fullgraph": False, "dynamic": None}

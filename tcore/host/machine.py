@@ -11,7 +11,7 @@ import threading
 from importlib import metadata
 from typing import Any
 
-from tcore.power import PowerMeter, open_meter
+from tcore.host.power import PowerMeter, open_meter
 
 
 def cpu_model() -> str:

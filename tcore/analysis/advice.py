@@ -2,7 +2,7 @@
 
 Each suggestion names the settings of a counterpart run (the same experiment with one thing
 changed) so the page can queue it with one click and then show the two side by side. A rule fires
-only on its evidence: a share of the profiled step (tcore.breakdown), a count from the compiler, or
+only on its evidence: a share of the profiled step (tcore.figures.breakdown), a count from the compiler, or
 the settings themselves. Pure functions of a stored spec and result, tested on the CPU.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tcore.spec import Experiment, SpecError
+from tcore.experiment.spec import CUDAGRAPH_MODES, Experiment, SpecError
 
 # Thresholds, as shares of a profiled step: below these the evidence is too thin to act on.
 IDLE_SHARE = 0.20        # the GPU waits on Python and launches for this much of a compiled step
@@ -20,7 +20,6 @@ COPY_SHARE = 0.10        # copies and dtype or layout conversions
 OPTIMIZER_SHARE = 0.15   # the optimizer step, in training
 MATMUL_SHARE = 0.30      # matmuls and convolutions, for the precision rule
 BREAKEVEN_STEPS = 1000   # compiling pays back only after this many steps
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 LARGE_BATCH = 128        # a GPU run at this batch or more is offered the launch-bound case at SMALL_BATCH
 SMALL_BATCH = 32
 
@@ -36,9 +35,9 @@ class Suggestion:
 
 def _share(result: dict, variant: str, category: str) -> tuple[float, float, float] | None:
     """(ms of `category` per step, the step in ms, their ratio), or None without bars to quote. The figures are
-    the bars "Where the time goes" draws (tcore.breakdown.shown_ms: scaled to the timed step where the profiler
+    the bars "Where the time goes" draws (tcore.figures.breakdown.shown_ms: scaled to the timed step where the profiler
     slowed its steps), so a suggestion quotes what the chart shows; where the page withholds the bars, nothing."""
-    from tcore.breakdown import shown_ms
+    from tcore.figures.breakdown import shown_ms
 
     ms = shown_ms(result).get(variant)
     part = ms.get(category) if ms else None
@@ -252,7 +251,7 @@ def launch_bound(result: dict, device: str | None) -> str | None:
 
 def _slower(exp: Experiment, result: dict, speedup: float) -> Suggestion:
     """Compiled is slower than eager: say where from the breakdown, and suggest what answers that."""
-    from tcore.breakdown import CATEGORIES, shown_ms
+    from tcore.figures.breakdown import CATEGORIES, shown_ms
 
     bars = shown_ms(result)
     eager, compiled = bars.get("eager") or {}, bars.get("compiled") or {}

@@ -2,7 +2,7 @@
 and which tensor dimensions follow that size.
 
 It describes the experiment, so both sides read it: the worker builds its batches from it
-(tcore.worker.shapes), and the copy-as-code snippet (tcore.snippet) writes the same sizes and buckets.
+(tcore.worker.shapes), and the copy-as-code snippet (tcore.export.snippet) writes the same sizes and buckets.
 The varying dimension is the model's sequence (caption length, image tokens) or, for models without
 one, the batch size.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 import sample_models
-from tcore.spec import Experiment
+from tcore.experiment.spec import Experiment
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tcore.spec import PRECISIONS
+from tcore.experiment.spec import PRECISIONS
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcore import advice, breakdown
+from tcore.analysis import advice
+
+from tcore.figures import breakdown
 from tcore.figures import (RUN_FIGURES, VARIANT_FIGURES, disagreement, host_bound, noise_reasons, speedup_words,
                            summary_keys, text)
-from tcore.history import History, dots
+from tcore.analysis.history import History, dots
 
 
 def variant_rows(result: dict[str, Any], task: str | None = None) -> list[tuple[str, str, str]]:

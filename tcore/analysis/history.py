@@ -1,7 +1,7 @@
 """Earlier runs of the same setting on the same machine: which runs count, and what their headlines say together.
 
 A rerun that disagrees with the runs before it should be seen at once, beside the headline; and the spread of those
-headlines is what tcore.rerun learns the spread between processes from. Pure, tested on the CPU; the store's query
+headlines is what tcore.figures.rerun learns the spread between processes from. Pure, tested on the CPU; the store's query
 (tcore.store.runs.Runs.same_setting) applies these.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from tcore.comparable import PROVENANCE_FIELDS, settings
+from tcore.experiment.comparable import PROVENANCE_FIELDS, settings
 
 
 def machine(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str | None, str | None]:

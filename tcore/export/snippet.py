@@ -19,10 +19,10 @@ from typing import Any
 import torch
 
 import sample_models
-from tcore import schedule as schedules
-from tcore import snippet_generate
-from tcore.compile_args import call_args
-from tcore.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
+from tcore.experiment import schedule as schedules
+from tcore.experiment.compile_args import call_args
+from tcore.experiment.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
+from tcore.export import snippet_generate
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
 # A run's shape schedule as the snippet writes it: sizes, buckets, varying (tensor, dim), inputs per batch (_schedule)
@@ -163,7 +163,7 @@ def _compile(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
 
 
 def _compile_calls(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
-    """The torch.compile or block.compile calls, with the arguments the worker passes (tcore.compile_args)."""
+    """The torch.compile or block.compile calls, with the arguments the worker passes (tcore.experiment.compile_args)."""
     args = call_args(exp)
     if exp.compile == "whole":
         return ["", "# compile=whole: the whole model, into as few graphs as Dynamo can",
@@ -257,10 +257,10 @@ def _first_calls(exp: Experiment, shapes: _Shapes) -> list[str]:
 
 def _timing_lines(device: str, exp: Experiment) -> list[str]:
     """The snippet's last section: eager against compiled as the lab times them (tcore.worker.run.Measurement.time_blocks),
-    with the paired speedup and its order-statistics interval (tcore.paired), printed. The rule is the run's own
+    with the paired speedup and its order-statistics interval (tcore.figures.paired), printed. The rule is the run's own
     (its seconds per round, its target, its seconds per variant at most, its fewest rounds), so the program and the
     run it copies time alike; a run timed by a fixed number of steps is copied as its seconds rule."""
-    from tcore import paired
+    from tcore.figures import paired
 
     sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
     round_s, timed_s, target = exp.round_s, exp.timed_s, exp.target_pct

@@ -8,14 +8,57 @@ from __future__ import annotations
 
 import sample_models
 from sample_models import decoding
-from tcore.compile_args import generate_kwargs, kwargs_source
-from tcore.spec import PRECISIONS, Experiment
+from tcore.experiment.compile_args import generate_kwargs, kwargs_source
+from tcore.experiment.spec import PRECISIONS, Experiment
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
 
 
+# The helpers every generate program defines, and the eager reference generation: the same for every run.
+_GENERATE = [
+    'mark_step = torch.compiler.cudagraph_mark_step_begin if device == "cuda" else (lambda: None)',
+    "",
+    "",
+    "def sync():",
+    '    if device == "cuda":',
+    "        torch.cuda.synchronize()",
+    "",
+    "",
+    "def cache_for(static_cache):",
+    "    if STATIC:  # allocated once, emptied before each generation",
+    "        decoder.reset(static_cache)",
+    "        return static_cache",
+    "    return decoder.new_cache(BATCH, PROMPT + NEW, False, CACHE_DTYPE, device)",
+    "",
+    "",
+    "@torch.no_grad()",
+    "def generate(prefill, decode, static_cache, each_step=False):",
+    '    """Greedy: (tokens (BATCH, NEW), seconds to the first token, seconds of decode steps)."""',
+    "    cache = cache_for(static_cache)",
+    "    with autocast:",
+    "        sync()",
+    "        t0 = time.perf_counter()",
+    "        mark_step()",
+    "        tokens = [prefill(cache, *prompt).clone()]  # CUDA graphs reuse their outputs: keep copies",
+    "        sync()",
+    "        t1 = time.perf_counter()",
+    "        for pos in torch.arange(PROMPT, PROMPT + NEW - 1, device=device).split(1):",
+    "            mark_step()",
+    "            tokens.append(decode(cache, tokens[-1][:, None], pos).clone())",
+    "            if each_step:",
+    "                sync()",
+    "        sync()",
+    "        return torch.stack(tokens, 1), t1 - t0, time.perf_counter() - t1",
+    "",
+    "",
+    "eager_cache = decoder.new_cache(BATCH, PROMPT + NEW, STATIC, CACHE_DTYPE, device)",
+    "generate(decoder.prefill, decoder.decode, eager_cache)  # warm-up",
+    "eager_tokens, eager_ttft, eager_decode = generate(decoder.prefill, decoder.decode, eager_cache, True)",
+]
+
+
 def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
-    """The program for a generate run on `device`; `opening` is tcore.snippet's header and model lines."""
+    """The program for a generate run on `device`; `opening` is tcore.export.snippet's header and model lines."""
     entry = sample_models.get(exp.model)
     prompt, new = decoding.lengths(entry, exp.preset, exp.prompt_len, exp.new_tokens)
     precision = PRECISIONS[exp.precision]
@@ -47,52 +90,19 @@ def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
             f"compiled_decode = torch.compile(decoder.decode{', ' * bool(decode_args)}{decode_args})  # <--",
             "",
         ]
-    lines += [
-        'mark_step = torch.compiler.cudagraph_mark_step_begin if device == "cuda" else (lambda: None)',
-        "",
-        "",
-        "def sync():",
-        '    if device == "cuda":',
-        "        torch.cuda.synchronize()",
-        "",
-        "",
-        "def cache_for(static_cache):",
-        "    if STATIC:  # allocated once, emptied before each generation",
-        "        decoder.reset(static_cache)",
-        "        return static_cache",
-        "    return decoder.new_cache(BATCH, PROMPT + NEW, False, CACHE_DTYPE, device)",
-        "",
-        "",
-        "@torch.no_grad()",
-        "def generate(prefill, decode, static_cache, each_step=False):",
-        '    """Greedy: (tokens (BATCH, NEW), seconds to the first token, seconds of decode steps)."""',
-        "    cache = cache_for(static_cache)",
-        "    with autocast:",
-        "        sync()",
-        "        t0 = time.perf_counter()",
-        "        mark_step()",
-        "        tokens = [prefill(cache, *prompt).clone()]  # CUDA graphs reuse their outputs: keep copies",
-        "        sync()",
-        "        t1 = time.perf_counter()",
-        "        for pos in torch.arange(PROMPT, PROMPT + NEW - 1, device=device).split(1):",
-        "            mark_step()",
-        "            tokens.append(decode(cache, tokens[-1][:, None], pos).clone())",
-        "            if each_step:",
-        "                sync()",
-        "        sync()",
-        "        return torch.stack(tokens, 1), t1 - t0, time.perf_counter() - t1",
-        "",
-        "",
-        "eager_cache = decoder.new_cache(BATCH, PROMPT + NEW, STATIC, CACHE_DTYPE, device)",
-        "generate(decoder.prefill, decoder.decode, eager_cache)  # warm-up",
-        "eager_tokens, eager_ttft, eager_decode = generate(decoder.prefill, decoder.decode, eager_cache, True)",
-    ]
+    lines += _GENERATE
     if not exp.compiles:
         lines += [
             'print(f"eager: {(NEW - 1) / eager_decode:.1f} tokens/s per sequence, {BATCH * (NEW - 1) / eager_decode:.1f} '
             'for the batch, first token {eager_ttft * 1e3:.2f} ms")']
         return "\n".join(lines) + "\n"
-    lines += [
+    lines += _compiled_and_paired_rounds(exp)
+    return "\n".join(lines) + "\n"
+
+
+def _compiled_and_paired_rounds(exp: Experiment) -> list[str]:
+    """The compiled generation (its compile time, whether it writes eager's tokens), then the paired rounds."""
+    return [
         "compiled_cache = decoder.new_cache(BATCH, PROMPT + NEW, STATIC, CACHE_DTYPE, device)",
         "tokens, first_ttft, first_decode = generate(compiled_prefill, compiled_decode, compiled_cache, True)",
         'print(f"compile: prefill {max(first_ttft - eager_ttft, 0):.1f} s, decode {max(first_decode - eager_decode, 0):.1f} s")',
@@ -115,4 +125,3 @@ def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
         '          f"first token {statistics.median(ttfts[name]) * 1e3:.2f} ms")',
         'print(f"decode speedup {statistics.median(ratios):.2f}x (median of {len(ratios)} paired rounds)")',
     ]
-    return "\n".join(lines) + "\n"
