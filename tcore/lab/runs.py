@@ -21,7 +21,8 @@ from tcore.lab import model_cards
 from tcore.lab import scheduler
 from tcore.lab import tlparse
 from tcore.protocol import error as error_event
-from tcore.lab.liverun import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, LiveRun, keep_spares  # noqa: F401 (callers reach them here)
+from tcore.lab.liverun import LiveRun  # noqa: F401 (callers reach it here)
+from tcore.lab.spares import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, keep_spares  # noqa: F401 (callers reach them here)
 from tcore.lab.registry import active, adopted_left, live, register  # noqa: F401 (callers reach them here)
 from tcore.spec import Experiment, SpecError, check_on_device, resolve_device
 from tcore.store import QueueFull, RunRecord, RunStore
