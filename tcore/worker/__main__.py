@@ -13,6 +13,7 @@ trace paths, the shared caches of a warm run). Empty stdin means the spare was n
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import sys
 import time
@@ -78,7 +79,8 @@ def prepare() -> None:
 
 def warm_profiler() -> None:
     """Start and stop the profiler once, with nothing in it: its first session pays a one-off start (kineto's,
-    1.4-3 s on the CPU machine) that the run's profiling pass paid otherwise, inside the run. CPU only: on a GPU the
+    1.4-3 s on the CPU machine) that the run's profiling pass paid otherwise, inside the run. Done only while nobody
+    waits (a spare with no run yet): a worker whose run is already there leaves it to the profiling pass. CPU only: on a GPU the
     profiler attaches CUPTI, which is left to the profiling pass after the timed blocks, where it always was.
     Not in the fork server (prepare_for_fork): its children would inherit a started profiler without its threads.
     After the READY line, since kineto writes to the log, whose first line says whether the imports are done."""
@@ -116,7 +118,8 @@ def main() -> int:
         from tcore.spec import Experiment
         from tcore.worker import run as runner
 
-        warm_profiler()
+        if not select.select([sys.stdin], [], [], 0)[0]:  # a spare, waiting: its idle time can start the profiler
+            warm_profiler()
         ready = time.perf_counter()
     except BaseException as exc:  # reported once there is a run to report it for
         failed_import = exc
