@@ -143,15 +143,20 @@ def render(path: Path) -> str:
     for r in rows:
         first = (f"{_s(r.get('click_to_first_figure_s', r.get('click_to_compile_time_shown_s')))}"
                  f"{' (' + r['first_figure'] + ')' if r.get('first_figure') else ''}")
-        lines.append(f"| {r.get('commit') or 'this checkout'} | {r['label'].removeprefix('Will run: ').strip('*')} | "
+        lines.append(f"| {_engine(r)} | {r['label'].removeprefix('Will run: ').strip('*')} | "
                      f"{'on' if r['spares'] else 'off'} | {r['room']} | {r['click_to_result_s']:.1f} s | {first} | "
                      f"{r['compile_s']:.1f} s | {_s(r.get('lab_overhead_s'))} | {r['speedup']:.2f}x |")
     for r in rows:  # each run's timeline, phase by phase
         if r.get("timeline"):
-            lines += ["", f"{r.get('commit') or ''} {r['model']} (spares {'on' if r['spares'] else 'off'}, attempt "
+            lines += ["", f"{_engine(r)} {r['model']} (spares {'on' if r['spares'] else 'off'}, attempt "
                           f"{r['attempt']}), timeline {r['timeline_wall_s']:.1f} s:"]
             lines += [f"- {name} ({kind}): {s:.2f} s" for name, kind, s in r["timeline"]]
     return "\n".join(lines)
+
+
+def _engine(row: dict) -> str:
+    """The engine a row drove: its commit, else its directory's name (a copy without git)."""
+    return row.get("commit") or Path(row.get("engine") or ".").name or "this checkout"
 
 
 def _s(seconds: float | None) -> str:
