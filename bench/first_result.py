@@ -1,6 +1,6 @@
 """Click to result on the Run page, driven headlessly (Streamlit's AppTest) as a participant would.
 
-    python bench/first_result.py run --out bench/results/first_result-h100.jsonl --models hf:gpt2 resnet50 default
+    python bench/first_result.py run --out bench/results/click-to-result-gpt2-resnet50-captioner-h100.jsonl --models hf:gpt2 resnet50 default
     python bench/first_result.py run --out R.jsonl --models hf:gpt2 --engine /path/to/older/checkout --spares on
     python bench/first_result.py render R.jsonl
 
@@ -168,7 +168,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="each model in fresh app processes (spares off, then on); rows to --out")
     run.add_argument("--out", type=Path, required=True, help="the JSON-lines file the rows are added to, e.g. "
-                     "bench/results/first_result-<machine>.jsonl")
+                     "bench/results/click-to-result-MODEL-MACHINE.jsonl")
     run.add_argument("--models", nargs="+", default=["hf:gpt2", "resnet50", "default"],
                      help="Run-page models: 'default' is the page's own default (the captioner), a built-in name "
                           "picks it with its device's default preset, SOURCE:NAME is found as a person would")
