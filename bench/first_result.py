@@ -1,6 +1,6 @@
 """Click to result on the Run page, driven headlessly (Streamlit's AppTest) as a participant would.
 
-    python bench/first_result.py run --out bench/results/click-to-result-gpt2-resnet50-captioner-h100.jsonl --models hf:gpt2 resnet50 default
+    python bench/first_result.py run --out bench/results/click-to-result-h100.jsonl --models hf:gpt2 resnet50 default
     python bench/first_result.py run --out R.jsonl --models hf:gpt2 --engine /path/to/older/checkout --spares on
     python bench/first_result.py render R.jsonl
 

@@ -51,7 +51,8 @@ class RunClock:
         kind = event.get("type")
         if kind == "started":
             self.started_t = t
-            self.startup = {k: event[k] for k in ("imports_s", "ready_wait_s") if isinstance(event.get(k), (int, float))}
+            self.startup = {k: event[k] for k in ("imports_s", "ready_wait_s")
+                            if isinstance(event.get(k), (int, float))}
         elif kind == "phase":
             self.phases.append((event["phase"], t))
         elif kind == "result":
@@ -62,12 +63,15 @@ class RunClock:
         start was not seen (its worker's events never came with a clock)."""
         if self.offset is None or self.launched is None or self.started_t is None or self.result_t is None:
             return {}
-        lab = self.offset.__add__
+        def lab(t: float) -> float:  # a time on the worker's clock, on this one
+            return t + self.offset
+
         marks = [("queue (waiting for the device)", LAB, self.submitted), (self.worker_start, LAB, self.launched)]
         anchor = lab(0.0)  # when the worker received the run
         if "ready_wait_s" in self.startup:
             ready = anchor - self.startup["ready_wait_s"]
-            marks += [("imports (torch, the engine, the models, the profiler's start)", LAB, ready - self.startup.get("imports_s", 0.0)),
+            imports = ready - self.startup.get("imports_s", 0.0)
+            marks += [("imports (torch, the engine, the models, the profiler's start)", LAB, imports),
                       ("hand-over to the worker (imports done)", LAB, ready)]
         marks.append(("worker setup (torch settings, environment, power meter)", LAB, lab(self.started_t)))
         for phase, t in self.phases:

@@ -80,8 +80,8 @@ def prepare() -> None:
 def warm_profiler() -> None:
     """Start and stop the profiler once, with nothing in it: its first session pays a one-off start (kineto's,
     1.4-3 s on the CPU machine) that the run's profiling pass paid otherwise, inside the run. Done only while nobody
-    waits (a spare with no run yet): a worker whose run is already there leaves it to the profiling pass. CPU only: on a GPU the
-    profiler attaches CUPTI, which is left to the profiling pass after the timed blocks, where it always was.
+    waits (a spare with no run yet): a worker whose run is already there leaves it to the profiling pass. CPU only:
+    on a GPU the profiler attaches CUPTI, which is left to the profiling pass after the timed blocks, as before.
     Not in the fork server (prepare_for_fork): its children would inherit a started profiler without its threads.
     After the READY line, since kineto writes to the log, whose first line says whether the imports are done."""
     import torch
