@@ -54,12 +54,12 @@ def test_the_clock_puts_the_workers_clock_on_the_labs_and_splits_the_workers_sta
     got = clock.timeline(result)
     names = [p["name"] for p in got["timeline"]]
     assert names[:4] == ["queue (waiting for the device)", "worker process start (Python)",
-                         "imports (torch, the engine, the models, the profiler's start)",
+                         "imports (torch, the engine; while idle, model libraries and the profiler's start)",
                          "hand-over to the worker (imports done)"]
     by_name = {p["name"]: p for p in got["timeline"]}
     assert by_name["queue (waiting for the device)"]["s"] == pytest.approx(1.0)
     assert by_name["worker process start (Python)"]["s"] == pytest.approx(2.9)
-    assert by_name["imports (torch, the engine, the models, the profiler's start)"]["s"] == pytest.approx(1.5)
+    assert by_name["imports (torch, the engine; while idle, model libraries and the profiler's start)"]["s"] == pytest.approx(1.5)
     assert by_name["Dynamo (tracing, guards)"]["s"] == pytest.approx(1.0)
     assert by_name[timeline.COMPILE_REST]["s"] == pytest.approx(2.0)
     assert by_name["worker exit, result handed back"]["s"] == pytest.approx(0.2)  # sent at 116.8
