@@ -1,18 +1,22 @@
 """Click to result on the Run page, driven headlessly (Streamlit's AppTest) as a participant would.
 
-    python bench/first_result.py run --out /tmp/first --models default resnet50
-    python bench/first_result.py render /tmp/first/first_result.jsonl
+    python bench/first_result.py run --out bench/results/click-to-result-h100.jsonl --models hf:gpt2 resnet50 default
+    python bench/first_result.py run --out R.jsonl --models hf:gpt2 --engine /path/to/older/checkout --spares on
+    python bench/first_result.py render R.jsonl
 
-For each model, in two fresh app processes, one with spare workers off (COMPILE_LAB_SPARE_WORKERS=0:
-every worker starts when its run does) and one with them on (the app's default):
-  1. open the Run page, choose the model and leave every other knob at its default;
+For each model, in fresh app processes, one with spare workers off (COMPILE_LAB_SPARE_WORKERS=0: every worker
+starts when its run does) and one with them on (the app's default), or only the one --spares names:
+  1. open the Run page, choose the model and leave every other knob at its default (on the CPU: the tiny presets);
   2. with spares on, wait until the spare worker has done its imports (an idle room);
-  3. click Run and rerun the page every 0.25 s until the result's Speedup metric is drawn: click to
-     result; the first power sample the run receives is click to first trace (the page's live chart
-     draws it at its next refresh, every 1 s); the live view's compile time, the first figure of the
-     result it shows, is click to first figure;
+  3. click Run and rerun the page every 0.25 s until the result's Speedup metric is drawn: click to result. The
+     first figure the live view draws (the eager warm-up step, the compile's progress or the compile time, whichever
+     the engine shows first) is click to first figure; the first power sample the run receives is click to first
+     trace (the page's live chart draws it at its next refresh, every 1 s);
   4. click Run again the moment the result is drawn (a busy room: the next run queued behind).
-Each row also says whether the run got a spare and when each phase began, so the gain is explained.
+Each row also has the run's compile time, its timeline (the phases from submit to saved, each in seconds, where the
+engine keeps one), whether the run got a spare and when each phase began, so the gain is explained.
+--engine DIR runs another checkout's app and engine (say the code before a change) under this same driver, so
+"before" and "after" come from one sitting on one machine; each row names the engine's directory and commit.
 The store and caches are fresh per process, so every compile is cold.
 """
 from __future__ import annotations
@@ -26,8 +30,18 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[1]
+# The checkout whose app and engine are driven: this one, or --engine's (passed to the `one` process this way).
+ENGINE_ENV = "FIRST_RESULT_ENGINE"
+REPO = Path(os.environ.get(ENGINE_ENV) or HERE).resolve()
 sys.path.insert(0, str(REPO))
+# What the live view draws before the result, by engine: the first of these metrics drawn is the first figure.
+LIVE_FIGURES = ("Eager step (warm-up)", "Compiling", "Compile time", "Speedup so far")
+
+
+def _commit(repo: Path) -> str | None:
+    done = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or None
 
 
 def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
@@ -57,12 +71,15 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
         t0 = time.time()
         at.button(key="run_start").click().run()
         run = next(r for r in runs.active() if r.run_id not in before)
-        first_power = first_figure = None
+        first_power = first_figure = first_compile = None
         while not any(m.label == "Speedup" for m in at.metric):
             if first_power is None and run.snapshot()["power_samples"]:
                 first_power = time.time() - t0
-            if first_figure is None and not run.done and any(m.label == "Compile time" for m in at.metric):
-                first_figure = time.time() - t0  # the live view draws the compile time before the rest
+            live = [m.label for m in at.metric if m.label in LIVE_FIGURES] if not run.done else []
+            if first_figure is None and live:
+                first_figure = (time.time() - t0, live[0])
+            if first_compile is None and "Compile time" in live:
+                first_compile = time.time() - t0  # the live view draws the compile time before the rest
             assert not at.exception, at.exception
             assert time.time() - t0 < 600, "no result within 10 min"
             if run.done and run.record and run.record.status != "finished":
@@ -71,19 +88,26 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
             at.run()
         shown = time.time() - t0
         snap = run.snapshot()
-        record = run.record
-        row = {"model": model, "spares": spares, "attempt": attempt + 1,
+        result = run.record.result
+        row = {"model": model, "spares": spares, "attempt": attempt + 1, "engine": str(REPO), "commit": _commit(REPO),
                "room": "idle" if attempt == 0 else "busy (clicked as the previous result was drawn)",
                "label": label, "click_to_result_s": round(shown, 2),
+               "click_to_first_figure_s": round(first_figure[0], 2) if first_figure else None,
+               "first_figure": first_figure[1] if first_figure else None,
+               "click_to_compile_time_shown_s": round(first_compile, 2) if first_compile is not None else None,
                "click_to_first_power_s": round(first_power, 2) if first_power is not None else None,
-               "click_to_compile_time_shown_s": round(first_figure, 2) if first_figure is not None else None,
                "queued_to_started_s": round(run.handle.started_at - run.queued_at, 2),
                "from_spare": run.from_spare,
                "phases_s": {p: round(t - t0, 2) for p, t in snap["phase_started_at"].items()},
                "worker_end_s": round(run.handle.finished_at - t0, 2),
-               "speedup": record.result.get("speedup"), "speedup_pm_pct": record.result.get("speedup_pm_pct"),
-               "noisy": figures.noise_reasons(record.result), "compile_s": record.result.get("compile_s"),
-               "gpu": record.env.get("gpu"), "gpu_uuid": record.env.get("gpu_uuid"), "torch": record.env.get("torch")}
+               "speedup": result.get("speedup"), "speedup_pm_pct": result.get("speedup_pm_pct"),
+               "noisy": figures.noise_reasons(result), "compile_s": result.get("compile_s"),
+               # the run's own timeline (absent from engines before it kept one)
+               "timeline_wall_s": result.get("timeline_wall_s"), "timeline_compile_s": result.get("timeline_compile_s"),
+               "lab_overhead_s": result.get("lab_overhead_s"),
+               "timeline": [[p["name"], p["kind"], p["s"]] for p in result.get("timeline") or []],
+               "gpu": run.record.env.get("gpu"), "gpu_uuid": run.record.env.get("gpu_uuid"),
+               "torch": run.record.env.get("torch")}
         print(json.dumps(row), flush=True)
         with open(out, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -95,30 +119,44 @@ def _store():
     return RunStore()
 
 
-def run_all(out_dir: Path, models: list[str], attempts: int) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / "first_result.jsonl"
+def run_all(out: Path, models: list[str], attempts: int, spares: str, engine: Path | None) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
     for model in models:
-        for spares in (False, True):
+        for on in {"off": (False,), "on": (True,), "both": (False, True)}[spares]:
             scratch = Path(tempfile.mkdtemp(prefix="first-result-"))
             env = dict(os.environ, COMPILE_LAB_DB=str(scratch / "runs.sqlite"),
-                       COMPILE_LAB_CACHE_DIR=str(scratch / "cache"), COMPILE_LAB_SPARE_WORKERS="1" if spares else "0",
+                       COMPILE_LAB_CACHE_DIR=str(scratch / "cache"), COMPILE_LAB_SPARE_WORKERS="1" if on else "0",
                        PYTHONUNBUFFERED="1")
+            env.pop(ENGINE_ENV, None)
+            if engine is not None:
+                env[ENGINE_ENV] = str(engine.resolve())
             subprocess.run([sys.executable, __file__, "one", "--model", model, "--attempts", str(attempts),
-                            "--out", str(out)] + (["--spares"] if spares else []), env=env, cwd=scratch, check=False)
+                            "--out", str(out.resolve())] + (["--spares"] if on else []), env=env, cwd=scratch,
+                           check=False)
     return out
 
 
 def render(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    lines = ["| model | spare workers | room | click to whole result | click to first figure (compile time) | "
-             "click to first power sample | got a spare | compile | speedup |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| engine | model | spare workers | room | click to result | click to first figure | compile | "
+             "lab overhead (timeline) | speedup |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['label'].removeprefix('Will run: ').strip('*')} | {'on' if r['spares'] else 'off'} | {r['room']} | "
-                     f"{r['click_to_result_s']:.1f} s | {_s(r.get('click_to_compile_time_shown_s'))} | "
-                     f"{_s(r['click_to_first_power_s'])} | {r['from_spare'] or 'no'} | {r['compile_s']:.1f} s | "
-                     f"{r['speedup']:.2f}x |")
+        first = (f"{_s(r.get('click_to_first_figure_s', r.get('click_to_compile_time_shown_s')))}"
+                 f"{' (' + r['first_figure'] + ')' if r.get('first_figure') else ''}")
+        lines.append(f"| {_engine(r)} | {r['label'].removeprefix('Will run: ').strip('*')} | "
+                     f"{'on' if r['spares'] else 'off'} | {r['room']} | {r['click_to_result_s']:.1f} s | {first} | "
+                     f"{r['compile_s']:.1f} s | {_s(r.get('lab_overhead_s'))} | {r['speedup']:.2f}x |")
+    for r in rows:  # each run's timeline, phase by phase
+        if r.get("timeline"):
+            lines += ["", f"{_engine(r)} {r['model']} (spares {'on' if r['spares'] else 'off'}, attempt "
+                          f"{r['attempt']}), timeline {r['timeline_wall_s']:.1f} s:"]
+            lines += [f"- {name} ({kind}): {s:.2f} s" for name, kind, s in r["timeline"]]
     return "\n".join(lines)
+
+
+def _engine(row: dict) -> str:
+    """The engine a row drove: its commit, else its directory's name (a copy without git)."""
+    return row.get("commit") or Path(row.get("engine") or ".").name or "this checkout"
 
 
 def _s(seconds: float | None) -> str:
@@ -128,20 +166,28 @@ def _s(seconds: float | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run")
-    run.add_argument("--out", type=Path, required=True)
-    run.add_argument("--models", nargs="+", default=["resnet50", "default"])
-    run.add_argument("--attempts", type=int, default=2)
-    one = sub.add_parser("one")
+    run = sub.add_parser("run", help="each model in fresh app processes (spares off, then on); rows to --out")
+    run.add_argument("--out", type=Path, required=True, help="the JSON-lines file the rows are added to, e.g. "
+                     "bench/results/click-to-result-MODEL-MACHINE.jsonl")
+    run.add_argument("--models", nargs="+", default=["hf:gpt2", "resnet50", "default"],
+                     help="Run-page models: 'default' is the page's own default (the captioner), a built-in name "
+                          "picks it with its device's default preset, SOURCE:NAME is found as a person would")
+    run.add_argument("--attempts", type=int, default=2, help="clicks per process: the first in an idle room, "
+                     "each later one the moment the previous result is drawn")
+    run.add_argument("--spares", choices=["both", "off", "on"], default="both", help="spare workers off, on, or a "
+                     "process each way")
+    run.add_argument("--engine", type=Path, default=None, help="another checkout (its app.py, tcore, sample_models) "
+                     "to drive instead of this one, e.g. the code before a change, for a before/after in one sitting")
+    one = sub.add_parser("one", help="one app process (what run starts per model and spare setting)")
     one.add_argument("--model", required=True)
     one.add_argument("--attempts", type=int, default=2)
     one.add_argument("--spares", action="store_true")
     one.add_argument("--out", type=Path, required=True)
-    show = sub.add_parser("render")
+    show = sub.add_parser("render", help="the rows as a Markdown table, then each run's timeline")
     show.add_argument("path", type=Path)
     args = parser.parse_args()
     if args.command == "run":
-        print(render(run_all(args.out, args.models, args.attempts)))
+        print(render(run_all(args.out, args.models, args.attempts, args.spares, args.engine)))
     elif args.command == "one":
         one_process(args.model, args.spares, args.attempts, args.out)
     else:

@@ -68,14 +68,17 @@ def test_tiny_cpu_run_from_the_run_page(db):
     assert "Compiled output matches eager" in texts(at.success)
     assert "Dynamo captured 1 graph with no graph breaks." in texts(at.markdown)
     assert "Compile cache: cold (fresh caches); FX graph cache 0 hits" in texts(at.caption)
-    # The Speed tab's throughput and latency, and Where the time goes' breakdown; the other tabs draw when opened.
-    assert len(at.get("plotly_chart")) == 3
+    # The run's timeline bar under the headline, with the line that says what of the wall time was the compile
+    assert re.search(r"[\d.]+ s from submit to saved: [\d.]+ s \(\d+%\) was the compile", texts(at.caption))
+    # The timeline, the Speed tab's throughput and latency, and Where the time goes' breakdown; the other tabs draw
+    # when opened.
+    assert len(at.get("plotly_chart")) == 4
     opened = {}
     for tab in ("Memory and energy", "Compile phases"):  # no power trace tab: this CPU has no meter
         at.session_state["run_result_charts"] = tab
         at.run()
         assert not at.exception
-        opened[tab] = len(at.get("plotly_chart")) - 1  # less the breakdown, above the tabs
+        opened[tab] = len(at.get("plotly_chart")) - 2  # less the timeline and the breakdown, above the tabs
     assert opened == {"Memory and energy": 2, "Compile phases": 1}  # memory, energy; compile phases
     assert "Where the time goes" in texts(at.markdown)
     (record,) = db.list()

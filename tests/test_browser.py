@@ -174,15 +174,20 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         # Screenshot while timing, so the phase steps show progress.
         progress = page.locator('[data-testid="stProgress"]')
         progress.filter(has_text=re.compile(r"Measuring eager vs compiled.*in this phase")).wait_for(timeout=WAIT_MS)
+        assert page.get_by_text("Eager step (warm-up)").count() == 1  # the first figure, drawn before the compile's
         page.screenshot(path=ARTIFACTS / "run-page-running.png")
 
         page.get_by_text("Compiled output matches eager").wait_for(timeout=WAIT_MS)
-        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=WAIT_MS)
+        page.locator(".js-plotly-plot").nth(3).wait_for(timeout=WAIT_MS)
         settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page.png")
 
-        # Where the time goes, then the Speed tab: throughput and latency; the other tabs draw when clicked.
-        assert page.locator(".js-plotly-plot").count() == 3
+        # The run's timeline, Where the time goes, then the Speed tab: throughput and latency; the other tabs draw
+        # when clicked.
+        assert page.locator(".js-plotly-plot").count() == 4
+        bar = page.locator(".js-plotly-plot").filter(has_text="The run's timeline")
+        assert bar.count() == 1 and bar.locator("g.trace.bars").count() >= 8  # queue, build, ..., compile, saving
+        page.get_by_text(re.compile(r"s from submit to saved: .* was the compile")).wait_for(timeout=WAIT_MS)
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.get_by_text("Speedup", exact=True).count() == 1
         for title in ("Throughput (samples/s)", "Step latency (ms)"):
@@ -192,7 +197,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
             page.get_by_role("tab", name=tab).click()
             for title in titles:
                 page.locator(".js-plotly-plot").filter(has_text=title).wait_for(timeout=WAIT_MS)
-            assert page.locator(".js-plotly-plot").count() == 1 + len(titles), tab
+            assert page.locator(".js-plotly-plot").count() == 2 + len(titles), tab
         settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page-compile-phases-tab.png")
         assert page.locator('[data-testid="stException"]').count() == 0

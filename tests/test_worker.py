@@ -133,6 +133,19 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
     assert record["status"] == "finished" and record["spec"]["preset"] == "tiny"  # the CPU default preset
     assert record["result"]["speedup_between_source"] == "default" and record["result"]["pinned_cpu"] is None
     assert "no separate GPU time" in record["result"]["unavailable"]["eager_gpu_time_samples_per_s"]
+    # The run's timeline: its phases touch end to end, in the order a run goes, and add up to the run's wall time
+    # as the store saw it (queued to finished, read on another clock) within 5%
+    phases, wall = record["result"]["timeline"], record["finished_at"] - record["created_at"]
+    assert abs(sum(p["s"] for p in phases) - wall) <= 0.05 * wall
+    assert record["result"]["timeline_wall_s"] == pytest.approx(sum(p["s"] for p in phases), abs=0.01)
+    for before, after in zip(phases, phases[1:]):
+        assert after["start_s"] == pytest.approx(before["start_s"] + before["s"], abs=2e-3)
+    names = [p["name"] for p in phases]
+    order = ["queue", "worker", "model build", "eager warm-up", "Dynamo", "compiled warm-up", "eager timed rounds",
+             "profiling", "worker exit", "saving"]
+    where = [next(i for i, n in enumerate(names) if n.startswith(o)) for o in order]
+    assert where == sorted(where), names
+    assert {"compile", "measure", "lab"} == {p["kind"] for p in phases}
     helped = subprocess.run([sys.executable, "-m", "tcore", "run", "--help"], capture_output=True, text=True,
                             cwd=REPO_ROOT, timeout=120)
     assert "the same one the Run page opens on: captioner" in " ".join(helped.stdout.split())
@@ -160,6 +173,12 @@ def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
     so_far = live.snapshot()["figures_so_far"]
     assert so_far["compile_s"]["value"] == pytest.approx(record.result["compile_s"])
     assert so_far["speedup_so_far"]["rounds"] == so_far["speedup_so_far"]["of"] == live.exp.rounds
+    # ... and first of all the eager warm-up step, known before compiling starts
+    assert so_far["eager_step_s"]["value"] == pytest.approx(record.result["eager_step_s"])
+    # the spare's imports were done before the run: its timeline goes from the queue to the hand-over
+    names = [p["name"] for p in record.result["timeline"]]
+    assert names[:2] == ["queue (waiting for the device)", "hand-over to the worker (imports done)"], names
+    assert not any(n.startswith("imports") for n in names), names
 
 
 def test_a_spare_started_under_other_torch_settings_is_not_used(monkeypatch):

@@ -126,17 +126,29 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
 
 
 def so_far(figures: dict[str, dict]) -> None:
-    """The figures known before the result: the compile time (final) and the speedup after each round."""
+    """The figures known before the result: the eager warm-up step, the compile's progress then its time (final),
+    and the speedup after each round."""
     if not figures:
         return
-    cols = st.columns(2)
+    cols = st.columns(3)
+    if (eager := figures.get("eager_step_s")) is not None:
+        rate = eager.get("samples_per_s")
+        cols[0].metric("Eager step (warm-up)", f"{eager['value'] * 1e3:,.1f} ms",
+                       delta=f"{rate:,.0f} samples/s" if rate else None, delta_color="off", delta_arrow="off",
+                       help="The median eager warm-up step, known before compiling starts. The result's eager "
+                            "throughput comes from the timed rounds, paired with the compiled ones.")
     if (compiled := figures.get("compile_s")) is not None:
-        cols[0].metric("Compile time", f"{compiled['value']:.1f} s", help="Final: the first compiled call less one "
+        cols[1].metric("Compile time", f"{compiled['value']:.1f} s", help="Final: the first compiled call less one "
                        "eager step. The other figures follow once the timed rounds and the profile are done.")
+    elif (going := figures.get("compile_progress")) is not None:
+        cols[1].metric("Compiling", f"{going['elapsed_s']:.0f} s",
+                       delta=f"{going['graphs']} graph(s), {going['kernels']} kernel(s) so far", delta_color="off",
+                       delta_arrow="off", help="The first compiled call so far: graphs Dynamo has captured and "
+                       "kernels Inductor has generated (on a CPU the C++ compile that follows has no count).")
     if (speedup := figures.get("speedup_so_far")) is not None:
         interval = (f"interval {speedup['low']:.2f}–{speedup['high']:.2f} x" if speedup.get("low") is not None
                     else None)
-        cols[1].metric("Speedup so far", f"{speedup['value']:.2f} x", delta=interval, delta_color="off",
+        cols[2].metric("Speedup so far", f"{speedup['value']:.2f} x", delta=interval, delta_color="off",
                        delta_arrow="off", help=f"Provisional, after round {speedup['rounds']} (at most {speedup['of']}): the median of "
                             "the rounds' compiled/eager ratios so far, with its interval. Timing stops once the "
                             "interval is narrow enough; the result's figure replaces this one.")

@@ -18,7 +18,7 @@ from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import RUN_FIGURES
 from tcore.store import RunRecord, RunStore
 from ui import (advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, generate, graph_words, history,
-                run_words)
+                run_words, timeline_bar)
 
 # What to try next, per failure kind (tcore.experiment.protocol.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -76,6 +76,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
     show_headline(rec)
+    timeline_bar.show(r, key=key, run_id=rec.id)  # where the wall time went: the compile, the measurement, the lab
     if store is not None:
         history.show(rec, store, key=key)
     st.caption(run_words.baseline_words(rec.spec, rec.device, r.get("speedup")))

@@ -6,7 +6,10 @@ import pandas as pd
 from tcore import figures
 
 # The figures in the Compare page's run table, as stored columns (tcore.figures).
-RUN_TABLE_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
+RUN_TABLE_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s",
+                     # the run's timeline: submit to result, of it the compile and the lab's own overhead
+                     "timeline_wall_s", "timeline_compile_s", "lab_overhead_s",
+                     "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
                      "eager_energy_j_per_step", "compiled_energy_j_per_step", "compiled_peak_pct", "compiled_idle_ms",
                      # generation runs (task=generate); empty for the others
                      "compiled_tokens_per_s", "compiled_ttft_ms", "compiled_decode_bw_pct"]

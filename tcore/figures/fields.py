@@ -242,6 +242,21 @@ class RunFigures:
         "Compilations", "", "%d", LOWER, "Dynamo compiles over the whole run: first compiles and recompiles.")
     compiling_s: float | None = figure(
         "Time compiling", "s", "%.1f", LOWER, "The compile time of every compilation in the run, added up.")
+    # The run's timeline (tcore.figures.timeline), from the submit to the record saved, in three kinds of phase.
+    timeline_wall_s: float | None = figure(
+        "Submit to result", "s", "%.1f", LOWER,
+        "From the moment the run was submitted (the click) to its record being saved, on one monotonic clock.")
+    timeline_compile_s: float | None = figure(
+        "Compiling, on the timeline", "s", "%.1f", LOWER,
+        "The timeline's compile phase: the first compiled call whole (Dynamo, AOT autograd, Inductor, code "
+        "generation and its compile, the step itself, the correctness check).")
+    timeline_measure_s: float | None = figure(
+        "Measuring, on the timeline", "s", "%.1f", None,
+        "Eager and compiled warm-ups and the paired timed rounds: what the figures are measured from.")
+    lab_overhead_s: float | None = figure(
+        "Lab overhead", "s", "%.1f", LOWER,
+        "The rest of the timeline: queue, worker start and imports, model build, profiling, handing back and "
+        "saving, and any gap nothing measured.")
     # Generation (task=generate)
     compile_prefill_s: float | None = figure(
         "Compile time, prefill", "s", "%.1f", LOWER,

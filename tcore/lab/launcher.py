@@ -73,11 +73,13 @@ def _import_time_env() -> dict[str, str]:
 class Worker:
     """A started `python -m tcore.worker` process, waiting for its experiment on stdin."""
 
-    def __init__(self, env: dict[str, str], *, torch_trace: bool = True, wait_for_fork_server: bool = True) -> None:
+    def __init__(self, env: dict[str, str], *, torch_trace: bool = True, wait_for_fork_server: bool = True,
+                 spare: bool = False) -> None:
         """torch_trace: record the compile's TORCH_TRACE in the worker's folder. torch reads TORCH_TRACE once, at
         import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without.
         wait_for_fork_server: where workers are forked (tcore.lab.forkserver), wait for a fork server still doing
-        its imports; False raises forkserver.StillImporting instead (a spare, from the queue's thread)."""
+        its imports; False raises forkserver.StillImporting instead (a spare, from the queue's thread).
+        spare: started ahead of any run, so it may use its wait (protocol.SPARE_WORKER)."""
         self.workdir = run_folder("tcore-run-")
         self.log_path = self.workdir / "worker.log"
         self.taken = False  # handed a run (RunHandle): its folder is then the run's, removed when the run is recorded
@@ -89,6 +91,8 @@ class Worker:
                     TORCH_TRACE=str(self.workdir / TORCH_TRACE_DIR), **{protocol.WORKER_DIR: str(self.workdir)})
         if not torch_trace:
             del full["TORCH_TRACE"]
+        if spare:
+            full[protocol.SPARE_WORKER] = "1"
         full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full.get("PYTHONPATH")]))
         full.update(env)
         self.spawn_env = full
@@ -212,7 +216,7 @@ class SparePool:
         if spare is not None:
             spare.dismiss()
         try:
-            fresh = Worker(env, wait_for_fork_server=wait_for_fork_server)
+            fresh = Worker(env, wait_for_fork_server=wait_for_fork_server, spare=True)
         except forkserver.StillImporting:  # the next fill forks one: the queue's thread does not wait
             return
         with self._lock:

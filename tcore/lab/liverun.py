@@ -1,4 +1,4 @@
-"""One run followed live in this process (LiveRun), and the spare workers that start runs sooner.
+"""One run followed live in this process (LiveRun); the spare workers that start runs sooner are tcore.lab.spares.
 
 A LiveRun is queued by tcore.lab.runs.start(), started in its turn by the scheduler (tcore.lab.scheduler),
 follows its worker's events in a thread and, at the end, records the outcome in the store. Once the store
@@ -7,23 +7,15 @@ ended run from the store, and a server keeps hundreds of them (tcore.lab.registr
 """
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import os
 import shutil
 import sqlite3
 import sys
 import threading
 import time
 import traceback
-from pathlib import Path
 from typing import Any, Callable
 
-from tcore import figures
-
-from tcore.analysis import history
-
-from tcore.figures import rerun
 from tcore.lab import artifacts
 from tcore.lab import cluster
 from tcore.lab import model_cards
@@ -31,34 +23,12 @@ from tcore.lab import scheduler
 from tcore.lab import waiting
 from tcore.experiment.protocol import TERMINAL
 from tcore.experiment.protocol import error as error_event
-from tcore.lab.launcher import RunHandle, SparePool, Worker, run_folder, timeout_message
+from tcore.lab.launcher import RunHandle, Worker, run_folder, timeout_message
+from tcore.lab.recording import store_failure, with_history  # noqa: F401 (callers reach them here)
+from tcore.lab.runclock import RunClock
+from tcore.lab.spares import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, _spare_for_next, keep_spares  # noqa: F401
 from tcore.experiment.spec import Experiment
 from tcore.store import RunRecord, RunStore, StoreError
-
-
-def store_failure(e: Exception, store: RunStore | None = None) -> str:
-    """A store error in words: what happened and what to do."""
-    text = str(e)
-    try:  # SQLite says "disk I/O error" when even its shared-memory file cannot grow
-        full = store is not None and shutil.disk_usage(store.path.resolve().parent).free < 1 << 20
-    except OSError:
-        full = False
-    if "full" in text or full:
-        return ("the disk that holds the run store is full: free some space (the runs it already holds are kept, "
-                "and it works again as soon as there is room)")
-    if "FOREIGN KEY" in text:
-        return "the run store was deleted or replaced while the run was under way, so its record is gone"
-    return f"the run store could not be written ({text})"
-
-
-def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dict[str, Any],
-                 env: dict[str, Any]) -> dict[str, Any]:
-    """The worker's result with its headline interval restated from the store's earlier runs of the same setting on
-    the same machine (the worker, which cannot see the store, used the default spread between processes)."""
-    device = result.get("device")
-    earlier = history.history(store.same_setting(spec, device, env, exclude=run_id))
-    bound = bool(figures.host_bound(result, device, spec.get("mode")))
-    return rerun.restate(result, earlier.speedups, bound)
 
 
 class LiveRun:
@@ -78,6 +48,7 @@ class LiveRun:
         self.owner = owner
         self.timeout_s = timeout_s
         self.queued_at = queued_at or time.time()
+        self.clock = RunClock(queued_at)  # the timeline stored with the result (tcore.figures.timeline)
         self.phase: str | None = "queued"
         self.progress: dict[str, tuple[int, int]] = {}  # phase -> (done, total)
         self.power_samples: list[list] = []  # [[t_s, watts, phase, util_pct], ...] as the worker sampled them
@@ -122,6 +93,7 @@ class LiveRun:
         with self._launch_lock:
             self._launched = True
             self.launched_at = time.time()  # the time limit counts from here: the worker's start is inside it
+            self.clock.launch()
             with self._lock:
                 self.phase, self.device_slot, self.queue_position, self.queue_wait = None, slot, None, None
             if self._cancelled:  # cancelled after the scheduler claimed it: it never starts
@@ -165,6 +137,7 @@ class LiveRun:
                 return
             try:
                 self.from_spare, self.workdir = from_spare, worker.workdir
+                self.clock.worker(worker.forked, from_spare)
                 extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
                 self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra,
                                         launched_at=self.launched_at)
@@ -220,6 +193,7 @@ class LiveRun:
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store, self.workdir)
                 result = with_history(self.store, self.run_id, self.exp.to_dict(), final["result"], final["env"])
+                result.update(self.clock.timeline(result))
                 self.store.finish(self.run_id, result=result, env=final["env"],
                                   power_samples=self.power_samples, code=self.code, owner=scheduler.this_process())
                 self._collect_record()
@@ -250,6 +224,7 @@ class LiveRun:
 
     def _read_events(self) -> None:
         for event in self.handle:
+            self.clock.event(event)
             with self._lock:
                 kind = event["type"]
                 if kind == "phase":
@@ -422,30 +397,3 @@ class LiveRun:
     def wait(self, timeout: float | None = None) -> RunRecord | None:
         self._done.wait(timeout)
         return self.record
-
-
-# Spare workers (tcore.lab.launcher.SparePool) for the device kinds keep_spares() named: the app's.
-SPARES = SparePool()
-SPARES_OFF_ENV = "COMPILE_LAB_SPARE_WORKERS"  # "0": start each worker when its run starts
-_SPARE_DEVICES: set[str] = set()
-atexit.register(SPARES.clear)
-
-
-def keep_spares(device: str) -> bool:
-    """Keep a spare worker waiting in each free `device` slot from now on (the app calls this); False if
-    $COMPILE_LAB_SPARE_WORKERS=0 turns them off."""
-    if os.environ.get(SPARES_OFF_ENV, "").strip() in ("0", "off", "false", "no"):
-        return False
-    _SPARE_DEVICES.add(device)
-    return True
-
-
-def _spare_for_next(device: str, slot: str | None) -> None:
-    """A GPU run has reached its profiling pass: start the next run's spare now, so a busy queue gains too.
-
-    Not on the CPU, where the imports would share the cores the profiled run is being measured on. On a
-    GPU the profiler times kernels on the device, and idle is re-based on the timed step
-    (tcore.figures.breakdown.against_timed), so a process importing beside it does not change the figures.
-    """
-    if device != "cpu" and device in _SPARE_DEVICES and slot is not None and not cluster.is_ray_slot(slot):
-        threading.Thread(target=SPARES.fill, args=(slot, scheduler.slot_env(slot)), daemon=True).start()

@@ -15,9 +15,14 @@ import threading
 import time
 from typing import Any, Callable
 
+from tcore.lab import cluster
+from tcore.lab import limits
+from tcore.lab import model_cards
+from tcore.lab import scheduler
+from tcore.lab import tlparse
 from tcore.experiment.protocol import error as error_event
-from tcore.lab import cluster, limits, model_cards, scheduler, tlparse
-from tcore.lab.liverun import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, LiveRun, keep_spares  # noqa: F401 (callers reach them here)
+from tcore.lab.liverun import LiveRun  # noqa: F401 (callers reach it here)
+from tcore.lab.spares import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, keep_spares  # noqa: F401 (callers reach them here)
 from tcore.lab.registry import active, adopted_left, live, register  # noqa: F401 (callers reach them here)
 from tcore.experiment.device import check_on_device, resolve_device
 from tcore.experiment.spec import Experiment, SpecError

@@ -13,10 +13,12 @@ trace paths, the shared caches of a warm run). Empty stdin means the spare was n
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 
 def _event_stream():
@@ -76,6 +78,65 @@ def prepare() -> None:
         torch.cuda.init()
 
 
+def while_idle(run_waiting: Callable[[], bool]) -> None:
+    """What a spare does with its wait before it says it is ready, so that its run need not: start the profiler
+    once (CPU) and import the model libraries the real models are built with. Neither compiles anything, so the
+    run's compile stays as cold as ever. Each step is a second or two; a run that arrives stops what is left
+    (`run_waiting()`), so it waits for one step at most. What they print (kineto's lines, import warnings) goes to
+    /dev/null: the log's first line says whether the imports are done (tcore.lab.launcher.Worker.ready)."""
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    try:
+        for step in (warm_profiler, *[lambda name=name: _import_quietly(name) for name in MODEL_LIBRARIES]):
+            if run_waiting():
+                return
+            step()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+
+
+# The libraries the real models are built with (sample_models.sources), imported by a run that builds one of them:
+# about 1.2 s on the CPU machine for transformers and timm together. (diffusers, 2-3 s more, only for Flux, is not.)
+MODEL_LIBRARIES = ("torchvision.models", "timm", "transformers")
+
+
+def _import_quietly(name: str) -> None:
+    """Import `name` if installed; one that fails to import is left for the run that needs it to report (its error
+    then names the model)."""
+    import importlib
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec(name.partition(".")[0]) is not None:
+            importlib.import_module(name)
+    except Exception:  # noqa: BLE001 (the run that builds such a model says what is wrong)
+        pass
+
+
+def warm_profiler() -> None:
+    """Start and stop the profiler once, with nothing in it: its first session pays a one-off start (kineto's,
+    1.4-3 s on the CPU machine) that the run's profiling pass paid otherwise, inside the run. Done only while nobody
+    waits (a spare with no run yet): a worker whose run is already there leaves it to the profiling pass. CPU only:
+    on a GPU the profiler attaches CUPTI, which is left to the profiling pass after the timed blocks, as before.
+    Not in the fork server (prepare_for_fork): its children would inherit a started profiler without its threads."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if torch.cuda.is_available():
+        return
+    with profile(activities=[ProfilerActivity.CPU]):
+        pass
+
+
 def after_fork() -> None:
     """In a worker forked from the fork server, once its environment is the run's: torch read TORCH_TRACE and
     TORCH_LOGS when the server imported it, so it reads them again (tcore.worker.forkserver checks these exist)."""
@@ -91,18 +152,26 @@ def main() -> int:
 
     events = _event_stream()
     failed_import = None
-    begun = time.perf_counter()
+    begun = ready = time.perf_counter()
     try:
         prepare()
         from sample_models.sources import file_models
 
         file_models.allow_imports()  # a worker is where a model file's code runs (never the lab's own process)
-        print(f"{protocol.READY} in {time.perf_counter() - begun:.1f} s", file=sys.stderr, flush=True)
         from tcore.experiment.spec import Experiment
         from tcore.worker import run as runner
+
+        # a spare with no run yet uses its wait; a worker started for a run (whose run may be a moment from its
+        # stdin) goes straight to it
+        if os.environ.get(protocol.SPARE_WORKER) == "1":
+            while_idle(lambda: bool(select.select([sys.stdin], [], [], 0)[0]))
+        ready = time.perf_counter()
+        print(f"{protocol.READY} in {ready - begun:.1f} s", file=sys.stderr, flush=True)
     except BaseException as exc:  # reported once there is a run to report it for
         failed_import = exc
     text = sys.stdin.read()
+    # For the run's timeline (tcore.lab.runclock): how long the imports took and how long this process then waited.
+    startup = {"imports_s": round(ready - begun, 4), "ready_wait_s": round(time.perf_counter() - ready, 4)}
     if not text.strip():  # a spare that was not needed (the lab process ended, or let it go): its folder goes too
         if folder := os.environ.get(protocol.WORKER_DIR):
             shutil.rmtree(folder, ignore_errors=True)
@@ -115,7 +184,7 @@ def main() -> int:
         spec, env = protocol.open_envelope(text)
         os.environ.update(env)  # all read at run time: cache dirs, artifact and profiler trace paths
         exp = Experiment.from_json(spec)
-        outcome = runner.run(exp, emit)
+        outcome = runner.run(exp, emit, startup)
     except BaseException as exc:  # every failure becomes an error event with its kind and traceback
         traceback.print_exception(exc)  # also into the log
         emit(error_event(exc, exp, began=failed_import is None))

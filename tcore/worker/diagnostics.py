@@ -5,9 +5,11 @@ from __future__ import annotations
 import linecache
 import logging
 import re
+import threading
+import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch._dynamo.utils as dynamo_utils
@@ -197,3 +199,34 @@ def collect(breaks: BreakRecorder | None = None) -> dict[str, Any]:
         "compile_phases_s": phase_split_s(entries),
         **cache,
     }
+
+
+def compile_progress() -> dict[str, int]:
+    """What the compile under way has made so far, cheap enough to read from another thread every half second:
+    graphs Dynamo captured and kernels Inductor generated (None-free: 0 where this torch keeps no count)."""
+    import torch._inductor.metrics as inductor_metrics
+
+    stats = dynamo_utils.counters.get("stats") or {}  # .get: a missing key is not created from this thread
+    return {"graphs": int(stats.get("unique_graphs", 0)),
+            "kernels": int(getattr(inductor_metrics, "generated_kernel_count", 0) or 0)}
+
+
+@contextmanager
+def progress_events(emit: Callable[[dict[str, Any]], None], every_s: float = 0.5) -> Iterator[None]:
+    """While the block runs (the first compiled call), emit the compile's progress as a 'compile_progress' figure
+    every `every_s`, for the live view; the emit is thread-safe (tcore.experiment.protocol.EventWriter)."""
+    stop = threading.Event()
+    begun = time.perf_counter()
+
+    def tell() -> None:
+        while not stop.wait(every_s):
+            emit({"type": "figure", "name": "compile_progress", "elapsed_s": round(time.perf_counter() - begun, 1),
+                  **compile_progress()})
+
+    thread = threading.Thread(target=tell, name="compile-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -26,7 +26,7 @@ CPU_RERUN_ENV = "COMPILE_LAB_CPU_RERUN"  # set during that forward: "1"
 
 @dataclass
 class Whereabouts:
-    """What the worker is doing, kept up to date by tcore.worker.run.Measurement."""
+    """What the worker is doing, kept up to date by tcore.worker.measurement.Measurement."""
 
     phase: str | None = None
     inputs: list[str] = field(default_factory=list)            # one line per input tensor

@@ -118,7 +118,9 @@ class GenerateMeasurement:
         with compile_errors():
             prefill, decode = compile_pair(decoder, exp)
             compiled = Generator(decoder, prefill, decode, exp, self.device, prompt, new, cache_dtype)
-            first, events = _with_compiles(lambda: compiled.run(each_step=True), self.t_start)
+            with diagnostics.progress_events(self.emit):  # the live view's graphs and kernels so far
+                first, events = _with_compiles(lambda: compiled.run(each_step=True), self.t_start)
+        details["first_call_phases_s"] = diagnostics.phase_split_s(diagnostics.metrics())  # the run's timeline
         eager_decode = sum(reference.decode_step_s)
         run.compile_prefill_s = max(first.ttft_s - reference.ttft_s, 0.0)
         run.compile_decode_s = max(sum(first.decode_step_s) - eager_decode, 0.0)

@@ -1,0 +1,36 @@
+"""What recording a run's outcome needs besides the store itself: a store error in words, and the result's
+headline interval restated from the store's earlier runs of the same setting."""
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from tcore import figures
+from tcore.analysis import history
+from tcore.figures import rerun
+from tcore.store import RunStore
+
+
+def store_failure(e: Exception, store: RunStore | None = None) -> str:
+    """A store error in words: what happened and what to do."""
+    text = str(e)
+    try:  # SQLite says "disk I/O error" when even its shared-memory file cannot grow
+        full = store is not None and shutil.disk_usage(store.path.resolve().parent).free < 1 << 20
+    except OSError:
+        full = False
+    if "full" in text or full:
+        return ("the disk that holds the run store is full: free some space (the runs it already holds are kept, "
+                "and it works again as soon as there is room)")
+    if "FOREIGN KEY" in text:
+        return "the run store was deleted or replaced while the run was under way, so its record is gone"
+    return f"the run store could not be written ({text})"
+
+
+def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dict[str, Any],
+                 env: dict[str, Any]) -> dict[str, Any]:
+    """The worker's result with its headline interval restated from the store's earlier runs of the same setting on
+    the same machine (the worker, which cannot see the store, used the default spread between processes)."""
+    device = result.get("device")
+    earlier = history.history(store.same_setting(spec, device, env, exclude=run_id))
+    bound = bool(figures.host_bound(result, device, spec.get("mode")))
+    return rerun.restate(result, earlier.speedups, bound)

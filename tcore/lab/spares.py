@@ -1,0 +1,36 @@
+"""The spare workers (tcore.lab.launcher.SparePool) that start runs sooner: one waits in each free device slot with
+its imports done, for the device kinds keep_spares() named (the app's)."""
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+
+from tcore.lab import cluster, scheduler
+from tcore.lab.launcher import SparePool
+
+# Spare workers (tcore.lab.launcher.SparePool) for the device kinds keep_spares() named: the app's.
+SPARES = SparePool()
+SPARES_OFF_ENV = "COMPILE_LAB_SPARE_WORKERS"  # "0": start each worker when its run starts
+_SPARE_DEVICES: set[str] = set()
+atexit.register(SPARES.clear)
+
+
+def keep_spares(device: str) -> bool:
+    """Keep a spare worker waiting in each free `device` slot from now on (the app calls this); False if
+    $COMPILE_LAB_SPARE_WORKERS=0 turns them off."""
+    if os.environ.get(SPARES_OFF_ENV, "").strip() in ("0", "off", "false", "no"):
+        return False
+    _SPARE_DEVICES.add(device)
+    return True
+
+
+def _spare_for_next(device: str, slot: str | None) -> None:
+    """A GPU run has reached its profiling pass: start the next run's spare now, so a busy queue gains too.
+
+    Not on the CPU, where the imports would share the cores the profiled run is being measured on. On a
+    GPU the profiler times kernels on the device, and idle is re-based on the timed step
+    (tcore.figures.breakdown.against_timed), so a process importing beside it does not change the figures.
+    """
+    if device != "cpu" and device in _SPARE_DEVICES and slot is not None and not cluster.is_ray_slot(slot):
+        threading.Thread(target=SPARES.fill, args=(slot, scheduler.slot_env(slot)), daemon=True).start()

@@ -1,0 +1,91 @@
+"""A run's timeline: contiguous phases on one clock (tcore.figures.timeline), assembled by the lab side from the
+moments it sees and the worker's own clock (tcore.lab.runclock); the bar and the caption the Run page draws."""
+import pytest
+
+from tcore.figures import timeline
+from tcore.figures.timeline import COMPILE, LAB, MEASURE
+from tcore.lab import runclock
+
+
+def test_phases_touch_end_to_end_and_a_gap_before_the_first_mark_is_its_own_phase():
+    phases = timeline.assemble([("a", LAB, 12.0), ("b", MEASURE, 13.5), ("c", COMPILE, 13.0)], end=20.0, start=10.0)
+    # "c" came back in time (two processes' clocks): it begins where "b" began, and "b", lasting nothing, goes
+    assert [p["name"] for p in phases] == ["other (not measured)", "a", "c"]
+    assert [p["s"] for p in phases] == pytest.approx([2.0, 1.5, 6.5])
+    assert sum(p["s"] for p in phases) == pytest.approx(10.0)
+    for before, after in zip(phases, phases[1:]):
+        assert after["start_s"] == pytest.approx(before["start_s"] + before["s"])
+
+
+def test_the_compile_is_cut_by_torchs_timers_and_what_they_leave_is_named():
+    phases = timeline.assemble([(timeline.WORKER_PHASES["compiling"][0], COMPILE, 0.0)], end=10.0, start=0.0)
+    cut = timeline.refine(phases, {"first_call_phases_s": {"dynamo_tracing_s": 2.0, "aot_autograd_s": 1.0,
+                                                           "inductor_lowering_s": 3.0, "codegen_and_compile_s": 0.0}})
+    assert [(p["name"], p["s"]) for p in cut] == [
+        ("Dynamo (tracing, guards)", 2.0), ("AOT autograd", 1.0), ("Inductor (lowering, passes)", 3.0),
+        (timeline.COMPILE_REST, 4.0)]
+    # timers that add up to more than their phase are scaled to fit it, not pushed past it
+    over = timeline.refine(phases, {"first_call_phases_s": {"dynamo_tracing_s": 15.0, "aot_autograd_s": 5.0}})
+    assert sum(p["s"] for p in over) == pytest.approx(10.0) and over[0]["s"] == pytest.approx(7.5)
+
+
+def test_the_timed_rounds_are_their_blocks_walls_and_the_rest_is_calibration():
+    phases = timeline.assemble([(timeline.WORKER_PHASES["measuring"][0], MEASURE, 0.0)], end=5.0, start=0.0)
+    cut = timeline.refine(phases, {"blocks": {"eager": [[10, 1.0], [10, 1.5]], "compiled": [[10, 0.5], [10, 0.5]]}})
+    assert [p["s"] for p in cut] == [2.5, 1.0, 1.5] and cut[-1]["name"].startswith("calibration")
+
+
+def test_the_clock_puts_the_workers_clock_on_the_labs_and_splits_the_workers_start(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(runclock.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(runclock.time, "time", lambda: 5000.0)
+    clock = runclock.RunClock()
+    now[0] = 101.0
+    clock.launch()
+    now[0] = 106.0  # the worker received the run at 105.9 (its t=0.1 arrives at 106.0): imports 103.9-105.4
+    clock.event({"type": "started", "t": 0.1, "imports_s": 1.5, "ready_wait_s": 0.5})
+    for phase, t in [("building", 0.2), ("eager", 1.0), ("compiling", 2.0), ("warmup", 7.0), ("measuring", 8.0),
+                     ("profiling", 10.0)]:
+        clock.event({"type": "phase", "phase": phase, "t": t})
+    now[0] = 117.0
+    clock.event({"type": "result", "t": 10.9})
+    now[0] = 117.5
+    result = {"first_call_phases_s": {"dynamo_tracing_s": 1.0, "inductor_lowering_s": 2.0}}
+    got = clock.timeline(result)
+    names = [p["name"] for p in got["timeline"]]
+    assert names[:4] == ["queue (waiting for the device)", "worker process start (Python)",
+                         "imports (torch, the engine; while idle, model libraries and the profiler's start)",
+                         "hand-over to the worker (imports done)"]
+    by_name = {p["name"]: p for p in got["timeline"]}
+    assert by_name["queue (waiting for the device)"]["s"] == pytest.approx(1.0)
+    assert by_name["worker process start (Python)"]["s"] == pytest.approx(2.9)
+    assert by_name["imports (torch, the engine; while idle, model libraries and the profiler's start)"]["s"] == pytest.approx(1.5)
+    assert by_name["Dynamo (tracing, guards)"]["s"] == pytest.approx(1.0)
+    assert by_name[timeline.COMPILE_REST]["s"] == pytest.approx(2.0)
+    assert by_name["worker exit, result handed back"]["s"] == pytest.approx(0.2)  # sent at 116.8
+    assert names[-1].startswith("saving") and by_name[names[-1]]["s"] == pytest.approx(0.5)
+    assert got["timeline_wall_s"] == pytest.approx(17.5) and got["timeline_compile_s"] == pytest.approx(5.0)
+    assert got["timeline_measure_s"] == pytest.approx(1.0 + 1.0 + 2.0)  # eager warm-up, compiled warm-up, timing
+    assert got["lab_overhead_s"] == pytest.approx(17.5 - 5.0 - 4.0)
+    assert "5.0 s (29%) was the compile" in timeline.caption(got)
+
+
+def test_a_spare_whose_imports_were_done_shows_no_imports_in_the_run():
+    clock = runclock.RunClock()
+    clock.launch()
+    clock.worker(forked=False, from_spare="ready")
+    clock.event({"type": "started", "t": 0.0, "imports_s": 9.0, "ready_wait_s": 60.0})
+    clock.event({"type": "result", "t": 0.01})
+    names = [p["name"] for p in clock.timeline({})["timeline"]]
+    assert not any(n.startswith("imports") for n in names)
+
+
+def test_a_record_without_a_timeline_says_so_and_draws_no_bar():
+    from ui import timeline_bar
+
+    assert timeline.caption({"speedup": 1.2}) == "n/a: recorded before the lab kept a timeline"
+    assert timeline_bar.timeline_chart({"speedup": 1.2}) is None
+    fig = timeline_bar.timeline_chart({"timeline": [
+        {"name": "queue", "kind": LAB, "start_s": 0.0, "s": 1.0},
+        {"name": "Dynamo", "kind": COMPILE, "start_s": 1.0, "s": 2.0}]})
+    assert [t.x[0] for t in fig.data] == [1.0, 2.0] and fig.data[0].marker.color != fig.data[1].marker.color
