@@ -121,3 +121,39 @@ def test_limits_the_instructor_sets_in_the_app_win_until_reset(store, monkeypatc
         limits.set_by_instructor(store, {"max_queued_per_session": 0})
     assert limits.load(store=store).max_batch_size == 4  # a refused change changes nothing
     assert limits.set_by_instructor(store, None).max_batch_size == 64  # back to the environment's
+
+
+def test_a_forward_that_reads_its_inputs_values_has_no_estimate_and_the_run_still_queues(store, monkeypatch):
+    # BART's training forward read a value on fake tensors (torch 2.11) and the check before queueing raised a
+    # traceback instead of running: a forward that cannot run abstractly means no estimate, as a missing meta
+    # kernel does, and the run's own OOM guard applies.
+    import torch
+    import sample_models
+
+    entry = sample_models.get("captioner")
+
+    class ReadsValues(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, *inputs):
+            if inputs[0].float().sum() > 0:  # a Python branch on a value: impossible without storage
+                return self.net(*inputs)
+            return self.net(*inputs)
+
+    class Wrapped:
+        def __getattr__(self, name):
+            return getattr(entry, name)
+
+        def build(self, preset, **kw):
+            return ReadsValues(entry.build(preset, **kw))
+
+    monkeypatch.setattr(sample_models, "get", lambda name: Wrapped())
+    from tcore.lab import memory
+    memory._estimate_bytes.cache_clear()
+    exp = QUICK.replace(batch_size=3)
+    with pytest.raises(NotImplementedError, match="cannot run on abstract tensors"):
+        limits.estimate_memory_gib(exp)
+    limits.check(exp, "cpu", "s1", store, limits.load({}))  # refused nothing, raised nothing
+    memory._estimate_bytes.cache_clear()
