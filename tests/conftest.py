@@ -2,14 +2,35 @@
 import os
 import sys
 
-import pytest
-import torch
+# Inductor compiles a graph's kernels in a pool of worker processes, one per core, each importing torch first: on a
+# machine of few cores that runs several tests' compiles at once, starting the pool costs more CPU than building in
+# parallel saves (the verbatim snippet's cold compile: about 60 CPU-s with the pool, 41 without, on 2 cores). Every
+# kernel is still generated and built, in the compiling process; set the variable to have the pool back. A machine
+# of many cores (the GPU machine) keeps it: there, kernels building side by side is time saved.
+if (os.cpu_count() or 1) <= 4:
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+import pytest  # noqa: E402  (after the variable: torch's Inductor reads it once, at import)
+import torch  # noqa: E402
 
 from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 
 
+# The files that take longest, longest first (their tests' times added up, from a run of the first part on this
+# 2-core machine shared with other users, 2026-11-25). `make test` gives each file whole to one worker (--dist
+# loadfile --no-loadscope-reorder) in the order collected, so these start first and no long file starts last to hold
+# the suite up alone. Only how long the suite takes depends on this order; a file not named runs after them, in the
+# order collected.
+LONGEST_FIRST = ("test_snippet.py", "test_queue.py", "test_generate.py", "test_cluster.py", "test_diagnostics.py",
+                 "test_ladder.py", "test_worker.py", "test_ownership.py", "test_ladder_aot_compile.py", "test_ladder_aoti.py",
+                 "test_real_models.py", "test_caches.py", "test_sweep_queue.py", "test_timeouts.py", "test_snippet_real.py",
+                 "test_app.py", "test_app_diagnose.py", "test_failures.py", "test_serve.py", "test_full_disk.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine: pytest -m gpu)")

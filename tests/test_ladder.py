@@ -1,5 +1,6 @@
-"""The start-up ladder: its arithmetic and order on made-up step reports, a rung this torch lacks, and every rung for
-real on the tiny captioner (one ladder for the whole module: its rungs are cold Inductor compiles, minutes here)."""
+"""The start-up ladder: its arithmetic and order on made-up step reports, a rung this torch lacks, and the eager,
+cold, warm and Mega-Cache rungs for real on the tiny captioner (one climb for the whole module; the artifact rungs
+climb in test_ladder_aot_compile.py and test_ladder_aoti.py, beside this file: tests/ladder_rungs.py says why)."""
 import json
 import subprocess
 import sys
@@ -10,8 +11,9 @@ import torch
 from tcore.experiment.spec import Experiment
 from tcore.lab import ladder
 from tcore.worker import ladder as worker_ladder
+from tests.ladder_rungs import PARTS, SPEC, assert_rung_reached_a_first_result_that_matches_eager, climb
 
-SPEC = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", timed_s=0.1).to_json()
+CACHE_RUNGS = ["eager", *PARTS["test_ladder.py"]]
 
 
 def report(step, first_result_s=1.0, samples_per_s=100.0, **more):
@@ -81,28 +83,20 @@ def test_the_command_line_takes_the_ladder():
     assert "--rungs" in out.stdout and "aot_compile" in out.stdout
 
 
-# --- every rung for real, once ------------------------------------------------------------------------------------
+def test_the_real_climbs_together_take_every_rung():
+    assert sorted(["eager", *(r for rungs in PARTS.values() for r in rungs)]) == sorted(ladder.RUNGS)
+
+
+# --- the rungs made of caches for real, once -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def climbed():
-    return ladder.ladder(SPEC, timeout_s=1200)
+    return climb(PARTS["test_ladder.py"])
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("rung", list(ladder.RUNGS))
+@pytest.mark.parametrize("rung", CACHE_RUNGS)
 def test_each_rung_reaches_a_first_result_that_matches_eager(climbed, rung):
-    row = next(r for r in climbed["rungs"] if r["rung"] == rung)
-    assert "unavailable" not in row, row.get("unavailable")
-    phases = row["phases"]
-    assert row["first_result_s"] == pytest.approx(sum(phases.get(k, 0) for k in
-                                                      ("interpreter_s", "imports_s", "build_s", "load_s",
-                                                       "first_call_s")), abs=1e-3)
-    assert row["samples_per_s"] > 0 and row["throughput_vs_cold"] > 0
-    if rung != "eager":
-        assert row["correctness_ok"] is True, row
-    if rung in ("mega_cache", "aot_compile", "aoti"):
-        assert row["artifact_bytes"] > 0 and phases["load_s"] >= 0
-    if rung in ("aot_compile", "aoti"):
-        assert row["build"]["phases"]["compile_s"] > 0
+    assert_rung_reached_a_first_result_that_matches_eager(climbed, rung)
 
 
 @pytest.mark.compile

@@ -1,0 +1,40 @@
+"""What every rung of the start-up ladder must show when it runs for real on the tiny captioner.
+
+The real ladder is climbed in three parts, each in a test file of its own (test_ladder.py: eager, cold, warm and
+Mega-Cache; test_ladder_aot_compile.py; test_ladder_aoti.py): their rungs are cold Inductor compiles in fresh
+processes, about a minute of a core each, and the suite gives each file to one worker, so three files run side by
+side where one would run them one after the other. Each part starts with eager, the reference its rungs compare
+their output with; only the part with the cold rung has throughput against cold's.
+"""
+import pytest
+
+from tcore.lab import ladder
+from tcore.spec import Experiment
+
+SPEC = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", timed_s=0.1).to_json()
+# test file -> the rungs it climbs for real after eager; together, with eager, every rung
+PARTS = {"test_ladder.py": ["cold", "warm", "mega_cache"], "test_ladder_aot_compile.py": ["aot_compile"],
+         "test_ladder_aoti.py": ["aoti"]}
+
+
+def climb(rungs: list[str]) -> dict:
+    """Eager, then `rungs`, each step in a fresh process."""
+    return ladder.ladder(SPEC, ["eager", *rungs], timeout_s=1200)
+
+
+def assert_rung_reached_a_first_result_that_matches_eager(climbed: dict, rung: str) -> None:
+    row = next(r for r in climbed["rungs"] if r["rung"] == rung)
+    assert "unavailable" not in row, row.get("unavailable")
+    phases = row["phases"]
+    assert row["first_result_s"] == pytest.approx(sum(phases.get(k, 0) for k in
+                                                      ("interpreter_s", "imports_s", "build_s", "load_s",
+                                                       "first_call_s")), abs=1e-3)
+    assert row["samples_per_s"] > 0
+    if "cold" in climbed["steps"]:
+        assert row["throughput_vs_cold"] > 0
+    if rung != "eager":
+        assert row["correctness_ok"] is True, row
+    if rung in ("mega_cache", "aot_compile", "aoti"):
+        assert row["artifact_bytes"] > 0 and phases["load_s"] >= 0
+    if rung in ("aot_compile", "aoti"):
+        assert row["build"]["phases"]["compile_s"] > 0
