@@ -105,8 +105,12 @@ def while_idle(run_waiting: Callable[[], bool]) -> None:
 
 
 # The libraries the real models are built with (sample_models.sources), imported by a run that builds one of them:
-# about 1.2 s on the CPU machine for transformers and timm together. (diffusers, 2-3 s more, only for Flux, is not.)
-MODEL_LIBRARIES = ("torchvision.models", "timm", "transformers")
+# about 1.2 s on the CPU machine for transformers and timm together. transformers' top level is lazy: the first hf:
+# spec a run reads imports its model classes, and modeling_utils, modeling_layers and modeling_auto were 3.2 s of
+# the 3.8 s reading an hf:gpt2 spec took on the CPU machine (the timeline's hand-over read 2.5 s for hf:gpt2 on an
+# H100, 0.0 s for the built-in models), so those come too. diffusers (2-3 s more, only for Flux) does not.
+MODEL_LIBRARIES = ("torchvision.models", "timm", "transformers", "transformers.modeling_utils",
+                   "transformers.modeling_layers", "transformers.models.auto.modeling_auto")
 
 
 def _import_quietly(name: str) -> None:
