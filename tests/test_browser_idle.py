@@ -65,8 +65,12 @@ def test_the_instructors_cancel_shows_and_the_end_reaches_every_tab(lab):
         teacher.get_by_role("button", name="Cancel").first.click()
         clicked = time.monotonic()
         # That the click's own redraw says so, not a refresh tick, is tests/test_idle.py's to prove (AppTest): a wait
-        # here would be shorter than a tick only on a quiet machine. This checks it happens in a real browser.
-        expect(teacher.get_by_text("cancelling", exact=True)).to_be_visible(timeout=WAIT_MS)
+        # here would be shorter than a tick only on a quiet machine. This checks it happens in a real browser. On a
+        # quiet machine the owner can end the run before the page redraws, so "cancelling" may never be drawn: the
+        # end counts too, and the command line's exit below says the cancel (not the run's own end) did it.
+        cancelling = teacher.get_by_text("cancelling", exact=True)
+        ended = teacher.get_by_text("Nothing is running or waiting", exact=False)
+        expect(cancelling.or_(ended).first).to_be_visible(timeout=WAIT_MS)
         shown_s = time.monotonic() - clicked
         teacher.screenshot(path=str(ARTIFACTS / "idle-instructor-cancelling.png"))
         assert cli.wait(180) != 0  # its owner stopped the worker: the command line says the run failed (cancelled)
@@ -75,7 +79,7 @@ def test_the_instructors_cancel_shows_and_the_end_reaches_every_tab(lab):
             expect(page.get_by_text("Nothing is running or waiting", exact=False).first).to_be_visible(timeout=WAIT_MS)
             assert page.get_by_text("running", exact=True).count() == 0
         ada.screenshot(path=str(ARTIFACTS / "idle-participant-after-cancel.png"))
-        print(f"cancelling shown {shown_s:.2f} s after the click")
+        print(f"cancelling or the end shown {shown_s:.2f} s after the click")
         for watch in watches:
             assert not watch.problems(), watch.problems()
         browser.close()
