@@ -175,9 +175,10 @@ def _history_before(store: RunStore, exp: Experiment) -> list[str]:
     ± 5% (tcore.lab.rerun_outlook: the same note the Run page shows above its Run button)."""
     from tcore.lab import rerun_outlook
 
-    _, earlier, _ = rerun_outlook.earlier(exp, store)
+    found = rerun_outlook.earlier(exp, store)
+    earlier = found[1]
     lines = [f"before this run: {earlier.words()}"] if earlier.points else []
-    if ahead := rerun_outlook.words(exp, store):
+    if ahead := rerun_outlook.words(exp, store, found):
         lines.append("  " + ahead.replace("**", ""))
     return lines
 

@@ -20,7 +20,10 @@ def machine_env(device: str) -> dict:
     return {"hostname": socket.gethostname(), "cpu": machine.cpu_model(), "gpu": gpus[0]["name"] if gpus else None}
 
 
-def earlier(exp: Experiment, store: RunStore) -> tuple[str, history.History, int]:
+Earlier = tuple[str, history.History, int]  # earlier()'s answer: device, the runs' history, how many host-bound
+
+
+def earlier(exp: Experiment, store: RunStore) -> Earlier:
     """(device, the finished runs of `exp`'s setting on this machine, how many of them were host-bound)."""
     device, _ = preflight(exp)
     records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device)) if r.result.get("speedup")]
@@ -38,16 +41,17 @@ def bound_at_larger_batch(exp: Experiment, store: RunStore, device: str) -> int 
     return min(batches) if batches else None
 
 
-def outlook(exp: Experiment, store: RunStore) -> rerun.Outlook | None:
-    """What the lab expects of reruns of `exp` here; None when nothing compiled gives a speedup to rerun."""
+def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None) -> rerun.Outlook | None:
+    """What the lab expects of reruns of `exp` here; None when nothing compiled gives a speedup to rerun. found: what
+    earlier() answered already (the command line prints it too), so the store is not asked twice."""
     if not exp.has_compiled_variant:
         return None
-    device, past, bound = earlier(exp, store)
+    device, past, bound = found or earlier(exp, store)
     larger = bound_at_larger_batch(exp, store, device) if not bound else None
     return rerun.outlook(past.speedups, device, bound, (larger, exp.batch_size) if larger else None)
 
 
-def words(exp: Experiment, store: RunStore) -> str | None:
+def words(exp: Experiment, store: RunStore, found: Earlier | None = None) -> str | None:
     """The note said before a run of `exp` whose headline may move by more than ± HOLD_PCT between reruns."""
-    ahead = outlook(exp, store)
+    ahead = outlook(exp, store, found)
     return ahead.words() if ahead is not None else None
