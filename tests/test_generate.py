@@ -19,7 +19,8 @@ from tcore.export.snippet import code_for
 from tcore.lab import runs
 from tcore.lab.launcher import REPO_ROOT
 from tcore.store import RunStore
-from tcore.worker.generate import launch_words
+from tcore.worker import membw
+from tcore.worker.generate import gathered_bytes, launch_words
 
 
 def test_decode_reads_the_weights_and_a_static_cache_whole_a_dynamic_one_as_it_grows():
@@ -28,6 +29,66 @@ def test_decode_reads_the_weights_and_a_static_cache_whole_a_dynamic_one_as_it_g
     assert figures.decode_read_bytes(1000, 384, False, 128, 256) == pytest.approx(1000 + 256)
     # 2.5 GB a step at 670 steps/s is 1.675 TB/s: half an H100's 3.35 TB/s
     assert figures.bandwidth_pct(2.5e9, 670, 3.35) == pytest.approx(50.0)
+
+
+def test_a_copy_counts_its_bytes_twice_and_decode_shares_each_yardstick_it_is_given():
+    # 1 GiB copied 4 times in 3 ms: 8 GiB read and written, 2.863 TB/s
+    assert figures.copy_bandwidth_tb_s(2**30, 4, 3.0) == pytest.approx(2 * 4 * 2**30 / 3e-3 / 1e12)
+    # 2.47 GB a step at 575.6 steps/s reads 1.42 TB/s: 42.4% of an H100's datasheet 3.35 TB/s, and of a measured
+    # 2.9 TB/s (injected: the figure the GPU's copy would give) 49.0%
+    shares = figures.decode_bandwidth(2.47e9, 575.6, 2.9, 3.35)
+    assert shares["decode_tb_s"] == pytest.approx(1.4217, rel=1e-4)
+    assert shares["decode_bw_pct"] == pytest.approx(42.44, abs=0.01)
+    assert shares["decode_bw_measured_pct"] == pytest.approx(49.02, abs=0.01)
+    # a yardstick that is missing gives no share, the other stays
+    cpu = figures.decode_bandwidth(2.47e9, 575.6, None, None)
+    assert cpu["decode_bw_pct"] is None and cpu["decode_bw_measured_pct"] is None and cpu["decode_tb_s"] > 0
+    assert figures.decode_bandwidth(2.47e9, 575.6, 2.9, None)["decode_bw_measured_pct"] == pytest.approx(49.02, abs=0.01)
+
+
+def test_the_copy_buffers_stay_far_larger_than_l2_and_fit_the_free_memory():
+    gib, l2 = 2**30, 50 * 2**20  # an H100's L2
+    assert membw.buffer_bytes(80 * gib, l2) == gib
+    assert membw.buffer_bytes(3 * gib, l2) == gib // 2  # two buffers within half the free memory
+    assert membw.buffer_bytes(gib, l2) is None  # 256 MiB would be under 8x the L2
+    assert membw.buffer_bytes(80 * gib, 256 * 2**20) == 2 * gib  # a larger L2 needs a larger buffer
+
+
+def test_on_the_cpu_the_measured_bandwidth_is_not_taken_and_says_why():
+    found = membw.measure("cpu")
+    assert found.tb_s is None and found.why_not.startswith("on the CPU")
+
+
+def test_a_decode_step_reads_embedding_tables_a_row_at_a_time_unless_a_head_shares_them():
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens, self.places = torch.nn.Embedding(100, 8), torch.nn.Embedding(16, 8)
+            self.head = torch.nn.Linear(8, 100, bias=False)
+            self.head.weight = self.tokens.weight  # tied: the head reads the token table whole
+
+    model = Tiny()
+    assert gathered_bytes(model) == 16 * 8 * 4  # only the position table is read a row at a time
+    model.head.weight = torch.nn.Parameter(torch.zeros(100, 8))
+    assert gathered_bytes(model) == (100 + 16) * 8 * 4
+
+
+def test_the_bandwidth_tile_names_each_yardstick_with_its_figure():
+    pytest.importorskip("streamlit")
+    from ui.generate import bandwidth_tile, bandwidth_words
+
+    r = {"compiled_decode_tb_s": 1.42, "compiled_decode_bw_measured_pct": 49.0, "mem_bw_measured_tb_s": 2.9,
+         "compiled_decode_bw_pct": 42.4, "mem_bw_datasheet_tb_s": 3.35}
+    tile = bandwidth_tile(r)
+    assert tile["value"] == "49.0% measured"
+    assert tile["delta"] == "reads 1.42 TB/s; 49.0% of 2.9 TB/s measured; 42.4% of 3.35 TB/s datasheet"
+    words = bandwidth_words(r)
+    assert "49.0% of the 2.90 TB/s a device-to-device copy reached" in words and "42.4% of the 3.35 TB/s" in words
+    cpu = {"compiled_decode_tb_s": 0.001, "unavailable": {
+        "compiled_decode_bw_measured_pct": "on the CPU: the lab measures a GPU's memory bandwidth only",
+        "compiled_decode_bw_pct": "on the CPU: no GPU memory bandwidth to compare with"}}
+    assert bandwidth_tile(cpu)["value"] == "n/a" and "measured: n/a, on the CPU" in bandwidth_tile(cpu)["help"]
+    assert bandwidth_words(cpu).startswith("Memory bandwidth share: n/a, on the CPU")
 
 
 def test_same_tokens_counts_positions_that_agree():
@@ -115,6 +176,10 @@ def test_a_generation_run_records_its_figures_and_eager_and_compiled_write_the_s
         assert r[f"{variant}_ttft_ms"] > 0 and r[f"{variant}_decode_tokens_per_s"] > 0
         assert r[f"{variant}_tokens_per_s"] == pytest.approx(2 * r[f"{variant}_decode_tokens_per_s"])
         assert r[f"{variant}_decode_bw_pct"] is None and "CPU" in r["unavailable"][f"{variant}_decode_bw_pct"]
+        assert r[f"{variant}_decode_bw_measured_pct"] is None
+        assert "CPU" in r["unavailable"][f"{variant}_decode_bw_measured_pct"]
+        assert r[f"{variant}_decode_tb_s"] > 0
+    assert r["mem_bw_measured_tb_s"] is None and r["mem_bw_datasheet_tb_s"] is None
     assert r["speedup"] > 0 and r["paired_rounds"] == 2
     assert r["compile_prefill_s"] is not None and r["compile_decode_s"] is not None
     assert set(r["compile_by_function_s"]) >= {"prefill", "decode"}

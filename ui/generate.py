@@ -52,11 +52,30 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
                "value": figures.text(result, f"{variant}_tokens_per_s", unit=False, reason=False),
                "delta": f"{(speedup - 1) * 100:+.0f}% vs eager" if speedup and variant == "compiled" else None,
                "help": fig.means} for variant in ("eager", "compiled")]
-    bw = figures.VARIANT_FIGURES["decode_bw_pct"]
-    bottom.append({"label": "Memory bandwidth", "value": figures.text(result, "compiled_decode_bw_pct", reason=False),
-                   "help": bw.means + (f" n/a: {why}" if (why := (result.get("unavailable") or {}).get(
-                       "compiled_decode_bw_pct")) else "")})
+    bottom.append(bandwidth_tile(result))
     return [top, bottom]
+
+
+def bandwidth_tile(result: dict) -> dict[str, Any]:
+    """Compiled decode's share of the GPU's memory bandwidth: of the measured copy bandwidth where there is one, with
+    the datasheet's share beside it, each yardstick named with its TB/s."""
+    unavailable = result.get("unavailable") or {}
+    shares, why = [], []
+    for name, pct_key, tb_key in (("measured", "compiled_decode_bw_measured_pct", "mem_bw_measured_tb_s"),
+                                  ("datasheet", "compiled_decode_bw_pct", "mem_bw_datasheet_tb_s")):
+        if result.get(pct_key) is not None and result.get(tb_key) is not None:
+            pct = result[pct_key]
+            shares.append((f"{pct:.1f}% {name}", f"{pct:.1f}% of {result[tb_key]:.3g} TB/s {name}"))
+        elif pct_key in unavailable:
+            why.append(f"{name}: n/a, {unavailable[pct_key]}")
+    rate = result.get("compiled_decode_tb_s")
+    delta = [f"reads {rate:.3g} TB/s"] if rate is not None else []
+    means = (f"{figures.VARIANT_FIGURES['decode_tb_s'].means} Measured: "
+             f"{figures.RUN_FIGURES['mem_bw_measured_tb_s'].means} Datasheet: "
+             f"{figures.RUN_FIGURES['mem_bw_datasheet_tb_s'].means}")
+    return {"label": "Decode memory bandwidth", "value": shares[0][0] if shares else "n/a",
+            "delta": "; ".join(delta + [long for _, long in shares]) or None,
+            "delta_color": "off", "delta_arrow": "off", "help": " ".join([means, *why])}
 
 
 def tokens_words(result: dict) -> tuple[bool | None, str]:
@@ -81,7 +100,25 @@ def details_words(result: dict) -> list[str]:
                    + (f": {result['prompt_recompile_reasons'][0]}." if result.get("prompt_recompile_reasons") else "."))
     if result.get("launch_bound_words"):
         out.append(result["launch_bound_words"])
+    if words := bandwidth_words(result):
+        out.append(words)
     return out
+
+
+def bandwidth_words(result: dict) -> str | None:
+    """One sentence: what compiled decode reads per second against both yardsticks, or why neither is there."""
+    rate, unavailable = result.get("compiled_decode_tb_s"), result.get("unavailable") or {}
+    parts = []
+    if result.get("compiled_decode_bw_measured_pct") is not None:
+        parts.append(f"{result['compiled_decode_bw_measured_pct']:.1f}% of the {result['mem_bw_measured_tb_s']:.2f} "
+                     "TB/s a device-to-device copy reached on this GPU (measured)")
+    if result.get("compiled_decode_bw_pct") is not None:
+        parts.append(f"{result['compiled_decode_bw_pct']:.1f}% of the {result['mem_bw_datasheet_tb_s']:.3g} TB/s "
+                     "of its datasheet")
+    if rate is None or not parts:
+        why = unavailable.get("compiled_decode_bw_measured_pct") or unavailable.get("compiled_decode_bw_pct")
+        return f"Memory bandwidth share: n/a, {why}." if why else None
+    return f"Compiled decode reads {rate:.3g} TB/s: " + ", and ".join(parts) + "."
 
 
 # --- on Diagnose: what a new prompt length costs ---------------------------------------------------

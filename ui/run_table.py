@@ -12,7 +12,8 @@ RUN_TABLE_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s",
                      "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
                      "eager_energy_j_per_step", "compiled_energy_j_per_step", "compiled_peak_pct", "compiled_idle_ms",
                      # generation runs (task=generate); empty for the others
-                     "compiled_tokens_per_s", "compiled_ttft_ms", "compiled_decode_bw_pct"]
+                     "compiled_tokens_per_s", "compiled_ttft_ms", "compiled_decode_bw_measured_pct",
+                     "compiled_decode_bw_pct"]
 # The run table: (column of RunStore.dataframe(), title with unit).
 RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
                *[(c, figures.column_label(c)) for c in RUN_TABLE_FIGURES], ("error_kind", "Error"), ("id", "Run id")]

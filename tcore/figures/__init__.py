@@ -24,8 +24,9 @@ from tcore.figures.fields import (BUSY_CORES, COMPILE_PHASES, DISAGREE_PCT, GENE
                                   VARIANT_FIGURES, VARIANTS, Figure, Result, RunFigures, VariantFigures, column_label,
                                   figure, lookup, summary_keys, text)
 from tcore.figures.derived import (Block, bandwidth_pct, breakeven_steps, change_pct, compile_totals,  # noqa: F401
-                                   decode_read_bytes, energy_error_pct, gpu_time_samples_per_s, paired_figures,
-                                   peak_shares, percentile, round_speedups, same_tokens_pct, slow_step_places,
-                                   speedup, summarize, upgrade_result)
+                                   copy_bandwidth_tb_s, decode_bandwidth, decode_read_bytes, energy_error_pct,
+                                   gpu_time_samples_per_s, paired_figures, peak_shares, percentile, read_tb_s,
+                                   round_speedups, same_tokens_pct, slow_step_places, speedup, summarize,
+                                   upgrade_result)
 from tcore.figures.verdicts import (LEVEL_PCT, disagreement, host_bound, interval_name,  # noqa: F401
                                     interval_reach, noise_reasons, speedup_words, told_apart)

@@ -165,9 +165,32 @@ def decode_read_bytes(weight_bytes: int, kv_bytes: int, static: bool, prompt: in
     return weight_bytes + kv_bytes * (prompt + new / 2) / (prompt + new)
 
 
+def read_tb_s(read_bytes: float, steps_per_s: float) -> float:
+    """The bandwidth, in TB/s, that reading `read_bytes` per step at `steps_per_s` uses."""
+    return read_bytes * steps_per_s / 1e12
+
+
 def bandwidth_pct(read_bytes: float, steps_per_s: float, peak_tb_s: float) -> float:
-    """The share of a memory bandwidth that reading `read_bytes` per step at `steps_per_s` uses."""
-    return 100 * read_bytes * steps_per_s / (peak_tb_s * 1e12)
+    """The share of a memory bandwidth (a datasheet's or a measured one, TB/s) that reading `read_bytes` per step at
+    `steps_per_s` uses."""
+    return 100 * read_tb_s(read_bytes, steps_per_s) / peak_tb_s
+
+
+def decode_bandwidth(read_bytes: float, steps_per_s: float, measured_tb_s: float | None,
+                     datasheet_tb_s: float | None) -> dict[str, float | None]:
+    """A decode step's read rate (decode_tb_s) and its share of each yardstick: the bandwidth measured on the GPU
+    (decode_bw_measured_pct) and the datasheet's (decode_bw_pct); None where that yardstick is None."""
+    return {"decode_tb_s": read_tb_s(read_bytes, steps_per_s),
+            "decode_bw_measured_pct": None if measured_tb_s is None else bandwidth_pct(read_bytes, steps_per_s,
+                                                                                       measured_tb_s),
+            "decode_bw_pct": None if datasheet_tb_s is None else bandwidth_pct(read_bytes, steps_per_s,
+                                                                               datasheet_tb_s)}
+
+
+def copy_bandwidth_tb_s(buffer_bytes: int, copies: int, elapsed_ms: float) -> float:
+    """A device-to-device copy's bandwidth in TB/s, as STREAM and nvbandwidth count it: each copy reads the buffer
+    and writes it, so it moves twice its bytes."""
+    return 2 * buffer_bytes * copies / (elapsed_ms / 1e3) / 1e12
 
 
 def same_tokens_pct(eager: list[list[int]], compiled: list[list[int]]) -> float:

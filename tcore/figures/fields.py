@@ -133,10 +133,18 @@ class VariantFigures:
     energy_j_per_token: float | None = figure(
         "Energy per token", "J", "%.3g", LOWER,
         "The energy counter's difference over the timed generations (prefill included) per generated token.")
+    decode_tb_s: float | None = figure(
+        "Decode, memory read rate", "TB/s", "%.3f", HIGHER,
+        "Bytes a decode step reads (the weights once, less embedding tables it reads a row of, and the KV cache) "
+        "times decode steps per second: gpt-fast's 'bandwidth achieved'.")
     decode_bw_pct: float | None = figure(
-        "Decode, share of memory bandwidth", "%", "%.1f", HIGHER,
-        "Bytes a decode step reads (the weights once, and the KV cache) times decode steps per second, over the "
-        "GPU's peak memory bandwidth (tcore.host.peaks): how close decoding is to its memory-bound limit.")
+        "Decode, share of datasheet memory bandwidth", "%", "%.1f", HIGHER,
+        "The decode's memory read rate over the GPU's datasheet memory bandwidth (tcore.host.peaks): a bus's peak, "
+        "which no kernel reaches.")
+    decode_bw_measured_pct: float | None = figure(
+        "Decode, share of measured memory bandwidth", "%", "%.1f", HIGHER,
+        "The decode's memory read rate over the bandwidth a plain device-to-device copy reached on this GPU in "
+        "this run (tcore.worker.membw): how close decoding is to what memory-bound code achieves here.")
     decode_idle_pct: float | None = figure(
         "Decode step, device idle", "%", "%.0f", LOWER,
         "The share of a profiled decode step in which the GPU ran no kernel: waiting on Python and launches. Above "
@@ -277,6 +285,13 @@ class RunFigures:
     decode_recompiles: int | None = figure(
         "Recompilations as the cache grows", "", "%d", LOWER,
         "Recompilations during the first compiled generation's decode steps: none with a static cache.")
+    mem_bw_measured_tb_s: float | None = figure(
+        "Memory bandwidth, measured", "TB/s", "%.3f", None,
+        "A device-to-device copy of a buffer far larger than L2, read and write bytes counted, best of five "
+        "CUDA-event timings after a warm-up (STREAM's Copy, nvbandwidth's device-local copy); once per worker.")
+    mem_bw_datasheet_tb_s: float | None = figure(
+        "Memory bandwidth, datasheet", "TB/s", "%.3g", None,
+        "The GPU's memory bandwidth from its vendor's datasheet (tcore.host.peaks).")
     prompt_recompiles: int | None = figure(
         "Recompilations for a new prompt length", "", "%d", LOWER,
         "Recompilations that one more generation, with a prompt one token shorter, caused (after the timing).")
@@ -296,10 +311,10 @@ SUMMARY_VARIANT = ("steps_per_s", "samples_per_s", "gpu_time_samples_per_s", "sp
 GENERATE_RUN = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "paired_rounds", "ttft_speedup",
                 "compile_s", "compile_prefill_s", "compile_decode_s", "tokens_same_pct", "graph_count",
                 "graph_break_count", "recompile_count", "decode_recompiles", "prompt_recompiles", "kv_cache_gib",
-                "busy_cores", "gpu_processes")
+                "mem_bw_measured_tb_s", "mem_bw_datasheet_tb_s", "busy_cores", "gpu_processes")
 GENERATE_VARIANT = ("ttft_ms", "decode_tokens_per_s", "tokens_per_s", "decode_ms_per_token", "spread_pct",
-                    "decode_bw_pct", "decode_idle_pct", "gpu_busy_pct", "peak_mem_gib", "kv_share_pct", "power_w",
-                    "energy_j_per_token")
+                    "decode_tb_s", "decode_bw_measured_pct", "decode_bw_pct", "decode_idle_pct", "gpu_busy_pct",
+                    "peak_mem_gib", "kv_share_pct", "power_w", "energy_j_per_token")
 
 
 def summary_keys(task: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -22,7 +22,7 @@ from tcore.experiment.spec import PRECISIONS, Experiment
 from tcore.figures import Result, RunFigures, VariantFigures, breakdown, paired
 from tcore.host import peaks
 from tcore.host.power import PowerMeter, PowerSampler
-from tcore.worker import artifacts, diagnostics, profiling
+from tcore.worker import artifacts, diagnostics, membw, profiling
 from tcore.worker.build import DTYPES, compile_errors
 from tcore.worker.generation import Generation, Generator, compile_pair, new_steps
 from tcore.worker.pacing import most_rounds, round_seconds
@@ -53,6 +53,12 @@ class GenerateMeasurement:
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
         exp, run, details = self.exp, self.result.run, self.result.details
         self.phase("building")
+        self.yardstick = membw.measure(self.device)  # before the model, while the most memory is free
+        run.mem_bw_measured_tb_s = self.yardstick.tb_s
+        if self.yardstick.tb_s is None:
+            self.result.unavailable["mem_bw_measured_tb_s"] = self.yardstick.why_not
+        else:
+            details["mem_bw_method"] = self.yardstick.method
         entry = sample_models.get(exp.model)
         torch.manual_seed(exp.seed)
         model = entry.build(exp.preset, device=self.device).eval()
@@ -67,6 +73,7 @@ class GenerateMeasurement:
                        for t in decoder.prompt(exp.batch_size, prompt_len, self.device, generator))
         run.param_count = sum(p.numel() for p in model.parameters())
         self.weight_bytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+        self.gathered_bytes = gathered_bytes(model)
         details.update(prompt_tokens=prompt_len, new_tokens=new, kv_cache=exp.kv_cache, rounds=exp.rounds,
                        peak_mem_source=PeakMemory(self.device).what, power_source=self.meter.source)
 
@@ -206,6 +213,11 @@ class GenerateMeasurement:
     def derive(self, eager: Generator, compiled: Generator | None) -> None:
         exp, result, run = self.exp, self.result, self.result.run
         peak = peaks.lookup(self.env.get("gpu"))
+        measured = self.yardstick.tb_s
+        run.mem_bw_datasheet_tb_s = peak.mem_tb_s if peak else None
+        if peak is None:
+            result.unavailable["mem_bw_datasheet_tb_s"] = (
+                "a GPU that tcore.host.peaks does not list" if self.device == "cuda" else "on the CPU")
         for name, gen in (("eager", eager), ("compiled", compiled)):
             if gen is None:
                 continue
@@ -227,13 +239,17 @@ class GenerateMeasurement:
                 why = self.meter.reason if not self.meter.available else "the energy counter did not advance"
                 for key in ("energy_j_per_token", "power_w"):
                     result.unavailable[f"{name}_{key}"] = why
+            read = figures.decode_read_bytes(self.weight_bytes - self.gathered_bytes, gen.kv_bytes, gen.static,
+                                             gen.prompt_len, gen.new)
+            for key, value in figures.decode_bandwidth(read, summary.steps_per_s, measured,
+                                                       run.mem_bw_datasheet_tb_s).items():
+                setattr(summary, key, value)
             if peak is None:
                 result.unavailable[f"{name}_decode_bw_pct"] = (
-                    "no memory bandwidth to compare with: on the CPU, or a GPU that tcore.host.peaks does not list"
+                    "no datasheet memory bandwidth: a GPU that tcore.host.peaks does not list"
                     if self.device == "cuda" else "on the CPU: no GPU memory bandwidth to compare with")
-            else:
-                read = figures.decode_read_bytes(self.weight_bytes, gen.kv_bytes, gen.static, gen.prompt_len, gen.new)
-                summary.decode_bw_pct = figures.bandwidth_pct(read, summary.steps_per_s, peak.mem_tb_s)
+            if measured is None:
+                result.unavailable[f"{name}_decode_bw_measured_pct"] = self.yardstick.why_not
             setattr(result, name, summary)
         if compiled is None:
             return
@@ -281,13 +297,14 @@ class GenerateMeasurement:
             if gen.static:
                 gen.decoder.reset(cache)
             with torch.no_grad(), gen.autocast:
-                state = {"token": gen.prefill(cache, *gen.prompt).clone(), "pos": gen.prompt_len}
+                # positions made on the device up front, as Generator.run does: a tensor built from a host int per
+                # step would copy it to the GPU and wait for the stream, a sync the timed steps do not have
+                positions = iter(gen.positions(gen.prompt_len))
+                state = {"token": gen.prefill(cache, *gen.prompt).clone()}
 
                 def step():  # the next decode step of a generation, as the timed ones run
                     gen.mark_step()
-                    pos = torch.tensor([state["pos"]], device=self.device)
-                    state["token"] = gen.decode(cache, state["token"][:, None], pos).clone()
-                    state["pos"] += 1
+                    state["token"] = gen.decode(cache, state["token"][:, None], next(positions)).clone()
 
                 kernels, found = profiling.profile_steps(step, self.device, steps, name)
             figs = self.result.variant(name)
@@ -312,6 +329,15 @@ def launch_words(eager_idle: float | None, compiled_idle: float | None, mode: st
     graphs = " CUDA graphs replay the step as one launch." if mode in NO_CUDAGRAPHS else (
         " mode=reduce-overhead would replay it as one CUDA graph." if (compiled_idle or 0) >= 50 else "")
     return f"Decode step: eager {said(eager_idle)}, compiled {said(compiled_idle)}.{graphs}"
+
+
+def gathered_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the embedding tables a decode step reads a row of (per sequence), not whole: every nn.Embedding's
+    weight, less one that an output head shares (a tied head reads the table whole to score the vocabulary)."""
+    tables = {id(m.weight): m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    whole = {id(p) for m in model.modules() if not isinstance(m, torch.nn.Embedding)
+             for p in m.parameters(recurse=False)}
+    return sum(w.numel() * w.element_size() for key, w in tables.items() if key not in whole)
 
 
 def _with_compiles(generate: Callable[[], Generation], t0: float) -> tuple[Generation, list[dict[str, Any]]]:

@@ -55,6 +55,11 @@ class Generator:
     def _new_cache(self):
         return self.decoder.new_cache(self.batch, self.prompt_len + self.new, self.static, self.dtype, self.device)
 
+    def positions(self, start: int) -> tuple[torch.Tensor, ...]:
+        """The decode steps' positions, made on the device once per generation, (1,) each: no step builds a tensor
+        on the host (a host-to-device copy and a wait on the stream per token)."""
+        return torch.arange(start, start + self.new - 1, device=self.device).split(1)
+
     @torch.no_grad()
     def run(self, prompt: tuple | None = None, each_step: bool = False) -> Generation:
         """One generation; `each_step` synchronizes after every decode step to time each (the compile split)."""
@@ -63,7 +68,7 @@ class Generator:
         cache = self.cache if self.static else self._new_cache()
         if self.static:
             self.decoder.reset(cache)
-        positions = torch.arange(start, start + self.new - 1, device=self.device).split(1)  # (1,) each
+        positions = self.positions(start)
         steps: list[float] = []
         with self.autocast:
             sync(self.device)
