@@ -9,10 +9,14 @@
    speed is (new tokens - 1) / (time of a full generate - time of a one-token generate), each the median of --repeats.
 2. A plain loop written here: transformers' StaticCache, a compiled one-token step (the same mode, fullgraph), and the
    same loop eager; decode speed is the decode steps over their time, synchronized at both ends only.
-3. The lab: `python -m tcore run --task generate` with the same settings, in a fresh process; its decode tokens/s.
+3. The lab: `python -m tcore run --task generate` with the same settings, in a fresh process; its decode tokens/s,
+   eager and compiled, and how far compiled decode is from the memory-bound limit: the bytes a step reads per second
+   (TB/s) and their share of the bandwidth the lab's worker measured on this GPU (a device-to-device copy of a buffer
+   far larger than L2, read + write bytes) and of the datasheet's.
 
-Prints one line per figure and writes bench/results/generate-check-<model>-<machine>.json. The three should agree
-within a few percent on a quiet machine; the lab's eager/compiled ratio is its headline.
+Prints one line per figure and writes bench/results/generate-check-<model>-<preset>-<machine>.json. The three should
+agree within a few percent on a quiet machine; the lab's eager/compiled ratio is its headline. --coordinate-descent
+turns on Inductor's coordinate-descent tuning (gpt-fast's setting) in the loop and the lab: a much longer compile.
 """
 from __future__ import annotations
 
@@ -120,6 +124,10 @@ def plain_loop(args, device: str, compiled: bool) -> dict:
         return model(input_ids=tokens, position_ids=pos[None], use_cache=True, **{cache_kw: cache},
                      **extra).logits[:, -1].argmax(-1)
 
+    if compiled and args.coordinate_descent:
+        import torch._inductor.config
+
+        torch._inductor.config.coordinate_descent_tuning = True
     step = torch.compile(forward, mode=args.mode, fullgraph=True) if compiled else forward
     mark = torch.compiler.cudagraph_mark_step_begin if device == "cuda" else (lambda: None)
 
@@ -152,7 +160,7 @@ def lab(args) -> dict:
     command = [sys.executable, "-m", "tcore", "run", "--task", "generate", "--model", args.model, "--preset",
                args.preset, "--batch-size", str(args.batch_size), "--precision", args.precision, "--prompt-len",
                str(args.prompt_len), "--new-tokens", str(args.new_tokens), "--mode", args.mode, "--kv-cache", "static",
-               "--db", str(db), "--json", "--quiet"]
+               "--db", str(db), "--json", "--quiet"] + (["--coordinate-descent"] if args.coordinate_descent else [])
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"the lab's run failed:\n{out.stderr[-3000:]}")
@@ -160,8 +168,40 @@ def lab(args) -> dict:
     return {key: r.get(key) for key in ("eager_decode_tokens_per_s", "compiled_decode_tokens_per_s", "speedup",
                                         "speedup_low", "speedup_high", "eager_ttft_ms", "compiled_ttft_ms",
                                         "compile_s", "compile_prefill_s", "compile_decode_s", "tokens_match",
-                                        "compiled_decode_bw_pct", "eager_decode_idle_pct",
-                                        "compiled_decode_idle_pct", "kv_cache_gib", "compiled_tokens")}
+                                        "compiled_decode_ms_per_token", "compiled_decode_tb_s",
+                                        "mem_bw_measured_tb_s", "mem_bw_datasheet_tb_s", "mem_bw_method",
+                                        "compiled_decode_bw_measured_pct", "compiled_decode_bw_pct",
+                                        "eager_decode_idle_pct", "compiled_decode_idle_pct", "kv_cache_gib",
+                                        "compiled_tokens", "unavailable")}
+
+
+def share(pct: float | None, tb_s: float | None, what: str, unavailable: dict, key: str) -> str:
+    if pct is None or tb_s is None:
+        return f"{what}: n/a ({unavailable.get(key, 'not recorded')})"
+    return f"{pct:.1f}% of {tb_s:.3g} TB/s {what}"
+
+
+def lab_lines(lab_figs: dict) -> list[str]:
+    """The lab's figures, a line each: decode tokens/s eager and compiled, the memory bandwidth measured on the GPU
+    and the datasheet's, and compiled decode's read rate with its share of each."""
+    unavailable = lab_figs.get("unavailable") or {}
+    rate, step_ms = lab_figs.get("compiled_decode_tb_s"), lab_figs.get("compiled_decode_ms_per_token")
+    measured, datasheet = lab_figs.get("mem_bw_measured_tb_s"), lab_figs.get("mem_bw_datasheet_tb_s")
+    shares = [share(lab_figs.get(key), lab_figs.get(yardstick), what, unavailable, key)
+              for what, key, yardstick in (("measured", "compiled_decode_bw_measured_pct", "mem_bw_measured_tb_s"),
+                                           ("datasheet", "compiled_decode_bw_pct", "mem_bw_datasheet_tb_s"))]
+    idles = {v: lab_figs.get(f"{v}_decode_idle_pct") for v in ("eager", "compiled")}
+    idle = ", ".join(f"{v} {'n/a' if pct is None else f'{pct:.0f}%'}" for v, pct in idles.items())
+    return [f"  {'lab eager':22} {lab_figs['eager_decode_tokens_per_s']:9.1f} tokens/s per sequence",
+            f"  {'lab compiled':22} {lab_figs['compiled_decode_tokens_per_s']:9.1f} tokens/s per sequence "
+            f"(speedup {lab_figs['speedup']:.2f}x, compile {lab_figs['compile_s']:.1f} s = prefill "
+            f"{lab_figs['compile_prefill_s']:.1f} + decode {lab_figs['compile_decode_s']:.1f}, same tokens: "
+            f"{lab_figs['tokens_match']})",
+            f"  {'memory bandwidth':22} measured {f'{measured:.3f} TB/s' if measured else 'n/a'} "
+            f"({lab_figs.get('mem_bw_method') or unavailable.get('mem_bw_measured_tb_s')}), datasheet "
+            f"{f'{datasheet:.3g} TB/s' if datasheet else 'n/a'}",
+            f"  {'lab compiled decode':22} reads {rate:.3g} TB/s ({step_ms:.3f} ms a step): {', '.join(shares)}; "
+            f"device idle {idle}"]
 
 
 def main() -> int:
@@ -178,6 +218,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed generations per way, after two warm-ups")
     parser.add_argument("--skip", nargs="*", default=[], choices=["generate", "loop", "lab"],
                         help="ways not to time")
+    parser.add_argument("--coordinate-descent", action="store_true",
+                        help="Inductor's coordinate-descent tuning in the compiled loop and the lab (gpt-fast turns "
+                             "it on; on an H100 the lab's compile of a 1B decoder with it ran past 240 s)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     import torch
@@ -204,11 +247,7 @@ def main() -> int:
             print(f"  {way:22} {found[way]['decode_tokens_per_s']:9.1f} tokens/s per sequence")
     if "lab" in found:
         lab_figs = found["lab"]
-        print(f"  {'lab eager':22} {lab_figs['eager_decode_tokens_per_s']:9.1f} tokens/s per sequence")
-        print(f"  {'lab compiled':22} {lab_figs['compiled_decode_tokens_per_s']:9.1f} tokens/s per sequence "
-              f"(speedup {lab_figs['speedup']:.2f}x, compile {lab_figs['compile_s']:.1f} s = prefill "
-              f"{lab_figs['compile_prefill_s']:.1f} + decode {lab_figs['compile_decode_s']:.1f}, same tokens: "
-              f"{lab_figs['tokens_match']}, bandwidth {lab_figs['compiled_decode_bw_pct']})")
+        print("\n".join(lab_lines(lab_figs)))
         for way in ("loop_compiled", "hf_generate_compiled"):
             if way in found:
                 gap = 100 * (lab_figs["compiled_decode_tokens_per_s"] / found[way]["decode_tokens_per_s"] - 1)
@@ -216,7 +255,9 @@ def main() -> int:
     if "loop_compiled" in found and "hf_generate_compiled" in found:
         found["loop_and_generate_same_tokens"] = (found["loop_compiled"]["tokens"]
                                                   == found["hf_generate_compiled"]["tokens"])
-    out = args.out or REPO / "bench" / "results" / f"generate-check-{args.model.replace(':', '-')}-{found['machine']}.json"
+    name = f"generate-check-{args.model.replace(':', '-')}-{args.preset}-{found['machine']}"
+    name += "-coordinate-descent" if args.coordinate_descent else ""
+    out = args.out or REPO / "bench" / "results" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(found, indent=2))
     print(f"wrote {out}")
