@@ -118,7 +118,9 @@ class Experiment:
     coordinate_descent: bool = knob(False, "Coordinate-descent tuning: after choosing a kernel's block sizes, try "
                                            "neighbouring sizes one at a time and keep the fastest; a longer compile, "
                                            "sometimes faster pointwise and reduction kernels (the max-autotune modes "
-                                           "turn it on already).")
+                                           "turn it on already). On a GPU it also has Inductor write a batch-1 "
+                                           "matrix-vector product as a reduction it can fuse, instead of a cuBLAS "
+                                           "call: gpt-fast turns it on for decoding.")
     epilogue_fusion: bool = knob(True, "Fuse the pointwise work after a matmul (bias, activation) into the matmul "
                                        "kernel when Inductor writes that kernel itself (max-autotune templates); off "
                                        "leaves it as separate kernels.")
