@@ -65,8 +65,16 @@ def one_line(text: str, limit: int = 220) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
+# The lab's refusal of a run its device (or the lab's limit) has too little memory for; see tcore.lab.limits.
+TOO_BIG = "this run needs an estimated"
+
+
 def run_pair(model: str, task: str, flags: list[str], store, timeout_s: float) -> dict:
-    """One model x task through the command line's own parser, defaults and queue; a figure or a reason."""
+    """One model x task through the command line's own parser, defaults and queue; a figure or a reason.
+
+    At the preset that fits the machine: where the lab refuses the default preset for memory (a 7 B model's AdamW
+    state on one GPU), the pair runs at the next smaller preset the model has, and the row says which it was
+    refused at and why. With no smaller preset, or a refusal of another kind, the refusal is the row's reason."""
     from tcore.cli import build_parser, experiment_from_args
     from tcore.lab import runs
     from tcore.experiment.spec import SpecError
@@ -77,8 +85,18 @@ def run_pair(model: str, task: str, flags: list[str], store, timeout_s: float) -
     try:
         args = build_parser().parse_args(argv)
         exp = experiment_from_args(args)
-        row.update(preset=exp.preset, batch_size=exp.batch_size, precision=exp.precision, backend=exp.backend)
-        record = runs.start(exp, store, timeout_s=args.timeout).wait()
+        while True:
+            row.update(preset=exp.preset, batch_size=exp.batch_size, precision=exp.precision, backend=exp.backend)
+            try:
+                record = runs.start(exp, store, timeout_s=args.timeout).wait()
+                break
+            except SpecError as e:
+                smaller = smaller_preset(model, exp.preset)
+                if not str(e).startswith(TOO_BIG) or smaller is None:
+                    raise
+                row.setdefault("refused_at", []).append({"preset": exp.preset, "reason": one_line(e)})
+                exp = exp.replace(preset=smaller)
+                row["command"] = "python -m tcore " + " ".join([*argv, "--preset", smaller])
     except (SpecError, ValueError) as e:  # refused before anything ran: the lab's own words
         row.update(status="refused", reason=one_line(e), wall_s=round(time.perf_counter() - t0, 1))
         return row
@@ -98,10 +116,20 @@ def run_pair(model: str, task: str, flags: list[str], store, timeout_s: float) -
     return row
 
 
+def smaller_preset(model: str, preset: str) -> str | None:
+    """The model's next smaller preset (its presets run from smallest to largest), or None."""
+    import sample_models
+
+    names = list(sample_models.get(model).presets)
+    i = names.index(preset) if preset in names else 0
+    return names[i - 1] if i > 0 else None
+
+
 def cell(row: dict) -> str:
     if row["status"] == "figure":
         speed = f"{row['speedup']:.2f}x" if row.get("speedup") is not None else "figure"
-        return f"{speed} · {row['wall_s']:.0f} s"
+        fits = f" (at {row['preset']}: {row['refused_at'][0]['preset']} does not fit)" if row.get("refused_at") else ""
+        return f"{speed} · {row['wall_s']:.0f} s{fits}"
     if row["status"] == "timeout" and row.get("run_s") is not None:
         return f"timeout at {row['run_s']:.0f} s · {row['wall_s']:.0f} s"
     return f"{row['status']} · {row['wall_s']:.0f} s"

@@ -26,6 +26,21 @@ def test_a_pair_the_lab_refuses_is_a_reason_not_a_crash(store):
     assert row["command"].startswith("python -m tcore run --model hf:t5gemma")
 
 
+def test_a_preset_too_big_for_the_machine_steps_down_to_one_that_fits_and_says_so(store, no_outside_limits,
+                                                                                monkeypatch):
+    """The lab refuses captioner small under a 0.01 GiB limit per run (it needs about 0.13 GiB): the sweep runs the
+    pair at tiny, the next smaller preset, for real, and the row keeps the refusal it stepped down from."""
+    monkeypatch.setenv("COMPILE_LAB_MAX_MEMORY_GIB", "0.01")
+    row = sweep.run_pair("captioner", "inference", ["--device", "cpu", "--preset", "small", "--backend", "eager",
+                                                    "--warmup-steps", "1", "--timed-steps", "2", "--rounds", "2"],
+                         store, 120)
+    assert row["status"] == "figure", row
+    assert row["preset"] == "tiny" and row["command"].endswith("--preset tiny")
+    assert [r["preset"] for r in row["refused_at"]] == ["small"]
+    assert row["refused_at"][0]["reason"].startswith(sweep.TOO_BIG)
+    assert sweep.smaller_preset("captioner", "tiny") is None  # nothing smaller: the refusal stays the reason
+
+
 def test_the_table_has_a_cell_per_pair_and_lists_the_reasons():
     rows = [{"model": "hf:gpt2", "task": "inference", "status": "figure", "speedup": 1.5, "wall_s": 12.0},
             {"model": "hf:gpt2", "task": "training", "status": "timeout", "reason": "stopped", "phase": "compiling",

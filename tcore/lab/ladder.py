@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,8 +52,10 @@ class LadderError(RuntimeError):
 
 def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_s: float | None) -> dict[str, Any]:
     """One step in a fresh Python process whose Inductor and Triton caches live under `cache_dir`."""
+    # PYTHONFAULTHANDLER: a step that dies of a signal (a segfault in a compiled artifact's loader, say) still says
+    # where, as the Python stack faulthandler prints on its stderr, which the error below ends with.
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
-           "TRITON_CACHE_DIR": str(cache_dir / "triton"), LAUNCHED_AT: repr(time.time())}
+           "TRITON_CACHE_DIR": str(cache_dir / "triton"), LAUNCHED_AT: repr(time.time()), "PYTHONFAULTHANDLER": "1"}
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)  # the warm and artifact rungs are made of caches
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "tcore.worker.ladder", step, spec_json, str(workdir)],
@@ -61,8 +64,19 @@ def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("LADDER ")), None)
     if proc.returncode != 0 or line is None:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
-        raise LadderError(f"ladder step {step} exited with {proc.returncode}:\n{tail}")
+        raise LadderError(f"ladder step {step} {exit_words(proc.returncode)}:\n{tail}")
     return {**json.loads(line.removeprefix("LADDER ")), "process_wall_s": round(wall_s, 3)}
+
+
+def exit_words(returncode: int) -> str:
+    """How a step's process ended, in words: a signal by its name (-11 is a segmentation fault)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name}" + (" (a segmentation fault: a crash in native code)" if name == "SIGSEGV" else "")
+    return f"exited with {returncode}"
 
 
 def climb(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float | None = None,
