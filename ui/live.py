@@ -16,8 +16,8 @@ from tcore.experiment.spec import Experiment
 from tcore.host import machine
 from tcore.lab import runs, sweeps
 from tcore.lab.waiting import wait_words
-from tcore.store import RunStore
-from ui import charts, compare_charts, exports, run_state, run_table, sweep_matrix
+from tcore.store import RunRecord, RunStore
+from ui import charts, compare_charts, exports, results, run_state, run_table, sweep_matrix
 
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -108,7 +108,10 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         st.progress(progress_fraction(phases, phase, snap["progress"]),
                     text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
         st.caption(PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds))
-    so_far(snap["figures_so_far"])
+    if snap["headline"] is not None:
+        headline(run, snap["headline"])
+    else:
+        so_far(snap["figures_so_far"])
     for note in snap["notes"]:
         st.warning(note)
     if snap["power_samples"]:
@@ -123,6 +126,19 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         run.cancel()
         st.toast("Cancelled: it leaves the queue." if queued else
                  "Cancelling: the worker and its compile processes are being stopped.")
+
+
+# Under the result's headline while the profiler still runs: what comes next, and how long it takes.
+PROFILING_WORDS = ("**Profiling: where the time goes, a second or two.** The figures above are final; the breakdown, "
+                   "the charts and the rest follow when the record is saved.")
+
+
+def headline(run: runs.LiveRun, result: dict) -> None:
+    """The result's headline (the Speedup with its interval, compile time, break-even), drawn as the finished run's
+    page draws it, from the timed figures the worker sent before its profiling pass."""
+    results.show_headline(RunRecord(id=run.run_id, status="running", created_at=run.queued_at, label=run.exp.label,
+                                    spec=run.exp.to_dict(), device=run.device, result=result))
+    st.info(PROFILING_WORDS, icon=":material/hourglass_top:")
 
 
 def so_far(figures: dict[str, dict]) -> None:
