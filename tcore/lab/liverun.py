@@ -342,6 +342,7 @@ class LiveRun:
                 self.power_samples, self.code = [], []
             self.ended_at = time.time()
         self._done.set()
+        scheduler.wake()  # its slot is free: the next run queued for it starts now, not at the queue's next tick
 
     def _follow_elsewhere(self) -> None:
         """Follow, in the store, a run that another process now owns, until it ends there."""
