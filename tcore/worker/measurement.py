@@ -1,6 +1,6 @@
 """The phases of one run, in order, as methods of Measurement: build, eager warm-up, compile, compiled warm-up,
-timed blocks, derive, profile. tcore.worker.run sets torch up and calls measure(); the arithmetic on what the
-phases measure is tcore.figures.
+timed blocks, derive (whose figures go to the lab at once, as the headline), profile. tcore.worker.run sets torch up
+and calls measure(); the arithmetic on what the phases measure is tcore.figures.
 """
 from __future__ import annotations
 
