@@ -157,3 +157,32 @@ def test_a_host_bound_verdict_widens_the_interval_so_the_final_record_can_differ
     early, final = (rerun.interval(ratios, device="cuda", host_bound=b) for b in (False, True))
     assert early.speedup == final.speedup
     assert final.low < early.low and final.high > early.high
+
+
+def test_a_page_redraw_waiting_for_the_headline_wakes_when_it_arrives(quick, store):
+    """The live view's redraw blocks on the headline's arrival (ui.live.NEWS_WAIT_S) rather than drawing it a redraw
+    later: the wait ends when the lab reads the headline, not when it times out."""
+    from tcore.lab.liverun import LiveRun
+
+    live = LiveRun(quick, store, run_id="r1", device="cpu", notes=[], owner="me", timeout_s=None)
+    arrived = threading.Event()
+
+    def worker_events():  # what the worker sends at the end of its timed rounds
+        yield {"type": "phase", "phase": "measuring", "t": 1.0}
+        assert arrived.wait(60)
+        yield {"type": "headline", "t": 2.0, "result": {"speedup": 1.5, "variants": ["eager", "compiled"]}, "env": {}}
+
+    live.handle = worker_events()
+    reader = threading.Thread(target=live._read_events, daemon=True)
+    reader.start()
+    while live.phase != "measuring":
+        time.sleep(0.01)
+    threading.Timer(0.2, arrived.set).start()
+    began = time.monotonic()
+    live.wait_for_news(120)
+    assert live.headline["speedup"] == 1.5
+    assert time.monotonic() - began < 60  # woken by the headline, long before the wait's limit
+    began = time.monotonic()
+    live._done.set()  # after the headline, the run's end is the news
+    live.wait_for_news(120)
+    assert time.monotonic() - began < 60

@@ -50,6 +50,10 @@ def progress_fraction(phases: list[str], phase: str | None, progress: dict) -> f
 
 
 FOLLOW_S = 1.0  # how often a followed run's part of the page redraws
+# How long a redraw may wait, blocked, for the headline (during the timed rounds) or the run's end (after it): it draws
+# the moment it comes instead of at the next redraw, a second later at worst. Half the interval, so redraws never pile
+# up, and the progress shown is half a second old at most.
+NEWS_WAIT_S = 0.5
 
 
 def follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
@@ -62,10 +66,15 @@ def follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
     "Running". `draw` must be drawn inside an st.container() where the page draws it without following, so that
     both put the same elements at the same places and a page's rerun replaces them one for one.
     """
-    st.fragment(_follow, run_every=FOLLOW_S)(run_id, store, draw)
+    st.fragment(_follow, run_every=FOLLOW_S)(run_id, store, draw, redraws=[])
 
 
-def _follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
+def _follow(run_id: str, store: RunStore, draw: Callable[[], None], redraws: list) -> None:
+    # `redraws` is the same list on each of the fragment's own redraws, a new one on each page run: a page run (a
+    # click, a knob) never waits, a redraw may
+    if redraws and (run := runs.live(run_id)) is not None and not run.done:
+        run.wait_for_news(NEWS_WAIT_S)
+    redraws.append(None)
     if not run_state.state(run_id, store).followed:
         st.rerun()
     draw()

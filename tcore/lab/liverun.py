@@ -58,6 +58,7 @@ class LiveRun:
         # store's earlier runs as the saved record's is (None until the worker sends it); and as the worker sent it.
         self.headline: dict[str, Any] | None = None
         self._headline_sent: dict[str, Any] | None = None
+        self._headline_in = threading.Event()  # set when the headline arrives: a page waiting for it wakes then
         self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
         self.final: dict[str, Any] | None = None
         self.ended_at: float | None = None  # when this process saw it end (tcore.lab.registry keeps it a while)
@@ -260,6 +261,7 @@ class LiveRun:
             with self._lock:
                 if kind == "headline":
                     self._headline_sent, self.headline = event, shown
+                    self._headline_in.set()
                 elif kind == "phase":
                     self.phase = event["phase"]
                     self.phase_started_at[self.phase] = time.time()
@@ -429,6 +431,14 @@ class LiveRun:
                     self._collect_record()
                 return  # else claimed a moment ago: launch() sees _cancelled and records it
         self.handle.cancel()
+
+    def wait_for_news(self, timeout: float) -> None:
+        """Block (no polling) until what the page draws next arrives, at most `timeout`: during the timed rounds the
+        headline, after it the run's end; at once in any other phase."""
+        if self.phase == "measuring" and self.headline is None:
+            self._headline_in.wait(timeout)
+        elif self.headline is not None:
+            self._done.wait(timeout)
 
     def wait(self, timeout: float | None = None) -> RunRecord | None:
         self._done.wait(timeout)
