@@ -8,11 +8,13 @@ For each model, in fresh app processes, one with spare workers off (COMPILE_LAB_
 starts when its run does) and one with them on (the app's default), or only the one --spares names:
   1. open the Run page, choose the model and leave every other knob at its default (on the CPU: the tiny presets);
   2. with spares on, wait until the spare worker has done its imports (an idle room);
-  3. click Run and rerun the page every 0.25 s until the result's Speedup metric is drawn: click to result. The
-     first figure the live view draws (the eager warm-up step, the compile's progress or the compile time, whichever
+  3. click Run and rerun the page every 0.25 s until the result's Speedup metric is drawn: click to result. An engine
+     that sends the headline before its profiling pass draws it then, from the live run (`result_drawn_from`
+     says which); the record is saved a profile later (click to saved). The first figure the live view draws (the eager warm-up step, the compile's progress or the compile time, whichever
      the engine shows first) is click to first figure; the first power sample the run receives is click to first
      trace (the page's live chart draws it at its next refresh, every 1 s);
-  4. click Run again the moment the result is drawn (a busy room: the next run queued behind).
+  4. click Run again the moment the result is drawn (a busy room: the next run queued behind, here possibly behind
+     the previous run's profiling pass); each row is written once its run is saved.
 Each row also has the run's compile time, its timeline (the phases from submit to saved, each in seconds, where the
 engine keeps one), whether the run got a spare and when each phase began, so the gain is explained.
 --engine DIR runs another checkout's app and engine (say the code before a change) under this same driver, so
@@ -48,7 +50,6 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
     """In this process: the app, `attempts` runs of `model` clicked one after another."""
     from streamlit.testing.v1 import AppTest
 
-    from tcore import figures
     from tcore.lab import runs
 
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
@@ -66,6 +67,7 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
         while not any(w.ready for w in runs.SPARES._spares.values()):
             assert time.time() < deadline, "no spare worker became ready in 120 s"
             time.sleep(0.2)
+    pending = []  # (run, row so far): written once the run is saved, after the next click
     for attempt in range(attempts):
         before = {r.run_id for r in runs.active()} | {r.id for r in _store().list()}
         t0 = time.time()
@@ -87,30 +89,48 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
             time.sleep(0.25)
             at.run()
         shown = time.time() - t0
-        snap = run.snapshot()
-        result = run.record.result
-        row = {"model": model, "spares": spares, "attempt": attempt + 1, "engine": str(REPO), "commit": _commit(REPO),
-               "room": "idle" if attempt == 0 else "busy (clicked as the previous result was drawn)",
-               "label": label, "click_to_result_s": round(shown, 2),
-               "click_to_first_figure_s": round(first_figure[0], 2) if first_figure else None,
-               "first_figure": first_figure[1] if first_figure else None,
-               "click_to_compile_time_shown_s": round(first_compile, 2) if first_compile is not None else None,
-               "click_to_first_power_s": round(first_power, 2) if first_power is not None else None,
-               "queued_to_started_s": round(run.handle.started_at - run.queued_at, 2),
-               "from_spare": run.from_spare,
-               "phases_s": {p: round(t - t0, 2) for p, t in snap["phase_started_at"].items()},
-               "worker_end_s": round(run.handle.finished_at - t0, 2),
-               "speedup": result.get("speedup"), "speedup_pm_pct": result.get("speedup_pm_pct"),
-               "noisy": figures.noise_reasons(result), "compile_s": result.get("compile_s"),
-               # the run's own timeline (absent from engines before it kept one)
-               "timeline_wall_s": result.get("timeline_wall_s"), "timeline_compile_s": result.get("timeline_compile_s"),
-               "lab_overhead_s": result.get("lab_overhead_s"),
-               "timeline": [[p["name"], p["kind"], p["s"]] for p in result.get("timeline") or []],
-               "gpu": run.record.env.get("gpu"), "gpu_uuid": run.record.env.get("gpu_uuid"),
-               "torch": run.record.env.get("torch")}
-        print(json.dumps(row), flush=True)
-        with open(out, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        drawn_from = "saved record" if run.done else "headline (before the profiling pass)"
+        pending.append((run, {"t0": t0, "shown": shown, "drawn_from": drawn_from, "first_power": first_power,
+                              "first_figure": first_figure, "first_compile": first_compile, "attempt": attempt}))
+    for run, seen in pending:
+        _write_row(run, seen, model, spares, label, out)
+
+
+def _write_row(run, seen: dict, model: str, spares: bool, label: str, out: Path) -> None:
+    """One click's row, once its run is saved (its record has the compile time and the timeline)."""
+    from tcore import figures
+
+    t0, shown, first_figure = seen["t0"], seen["shown"], seen["first_figure"]
+    first_power, first_compile, attempt = seen["first_power"], seen["first_compile"], seen["attempt"]
+    if run.wait(600) is None or run.record.status != "finished":
+        raise SystemExit(f"the run failed after its result was drawn: {run.record and run.record.error}")
+    snap = run.snapshot()
+    result = run.record.result
+    saved_at = getattr(run.record, "finished_at", None)
+    row = {"model": model, "spares": spares, "attempt": attempt + 1, "engine": str(REPO), "commit": _commit(REPO),
+           "room": "idle" if attempt == 0 else "busy (clicked as the previous result was drawn)",
+           "label": label, "click_to_result_s": round(shown, 2), "result_drawn_from": seen["drawn_from"],
+           "click_to_saved_s": round(saved_at - t0, 2) if saved_at else None,
+           "headline_at_s": result.get("headline_at_s"),
+           "click_to_first_figure_s": round(first_figure[0], 2) if first_figure else None,
+           "first_figure": first_figure[1] if first_figure else None,
+           "click_to_compile_time_shown_s": round(first_compile, 2) if first_compile is not None else None,
+           "click_to_first_power_s": round(first_power, 2) if first_power is not None else None,
+           "queued_to_started_s": round(run.handle.started_at - run.queued_at, 2),
+           "from_spare": run.from_spare,
+           "phases_s": {p: round(t - t0, 2) for p, t in snap["phase_started_at"].items()},
+           "worker_end_s": round(run.handle.finished_at - t0, 2),
+           "speedup": result.get("speedup"), "speedup_pm_pct": result.get("speedup_pm_pct"),
+           "noisy": figures.noise_reasons(result), "compile_s": result.get("compile_s"),
+           # the run's own timeline (absent from engines before it kept one)
+           "timeline_wall_s": result.get("timeline_wall_s"), "timeline_compile_s": result.get("timeline_compile_s"),
+           "lab_overhead_s": result.get("lab_overhead_s"),
+           "timeline": [[p["name"], p["kind"], p["s"]] for p in result.get("timeline") or []],
+           "gpu": run.record.env.get("gpu"), "gpu_uuid": run.record.env.get("gpu_uuid"),
+           "torch": run.record.env.get("torch")}
+    print(json.dumps(row), flush=True)
+    with open(out, "a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def _store():
@@ -138,13 +158,14 @@ def run_all(out: Path, models: list[str], attempts: int, spares: str, engine: Pa
 
 def render(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    lines = ["| engine | model | spare workers | room | click to result | click to first figure | compile | "
-             "lab overhead (timeline) | speedup |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| engine | model | spare workers | room | click to result | click to saved | click to first figure | "
+             "compile | lab overhead (timeline) | speedup |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         first = (f"{_s(r.get('click_to_first_figure_s', r.get('click_to_compile_time_shown_s')))}"
                  f"{' (' + r['first_figure'] + ')' if r.get('first_figure') else ''}")
         lines.append(f"| {_engine(r)} | {r['label'].removeprefix('Will run: ').strip('*')} | "
-                     f"{'on' if r['spares'] else 'off'} | {r['room']} | {r['click_to_result_s']:.1f} s | {first} | "
+                     f"{'on' if r['spares'] else 'off'} | {r['room']} | {r['click_to_result_s']:.1f} s | "
+                     f"{_s(r.get('click_to_saved_s'))} | {first} | "
                      f"{r['compile_s']:.1f} s | {_s(r.get('lab_overhead_s'))} | {r['speedup']:.2f}x |")
     for r in rows:  # each run's timeline, phase by phase
         if r.get("timeline"):

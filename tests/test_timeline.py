@@ -44,9 +44,11 @@ def test_the_clock_puts_the_workers_clock_on_the_labs_and_splits_the_workers_sta
     clock.launch()
     now[0] = 106.0  # the worker received the run at 105.9 (its t=0.1 arrives at 106.0): imports 103.9-105.4
     clock.event({"type": "started", "t": 0.1, "imports_s": 1.5, "ready_wait_s": 0.5})
-    for phase, t in [("building", 0.2), ("eager", 1.0), ("compiling", 2.0), ("warmup", 7.0), ("measuring", 8.0),
-                     ("profiling", 10.0)]:
+    for phase, t in [("building", 0.2), ("eager", 1.0), ("compiling", 2.0), ("warmup", 7.0), ("measuring", 8.0)]:
         clock.event({"type": "phase", "phase": phase, "t": t})
+    now[0] = 116.1  # the timed figures arrive (sent at 10.0), before the profiling pass
+    clock.event({"type": "headline", "t": 10.0})
+    clock.event({"type": "phase", "phase": "profiling", "t": 10.0})
     now[0] = 117.0
     clock.event({"type": "result", "t": 10.9})
     now[0] = 117.5
@@ -68,6 +70,8 @@ def test_the_clock_puts_the_workers_clock_on_the_labs_and_splits_the_workers_sta
     assert got["timeline_measure_s"] == pytest.approx(1.0 + 1.0 + 2.0)  # eager warm-up, compiled warm-up, timing
     assert got["lab_overhead_s"] == pytest.approx(17.5 - 5.0 - 4.0)
     assert "5.0 s (29%) was the compile" in timeline.caption(got)
+    assert got["headline_at_s"] == pytest.approx(16.1)  # submit at 100.0, before the profile and the save
+    assert "The speedup reached the page at 16.1 s, before the profiling pass and the save." in timeline.caption(got)
 
 
 def test_a_spare_whose_imports_were_done_shows_no_imports_in_the_run():

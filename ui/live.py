@@ -16,8 +16,8 @@ from tcore.experiment.spec import Experiment
 from tcore.host import machine
 from tcore.lab import runs, sweeps
 from tcore.lab.waiting import wait_words
-from tcore.store import RunStore
-from ui import charts, compare_charts, exports, run_state, run_table, sweep_matrix
+from tcore.store import RunRecord, RunStore
+from ui import charts, compare_charts, exports, results, run_state, run_table, sweep_matrix
 
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -50,6 +50,10 @@ def progress_fraction(phases: list[str], phase: str | None, progress: dict) -> f
 
 
 FOLLOW_S = 1.0  # how often a followed run's part of the page redraws
+# How long a redraw may wait, blocked, for the headline (during the timed rounds) or the run's end (after it): it draws
+# the moment it comes instead of at the next redraw, a second later at worst. Half the interval, so redraws never pile
+# up, and the progress shown is half a second old at most.
+NEWS_WAIT_S = 0.5
 
 
 def follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
@@ -62,10 +66,15 @@ def follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
     "Running". `draw` must be drawn inside an st.container() where the page draws it without following, so that
     both put the same elements at the same places and a page's rerun replaces them one for one.
     """
-    st.fragment(_follow, run_every=FOLLOW_S)(run_id, store, draw)
+    st.fragment(_follow, run_every=FOLLOW_S)(run_id, store, draw, redraws=[])
 
 
-def _follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
+def _follow(run_id: str, store: RunStore, draw: Callable[[], None], redraws: list) -> None:
+    # `redraws` is the same list on each of the fragment's own redraws, a new one on each page run: a page run (a
+    # click, a knob) never waits, a redraw may
+    if redraws and (run := runs.live(run_id)) is not None and not run.done:
+        run.wait_for_news(NEWS_WAIT_S)
+    redraws.append(None)
     if not run_state.state(run_id, store).followed:
         st.rerun()
     draw()
@@ -108,7 +117,10 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         st.progress(progress_fraction(phases, phase, snap["progress"]),
                     text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
         st.caption(PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds))
-    so_far(snap["figures_so_far"])
+    if snap["headline"] is not None:
+        headline(run, snap["headline"])
+    else:
+        so_far(snap["figures_so_far"])
     for note in snap["notes"]:
         st.warning(note)
     if snap["power_samples"]:
@@ -123,6 +135,19 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         run.cancel()
         st.toast("Cancelled: it leaves the queue." if queued else
                  "Cancelling: the worker and its compile processes are being stopped.")
+
+
+# Under the result's headline while the profiler still runs: what comes next, and how long it takes.
+PROFILING_WORDS = ("**Profiling: where the time goes, a second or two.** The figures above are final; the breakdown, "
+                   "the charts and the rest follow when the record is saved.")
+
+
+def headline(run: runs.LiveRun, result: dict) -> None:
+    """The result's headline (the Speedup with its interval, compile time, break-even), drawn as the finished run's
+    page draws it, from the timed figures the worker sent before its profiling pass."""
+    results.show_headline(RunRecord(id=run.run_id, status="running", created_at=run.queued_at, label=run.exp.label,
+                                    spec=run.exp.to_dict(), device=run.device, result=result))
+    st.info(PROFILING_WORDS, icon=":material/hourglass_top:")
 
 
 def so_far(figures: dict[str, dict]) -> None:

@@ -13,6 +13,9 @@ Every event has a "type":
                                                    compiled), speedup_so_far {rounds, of, low, high,
                                                    pm_pct} (the paired estimate after each round, of at
                                                    most `of`; provisional)
+  headline  {result, env}                          the timed figures (speedup, its interval), known before the
+                                                   profiling pass; the result event's record adds the profile
+                                                   and may widen the interval (a host-bound verdict)
   code      {sources: [str, ...]}                  the source Inductor generated, one per graph
   model_card {card: {...}}                         a model file as the worker read it (tcore.store.model_cards)
   result    {result, env}                          the run finished; the last event of a good run

@@ -54,6 +54,11 @@ class LiveRun:
         self.power_samples: list[list] = []  # [[t_s, watts, phase, util_pct], ...] as the worker sampled them
         self.code: list[str] = []  # Inductor's generated source, one per graph
         self.figures_so_far: dict[str, dict] = {}  # name -> {value, ...}: figures known before the result
+        # The timed figures, before the profiling pass: the worker's headline record, its interval restated with the
+        # store's earlier runs as the saved record's is (None until the worker sends it); and as the worker sent it.
+        self.headline: dict[str, Any] | None = None
+        self._headline_sent: dict[str, Any] | None = None
+        self._headline_in = threading.Event()  # set when the headline arrives: a page waiting for it wakes then
         self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
         self.final: dict[str, Any] | None = None
         self.ended_at: float | None = None  # when this process saw it end (tcore.lab.registry keeps it a while)
@@ -189,6 +194,8 @@ class LiveRun:
             self._read_events()
             final = self.handle.final
             self._keep_torch_trace()
+            if final["type"] != "result" and (kept := self._headline_kept(final)) is not None:
+                final = kept
             if final["type"] == "result":
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store, self.workdir)
@@ -213,6 +220,30 @@ class LiveRun:
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
 
+    def _headline_kept(self, final: dict[str, Any]) -> dict[str, Any] | None:
+        """A run that failed after its headline (in the profiling pass: the worker died, ran out of memory or time)
+        keeps its timed figures: a result event of the headline record, the profile n/a with the failure's reason.
+        A cancelled run stays cancelled (someone asked for it), and a run with no headline has no figures to keep."""
+        sent = self._headline_sent
+        if sent is None or final.get("kind") == "cancelled":
+            return None
+        why = (f"the worker failed after the timed rounds, in the profiling pass ({final.get('kind', 'crashed')}: "
+               f"{str(final.get('message') or 'no message').strip()[:200]}); the timed figures stand")
+        result = dict(sent["result"], unavailable=dict(sent["result"].get("unavailable") or {}),
+                      notes=[*sent["result"].get("notes", []), f"The breakdown is missing: {why}."])
+        for variant in result.get("variants") or []:
+            for key in ("profiled_step_ms", "kernels_per_step", "gpu_time_samples_per_s"):
+                result["unavailable"][f"{variant}_{key}"] = why
+        return {"type": "result", "result": result, "env": sent.get("env") or {}}
+
+    def _shown_headline(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The worker's headline record as the page shows it: its interval restated with the store's earlier runs of
+        this setting, as the saved record's will be (tcore.lab.recording.with_history)."""
+        try:
+            return with_history(self.store, self.run_id, self.exp.to_dict(), event["result"], event.get("env") or {})
+        except (sqlite3.Error, StoreError):  # the store is said to be in trouble when the outcome is written
+            return event["result"]
+
     def _keep_torch_trace(self) -> None:
         """The compile's TORCH_TRACE into the store; one that cannot be kept never costs the run its result."""
         try:
@@ -225,9 +256,13 @@ class LiveRun:
     def _read_events(self) -> None:
         for event in self.handle:
             self.clock.event(event)
+            kind = event["type"]
+            shown = self._shown_headline(event) if kind == "headline" else None  # reads the store: outside the lock
             with self._lock:
-                kind = event["type"]
-                if kind == "phase":
+                if kind == "headline":
+                    self._headline_sent, self.headline = event, shown
+                    self._headline_in.set()
+                elif kind == "phase":
                     self.phase = event["phase"]
                     self.phase_started_at[self.phase] = time.time()
                     if self.phase == "profiling":
@@ -309,6 +344,7 @@ class LiveRun:
                 self.power_samples, self.code = [], []
             self.ended_at = time.time()
         self._done.set()
+        scheduler.wake()  # its slot is free: the next run queued for it starts now, not at the queue's next tick
 
     def _follow_elsewhere(self) -> None:
         """Follow, in the store, a run that another process now owns, until it ends there."""
@@ -363,7 +399,8 @@ class LiveRun:
         status: queued | running | finished | failed; queue_position: 1 = next to start, None once it
         has left the queue; wait: when it should start (tcore.lab.waiting.Wait: an estimate from what
         runs like the ones ahead took, and the latest their time limits allow), None once started; eta_s:
-        the estimate alone; waited_s: time in the queue; elapsed_s: time since its worker started (0 while queued).
+        the estimate alone; waited_s: time in the queue; elapsed_s: time since its worker started (0 while queued);
+        headline: the timed figures' record once the worker has sent them (before its profiling pass), else None.
         """
         with self._lock:
             now = time.time()
@@ -378,6 +415,7 @@ class LiveRun:
                     "waited_s": (left_queue_at or now) - self.queued_at,
                     "device_slot": self.device_slot, "owner": self.owner,
                     "figures_so_far": {k: dict(v) for k, v in self.figures_so_far.items()},
+                    "headline": self.headline,
                     "phase_started_at": dict(self.phase_started_at)}
 
     def cancel(self) -> None:
@@ -393,6 +431,14 @@ class LiveRun:
                     self._collect_record()
                 return  # else claimed a moment ago: launch() sees _cancelled and records it
         self.handle.cancel()
+
+    def wait_for_news(self, timeout: float) -> None:
+        """Block (no polling) until what the page draws next arrives, at most `timeout`: during the timed rounds the
+        headline, after it the run's end; at once in any other phase."""
+        if self.phase == "measuring" and self.headline is None:
+            self._headline_in.wait(timeout)
+        elif self.headline is not None:
+            self._done.wait(timeout)
 
     def wait(self, timeout: float | None = None) -> RunRecord | None:
         self._done.wait(timeout)

@@ -1,12 +1,13 @@
 """The phases of one run, in order, as methods of Measurement: build, eager warm-up, compile, compiled warm-up,
-timed blocks, derive, profile. tcore.worker.run sets torch up and calls measure(); the arithmetic on what the
-phases measure is tcore.figures.
+timed blocks, derive (whose figures go to the lab at once, as the headline), profile. tcore.worker.run sets torch up
+and calls measure(); the arithmetic on what the phases measure is tcore.figures.
 """
 from __future__ import annotations
 
 import itertools
 import statistics
 import time
+import traceback
 from collections import Counter
 from contextlib import nullcontext
 from typing import Any, Callable
@@ -85,9 +86,35 @@ class Measurement:
             self.result.details.update(pinned_cpu=cpu, pinned_cpu_words=why_not)
             self.time_blocks(w, eager_step, compiled_step)
         self.derive(recompiles_before)
-        self.profile(w, eager_step, compiled_step)
+        self.rerun_interval()
+        # The headline is known now: the lab shows it while the profiler runs (a second or two more). Its interval
+        # is from what is known now; the profile's idle share may yet call a variant host-bound, which widens it.
+        self.emit({"type": "headline", "result": self.result.to_record(), "env": self.env})
+        self.profile_or_say_why(w, eager_step, compiled_step)
+        if compiled_step is not None:
+            self.compile_totals()
         self.rerun_interval()
         return self.result
+
+    def profile_or_say_why(self, w: Workload, eager_step: Step, compiled_step: Step | None) -> None:
+        """profile(), whose failure costs the run its breakdown only: the timed figures are known and shown by now,
+        so an error in the profiler leaves them in the record, with the profiled figures n/a and the reason."""
+        try:
+            self.profile(w, eager_step, compiled_step)
+        except Exception as e:  # noqa: BLE001 (said in the record, and the traceback goes to the log)
+            traceback.print_exception(e)
+            self.result.details.pop("breakdown", None)
+            why = (f"the profiling pass failed ({type(e).__name__}: {str(e).strip()[:200] or 'no message'}); the "
+                   "timed figures above it stand")
+            for name in self.result.variants:
+                figs = getattr(self.result, name)
+                figs.kernels_per_step = figs.profiled_step_ms = figs.gpu_time_samples_per_s = None
+                for category in breakdown.CATEGORIES:
+                    setattr(figs, f"{category}_ms", None)
+                self.result.unavailable[f"{name}_profiled_step_ms"] = why
+                self.result.unavailable[f"{name}_kernels_per_step"] = why
+                self.result.unavailable[f"{name}_gpu_time_samples_per_s"] = why
+            self.result.notes.append(f"The breakdown is missing: {why}.")
 
     def rerun_interval(self) -> None:
         """The headline's interval for a rerun (tcore.figures.rerun), with the default spread between processes: the lab
@@ -359,8 +386,9 @@ class Measurement:
                     "on the CPU the host is the device: there is no separate GPU time" if self.device != "cuda"
                     else "the profiler recorded no GPU kernels")
             self.progress("profiling", i + 1, len(variants))
-        if compiled_step is not None:
-            events = self.result.details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(),
-                                                                                        self.t_start)
-            for key, value in figures.compile_totals(events).items():
-                setattr(self.result.run, key, value)
+
+    def compile_totals(self) -> None:
+        """Every compile of the run (the first call, warm-up, any during timing or profiling) and their totals."""
+        events = self.result.details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(), self.t_start)
+        for key, value in figures.compile_totals(events).items():
+            setattr(self.result.run, key, value)
