@@ -12,18 +12,21 @@ app: $(VENV)/.app-installed
 
 # The suite in two parts: most of it on TEST_WORKERS processes, a file to each (its module fixtures stay whole), the
 # longest files first (tests/conftest.py: LONGEST_FIRST; --no-loadscope-reorder keeps that order); then the real
-# browser tests, one at a time (each serves the app and runs real runs through it). Side by side the two parts took
-# longer on two cores (15.3 min against 14.6, the browser part 9.4 min against 4.0): the first part's compiles
-# already keep both cores busy. No verdict depends on how loaded the machine is: waits end on what they wait for,
-# and timing logic runs on injected clocks. Both parts run; either failing fails the target; the first part lists its
-# 25 slowest tests, to say where the time goes. The first part keeps no spare workers (COMPILE_LAB_SPARE_WORKERS=0):
-# its cores are the bottleneck, and a spare is torch imported (about 4 s of a core here) for a run that, at a test's
-# end, never comes; the spare tests start theirs by hand (tests/test_worker.py, tests/test_worker_folders.py).
+# browser tests on BROWSER_WORKERS processes, a file to each (each test serves its own app on a free port, with its
+# own store, and drives its own Chromium; on two cores two at a time took 202 s against 275 s one at a time, and
+# three no less than two). The two parts side by side took longer on two cores (15.3 min against 14.6): the first
+# part's compiles already keep both cores busy. No verdict depends on how loaded the machine is: waits end on what
+# they wait for, and timing logic runs on injected clocks. Both parts run; either failing fails the target; the
+# first part lists its 25 slowest tests, to say where the time goes. The first part keeps no spare workers
+# (COMPILE_LAB_SPARE_WORKERS=0): its cores are the bottleneck, and a spare is torch imported (about 4 s of a core
+# here) for a run that, at a test's end, never comes; the spare tests start theirs by hand (tests/test_worker.py,
+# tests/test_worker_folders.py).
 TEST_WORKERS ?= 3
+BROWSER_WORKERS ?= 2
 test: $(VENV)/.test-installed
 	COMPILE_LAB_SPARE_WORKERS=0 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		-m "not browser" --durations=25; first=$$?; \
-	$(PY) -m pytest -p no:xdist -m browser; second=$$?; \
+	$(PY) -m pytest -n $(BROWSER_WORKERS) --dist loadfile -m browser; second=$$?; \
 	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 
 # Runs on a Ray cluster (README: "On a cluster"; docs/cluster.md): two nodes on this machine and the app.

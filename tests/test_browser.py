@@ -108,24 +108,33 @@ def serve(folder: Path, **env: str) -> Iterator[str]:
     """`streamlit run app.py` on a free port with its store in `folder` (and `env` set): its address, until the end."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian package 'chromium'): the browser test needs it")
-    port = free_port()
     env = dict(os.environ, COMPILE_LAB_DB=str(folder / "runs.sqlite"), **env)
-    log = open(folder / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
     deadline = time.time() + WAIT_MS / 1000
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+    for attempt in range(3):
+        # A port free a moment ago can be taken before the server binds it (browser tests run side by side, each
+        # serving its own app): the server then exits saying so, and another free port is tried.
+        port = free_port()
+        log = open(folder / "streamlit.log", "w")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass  # not listening yet
+            if proc.poll() is not None:
                 break
-        except OSError:
-            pass  # not listening yet
-        assert proc.poll() is None, (folder / "streamlit.log").read_text()
-        assert time.time() < deadline, f"streamlit did not answer /_stcore/health within {WAIT_MS / 1000:g} s"
-        time.sleep(0.5)
+            assert time.time() < deadline, f"streamlit did not answer /_stcore/health within {WAIT_MS / 1000:g} s"
+            time.sleep(0.5)
+        if proc.poll() is None:
+            break
+        log.close()
+        said = (folder / "streamlit.log").read_text()
+        assert ("is not available" in said or "already in use" in said) and attempt < 2, said
     try:
         yield url
     finally:
