@@ -255,8 +255,8 @@ def main() -> int:
     if "loop_compiled" in found and "hf_generate_compiled" in found:
         found["loop_and_generate_same_tokens"] = (found["loop_compiled"]["tokens"]
                                                   == found["hf_generate_compiled"]["tokens"])
-    name = f"generate-check-{args.model.replace(':', '-')}-{args.preset}-{found['machine']}"
-    name += "-coordinate-descent" if args.coordinate_descent else ""
+    tuned = "-coordinate-descent" if args.coordinate_descent else ""
+    name = f"generate-check-{args.model.replace(':', '-')}-{args.preset}{tuned}-{found['machine']}"
     out = args.out or REPO / "bench" / "results" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(found, indent=2))

@@ -65,10 +65,6 @@ def one_line(text: str, limit: int = 220) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
-# The lab's refusal of a run its device (or the lab's limit) has too little memory for; see tcore.lab.limits.
-TOO_BIG = "this run needs an estimated"
-
-
 def run_pair(model: str, task: str, flags: list[str], store, timeout_s: float) -> dict:
     """One model x task through the command line's own parser, defaults and queue; a figure or a reason.
 
@@ -77,6 +73,7 @@ def run_pair(model: str, task: str, flags: list[str], store, timeout_s: float) -
     refused at and why. With no smaller preset, or a refusal of another kind, the refusal is the row's reason."""
     from tcore.cli import build_parser, experiment_from_args
     from tcore.lab import runs
+    from tcore.lab.limits import TooBig
     from tcore.experiment.spec import SpecError
 
     argv = ["run", "--model", model, *flags, "--timeout", f"{timeout_s:g}"]
@@ -90,9 +87,9 @@ def run_pair(model: str, task: str, flags: list[str], store, timeout_s: float) -
             try:
                 record = runs.start(exp, store, timeout_s=args.timeout).wait()
                 break
-            except SpecError as e:
+            except TooBig as e:  # refused for memory (tcore.lab.limits): a smaller preset may fit
                 smaller = smaller_preset(model, exp.preset)
-                if not str(e).startswith(TOO_BIG) or smaller is None:
+                if smaller is None:
                     raise
                 row.setdefault("refused_at", []).append({"preset": exp.preset, "reason": one_line(e)})
                 exp = exp.replace(preset=smaller)

@@ -121,8 +121,11 @@ def serve(folder: Path, **env: str) -> Iterator[str]:
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         while True:
+            # Ours only once its own log says it listens on the port: another test's server that took the port
+            # would answer the health check as well.
             try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                if (url in (folder / "streamlit.log").read_text()
+                        and urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200):
                     break
             except OSError:
                 pass  # not listening yet
@@ -139,11 +142,13 @@ def serve(folder: Path, **env: str) -> Iterator[str]:
         yield url
     finally:
         # The server's group; a run worker has its own group and, tiny as the runs here are, ends within seconds.
-        os.killpg(proc.pid, signal.SIGTERM)
         try:
+            os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(10)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # already gone
         log.close()
 
 

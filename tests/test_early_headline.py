@@ -186,3 +186,21 @@ def test_a_page_redraw_waiting_for_the_headline_wakes_when_it_arrives(quick, sto
     live._done.set()  # after the headline, the run's end is the news
     live.wait_for_news(120)
     assert time.monotonic() - began < 60
+
+
+def test_only_an_end_seen_from_outside_keeps_the_headline_an_error_the_worker_raised_stays_an_error():
+    """A worker killed (or out of time) after its headline keeps its timed figures; an exception the worker raised
+    itself after the headline (its error names the exception) is a bug to show, not a finished run."""
+    from tcore.experiment.protocol import error
+    from tcore.lab.liverun import LiveRun
+
+    run = LiveRun.__new__(LiveRun)  # only the headline the worker sent matters here
+    run._headline_sent = {"result": {"variants": ["eager"], "speedup": 1.5, "notes": []}, "env": {}}
+    kept = run._headline_kept(error("crashed", "the worker process ended with signal 9"))
+    assert kept["type"] == "result" and kept["result"]["speedup"] == 1.5
+    assert "profiling pass" in kept["result"]["unavailable"]["eager_profiled_step_ms"]
+    assert run._headline_kept(error("timeout", "stopped at the 60 s time limit")) is not None
+    assert run._headline_kept(error("crashed", "KeyError: 'x'", exception="KeyError")) is None
+    assert run._headline_kept(error("cancelled", "cancelled by the user")) is None
+    run._headline_sent = None
+    assert run._headline_kept(error("crashed", "the worker process ended with signal 9")) is None

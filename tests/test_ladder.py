@@ -65,15 +65,14 @@ def test_a_step_that_fails_is_reported_with_its_output():
     assert "boom" in rows["cold"]["unavailable"]
 
 
-def test_a_step_that_dies_of_a_signal_says_which_and_where(monkeypatch, tmp_path):
+def test_a_step_that_dies_of_a_signal_says_which_and_where(tmp_path):
     """A real process killed by SIGSEGV (as an artifact's native loader can be): the message names the signal and
     ends with the Python stack faulthandler printed, not a bare exit code with nothing after it."""
     crash = tmp_path / "python"
     crash.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import ctypes; ctypes.string_at(0)'\n")
     crash.chmod(0o755)
-    monkeypatch.setattr(ladder.sys, "executable", str(crash))
     with pytest.raises(ladder.LadderError) as e:
-        ladder.run_step("aoti_load", SPEC, tmp_path, tmp_path / "caches", timeout_s=60)
+        ladder.run_step("aoti_load", SPEC, tmp_path, tmp_path / "caches", timeout_s=60, python=str(crash))
     said = str(e.value)
     assert "was killed by SIGSEGV (a segmentation fault" in said, said
     assert "Segmentation fault" in said and "line 1" in said, said  # faulthandler's stack: where it died

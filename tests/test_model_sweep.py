@@ -37,7 +37,7 @@ def test_a_preset_too_big_for_the_machine_steps_down_to_one_that_fits_and_says_s
     assert row["status"] == "figure", row
     assert row["preset"] == "tiny" and row["command"].endswith("--preset tiny")
     assert [r["preset"] for r in row["refused_at"]] == ["small"]
-    assert row["refused_at"][0]["reason"].startswith(sweep.TOO_BIG)
+    assert row["refused_at"][0]["reason"].startswith("this run needs an estimated")
     assert sweep.smaller_preset("captioner", "tiny") is None  # nothing smaller: the refusal stays the reason
 
 

@@ -21,7 +21,7 @@ def test_the_queue_starts_a_run_when_it_is_submitted_and_the_next_when_one_ends(
         started_soon(first, "the submitted run")
         assert not second.started  # one run at a time on the device: it waits for the first
         first.cancel()
-        first.wait(60)
+        assert first.wait(120) is not None, "the cancelled run did not end"
         started_soon(second, "the run queued behind the one that ended")
     finally:
         for live in (first, second):

@@ -63,9 +63,9 @@ def bandwidth_tile(result: dict) -> dict[str, Any]:
     shares, why = [], []
     for name, pct_key, tb_key in (("measured", "compiled_decode_bw_measured_pct", "mem_bw_measured_tb_s"),
                                   ("datasheet", "compiled_decode_bw_pct", "mem_bw_datasheet_tb_s")):
-        if result.get(pct_key) is not None and result.get(tb_key) is not None:
-            pct = result[pct_key]
-            shares.append((f"{pct:.1f}% {name}", f"{pct:.1f}% of {result[tb_key]:.3g} TB/s {name}"))
+        if result.get(pct_key) is not None:  # a record from before the TB/s were kept has the share alone
+            pct, tb = result[pct_key], result.get(tb_key)
+            shares.append((f"{pct:.1f}% {name}", f"{pct:.1f}% of {f'{tb:.3g} TB/s ' if tb is not None else 'the '}{name}"))
         elif pct_key in unavailable:
             why.append(f"{name}: n/a, {unavailable[pct_key]}")
     rate = result.get("compiled_decode_tb_s")
@@ -75,7 +75,7 @@ def bandwidth_tile(result: dict) -> dict[str, Any]:
              f"{figures.RUN_FIGURES['mem_bw_datasheet_tb_s'].means}")
     return {"label": "Decode memory bandwidth", "value": shares[0][0] if shares else "n/a",
             "delta": "; ".join(delta + [long for _, long in shares]) or None,
-            "delta_color": "off", "delta_arrow": "off", "help": " ".join([means, *why])}
+            "delta_color": "off", "delta_arrow": "off", "help": " ".join([means, *(f"{w}." for w in why)])}
 
 
 def tokens_words(result: dict) -> tuple[bool | None, str]:
@@ -106,19 +106,25 @@ def details_words(result: dict) -> list[str]:
 
 
 def bandwidth_words(result: dict) -> str | None:
-    """One sentence: what compiled decode reads per second against both yardsticks, or why neither is there."""
+    """One sentence: what compiled decode reads per second against both yardsticks, or why neither is there.
+
+    A record saved before the lab measured the copy bandwidth has the datasheet share alone, without the TB/s
+    figures: it says the share it has."""
     rate, unavailable = result.get("compiled_decode_tb_s"), result.get("unavailable") or {}
+    measured, datasheet = result.get("mem_bw_measured_tb_s"), result.get("mem_bw_datasheet_tb_s")
     parts = []
     if result.get("compiled_decode_bw_measured_pct") is not None:
-        parts.append(f"{result['compiled_decode_bw_measured_pct']:.1f}% of the {result['mem_bw_measured_tb_s']:.2f} "
-                     "TB/s a device-to-device copy reached on this GPU (measured)")
+        parts.append(f"{result['compiled_decode_bw_measured_pct']:.1f}% of "
+                     + (f"the {measured:.2f} TB/s " if measured else "what ")
+                     + "a device-to-device copy reached on this GPU (measured)")
     if result.get("compiled_decode_bw_pct") is not None:
-        parts.append(f"{result['compiled_decode_bw_pct']:.1f}% of the {result['mem_bw_datasheet_tb_s']:.3g} TB/s "
-                     "of its datasheet")
-    if rate is None or not parts:
+        parts.append(f"{result['compiled_decode_bw_pct']:.1f}% of "
+                     + (f"the {datasheet:.3g} TB/s of its datasheet" if datasheet else "its datasheet bandwidth"))
+    if not parts:
         why = unavailable.get("compiled_decode_bw_measured_pct") or unavailable.get("compiled_decode_bw_pct")
         return f"Memory bandwidth share: n/a, {why}." if why else None
-    return f"Compiled decode reads {rate:.3g} TB/s: " + ", and ".join(parts) + "."
+    said = f"Compiled decode reads {rate:.3g} TB/s: " if rate is not None else "Compiled decode reaches "
+    return said + ", and ".join(parts) + "."
 
 
 # --- on Diagnose: what a new prompt length costs ---------------------------------------------------

@@ -70,8 +70,9 @@ def follow(run_id: str, store: RunStore, draw: Callable[[], None]) -> None:
 
 
 def _follow(run_id: str, store: RunStore, draw: Callable[[], None], redraws: list) -> None:
-    # `redraws` is the same list on each of the fragment's own redraws, a new one on each page run: a page run (a
-    # click, a knob) never waits, a redraw may
+    # `redraws` is the same list on each of the fragment's own redraws, a new one on each page run: a page run never
+    # waits, a timed redraw may (up to NEWS_WAIT_S); a click inside the fragment (Cancel) reruns the fragment alone
+    # and so may wait that long before it acts
     if redraws and (run := runs.live(run_id)) is not None and not run.done:
         run.wait_for_news(NEWS_WAIT_S)
     redraws.append(None)
@@ -138,8 +139,9 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
 
 
 # Under the result's headline while the profiler still runs: what comes next, and how long it takes.
-PROFILING_WORDS = ("**Profiling: where the time goes, a second or two.** The figures above are final; the breakdown, "
-                   "the charts and the rest follow when the record is saved.")
+PROFILING_WORDS = ("**Profiling: where the time goes, a second or two.** The speedup above is final; its interval "
+                   "may widen if the profile finds a variant host-bound. The breakdown, the charts and the rest "
+                   "follow when the record is saved.")
 
 
 def headline(run: runs.LiveRun, result: dict) -> None:

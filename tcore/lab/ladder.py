@@ -50,15 +50,17 @@ class LadderError(RuntimeError):
     """A step's process failed; the message has the end of its output."""
 
 
-def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_s: float | None) -> dict[str, Any]:
-    """One step in a fresh Python process whose Inductor and Triton caches live under `cache_dir`."""
+def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_s: float | None, *,
+             python: str | None = None) -> dict[str, Any]:
+    """One step in a fresh Python process (`python`, this one's interpreter unless given) whose Inductor and Triton
+    caches live under `cache_dir`."""
     # PYTHONFAULTHANDLER: a step that dies of a signal (a segfault in a compiled artifact's loader, say) still says
     # where, as the Python stack faulthandler prints on its stderr, which the error below ends with.
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
            "TRITON_CACHE_DIR": str(cache_dir / "triton"), LAUNCHED_AT: repr(time.time()), "PYTHONFAULTHANDLER": "1"}
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)  # the warm and artifact rungs are made of caches
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "tcore.worker.ladder", step, spec_json, str(workdir)],
+    proc = subprocess.run([python or sys.executable, "-m", "tcore.worker.ladder", step, spec_json, str(workdir)],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
     wall_s = time.perf_counter() - t0
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("LADDER ")), None)

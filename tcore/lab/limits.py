@@ -41,6 +41,11 @@ from tcore.lab.memory import estimate_memory_gib  # noqa: F401 (limits.estimate_
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.store import RunStore
 
+class TooBig(SpecError):
+    """A run refused for memory: its estimate is past the device's memory or the lab's limit per run (a smaller
+    preset or batch may fit)."""
+
+
 INSTRUCTOR_LIMITS = "limits"  # the key, in the store's lab_state, of the limits the instructor set in the app
 ENV = {
     "max_run_s": "COMPILE_LAB_MAX_RUN_S",
@@ -282,10 +287,10 @@ def check(exp: Experiment, device: str, owner: str | None, store: RunStore, limi
     what = "weights, gradients, AdamW state and activations" if exp.task == "training" else "weights and activations"
     have_gib, device_memory = device_memory_gib(device)
     if have_gib is not None and need_gib > have_gib:
-        raise SpecError(f"this run needs an estimated {need_gib:.3g} GiB ({what}), more than the {have_gib:.3g} GiB "
+        raise TooBig(f"this run needs an estimated {need_gib:.3g} GiB ({what}), more than the {have_gib:.3g} GiB "
                         f"{device_memory}; choose a smaller batch_size or preset")
     if limits.max_memory_gib is not None and need_gib > limits.max_memory_gib:
-        raise SpecError(f"this run needs an estimated {need_gib:.3g} GiB ({what}), over this lab's limit per run "
+        raise TooBig(f"this run needs an estimated {need_gib:.3g} GiB ({what}), over this lab's limit per run "
                         f"({limits.describe('max_memory_gib')}); choose a smaller batch_size or preset")
     _check_queue(owner, store, limits)
 

@@ -223,9 +223,12 @@ class LiveRun:
     def _headline_kept(self, final: dict[str, Any]) -> dict[str, Any] | None:
         """A run that failed after its headline (in the profiling pass: the worker died, ran out of memory or time)
         keeps its timed figures: a result event of the headline record, the profile n/a with the failure's reason.
-        A cancelled run stays cancelled (someone asked for it), and a run with no headline has no figures to keep."""
+        A cancelled run stays cancelled (someone asked for it), a run with no headline has no figures to keep, and an
+        error the worker raised itself stays an error."""
         sent = self._headline_sent
-        if sent is None or final.get("kind") == "cancelled":
+        # Only an end the lab saw from outside (the worker died, was killed for memory, ran out of time): an exception
+        # the worker raised itself after the headline (its error names it) is a bug to show, not a run to call finished.
+        if sent is None or final.get("kind") not in ("crashed", "oom", "timeout") or "exception" in final:
             return None
         why = (f"the worker failed after the timed rounds, in the profiling pass ({final.get('kind', 'crashed')}: "
                f"{str(final.get('message') or 'no message').strip()[:200]}); the timed figures stand")
@@ -434,7 +437,10 @@ class LiveRun:
 
     def wait_for_news(self, timeout: float) -> None:
         """Block (no polling) until what the page draws next arrives, at most `timeout`: during the timed rounds the
-        headline, after it the run's end; at once in any other phase."""
+        headline, after it the run's end; at once in any other phase, and for a generation run, which sends no
+        headline before its record."""
+        if self.exp.task == "generate":
+            return
         if self.phase == "measuring" and self.headline is None:
             self._headline_in.wait(timeout)
         elif self.headline is not None:

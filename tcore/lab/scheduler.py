@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import traceback
+import weakref
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
@@ -35,12 +36,14 @@ from tcore.store import RunRecord, RunStore, StoreError
 TICK_S = 0.25
 # Set when this process submits a run or one of its runs ends: its schedulers tick at once rather than at the end of
 # their TICK_S sleep (a run started up to 0.25 s late: the "queue" phase of an idle room's timeline read 0.16 s).
-_WAKE = threading.Event()
+# One event per scheduler: with one shared event, a scheduler that cleared it could swallow another's wake-up.
+_WAKES: "weakref.WeakSet[threading.Event]" = weakref.WeakSet()
 
 
 def wake() -> None:
     """Tick now: a run was submitted here, or one of this process's runs ended and freed its slot."""
-    _WAKE.set()
+    for event in list(_WAKES):
+        event.set()
 RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.heartbeat)
 
 
@@ -167,6 +170,8 @@ class Scheduler:
         self._lock = threading.Lock()
         self._cancels_forwarded: set[str] = set()
         self._next_recovery = 0.0
+        self._wake = threading.Event()
+        _WAKES.add(self._wake)
         self._thread = threading.Thread(target=self._loop, name=f"queue-{store.path.name}", daemon=True)
 
     def start(self) -> list[Job]:
@@ -197,6 +202,7 @@ class Scheduler:
 
     def _loop(self) -> None:
         while True:
+            self._wake.clear()  # before the tick: a wake-up during it is kept, and the wait below returns at once
             try:
                 self._tick()
                 self.error = None
@@ -207,8 +213,7 @@ class Scheduler:
                            else traceback.format_exc(limit=-3))
                     print(f"compile-lab queue ({self.store.path}): {why}(retried every tick; said again only if it "
                           "changes)", file=sys.stderr)
-            _WAKE.wait(TICK_S)  # the same tick when nothing happens; at once when a run is submitted or ends here
-            _WAKE.clear()
+            self._wake.wait(TICK_S)  # the same tick when nothing happens; at once when a run is submitted or ends here
 
     def _tick(self) -> None:
         if time.monotonic() >= self._next_recovery:

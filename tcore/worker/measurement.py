@@ -87,6 +87,8 @@ class Measurement:
             self.time_blocks(w, eager_step, compiled_step)
         self.derive(recompiles_before)
         self.rerun_interval()
+        if compiled_step is not None:  # the compiles so far, for the headline; counted again after the profile
+            self.compile_totals()
         # The headline is known now: the lab shows it while the profiler runs (a second or two more). Its interval
         # is from what is known now; the profile's idle share may yet call a variant host-bound, which widens it.
         self.emit({"type": "headline", "result": self.result.to_record(), "env": self.env})
