@@ -20,6 +20,7 @@ profiler trace). The worker, the app, the command line and the store all import 
 """
 from tcore.figures.fields import (BUSY_CORES, COMPILE_PHASES, DISAGREE_PCT, GENERATE_RUN,  # noqa: F401
                                   GENERATE_VARIANT, HIGHER, HOST_BUSY_PCT, HOST_IDLE_SHARE, LOWER, NOISY_SPREAD_PCT,
+                                  PROFILED,
                                   RUN_FIGURES, SLOW_STEP_FACTOR, SLOW_TIME_PCT, SUMMARY_RUN, SUMMARY_VARIANT,
                                   VARIANT_FIGURES, VARIANTS, Figure, Result, RunFigures, VariantFigures, column_label,
                                   figure, lookup, summary_keys, text)

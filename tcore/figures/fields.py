@@ -16,6 +16,8 @@ SLOW_STEP_FACTOR = 3.0    # a step slower than this many median steps is a stall
 SLOW_TIME_PCT = 5.0       # ... and such steps took more than this share of the timed time
 BUSY_CORES = 0.5          # other processes kept more than this many CPU cores busy while timing
 DISAGREE_PCT = 20.0       # throughput and median-step speedups further apart than this need explaining
+# A variant's figures that come from the profiling pass (after the headline): n/a, with one reason, when it fails
+PROFILED = ("profiled_step_ms", "kernels_per_step", "gpu_time_samples_per_s")
 # A GPU variant is host-bound when the GPU waits on the host for a noticeable share of its steps: then its figure is
 # the host CPU's launch rate, which moves between processes (tcore.figures.rerun widens the interval for it).
 HOST_IDLE_SHARE = 0.05    # the profiled step's idle share at or above this

@@ -16,6 +16,7 @@ import time
 import traceback
 from typing import Any, Callable
 
+from tcore import figures
 from tcore.lab import artifacts
 from tcore.lab import cluster
 from tcore.lab import model_cards
@@ -235,7 +236,7 @@ class LiveRun:
         result = dict(sent["result"], unavailable=dict(sent["result"].get("unavailable") or {}),
                       notes=[*sent["result"].get("notes", []), f"The breakdown is missing: {why}."])
         for variant in result.get("variants") or []:
-            for key in ("profiled_step_ms", "kernels_per_step", "gpu_time_samples_per_s"):
+            for key in figures.PROFILED:
                 result["unavailable"][f"{variant}_{key}"] = why
         return {"type": "result", "result": result, "env": sent.get("env") or {}}
 

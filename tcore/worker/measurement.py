@@ -110,12 +110,11 @@ class Measurement:
                    "timed figures above it stand")
             for name in self.result.variants:
                 figs = getattr(self.result, name)
-                figs.kernels_per_step = figs.profiled_step_ms = figs.gpu_time_samples_per_s = None
+                for key in figures.PROFILED:
+                    setattr(figs, key, None)
+                    self.result.unavailable[f"{name}_{key}"] = why
                 for category in breakdown.CATEGORIES:
                     setattr(figs, f"{category}_ms", None)
-                self.result.unavailable[f"{name}_profiled_step_ms"] = why
-                self.result.unavailable[f"{name}_kernels_per_step"] = why
-                self.result.unavailable[f"{name}_gpu_time_samples_per_s"] = why
             self.result.notes.append(f"The breakdown is missing: {why}.")
 
     def rerun_interval(self) -> None:
