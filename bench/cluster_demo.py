@@ -16,6 +16,8 @@ from pathlib import Path
 from ray.cluster_utils import Cluster
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from tcore.lab.cluster import own_runtime_dir  # noqa: E402
 
 
 def gpus_here() -> int:
@@ -31,8 +33,8 @@ def main() -> int:
     streamlit_args = parser.parse_known_args()[1]  # what --help does not take goes to `streamlit run`
     gpus = gpus_here()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0})
-    for share in (gpus - gpus // 2, gpus // 2) if gpus > 1 else (gpus, 0):
-        cluster.add_node(num_cpus=1, num_gpus=share)
+    for i, share in enumerate((gpus - gpus // 2, gpus // 2) if gpus > 1 else (gpus, 0)):
+        cluster.add_node(num_cpus=1, num_gpus=share, **own_runtime_dir(i))
     cluster.wait_for_nodes()
     print(f"Ray cluster at {cluster.address}: 2 nodes, {gpus or 'no'} GPUs; the app connects to it", flush=True)
     env = dict(os.environ, COMPILE_LAB_RAY_ADDRESS=cluster.address)

@@ -32,7 +32,8 @@ HANG_S = 180
 def ray_cluster():
     """A head with no GPU and two nodes of one logical GPU each; the lab connects to it by its address."""
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    nodes = [c.add_node(num_cpus=1, num_gpus=1) for _ in range(2)]
+    # each node its own folder for the unpacked working_dir (cluster.own_runtime_dir says why)
+    nodes = [c.add_node(num_cpus=1, num_gpus=1, **cluster.own_runtime_dir(i)) for i in range(2)]
     c.wait_for_nodes()
     old = os.environ.get(cluster.ADDRESS_ENV)
     os.environ[cluster.ADDRESS_ENV] = c.address
@@ -70,6 +71,7 @@ def test_the_clusters_gpus_are_the_slots_and_four_runs_spread_over_both_nodes_on
     slots = scheduler.device_slots("cpu")
     assert len(slots) == 2 and all(s.startswith("ray:") and s.endswith(":gpu0") for s in slots)
     assert {cluster.node_of(s).node_id for s in slots} == {n.node_id for n in nodes}
+    assert len({n.get_runtime_env_dir_path() for n in nodes}) == 2  # neither deletes the code the other runs from
     assert runs._sweep_width("cpu") == 2  # a sweep spreads over both
 
     events: dict[str, list[str]] = {}

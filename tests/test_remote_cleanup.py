@@ -1,5 +1,6 @@
 """The Ray task's side of a cluster run (tcore.lab.remote.run_on_node), without a Ray cluster: its folder on the node
-goes however the task ends, and its worker runs at the node's niceness, not at Ray's +15.
+goes however the task ends, its worker runs at the node's niceness, not at Ray's +15, and it finds the code even
+when the folder Ray started it in has been deleted.
 
 run_on_node is driven here in a plain process that plays the Ray worker (node_facts stubbed); the test kills that
 process with SIGKILL, as Ray's forced cancel does, so the task's own `finally` never runs: only its guard can
@@ -10,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tcore.experiment import protocol
@@ -26,7 +28,8 @@ import json, os, sys
 from tcore.lab import remote
 remote.node_facts = lambda: {"ray_node_id": "test", "hostname": "here"}
 os.nice(int(sys.argv[3]))  # as Ray starts its workers: nicer than the raylet
-gen = remote.run_on_node(sys.argv[1], {}, False, False, code_root=os.getcwd())
+os.rmdir(os.getcwd())  # as another node on this machine unpacking the working_dir afresh leaves a Ray worker
+gen = remote.run_on_node(sys.argv[1], {}, False, False)
 print(json.dumps(next(gen)), flush=True)
 print(json.dumps(next(gen)) if sys.argv[2] == "note" else "{}", flush=True)
 if sys.argv[2] == "close":
@@ -38,9 +41,11 @@ for event in gen:
 
 
 def start_task(how: str, nicer_by: int = 0, raylet_pid: int | None = None) -> tuple[subprocess.Popen, dict]:
-    env = dict(os.environ, RAY_RAYLET_PID=str(raylet_pid or os.getpid()))
+    env = dict(os.environ, RAY_RAYLET_PID=str(raylet_pid or os.getpid()), PYTHONPATH=str(REPO))
+    # started in a folder of its own that the task deletes first: the worker must find the code without its cwd
     task = subprocess.Popen([sys.executable, "-c", TASK, protocol.envelope(LONG.to_json(), {}), how, str(nicer_by)],
-                            stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
+                            stdout=subprocess.PIPE, text=True, cwd=tempfile.mkdtemp(prefix="ray-worker-cwd-"),
+                            env=env)
     started = json.loads(task.stdout.readline())
     assert started["type"] == "remote", started
     return task, started

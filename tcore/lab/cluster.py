@@ -91,6 +91,14 @@ def connect():
         return ray
 
 
+def own_runtime_dir(index: int) -> dict[str, str]:
+    """Arguments to ray.cluster_utils.Cluster.add_node for the index-th of several nodes started on one machine (the
+    tests' cluster, bench/cluster_demo.py): a folder of its own for what Ray unpacks, the working_dir among it. Nodes
+    of one machine share a session folder, and each node's first task unpacks the working_dir afresh there
+    (overwrite=True), deleting the copy another node's worker is running from."""
+    return {"runtime_env_dir_name": f"runtime_resources_node{index}"}
+
+
 def _import_ray(where: str | None):
     try:
         import ray

@@ -35,6 +35,7 @@ from typing import Any, Iterator
 
 from tcore.experiment import protocol
 
+CODE_ROOT = Path(__file__).resolve().parents[2]  # the folder tcore was imported from on this node
 WORKDIR = "{workdir}"  # in the environment the lab side sends: the worker's folder on this node
 LOG_TAIL_LINES = 40
 KEPT = ("inductor", "triton", "worker.log")  # what stays on the node: single-use caches, and the log (its tail travels)
@@ -143,7 +144,10 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
         if warm_cache:  # this node's own warm caches (each node keeps its own)
             warm = Path(os.environ.get("COMPILE_LAB_CACHE_DIR") or Path.home() / ".cache" / "compile-lab")
             env.update(TORCHINDUCTOR_CACHE_DIR=str(warm / "inductor"), TRITON_CACHE_DIR=str(warm / "triton"))
-        root = code_root or os.getcwd()  # Ray's working_dir, unpacked on this node, or a shared checkout
+        # Ray's working_dir as unpacked on this node, or a shared checkout. Not os.getcwd(), though Ray starts the
+        # worker there: nodes on one machine (a test's or the demo's cluster) share one session folder, and a node's
+        # first task unpacks the working_dir afresh, deleting the folder another node's worker stands in.
+        root = code_root or str(CODE_ROOT)
         full = dict(os.environ, PYTHONUNBUFFERED="1", TORCHINDUCTOR_CACHE_DIR=str(workdir / "inductor"),
                     TRITON_CACHE_DIR=str(workdir / "triton"), TORCH_TRACE=str(workdir / "torch_trace"))
         for name in RAY_SETS:  # so that the worker runs as it would locally: same torch threads, same figures
