@@ -31,6 +31,8 @@ _CANCELLING: dict[str, float] = {}  # run id -> when someone in this process ask
 STATE_COLUMN_PX = 250
 TOAST = "queue_toast"  # session_state: a cancel's answer, for the next redraw to show
 CANCEL_WAIT_S = 0.5  # how long a click on Cancel waits for the cancel before the page redraws
+CANCELLED = "Cancelled: a queued run never starts"  # the toast's words once a cancel is done
+_LATE_FAILURES: dict[str, str] = {}  # owner id -> why their cancel failed after the click stopped waiting
 
 
 def whose(owner: str | None, me: str) -> str:
@@ -171,7 +173,8 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
         else:
             state = f"**#{row['queue_position'] or '?'} in the queue** · {wait_words(row['wait'])[0]}"
             reason = wait_words(row["wait"])[1]
-        left.markdown(f"{state} · {row['label']} · :gray[{owner}]", help=reason)
+        # the id's end, as the runs table shows it: two runs of one label tell apart
+        left.markdown(f"{state} · {row['label']} · :gray[{owner}] · :gray[run {row['run_id'][-6:]}]", help=reason)
         if (owner == "yours" or instructor) and row["run_id"] not in stopping:
             # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself
             right.button("Cancel", key=f"{key}_cancel_{row['run_id']}", icon=":material/cancel:",
@@ -181,42 +184,61 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
 def cancel(run_id: str, store: RunStore) -> None:
     """Cancel as this person (a button's on_click, so the queue redraws after it). A running run's worker takes
     a few seconds to stop: that goes on in the background, and meanwhile every tab of this process shows the run
-    as cancelling."""
+    as cancelling. The toast says "Cancelled" only once the cancel has been done; one still under way after
+    CANCEL_WAIT_S says "Cancelling", and if it then fails, the person's next redraw says why (_LATE_FAILURES)."""
     outcome: list[BaseException | None] = []
-    waiting = threading.Event()
-    waiting.set()
+    told = threading.Lock()  # the outcome goes to the click or, once it has stopped waiting, to show_toast
+    late: list[bool] = []
 
     def stop() -> None:
         try:
-            runs.cancel(run_id, store, owner=owner, instructor=instructor)
-        except BaseException as e:  # handed to the click below, or printed if the click has stopped waiting
-            _CANCELLING.pop(run_id, None)
-            outcome.append(e)
-            if not waiting.is_set():
-                traceback.print_exc()
-        else:
-            outcome.append(None)
+            done = None if runs.cancel(run_id, store, owner=owner, instructor=instructor) else AlreadyEnded(run_id)
+        except BaseException as e:
+            done = e
+        if done is not None:
+            _CANCELLING.pop(run_id, None)  # its row is not "cancelling"
+        with told:
+            outcome.append(done)
+            if late and done is not None:  # the click has stopped waiting: kept for this person's next redraw
+                traceback.print_exception(done)
+                why = people.plain(str(done)) or type(done).__name__
+                _LATE_FAILURES[owner] = f"The cancel of run {run_id} failed: {why}"
 
     owner, instructor = people.me(), people.is_instructor()  # read here: the thread has no session
     _CANCELLING[run_id] = time.time()
     worker = threading.Thread(target=stop, name=f"cancel-{run_id}", daemon=True)
     worker.start()
     worker.join(CANCEL_WAIT_S)  # a queued run, or one in another process, is cancelled well within this
-    waiting.clear()
-    if outcome and isinstance(outcome[0], (PermissionError, KeyError)):  # not theirs after all, or gone meanwhile
-        st.session_state[TOAST] = str(outcome[0])
-    elif outcome and outcome[0] is not None:
-        raise outcome[0]
+    with told:
+        late.append(not outcome)
+        done = outcome[0] if outcome else None
+    if isinstance(done, (PermissionError, KeyError, AlreadyEnded)):  # not theirs, gone or ended meanwhile
+        st.session_state[TOAST] = str(done)
+    elif done is not None:
+        raise done
+    elif late[0]:
+        st.session_state[TOAST] = ("Cancelling: it takes longer than usual. The queue shows the run as cancelling "
+                                   "until it is done; a failure would be told here.")
     else:
-        st.session_state[TOAST] = "Cancelled: a queued run never starts; a running one has its worker stopped."
+        st.session_state[TOAST] = f"{CANCELLED}; a running one has its worker stopped."
+
+
+class AlreadyEnded(Exception):
+    """The run had ended before the click reached it (its row was drawn before its end): nothing was cancelled."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"Run {run_id} had already ended: nothing was cancelled.")
 
 
 def show_toast() -> None:
     """The cancel's answer, as a toast. Kept in the session by the click's callback and shown by whichever redraw
     comes next: a toast made in the callback itself is lost when that redraw turns into a whole-page rerun (the
-    queue emptied, or the followed run ended, so the page goes round)."""
+    queue emptied, or the followed run ended, so the page goes round). A cancel that failed after its click stopped
+    waiting is told the same way, to the person who clicked."""
     if message := st.session_state.pop(TOAST, None):
         st.toast(message)
+    if message := _LATE_FAILURES.pop(people.me(), None):
+        st.toast(message, icon=":material/error:")
 
 
 def cancelling(rows: list[dict]) -> set[str]:

@@ -159,14 +159,17 @@ def notice_dead_owners(store: RunStore) -> set[str]:
     return store.orphaned(proc.host, scheduler.is_alive)
 
 
-def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:
-    """Cancel a run from any process: queued, it never starts; running, its owning process stops it.
+def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> bool:
+    """Cancel a run from any process: queued, it never starts; running, its owning process stops it. False when the
+    store says it had already ended (a click on a queue row drawn before its end): nothing was cancelled.
 
     With `owner`, only that session's runs may be cancelled (PermissionError otherwise), unless
     `instructor` (the session unlocked the instructor's actions).
     """
     record = store.get(run_id)
     _may_touch(record, owner, instructor, "cancel")
+    if record.status not in ("queued", "running"):
+        return False
     by_instructor = instructor and owner is not None and record.owner != owner  # its owner is told who did it
     if (run := live(run_id)) is not None and not run.done:
         if by_instructor:
@@ -174,6 +177,7 @@ def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor
         run.cancel()
     else:
         store.request_cancel(run_id, by_instructor=by_instructor)
+    return True
 
 
 def delete(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:
