@@ -40,13 +40,14 @@ def panel(store: RunStore) -> None:
         with st.form("instructor_unlock", border=False):
             attempt = st.text_input("Instructor passcode", type="password", key="instructor_attempt",
                                     help="Unlocks cancelling or deleting anyone's run, pausing the queue and "
-                                         "changing the limits, for this browser session.")
+                                         "changing the limits, in this browser (its other tabs too) "
+                                         "until Lock or the app's restart.")
             if st.form_submit_button("Unlock", icon=":material/lock_open:"):
                 # guesses are slowed per session and per address, and logged (tcore.lab.limits.PasscodeGuard)
                 session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
                 unlocked, why = limits.PASSCODE_GUARD.attempt(session, attempt, address=st.context.ip_address)
                 if unlocked:
-                    st.session_state.instructor = attempt
+                    people.unlock(attempt)
                     st.rerun()
                 st.error(why)
         return
@@ -65,8 +66,8 @@ def panel(store: RunStore) -> None:
         left.markdown(f":orange[Paused since {time.strftime('%H:%M:%S', time.localtime(since))} (the server's clock).]")
         left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume", on_click=runs.pause,
                     args=(store, False))
-    right.button("Lock", icon=":material/lock:", key="instructor_lock", on_click=st.session_state.pop,
-                 args=("instructor", None), help="Give up the instructor's actions in this browser session.")
+    right.button("Lock", icon=":material/lock:", key="instructor_lock", on_click=people.lock,
+                 help="Give up the instructor's actions in this browser (every tab of it).")
     limits_form(store)
 
 

@@ -7,7 +7,8 @@ random secret (64 bits) that no page shows, not even in part: what pages show (a
 not enough to act as someone, so a second browser cannot rebuild another person's id from their name
 tag. Anyone who has the whole address still is that participant: it is a bookmark, not a login. The
 instructor's passcode (tcore.lab.limits.instructor_passcode) is what guards the actions that touch other
-people's runs.
+people's runs; once typed, a random token in a cookie keeps the browser's other tabs unlocked until Lock or the
+server's restart (the token lives only in the server's memory).
 """
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ _OLD_OWNER = re.compile(r"^(guest-[0-9a-f]{6}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4
 
 
 COOKIE = "compile_lab_me"  # the same id, for a new tab of the same browser opened without it in the address
+# The instructor's unlock, for the browser's other tabs and for a session that starts afresh (a reload, or a reconnect
+# the server did not match to its old session): a random token, valid only in this server process, revoked by Lock.
+INSTRUCTOR_COOKIE = "compile_lab_instructor"
+_UNLOCKED: dict[str, str] = {}  # token -> the passcode it was unlocked with (a changed passcode locks it again)
 
 
 def me() -> str:
@@ -36,7 +41,7 @@ def me() -> str:
     Written back into the address on every page, since switching pages drops query parameters.
     """
     asked = st.query_params.get(PARAM)
-    remembered = st.context.cookies.get(COOKIE) if st.context.cookies else None
+    remembered = cookie(COOKIE)
     owner = next((o for o in (asked, st.session_state.get("owner"), remembered) if o and _OWNER.match(o)), None)
     if not owner:
         owner = new_guest()
@@ -44,6 +49,11 @@ def me() -> str:
     if asked != owner:
         st.query_params[PARAM] = owner
     return owner
+
+
+def cookie(name: str) -> str | None:
+    """The browser's cookie `name` as it was when this tab connected (Streamlit reads them then)."""
+    return st.context.cookies.get(name) if st.context.cookies else None
 
 
 def new_guest() -> str:
@@ -97,8 +107,29 @@ def store_trouble(e: Exception) -> str:
 
 
 def is_instructor() -> bool:
-    """Whether this session unlocked the instructor's actions (and the passcode still is what it was)."""
-    return bool(st.session_state.get("instructor")) and limits.is_instructor(st.session_state.get("instructor"))
+    """Whether this session, or another of this browser's since this server started, unlocked the instructor's
+    actions (and the passcode still is what it was)."""
+    if (held := st.session_state.get("instructor_token")) is not None and held not in _UNLOCKED:
+        st.session_state.pop("instructor", None)  # locked in another tab of this browser
+        st.session_state.pop("instructor_token", None)
+    attempt = st.session_state.get("instructor")
+    if not attempt and (token := cookie(INSTRUCTOR_COOKIE)) and (attempt := _UNLOCKED.get(token)):
+        st.session_state.instructor, st.session_state.instructor_token = attempt, token
+    return bool(attempt) and limits.is_instructor(attempt)
+
+
+def unlock(attempt: str) -> None:
+    """The passcode was right: this session is the instructor's, and so are the browser's other tabs (the cookie,
+    set by identity_sidebar on the next page drawn)."""
+    token = secrets.token_urlsafe(24)
+    _UNLOCKED[token] = attempt
+    st.session_state.instructor, st.session_state.instructor_token = attempt, token
+
+
+def lock() -> None:
+    """Give the instructor's actions up in this browser: this session, and the token its other tabs would use."""
+    _UNLOCKED.pop(st.session_state.pop("instructor_token", None), None)
+    st.session_state.pop("instructor", None)
 
 
 def identity_sidebar(store: RunStore) -> None:
@@ -119,6 +150,7 @@ def identity_sidebar(store: RunStore) -> None:
         st.caption(f"You: **{display_name(st.session_state.owner)}**"
                    + (" · :violet[instructor]" if is_instructor() else ""))
         remember(st.session_state.owner)
+        remember_instructor()
 
 
 def remember(owner: str) -> None:
@@ -128,3 +160,13 @@ def remember(owner: str) -> None:
         st.html(f"<script>document.cookie = '{COOKIE}={owner}; path=/; max-age=2592000; SameSite=Lax';</script>",
                 unsafe_allow_javascript=True, width="content")
         st.session_state.remembered = owner
+
+
+def remember_instructor() -> None:
+    """Keep the unlock's token in a cookie for the browser's session (until it is closed): set once after an
+    unlock, emptied once after a Lock."""
+    token = st.session_state.get("instructor_token") or ""
+    if st.session_state.get("instructor_remembered", "") != token:
+        st.html(f"<script>document.cookie = '{INSTRUCTOR_COOKIE}={token}; path=/; SameSite=Strict';</script>",
+                unsafe_allow_javascript=True, width="content")
+        st.session_state.instructor_remembered = token
