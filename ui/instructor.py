@@ -40,8 +40,8 @@ def panel(store: RunStore) -> None:
         with st.form("instructor_unlock", border=False):
             attempt = st.text_input("Instructor passcode", type="password", key="instructor_attempt",
                                     help="Unlocks cancelling or deleting anyone's run, pausing the queue and "
-                                         "changing the limits, in this browser (its other tabs too) "
-                                         "until Lock or the app's restart.")
+                                         "changing the limits, in this browser (tabs opened or reloaded later too) "
+                                         f"until Lock, the app's restart or {people.UNLOCK_HOURS} hours.")
             if st.form_submit_button("Unlock", icon=":material/lock_open:"):
                 # guesses are slowed per session and per address, and logged (tcore.lab.limits.PasscodeGuard)
                 session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
@@ -67,7 +67,7 @@ def panel(store: RunStore) -> None:
         left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume", on_click=runs.pause,
                     args=(store, False))
     right.button("Lock", icon=":material/lock:", key="instructor_lock", on_click=people.lock,
-                 help="Give up the instructor's actions in this browser (every tab of it).")
+                 help="Give up the instructor's actions in every tab unlocked on this app; the passcode unlocks them again.")
     limits_form(store)
 
 

@@ -7,13 +7,15 @@ random secret (64 bits) that no page shows, not even in part: what pages show (a
 not enough to act as someone, so a second browser cannot rebuild another person's id from their name
 tag. Anyone who has the whole address still is that participant: it is a bookmark, not a login. The
 instructor's passcode (tcore.lab.limits.instructor_passcode) is what guards the actions that touch other
-people's runs; once typed, a random token in a cookie keeps the browser's other tabs unlocked until Lock or the
-server's restart (the token lives only in the server's memory).
+people's runs; once typed, a random token in a cookie keeps the browser's tabs opened or reloaded later
+unlocked, from the same address, until Lock, the server's restart or UNLOCK_HOURS (tokens live in its memory).
 """
 from __future__ import annotations
 
 import re
 import secrets
+import time
+from typing import NamedTuple
 
 import streamlit as st
 
@@ -31,7 +33,16 @@ COOKIE = "compile_lab_me"  # the same id, for a new tab of the same browser open
 # The instructor's unlock, for the browser's other tabs and for a session that starts afresh (a reload, or a reconnect
 # the server did not match to its old session): a random token, valid only in this server process, revoked by Lock.
 INSTRUCTOR_COOKIE = "compile_lab_instructor"
-_UNLOCKED: dict[str, str] = {}  # token -> the passcode it was unlocked with (a changed passcode locks it again)
+UNLOCK_HOURS = 12  # a workshop's day: a token older than this unlocks nothing
+
+
+class _Unlock(NamedTuple):
+    attempt: str  # the passcode typed (a changed passcode locks it again)
+    address: str | None  # the network address it was typed from
+    until: float  # time.time() after which it unlocks nothing
+
+
+_UNLOCKED: dict[str, _Unlock] = {}  # token -> its unlock, in this server process only
 
 
 def me() -> str:
@@ -107,29 +118,52 @@ def store_trouble(e: Exception) -> str:
 
 
 def is_instructor() -> bool:
-    """Whether this session, or another of this browser's since this server started, unlocked the instructor's
-    actions (and the passcode still is what it was)."""
-    if (held := st.session_state.get("instructor_token")) is not None and held not in _UNLOCKED:
-        st.session_state.pop("instructor", None)  # locked in another tab of this browser
+    """Whether this session unlocked the instructor's actions, or another of this browser did (the cookie) and its
+    token still unlocks (_unlocked_by); and the passcode still is what it was."""
+    if (held := st.session_state.get("instructor_token")) is not None and _unlocked_by(held) is None:
+        st.session_state.pop("instructor", None)  # locked meanwhile (Lock in another tab), or its time is up
         st.session_state.pop("instructor_token", None)
     attempt = st.session_state.get("instructor")
-    if not attempt and (token := cookie(INSTRUCTOR_COOKIE)) and (attempt := _UNLOCKED.get(token)):
+    if not attempt and (token := cookie(INSTRUCTOR_COOKIE)) and (attempt := _unlocked_by(token)):
         st.session_state.instructor, st.session_state.instructor_token = attempt, token
     return bool(attempt) and limits.is_instructor(attempt)
 
 
+def _unlocked_by(token: str) -> str | None:
+    """The passcode `token` was issued for, while it still unlocks: issued by this process to this network address
+    less than UNLOCK_HOURS ago, for the passcode in force; a token that no longer unlocks is forgotten. The address
+    keeps a token copied out of the browser (another web server on this host is sent the cookie too: cookies do not
+    tell ports apart) from unlocking anywhere else."""
+    if (held := _UNLOCKED.get(token)) is None:
+        return None
+    if time.time() > held.until or held.address != _address() or not limits.is_instructor(held.attempt):
+        _UNLOCKED.pop(token, None)
+        return None
+    return held.attempt
+
+
+def _address() -> str | None:
+    """The session's network address, None where Streamlit knows none (AppTest's context is a stand-in object)."""
+    address = st.context.ip_address
+    return address if isinstance(address, str) else None
+
+
 def unlock(attempt: str) -> None:
-    """The passcode was right: this session is the instructor's, and so are the browser's other tabs (the cookie,
-    set by identity_sidebar on the next page drawn)."""
+    """The passcode was right: this session is the instructor's, and so are the browser's tabs opened or reloaded
+    from now on (the cookie, written by identity_sidebar on the next page drawn)."""
     token = secrets.token_urlsafe(24)
-    _UNLOCKED[token] = attempt
+    _UNLOCKED[token] = _Unlock(attempt, _address(), time.time() + UNLOCK_HOURS * 3600)
     st.session_state.instructor, st.session_state.instructor_token = attempt, token
+    st.session_state.instructor_cookie = token
 
 
 def lock() -> None:
-    """Give the instructor's actions up in this browser: this session, and the token its other tabs would use."""
-    _UNLOCKED.pop(st.session_state.pop("instructor_token", None), None)
+    """Give the instructor's actions up: in this session and in every other one unlocked on this app (there is one
+    instructor; a tab still open learns it at its next redraw), and empty this browser's cookie."""
+    _UNLOCKED.clear()
+    st.session_state.pop("instructor_token", None)
     st.session_state.pop("instructor", None)
+    st.session_state.instructor_cookie = ""
 
 
 def identity_sidebar(store: RunStore) -> None:
@@ -163,10 +197,9 @@ def remember(owner: str) -> None:
 
 
 def remember_instructor() -> None:
-    """Keep the unlock's token in a cookie for the browser's session (until it is closed): set once after an
-    unlock, emptied once after a Lock."""
-    token = st.session_state.get("instructor_token") or ""
-    if st.session_state.get("instructor_remembered", "") != token:
-        st.html(f"<script>document.cookie = '{INSTRUCTOR_COOKIE}={token}; path=/; SameSite=Strict';</script>",
+    """Write the unlock's token into a cookie for the browser's session (until it is closed) after an unlock, and
+    empty it after a Lock: only the session that did either writes it, so a tab that learns of a Lock never
+    empties a newer unlock's cookie."""
+    if (value := st.session_state.pop("instructor_cookie", None)) is not None:
+        st.html(f"<script>document.cookie = '{INSTRUCTOR_COOKIE}={value}; path=/; SameSite=Strict';</script>",
                 unsafe_allow_javascript=True, width="content")
-        st.session_state.instructor_remembered = token
