@@ -29,6 +29,7 @@ from tcore.lab import remote
 remote.node_facts = lambda: {"ray_node_id": "test", "hostname": "here"}
 os.nice(int(sys.argv[3]))  # as Ray starts its workers: nicer than the raylet
 os.rmdir(os.getcwd())  # as another node on this machine unpacking the working_dir afresh leaves a Ray worker
+assert str(remote.CODE_ROOT) == os.environ["PYTHONPATH"]  # where the worker will run from: this checkout
 gen = remote.run_on_node(sys.argv[1], {}, False, False)
 print(json.dumps(next(gen)), flush=True)
 print(json.dumps(next(gen)) if sys.argv[2] == "note" else "{}", flush=True)

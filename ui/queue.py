@@ -184,8 +184,9 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
 def cancel(run_id: str, store: RunStore) -> None:
     """Cancel as this person (a button's on_click, so the queue redraws after it). A running run's worker takes
     a few seconds to stop: that goes on in the background, and meanwhile every tab of this process shows the run
-    as cancelling. The toast says "Cancelled" only once the cancel has been done; one still under way after
-    CANCEL_WAIT_S says "Cancelling", and if it then fails, the person's next redraw says why (_LATE_FAILURES)."""
+    as cancelling. The toast says "Cancelled" only once the cancel has been asked for where it acts (the queue, the
+    run's worker, or the store for another process); one still under way after CANCEL_WAIT_S says "Cancelling",
+    and if it then fails, the person's next redraw says why (_LATE_FAILURES)."""
     outcome: list[BaseException | None] = []
     told = threading.Lock()  # the outcome goes to the click or, once it has stopped waiting, to show_toast
     late: list[bool] = []
@@ -199,10 +200,13 @@ def cancel(run_id: str, store: RunStore) -> None:
             _CANCELLING.pop(run_id, None)  # its row is not "cancelling"
         with told:
             outcome.append(done)
-            if late and done is not None:  # the click has stopped waiting: kept for this person's next redraw
-                traceback.print_exception(done)
-                why = people.plain(str(done)) or type(done).__name__
-                _LATE_FAILURES[owner] = f"The cancel of run {run_id} failed: {why}"
+            if late and late[0] and done is not None:  # the click has stopped waiting: for the next redraw
+                if isinstance(done, AlreadyEnded):
+                    _LATE_FAILURES[owner] = str(done)
+                else:
+                    traceback.print_exception(done)
+                    why = people.plain(str(done)) or type(done).__name__
+                    _LATE_FAILURES[owner] = f"The cancel of run {run_id} failed: {why}"
 
     owner, instructor = people.me(), people.is_instructor()  # read here: the thread has no session
     _CANCELLING[run_id] = time.time()

@@ -175,9 +175,9 @@ def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor
         if by_instructor:
             store.mark_cancel_by_instructor(run_id)
         run.cancel()
-    else:
-        store.request_cancel(run_id, by_instructor=by_instructor)
-    return True
+        return True
+    # the store's status under its write lock: a run that ended since the read above was not cancelled
+    return store.request_cancel(run_id, by_instructor=by_instructor) in ("queued", "running")
 
 
 def delete(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:
