@@ -126,6 +126,11 @@ def hold_cpu_slot(store: RunStore, *, worker_started: bool = False) -> str:
     return run_id
 
 
+# How long a test waits for a real run to end: only a bound on a hang. A tiny run takes seconds alone, but CI's
+# parallel part keeps both cores busy with compiles, so a run queued behind two others may wait minutes.
+HANG_S = 600
+
+
 def wait_until(condition, limit_s=180, what="condition"):
     """Poll until condition() holds; the limit only stops a hang (a loaded machine is slow, not wrong)."""
     deadline = time.time() + limit_s

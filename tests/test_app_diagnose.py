@@ -7,7 +7,7 @@ from pathlib import Path
 from tcore.experiment.spec import Experiment
 from tcore.lab import runs, tlparse
 from tests.app_harness import EAGER_TINY, app, chart_titled, db, figure, stored_run, texts, wait_for  # noqa: F401
-from tests.helpers import insert_run
+from tests.helpers import HANG_S, insert_run
 
 # The captioner's first deliberate graph break (EncoderBlock's `.item()`), found in its source: the line a break
 # is listed at, whatever else the file gains above it.
@@ -134,7 +134,7 @@ def test_diagnose_queues_the_break_pair_for_this_session_and_cancels_it(db):
         at.button(key=f"diag_breaks_live_cancel_{run.run_id}").click().run()
         assert not at.exception
     for run in queued:
-        assert run.wait(60).error_kind == "cancelled"
+        assert run.wait(HANG_S).error_kind == "cancelled"
 
 
 def test_a_suggestion_queues_its_counterpart_and_shows_the_two_side_by_side(db):

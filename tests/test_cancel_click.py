@@ -7,7 +7,7 @@ import pytest
 import streamlit as st
 
 from tcore.lab import runs
-from tests.helpers import QUICK
+from tests.helpers import HANG_S, QUICK
 from ui import people, queue
 
 
@@ -63,7 +63,7 @@ def test_a_click_on_a_row_of_a_run_that_has_ended_since_says_nothing_was_cancell
     runs.pause(store, True)  # it waits in the queue: no worker is started
     run = runs.start(QUICK, store, owner="ada~0123456789abcdef")
     run.cancel()
-    assert run.wait(60).status == "failed"
+    assert run.wait(HANG_S).status == "failed"
     queue.cancel(run.run_id, store)
     assert st.session_state[queue.TOAST] == f"Run {run.run_id} had already ended: nothing was cancelled."
     assert store.get(run.run_id).error["message"].startswith("cancelled")  # as it ended, not changed

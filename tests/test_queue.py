@@ -17,7 +17,7 @@ import pytest
 from tcore.lab import runs, scheduler
 from tcore.lab.launcher import REPO_ROOT
 from tcore.store import RunStore
-from tests.helpers import (QUICK, assert_no_overlap, hold_cpu_slot, killed_after_it_reports, last_heartbeat,
+from tests.helpers import (HANG_S, QUICK, assert_no_overlap, hold_cpu_slot, killed_after_it_reports, last_heartbeat,
                            wait_until)
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
@@ -42,7 +42,7 @@ def test_runs_start_first_come_first_served_across_sessions_one_at_a_time(store,
     wait_until(lambda: c.snapshot()["queue_position"] == 1 and c.snapshot()["eta_s"] is not None, 60, "an ETA")
     assert 0 <= c.snapshot()["eta_s"] <= store.get(a.run_id).finished_at - store.get(a.run_id).started_at
     for run in (a, b, c):
-        assert run.wait(120).status == "finished"
+        assert run.wait(HANG_S).status == "finished"
     records = [store.get(r.run_id) for r in (a, b, c)]
     assert [r.owner for r in records] == ["alice", "bob", "alice"]
     assert records[0].started_at < records[1].started_at < records[2].started_at
@@ -55,7 +55,7 @@ def test_cancel_a_queued_run_it_never_starts_cancel_a_running_one_it_stops(store
     third = runs.start(QUICK, store, owner="bob")
     cleanup += [first, second, third]
     second.cancel()
-    rec = second.wait(60)
+    rec = second.wait(HANG_S)
     assert rec.status == "failed" and rec.error_kind == "cancelled" and "never started" in rec.error["message"]
     assert rec.started_at is None and rec.device_slot is None and second.handle is None
 
@@ -63,9 +63,9 @@ def test_cancel_a_queued_run_it_never_starts_cancel_a_running_one_it_stops(store
         runs.cancel(first.run_id, store, owner="bob")
     wait_until(lambda: first.status == "running" and first.handle is not None, what="first run starting")
     store.request_cancel(first.run_id)  # as another process would: the owning process stops the worker
-    rec = first.wait(120)
+    rec = first.wait(HANG_S)
     assert rec.status == "failed" and rec.error_kind == "cancelled"
-    assert third.wait(120).status == "finished"  # the queue moved on
+    assert third.wait(HANG_S).status == "finished"  # the queue moved on
     assert second.handle is None
 
 
@@ -83,12 +83,12 @@ def test_a_killed_worker_a_compile_error_and_a_timeout_each_are_recorded_and_the
 
     wait_until(lambda: victim.phase not in ("queued", None), what="worker up")
     os.kill(victim.handle.pid, signal.SIGKILL)  # as the kernel's OOM killer would
-    rec = victim.wait(120)
+    rec = victim.wait(HANG_S)
     assert rec.status == "failed" and rec.error_kind == "crashed" and "SIGKILL" in rec.error["message"]
-    assert broken.wait(120).error_kind == "compile_error"
-    rec = slow.wait(120)
+    assert broken.wait(HANG_S).error_kind == "compile_error"
+    rec = slow.wait(HANG_S)
     assert rec.error_kind == "timeout" and "1.5 s time limit" in rec.error["message"]
-    assert after.wait(120).status == "finished"
+    assert after.wait(HANG_S).status == "finished"
     assert_no_overlap([store.get(r.run_id) for r in (victim, broken, slow, after)])
     assert store.running_and_queued(scheduler.this_process().host) == []  # nothing left queued or running
 
@@ -125,7 +125,7 @@ def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marke
     assert not scheduler.is_alive(state["worker"], None)  # it cannot go on measuring beside the next run
     for run_id in queued:
         assert runs.live(run_id) is not None
-        assert runs.live(run_id).wait(120).status == "finished"
+        assert runs.live(run_id).wait(HANG_S).status == "finished"
     records = [store.get(i) for i in queued]
     assert all(r.owner == "crowd" for r in records)
     assert_no_overlap(records)
@@ -151,7 +151,7 @@ def test_a_stopped_owner_loses_its_runs_once_it_has_been_silent_too_long(store, 
         ended = store.get(running)
         assert ended.error_kind == "crashed" and "stopped answering" in ended.error["message"]
         wait_until(lambda: all(runs.live(i) is not None for i in queued), what="adoption")
-        records = [runs.live(i).wait(120) for i in queued]
+        records = [runs.live(i).wait(HANG_S) for i in queued]
         assert [r.status for r in records] == ["finished", "finished"]
         assert_no_overlap([store.get(i) for i in state["ids"]])
     finally:
@@ -192,13 +192,13 @@ def test_a_run_whose_outcome_cannot_be_recorded_still_ends_and_frees_its_slot(st
     monkeypatch.setattr(artifacts, "keep", broken_keep)
     first = runs.start(QUICK, store)
     cleanup.append(first)
-    rec = first.wait(120)
+    rec = first.wait(HANG_S)
     assert first.done and rec.status == "failed" and rec.error_kind == "crashed"
     assert "recording its outcome failed: OSError: disk full" in rec.error["message"]
     monkeypatch.undo()
     second = runs.start(QUICK, store)  # the slot is free again: the next run is claimed and runs
     cleanup.append(second)
-    assert second.wait(120).status == "finished"
+    assert second.wait(HANG_S).status == "finished"
 
 
 def test_a_queue_that_cannot_tick_says_why_to_the_page(store, monkeypatch):
@@ -228,4 +228,4 @@ def test_a_paused_queue_starts_nothing_until_the_instructor_resumes_it(store, cl
     time.sleep(3 * scheduler.TICK_S + scheduler.RECOVER_EVERY_S)
     assert run.status == "queued" and store.get(run.run_id).status == "queued"
     runs.pause(store, False)
-    assert run.wait(120).status == "finished"
+    assert run.wait(HANG_S).status == "finished"
