@@ -120,12 +120,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     scheduler.remove_stale_folders()  # what killed lab processes left in the temporary folder
     try:
         exp = experiment_from_args(args)
+        # read before the run is queued: once it runs, this process's only store reads are the run's own, each of
+        # which says in words what a full or broken store did to the run
+        before = _history_before(store, exp)
         run = runs.start(exp, store, timeout_s=args.timeout, on_event=None if args.quiet else ProgressLine())
     except SpecError as e:  # invalid settings or the lab's limits: nothing was queued
         print(f"invalid experiment: {e}", file=sys.stderr)
         return 2
     print(f"{exp.label}\nstore: {store.path}", file=sys.stderr)
-    for line in _history_before(store, exp):  # said before the run: how far this setting moved here so far
+    for line in before:  # said before the run: how far this setting moved here so far
         print(line, file=sys.stderr)
     while not run.done:  # the worker's events drive the progress line; this shows the wait before it
         snap = run.snapshot()
@@ -166,7 +169,11 @@ def _history_lines(store: RunStore, record) -> list[str]:
 
     if record.result.get("speedup") is None:
         return []
-    earlier = store.same_setting(record.spec, record.device, record.env, before=record.created_at, exclude=record.id)
+    try:
+        earlier = store.same_setting(record.spec, record.device, record.env, before=record.created_at,
+                                     exclude=record.id)
+    except (sqlite3.Error, StoreError) as e:  # the run is recorded; only the comparison is missing
+        return [f"earlier runs of this setting: n/a, the run store could not be read ({e})"]
     return report.history_lines(history.history(earlier), record.result["speedup"])
 
 

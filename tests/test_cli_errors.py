@@ -161,3 +161,35 @@ def test_an_empty_db_path_is_refused_not_taken_for_the_default(command, empty, c
     assert cli.main([*command, "--db", empty]) == 2
     assert "the run store's path is empty" in one_line(capsys)
     assert not default.exists()  # the default store was neither made nor touched
+
+
+def test_the_command_line_reads_the_history_before_the_run_is_queued(tmp_path, monkeypatch):
+    """Once a run is under way, a full disk can break any read of the store; the command line's own history read
+    comes first, so only the run's reads meet it, and each says so in words (tests/test_full_disk.py: a run of that
+    test once read the history while the disk filled and exited 2, "the run store cannot be read")."""
+    from tcore.lab import runs
+
+    said = []
+    monkeypatch.setattr(cli, "_history_before", lambda store, exp: said.append("history") or [])
+
+    def start(*args, **kwargs):
+        said.append("queued")
+        raise SpecError("stopped here by the test")
+
+    monkeypatch.setattr(runs, "start", start)
+    assert cli.main(["run", "--db", str(tmp_path / "runs.sqlite"), "--model", "captioner", "--preset", "tiny",
+                     "--device", "cpu", "--backend", "eager", "--quiet"]) == 2
+    assert said == ["history", "queued"]
+
+
+def test_a_finished_run_whose_history_cannot_be_read_says_so_in_a_line(tmp_path):
+    import sqlite3
+    from types import SimpleNamespace
+
+    class FullStore:
+        def same_setting(self, *args, **kwargs):
+            raise sqlite3.OperationalError("disk I/O error")
+
+    record = SimpleNamespace(result={"speedup": 1.2}, spec={}, device="cpu", env={}, created_at=0.0, id="r1")
+    assert cli._history_lines(FullStore(), record) == [
+        "earlier runs of this setting: n/a, the run store could not be read (disk I/O error)"]
