@@ -191,8 +191,7 @@ def remember(owner: str) -> None:
     """Keep the id in a cookie for 30 days (a page's script cannot set one: the browser does it). Streamlit
     reads cookies when a tab connects, so a new tab finds it; the id is checked against _OWNER before use."""
     if st.session_state.get("remembered") != owner and _OWNER.match(owner):
-        st.html(f"<script>document.cookie = '{COOKIE}={owner}; path=/; max-age=2592000; SameSite=Lax';</script>",
-                unsafe_allow_javascript=True, width="content")
+        _write_cookie(COOKIE, owner, "max-age=2592000; SameSite=Lax")
         st.session_state.remembered = owner
 
 
@@ -201,5 +200,10 @@ def remember_instructor() -> None:
     empty it after a Lock: only the session that did either writes it, so a tab that learns of a Lock never
     empties a newer unlock's cookie."""
     if (value := st.session_state.pop("instructor_cookie", None)) is not None:
-        st.html(f"<script>document.cookie = '{INSTRUCTOR_COOKIE}={value}; path=/; SameSite=Strict';</script>",
-                unsafe_allow_javascript=True, width="content")
+        _write_cookie(INSTRUCTOR_COOKIE, value, "SameSite=Strict")
+
+
+def _write_cookie(name: str, value: str, attributes: str) -> None:
+    """Set a cookie for the whole app from the page (a page's script cannot set one: the browser does it)."""
+    st.html(f"<script>document.cookie = '{name}={value}; path=/; {attributes}';</script>",
+            unsafe_allow_javascript=True, width="content")
