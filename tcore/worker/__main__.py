@@ -122,8 +122,9 @@ def _import_quietly(name: str) -> None:
     try:
         if importlib.util.find_spec(name.partition(".")[0]) is not None:
             importlib.import_module(name)
-    except Exception:  # noqa: BLE001 (the run that builds such a model says what is wrong)
-        pass
+    except Exception as e:  # noqa: BLE001 (the run that builds such a model says what is wrong)
+        print(f"compile-lab worker: importing {name} ahead of a run failed ({type(e).__name__}: {e}); a run that "
+              "builds such a model will say so", file=sys.stderr, flush=True)
 
 
 def warm_profiler() -> None:
