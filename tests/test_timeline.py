@@ -55,11 +55,11 @@ def test_the_clock_puts_the_workers_clock_on_the_labs_and_splits_the_workers_sta
     result = {"first_call_phases_s": {"dynamo_tracing_s": 1.0, "inductor_lowering_s": 2.0}}
     got = clock.timeline(result)
     names = [p["name"] for p in got["timeline"]]
-    assert names[:4] == ["queue (waiting for the device)", "worker process start (Python)",
+    assert names[:4] == [timeline.QUEUE, "worker process start (Python)",
                          "imports (torch, the engine; while idle, model libraries and the profiler's start)",
                          "hand-over to the worker (imports done)"]
     by_name = {p["name"]: p for p in got["timeline"]}
-    assert by_name["queue (waiting for the device)"]["s"] == pytest.approx(1.0)
+    assert by_name[timeline.QUEUE]["s"] == pytest.approx(1.0) and by_name[timeline.QUEUE]["kind"] == timeline.WAIT
     assert by_name["worker process start (Python)"]["s"] == pytest.approx(2.9)
     assert by_name["imports (torch, the engine; while idle, model libraries and the profiler's start)"]["s"] == pytest.approx(1.5)
     assert by_name["Dynamo (tracing, guards)"]["s"] == pytest.approx(1.0)
@@ -68,10 +68,47 @@ def test_the_clock_puts_the_workers_clock_on_the_labs_and_splits_the_workers_sta
     assert names[-1].startswith("saving") and by_name[names[-1]]["s"] == pytest.approx(0.5)
     assert got["timeline_wall_s"] == pytest.approx(17.5) and got["timeline_compile_s"] == pytest.approx(5.0)
     assert got["timeline_measure_s"] == pytest.approx(1.0 + 1.0 + 2.0)  # eager warm-up, compiled warm-up, timing
-    assert got["lab_overhead_s"] == pytest.approx(17.5 - 5.0 - 4.0)
-    assert "5.0 s (29%) was the compile" in timeline.caption(got)
+    # the queue is the room's time, not the lab's overhead
+    assert got["timeline_wait_s"] == pytest.approx(1.0)
+    assert got["lab_overhead_s"] == pytest.approx(17.5 - 5.0 - 4.0 - 1.0)
+    assert "1.0 s (6%) waiting for its turn (the queue, the GPU), 5.0 s (29%) the compile" in timeline.caption(got)
     assert got["headline_at_s"] == pytest.approx(16.1)  # submit at 100.0, before the profile and the save
     assert "The speedup reached the page at 16.1 s, before the profiling pass and the save." in timeline.caption(got)
+
+
+def test_waits_for_the_gpu_are_cut_out_of_the_phase_they_fell_in(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(runclock.time, "monotonic", lambda: now[0])
+    clock = runclock.RunClock()
+    clock.launch()
+    clock.event({"type": "started", "t": 0.0})  # the worker's clock on the lab's: offset 100
+    for phase, t in [("building", 0.0), ("eager", 1.0), ("compiling", 2.0)]:
+        clock.event({"type": "phase", "phase": phase, "t": t})
+    now[0] = 105.0  # the compile's CPU work is done: its code must run, and another run holds the GPU
+    clock.event({"type": "device", "ask": "compiled", "t": 5.0})
+    now[0] = 108.0
+    clock.granted()
+    clock.event({"type": "phase", "phase": "measuring", "t": 9.0})
+    now[0] = 110.0
+    clock.event({"type": "result", "t": 10.0})
+    got = clock.timeline({})
+    rows = [(p["name"], p["kind"], p["s"]) for p in got["timeline"]]
+    compile_name = timeline.WORKER_PHASES["compiling"][0]
+    assert (compile_name, timeline.COMPILE, pytest.approx(3.0)) in rows
+    assert (timeline.DEVICE_WAIT, timeline.WAIT, pytest.approx(3.0)) in rows
+    assert (compile_name + timeline.CONTINUED, timeline.COMPILE, pytest.approx(1.0)) in rows
+    assert got["timeline_wait_s"] == pytest.approx(3.0) and got["timeline_compile_s"] == pytest.approx(4.0)
+    assert sum(p["s"] for p in got["timeline"]) == pytest.approx(got["timeline_wall_s"])
+
+
+def test_cut_out_keeps_the_phases_end_to_end_and_clips_a_wait_at_its_phase():
+    phases = [{"name": "a", "kind": "lab", "start_s": 0.0, "s": 2.0}, {"name": "b", "kind": "measure", "start_s": 2.0,
+                                                                      "s": 2.0}]
+    out = timeline.cut_out(phases, [(1.0, 1.5), (2.5, 9.0)])
+    assert [(p["name"], p["start_s"], p["s"]) for p in out] == [
+        ("a", 0.0, 1.0), (timeline.DEVICE_WAIT, 1.0, 0.5), ("a" + timeline.CONTINUED, 1.5, 0.5),
+        ("b", 2.0, 0.5), (timeline.DEVICE_WAIT, 2.5, 1.5)]
+    assert sum(p["s"] for p in out) == pytest.approx(4.0)
 
 
 def test_a_spare_whose_imports_were_done_shows_no_imports_in_the_run():

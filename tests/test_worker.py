@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tcore.experiment.spec import Experiment, SpecError
+from tcore.figures import timeline
 from tcore.lab import runs
 from tcore.lab.launcher import REPO_ROOT
 
@@ -145,7 +146,7 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
              "profiling", "worker exit", "saving"]
     where = [next(i for i, n in enumerate(names) if n.startswith(o)) for o in order]
     assert where == sorted(where), names
-    assert {"compile", "measure", "lab"} == {p["kind"] for p in phases}
+    assert {"compile", "measure", "lab", "wait"} == {p["kind"] for p in phases}
     helped = subprocess.run([sys.executable, "-m", "tcore", "run", "--help"], capture_output=True, text=True,
                             cwd=REPO_ROOT, timeout=120)
     assert "the same one the Run page opens on: captioner" in " ".join(helped.stdout.split())
@@ -177,7 +178,7 @@ def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
     assert so_far["eager_step_s"]["value"] == pytest.approx(record.result["eager_step_s"])
     # the spare's imports were done before the run: its timeline goes from the queue to the hand-over
     names = [p["name"] for p in record.result["timeline"]]
-    assert names[:2] == ["queue (waiting for the device)", "hand-over to the worker (imports done)"], names
+    assert names[:2] == [timeline.QUEUE, "hand-over to the worker (imports done)"], names
     assert not any(n.startswith("imports") for n in names), names
 
 

@@ -7,8 +7,8 @@ from tcore import figures
 
 # The figures in the Compare page's run table, as stored columns (tcore.figures).
 RUN_TABLE_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s",
-                     # the run's timeline: submit to result, of it the compile and the lab's own overhead
-                     "timeline_wall_s", "timeline_compile_s", "lab_overhead_s",
+                     # the run's timeline: submit to result, of it the compile, the lab's own overhead and the waits
+                     "timeline_wall_s", "timeline_compile_s", "lab_overhead_s", "timeline_wait_s",
                      "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
                      "eager_energy_j_per_step", "compiled_energy_j_per_step", "compiled_peak_pct", "compiled_idle_ms",
                      # generation runs (task=generate); empty for the others

@@ -1,20 +1,21 @@
 """A run's timeline (tcore.figures.timeline) as one thin stacked bar in seconds: the compile's phases in warm
-colours, the measurement in blues, the lab's own overhead in greys; the one-line caption that goes under it, and
-the phases as a table."""
+colours, the measurement in blues, waiting for its turn (the queue, the GPU) in purples, the lab's own overhead in
+greys; the one-line caption that goes under it, and the phases as a table."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from tcore.figures import timeline
-from tcore.figures.timeline import COMPILE, LAB, MEASURE
+from tcore.figures.timeline import COMPILE, LAB, MEASURE, WAIT
 from ui import exports
 from ui.charts import _style
 
 # Cycled within each kind, so neighbouring phases of one kind stay apart and the kinds stay apart from each other.
 KIND_COLORS = {COMPILE: ("#ee4c2c", "#f58518", "#f2a900", "#e45756", "#b8481f"),
                MEASURE: ("#4c78a8", "#72b7b2", "#2f5d8a", "#9ecae9"),
-               LAB: ("#9d9d9d", "#c7c7c7", "#7f7f7f", "#b5b5b5")}
+               LAB: ("#9d9d9d", "#c7c7c7", "#7f7f7f", "#b5b5b5"),
+               WAIT: ("#b279a2", "#d6a5c9", "#8c5a85")}
 LABEL_MIN_SHARE = 0.08  # a phase narrower than this share of the bar is named in the legend and on hover only
 
 
@@ -36,7 +37,7 @@ def timeline_chart(result: dict) -> go.Figure | None:
     fig.update_xaxes(title_text="Seconds since the run was submitted", rangemode="tozero")
     fig.update_yaxes(visible=False)
     # Every phase is named on hover and in the table below the bar: a legend of 15-20 phases would dwarf it.
-    _style(fig, f"The run's timeline: {wall:.1f} s", "compile warm, measurement blue, the lab grey", height=150)
+    _style(fig, f"The run's timeline: {wall:.1f} s", "compile warm, measurement blue, waiting purple, the lab grey", height=150)
     return fig.update_layout(barmode="stack", bargap=0.15, showlegend=False)
 
 

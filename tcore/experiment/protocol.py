@@ -1,7 +1,8 @@
 """What the lab side and the worker process say to each other.
 
-The lab side starts `python -m tcore.worker`, writes the experiment as JSON on its stdin and sets the
-environment variables below; the worker answers with events, one JSON object per line on its stdout.
+The lab side starts `python -m tcore.worker`, writes the experiment as one JSON line on its stdin and sets the
+environment variables below; the worker answers with events, one JSON object per line on its stdout. Where runs
+share the device, the stdin stays open after the experiment: the lab grants the device there (grant()).
 
 Every event has a "type":
   started   {device}                               the worker is up and has resolved the device
@@ -18,6 +19,9 @@ Every event has a "type":
                                                    and may widen the interval (a host-bound verdict)
   code      {sources: [str, ...]}                  the source Inductor generated, one per graph
   model_card {card: {...}}                         a model file as the worker read it (tcore.store.model_cards)
+  device    {ask: purpose} | {release: true}       the device lease (tcore.worker.lease): the worker wants its
+                                                   device alone, or lets it go; the lab answers an ask on the
+                                                   worker's stdin with a grant line, {granted, lab_processes}
   result    {result, env}                          the run finished; the last event of a good run
   error     {kind, message, traceback?, log_tail?} the run failed; the last event of a failed run
 """
@@ -82,8 +86,8 @@ class EventWriter:
 
 
 def envelope(spec_json: str, env: dict[str, str]) -> str:
-    """What the lab side writes on a worker's stdin: the experiment and the environment its run adds."""
-    return json.dumps({"experiment": json.loads(spec_json), "env": env})
+    """What the lab side writes on a worker's stdin: the experiment and the environment its run adds, one line."""
+    return json.dumps({"experiment": json.loads(spec_json), "env": env}) + "\n"
 
 
 def open_envelope(text: str) -> tuple[str, dict[str, str]]:
@@ -92,6 +96,11 @@ def open_envelope(text: str) -> tuple[str, dict[str, str]]:
     if isinstance(data, dict) and "experiment" in data:
         return json.dumps(data["experiment"]), {str(k): str(v) for k, v in (data.get("env") or {}).items()}
     return text, {}
+
+
+def grant(purpose: str, lab_processes: int) -> str:
+    """The line the lab writes on a worker's stdin when it holds the device for that run (tcore.lab.lease)."""
+    return json.dumps({"granted": purpose, "lab_processes": lab_processes}) + "\n"
 
 
 def parse(line: str) -> dict[str, Any]:
@@ -120,6 +129,11 @@ WORKER_DIR = "TCORE_WORKER_DIR"
 # "1" for a spare (tcore.lab.launcher.SparePool), started before any run: it may use its wait to do what a run would
 # otherwise pay for (tcore.worker.__main__.while_idle); a worker started for a run goes straight to it.
 SPARE_WORKER = "TCORE_SPARE_WORKER"
+# The device lease (tcore.worker.lease): "1" when other runs share this run's device, so the worker asks the lab
+# for it (a device event) and waits for the grant on its stdin; and the cores the lab keeps for the run that holds
+# the device ("3,4": the launch thread's first), from tcore.lab.room.
+DEVICE_LEASE = "TCORE_DEVICE_LEASE"
+MEASURE_CPUS = "TCORE_MEASURE_CPUS"
 
 
 def made_on(env: dict[str, Any]) -> dict[str, Any]:

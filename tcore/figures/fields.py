@@ -269,8 +269,12 @@ class RunFigures:
         "Eager and compiled warm-ups and the paired timed rounds: what the figures are measured from.")
     lab_overhead_s: float | None = figure(
         "Lab overhead", "s", "%.1f", LOWER,
-        "The rest of the timeline: queue, worker start and imports, model build, profiling, handing back and "
-        "saving, and any gap nothing measured.")
+        "The rest of the timeline: worker start and imports, model build, profiling, handing back and saving, and "
+        "any gap nothing measured (the waits for its turn are counted apart).")
+    timeline_wait_s: float | None = figure(
+        "Waiting for its turn, on the timeline", "s", "%.1f", LOWER,
+        "Time in the queue, and time waiting for the GPU while another run held it alone (its warm-up, timed rounds "
+        "or profile): the room's share of the wall time, not the lab's.")
     # Generation (task=generate)
     compile_prefill_s: float | None = figure(
         "Compile time, prefill", "s", "%.1f", LOWER,

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-COMPILE, MEASURE, LAB = "compile", "measure", "lab"
+COMPILE, MEASURE, LAB, WAIT = "compile", "measure", "lab", "wait"
 # What each kind means on the Run page's bar and in its caption.
-KIND_WORDS = {COMPILE: "the compile", MEASURE: "the measurement", LAB: "the lab's own overhead"}
+KIND_WORDS = {COMPILE: "the compile", MEASURE: "the measurement", LAB: "the lab's own overhead",
+              WAIT: "waiting for its turn (the queue, the GPU)"}
+QUEUE = "queue (waiting for a place on the device)"
+DEVICE_WAIT = "waiting for the GPU (another run held it)"
+CONTINUED = " (continued)"
 NOT_RECORDED = "n/a: recorded before the lab kept a timeline"
 
 # The worker's phase events (tcore.experiment.protocol.PHASE_TITLES) as timeline phases: (name, kind).
@@ -87,6 +91,27 @@ def split(phase: dict[str, Any], parts: list[tuple[str, str, float]], rest: str)
     return out
 
 
+def cut_out(phases: list[dict[str, Any]], waits: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """The phases with each wait (start, end in s from the timeline's start) cut out as a phase of its own, kind WAIT:
+    the phase it fell in goes on after it, named with CONTINUED. Waits past the end are clipped; the phases still
+    touch end to end and add up to the same span."""
+    out = [dict(p) for p in phases]
+    for start, end in sorted(waits):
+        for i, p in enumerate(out):
+            p_end = p["start_s"] + p["s"]
+            if not (p["start_s"] <= start < p_end) or p["kind"] == WAIT:
+                continue
+            end = min(end, p_end)
+            pieces = [dict(p, s=start - p["start_s"]),
+                      {"name": DEVICE_WAIT, "kind": WAIT, "start_s": start, "s": end - start},
+                      dict(p, name=p["name"] if p["name"].endswith(CONTINUED) else p["name"] + CONTINUED,
+                           start_s=end, s=p_end - end)]
+            out[i:i + 1] = [dict(q, start_s=round(q["start_s"], 4), s=round(q["s"], 4)) for q in pieces
+                            if q["s"] > 1e-4]
+            break
+    return out
+
+
 def refine(phases: list[dict[str, Any]], result: dict[str, Any]) -> list[dict[str, Any]]:
     """The compile and the paired timing cut by what was measured inside them (from the run's record)."""
     out = []
@@ -106,7 +131,8 @@ def totals(phases: list[dict[str, Any]]) -> dict[str, float]:
     """Seconds per kind, and the wall time: the figures a run stores beside its timeline."""
     by_kind = {kind: round(sum(p["s"] for p in phases if p["kind"] == kind), 3) for kind in KIND_WORDS}
     return {"timeline_wall_s": round(sum(p["s"] for p in phases), 3), "timeline_compile_s": by_kind[COMPILE],
-            "timeline_measure_s": by_kind[MEASURE], "lab_overhead_s": by_kind[LAB]}
+            "timeline_measure_s": by_kind[MEASURE], "lab_overhead_s": by_kind[LAB],
+            "timeline_wait_s": by_kind[WAIT]}
 
 
 def caption(result: dict[str, Any]) -> str:
@@ -115,7 +141,10 @@ def caption(result: dict[str, Any]) -> str:
     if not result.get("timeline") or not wall:
         return NOT_RECORDED
     compile_s, lab_s = result.get("timeline_compile_s") or 0.0, result.get("lab_overhead_s") or 0.0
+    wait_s = result.get("timeline_wait_s") or 0.0
     shown = result.get("headline_at_s")
-    return (f"{wall:.1f} s from submit to saved: {compile_s:.1f} s ({100 * compile_s / wall:.0f}%) was the compile, "
-            f"{lab_s:.1f} s ({100 * lab_s / wall:.0f}%) the lab's own overhead, the rest the measurement."
+    waited = (f"{wait_s:.1f} s ({100 * wait_s / wall:.0f}%) waiting for its turn (the queue, the GPU), "
+              if wait_s >= 0.05 else "")
+    return (f"{wall:.1f} s from submit to saved: {waited}{compile_s:.1f} s ({100 * compile_s / wall:.0f}%) the "
+            f"compile, {lab_s:.1f} s ({100 * lab_s / wall:.0f}%) the lab's own overhead, the rest the measurement."
             + (f" The speedup reached the page at {shown:.1f} s, before the profiling pass and the save." if shown else ""))

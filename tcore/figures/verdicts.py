@@ -92,10 +92,14 @@ def noise_reasons(result: Mapping[str, Any]) -> list[str]:
                            f"and {slow_pct:.0f}% of its timed time")
     busy = result.get("busy_cores")
     if busy is not None and busy > BUSY_CORES:
-        reasons.append(f"other processes kept {busy:.1f} CPU cores busy while it was timed")
+        where = ("on the core kept for its launch thread" if result.get("measure_cpus") else "")
+        reasons.append(f"other processes kept {busy:.1f} CPU cores busy {where} while it was timed".replace("  ", " "))
     sharing = result.get("gpu_processes")
-    if sharing is not None and sharing > 1:
-        reasons.append(f"{sharing - 1} other process(es) computed on this GPU while it was timed")
+    # the lab's own runs that share the GPU (compiling, waiting for it) hold contexts there, but the device lease kept
+    # their work out of the timed rounds: only processes beyond them say something else computed
+    others = None if sharing is None else sharing - 1 - (result.get("gpu_lab_processes") or 0)
+    if others is not None and others > 0:
+        reasons.append(f"{others} other process(es), not of this lab, were on this GPU while it was timed")
     return reasons
 
 

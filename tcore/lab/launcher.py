@@ -232,6 +232,12 @@ class SparePool:
             spare.dismiss()
         return None
 
+    def waiting(self, slot: str) -> int:
+        """How many spares wait in `slot` (0 or 1): each holds a CUDA context on its GPU, computing nothing."""
+        with self._lock:
+            spare = self._spares.get(slot)
+            return int(spare is not None and spare.proc.poll() is None)
+
     def clear(self) -> None:
         with self._lock:
             spares, self._spares = list(self._spares.values()), {}
@@ -272,9 +278,14 @@ class RunHandle:
                        TRITON_CACHE_DIR=str(warm_cache_dir() / "triton"))
         self.started_at = time.time()
         launched_at = launched_at or self.started_at
+        # Where other runs share the device, the stdin stays open: the device is granted there (grant()).
+        self.shares_device = env.get(protocol.DEVICE_LEASE) == "1"
+        self._stdin_lock = threading.Lock()
         try:
             self.proc.stdin.write(protocol.envelope(exp.to_json(), env))
-            self.proc.stdin.close()
+            self.proc.stdin.flush()
+            if not self.shares_device:
+                self.proc.stdin.close()
         except BrokenPipeError:  # it died before reading; _read() reports how
             pass
         self._timer = None
@@ -288,6 +299,16 @@ class RunHandle:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def grant(self, purpose: str, lab_processes: int) -> bool:
+        """Tell the worker it holds its device now (tcore.lab.lease); False if it can no longer hear it (it ended)."""
+        with self._stdin_lock:
+            try:
+                self.proc.stdin.write(protocol.grant(purpose, lab_processes))
+                self.proc.stdin.flush()
+                return True
+            except (BrokenPipeError, ValueError, OSError):  # ended, or its stdin closed at its end
+                return False
 
     def cancel(self) -> None:
         self._stop("cancelled")
@@ -312,6 +333,11 @@ class RunHandle:
         _end_group(self.proc)  # compile workers the worker left when it exited without teardown
         if self._timer:
             self._timer.cancel()
+        with self._stdin_lock:
+            try:
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
         self._log.close()
         if terminal is None:  # the worker said nothing final: it was stopped, or it died
             if self._stop_reason == "timeout":

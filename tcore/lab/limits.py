@@ -271,8 +271,11 @@ def queue_full_message(waiting: int, limits: Limits) -> str:
             f"({limits.describe('max_queued_per_session')}); wait for one to start, or cancel one, then submit again")
 
 
-def check(exp: Experiment, device: str, owner: str | None, store: RunStore, limits: Limits | None = None) -> None:
-    """Refuse, with what to change, a run past the limits or past the memory of `device` (cpu or cuda).
+def check(exp: Experiment, device: str, owner: str | None, store: RunStore,
+          limits: Limits | None = None) -> float | None:
+    """Refuse, with what to change, a run past the limits or past the memory of `device` (cpu or cuda); return its
+    memory estimate in GiB (None where it cannot be made), which the queue uses to decide whom it may share a GPU
+    with.
 
     `owner` None (the command line, a sweep's own runs) has no per-session queue limit.
     """
@@ -283,7 +286,8 @@ def check(exp: Experiment, device: str, owner: str | None, store: RunStore, limi
     try:
         need_gib = estimate_memory_gib(exp)
     except NotImplementedError:  # an op with no meta kernel: no estimate, so only the run's own OOM guard applies
-        return _check_queue(owner, store, limits)
+        _check_queue(owner, store, limits)
+        return None
     what = "weights, gradients, AdamW state and activations" if exp.task == "training" else "weights and activations"
     have_gib, device_memory = device_memory_gib(device)
     if have_gib is not None and need_gib > have_gib:
@@ -293,6 +297,7 @@ def check(exp: Experiment, device: str, owner: str | None, store: RunStore, limi
         raise TooBig(f"this run needs an estimated {need_gib:.3g} GiB ({what}), over this lab's limit per run "
                         f"({limits.describe('max_memory_gib')}); choose a smaller batch_size or preset")
     _check_queue(owner, store, limits)
+    return need_gib
 
 
 def minimum_run_s(exp: Experiment, typical_compile_s: float | None = None) -> tuple[float, str]:

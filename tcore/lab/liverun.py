@@ -19,9 +19,11 @@ from typing import Any, Callable
 from tcore import figures
 from tcore.lab import artifacts
 from tcore.lab import cluster
+from tcore.lab import lease
 from tcore.lab import model_cards
 from tcore.lab import scheduler
 from tcore.lab import waiting
+from tcore.experiment import protocol
 from tcore.experiment.protocol import TERMINAL
 from tcore.experiment.protocol import error as error_event
 from tcore.lab.launcher import RunHandle, Worker, run_folder, timeout_message
@@ -30,6 +32,30 @@ from tcore.lab.runclock import RunClock
 from tcore.lab.spares import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, _spare_for_next, keep_spares  # noqa: F401
 from tcore.experiment.spec import Experiment
 from tcore.store import RunRecord, RunStore, StoreError
+
+
+def _lease_env(device: str, slot: str) -> dict[str, str]:
+    """What a worker in `slot` is told of the room (tcore.lab.room): that other runs share its device, so it asks
+    for it (tcore.worker.lease), and the cores kept for the run that holds it."""
+    plan = scheduler.room_plan(device)
+    env = {}
+    if plan.measure_cpus.get(slot):
+        env[protocol.MEASURE_CPUS] = ",".join(str(c) for c in plan.measure_cpus[slot])
+    if plan.shares:
+        env[protocol.DEVICE_LEASE] = "1"
+    return env
+
+
+def _lab_processes(store: RunStore, slot: str | None) -> int:
+    """The lab's other processes on `slot`'s GPU now: the runs resident there (compiling, or waiting for it) and this
+    process's spare worker for it. A measurement counts them apart from processes that are not the lab's."""
+    if slot is None:
+        return 0
+    try:
+        residents = len(store.residents(scheduler.this_process().host).get(slot, []))
+    except (sqlite3.Error, StoreError):
+        residents = 1
+    return max(residents - 1, 0) + SPARES.waiting(slot)
 
 
 class LiveRun:
@@ -69,6 +95,10 @@ class LiveRun:
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
         self.queue_wait: waiting.Wait | None = None  # when it should start (an estimate, and the latest it can)
+        # The device lease (tcore.lab.lease), when other runs share its device: what it waits for or holds, since when
+        self.device_asked: tuple[str, float] | None = None
+        self.device_held: tuple[str, float] | None = None
+        self.lease_env: dict[str, str] = {}  # what the worker is told of the lease and the cores kept for it
         self._on_event = on_event
         self._lock = threading.Lock()  # guards what snapshot() reads
         self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
@@ -108,6 +138,7 @@ class LiveRun:
             if cluster.is_ray_slot(slot):
                 self._launch_on_cluster(slot)
                 return
+            self.lease_env = _lease_env(self.device, slot)
         if self.timeout_s is not None:  # a worker still starting at the limit is not left to start
             timer = threading.Timer(self.timeout_s, self._time_out_starting)
             timer.daemon = True
@@ -145,8 +176,8 @@ class LiveRun:
                 self.from_spare, self.workdir = from_spare, worker.workdir
                 self.clock.worker(worker.forked, from_spare)
                 extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
-                self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s, extra_env=extra,
-                                        launched_at=self.launched_at)
+                self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s,
+                                        extra_env={**extra, **self.lease_env}, launched_at=self.launched_at)
             except OSError as e:
                 self._not_started(e)
                 return
@@ -219,6 +250,8 @@ class LiveRun:
                 self._end(error_event("crashed", f"the run ended, but recording its outcome failed: "
                                                  f"{type(e).__name__}: {e}"))
         finally:
+            if self.lease_env.get(protocol.DEVICE_LEASE):
+                self._broker().forget(self.run_id)
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
 
     def _headline_kept(self, final: dict[str, Any]) -> dict[str, Any] | None:
@@ -257,10 +290,38 @@ class LiveRun:
         except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no TORCH_TRACE was kept)
             traceback.print_exc()
 
+    def _broker(self) -> lease.Broker:
+        return lease.broker(self.store, scheduler.this_process().host)
+
+    def _device_event(self, event: dict[str, Any]) -> None:
+        """The worker asks for its device alone or lets it go (tcore.worker.lease): the broker takes it in the store
+        when it is this run's turn, and the worker hears of it on its stdin."""
+        if not self.lease_env.get(protocol.DEVICE_LEASE):  # a worker alone on its device asks no one
+            return
+        broker = self._broker()
+        if event.get("release"):
+            with self._lock:
+                self.device_held = None
+            broker.release(self.run_id)
+            return
+        purpose = str(event.get("ask"))
+        with self._lock:
+            self.device_asked, self.device_held = (purpose, time.time()), None
+
+        def granted() -> None:
+            with self._lock:
+                self.device_asked, self.device_held = None, (purpose, time.time())
+            self.clock.granted()
+            self.handle.grant(purpose, _lab_processes(self.store, self.device_slot))
+
+        broker.ask(self.run_id, self.device_slot, purpose, granted)
+
     def _read_events(self) -> None:
         for event in self.handle:
             self.clock.event(event)
             kind = event["type"]
+            if kind == "device":
+                self._device_event(event)  # reads and writes the store: outside the lock
             shown = self._shown_headline(event) if kind == "headline" else None  # reads the store: outside the lock
             with self._lock:
                 if kind == "headline":
@@ -344,6 +405,7 @@ class LiveRun:
             if self.final is None and self.record is not None and self.record.error:
                 self.final = self.record.error
             self.queue_position = self.queue_wait = None
+            self.device_asked = self.device_held = None
             if self.record is not None and self.record.status in ("finished", "failed"):
                 self.power_samples, self.code = [], []
             self.ended_at = time.time()
@@ -420,7 +482,9 @@ class LiveRun:
                     "device_slot": self.device_slot, "owner": self.owner,
                     "figures_so_far": {k: dict(v) for k, v in self.figures_so_far.items()},
                     "headline": self.headline,
-                    "phase_started_at": dict(self.phase_started_at)}
+                    "phase_started_at": dict(self.phase_started_at),
+                    "shares_device": bool(self.lease_env.get(protocol.DEVICE_LEASE)),
+                    "device_asked": self.device_asked, "device_held": self.device_held}
 
     def cancel(self) -> None:
         """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from tcore.figures import timeline
-from tcore.figures.timeline import LAB
+from tcore.figures.timeline import LAB, WAIT
 
 
 class RunClock:
@@ -29,6 +29,7 @@ class RunClock:
         self.result_t: float | None = None
         self.result_received: float | None = None
         self.headline_received: float | None = None  # when the timed figures arrived, before the profiling pass
+        self.device_waits: list[list[float | None]] = []  # [asked, granted] for each ask of the device (tcore.lab.lease)
 
     def launch(self) -> None:
         self.launched = time.monotonic()
@@ -58,8 +59,15 @@ class RunClock:
             self.phases.append((event["phase"], t))
         elif kind == "headline":
             self.headline_received = now
+        elif kind == "device" and event.get("ask"):
+            self.device_waits.append([now, None])
         elif kind == "result":
             self.result_t, self.result_received = t, now
+
+    def granted(self) -> None:
+        """The device was granted for the latest ask (tcore.lab.lease)."""
+        if self.device_waits and self.device_waits[-1][1] is None:
+            self.device_waits[-1][1] = time.monotonic()
 
     def timeline(self, result: dict[str, Any]) -> dict[str, Any]:
         """The timeline and its totals, up to now (the moment before the record is written); {} when the run's
@@ -69,7 +77,7 @@ class RunClock:
         def lab(t: float) -> float:  # a time on the worker's clock, on this one
             return t + self.offset
 
-        marks = [("queue (waiting for the device)", LAB, self.submitted), (self.worker_start, LAB, self.launched)]
+        marks = [(timeline.QUEUE, WAIT, self.submitted), (self.worker_start, LAB, self.launched)]
         anchor = lab(0.0)  # when the worker received the run
         if "ready_wait_s" in self.startup:
             ready = anchor - self.startup["ready_wait_s"]
@@ -82,7 +90,10 @@ class RunClock:
             marks.append((name, kind, lab(t)))
         marks += [("worker exit, result handed back", LAB, lab(self.result_t)),
                   ("saving (artifacts kept, interval restated; the store write follows)", LAB, self.result_received)]
-        phases = timeline.refine(timeline.assemble(marks, time.monotonic(), self.submitted), result)
+        end = time.monotonic()
+        waits = [(asked - self.submitted, (granted or end) - self.submitted) for asked, granted in self.device_waits
+                 if (granted or end) - asked > 1e-3]
+        phases = timeline.refine(timeline.cut_out(timeline.assemble(marks, end, self.submitted), waits), result)
         # submit to the headline's arrival: what a person waits for the speedup (the rest is profiling and saving)
         shown = {} if self.headline_received is None else {
             "headline_at_s": round(self.headline_received - self.submitted, 3)}

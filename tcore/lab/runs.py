@@ -18,6 +18,7 @@ from typing import Any, Callable
 from tcore.lab import cluster
 from tcore.lab import limits
 from tcore.lab import model_cards
+from tcore.lab import room
 from tcore.lab import scheduler
 from tcore.lab import tlparse
 from tcore.experiment.protocol import error as error_event
@@ -86,14 +87,15 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     """
     device, notes = preflight(exp)
     lab = limits.load(store=store)
-    limits.check(exp, device, owner, store, lab)
+    need_gib = limits.check(exp, device, owner, store, lab)
     timeout_s, lowered = lab.run_time(timeout_s)
     limits.check_duration(exp, device, timeout_s, store, lab)
+    scheduler.room_plan(device)  # a [room] setting written wrongly is said now, before anything is queued
     sched, _ = _scheduler(store)
     try:
         run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
                                timeout_s=timeout_s, max_queued=lab.max_queued_per_session if owner else None,
-                               sweep=sweep, sweep_width=_sweep_width(device))
+                               sweep=sweep, sweep_width=_sweep_width(device), memory_gib=room.counted_gib(need_gib))
     except QueueFull as e:  # a race with another tab of the same session, which check() could not see
         raise SpecError(limits.queue_full_message(e.count, lab)) from None
     run = LiveRun(exp, store, run_id=run_id, device=device, notes=notes + ([lowered] if lowered else []),
@@ -104,9 +106,10 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
 
 
 def _sweep_width(device: str) -> int:
-    """How many runs of one sweep may be in the queue at once: one per slot on a Ray cluster, so a sweep spreads
-    over its GPUs; one on this machine alone, as before."""
-    return len(scheduler.device_slots(device)) if cluster.configured() else 1
+    """How many runs of one sweep may be in the queue at once: one per run the device slots take at once (one per
+    slot on a Ray cluster; runs_per_gpu per GPU here, tcore.lab.room), so a sweep spreads over its GPUs and compiles
+    its next runs while one measures; one on a CPU."""
+    return len(scheduler.device_slots(device)) * scheduler.room_plan(device).runs_per_slot
 
 
 def recover(store: RunStore) -> list[LiveRun]:

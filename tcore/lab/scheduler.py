@@ -28,8 +28,9 @@ import weakref
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
-from tcore.lab import cluster, launcher
+from tcore.lab import cluster, launcher, room
 from tcore.lab.launcher import SparePool
+from tcore.lab.limits import device_memory_gib
 from tcore.lab.waiting import HISTORY_RUNS, Ahead, Wait, estimate_wait, expected_duration
 from tcore.store import RunRecord, RunStore, StoreError
 
@@ -128,6 +129,34 @@ def _local_slots(device: str) -> tuple[str, ...]:
     return tuple(f"cuda:{i}" for i in range(torch.cuda.device_count()))
 
 
+_CPUS = tuple(room.usable_cpus())  # this process's cores before it kept itself off the measuring ones (keep_off)
+_PLANS: dict[str, tuple[float, room.RoomPlan]] = {}
+PLAN_FRESH_S = 2.0  # the room's configuration is read again at most this often: a change applies within seconds
+
+
+def room_plan(device: str) -> room.RoomPlan:
+    """How this machine shares its `device` slots among runs now (tcore.lab.room): runs per slot, the cores kept for
+    the run that holds a device. On a Ray cluster a run holds its node's GPU whole, as before: the lease lives in
+    this machine's store, which a node does not reach."""
+    now = time.monotonic()
+    if (cached := _PLANS.get(device)) is not None and now - cached[0] < PLAN_FRESH_S:
+        return cached[1]
+    slots = device_slots(device)
+    if cluster.configured():
+        made = room.RoomPlan(device, 1, {slot: () for slot in slots}, frozenset(),
+                             "On the Ray cluster each run holds its GPU from start to end.")
+    else:
+        made = room.plan(device, slots, _CPUS, room.runs_per_gpu_setting())
+    _PLANS[device] = (now, made)
+    return made
+
+
+def slot_room(device: str) -> dict:
+    """What the queue may put in each of `device`'s slots (tcore.store.SlotRoom): runs and their memory."""
+    made = room_plan(device)
+    return made.room(device_memory_gib(device)[0] if made.shares else None)
+
+
 def slot_env(slot: str) -> dict[str, str]:
     """The environment that pins a worker to its slot: CUDA_VISIBLE_DEVICES holds that GPU only."""
     if not slot.startswith("cuda:"):
@@ -137,6 +166,23 @@ def slot_env(slot: str) -> dict[str, str]:
     # torch numbers the GPUs this process may see; a restricted list maps them back to the real ones
     physical = visible.split(",")[index].strip() if visible else str(index)
     return {"CUDA_VISIBLE_DEVICES": physical}
+
+
+def keep_off_measuring_cores() -> str | None:
+    """Move this process off the cores kept for the runs that hold a GPU (nothing on a machine without one, or where
+    nothing is kept); a sentence if it cannot."""
+    if not _gpus_here():
+        return None
+    try:
+        made = room_plan("cuda")
+    except Exception as e:  # noqa: BLE001 (a bad [room] setting: every submit says so; the queue still runs)
+        return f"the room's plan could not be made ({e}); this process keeps its cores"
+    return room.keep_off(made.other_cpus)
+
+
+def _gpus_here() -> bool:
+    """Whether this machine's own GPUs are the queue's (not a Ray cluster's)."""
+    return not cluster.configured() and bool(_local_slots("cuda"))
 
 
 class Job(Protocol):
@@ -175,7 +221,12 @@ class Scheduler:
         self._thread = threading.Thread(target=self._loop, name=f"queue-{store.path.name}", daemon=True)
 
     def start(self) -> list[Job]:
-        """Recover the store (see recover()), then start ticking; returns the runs adopted."""
+        """Recover the store (see recover()), then start ticking; returns the runs adopted.
+
+        On a GPU machine whose slots keep cores for the measuring run (tcore.lab.room), this process moves off them
+        first, so that the workers it starts, and their compiles, begin on the other cores."""
+        if (trouble := keep_off_measuring_cores()) is not None:
+            print(f"compile-lab: {trouble}", file=sys.stderr, flush=True)
         adopted = self.recover()
         self._thread.start()
         return adopted
@@ -237,23 +288,29 @@ class Scheduler:
                 del waiting[run_id]
         for device in {job.device for job in waiting.values()}:
             slots = list(device_slots(device))
-            while (claim := self.store.claim_next(self.proc, device, slots, set(waiting))) is not None:
+            shared = slot_room(device)
+            while (claim := self.store.claim_next(self.proc, device, slots, set(waiting), shared)) is not None:
                 run_id, slot = claim
                 waiting.pop(run_id).launch(slot, slot_env(slot))
         self._update_places(waiting)
 
     def _fill_spares(self) -> None:
-        """A spare worker in each free slot, so the next run there skips the imports.
+        """A spare worker in each slot with room for another run, so the next run there skips the imports.
 
-        Only free slots: a spare importing beside a run that is being measured would share its CPU.
-        (A GPU run starts the next spare itself once it reaches its profiling pass: tcore.lab.liverun.)
+        On the CPU only free slots: a spare importing beside a run that is being measured would share its cores. On a
+        GPU whose slots keep cores for the measuring run, a spare imports on the others (tcore.lab.room), where such
+        work moved nothing measurable. (A GPU run also starts the next spare once it reaches its profiling pass:
+        tcore.lab.liverun.)
         """
         if self.spares is None or not self.spare_devices:
             return
-        busy = self.store.busy_slots(self.proc.host)
+        residents = self.store.residents(self.proc.host)
         for device in list(self.spare_devices):
+            made = room_plan(device)
             for slot in device_slots(device):
-                if slot not in busy and not cluster.is_ray_slot(slot):  # spares are local processes
+                here = len(residents.get(slot, []))
+                has_room = here == 0 or (made.shares and made.other_cpus and here < made.runs_per_slot)
+                if has_room and not cluster.is_ray_slot(slot):  # spares are local processes
                     self.spares.fill(slot, slot_env(slot))
 
     def _forward_cancels(self, jobs: dict[str, Job]) -> None:

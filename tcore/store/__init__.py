@@ -8,6 +8,7 @@ that holds that concern's methods; RunStore is all of them over one file:
     schema.py                  every table, created or upgraded once per file per process, when opened
     runs.py        Runs        how a run ended, and reading runs back
     queue.py       Queue       queue, claim a device slot, cancel, take over what dead processes left
+    devices.py     Devices     the device lease: who holds each device alone, who waits, when each held it
     sweeps.py      Sweeps      a batch of queued runs known by one id; its next run released as one ends
     lab_state.py   LabState    what the instructor set: the queue paused, the limits
     people.py      People      whose runs are whose (a participant renamed)
@@ -22,17 +23,19 @@ tests' hand-made rows aside (tests/test_store_seams.py checks it).
 """
 from tcore.store.artifacts import Artifacts
 from tcore.store.connection import StoreError, StoreFile, default_path
+from tcore.store.devices import Ask, Devices, Hold, Span
 from tcore.store.lab_state import LabState
 from tcore.store.model_cards import ModelCards
 from tcore.store.people import People
-from tcore.store.queue import Queue, QueueFull
+from tcore.store.queue import Queue, QueueFull, SlotRoom
 from tcore.store.records import RunRecord
 from tcore.store.runs import NoSuchRun, Runs
 from tcore.store.sweeps import Sweeps
 
 
-class RunStore(StoreFile, Runs, Queue, Sweeps, LabState, People, Artifacts, ModelCards):
+class RunStore(StoreFile, Runs, Queue, Devices, Sweeps, LabState, People, Artifacts, ModelCards):
     """The run store at `path` (default: default_path()), its tables made or upgraded on opening."""
 
 
-__all__ = ["NoSuchRun", "QueueFull", "RunRecord", "RunStore", "StoreError", "default_path"]
+__all__ = ["Ask", "Hold", "NoSuchRun", "QueueFull", "RunRecord", "RunStore", "SlotRoom", "Span", "StoreError",
+           "default_path"]

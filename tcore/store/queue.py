@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from typing import Callable, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from tcore.store.connection import Part
 from tcore.store.records import RunRecord, new_id, to_json
@@ -45,6 +45,22 @@ class Proc(Protocol):
     started: str | None
 
 
+class SlotRoom(NamedTuple):
+    """How many runs may share one device slot, and the device memory (GiB) they may hold together (None: not
+    counted). A run whose memory is unknown (NULL) shares its slot with no one: it is claimed only into an empty slot,
+    and no run joins it."""
+    runs: int = 1
+    memory_gib: float | None = None
+
+    def admits(self, residents: list[float | None], memory_gib: float | None) -> bool:
+        """Whether a run needing `memory_gib` may join `residents` (their estimates) in this slot."""
+        if not residents:
+            return True
+        if len(residents) >= self.runs or memory_gib is None or None in residents:
+            return False
+        return self.memory_gib is None or sum(residents) + memory_gib <= self.memory_gib
+
+
 class QueueFull(Exception):
     """The owner already has `count` runs waiting."""
 
@@ -57,12 +73,14 @@ class Queue(Part):
     """The queue's operations: queue a run, claim a slot, cancel, and take over what dead processes left."""
 
     def enqueue(self, exp, *, device: str, owner: str, proc: Proc, timeout_s: float | None,
-                max_queued: int | None = None, sweep: tuple[str, int] | None = None, sweep_width: int = 1) -> str:
+                max_queued: int | None = None, sweep: tuple[str, int] | None = None, sweep_width: int = 1,
+                memory_gib: float | None = None) -> str:
         """Queue a run on `device` (cpu or cuda) for `proc` to start; QueueFull if `owner` has `max_queued` waiting.
 
         The count and the insert share one transaction, so two tabs of one session cannot both slip under it.
         sweep: (sweep id, place in it); every run of a sweep past its first `sweep_width` is held until one
         before it ends, so a sweep has at most that many runs in the queue at once (one per slot of a cluster).
+        memory_gib: the run's device memory estimate, which decides whom it may share a slot with (None: no one).
         """
         run_id = new_id()
         with self._write() as db:
@@ -75,40 +93,50 @@ class Queue(Part):
             sweep_id, sweep_index = sweep or (None, None)
             db.execute(
                 "INSERT INTO runs (id, created_at, status, label, model, preset, device, spec, owner, queued_at,"
-                " timeout_s, host, owner_pid, owner_started, sweep_id, sweep_index, held)"
-                " VALUES (?,?,'queued',?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " timeout_s, host, owner_pid, owner_started, sweep_id, sweep_index, held, memory_gib)"
+                " VALUES (?,?,'queued',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, now, exp.label, exp.model, exp.preset, device, exp.to_json(), owner, now, timeout_s,
                  proc.host, proc.pid, proc.started, sweep_id, sweep_index,
-                 int(sweep_index is not None and sweep_index >= sweep_width)))
+                 int(sweep_index is not None and sweep_index >= sweep_width), memory_gib))
         return run_id
 
-    def claim_next(self, proc: Proc, device: str, slots: list[str], run_ids: set[str]) -> tuple[str, str] | None:
-        """Claim the oldest queued `device` run on proc's host if it is one of proc's `run_ids` and a slot is free.
+    def claim_next(self, proc: Proc, device: str, slots: list[str], run_ids: set[str],
+                   room: dict[str, SlotRoom] | None = None) -> tuple[str, str] | None:
+        """Claim the oldest queued `device` run on proc's host if it is one of proc's `run_ids` and a slot has room.
 
         Returns (run_id, slot), the run now "running" in that slot, or None. Only the owner of the
-        oldest run may claim, so the queue is first come, first served across processes.
+        oldest run may claim, so the queue is first come, first served across processes. `room` says how many runs
+        may share each slot and how much device memory they may hold together (tcore.lab.room); without it a slot
+        takes one run. Of the slots with room, the one with the fewest runs is taken (the first, on a tie).
         """
         with self._write() as db:
             if db.execute("SELECT 1 FROM lab_state WHERE key=?", (PAUSED,)).fetchone():
                 return None  # the instructor paused the queue: what runs goes on, nothing new starts
             oldest = db.execute(
-                "SELECT id, owner_pid, owner_started FROM runs WHERE status='queued' AND held=0 AND host=? AND device=?"
-                " ORDER BY queued_at, rowid LIMIT 1", (proc.host, device)).fetchone()
+                "SELECT id, owner_pid, owner_started, memory_gib FROM runs WHERE status='queued' AND held=0 AND host=?"
+                " AND device=? ORDER BY queued_at, rowid LIMIT 1", (proc.host, device)).fetchone()
             if (oldest is None or oldest["id"] not in run_ids
                     or (oldest["owner_pid"], oldest["owner_started"]) != (proc.pid, proc.started)):
                 return None
-            busy = _busy_slots(db, proc.host)
-            free = [slot for slot in slots if slot not in busy]
-            if not free:
+            residents = _residents(db, proc.host)
+            fits = [slot for slot in slots
+                    if (room or {}).get(slot, SlotRoom()).admits(residents.get(slot, []), oldest["memory_gib"])]
+            if not fits:
                 return None
+            slot = min(fits, key=lambda s: len(residents.get(s, [])))
             db.execute("UPDATE runs SET status='running', device_slot=?, started_at=? WHERE id=?",
-                       (free[0], time.time(), oldest["id"]))
-            return oldest["id"], free[0]
+                       (slot, time.time(), oldest["id"]))
+            return oldest["id"], slot
 
     def busy_slots(self, host: str) -> set[str]:
         """The device slots on `host` that a run holds now."""
         with self._connect() as db:
-            return _busy_slots(db, host)
+            return set(_residents(db, host))
+
+    def residents(self, host: str) -> dict[str, list[float | None]]:
+        """slot -> the memory estimates (GiB; None: unknown) of the runs running in it on `host`."""
+        with self._connect() as db:
+            return _residents(db, host)
 
     def set_worker(self, run_id: str, pid: int, started: str | None, proc: Proc | None = None) -> bool:
         """Record the run's worker; with `proc`, only while the run is still running under proc (False: another
@@ -146,6 +174,7 @@ class Queue(Part):
                                " WHERE id=? AND status='queued'", (time.time(), error, run_id)).rowcount == 1
         if cancelled:
             self._release_next(db, run_id)  # tcore.store.sweeps
+            self._free_device(db, run_id)  # tcore.store.devices
         return cancelled
 
     def mark_cancel_by_instructor(self, run_id: str) -> None:
@@ -271,13 +300,17 @@ class Queue(Part):
                 db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='crashed', error=? WHERE id=?",
                            (time.time(), to_json({"type": "error", "kind": "crashed", "message": message}), row["id"]))
                 self._release_next(db, row["id"])  # tcore.store.sweeps
+                self._free_device(db, row["id"])  # tcore.store.devices
                 crashed.append(row["id"])
         return crashed, adopted
 
 
-def _busy_slots(db: sqlite3.Connection, host: str) -> set[str]:
-    return {r[0] for r in db.execute("SELECT device_slot FROM runs WHERE status='running' AND host=?"
-                                     " AND device_slot IS NOT NULL", (host,))}
+def _residents(db: sqlite3.Connection, host: str) -> dict[str, list[float | None]]:
+    out: dict[str, list[float | None]] = {}
+    for slot, memory in db.execute("SELECT device_slot, memory_gib FROM runs WHERE status='running' AND host=?"
+                                   " AND device_slot IS NOT NULL", (host,)):
+        out.setdefault(slot, []).append(memory)
+    return out
 
 
 def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], bool], seen_at: float | None,

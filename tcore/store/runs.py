@@ -46,6 +46,7 @@ class Runs(Part):
                      to_json(error), run_id, *((owner.pid, owner.started) if owner else ()))).rowcount == 0:
                 return False
             self._release_next(db, run_id)  # a sweep's next run takes its turn (tcore.store.sweeps)
+            self._free_device(db, run_id)  # whatever it held or asked for (tcore.store.devices)
             if power_samples:  # table `traces` is the power samples' (its old name: renaming it needs a migration)
                 db.execute("INSERT OR REPLACE INTO traces (run_id, samples) VALUES (?, ?)",
                            (run_id, json.dumps(power_samples)))

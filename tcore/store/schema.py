@@ -52,6 +52,33 @@ CREATE TABLE IF NOT EXISTS owners (  -- each process that owns runs says it is a
     PRIMARY KEY (host, pid, started)
 );
 
+-- The device lease (tcore.store.devices): runs that share a device hold it alone, in turn, for what needs it alone.
+CREATE TABLE IF NOT EXISTS device_holds (  -- who holds each device slot now
+    host TEXT NOT NULL,
+    slot TEXT NOT NULL,              -- cuda:0, cuda:1, ... (tcore.lab.scheduler.device_slots)
+    run_id TEXT NOT NULL,
+    purpose TEXT NOT NULL,           -- what for: tcore.lab.lease.PURPOSES
+    since REAL NOT NULL,
+    PRIMARY KEY (host, slot)
+);
+CREATE TABLE IF NOT EXISTS device_asks (  -- runs waiting for their slot, one ask each
+    run_id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    slot TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    rank INTEGER NOT NULL,           -- lower goes first; then the run queued first
+    asked_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS device_use (  -- every hold, once taken: the evidence that no two overlapped
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    slot TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    asked_at REAL NOT NULL,
+    taken_at REAL NOT NULL,
+    released_at REAL                 -- NULL while held
+);
+CREATE INDEX IF NOT EXISTS device_use_run ON device_use(run_id);
+
 -- The lab's state (tcore.store.lab_state).
 CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue paused, limits changed
     key TEXT PRIMARY KEY,
@@ -110,6 +137,7 @@ QUEUE_COLUMNS = {
     "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweeps) ...
     "sweep_index": "INTEGER",      # ... and its place in that sweep
     "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
+    "memory_gib": "REAL",          # its device memory estimate (tcore.lab.memory); NULL: unknown, so it runs alone
 }
 
 

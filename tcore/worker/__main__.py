@@ -8,7 +8,8 @@ It imports first and reads second, so the lab side can start one ahead of time a
 (tcore.lab.launcher.SparePool): the imports are paid while nobody waits, nothing is compiled, and
 the compile it later times is as cold as ever. What it reads (protocol.envelope) is the experiment
 and the environment the run needs beyond what the process started with (its artifact and profiler
-trace paths, the shared caches of a warm run). Empty stdin means the spare was not needed: it exits quietly.
+trace paths, the shared caches of a warm run), one line; where other runs share the device, the lab's grants of
+it follow on the same stdin (tcore.worker.lease). Empty stdin means the spare was not needed: it exits quietly.
 """
 from __future__ import annotations
 
@@ -174,7 +175,7 @@ def main() -> int:
         print(f"{protocol.READY} in {ready - begun:.1f} s", file=sys.stderr, flush=True)
     except BaseException as exc:  # reported once there is a run to report it for
         failed_import = exc
-    text = sys.stdin.read()
+    text = sys.stdin.readline()
     # For the run's timeline (tcore.lab.runclock): how long the imports took and how long this process then waited.
     startup = {"imports_s": round(ready - begun, 4), "ready_wait_s": round(time.perf_counter() - ready, 4)}
     if not text.strip():  # a spare that was not needed (the lab process ended, or let it go): its folder goes too
@@ -189,7 +190,7 @@ def main() -> int:
         spec, env = protocol.open_envelope(text)
         os.environ.update(env)  # all read at run time: cache dirs, artifact and profiler trace paths
         exp = Experiment.from_json(spec)
-        outcome = runner.run(exp, emit, startup)
+        outcome = runner.run(exp, emit, startup, answers=sys.stdin)
     except BaseException as exc:  # every failure becomes an error event with its kind and traceback
         traceback.print_exception(exc)  # also into the log
         emit(error_event(exc, exp, began=failed_import is None))

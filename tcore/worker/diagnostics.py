@@ -9,7 +9,7 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 import torch._dynamo.utils as dynamo_utils
@@ -41,11 +41,39 @@ def _metric(entry: Any, name: str) -> Any:
     return getattr(entry, name, None)  # fields come and go between torch versions
 
 
-def phase_split_s(entries: list[Any]) -> dict[str, float]:
-    """Seconds per compile phase, summed over every compiled frame (forward and backward)."""
+# Time a compile spent waiting for the device (tcore.worker.lease), by (compile id, the timer it waited inside):
+# "dynamo" for a wait at a compile's end (inside Dynamo's timer only), "aot" for one before an Inductor benchmark in
+# its joint-graph passes (matmul padding: inside AOT autograd's timer, and so Dynamo's). Left out of the timers below.
+Waits = Mapping[tuple[str, str], float]
+_WAIT_DEPTH = {"dynamo": 0, "aot": 1}  # how deep in _NESTED_TIMERS_US each kind of wait sits
+
+
+def _timers_s(entry: Any, waits: Waits) -> list[float]:
+    """An entry's nested timers in seconds, outermost first, less the time it waited for the device inside them."""
+    timers = [(_metric(entry, field) or 0) / 1e6 for _, field in _NESTED_TIMERS_US]
+    if not timers[0]:  # a backward compile (no Dynamo timer of its own): its waits are in no timer here
+        return timers
+    compile_id = str(_metric(entry, "compile_id"))
+    for level, depth in _WAIT_DEPTH.items():
+        waited = waits.get((compile_id, level), 0.0)
+        for i in range(depth + 1):  # a wait is inside its own timer and every timer around it
+            timers[i] = max(timers[i] - waited, 0.0)
+    return timers
+
+
+def waited_in(entry: Any, waits: Waits) -> float:
+    """Seconds `entry`'s compile spent waiting for the device (0 for a backward compile's entry)."""
+    if not _metric(entry, "dynamo_cumulative_compile_time_us"):
+        return 0.0
+    compile_id = str(_metric(entry, "compile_id"))
+    return sum(waits.get((compile_id, level), 0.0) for level in _WAIT_DEPTH)
+
+
+def phase_split_s(entries: list[Any], waits: Waits | None = None) -> dict[str, float]:
+    """Seconds per compile phase, summed over every compiled frame (forward and backward), less device waits."""
     totals = {name: 0.0 for name, _ in _NESTED_TIMERS_US}
     for entry in entries:
-        timers = [(_metric(entry, field) or 0) / 1e6 for _, field in _NESTED_TIMERS_US]
+        timers = _timers_s(entry, waits or {})
         for i, (name, _) in enumerate(_NESTED_TIMERS_US):
             inner = timers[i + 1] if i + 1 < len(timers) else 0.0
             # A backward compile has no Dynamo timer of its own: its outer timer is 0 and inner ones are not.
@@ -57,8 +85,9 @@ def _hit_recompile_limit(entry: Any) -> bool:
     return bool(re.search(r"recompile.?limit|cache.?size.?limit", _metric(entry, "fail_reason") or "", re.I))
 
 
-def compile_events(entries: list[Any], t0: float) -> list[dict[str, Any]]:
-    """Every compilation as a timeline event: when (s after t0, an epoch time), how long, why.
+def compile_events(entries: list[Any], t0: float, waits: Waits | None = None) -> list[dict[str, Any]]:
+    """Every compilation as a timeline event: when (s after t0, an epoch time), how long (less any wait for the
+    device inside it), why.
 
     kind is "compile" (a frame's first), "recompile" (a guard failed: the reason says which),
     "limit" (the recompile limit was hit and the frame falls back to eager from then on) or
@@ -71,7 +100,8 @@ def compile_events(entries: list[Any], t0: float) -> list[dict[str, Any]]:
                 else "recompile" if _metric(e, "recompile_reason") else "compile")
         out.append({"compile_id": _metric(e, "compile_id"), "frame": _metric(e, "co_name"), "kind": kind,
                     "t_s": round(start - t0, 3),
-                    "duration_s": round((_metric(e, "entire_frame_compile_time_s") or 0.0), 3),
+                    "duration_s": round(max((_metric(e, "entire_frame_compile_time_s") or 0.0)
+                                            - waited_in(e, waits or {}), 0.0), 3),
                     "reason": _metric(e, "recompile_reason") or (_metric(e, "fail_reason") or "").split("\n")[0],
                     "graph_ops": _metric(e, "graph_op_count")})
     return out
@@ -163,8 +193,9 @@ def generated_code() -> Iterator[list[str]]:
         GraphLowering.save_output_code = previous
 
 
-def collect(breaks: BreakRecorder | None = None) -> dict[str, Any]:
-    """A flat summary of everything compiled since the last reset()."""
+def collect(breaks: BreakRecorder | None = None, waits: Waits | None = None) -> dict[str, Any]:
+    """A flat summary of everything compiled since the last reset(); `waits`: what the compiles waited for the device
+    (left out of their times)."""
     entries = dynamo_utils.get_compilation_metrics()
     counters = dynamo_utils.counters
     breaks_by_reason = sorted(counters["graph_break"].items(), key=lambda kv: -kv[1])
@@ -187,7 +218,9 @@ def collect(breaks: BreakRecorder | None = None) -> dict[str, Any]:
         # Dynamo's log says where each break is; the counters, available always, only why.
         "graph_breaks": located or [{"reason": reason.split("\n")[0], "count": n} for reason, n in breaks_by_reason],
         "graphs": [{"compile_id": _metric(e, "compile_id"), "frame": _metric(e, "co_name"),
-                    "ops": _metric(e, "graph_op_count"), "compile_s": _metric(e, "entire_frame_compile_time_s")}
+                    "ops": _metric(e, "graph_op_count"),
+                    "compile_s": None if _metric(e, "entire_frame_compile_time_s") is None else
+                    max(_metric(e, "entire_frame_compile_time_s") - waited_in(e, waits or {}), 0.0)}
                    for e in entries if _metric(e, "graph_op_count") is not None],
         "recompile_limit_hit": any(_hit_recompile_limit(e) for e in entries),
         "recompile_count": len(recompiles),
@@ -196,7 +229,7 @@ def collect(breaks: BreakRecorder | None = None) -> dict[str, Any]:
         "cudagraph_skip_count": counters["inductor"]["cudagraph_skips"],
         "cudagraph_skip_reasons": skip_reasons,
         "compiled_frame_count": len(entries),
-        "compile_phases_s": phase_split_s(entries),
+        "compile_phases_s": phase_split_s(entries, waits),
         **cache,
     }
 

@@ -25,8 +25,9 @@ from tcore.host.power import PowerMeter, PowerSampler
 from tcore.worker import artifacts, diagnostics, membw, profiling
 from tcore.worker.build import DTYPES, compile_errors
 from tcore.worker.generation import Generation, Generator, compile_pair, new_steps
+from tcore.worker.lease import DeviceLease
 from tcore.worker.pacing import most_rounds, round_seconds
-from tcore.worker.timing import CpuLoad, PeakMemory
+from tcore.worker.timing import CpuLoad, PeakMemory, core_times_reader, no_gc, pinned_launch_thread
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -35,8 +36,9 @@ class GenerateMeasurement:
     """The phases of a generate run, in order; each fills its part of `self.result`."""
 
     def __init__(self, exp: Experiment, device: str, meter: PowerMeter, emit: Emit,
-                 sampler: PowerSampler | None, env: dict[str, Any]) -> None:
+                 sampler: PowerSampler | None, env: dict[str, Any], lease: DeviceLease | None = None) -> None:
         self.exp, self.device, self.meter, self.emit, self.sampler, self.env = exp, device, meter, emit, sampler, env
+        self.lease = lease or DeviceLease(emit)  # the device alone for what needs it alone (tcore.worker.lease)
         variants = ["eager", "compiled"] if exp.compiles else ["eager"]
         self.result = Result(device=device, variants=variants, run=RunFigures(),
                              compiled=VariantFigures() if exp.compiles else None)
@@ -53,7 +55,8 @@ class GenerateMeasurement:
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
         exp, run, details = self.exp, self.result.run, self.result.details
         self.phase("building")
-        self.yardstick = membw.measure(self.device)  # before the model, while the most memory is free
+        with self.lease.hold("eager"):  # a copy that fills the memory bus: alone, or it measures its neighbour too
+            self.yardstick = membw.measure(self.device)  # before the model, while the most memory is free
         run.mem_bw_measured_tb_s = self.yardstick.tb_s
         if self.yardstick.tb_s is None:
             self.result.unavailable["mem_bw_measured_tb_s"] = self.yardstick.why_not
@@ -79,22 +82,29 @@ class GenerateMeasurement:
 
         self.phase("eager")
         eager = Generator(decoder, decoder.prefill, decoder.decode, exp, self.device, prompt, new, cache_dtype)
-        eager.run()  # allocation and kernel selection
-        reference = eager.run(each_step=True)
+        with self.lease.hold("eager"):
+            eager.run()  # allocation and kernel selection
+            reference = eager.run(each_step=True)
         self.progress("eager", 1, 1)
         run.eager_first_call_s = reference.ttft_s
         run.kv_cache_gib = eager.kv_bytes / 2**30
         details["eager_tokens"] = reference.tokens[0].tolist()
         compiled = None
         if exp.compiles:
-            compiled = self.compile(decoder, prompt, new, cache_dtype, reference)
-            self._record(diagnostics.collect(breaks))
+            with self.lease.compiling("compiled", firm=exp.mode.startswith("max-autotune")):
+                compiled = self.compile(decoder, prompt, new, cache_dtype, reference)
+            self._record(diagnostics.collect(breaks, self.lease.compile_waits_s))
             run.cache_artifacts_bytes = artifacts.save()
         else:
             for key in ("speedup", "compile_s"):
                 self.result.unavailable[key] = "nothing is compiled in this run (compile=off)"
         recompiles_before = run.recompile_count or 0
-        self.time_rounds(eager, compiled)
+        self.lease.take("compiled")  # the timed rounds: held, and never let go in between
+        # The launch thread on the core the lab keeps for the device's holder, the collector off: as Measurement
+        # times its rounds (a decode step at batch 1 is the host's launch rate).
+        with pinned_launch_thread(self.device, self.lease.measure_cpus) as (cpu, why_not), no_gc():
+            details.update(pinned_cpu=cpu, pinned_cpu_words=why_not)
+            self.time_rounds(eager, compiled)
         self.derive(eager, compiled)
         if compiled is not None:
             self.new_prompt(compiled)
@@ -102,9 +112,13 @@ class GenerateMeasurement:
             if late > 0:
                 self.result.notes.append(f"{late} recompilation(s) happened during the timed generations; their "
                                          "cost is in the timings")
-        self.profile(eager, compiled)
+        self.lease.release()  # a run waiting to measure goes ahead of this one's profiling pass
+        with self.lease.hold("profile"):
+            self.profile(eager, compiled)
+        details.update(self.lease.words())
         if compiled is not None:
-            events = details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(), self.t_start)
+            events = details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(), self.t_start,
+                                                                            self.lease.compile_waits_s)
             for key, value in figures.compile_totals(events).items():
                 setattr(run, key, value)
         return self.result
@@ -126,13 +140,18 @@ class GenerateMeasurement:
             prefill, decode = compile_pair(decoder, exp)
             compiled = Generator(decoder, prefill, decode, exp, self.device, prompt, new, cache_dtype)
             with diagnostics.progress_events(self.emit):  # the live view's graphs and kernels so far
-                first, events = _with_compiles(lambda: compiled.run(each_step=True), self.t_start)
-        details["first_call_phases_s"] = diagnostics.phase_split_s(diagnostics.metrics())  # the run's timeline
+                first, events = _with_compiles(lambda: compiled.run(each_step=True), self.t_start,
+                                               self.lease.compile_waits_s)
+        waits = self.lease.compile_waits_s  # the steps' times hold the waits for the device: they are not compiling
+        details["first_call_phases_s"] = diagnostics.phase_split_s(diagnostics.metrics(), waits)  # the timeline
         eager_decode = sum(reference.decode_step_s)
-        run.compile_prefill_s = max(first.ttft_s - reference.ttft_s, 0.0)
-        run.compile_decode_s = max(sum(first.decode_step_s) - eager_decode, 0.0)
+        prefill_wait = sum(w for (cid, _), w in waits.items()
+                           if any(e["compile_id"] == cid and e["frame"] == "prefill" for e in events))
+        decode_wait = sum(waits.values()) - prefill_wait
+        run.compile_prefill_s = max(first.ttft_s - prefill_wait - reference.ttft_s, 0.0)
+        run.compile_decode_s = max(sum(first.decode_step_s) - decode_wait - eager_decode, 0.0)
         run.compile_s = run.compile_prefill_s + run.compile_decode_s
-        run.compiled_first_call_s = first.ttft_s + first.decode_s
+        run.compiled_first_call_s = max(first.ttft_s + first.decode_s - prefill_wait - decode_wait, 0.0)
         run.eager_step_s = statistics.median(reference.decode_step_s)
         self.emit({"type": "figure", "name": "compile_s", "value": run.compile_s})
         # the decode step's compiles: the first step, and any step whose cache length it had not seen
@@ -167,7 +186,8 @@ class GenerateMeasurement:
         self.gens: dict[str, list[Generation]] = {name: [] for name, _ in variants}
         self.blocks: dict[str, list[figures.Block]] = {name: [] for name, _ in variants}
         self.peak_gib: dict[str, float] = {}
-        load, ratios, sharing, busy, done = CpuLoad(), [], [], {}, 0
+        load = CpuLoad(core_times_reader(self.lease.measure_cpus[:1])) if self.lease.measure_cpus else CpuLoad()
+        ratios, sharing, busy, done = [], [], {}, 0
         while True:
             for name, gen in variants if done % 2 == 0 else variants[::-1]:
                 sharing.append(self.meter.compute_processes())
@@ -201,6 +221,7 @@ class GenerateMeasurement:
         self.result.run.busy_cores = load.other_cores()
         seen = [n for n in sharing if n is not None]
         self.result.run.gpu_processes = max(seen) if seen else None
+        self.result.details["gpu_lab_processes"] = self.lease.lab_processes  # others of this lab, compiling
         self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
                          if (read := [u for u in values if u is not None])}
         self.result.details.update(
@@ -268,7 +289,7 @@ class GenerateMeasurement:
         self.phase("new_prompt")
         shorter = tuple(t[:, :-1] if t.dtype == torch.long and t.dim() == 2 else t for t in compiled.prompt)
         with compile_errors():
-            _, events = _with_compiles(lambda: compiled.run(shorter), self.t_start)
+            _, events = _with_compiles(lambda: compiled.run(shorter), self.t_start, self.lease.compile_waits_s)
         self.result.run.prompt_recompiles = sum(1 for e in events if e["kind"] == "recompile")
         self.result.details["prompt_recompile_reasons"] = [e["reason"] for e in events if e["kind"] == "recompile"]
 
@@ -340,11 +361,12 @@ def gathered_bytes(model: torch.nn.Module) -> int:
     return sum(w.numel() * w.element_size() for key, w in tables.items() if key not in whole)
 
 
-def _with_compiles(generate: Callable[[], Generation], t0: float) -> tuple[Generation, list[dict[str, Any]]]:
-    """A generation, and the compilations it caused (diagnostics.compile_events, times from t0)."""
+def _with_compiles(generate: Callable[[], Generation], t0: float,
+                   waits: diagnostics.Waits | None = None) -> tuple[Generation, list[dict[str, Any]]]:
+    """A generation, and the compilations it caused (diagnostics.compile_events, times from t0, less device waits)."""
     seen = len(diagnostics.metrics())
     out = generate()
-    return out, diagnostics.compile_events(diagnostics.metrics()[seen:], t0)
+    return out, diagnostics.compile_events(diagnostics.metrics()[seen:], t0, waits)
 
 
 def _by_frame(events: list[dict[str, Any]]) -> dict[str, float]:

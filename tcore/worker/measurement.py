@@ -24,9 +24,10 @@ from tcore.worker import artifacts, diagnostics, failures, profiling, shapes
 from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
                                 eager, restore, snapshot, step_fn)
 from tcore.worker.compile import apply_compile, optimizer_step
+from tcore.worker.lease import DeviceLease
 from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words
-from tcore.worker.timing import (CpuLoad, PeakMemory, calibrate, no_gc, pinned_launch_thread, sync, time_block,
-                                 timed_call)
+from tcore.worker.timing import (CpuLoad, PeakMemory, calibrate, core_times_reader, no_gc, pinned_launch_thread, sync,
+                                 time_block, timed_call)
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -38,12 +39,19 @@ ENERGY_ERROR_PCT = 5.0
 
 
 
+def compiles_on_device(exp: Experiment) -> bool:
+    """Whether the compile itself works on the GPU all along, so the device stays held through it: the max-autotune
+    modes benchmark every matmul and convolution choice while they lower; freezing folds the weights there."""
+    return exp.mode.startswith("max-autotune") or exp.freezing
+
+
 class Measurement:
     """The phases of one run, in order; each fills its part of `self.result`."""
 
     def __init__(self, exp: Experiment, device: str, meter: PowerMeter, emit: Emit,
-                 sampler: PowerSampler | None, env: dict[str, Any]) -> None:
+                 sampler: PowerSampler | None, env: dict[str, Any], lease: DeviceLease | None = None) -> None:
         self.exp, self.device, self.meter, self.emit, self.sampler, self.env = exp, device, meter, emit, sampler, env
+        self.lease = lease or DeviceLease(emit)  # the device alone for what needs it alone (tcore.worker.lease)
         variants = ["eager", "compiled"] if exp.has_compiled_variant else ["eager"]
         self.result = Result(device=device, variants=variants, run=RunFigures(),
                              compiled=VariantFigures() if exp.has_compiled_variant else None)
@@ -68,34 +76,47 @@ class Measurement:
         failures.note_workload(w.model, w.batches[0].inputs)
         eager_step = step_fn(w.model, w, self.exp, self.device, w.optimizer and w.optimizer.step)
         self._describe(w)
-        eager_out = self.eager_warmup(w, eager_step)
+        lease = self.lease
+        with lease.hold("eager"):
+            eager_out = self.eager_warmup(w, eager_step)
         compiled_step, recompiles_before = None, 0
         if self.exp.has_compiled_variant:
-            compiled_step = self.compile(w, eager_out)
-            self.warm_up(w, eager_step, compiled_step)
-            self._record(diagnostics.collect(breaks))
+            # The device is let go while Dynamo and Inductor compile (CPU work), held for what the compiled code runs;
+            # held throughout where the compile itself works on the GPU (freezing, max-autotune's benchmarks).
+            with lease.compiling("compiled", firm=compiles_on_device(self.exp)):
+                compiled_step = self.compile(w, eager_out)
+                self.warm_up(w, eager_step, compiled_step)
+            self.schedule_pass(w, eager_step, compiled_step)
+            self._record(diagnostics.collect(breaks, lease.compile_waits_s))
             recompiles_before = self.result.run.recompile_count
             self.result.run.cache_artifacts_bytes = artifacts.save()
         else:
             self.result.unavailable["compile_s"] = "nothing is compiled in this run (compile=off)"
+        lease.take("compiled")  # the timed rounds: held, and never let go in between
         # The launch thread stays on one core while timing (GPU only): a host-bound variant runs at the launch rate
-        # of whichever core the scheduler gives it, and a thread moved between cores mid-run changes that rate.
+        # of whichever core the scheduler gives it, and a thread moved between cores mid-run changes that rate. Where
+        # the lab keeps cores for the run that holds the device, it is the first of them (tcore.lab.room).
         # Python's cyclic garbage collector stays off while timing, as timeit keeps it: a collection lands in
         # whichever block is running, and a launch-bound step waits for it (steps free their tensors by refcount).
-        with pinned_launch_thread(self.device) as (cpu, why_not), no_gc():
+        with pinned_launch_thread(self.device, lease.measure_cpus) as (cpu, why_not), no_gc():
             self.result.details.update(pinned_cpu=cpu, pinned_cpu_words=why_not)
             self.time_blocks(w, eager_step, compiled_step)
         self.derive(recompiles_before)
         self.rerun_interval()
         if compiled_step is not None:  # the compiles so far, for the headline; counted again after the profile
             self.compile_totals()
+        self.result.details.update(lease.words())
         # The headline is known now: the lab shows it while the profiler runs (a second or two more). Its interval
         # is from what is known now; the profile's idle share may yet call a variant host-bound, which widens it.
+        # The device is let go first: a run waiting to measure goes ahead of this one's profiling pass.
+        lease.release()
         self.emit({"type": "headline", "result": self.result.to_record(), "env": self.env})
-        self.profile_or_say_why(w, eager_step, compiled_step)
+        with lease.hold("profile"):
+            self.profile_or_say_why(w, eager_step, compiled_step)
         if compiled_step is not None:
             self.compile_totals()
         self.rerun_interval()
+        self.result.details.update(lease.words())
         return self.result
 
     def profile_or_say_why(self, w: Workload, eager_step: Step, compiled_step: Step | None) -> None:
@@ -187,12 +208,17 @@ class Measurement:
             if exp.shape_remedy == "mark_dynamic":
                 shapes.mark_dynamic(w.compiled_batches[0], w.dims)
             saved = snapshot(w.model) if w.optimizer else None
+            waited = self.lease.waited_s
             with diagnostics.progress_events(self.emit):
-                compiled_out, run.compiled_first_call_s = timed_call(lambda: compiled_step(w.compiled_batches[0]),
-                                                                     self.device)
+                compiled_out, first_call_s = timed_call(lambda: compiled_step(w.compiled_batches[0]), self.device)
+            # what the call would have taken alone: the time it waited for the device is not the compile's
+            waited = self.lease.waited_s - waited
+            run.compiled_first_call_s = max(first_call_s - waited, 0.0)
+            self.result.details["first_call_device_wait_s"] = round(waited, 3)
             compiled_out = clone(compiled_out)
         # Dynamo's timers for the first call alone, for the run's timeline (tcore.figures.timeline)
-        self.result.details["first_call_phases_s"] = diagnostics.phase_split_s(diagnostics.metrics())
+        self.result.details["first_call_phases_s"] = diagnostics.phase_split_s(diagnostics.metrics(),
+                                                                               self.lease.compile_waits_s)
         run.compile_s = max(run.compiled_first_call_s - run.eager_step_s, 0.0)
         self.emit({"type": "figure", "name": "compile_s", "value": run.compile_s})  # final: shown before the rest
         if w.optimizer:
@@ -218,8 +244,14 @@ class Measurement:
             for i in range(self.exp.warmup_steps):
                 compiled_step(w.compiled_batches[0])
                 self.progress("warmup", i + 1, self.exp.warmup_steps)
-            if w.schedule:
-                self.phase("schedule")
+
+    def schedule_pass(self, w: Workload, eager_step: Step, compiled_step: Step) -> None:
+        """With a shape schedule, one pass over it, the device held throughout: each row's compiled step times its
+        recompile, and a wait for the device inside it would be timed too."""
+        if w.schedule:
+            self.lease.take("compiled")
+            self.phase("schedule")
+            with compile_errors():
                 self.result.details["schedule"] = self._first_pass(w, eager_step, compiled_step)
 
     def _first_pass(self, w: Workload, eager_step: Step, compiled_step: Step) -> list[dict]:
@@ -261,7 +293,11 @@ class Measurement:
         deadline = None if exp.timed_steps is not None else 3 * target_s
         step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
         self.blocks = {name: [] for name, *_ in variants}
-        load, sharing, ratios, why, busy = CpuLoad(), [], [], None, {}
+        # Other load while timing: on a device shared with compiling runs, on the launch thread's own core (the
+        # compiles beside it run on the other cores, where they moved nothing measurable; tcore.lab.room); else on the
+        # whole machine.
+        load = CpuLoad(core_times_reader(self.lease.measure_cpus[:1])) if self.lease.measure_cpus else CpuLoad()
+        sharing, ratios, why, busy = [], [], None, {}
         while why is None:
             done = len(self.blocks["eager"])
             for name, step, inputs in variants if done % 2 == 0 else variants[::-1]:
@@ -291,6 +327,7 @@ class Measurement:
         self.result.run.busy_cores = load.other_cores()
         seen = [n for n in sharing if n is not None]
         self.result.run.gpu_processes = max(seen) if seen else None
+        self.result.details["gpu_lab_processes"] = self.lease.lab_processes  # others of this lab, compiling
         self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
                          if (read := [u for u in values if u is not None])}
         self.result.details.update(block_target_s=None if exp.timed_steps is not None else target_s,
@@ -390,6 +427,7 @@ class Measurement:
 
     def compile_totals(self) -> None:
         """Every compile of the run (the first call, warm-up, any during timing or profiling) and their totals."""
-        events = self.result.details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(), self.t_start)
+        events = self.result.details["compile_events"] = diagnostics.compile_events(
+            diagnostics.metrics(), self.t_start, self.lease.compile_waits_s)
         for key, value in figures.compile_totals(events).items():
             setattr(self.result.run, key, value)

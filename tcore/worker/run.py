@@ -7,7 +7,7 @@ tcore.worker.measurement.Measurement, or of tcore.worker.generate.GenerateMeasur
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -17,14 +17,17 @@ from tcore.experiment.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment
 from tcore.worker import diagnostics, envinfo
 from tcore.worker.compile import graph_break_errors
 from tcore.worker.generate import GenerateMeasurement
+from tcore.worker.lease import DeviceLease
 from tcore.worker.measurement import Emit, Measurement
 from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words  # noqa: F401
 
-def run(exp: Experiment, emit: Emit, startup: dict[str, float] | None = None) -> dict[str, Any]:
+def run(exp: Experiment, emit: Emit, startup: dict[str, float] | None = None,
+        answers: IO[str] | None = None) -> dict[str, Any]:
     """Measure `exp`; emit phase, progress, power and code events; return {"result": record, "env": env}.
 
     startup: how long this process's imports took and how long it then waited for the run, said in the first
-    event for the run's timeline (tcore.lab.runclock)."""
+    event for the run's timeline (tcore.lab.runclock). answers: where the lab grants the device, when other runs
+    share it (tcore.worker.lease; the worker's stdin)."""
     device = resolve_device(exp.device, torch.cuda.is_available())
     notes = check_on_device(exp, device)
     emit({"type": "started", "device": device, **(startup or {})})
@@ -44,7 +47,8 @@ def run(exp: Experiment, emit: Emit, startup: dict[str, float] | None = None) ->
         with diagnostics.BreakRecorder().attached() as breaks, diagnostics.generated_code() as sources, \
                 graph_break_errors(exp):
             measurement = GenerateMeasurement if exp.task == "generate" else Measurement
-            result = measurement(exp, device, meter, emit, sampler, env).measure(breaks)
+            lease = DeviceLease.from_environment(emit, answers) if answers is not None else DeviceLease(emit)
+            result = measurement(exp, device, meter, emit, sampler, env, lease).measure(breaks)
     finally:
         if sampler:
             sampler.stop()

@@ -132,6 +132,23 @@ def read_cpu_times() -> CpuTimes | None:
     return CpuTimes(time.perf_counter(), busy_s, own.user + own.system)
 
 
+def core_times_reader(cores: tuple[int, ...]) -> Callable[[], CpuTimes | None]:
+    """A reader of CpuTimes for `cores` alone: their busy time (their "cpuN" lines of /proc/stat) and the calling
+    thread's own CPU time, which is all of this process that runs there when the thread is pinned to them."""
+    names = {f"cpu{c}" for c in cores}
+
+    def read() -> CpuTimes | None:
+        try:
+            with open("/proc/stat") as f:
+                lines = [line for line in f if line.split(" ", 1)[0] in names]
+            busy_s = sum(busy_s_of(line, os.sysconf("SC_CLK_TCK")) for line in lines)
+        except (OSError, ValueError):
+            return None
+        return CpuTimes(time.perf_counter(), busy_s, time.thread_time()) if len(lines) == len(names) else None
+
+    return read
+
+
 class CpuLoad:
     """How many CPU cores other processes kept busy over a stretch of time, from /proc/stat (Linux).
 
@@ -166,11 +183,13 @@ def _current_cpu() -> int | None:
 
 
 @contextlib.contextmanager
-def pinned_launch_thread(device: str) -> Iterator[tuple[int | None, str | None]]:
+def pinned_launch_thread(device: str, kept: tuple[int, ...] = ()) -> Iterator[tuple[int | None, str | None]]:
     """Pin the calling (launch) thread to one core for the block, then give it back its cores: yields (the core,
     None), or (None, why not). GPU runs only: on the CPU the intra-op threads, which inherit a thread's cores,
-    need all of them. The core is the one the thread runs on now, unless that is the first allowed core (where
-    the kernel tends to put interrupts). Linux's sched_setaffinity(0, ...) applies to the calling thread only."""
+    need all of them. `kept`: the cores the lab keeps for the run that holds the device (tcore.lab.room), the first
+    for the launch thread; without them, the core the thread runs on now, unless that is the first allowed core
+    (where the kernel tends to put interrupts). Linux's sched_setaffinity(0, ...) applies to the calling thread only,
+    and may name a core outside the process's other threads' (the lab starts workers off the kept cores)."""
     if device != "cuda":
         yield None, "not pinned on the CPU: the intra-op threads need every core"
         return
@@ -181,11 +200,14 @@ def pinned_launch_thread(device: str) -> Iterator[tuple[int | None, str | None]]
         yield None, "not pinned: this system has no sched_setaffinity"
         return
     allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < MIN_CORES_TO_PIN:
+    if kept:
+        cpu = kept[0]
+    elif len(allowed) < MIN_CORES_TO_PIN:
         yield None, f"not pinned: only {len(allowed)} cores allowed"
         return
-    now = _current_cpu()
-    cpu = now if now in allowed[1:] else allowed[1]
+    else:
+        now = _current_cpu()
+        cpu = now if now in allowed[1:] else allowed[1]
     try:
         os.sched_setaffinity(0, {cpu})
     except OSError as e:

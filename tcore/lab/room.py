@@ -1,0 +1,150 @@
+"""How one machine serves a room: how many runs share each device, and which cores the measuring run has alone.
+
+Most of a run's life on a GPU is the compile, CPU work that leaves the GPU idle. So several runs share a device slot:
+each compiles on the CPU while another holds the device, and a run holds it alone (tcore.lab.lease, kept in the
+store by tcore.store.devices) only for the phases that another run would disturb or be disturbed by. What else a
+neighbour must never do was measured on an H100 host with a host-bound eager loop, hf:gpt2 at batch 8, whose
+throughput is the launch rate of one CPU thread (bench/host_bound.py; BENCHMARKS.md, "What moves a host-bound run"):
+    a GPU neighbour at 10% duty             -37%   -> the device is held alone by whoever measures
+    busy loops on every core, its own too   -22%   -> the measuring run's launch thread has a core of its own
+    busy loops, memory streams or real Inductor compiles on the other cores: 0 to -3.5%; the launch thread unpinned,
+    the NVML sampler, the garbage collector, an idle CUDA context beside it: nothing measurable.
+So each GPU slot keeps MEASURE_CORES cores for its lease holder (the first for the launch thread), and everything
+else the lab starts (compiles, spare workers, the app itself) runs on the other cores.
+
+On a machine without a GPU the CPU is the device: a compile beside a CPU measurement shares its cores, so there runs
+take turns whole, as before, and nothing is reserved.
+
+[room] in compile-lab.toml, or $COMPILE_LAB_RUNS_PER_GPU, sets runs_per_gpu: how many runs share one GPU ("auto":
+one compiling run per CORES_PER_COMPILE of the cores left, at most MAX_AUTO; 1: a run holds its GPU for its whole
+life).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from tcore.lab.config import LimitsError
+from tcore.lab.config import read as _config
+from tcore.store import SlotRoom
+
+RUNS_ENV = "COMPILE_LAB_RUNS_PER_GPU"
+MEASURE_CORES = 2       # per GPU slot: the launch thread's core, and one for the measuring worker's other threads
+MIN_CORES_TO_KEEP = 4   # with fewer cores than this per slot, none is kept apart: the others would starve
+CORES_PER_COMPILE = 3   # a compile is a core of Python (Dynamo, AOT, lowering) and bursts of Triton/C++ compile jobs
+MAX_AUTO = 4            # "auto" shares a GPU among at most this many runs (GPU memory and host RAM: each is a process)
+# What a run's memory estimate (tcore.lab.memory) leaves out, counted when runs share a GPU: a CUDA context and the
+# allocator's slack (about 1 GiB), compile workspaces and autotuning buffers; and the estimate's own error.
+SHARED_EXTRA_GIB, SHARED_MARGIN = 2.0, 1.25
+DEVICE_MEMORY_USABLE = 0.9  # of the GPU's memory, what sharing runs may count on together
+
+
+@dataclass(frozen=True)
+class RoomPlan:
+    """How this machine shares its devices among runs: the queue's room per slot and the cores each process gets."""
+    device: str
+    runs_per_slot: int
+    measure_cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)  # slot -> its lease holder's cores
+    other_cpus: frozenset[int] = frozenset()  # where everything else runs; empty: nothing kept apart
+    why: str = ""                             # the plan in a sentence, for the System page and the docs
+
+    @property
+    def shares(self) -> bool:
+        """Whether runs share a device (compile beside a measurement)."""
+        return self.runs_per_slot > 1
+
+    def room(self, memory_gib: float | None) -> dict[str, SlotRoom]:
+        """What the queue may put in each slot: runs_per_slot runs whose counted memory fits `memory_gib`."""
+        usable = None if memory_gib is None else DEVICE_MEMORY_USABLE * memory_gib
+        return {slot: SlotRoom(self.runs_per_slot, usable) for slot in self.measure_cpus or {}} if self.shares \
+            else {}
+
+
+def counted_gib(estimate_gib: float | None) -> float | None:
+    """What a run is counted for when it shares a GPU: its estimate and what the estimate leaves out (None: unknown,
+    so it shares with no one)."""
+    return None if estimate_gib is None else SHARED_MARGIN * estimate_gib + SHARED_EXTRA_GIB
+
+
+def runs_per_gpu_setting(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> int | None:
+    """runs_per_gpu as configured: a whole number of at least 1, or None for "auto" (the default)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(RUNS_ENV, "").strip():
+        value, where = environ[RUNS_ENV].strip(), RUNS_ENV
+    else:
+        tables, path = _config(environ, cwd)
+        table = tables.get("room", {})
+        unknown = sorted(set(table) - {"runs_per_gpu"})
+        if unknown:
+            raise LimitsError(f"{path}: unknown setting(s) in [room]: {', '.join(unknown)}; known: runs_per_gpu")
+        value, where = table.get("runs_per_gpu", "auto"), f"[room] in {path}"
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    try:
+        number = int(value) if not isinstance(value, bool) and str(value).strip().isdigit() else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < 1:
+        raise LimitsError(f"runs_per_gpu = {value!r} (from {where}): it must be a whole number of at least 1, or "
+                          "\"auto\"")
+    return number
+
+
+def plan(device: str, slots: Sequence[str], cpus: Sequence[int], runs_per_gpu: int | None = None) -> RoomPlan:
+    """The room for `slots` of `device` on a machine whose usable cores are `cpus`; runs_per_gpu None is "auto"."""
+    cpus = sorted(cpus)
+    if device != "cuda" or not slots:
+        return RoomPlan(device, 1, {slot: () for slot in slots}, frozenset(),
+                        "On the CPU the CPU is the device: a compile beside a measurement would share its cores, so "
+                        "runs take turns whole.")
+    keep = MEASURE_CORES if len(cpus) >= MEASURE_CORES * len(slots) + MIN_CORES_TO_KEEP else (
+        1 if len(cpus) >= len(slots) + MIN_CORES_TO_KEEP else 0)
+    usable = cpus[1:] if keep else []  # never the first core: the kernel tends to put its interrupts there
+    measure = {slot: tuple(usable[i * keep:(i + 1) * keep]) for i, slot in enumerate(slots)}
+    kept = {c for cores in measure.values() for c in cores}
+    others = frozenset(c for c in cpus if c not in kept) if kept else frozenset()
+    if runs_per_gpu is None:
+        per_slot = len(others or cpus) // (CORES_PER_COMPILE * len(slots))
+        runs_per_gpu = max(1, min(MAX_AUTO, per_slot))
+        how = (f"auto: {len(others or cpus)} cores for compiles, {CORES_PER_COMPILE} per compiling run, "
+               f"{len(slots)} GPU(s), at most {MAX_AUTO}")
+    else:
+        how = "as configured"
+    if runs_per_gpu == 1:
+        why = f"Each GPU runs one run at a time, start to end ({how})."
+    else:
+        why = (f"Up to {runs_per_gpu} runs share each GPU ({how}): each compiles on the CPU while another holds the "
+               "GPU alone for its warm-up, timed rounds and profile.")
+    if kept:
+        why += (f" Cores {', '.join(str(c) for c in sorted(kept))} are kept for the run that holds a GPU (its launch "
+                f"thread on {', '.join(str(c[0]) for c in measure.values())}); compiles, spare workers and the app run "
+                "on the others.")
+    return RoomPlan(device, runs_per_gpu, measure, others, why)
+
+
+def usable_cpus() -> list[int]:
+    """The cores this process may run on (all of them where the system cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def keep_off(cpus: frozenset[int]) -> str | None:
+    """Move every thread of this process onto `cpus` (the cores outside the measuring run's), so that what it starts
+    from now on (workers, their compiles) inherits them; a sentence if it cannot. Linux keeps cores per thread."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return None
+    try:
+        tasks = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tasks = [0]
+    for tid in tasks:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:
+            continue  # a thread that ended meanwhile
+        except OSError as e:
+            return f"the lab could not keep its processes off the measuring cores: {e}"
+    return None

@@ -1,0 +1,228 @@
+"""The device lease: runs that share a GPU hold it alone, one at a time, in the store's order; a run's end frees it.
+
+The store's part (tcore.store.devices) and the lab's broker (tcore.lab.lease) on hand-made runs; the worker's side
+(tcore.worker.lease) against a real Dynamo compile; the room's plan (tcore.lab.room) as arithmetic.
+"""
+import io
+import json
+import threading
+import time
+
+import pytest
+import torch
+
+from tcore.experiment import protocol
+from tcore.lab import lease, room, scheduler
+from tcore.store import SlotRoom
+from tcore.worker import diagnostics
+from tcore.worker.lease import DeviceLease
+from tests.helpers import QUICK, wait_until
+
+HOST = scheduler.this_process().host
+
+
+def running(store, n: int = 3) -> list[str]:
+    """n runs of this process, claimed into the cpu slot together (a room of n), oldest first."""
+    proc = scheduler.this_process()
+    ids = []
+    for _ in range(n):
+        ids.append(store.enqueue(QUICK, device="cpu", owner="t", proc=proc, timeout_s=None, memory_gib=1.0))
+        time.sleep(0.002)
+    share = {"cpu": SlotRoom(runs=n, memory_gib=100.0)}
+    for run_id in ids:
+        assert store.claim_next(proc, "cpu", ["cpu"], {run_id}, share) == (run_id, "cpu")
+    return ids
+
+
+def test_a_free_slot_goes_to_the_lowest_rank_then_the_run_queued_first(store):
+    a, b, c = running(store)
+    store.ask_device(HOST, "cpu", c, "compiled", 1)
+    store.ask_device(HOST, "cpu", b, "profile", 2)
+    store.ask_device(HOST, "cpu", a, "compiled", 1)
+    assert not store.take_device(HOST, "cpu", b) and not store.take_device(HOST, "cpu", c)  # a comes first
+    assert store.take_device(HOST, "cpu", a)
+    assert store.device_holder(HOST, "cpu").run_id == a
+    assert [x.run_id for x in store.device_asks(HOST, "cpu")] == [c, b]
+    assert not store.take_device(HOST, "cpu", c)  # held: nobody else takes it
+    store.ask_device(HOST, "cpu", a, "eager", 0)  # a's next ask ranks first, but waits like anyone for the holder
+    store.release_device(a)  # ...and releasing drops a's ask as well
+    assert store.take_device(HOST, "cpu", c) and not store.take_device(HOST, "cpu", b)
+    store.release_device(c)
+    assert store.take_device(HOST, "cpu", b)
+    spans = store.slot_spans(HOST, "cpu")
+    assert [run_id for run_id, _ in spans] == [a, c, b]
+    assert all(s.asked_at <= s.taken_at for _, s in spans) and spans[-1][1].released_at is None
+
+
+def test_a_runs_end_frees_its_hold_and_its_ask_in_the_same_write(store):
+    a, b, _ = running(store)
+    store.ask_device(HOST, "cpu", a, "compiled", 1)
+    assert store.take_device(HOST, "cpu", a)
+    store.ask_device(HOST, "cpu", b, "compiled", 1)
+    store.finish(a, error=protocol.error("crashed", "the worker died holding the device"))
+    assert store.device_holder(HOST, "cpu") is None
+    assert store.device_spans(a)[0].released_at is not None  # its span is closed: the overlap check sees its end
+    assert store.take_device(HOST, "cpu", b)
+    store.finish(b, error=protocol.error("cancelled", "cancelled by the user"))
+    assert store.device_asks(HOST, "cpu") == [] and store.device_holder(HOST, "cpu") is None
+
+
+def test_a_hold_whose_run_ended_behind_the_stores_back_is_stale_and_dropped(store):
+    a, b, _ = running(store)
+    store.ask_device(HOST, "cpu", a, "compiled", 1)
+    assert store.take_device(HOST, "cpu", a)
+    with store._write() as db:  # ended without the lease's knowledge (an older version's end, a hand edit)
+        db.execute("UPDATE runs SET status='failed' WHERE id=?", (a,))
+    store.ask_device(HOST, "cpu", b, "eager", 0)
+    assert store.device_holder(HOST, "cpu") is None  # a stale hold reads as nobody's
+    assert store.take_device(HOST, "cpu", b)
+
+
+def test_a_slot_takes_runs_up_to_its_room_and_memory_and_an_unknown_estimate_runs_alone():
+    share = SlotRoom(runs=3, memory_gib=20.0)
+    assert share.admits([], None) and share.admits([], 500.0)  # an empty slot takes anyone
+    assert share.admits([8.0], 8.0) and not share.admits([8.0, 8.0], 8.0)  # 24 GiB past 20
+    assert not share.admits([1.0, 1.0, 1.0], 1.0)  # three already
+    assert not share.admits([1.0], None) and not share.admits([None], 1.0)  # unknown: shares with no one
+    assert not SlotRoom().admits([1.0], 1.0)  # the default: a run holds its slot whole
+
+
+def test_the_store_claims_into_the_slot_with_the_fewest_runs(store):
+    proc = scheduler.this_process()
+    ids = [store.enqueue(QUICK, device="cuda", owner="t", proc=proc, timeout_s=None, memory_gib=2.0) for _ in range(3)]
+    share = {s: SlotRoom(2, 50.0) for s in ("cuda:0", "cuda:1")}
+    got = [store.claim_next(proc, "cuda", ["cuda:0", "cuda:1"], {i}, share) for i in ids]
+    assert [slot for _, slot in got] == ["cuda:0", "cuda:1", "cuda:0"]  # spread first, then shared
+    assert store.residents(proc.host) == {"cuda:0": [2.0, 2.0], "cuda:1": [2.0]}
+
+
+def test_the_broker_grants_in_turn_and_a_release_hands_over_at_once(store):
+    a, b, c = running(store)
+    broker = lease.Broker(store, HOST)
+    got: list[str] = []
+    broker.ask(a, "cpu", "compiled", lambda: got.append(a))
+    wait_until(lambda: got == [a], 10, "a's grant")
+    broker.ask(c, "cpu", "profile", lambda: got.append(c))
+    broker.ask(b, "cpu", "compiled", lambda: got.append(b))
+    time.sleep(3 * lease.POLL_S)
+    assert got == [a]  # a holds it: the others wait
+    t0 = time.monotonic()
+    broker.release(a)
+    wait_until(lambda: got == [a, b], 10, "b's grant")  # b's rank beats c's
+    assert time.monotonic() - t0 < 1.0
+    broker.forget(c)  # c ends while waiting: its ask goes, and it is never granted
+    broker.release(b)
+    time.sleep(3 * lease.POLL_S)
+    assert got == [a, b] and store.device_holder(HOST, "cpu") is None
+
+
+def test_the_worker_lets_the_device_go_while_dynamo_compiles_and_takes_it_back_to_run():
+    """A real compile (Dynamo, the eager backend): nothing held while it traces, the device asked for at its end,
+    and the time waited for the grant left out of Dynamo's timers."""
+    said: list[dict] = []
+    grants = _Grants(delay_s=0.3)
+    lease_ = DeviceLease(lambda e: (said.append(e), grants.heard(e)), grants, measure_cpus=(1, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    compiled = torch.compile(model, backend="eager")
+    diagnostics.reset()
+    with lease_.hold("eager"):
+        model(torch.randn(2, 8))
+    with lease_.compiling("compiled"):
+        compiled(torch.randn(2, 8))
+    assert [e.get("ask") or ("release" if e.get("release") else None) for e in said] == [
+        "eager", "release", "compiled"]
+    assert lease_.held == "compiled" and lease_.waited_s >= 0.6
+    (key, waited), = lease_.compile_waits_s.items()
+    assert key[1] == "dynamo" and waited == pytest.approx(0.3, abs=0.25)
+    (entry,) = diagnostics.metrics()
+    raw = entry.dynamo_cumulative_compile_time_us / 1e6
+    assert raw >= waited  # the wait at a compile's end is inside Dynamo's own timer: it has to come out
+    split = diagnostics.phase_split_s([entry], lease_.compile_waits_s)
+    assert sum(split.values()) == pytest.approx(max(raw - waited, 0.0), abs=0.01)  # the wait is not the compile's
+
+
+class _Grants:
+    """The lab's side of a worker's stdin, in-process: each ask is granted after `delay_s`."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s, self._lines, self._cond = delay_s, [], threading.Condition()
+
+    def heard(self, event: dict) -> None:
+        if event.get("type") == "device" and event.get("ask"):
+            threading.Timer(self.delay_s, self._grant, args=(event["ask"],)).start()
+
+    def _grant(self, purpose: str) -> None:
+        with self._cond:
+            self._lines.append(protocol.grant(purpose, 0))
+            self._cond.notify_all()
+
+    def readline(self) -> str:
+        with self._cond:
+            self._cond.wait_for(lambda: self._lines, timeout=30)
+            return self._lines.pop(0) if self._lines else ""
+
+
+def test_a_worker_alone_on_its_device_asks_no_one():
+    said: list[dict] = []
+    alone = DeviceLease(said.append)
+    with alone.hold("eager"):
+        assert alone.held == "eager"
+    with alone.compiling("compiled"):
+        pass
+    assert said == [] and alone.waited_s == 0.0
+
+
+def test_a_lab_that_goes_away_ends_the_wait_with_a_clear_error():
+    lonely = DeviceLease(lambda e: None, io.StringIO(""))
+    with pytest.raises(Exception, match="the lab process ended while this run waited for its device"):
+        lonely.take("eager")
+
+
+def test_the_grant_line_is_what_the_worker_reads():
+    assert json.loads(protocol.grant("compiled", 2)) == {"granted": "compiled", "lab_processes": 2}
+
+
+# --- the room's plan ------------------------------------------------------------------------------
+
+def test_a_16_core_gpu_host_keeps_two_cores_for_the_measuring_run_and_shares_its_gpu_four_ways():
+    plan = room.plan("cuda", ["cuda:0"], range(16))
+    assert plan.measure_cpus == {"cuda:0": (1, 2)}  # never core 0, where interrupts land
+    assert plan.other_cpus == frozenset({0, *range(3, 16)})
+    assert plan.runs_per_slot == 4 and plan.shares
+    assert plan.room(80.0) == {"cuda:0": SlotRoom(4, 72.0)}
+
+
+def test_two_gpus_get_their_own_kept_cores_and_a_configured_count_wins():
+    plan = room.plan("cuda", ["cuda:0", "cuda:1"], range(32), runs_per_gpu=2)
+    assert plan.measure_cpus == {"cuda:0": (1, 2), "cuda:1": (3, 4)} and plan.runs_per_slot == 2
+    assert "as configured" in plan.why
+
+
+def test_the_cpu_is_its_own_device_so_runs_take_turns_whole():
+    plan = room.plan("cpu", ["cpu"], range(2))
+    assert plan.runs_per_slot == 1 and not plan.shares and plan.other_cpus == frozenset()
+    assert "take turns whole" in plan.why and plan.room(None) == {}
+
+
+def test_few_cores_keep_none_apart_and_share_nothing():
+    plan = room.plan("cuda", ["cuda:0"], range(3))
+    assert plan.measure_cpus == {"cuda:0": ()} and plan.runs_per_slot == 1
+
+
+def test_runs_per_gpu_is_read_from_the_environment_or_the_file_and_refused_when_wrong(tmp_path):
+    assert room.runs_per_gpu_setting({}, tmp_path) is None
+    assert room.runs_per_gpu_setting({room.RUNS_ENV: "3"}, tmp_path) == 3
+    (tmp_path / "compile-lab.toml").write_text("[room]\nruns_per_gpu = 2\n")
+    assert room.runs_per_gpu_setting({}, tmp_path) == 2
+    for bad in ('"many"', "0", "1.5", "true"):
+        (tmp_path / "compile-lab.toml").write_text(f"[room]\nruns_per_gpu = {bad}\n")
+        with pytest.raises(room.LimitsError, match="runs_per_gpu = .* it must be a whole number of at least 1"):
+            room.runs_per_gpu_setting({}, tmp_path)
+    (tmp_path / "compile-lab.toml").write_text("[room]\nrun_per_gpu = 2\n")
+    with pytest.raises(room.LimitsError, match="unknown setting.*run_per_gpu; known: runs_per_gpu"):
+        room.runs_per_gpu_setting({}, tmp_path)
+
+
+def test_a_runs_counted_memory_covers_what_its_estimate_leaves_out():
+    assert room.counted_gib(None) is None
+    assert room.counted_gib(8.0) == pytest.approx(8.0 * room.SHARED_MARGIN + room.SHARED_EXTRA_GIB)
