@@ -259,6 +259,7 @@ class RunHandle:
         self.exp = exp
         self.timeout_s = timeout_s
         self.phase: str | None = None  # the worker's latest phase event; None while it starts (imports)
+        self.waiting_for_device = False  # it asked for its device and another run holds it (tcore.lab.lease)
         self.worker = worker
         self.workdir = self.worker.workdir
         self.log_path = self.worker.log_path
@@ -341,7 +342,8 @@ class RunHandle:
         self._log.close()
         if terminal is None:  # the worker said nothing final: it was stopped, or it died
             if self._stop_reason == "timeout":
-                terminal = protocol.error("timeout", timeout_message(self.timeout_s, self.phase), phase=self.phase)
+                terminal = protocol.error("timeout", timeout_message(self.timeout_s, self.phase,
+                                                                     self.waiting_for_device), phase=self.phase)
             elif self._stop_reason == "cancelled":
                 terminal = protocol.error("cancelled", "cancelled by the user")
             else:
@@ -364,10 +366,13 @@ class RunHandle:
             yield event
 
 
-def timeout_message(limit_s: float, phase: str | None) -> str:
-    """What a run stopped at its time limit was doing: its phase in the words the pages use."""
+def timeout_message(limit_s: float, phase: str | None, waiting_for_device: bool = False) -> str:
+    """What a run stopped at its time limit was doing: its phase in the words the pages use, and whether it was
+    waiting for its GPU while other runs held it."""
     doing = protocol.PHASE_TITLES.get(phase, phase) if phase else "Starting the worker (imports)"
-    return f"stopped at the {limit_s:g} s time limit, in the phase '{doing}'"
+    waited = (", waiting for the GPU while other runs of the room held it (a larger time limit, or fewer runs at "
+              "once, lets it through)") if waiting_for_device else ""
+    return f"stopped at the {limit_s:g} s time limit, in the phase '{doing}'{waited}"
 
 
 def _death_message(returncode: int) -> str:

@@ -307,10 +307,12 @@ class LiveRun:
         purpose = str(event.get("ask"))
         with self._lock:
             self.device_asked, self.device_held = (purpose, time.time()), None
+        self.handle.waiting_for_device = True
 
         def granted() -> None:
             with self._lock:
                 self.device_asked, self.device_held = None, (purpose, time.time())
+            self.handle.waiting_for_device = False
             self.clock.granted()
             self.handle.grant(purpose, _lab_processes(self.store, self.device_slot))
 
