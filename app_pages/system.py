@@ -4,7 +4,7 @@ import time
 import streamlit as st
 
 from tcore.host import machine
-from tcore.lab import cluster, scheduler, sweeps
+from tcore.lab import cluster, runs, scheduler, sweeps
 from tcore.lab.waiting import duration_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
@@ -20,15 +20,19 @@ def gpu_slots() -> dict[int, str]:
 
 @st.fragment(run_every=2.0)
 def gpu_now(store: RunStore, slot: str) -> None:
-    """What this GPU is doing now, refreshed every 2 s."""
-    running = [r for r in reads(store).running_and_queued(scheduler.this_process().host)
-               if r.status == "running" and r.device_slot == slot]
-    if running:
-        rec = running[0]
-        st.markdown(f"**Running** {rec.label} · :gray[{queue.whose(rec.owner, people.me())}] · for "
-                    f"{duration_words(time.time() - rec.started_at)}")
-    else:
+    """What this GPU is doing now, refreshed every 2 s: the runs in it and, where they share it, who holds it."""
+    me = people.me()
+    rows = [r for r in runs.under_way(reads(store)) if r["status"] == "running" and r["device_slot"] == slot]
+    if not rows:
         st.markdown(":gray[Idle: the next run in the queue can start here.]")
+        return
+    plan = scheduler.room_plan("cuda")
+    if plan.shares:
+        st.markdown(f"**{len(rows)} of {plan.runs_per_slot} places taken** on this GPU")
+    for row in rows:
+        where = f" · {row['device_state']}" if row.get("device_state") else ""
+        st.markdown(f"**Running** {row['label']} · :gray[{queue.whose(row['owner'], me)}] · for "
+                    f"{duration_words(time.time() - row['started_at'])}{where}")
 
 
 @st.fragment(run_every=2.0)
@@ -75,6 +79,10 @@ else:
     st.subheader(f"CPU: {facts['cpu']}")
     st.metric("Cores", f"{facts['cpu_count']} cores")
 st.caption(f"{facts['platform']}")
+try:  # how this machine serves a room: runs per GPU, the cores kept for the measuring run (tcore.lab.room)
+    st.info(scheduler.room_plan("cuda" if facts["gpus"] else "cpu").why, icon=":material/groups:")
+except Exception as e:  # noqa: BLE001 (a [room] setting written wrongly: say which, the page goes on)
+    st.error(f"The room's plan cannot be made: {e}")
 
 if cluster.configured():
     st.subheader("Ray cluster")

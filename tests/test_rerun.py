@@ -83,7 +83,7 @@ def test_parts_of_the_interval_drift_history_and_device():
     cpu, gpu, bound = (rerun.interval(steady, device=d, host_bound=h) for d, h in
                        (("cpu", False), ("cuda", False), ("cuda", True)))
     assert gpu.pm_pct < bound.pm_pct and gpu.pm_pct < cpu.pm_pct
-    assert "a default spread between processes" in gpu.basis()
+    assert "a documented default spread between fresh processes" in gpu.basis()
     # One round: no interval of its own, the floor still gives one.
     one = rerun.interval([1.5], device="cuda")
     assert one.rounds_pm_pct is None and one.low < 1.5 < one.high
@@ -231,3 +231,35 @@ def test_the_recorded_h100_resnet50_reruns_are_covered_when_each_learns_from_the
         stated.append(rerun.interval(ratios, device="cuda", host_bound=host_bound, history=history))
     assert coverage([(lo, hi) for _, lo, hi, _ in H100_RESNET50], median) <= 0.6
     assert coverage([(r.low, r.high) for r in stated], median) >= 0.9
+
+
+def test_the_machines_reruns_of_other_settings_replace_the_default_once_there_are_enough(store):
+    """What this machine has shown for a kind of run, pooled over every setting it ran more than once, is the prior
+    of a setting it has not run yet: a host-bound run here gets the machine's σ, not the 10% default."""
+    env = {"hostname": "h1", "gpu": "NVIDIA H100", "cpu": "x"}
+    rows = []
+    for model, centre in (("captioner", 2.0), ("resnet50", 1.7)):
+        spec = Experiment(model=model, preset="small", batch_size=8, precision="bf16").to_dict()
+        for i in range(5):  # five reruns each, within about ± 1%
+            rows.append((spec, env, centre * (1 + 0.01 * ((i % 3) - 1)), "cuda-host-bound"))
+    rows.append((rows[0][0], {**env, "hostname": "h2"}, 9.0, "cuda-host-bound"))  # another machine: not counted
+    rows.append((rows[0][0], env, 9.0, "cuda"))  # another kind: not counted
+    spread = history.machine_spread(rows, env, "cuda", "cuda-host-bound")
+    assert spread.runs == 10 and spread.settings == 2 and spread.dof == 8
+    assert 0.5 < spread.sigma_pct < 1.5
+    steady = [1.4, 1.42, 1.38, 1.41, 1.39, 1.4, 1.41, 1.39]
+    alone = rerun.interval(steady, device="cuda", host_bound=True)
+    learned = rerun.interval(steady, device="cuda", host_bound=True, machine=spread)
+    assert alone.between_source == "default" and learned.between_source == "machine"
+    assert learned.pm_pct < 5.0 < alone.pm_pct  # ± 18% on the default, within ± 5% on what the machine showed
+    assert spread.sigma_pct < learned.between_pct < 3 * spread.sigma_pct  # raised to its upper bound, not beyond
+    assert "that this machine has shown for host-bound GPU runs" in learned.basis() and "10 reruns of 2 settings" \
+        in learned.basis()
+    # too few reruns (under MIN_MACHINE_DOF): the default stays
+    thin = history.machine_spread(rows[:4], env, "cuda", "cuda-host-bound")
+    assert rerun.interval(steady, device="cuda", host_bound=True, machine=thin).between_source == "default"
+    # the setting's own history, once there, is pooled with the machine's prior
+    own = rerun.interval(steady, device="cuda", host_bound=True, machine=spread, history=[1.4, 1.41, 1.39])
+    assert own.between_source == "history" and "pooled with 3 earlier runs" in own.basis()
+    # the run's own setting is left out of the machine's, so it is never counted twice
+    assert history.machine_spread(rows, env, "cuda", "cuda-host-bound", exclude=rows[0][0]).settings == 1

@@ -119,3 +119,17 @@ def test_the_timeline_of_a_run_that_waited_for_the_device_shows_the_wait(store, 
     assert waits and waits[0]["s"] >= 0.9 and rec.result["timeline_wait_s"] >= 0.9
     assert rec.result["device_wait_s"] >= 0.9
     store.finish(holder, result={"device": "cpu"})
+
+
+def test_a_generation_shares_the_slot_and_holds_the_device_for_its_copy_warm_up_rounds_and_profile(store, cleanup,
+                                                                                                     shared_cpu):
+    t0 = time.time()
+    gen = QUICK.replace(task="generate", prompt_len=6, new_tokens=8, rounds=2, timed_steps=2)
+    started = [runs.start(gen, store, owner="ada"), runs.start(QUICK, store, owner="bob")]
+    cleanup += started
+    records = [r.wait(HANG_S) for r in started]
+    assert all(rec.status == "finished" for rec in records), [rec.error for rec in records]
+    spans = spans_never_overlap(store, t0)
+    mine = [s.purpose for run_id, s in spans if run_id == records[0].id]
+    assert mine == ["eager", "eager", "compiled", "profile"], mine  # the copy bandwidth, then as any run
+    assert records[0].result["device_shared"] is True

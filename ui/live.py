@@ -38,6 +38,13 @@ PHASE_EXPLAIN = {
 }
 
 
+# Why a run may wait for the GPU in the middle of its phases, on hover.
+SHARED_EXPLAIN = ("Several runs share this GPU: while one compiles (CPU work, the GPU idle) another measures. Each "
+                  "holds the GPU alone, in turn, for its eager warm-up, its compiled code's first runs and timed "
+                  "rounds, and its profiling pass, so no run's figures include another's GPU work; the time it "
+                  "waits for the GPU is counted apart, never as its compile time.")
+
+
 def phases_of(run: runs.LiveRun) -> list[str]:
     return phases_for(run.exp)
 
@@ -109,14 +116,16 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
         words = run_state.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
         st.markdown(f":blue-background[**{words}**]",
                     help=wait_words(snap["wait"])[1])
-        st.caption("One run at a time per device, in the order they were queued: two at once would disturb "
-                   "each other's timings.")
+        st.caption("Runs leave the queue in the order they were queued; on a GPU a few share it at once, each "
+                   "holding it alone to measure, and on a CPU one runs at a time.")
     else:
         title = PHASE_TITLES.get(phase, "Starting the worker process")
         done, total = snap["progress"].get(phase, (None, None))
         counted = f" ({done}/{total})" if done is not None else ""
         st.progress(progress_fraction(phases, phase, snap["progress"]),
                     text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
+        if device := run.device_words():  # a GPU shared with the room: where this run is, and who has the GPU
+            st.markdown(f":violet-background[The run {device}.]", help=SHARED_EXPLAIN)
         st.caption(PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds))
     if snap["headline"] is not None:
         headline(run, snap["headline"])

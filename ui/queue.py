@@ -1,8 +1,9 @@
 """The shared run queue as a page sees it: who this browser session is, submitting runs, its runs, the room's queue.
 
-Every run waits its turn in the queue kept in the store (tcore.lab.scheduler): one run at a time per
-device, across every session and process. A participant submits under their own id (ui.people), so
-the lab's limit on queued runs applies per person, and only the owner or the instructor may cancel.
+Every run waits its turn in the queue kept in the store (tcore.lab.scheduler), across every session and process.
+On a GPU several runs share a device (tcore.lab.room): they compile side by side and hold the GPU alone, in turn,
+to measure; on a CPU runs take turns whole. A participant submits under their own id (ui.people), so the lab's
+limit on queued runs applies per person, and only the owner or the instructor may cancel.
 """
 from __future__ import annotations
 
@@ -141,9 +142,22 @@ def draw_queue(store: RunStore, *, key: str, rows=None) -> None:
     if not runs.under_way(reads(store)):
         st.caption("Nothing is running or waiting: a run starts at once.")
         return
-    st.caption("One run at a time per device, in the order they were queued, across every browser and the "
-               "command line: two runs at once would disturb each other's timings.")
+    st.caption(sharing_words(runs.under_way(reads(store))))
     (rows or draw_queue_rows)(store, key=key)
+
+
+def sharing_words(rows: list[dict]) -> str:
+    """How the queue's runs share the devices, for the caption over the queue: the room's plan in a sentence."""
+    kind = "cuda" if any(row.get("device") == "cuda" for row in rows) else "cpu"
+    try:
+        plan = scheduler.room_plan(kind)
+    except SpecError as e:
+        return f"The room's plan cannot be made: {e}"
+    order = " Runs leave the queue in the order they were queued, across every browser and the command line."
+    if not plan.shares:
+        return ("One run at a time per device: two runs timed at once would disturb each other's figures." + order
+                if kind == "cpu" or plan.runs_per_slot == 1 else plan.why + order)
+    return plan.why + " No run's timed rounds ever overlap another's GPU work." + order
 
 
 @st.fragment(run_every=BUSY_S)
@@ -170,6 +184,8 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
         elif row["status"] == "running":
             where = f" on {row['device_slot']}" if row.get("device_slot") else ""
             state = f"**running**{where} for {duration_words(_since(row['started_at']))}"
+            if row.get("device_state"):  # a shared GPU: holding it, waiting for it, or compiling beside its holder
+                state += f" · {row['device_state']}"
         else:
             state = f"**#{row['queue_position'] or '?'} in the queue** · {wait_words(row['wait'])[0]}"
             reason = wait_words(row["wait"])[1]

@@ -44,17 +44,19 @@ class RunState:
     error_kind: str | None = None
     cancelled_by: str | None = None
     speedup: float | None = None
+    device: str | None = None  # on a shared GPU, where the run is: "holds the GPU", "waits for the GPU", "on the CPU"
 
     def words(self) -> str:
         """'#2 in the queue · starts in about 40 s' / 'running: Compiling (first call)' / 'finished, 1.32x eager' /
         'failed: timeout' / 'cancelled by the instructor'."""
         queued = f"#{self.queue_position or '?'} in the queue · {wait_words(self.wait)[0]}"
+        shared = f" · {self.device}" if self.device else ""
         if self.followed:
             if self.status == "queued":
                 return queued
-            return f"running: {PHASE_TITLES.get(self.phase, 'starting the worker')}"
+            return f"running: {PHASE_TITLES.get(self.phase, 'starting the worker')}{shared}"
         if self.elsewhere:
-            return "running" if self.status == "running" else queued
+            return f"running{shared}" if self.status == "running" else queued
         if self.cancelled_by == "instructor":
             return BY_INSTRUCTOR  # not the owner's doing: say whose
         if self.status == "failed" and self.error_kind:
@@ -78,15 +80,17 @@ def state(run_id: str, store: RunStore, *, record=None, places: dict[str, dict] 
         except KeyError:  # deleted meanwhile
             return RunState(run_id, DELETED, ended=True)
     live = runs.live(run_id)
+    place = (places if places is not None else places_by_id(store)).get(run_id) \
+        if record.status not in ENDED else None
+    device = (place or {}).get("device_state_short")
     if record.status not in ENDED and live is not None and not live.done:
         snap = live.snapshot()
         return RunState(run_id, snap["status"], followed=True, phase=snap["phase"],
-                        queue_position=snap["queue_position"], wait=snap["wait"], waited_s=snap["waited_s"])
-    place = (places if places is not None else places_by_id(store)).get(run_id) \
-        if record.status not in ENDED else None
+                        queue_position=snap["queue_position"], wait=snap["wait"], waited_s=snap["waited_s"],
+                        device=device)
     if place is not None:  # queued or running in another process
         return RunState(run_id, place["status"], elsewhere=True, queue_position=place["queue_position"],
-                        wait=place["wait"])
+                        wait=place["wait"], device=device)
     cancelled_by = None
     if record.error_kind == "cancelled":
         by_instructor = (record.error or {}).get("message", "").startswith(BY_INSTRUCTOR)

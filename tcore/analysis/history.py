@@ -93,3 +93,47 @@ def dots(h: History, current: float | None = None, width: int = 40) -> str:
     if current is not None:
         line[round((current - lo) / span * (width - 1))] = "•"
     return f"{lo:.2f}x |{''.join(line)}| {hi:.2f}x"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far one kind of run's headline moves between fresh processes on one machine, learned from every setting it
+    has run more than once: the pooled variance of their log-speedups about each setting's own mean."""
+
+    sigma_log: float  # the pooled standard deviation, in log space
+    dof: int          # its degrees of freedom: the runs less one per setting
+    runs: int
+    settings: int
+
+    @property
+    def sigma_pct(self) -> float:
+        return 100 * (math.exp(self.sigma_log) - 1)
+
+
+def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], float, str | None]],
+                   env: Mapping[str, Any], device: str | None, kind: str,
+                   exclude: Mapping[str, Any] | None = None) -> Spread | None:
+    """The spread between processes of runs of `kind` on this machine, from `rows` (store.headlines: spec, env,
+    speedup, kind), or None where no setting of that kind ran twice here. `exclude`: a setting left out (the run's
+    own, whose history is pooled on its own terms)."""
+    here = machine(env, device)
+    groups: dict[str, list[float]] = {}
+    for spec, their_env, speedup, their_kind in rows:
+        if their_kind != kind or not speedup or speedup <= 0 or machine(their_env, device) != here:
+            continue
+        if exclude is not None and same_setting(spec, exclude):
+            continue
+        key = repr(sorted(settings(dict(spec), ignoring=PROVENANCE_FIELDS).items()))
+        groups.setdefault(key, []).append(math.log(speedup))
+    squares = dof = runs = counted = 0
+    for logs in groups.values():
+        if len(logs) < 2:
+            continue
+        mean = statistics.fmean(logs)
+        squares += sum((x - mean) ** 2 for x in logs)
+        dof += len(logs) - 1
+        runs += len(logs)
+        counted += 1
+    if dof == 0:
+        return None
+    return Spread(math.sqrt(squares / dof), dof, runs, counted)

@@ -12,12 +12,15 @@ So the interval adds, in log space (2x and 0.5x sit symmetrically), three indepe
   rounds   the paired rounds' order-statistics interval (tcore.figures.paired), turned back into a standard error;
   drift    half the difference between the median ratio of the first and of the second half of the rounds: a
            run whose ratio moved while it ran has no single value that a rerun would find again;
-  between  the spread of the headline between processes: a documented default (DEFAULT_BETWEEN_PCT) by device and
-           by whether a variant is host-bound, pooled with the earlier runs of the same setting on the same machine
-           once the store holds at least MIN_HISTORY of them. The default counts as PRIOR_RUNS runs' worth of
+  between  the spread of the headline between processes, for the kind of run (kind(): the device, and whether a
+           variant is host-bound). Its prior is what this machine has shown for that kind (tcore.analysis.history.
+           machine_spread: every setting of the kind it has run more than once, pooled, e.g. the reruns of
+           `python -m tcore calibrate`) once that holds MIN_MACHINE_DOF degrees of freedom, else a documented default
+           (DEFAULT_BETWEEN_PCT). The prior is pooled with the earlier runs of the same setting on the same machine
+           once the store holds at least MIN_HISTORY of them; the default counts as PRIOR_RUNS runs' worth of
            evidence, so three earlier runs that agreed by luck cannot shrink it to nothing (on an H100, three
-           ResNet-50 reruns agreed within 0.6%, and the fifth read 7.5% above them); the pooled standard
-           deviation is raised to a one-sided 80% upper bound, since a few runs understate it.
+           ResNet-50 reruns agreed within 0.6%, and the fifth read 7.5% above them). A learned standard deviation is
+           raised to a one-sided 80% upper bound on its degrees of freedom, since a few runs understate it.
 The interval is speedup × exp(± z · sqrt(rounds² + drift² + between²)) at one level, CONFIDENCE (95%), everywhere.
 """
 from __future__ import annotations
@@ -25,9 +28,17 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from tcore.figures import paired
+
+
+class Spread(Protocol):
+    """What a machine's reruns say of one kind of run (tcore.analysis.history.Spread gives it)."""
+    sigma_log: float
+    dof: int
+    runs: int
+    settings: int
 
 CONFIDENCE = paired.CONFIDENCE  # one level for every interval the lab states: 95%
 # The default spread of the headline between fresh processes (a standard deviation, in %), when the store has too
@@ -39,6 +50,9 @@ CONFIDENCE = paired.CONFIDENCE  # one level for every interval the lab states: 9
 # machine: 10%, as wide as the host-bound GPU case.
 DEFAULT_BETWEEN_PCT = {"cuda": 2.0, "cuda-host-bound": 10.0, "cpu": 10.0}
 MIN_HISTORY = 3          # earlier runs of the same setting needed to learn the spread from them
+MIN_MACHINE_DOF = 6      # degrees of freedom of the machine's reruns (runs less one per setting) to replace the default
+KIND_WORDS = {"cuda-host-bound": "host-bound GPU runs (the GPU waits on the host's launches)",
+              "cuda": "GPU runs that keep the GPU busy", "cpu": "CPU runs"}
 MIN_BETWEEN_PCT = 0.5    # a learned spread is never taken below this: a few identical readings prove little
 HISTORY_UPPER = 0.80     # the learned standard deviation is raised to this one-sided upper confidence bound
 PRIOR_RUNS = 4           # the default spread weighs as much as this many degrees of freedom of earlier runs
@@ -55,8 +69,11 @@ class Rerun:
     rounds_pm_pct: float | None  # the rounds' own interval, ± % (None with a single round)
     drift_pct: float | None      # first-half vs second-half median ratio, % apart (None under 4 rounds)
     between_pct: float           # the between-process σ used, %
-    between_source: str          # "history" or "default"
+    between_source: str          # "history" (pooled with the prior), "machine" (the machine's alone) or "default"
     history_runs: int            # earlier runs of the setting it was learned from (0 for the default)
+    kind: str = "cpu"            # kind(): which spread between processes applies
+    machine_runs: int = 0        # the machine's reruns the prior was learned from (0: the documented default)
+    machine_settings: int = 0
 
     @property
     def pm_pct(self) -> float:
@@ -69,12 +86,20 @@ class Rerun:
                  "a single round (no interval of its own)"]
         if self.drift_pct is not None:
             parts.append(f"the drift between the run's halves ({self.drift_pct:.1f}%)")
+        prior = (f"what this machine has shown for {KIND_WORDS.get(self.kind, self.kind)} ({self.machine_runs} reruns of "
+                 f"{self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})"
+                 if self.machine_runs else "a documented default")
         if self.between_source == "history":
-            parts.append(f"the spread between processes, a default pooled with {self.history_runs} earlier runs of this "
-                         f"setting on this machine (σ {self.between_pct:.1f}%)")
+            parts.append(f"the spread between fresh processes, {prior} pooled with {self.history_runs} earlier runs of "
+                         f"this setting on this machine (σ {self.between_pct:.1f}%)")
+        elif self.between_source == "machine":
+            parts.append(f"the spread between fresh processes that this machine has shown for "
+                         f"{KIND_WORDS.get(self.kind, self.kind)} (σ {self.between_pct:.1f}%, from {self.machine_runs} "
+                         f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})")
         else:
-            parts.append(f"a default spread between processes (σ {self.between_pct:.1f}%, fewer than {MIN_HISTORY} "
-                         "earlier runs of this setting on this machine to learn it from)")
+            parts.append(f"a documented default spread between fresh processes (σ {self.between_pct:.1f}%: this machine "
+                         f"has too few reruns of {KIND_WORDS.get(self.kind, self.kind)} to learn it from; "
+                         "`python -m tcore calibrate` makes them)")
         return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
@@ -111,39 +136,56 @@ def chi2_quantile(p: float, k: int) -> float:
     return k * max(1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k)), 1e-6) ** 3
 
 
-def between_sigma(history: Sequence[float], device: str, host_bound: bool) -> tuple[float, str, int]:
-    """(σ in log space, "history" or "default", runs learned from) of the headline between processes.
+def kind(device: str | None, host_bound: bool) -> str:
+    """Which spread between processes applies: "cuda-host-bound", "cuda" or "cpu"."""
+    return "cuda-host-bound" if device == "cuda" and host_bound else ("cuda" if device == "cuda" else "cpu")
 
-    `history` holds the headline speedups of earlier runs of the same setting on the same machine. From
-    MIN_HISTORY of them: the default's variance (PRIOR_RUNS degrees of freedom) pooled with their sample variance of
-    log-speedups (n - 1), raised to its one-sided HISTORY_UPPER bound (a chi-square bound on the pooled degrees of
-    freedom), never below MIN_BETWEEN_PCT. Fewer: the default alone.
-    """
-    key = "cuda-host-bound" if device == "cuda" and host_bound else ("cuda" if device == "cuda" else "cpu")
-    default = math.log1p(DEFAULT_BETWEEN_PCT[key] / 100)
+
+def _upper(sigma: float, dof: int) -> float:
+    """A standard deviation learned with `dof` degrees of freedom, raised to its one-sided HISTORY_UPPER bound."""
+    return sigma * math.sqrt(dof / chi2_quantile(1 - HISTORY_UPPER, dof))
+
+
+def between_sigma(history: Sequence[float], device: str, host_bound: bool,
+                  machine: Spread | None = None) -> tuple[float, str, int]:
+    """(σ in log space, "history", "machine" or "default", earlier runs of the setting used) between processes.
+
+    `history` holds the headline speedups of earlier runs of the same setting on the same machine; `machine`, what
+    the machine has shown for runs of this kind (tcore.analysis.history.machine_spread), the prior once it holds
+    MIN_MACHINE_DOF degrees of freedom (else the documented default, weighing PRIOR_RUNS). From MIN_HISTORY earlier
+    runs of the setting: the prior's variance pooled with their sample variance of log-speedups (n - 1), raised to
+    its one-sided HISTORY_UPPER bound, never below MIN_BETWEEN_PCT. Fewer: the prior alone (a learned one raised to
+    its bound)."""
+    default = math.log1p(DEFAULT_BETWEEN_PCT[kind(device, host_bound)] / 100)
+    learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
+    prior, prior_dof = (machine.sigma_log, machine.dof) if learned else (default, PRIOR_RUNS)
+    floor = math.log1p(MIN_BETWEEN_PCT / 100)
     speedups = [s for s in history if s and s > 0]
     if len(speedups) < MIN_HISTORY:
+        if learned:
+            return max(_upper(prior, prior_dof), floor), "machine", 0
         return default, "default", 0
     logs = [math.log(s) for s in speedups]
     k = len(logs) - 1
-    dof = PRIOR_RUNS + k
-    pooled = math.sqrt((PRIOR_RUNS * default ** 2 + k * statistics.variance(logs)) / dof)
-    upper = pooled * math.sqrt(dof / chi2_quantile(1 - HISTORY_UPPER, dof))
-    return max(upper, math.log1p(MIN_BETWEEN_PCT / 100)), "history", len(speedups)
+    dof = prior_dof + k
+    pooled = math.sqrt((prior_dof * prior ** 2 + k * statistics.variance(logs)) / dof)
+    return max(_upper(pooled, dof), floor), "history", len(speedups)
 
 
 def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, history: Sequence[float] = (),
-             confidence: float = CONFIDENCE) -> Rerun:
+             machine: Spread | None = None, confidence: float = CONFIDENCE) -> Rerun:
     """The headline (the median paired ratio) and its CONFIDENCE interval for a rerun of the same setting."""
     if not ratios:
         raise ValueError("no rounds to estimate a speedup from")
     center = paired.estimate(ratios).speedup
     s_rounds, rounds_pm = rounds_sigma(ratios)
     s_drift, drift_pct = drift_sigma(ratios)
-    s_between, source, n = between_sigma(history, device, host_bound)
+    s_between, source, n = between_sigma(history, device, host_bound, machine)
+    learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
     half = z_value(confidence) * math.sqrt(s_rounds ** 2 + s_drift ** 2 + s_between ** 2)
     return Rerun(center, center * math.exp(-half), center * math.exp(half), confidence, rounds_pm, drift_pct,
-                 100 * (math.exp(s_between) - 1), source, n)
+                 100 * (math.exp(s_between) - 1), source, n, kind(device, host_bound),
+                 machine.runs if learned else 0, machine.settings if learned else 0)
 
 
 def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
@@ -152,12 +194,12 @@ def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
             "speedup_confidence_pct": 100 * r.confidence, "speedup_rounds_pm_pct": r.rounds_pm_pct,
             "speedup_drift_pct": r.drift_pct, "speedup_between_pct": r.between_pct,
             "speedup_between_source": r.between_source, "speedup_history_runs": r.history_runs,
-            "speedup_interval_words": r.basis()}
+            "speedup_kind": r.kind, "speedup_machine_runs": r.machine_runs, "speedup_interval_words": r.basis()}
 
 
-def restate(result: dict, history: Sequence[float], host_bound: bool) -> dict:
-    """A finished result's headline interval again, with the store's earlier runs of the same setting as `history`;
-    the result unchanged where it has no paired rounds."""
+def restate(result: dict, history: Sequence[float], host_bound: bool, machine: Spread | None = None) -> dict:
+    """A finished result's headline interval again, with the store's earlier runs of the same setting as `history` and
+    what the machine has shown for its kind of run as `machine`; the result unchanged where it has no paired rounds."""
     blocks = result.get("blocks") or {}
     if not blocks.get("eager") or not blocks.get("compiled"):
         return result
@@ -165,7 +207,7 @@ def restate(result: dict, history: Sequence[float], host_bound: bool) -> dict:
     if not ratios:
         return result
     return {**result, **figures_of(interval(ratios, device=result.get("device", "cpu"), host_bound=host_bound,
-                                            history=history))}
+                                            history=history, machine=machine))}
 
 
 # Before a run: whether the setting can be expected to hold. A headline "holds" when a rerun lands within ± HOLD_PCT
@@ -203,13 +245,14 @@ class Outlook:
 
 
 def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
-            bound_at_batch: tuple[int, int] | None = None) -> Outlook:
+            bound_at_batch: tuple[int, int] | None = None, machine: Spread | None = None) -> Outlook:
     """The outlook for a rerun of a setting, from the headlines of its earlier runs on this machine (`history`), how
     many of those were host-bound, and the device: between_sigma's σ, as the run's interval will use it.
     `bound_at_batch` (that batch, this batch): an earlier run of the setting at a larger batch here was host-bound;
-    at a smaller batch each launch carries less work, so this one will be too."""
+    at a smaller batch each launch carries less work, so this one will be too. `machine`: what this machine's reruns
+    of that kind of run say (tcore.analysis.history.machine_spread)."""
     bound = device == "cuda" and (host_bound_runs > 0 or bound_at_batch is not None)
-    s, source, n = between_sigma(history, device, bound)
+    s, source, n = between_sigma(history, device, bound, machine)
     default = DEFAULT_BETWEEN_PCT["cuda-host-bound" if bound else "cuda" if device == "cuda" else "cpu"]
     speedups = [x for x in history if x and x > 0]
     median = statistics.median(speedups) if speedups else None
@@ -231,8 +274,11 @@ def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
     elif device != "cuda":
         parts.append("on the CPU the run shares the machine's cores with everything else running on it")
     between = 100 * (math.exp(s) - 1)
+    learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
+    prior = (f"what this machine's {machine.runs} reruns of {KIND_WORDS[kind(device, bound)]} showed"
+             if learned else f"its default of {default:.0f}%")
     expect = f"the lab expects σ {between:.0f}% between fresh processes" + (
-        f" (its default of {default:.0f}% pooled with those {n} runs)" if source == "history" else
-        f" (its default until {MIN_HISTORY} earlier runs of this setting here teach it)")
+        f" ({prior} pooled with those {n} runs)" if source == "history" else
+        f" ({prior}, until {MIN_HISTORY} earlier runs of this setting here teach it)")
     reach = 100 * (math.exp(z_value(HOLD_SHARE) * s) - 1)
     return Outlook(between, reach, moved, "; ".join(parts + [expect]))

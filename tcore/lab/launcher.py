@@ -195,37 +195,48 @@ def _start_time(pid: int) -> str | None:
 
 
 class SparePool:
-    """One spare worker per device slot, started ahead so a run does not wait for the imports.
+    """Spare workers per device slot, started ahead so a run does not wait for the imports: one per slot, or more where
+    several runs share a slot (tcore.lab.room), kept under the slot's name and then "SLOT#2", "SLOT#3", ...
 
-    The scheduler calls fill() for idle slots and take() when it starts a run; a lab process that
-    never calls fill() (the command line) starts each worker when its run starts.
+    The scheduler calls fill() for slots with room and take() when it starts a run; a lab process that never calls
+    fill() (the command line) starts each worker when its run starts.
     """
 
     def __init__(self) -> None:
-        self._spares: dict[str, Worker] = {}
+        self._spares: dict[str, Worker] = {}  # place (the slot, or "SLOT#n") -> its spare
         self._lock = threading.Lock()
 
-    def fill(self, slot: str, env: dict[str, str], *, wait_for_fork_server: bool = False) -> None:
-        """Start a spare for `slot` unless one is waiting there already. Where workers are forked and the fork
-        server is still importing, none for now (the scheduler's next fill forks one), unless `wait_for_fork_server`."""
+    @staticmethod
+    def _places(slot: str, want: int) -> list[str]:
+        return [slot] + [f"{slot}#{i}" for i in range(2, want + 1)]
+
+    def fill(self, slot: str, env: dict[str, str], *, wait_for_fork_server: bool = False, want: int = 1) -> None:
+        """Start spares for `slot` until `want` usable ones wait there (any past `want`, or started under other
+        settings, are let go). Where workers are forked and the fork server is still importing, none for now (the
+        scheduler's next fill forks one), unless `wait_for_fork_server`."""
         with self._lock:
-            spare = self._spares.get(slot)
-            if spare is not None and spare.usable and spare.slot_env == env:
-                return
-            self._spares.pop(slot, None)
-        if spare is not None:
+            mine = [k for k in self._spares if k.partition("#")[0] == slot]
+            good = [k for k in mine if self._spares[k].usable and self._spares[k].slot_env == env]
+            keep = good[:want]
+            gone = [self._spares.pop(k) for k in mine if k not in keep]
+            free = [k for k in self._places(slot, want + len(mine)) if k not in keep][:want - len(keep)]
+        for spare in gone:
             spare.dismiss()
-        try:
-            fresh = Worker(env, wait_for_fork_server=wait_for_fork_server, spare=True)
-        except forkserver.StillImporting:  # the next fill forks one: the queue's thread does not wait
-            return
-        with self._lock:
-            self._spares[slot] = fresh
+        for place in free:
+            try:
+                fresh = Worker(env, wait_for_fork_server=wait_for_fork_server, spare=True)
+            except forkserver.StillImporting:  # the next fill forks one: the queue's thread does not wait
+                return
+            with self._lock:
+                self._spares[place] = fresh
 
     def take(self, slot: str, env: dict[str, str]) -> Worker | None:
-        """The spare waiting for `slot`, now the caller's; None if there is none it may use."""
+        """A spare waiting for `slot` (one whose imports are done first), now the caller's; None if there is none it
+        may use."""
         with self._lock:
-            spare = self._spares.pop(slot, None)
+            places = sorted((k for k in self._spares if k.partition("#")[0] == slot),
+                            key=lambda k: not self._spares[k].ready)
+            spare = self._spares.pop(places[0]) if places else None
         if spare is not None and spare.usable and spare.slot_env == env:
             return spare
         if spare is not None:
@@ -233,10 +244,9 @@ class SparePool:
         return None
 
     def waiting(self, slot: str) -> int:
-        """How many spares wait in `slot` (0 or 1): each holds a CUDA context on its GPU, computing nothing."""
+        """How many spares wait in `slot`: each holds a CUDA context on its GPU, computing nothing."""
         with self._lock:
-            spare = self._spares.get(slot)
-            return int(spare is not None and spare.proc.poll() is None)
+            return sum(1 for k, w in self._spares.items() if k.partition("#")[0] == slot and w.proc.poll() is None)
 
     def clear(self) -> None:
         with self._lock:

@@ -18,7 +18,8 @@ import threading
 import time
 from typing import Callable
 
-from tcore.store import RunStore, StoreError
+from tcore.lab.waiting import duration_words
+from tcore.store import Hold, RunStore, StoreError
 
 PURPOSES = {"eager": 0, "compiled": 1, "profile": 2}
 POLL_S = 0.05  # how often a waiting ask looks at the store: a release in another process is seen this late at most
@@ -103,18 +104,21 @@ def broker(store: RunStore, host: str) -> Broker:
         return _BROKERS[key]
 
 
-def wait_words(purpose: str | None, holder_label: str | None, held_for: str | None) -> str:
-    """What a run waiting for its device is waiting for, in words: 'waiting for the GPU to measure (run 3f2a…
-    holds it for its timed rounds)'."""
-    doing = {"eager": "for its eager warm-up", "compiled": "to run its compiled code and measure",
-             "profile": "for its profiling pass"}.get(purpose or "", "")
-    who = f" ({holder_label} holds it{' ' + held_for if held_for else ''})" if holder_label else ""
-    return f"waiting for the GPU {doing}{who}".replace("  ", " ").strip()
-
-
-HELD_FOR = {"eager": "for its eager warm-up", "compiled": "for its compiled runs and timed rounds",
+# What a run holds or waits for the device for, in the words the pages use.
+HELD_FOR = {"eager": "for its eager warm-up", "compiled": "to run its compiled code and measure",
             "profile": "for its profiling pass"}
 
 
-def now() -> float:
-    return time.time()
+def device_words(asked: tuple[str, float] | None, held: tuple[str, float] | None, holder: Hold | None,
+                 now: float) -> str:
+    """Where a run that shares its GPU is, in a clause: holding it, waiting for it (and who holds it), or on the
+    CPU beside the run that holds it (compiling, building, starting)."""
+    if held is not None:
+        return f"holds the GPU alone {HELD_FOR.get(held[0], '')} ({duration_words(now - held[1])} so far)"
+    if asked is not None:
+        who = (f"; run {holder.run_id[-6:]} holds it {HELD_FOR.get(holder.purpose, '')}" if holder is not None
+               else "")
+        return f"waiting for the GPU {HELD_FOR.get(asked[0], '')} ({duration_words(now - asked[1])}){who}"
+    if holder is not None:
+        return f"on the CPU beside run {holder.run_id[-6:]}, which holds the GPU {HELD_FOR.get(holder.purpose, '')}"
+    return "on the CPU; the GPU is free"

@@ -488,6 +488,20 @@ class LiveRun:
                     "shares_device": bool(self.lease_env.get(protocol.DEVICE_LEASE)),
                     "device_asked": self.device_asked, "device_held": self.device_held}
 
+    def device_words(self) -> str | None:
+        """Where a run that shares its GPU is now (holding it, waiting for it, on the CPU beside its holder), for the
+        live panel; None for a run that holds its device whole, or has not started or has ended."""
+        if not self.lease_env.get(protocol.DEVICE_LEASE) or self.done or self.device_slot is None:
+            return None
+        try:
+            holder = self.store.device_holder(scheduler.this_process().host, self.device_slot)
+        except (sqlite3.Error, StoreError):
+            holder = None
+        with self._lock:
+            asked, held = self.device_asked, self.device_held
+        other = holder if holder is not None and holder.run_id != self.run_id else None
+        return lease.device_words(asked, held, other, time.time())
+
     def cancel(self) -> None:
         """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
         if self.elsewhere:  # its owner now is another process: ask it, as any process may

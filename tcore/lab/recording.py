@@ -28,9 +28,11 @@ def store_failure(e: Exception, store: RunStore | None = None) -> str:
 
 def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dict[str, Any],
                  env: dict[str, Any]) -> dict[str, Any]:
-    """The worker's result with its headline interval restated from the store's earlier runs of the same setting on
-    the same machine (the worker, which cannot see the store, used the default spread between processes)."""
+    """The worker's result with its headline interval restated from the store: the earlier runs of the same setting on
+    the same machine, and what the machine's reruns of other settings of this kind of run have shown (the worker,
+    which cannot see the store, used the documented default spread between processes)."""
     device = result.get("device")
     earlier = history.history(store.same_setting(spec, device, env, exclude=run_id))
     bound = bool(figures.host_bound(result, device, spec.get("mode")))
-    return rerun.restate(result, earlier.speedups, bound)
+    spread = history.machine_spread(store.headlines(device), env, device, rerun.kind(device, bound), exclude=spec)
+    return rerun.restate(result, earlier.speedups, bound, spread)

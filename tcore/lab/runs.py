@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable
 
 from tcore.lab import cluster
+from tcore.lab import lease
 from tcore.lab import limits
 from tcore.lab import model_cards
 from tcore.lab import room
@@ -213,14 +214,40 @@ def paused_since(store: RunStore) -> float | None:
 
 def under_way(store: RunStore) -> list[dict[str, Any]]:
     """The room's runs under way on this host, as rows: running runs, then queued ones in turn, with position and ETA
-    (an estimate). The data behind the pages' queue views (records: store.running_and_queued)."""
+    (an estimate), and for a run that shares its GPU where it is (tcore.lab.lease.device_words: holding the GPU,
+    waiting for it, on the CPU beside the run that holds it). The data behind the pages' queue views (records:
+    store.running_and_queued)."""
     host = scheduler.this_process().host
     records = store.running_and_queued(host)
     places = scheduler.places(store, host, {rec.device for rec in records if rec.status == "queued"})
-    return [{"run_id": rec.id, "label": rec.label, "owner": rec.owner, "status": rec.status,
+    sharing = _device_states(store, host, records)
+    return [{"run_id": rec.id, "label": rec.label, "owner": rec.owner, "status": rec.status, "device": rec.device,
              "device_slot": rec.device_slot, "queued_at": rec.queued_at, "started_at": rec.started_at,
-             "queue_position": places.get(rec.id, (None, None))[0], "wait": places.get(rec.id, (None, None))[1]}
+             "queue_position": places.get(rec.id, (None, None))[0], "wait": places.get(rec.id, (None, None))[1],
+             **sharing.get(rec.id, {"device_state": None, "device_state_short": None})}
             for rec in records]
+
+
+def _device_states(store: RunStore, host: str, records: list[RunRecord]) -> dict[str, dict[str, str]]:
+    """run id -> where each running run on a shared slot is, long and short ("holds the GPU", "waits for the GPU",
+    "on the CPU"), from the store's holds and asks; nothing for a slot that one run holds whole."""
+    by_slot: dict[str, list[RunRecord]] = {}
+    for rec in records:
+        if rec.status == "running" and rec.device_slot:
+            by_slot.setdefault(rec.device_slot, []).append(rec)
+    out, now = {}, time.time()
+    for slot, here in by_slot.items():
+        holder, asks = store.device_holder(host, slot), {a.run_id: a for a in store.device_asks(host, slot)}
+        if holder is None and not asks and len(here) < 2:
+            continue
+        for rec in here:
+            held = (holder.purpose, holder.since) if holder is not None and holder.run_id == rec.id else None
+            asked = (asks[rec.id].purpose, asks[rec.id].asked_at) if rec.id in asks else None
+            other = holder if holder is not None and holder.run_id != rec.id else None
+            out[rec.id] = {"device_state": lease.device_words(asked, held, other, now),
+                           "device_state_short": ("holds the GPU" if held else "waits for the GPU" if asked
+                                                  else "on the CPU")}
+    return out
 
 
 def queue_problem(store: RunStore) -> str | None:

@@ -309,9 +309,11 @@ class Scheduler:
             made = room_plan(device)
             for slot in device_slots(device):
                 here = len(residents.get(slot, []))
-                has_room = here == 0 or (made.shares and made.other_cpus and here < made.runs_per_slot)
-                if has_room and not cluster.is_ray_slot(slot):  # spares are local processes
-                    self.spares.fill(slot, slot_env(slot))
+                # a spare per free place where runs share the slot and import off the measuring cores, else one in a
+                # free slot: a room's clicks come together, and each would otherwise start its worker from nothing
+                want = made.runs_per_slot - here if made.shares and made.other_cpus else int(here == 0)
+                if want > 0 and not cluster.is_ray_slot(slot):  # spares are local processes
+                    self.spares.fill(slot, slot_env(slot), want=want)
 
     def _forward_cancels(self, jobs: dict[str, Job]) -> None:
         for run_id in self.store.cancel_requests(self.proc):
@@ -336,8 +338,9 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
         running_ahead = [Ahead(expected_duration(spec, history), limit, now - started)
                          for spec, limit, started in running]
         queued_ahead = []
+        places_here = len(device_slots(device)) * room_plan(device).runs_per_slot  # runs that share a slot each take one
         for position, (run_id, spec, limit) in enumerate(queued, start=1):
-            out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, len(device_slots(device))))
+            out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, places_here))
             queued_ahead.append(Ahead(expected_duration(spec, history), limit))
     return out
 

@@ -33,4 +33,6 @@ def _spare_for_next(device: str, slot: str | None) -> None:
     (tcore.figures.breakdown.against_timed), so a process importing beside it does not change the figures.
     """
     if device != "cpu" and device in _SPARE_DEVICES and slot is not None and not cluster.is_ray_slot(slot):
+        if scheduler.room_plan(device).shares:
+            return  # runs share the slot: the queue keeps a spare in each free place already, off the measuring cores
         threading.Thread(target=SPARES.fill, args=(slot, scheduler.slot_env(slot)), daemon=True).start()

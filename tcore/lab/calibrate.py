@@ -1,0 +1,61 @@
+"""Calibrating this machine: reruns of reference settings, one per kind of run that the headline's interval tells
+apart, so that the spread between fresh processes the machine shows replaces the documented default
+(tcore.figures.rerun: its prior is tcore.analysis.history.machine_spread over the store's reruns).
+
+    python -m tcore calibrate            # 5 fresh runs of each reference on this machine's device
+    python -m tcore calibrate --runs 8   # more runs: a tighter bound on the spread
+
+The references are ordinary runs, queued under the owner "calibration" and kept like any other: every later run on
+this machine learns from them, as it learns from a room's reruns of the same settings. Each reference is picked to
+be clearly of its kind: a tiny model at batch 1 is launch-bound on any GPU; the Run page's GPU default keeps the GPU
+busy; on the CPU, the CPU default.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from tcore.analysis import history
+from tcore.experiment.device import practical_defaults
+from tcore.experiment.spec import Experiment
+from tcore.figures import rerun
+from tcore.lab import runs
+from tcore.lab.rerun_outlook import machine_env
+from tcore.store import RunRecord, RunStore
+
+OWNER = "calibration"
+
+
+def references(device: str) -> dict[str, Experiment]:
+    """kind (tcore.figures.rerun.kind) -> the setting whose reruns teach it, on `device`."""
+    if device == "cuda":
+        gpu = practical_defaults("captioner", "cuda", "inference")
+        return {"cuda-host-bound": Experiment(**{**gpu, "model": "captioner", "device": "cuda", "preset": "tiny",
+                                                  "batch_size": 1}),
+                "cuda": Experiment(**{**gpu, "model": "captioner", "device": "cuda"})}
+    return {"cpu": Experiment(**{**practical_defaults("captioner", "cpu", "inference"), "model": "captioner",
+                                 "device": "cpu"})}
+
+
+def calibrate(store: RunStore, device: str, runs_each: int = 5,
+              on_end: Callable[[RunRecord], None] | None = None) -> dict[str, history.Spread | None]:
+    """Queue `runs_each` runs of each reference at once (they share the device as a room's runs do), wait for them,
+    and return what the machine now shows for each kind (None where too few finished)."""
+    queued = [runs.start(exp, store, owner=OWNER) for exp in references(device).values() for _ in range(runs_each)]
+    for run in queued:
+        record = run.wait()
+        if on_end is not None and record is not None:
+            on_end(record)
+    rows = store.headlines(device)
+    env = machine_env(device)
+    return {kind: history.machine_spread(rows, env, device, kind) for kind in references(device)}
+
+
+def words(kind: str, spread: history.Spread | None) -> str:
+    """One line per kind: the σ learned, from how many runs, and whether it now replaces the default."""
+    what = rerun.KIND_WORDS.get(kind, kind)
+    if spread is None:
+        return f"{what}: no setting of this kind has run twice here yet"
+    used = ("replaces the documented default" if spread.dof >= rerun.MIN_MACHINE_DOF else
+            f"too few yet to replace the default ({spread.dof} of {rerun.MIN_MACHINE_DOF} degrees of freedom)")
+    return (f"{what}: σ {spread.sigma_pct:.2f}% between fresh processes, from {spread.runs} reruns of "
+            f"{spread.settings} setting(s); {used} (default σ {rerun.DEFAULT_BETWEEN_PCT[kind]:g}%)")
