@@ -20,6 +20,7 @@ setting's solo run: headline inside the solo interval, eager throughput within 5
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -46,13 +47,18 @@ DEFAULT_MIX = ["default", "resnet50", "gpt2", "convnext", "vit"]
 HOLD_PCT, WIDTH_RATIO = 5.0, 1.5  # the room's targets against solo: eager within 5%, an interval at most 1.5x as wide
 
 
-def experiment(name: str):
+def experiment(name: str, device: str = "cuda", backend: str = "inductor"):
+    """The setting as the Run page gives it on `device`: the page's defaults there, what the setting changes, and
+    (for a dry run of this benchmark on a CPU) another backend."""
     from tcore.experiment.device import practical_defaults
     from tcore.experiment.spec import Experiment
 
     setting = dict(SETTINGS[name])
     task = setting.get("task", "inference")
-    return Experiment(**{**practical_defaults(setting["model"], "cuda", task), "device": "cuda", **setting})
+    if device == "cpu":  # the CPU's tiny presets: only the model and the task come from the setting
+        setting = {k: v for k, v in setting.items() if k in ("model", "task")}
+    return Experiment(**{**practical_defaults(setting["model"], device, task), "device": device, **setting,
+                         "backend": backend})
 
 
 def wait_for_spares(timeout_s: float = 120.0) -> None:
@@ -68,12 +74,13 @@ def wait_for_spares(timeout_s: float = 120.0) -> None:
         time.sleep(0.25)
 
 
-def run_part(part: str, names: list[str], n: int, timeout_s: float) -> list[dict]:
+def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str, backend: str,
+             db: str | None) -> list[dict]:
     """In a lab process: submit the part's runs as pages do and wait for them; one row per run."""
-    from tcore.lab import runs
+    from tcore.lab import limits, runs
     from tcore.store import RunStore
 
-    store = RunStore(Path(tempfile.mkdtemp(prefix="room-")) / "runs.sqlite")
+    store = RunStore(db or Path(tempfile.mkdtemp(prefix="room-")) / "runs.sqlite")
     runs.serve(store)
     rows = []
     if part == "solo":
@@ -83,9 +90,12 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float) -> list[dict
     else:
         batches = [[names[i % len(names)] for i in range(n)]]
     for batch in batches:
+        for name in set(batch):  # what the Run page works out as a person picks the model, before the click
+            with contextlib.suppress(Exception):
+                limits.estimate_memory_gib(experiment(name, device, backend))
         wait_for_spares()
         clicked = time.time()
-        live = [runs.start(experiment(name), store, owner=f"person-{i}", timeout_s=timeout_s)
+        live = [runs.start(experiment(name, device, backend), store, owner=f"person-{i}", timeout_s=timeout_s)
                 for i, name in enumerate(batch)]
         for name, run in zip(batch, live):
             rec = run.wait(timeout_s + 120)
@@ -101,9 +111,22 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float) -> list[dict
                          "eager_samples_per_s": result.get("eager_samples_per_s"),
                          "compiled_samples_per_s": result.get("compiled_samples_per_s"),
                          "device_wait_s": result.get("device_wait_s"), "wait_s": result.get("timeline_wait_s"),
-                         "busy_cores": result.get("busy_cores"), "gpu_processes": result.get("gpu_processes")})
+                         "busy_cores": result.get("busy_cores"), "gpu_processes": result.get("gpu_processes"),
+                         # where its time went: the timeline's longer phases, and how long it held the GPU for what
+                         "phases": [[p["name"][:40], round(p["s"], 1)] for p in result.get("timeline") or []
+                                    if p["s"] >= 0.5],
+                         "held_s": _held(store, rec.id)})
             print("ROW " + json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def _held(store, run_id: str) -> dict[str, float]:
+    """Seconds the run held its GPU, by purpose (an engine without the device lease: none)."""
+    out: dict[str, float] = {}
+    for span in getattr(store, "device_spans", lambda _: [])(run_id):
+        if span.released_at is not None:
+            out[span.purpose] = round(out.get(span.purpose, 0.0) + span.released_at - span.taken_at, 2)
+    return out
 
 
 def compare(rows: list[dict]) -> list[dict]:
@@ -162,12 +185,16 @@ def main() -> int:
     ap.add_argument("--mix", nargs="+", choices=sorted(SETTINGS), default=DEFAULT_MIX)
     ap.add_argument("--timeout", type=float, default=600.0, help="each run's time limit, s")
     ap.add_argument("--engine", type=Path, default=None, help="another checkout to drive (before a change)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this benchmark")
+    ap.add_argument("--backend", default="inductor", help="another backend for a dry run (eager: no Inductor)")
+    ap.add_argument("--db", default=None, help="the run store (default: a fresh one per part); a store that holds a "
+                                               "calibration (python -m tcore calibrate) gives intervals from it")
     ap.add_argument("--out", type=Path, default=None, help="the result (JSON): rows, checks and the summary")
     ap.add_argument("--part", help=argparse.SUPPRESS)  # how the parent runs one part in a lab process of its own
     args = ap.parse_args()
     if args.part:
         sys.path.insert(0, os.environ.get(ENGINE_ENV) or str(REPO))
-        run_part(args.part, args.mix, args.runs, args.timeout)
+        run_part(args.part, args.mix, args.runs, args.timeout, args.device, args.backend, args.db)
         return 0
     engine = str((args.engine or REPO).resolve())
     rows = []
@@ -175,7 +202,8 @@ def main() -> int:
         env = dict(os.environ, **{ENGINE_ENV: engine}, PYTHONPATH=engine, PYTHONUNBUFFERED="1",
                    COMPILE_LAB_CACHE_DIR=tempfile.mkdtemp(prefix="room-cache-"))
         cmd = [sys.executable, __file__, "--part", part, "--runs", str(args.runs), "--timeout", str(args.timeout),
-               "--mix", *args.mix]
+               "--device", args.device, "--backend", args.backend, "--mix", *args.mix] + (
+                   ["--db", str(Path(args.db).resolve())] if args.db else [])
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=engine)
         for line in proc.stdout:
             if line.startswith("ROW "):

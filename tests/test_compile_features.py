@@ -59,8 +59,13 @@ def test_the_registry_words_sit_beside_the_labs_own():
                       "hints": ["Do this."], "link": break_registry.page("GB0124")}}
     words = graph_words.registry_words(b)
     assert "[GB0124](https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0124.html)" in words
-    assert "- hint: Do this." in words
+    assert "- hint: Do this." in words and "its page is online" in words  # a workshop may be offline
     assert graph_words.registry_words({"reason": "x"}) is None
+    # PyTorch's own deliberate break (before the optimizer step): torch's hint to remove the call is not the user's
+    own = dict(b, file="/site-packages/torch/optim/optimizer.py",
+               registry=dict(b["registry"], hints=["Remove the torch._dynamo.graph_break() call."]))
+    theirs = graph_words.registry_words(own)
+    assert "Remove the torch._dynamo.graph_break() call" not in theirs and "PyTorch's own source" in theirs
 
 
 # --- hierarchical compilation --------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def running(store, n: int = 3) -> list[str]:
 def test_a_free_slot_goes_to_the_lowest_rank_then_the_run_queued_first(store):
     a, b, c = running(store)
     store.ask_device(HOST, "cpu", c, "compiled", 1)
-    store.ask_device(HOST, "cpu", b, "profile", 2)
+    store.ask_device(HOST, "cpu", b, "compiled", 2)
     store.ask_device(HOST, "cpu", a, "compiled", 1)
     assert not store.take_device(HOST, "cpu", b) and not store.take_device(HOST, "cpu", c)  # a comes first
     assert store.take_device(HOST, "cpu", a)
@@ -102,13 +102,13 @@ def test_the_broker_grants_in_turn_and_a_release_hands_over_at_once(store):
     got: list[str] = []
     broker.ask(a, "cpu", "compiled", lambda: got.append(a))
     wait_until(lambda: got == [a], 10, "a's grant")
-    broker.ask(c, "cpu", "profile", lambda: got.append(c))
-    broker.ask(b, "cpu", "compiled", lambda: got.append(b))
+    broker.ask(c, "cpu", "compiled", lambda: got.append(c))
+    broker.ask(b, "cpu", "profile", lambda: got.append(b))
     time.sleep(3 * lease.POLL_S)
     assert got == [a]  # a holds it: the others wait
     t0 = time.monotonic()
     broker.release(a)
-    wait_until(lambda: got == [a, b], 10, "b's grant")  # b's rank beats c's
+    wait_until(lambda: got == [a, b], 10, "b's grant")  # b's profile (rank 0) beats c's compiled run (1)
     assert time.monotonic() - t0 < 1.0
     broker.forget(c)  # c ends while waiting: its ask goes, and it is never granted
     broker.release(b)
@@ -184,12 +184,12 @@ def test_the_grant_line_is_what_the_worker_reads():
 
 # --- the room's plan ------------------------------------------------------------------------------
 
-def test_a_16_core_gpu_host_keeps_two_cores_for_the_measuring_run_and_shares_its_gpu_four_ways():
+def test_a_16_core_gpu_host_keeps_two_cores_for_the_measuring_run_and_shares_its_gpu_six_ways():
     plan = room.plan("cuda", ["cuda:0"], range(16))
     assert plan.measure_cpus == {"cuda:0": (1, 2)}  # never core 0, where interrupts land
     assert plan.other_cpus == frozenset({0, *range(3, 16)})
-    assert plan.runs_per_slot == 4 and plan.shares
-    assert plan.room(80.0) == {"cuda:0": SlotRoom(4, 72.0)}
+    assert plan.runs_per_slot == 6 and plan.shares  # 14 cores for compiles, 2 per compiling run, at most 6
+    assert plan.room(80.0) == {"cuda:0": SlotRoom(6, 72.0)}
 
 
 def test_two_gpus_get_their_own_kept_cores_and_a_configured_count_wins():
@@ -226,3 +226,25 @@ def test_runs_per_gpu_is_read_from_the_environment_or_the_file_and_refused_when_
 def test_a_runs_counted_memory_covers_what_its_estimate_leaves_out():
     assert room.counted_gib(None) is None
     assert room.counted_gib(8.0) == pytest.approx(8.0 * room.SHARED_MARGIN + room.SHARED_EXTRA_GIB)
+
+
+def test_while_timing_the_launch_thread_has_the_first_kept_core_and_every_other_thread_the_second():
+    """On a shared GPU the measuring worker's other threads (the sampler, the event writer) leave the cores busy with
+    other runs' compiles: one waiting there for a core while it holds the GIL would hold up the launch thread."""
+    import os
+
+    from tcore.worker.timing import pinned_launch_thread
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    stop = threading.Event()
+    helper = threading.Thread(target=stop.wait, daemon=True)
+    helper.start()
+    before = os.sched_getaffinity(helper.native_id)
+    with pinned_launch_thread("cuda", (cores[0], cores[1])) as (cpu, why_not):
+        assert cpu == cores[0] and why_not is None
+        assert os.sched_getaffinity(0) == {cores[0]}
+        assert os.sched_getaffinity(helper.native_id) == {cores[1]}
+    assert os.sched_getaffinity(helper.native_id) == before and os.sched_getaffinity(0) == set(cores)
+    stop.set()

@@ -111,7 +111,14 @@ def test_a_noisy_run_says_why_and_a_steady_one_says_nothing():
     assert reasons == ["the eager rounds disagree by 373% (21 to 230 steps/s)",
                        "8 compiled step(s) took over 3x the median step and 40% of its timed time",
                        "other processes kept 0.9 CPU cores busy while it was timed",
-                       "2 other process(es) computed on this GPU while it was timed"]
+                       "2 other process(es), not of this lab, were on this GPU while it was timed"]
+    # on a shared GPU the lab's own runs (compiling, holding contexts) are not counted: the lease kept them out
+    assert figures.noise_reasons({**steady, "gpu_processes": 4, "gpu_lab_processes": 3}) == []
+    assert figures.noise_reasons({**steady, "gpu_processes": 5, "gpu_lab_processes": 3}) == [
+        "1 other process(es), not of this lab, were on this GPU while it was timed"]
+    # the load that counts on a shared GPU is the launch thread's own core's
+    assert "on the core kept for its launch thread" in figures.noise_reasons(
+        {**steady, "busy_cores": 0.9, "measure_cpus": [1, 2]})[0]
 
 
 def test_throughput_and_median_step_that_disagree_are_explained_by_the_slow_steps():

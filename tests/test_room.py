@@ -30,6 +30,11 @@ def shared_cpu(monkeypatch):
     return plan
 
 
+def in_turn(purposes: list[str]) -> list[str]:
+    """The purposes a run held the device for, each repeat in a row once (a compile lets it go and takes it back)."""
+    return [p for i, p in enumerate(purposes) if i == 0 or purposes[i - 1] != p]
+
+
 def spans_never_overlap(store: RunStore, since: float) -> list:
     spans = store.slot_spans(HOST, "cpu", since)
     for (_, a), (_, b) in zip(spans, spans[1:]):
@@ -48,7 +53,7 @@ def test_three_runs_share_the_slot_and_hold_the_device_alone_exactly_in_their_li
     spans = spans_never_overlap(store, t0)
     for rec in records:
         mine = [s for run_id, s in spans if run_id == rec.id]
-        assert [s.purpose for s in mine] == ["eager", "compiled", "profile"], mine
+        assert in_turn([s.purpose for s in mine]) == ["eager", "compiled", "profile"], mine
         assert rec.result["device_shared"] is True
         # each listed phase of its timeline lies inside a hold of its purpose (the timeline counts from the submit)
         held = {"eager warm-up": "eager", "paired timing": "compiled", "profiling": "profile"}
@@ -57,8 +62,8 @@ def test_three_runs_share_the_slot_and_hold_the_device_alone_exactly_in_their_li
             if purpose is None or phase["s"] < 0.05:
                 continue
             start = rec.queued_at + phase["start_s"]
-            span = next(s for s in mine if s.purpose == purpose)
-            assert span.taken_at - 0.25 <= start and start + phase["s"] <= span.released_at + 0.25, (phase, span)
+            assert any(s.purpose == purpose and s.taken_at - 0.25 <= start and start + phase["s"] <= s.released_at + 0.25
+                       for s in mine), (phase, mine)
     # they overlapped in the slot: the second started before the first ended
     firsts = sorted(records, key=lambda r: r.started_at)
     assert firsts[1].started_at < firsts[0].finished_at
@@ -131,5 +136,7 @@ def test_a_generation_shares_the_slot_and_holds_the_device_for_its_copy_warm_up_
     assert all(rec.status == "finished" for rec in records), [rec.error for rec in records]
     spans = spans_never_overlap(store, t0)
     mine = [s.purpose for run_id, s in spans if run_id == records[0].id]
-    assert mine == ["eager", "eager", "compiled", "profile"], mine  # the copy bandwidth, then as any run
+    # the copy bandwidth and the eager warm-up, each a hold of its own; then as any run (the prefill's and the decode
+    # step's compiles each let the device go and take it back)
+    assert mine[:2] == ["eager", "eager"] and in_turn(mine[1:]) == ["eager", "compiled", "profile"], mine
     assert records[0].result["device_shared"] is True

@@ -88,6 +88,17 @@ def _label(value: str, unit: str) -> str:
     return f"{value}<br>{unit}"
 
 
+def number_label(x: float | None) -> str:
+    """A value on a bar, three significant figures and never in exponent form: '1,110', '141', '14.1', '0.141'."""
+    if x is None or x != x:
+        return "n/a"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3g}" if abs(x) >= 0.001 or x == 0 else f"{x:.1e}"
+
+
 def _variants(result: dict) -> list[tuple[str, str, str]]:
     """The variants this run measured: eager always, compiled only when something was compiled."""
     return [v for v in VARIANTS if v[0] in result.get("variants", ("eager",))]
@@ -147,7 +158,7 @@ def latency_chart(result: dict) -> go.Figure:
     for v, name, color in variants:
         values = [result.get(f"{v}_latency_ms_p50"), result.get(f"{v}_latency_ms_p95")]
         fig.add_bar(name=name, x=["p50 (median)", "p95"], y=values, marker_color=color,
-                    text=[f"{x:.3g}" if x is not None else "n/a" for x in values], textposition="auto")
+                    text=[number_label(x) for x in values], textposition="auto", cliponaxis=False)
     fig.update_yaxes(title_text="Step latency (ms)", rangemode="tozero")
     _style(fig, "Step latency (ms)", "lower is better · p95: 1 step in 20 is slower than this")
     fig.update_layout(barmode="group", bargap=0.2)  # four bars in half a column: as wide as their numbers

@@ -12,7 +12,7 @@ from tcore import figures
 from tcore.figures import VARIANT_FIGURES
 from tcore.figures.breakdown import as_timed
 from ui.charts import (COMPILED_COLOR, VARIANTS, _bars_height, _legend_below, _style, breakdown_chart, metric_info,
-                       not_available, profiler_withheld)
+                       not_available, number_label, profiler_withheld)
 
 
 def run_names(frame: pd.DataFrame, *, wrap: bool = False) -> pd.Series:
@@ -32,7 +32,7 @@ def compare_bars(frame: pd.DataFrame, column: str, title: str, unit: str, *,
         return not_available(f"{title} ({unit})", reason)
     names = run_names(frame, wrap=True)
     fig = go.Figure(go.Bar(y=names, x=values, orientation="h", marker_color=COMPILED_COLOR,
-                           text=[f"{v:.3g}" if not math.isnan(v) else "n/a" for v in values],
+                           text=[number_label(v) for v in values],
                            textposition="auto"))
     fig.update_xaxes(title_text=f"{title} ({unit})", rangemode="tozero")
     fig.update_yaxes(autorange="reversed")

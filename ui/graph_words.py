@@ -192,10 +192,18 @@ def registry_words(b: dict) -> str | None:
     entry = b.get("registry")
     if not entry or not entry.get("gb_type"):
         return None
-    name = f"[{entry['gb_id']}]({entry['link']})" if entry.get("gb_id") and entry.get("link") else (
-        entry.get("gb_id") or "no id")
+    # the page the id links to is on the web (pytorch.org): offline, its text is what is quoted here
+    name = (f"[{entry['gb_id']}]({entry['link']}) (its page is online; what it says is below)"
+            if entry.get("gb_id") and entry.get("link") else (entry.get("gb_id") or "no id"))
     lines = [f"torch's registry: **{name}**, {entry['gb_type']}"]
     if entry.get("explanation"):
         lines.append(f"- why: {entry['explanation']}")
-    lines += [f"- hint: {hint}" for hint in entry.get("hints") or []]
+    hints = entry.get("hints") or []
+    if hints and inside_torch(b.get("file")) is not None:
+        # torch words its hints for code that makes the call itself ("Remove the graph_break() call"); this break
+        # is PyTorch's own, so they are not the user's to follow
+        lines.append(f"- torch's {len(hints)} hint(s) are for code that makes this call itself; the call here is in "
+                     "PyTorch's own source, so there is nothing in them to do in yours")
+    else:
+        lines += [f"- hint: {hint}" for hint in hints]
     return "\n".join(lines)

@@ -45,6 +45,24 @@ SHARED_EXPLAIN = ("Several runs share this GPU: while one compiles (CPU work, th
                   "waits for the GPU is counted apart, never as its compile time.")
 
 
+# The compile's phase under a backend other than Inductor, which generates no kernels.
+COMPILING_BY_BACKEND = {
+    "aot_eager": "The first compiled call: Dynamo traces the Python and AOT autograd adds the backward; the graphs "
+                 "then run with eager's own kernels (this backend generates none), so expect no speedup.",
+    "eager": "The first compiled call: Dynamo traces the Python into graphs, which run as they are, eagerly: this "
+             "isolates graph breaks from code generation.",
+    "cudagraphs": "The first compiled call: Dynamo traces the Python into graphs, which are recorded as CUDA graphs "
+                  "and replayed, with eager's kernels.",
+}
+
+
+def phase_explain(run: runs.LiveRun, phase: str | None) -> str:
+    """What happens in `phase` of this run, for the progress bar's caption."""
+    if phase == "compiling" and run.exp.backend in COMPILING_BY_BACKEND:
+        return COMPILING_BY_BACKEND[run.exp.backend]
+    return PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds)
+
+
 def phases_of(run: runs.LiveRun) -> list[str]:
     return phases_for(run.exp)
 
@@ -126,7 +144,7 @@ def draw_progress(run: runs.LiveRun, *, key: str) -> None:
                     text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
         if device := run.device_words():  # a GPU shared with the room: where this run is, and who has the GPU
             st.markdown(f":violet-background[The run {device}.]", help=SHARED_EXPLAIN)
-        st.caption(PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds))
+        st.caption(phase_explain(run, phase))
     if snap["headline"] is not None:
         headline(run, snap["headline"])
     else:

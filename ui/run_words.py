@@ -171,8 +171,24 @@ def noise_words(result: dict) -> str | None:
     if not reasons:
         return None
     said = "; ".join(reasons)
-    return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". Run it again with "
-            "nothing else running on this machine, or time it for longer (Advanced › timed seconds).")
+    return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". "
+            + noise_advice(result))
+
+
+def noise_advice(result: dict) -> str:
+    """What would narrow a noisy run's interval: timing longer narrows only the rounds' part of it; where the spread
+    between fresh processes makes most of its width, only reruns of the setting (or a calibration) teach the lab the
+    machine's real spread, and on a CPU a step with more work holds stiller."""
+    rounds, between = result.get("speedup_rounds_pm_pct"), result.get("speedup_between_pct")
+    by_rounds = rounds is not None and (between is None or rounds > 1.96 * between)
+    if by_rounds or between is None:
+        return ("Run it again with nothing else running on this machine, or time it for longer (Advanced › timed "
+                "seconds): its rounds disagree, and more of them narrow the interval.")
+    cpu = result.get("device") == "cpu"
+    return (f"Timing longer will not narrow it: most of its width is the spread between fresh processes (σ "
+            f"{between:.1f}%), which a longer run cannot see. Rerun the setting (from its third earlier run here the "
+            "interval learns its real spread) or calibrate this machine (`python -m tcore calibrate`)"
+            + ("; on the CPU a step with more work in it (a larger batch or preset) holds stiller." if cpu else "."))
 
 
 def payback_words(result: dict) -> str | None:

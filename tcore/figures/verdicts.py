@@ -42,7 +42,8 @@ def speedup_words(result: Mapping[str, Any]) -> str | None:
     n, low, high = result.get("paired_rounds"), result.get("speedup_low"), result.get("speedup_high")
     if n is None:
         return f"Speedup {result['speedup']:.2f}x: compiled throughput over eager (medians of the rounds)."
-    words = (f"Speedup {result['speedup']:.2f}x: the median of {n} paired round{'s' if n != 1 else ''}' ratios "
+    whose = f"the median of {n} paired rounds' ratios" if n != 1 else "the ratio of a single paired round"
+    words = (f"Speedup {result['speedup']:.2f}x: {whose} "
              "(each round times eager and compiled back to back, so drift in the machine's speed cancels)")
     if low is not None and result.get("speedup_interval_words"):
         words += (f"; {interval_name(result)} for a rerun {low:.2f}–{high:.2f}x ({interval_reach(result)}), "

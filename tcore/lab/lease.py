@@ -7,8 +7,10 @@ that runs a queue on this host sees the same holder, a crash frees it (the run's
 transaction), and the pages can say who holds the device and since when. Of the runs waiting, the lowest rank goes
 first, then the run queued first:
     eager     0  the eager warm-up before a compile: a second or two that lets a compile start
+    profile   0  the profiling pass after the headline: a second or two that ends a run and frees its place for the
+                 next one to compile (deferred behind others' timed rounds, a room of 20 on an H100 kept places full of
+                 runs waiting only to profile, and its round took 315 s)
     compiled  1  the compiled code's first runs, its warm-up and the timed rounds, up to the headline
-    profile   2  the profiling pass after the headline: a person already has their figure, the next one does not
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Callable
 from tcore.lab.waiting import duration_words
 from tcore.store import Hold, RunStore, StoreError
 
-PURPOSES = {"eager": 0, "compiled": 1, "profile": 2}
+PURPOSES = {"eager": 0, "profile": 0, "compiled": 1}
 POLL_S = 0.05  # how often a waiting ask looks at the store: a release in another process is seen this late at most
 
 

@@ -46,16 +46,19 @@ def _lease_env(device: str, slot: str) -> dict[str, str]:
     return env
 
 
-def _lab_processes(store: RunStore, slot: str | None) -> int:
-    """The lab's other processes on `slot`'s GPU now: the runs resident there (compiling, or waiting for it) and this
-    process's spare worker for it. A measurement counts them apart from processes that are not the lab's."""
+def _lab_processes(store: RunStore, device: str, slot: str | None) -> int:
+    """The most processes of the lab's own that may hold a context on `slot`'s GPU while a run there holds it: the
+    other runs resident there (compiling, or waiting for it), the spare workers waiting, and a spare for each free
+    place (the queue starts them at any moment). None of them computes while the run holds the device; a measurement
+    counts them apart from processes that are not the lab's."""
     if slot is None:
         return 0
     try:
         residents = len(store.residents(scheduler.this_process().host).get(slot, []))
     except (sqlite3.Error, StoreError):
         residents = 1
-    return max(residents - 1, 0) + SPARES.waiting(slot)
+    free = max(scheduler.room_plan(device).runs_per_slot - residents, 0)
+    return max(residents - 1, 0) + max(SPARES.waiting(slot), free)
 
 
 class LiveRun:
@@ -314,7 +317,7 @@ class LiveRun:
                 self.device_asked, self.device_held = None, (purpose, time.time())
             self.handle.waiting_for_device = False
             self.clock.granted()
-            self.handle.grant(purpose, _lab_processes(self.store, self.device_slot))
+            self.handle.grant(purpose, _lab_processes(self.store, self.device, self.device_slot))
 
         broker.ask(self.run_id, self.device_slot, purpose, granted)
 

@@ -33,8 +33,10 @@ from tcore.store import SlotRoom
 RUNS_ENV = "COMPILE_LAB_RUNS_PER_GPU"
 MEASURE_CORES = 2       # per GPU slot: the launch thread's core, and one for the measuring worker's other threads
 MIN_CORES_TO_KEEP = 4   # with fewer cores than this per slot, none is kept apart: the others would starve
-CORES_PER_COMPILE = 3   # a compile is a core of Python (Dynamo, AOT, lowering) and bursts of Triton/C++ compile jobs
-MAX_AUTO = 4            # "auto" shares a GPU among at most this many runs (GPU memory and host RAM: each is a process)
+# A compile is a core of Python (Dynamo, AOT, lowering) and bursts of Triton/C++ compile jobs: on a 16-core H100 host
+# four runs compiling at once took 12-20 s each against 13-16 s alone, and the GPU still sat idle between them
+CORES_PER_COMPILE = 2
+MAX_AUTO = 6            # "auto" shares a GPU among at most this many runs (GPU memory and host RAM: each is a process)
 # What a run's memory estimate (tcore.lab.memory) leaves out, counted when runs share a GPU: a CUDA context and the
 # allocator's slack (about 1 GiB), compile workspaces and autotuning buffers; and the estimate's own error.
 SHARED_EXTRA_GIB, SHARED_MARGIN = 2.0, 1.25

@@ -82,7 +82,7 @@ class GenerateMeasurement:
 
         self.phase("eager")
         eager = Generator(decoder, decoder.prefill, decoder.decode, exp, self.device, prompt, new, cache_dtype)
-        with self.lease.hold("eager"):
+        with self.lease.hold("eager"), pinned_launch_thread(self.device, self.lease.measure_cpus):
             eager.run()  # allocation and kernel selection
             reference = eager.run(each_step=True)
         self.progress("eager", 1, 1)
@@ -113,7 +113,7 @@ class GenerateMeasurement:
                 self.result.notes.append(f"{late} recompilation(s) happened during the timed generations; their "
                                          "cost is in the timings")
         self.lease.release()  # a run waiting to measure goes ahead of this one's profiling pass
-        with self.lease.hold("profile"):
+        with self.lease.hold("profile"), pinned_launch_thread(self.device, self.lease.measure_cpus):
             self.profile(eager, compiled)
         details.update(self.lease.words())
         if compiled is not None:

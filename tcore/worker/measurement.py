@@ -77,7 +77,9 @@ class Measurement:
         eager_step = step_fn(w.model, w, self.exp, self.device, w.optimizer and w.optimizer.step)
         self._describe(w)
         lease = self.lease
-        with lease.hold("eager"):
+        # Each phase that holds the device alone runs on the cores kept for its holder too (tcore.lab.room): the
+        # eager warm-up gives the step that compile time is measured against, the profile the idle share
+        with lease.hold("eager"), pinned_launch_thread(self.device, lease.measure_cpus):
             eager_out = self.eager_warmup(w, eager_step)
         compiled_step, recompiles_before = None, 0
         if self.exp.has_compiled_variant:
@@ -111,7 +113,7 @@ class Measurement:
         # The device is let go first: a run waiting to measure goes ahead of this one's profiling pass.
         lease.release()
         self.emit({"type": "headline", "result": self.result.to_record(), "env": self.env})
-        with lease.hold("profile"):
+        with lease.hold("profile"), pinned_launch_thread(self.device, lease.measure_cpus):
             self.profile_or_say_why(w, eager_step, compiled_step)
         if compiled_step is not None:
             self.compile_totals()

@@ -48,13 +48,14 @@ def stop_timing(exp: Experiment, done: int, ratios: list[float], spent_s: float,
 def stop_words(exp: Experiment, why: str, ratios: list[float], spent_s: float) -> str:
     """The timed stage's end, in a sentence stored with the run."""
     n = max(len(ratios), 1)
+    rounds = f"{n} round{'s' if n != 1 else ''}"
     width = paired.estimate(ratios).half_width_pct if ratios else None
     said = "" if width is None else f" ± {width:.1f}%"
     if why == "settled":
-        return (f"Timing stopped after {n} rounds ({spent_s:.1f} of at most {exp.timed_s:g} s per variant): the "
+        return (f"Timing stopped after {rounds} ({spent_s:.1f} of at most {exp.timed_s:g} s per variant): the "
                 f"speedup's interval reached{said}, within the ± {exp.target_pct:g}% target.")
     if why == "budget":
         target = f" against the ± {exp.target_pct:g}% target" if exp.target_pct > 0 and ratios else ""
-        return (f"Timing used its {exp.timed_s:g} s per variant over {n} rounds; the speedup's interval stayed "
-                f"at{said}{target}." if said else f"Timing used its {exp.timed_s:g} s per variant over {n} rounds.")
-    return f"Timed {exp.timed_steps} steps per variant in {n} rounds, as set."
+        return (f"Timing used its {exp.timed_s:g} s per variant over {rounds}; the speedup's interval stayed "
+                f"at{said}{target}." if said else f"Timing used its {exp.timed_s:g} s per variant over {rounds}.")
+    return f"Timed {exp.timed_steps} steps per variant in {rounds}, as set."

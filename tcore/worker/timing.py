@@ -7,6 +7,7 @@ import contextlib
 import gc
 import os
 import statistics
+import threading
 import time
 from typing import Callable, Iterator, NamedTuple
 
@@ -213,10 +214,35 @@ def pinned_launch_thread(device: str, kept: tuple[int, ...] = ()) -> Iterator[tu
     except OSError as e:
         yield None, f"not pinned: {e}"
         return
+    # The process's other threads (the power sampler, the event writer, CUDA's) onto the second kept core: one that
+    # holds the GIL while it waits for a core busy with others' compiles would hold up the launch thread with it.
+    others = _move_other_threads(set(kept[1:])) if len(kept) > 1 else {}
     try:
         yield cpu, None
     finally:
+        for tid, cores in others.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, cores)
         os.sched_setaffinity(0, allowed)
+
+
+def _move_other_threads(cores: set[int]) -> dict[int, set[int]]:
+    """Every thread of this process but the calling one onto `cores`; returns what each had, to give it back."""
+    me, moved = threading.get_native_id(), {}
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return moved
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            had = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cores)
+            moved[tid] = had
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return moved
 
 
 @contextlib.contextmanager
