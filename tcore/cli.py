@@ -256,9 +256,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     store = RunStore(args.db)
     device, _ = runs.preflight(Experiment(device=args.device))
     kinds = calibrate.references(device)
-    print(f"Calibrating {device}: {args.runs} fresh runs of each of {len(kinds)} reference setting(s), queued at once.")
-    for kind, exp in kinds.items():
-        print(f"  {kind}: {exp.label}")
+    count = sum(len(exps) for exps in kinds.values())
+    print(f"Calibrating {device}: {args.runs} fresh runs of each of {count} reference setting(s), queued at once.")
+    for kind, exps in kinds.items():
+        for exp in exps:
+            print(f"  {kind}: {exp.label}")
 
     def ended(record) -> None:
         res = record.result or {}

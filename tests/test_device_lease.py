@@ -184,12 +184,12 @@ def test_the_grant_line_is_what_the_worker_reads():
 
 # --- the room's plan ------------------------------------------------------------------------------
 
-def test_a_16_core_gpu_host_keeps_two_cores_for_the_measuring_run_and_shares_its_gpu_six_ways():
+def test_a_16_core_gpu_host_keeps_two_cores_for_the_measuring_run_and_shares_its_gpu_four_ways():
     plan = room.plan("cuda", ["cuda:0"], range(16))
     assert plan.measure_cpus == {"cuda:0": (1, 2)}  # never core 0, where interrupts land
     assert plan.other_cpus == frozenset({0, *range(3, 16)})
-    assert plan.runs_per_slot == 6 and plan.shares  # 14 cores for compiles, 2 per compiling run, at most 6
-    assert plan.room(80.0) == {"cuda:0": SlotRoom(6, 72.0)}
+    assert plan.runs_per_slot == 4 and plan.shares  # 14 cores for compiles, 3 per compiling run, at most 4
+    assert plan.room(80.0) == {"cuda:0": SlotRoom(4, 72.0)}
 
 
 def test_two_gpus_get_their_own_kept_cores_and_a_configured_count_wins():

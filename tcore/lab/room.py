@@ -33,10 +33,13 @@ from tcore.store import SlotRoom
 RUNS_ENV = "COMPILE_LAB_RUNS_PER_GPU"
 MEASURE_CORES = 2       # per GPU slot: the launch thread's core, and one for the measuring worker's other threads
 MIN_CORES_TO_KEEP = 4   # with fewer cores than this per slot, none is kept apart: the others would starve
-# A compile is a core of Python (Dynamo, AOT, lowering) and bursts of Triton/C++ compile jobs: on a 16-core H100 host
-# four runs compiling at once took 12-20 s each against 13-16 s alone, and the GPU still sat idle between them
-CORES_PER_COMPILE = 2
-MAX_AUTO = 6            # "auto" shares a GPU among at most this many runs (GPU memory and host RAM: each is a process)
+# A compile is a core of Python (Dynamo, AOT, lowering) and bursts of Triton/C++ compile jobs, and its memory traffic
+# reaches the measuring run's launches through the shared cache and memory bus. On a 16-core H100 host (BENCHMARKS.md,
+# "A room on one GPU"), four runs at once kept every eager throughput of a 20-run round within 5% of its solo run but
+# one (-4.7%); six at once read ResNet-50's eager 15-22% low in three of four runs and ConvNeXt's 8-14% low once (their
+# cuDNN eager steps are host-heavy), for a round 22% faster. The figures come first: four.
+CORES_PER_COMPILE = 3
+MAX_AUTO = 4            # "auto" shares a GPU among at most this many runs
 # What a run's memory estimate (tcore.lab.memory) leaves out, counted when runs share a GPU: a CUDA context and the
 # allocator's slack (about 1 GiB), compile workspaces and autotuning buffers; and the estimate's own error.
 SHARED_EXTRA_GIB, SHARED_MARGIN = 2.0, 1.25
