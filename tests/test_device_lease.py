@@ -4,6 +4,7 @@ The store's part (tcore.store.devices) and the lab's broker (tcore.lab.lease) on
 (tcore.worker.lease) against a real Dynamo compile; the room's plan (tcore.lab.room) as arithmetic.
 """
 import io
+import math
 import json
 import threading
 import time
@@ -248,3 +249,17 @@ def test_while_timing_the_launch_thread_has_the_first_kept_core_and_every_other_
         assert os.sched_getaffinity(helper.native_id) == {cores[1]}
     assert os.sched_getaffinity(helper.native_id) == before and os.sched_getaffinity(0) == set(cores)
     stop.set()
+
+
+def test_calibration_teaches_each_kind_from_references_of_that_kind():
+    from tcore.analysis.history import Spread
+    from tcore.lab import calibrate
+
+    gpu = calibrate.references("cuda")
+    assert set(gpu) == {"cuda-host-bound", "cuda"} and len(gpu["cuda-host-bound"]) == 2  # both ends of host-bound
+    assert all(exp.device == "cuda" for exps in gpu.values() for exp in exps)
+    assert [exp.device for exp in calibrate.references("cpu")["cpu"]] == ["cpu"]
+    assert "σ 1.96% between fresh processes, from 10 reruns of 2 setting(s); replaces the documented default" in \
+        calibrate.words("cuda-host-bound", Spread(math.log1p(0.0196), 8, 10, 2))
+    assert "too few yet to replace the default (3 of 6" in calibrate.words("cuda", Spread(0.01, 3, 4, 1))
+    assert "no setting of this kind has run twice here yet" in calibrate.words("cpu", None)

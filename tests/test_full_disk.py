@@ -95,7 +95,7 @@ def test_a_disk_that_fills_up_mid_run_fails_the_run_in_words_and_the_store_comes
          "--backend", "aot_eager", "--cache", "warm", "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env)
     try:
-        wait_until(lambda: any(r.status == "running" for r in store.list()), limit_s=180, what="the run started")
+        wait_until(lambda: worker_recorded(store), limit_s=300, what="the run's worker recorded")
         filler = fill(small_disk)  # while its worker measures: its result cannot be written
         out, err = cli.communicate(timeout=300)
     finally:
@@ -113,8 +113,17 @@ def test_a_disk_that_fills_up_mid_run_fails_the_run_in_words_and_the_store_comes
     reopened = RunStore(path)
     assert reopened.get(earlier).status == "finished" and reopened.get(earlier).result["eager_steps_per_s"] == 10.0
     (run,) = [r for r in reopened.list() if r.id != earlier]
-    # its worker's start could not be recorded either: the next process puts it back in its place in the queue, as
-    # for any claimed run whose worker never started, and the next app or `tcore run` runs it again
-    assert run.status in ("queued", "failed")
+    # the lab said it ended: it stays ended, however often the queue is read again, and says how
+    assert run.status == "failed" and run.error_kind == "crashed", run
+    assert "could not be written then (a full disk)" in run.error["message"]
+    again = subprocess.run([sys.executable, "-m", "tcore", "list", "--db", str(path)], capture_output=True,
+                           text=True, cwd=REPO_ROOT, env=env)
+    assert again.returncode == 0 and RunStore(path).get(run.id).status == "failed"
     with reopened._connect() as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def worker_recorded(store: RunStore) -> bool:
+    """Whether a running run's worker is in the store (the lab writes it before the worker is handed the run)."""
+    with store._connect() as db:
+        return db.execute("SELECT 1 FROM runs WHERE status='running' AND pid IS NOT NULL").fetchone() is not None

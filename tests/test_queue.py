@@ -120,7 +120,7 @@ def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marke
     assert sorted(r.run_id for r in adopted) == sorted(queued)
     crashed = store.get(running)
     assert crashed.status == "failed" and crashed.error_kind == "crashed"
-    assert "ended mid-run" in crashed.error["message"]
+    assert "ended before it recorded how the run ended" in crashed.error["message"]
     assert "worker, left behind, was stopped" in crashed.error["message"]
     assert not scheduler.is_alive(state["worker"], None)  # it cannot go on measuring beside the next run
     for run_id in queued:

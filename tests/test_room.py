@@ -56,7 +56,7 @@ def test_three_runs_share_the_slot_and_hold_the_device_alone_exactly_in_their_li
         assert in_turn([s.purpose for s in mine]) == ["eager", "compiled", "profile"], mine
         assert rec.result["device_shared"] is True
         # each listed phase of its timeline lies inside a hold of its purpose (the timeline counts from the submit)
-        held = {"eager warm-up": "eager", "paired timing": "compiled", "profiling": "profile"}
+        held = {"model build": "eager", "eager warm-up": "eager", "paired timing": "compiled", "profiling": "profile"}
         for phase in rec.result["timeline"]:
             purpose = next((p for name, p in held.items() if phase["name"].startswith(name)), None)
             if purpose is None or phase["s"] < 0.05:
@@ -126,8 +126,8 @@ def test_the_timeline_of_a_run_that_waited_for_the_device_shows_the_wait(store, 
     store.finish(holder, result={"device": "cpu"})
 
 
-def test_a_generation_shares_the_slot_and_holds_the_device_for_its_copy_warm_up_rounds_and_profile(store, cleanup,
-                                                                                                     shared_cpu):
+def test_a_generation_shares_the_slot_and_holds_the_device_for_its_build_rounds_and_profile(store, cleanup,
+                                                                                                 shared_cpu):
     t0 = time.time()
     gen = QUICK.replace(task="generate", prompt_len=6, new_tokens=8, rounds=2, timed_steps=2)
     started = [runs.start(gen, store, owner="ada"), runs.start(QUICK, store, owner="bob")]
@@ -136,7 +136,28 @@ def test_a_generation_shares_the_slot_and_holds_the_device_for_its_copy_warm_up_
     assert all(rec.status == "finished" for rec in records), [rec.error for rec in records]
     spans = spans_never_overlap(store, t0)
     mine = [s.purpose for run_id, s in spans if run_id == records[0].id]
-    # the copy bandwidth and the eager warm-up, each a hold of its own; then as any run (the prefill's and the decode
-    # step's compiles each let the device go and take it back)
-    assert mine[:2] == ["eager", "eager"] and in_turn(mine[1:]) == ["eager", "compiled", "profile"], mine
+    # the copy bandwidth, the build and the eager generations in one hold; then as any run (the prefill's and the
+    # decode step's compiles each let the device go and take it back)
+    assert mine[0] == "eager" and in_turn(mine) == ["eager", "compiled", "profile"], mine
     assert records[0].result["device_shared"] is True
+
+
+def test_a_run_whose_worker_the_store_cannot_record_is_not_started_and_keeps_its_place(store, cleanup, monkeypatch):
+    """The store is told who runs a run before its worker is handed it: when that write fails (a full disk), the
+    run is not measured, goes back to its place in the queue once the store can be written, and then runs."""
+    from tcore.store import StoreError
+
+    real, failures = store.set_worker, []
+
+    def set_worker(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise StoreError("database or disk is full")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "set_worker", set_worker)
+    run = runs.start(QUICK, store, owner="ada")
+    cleanup.append(run)
+    rec = run.wait(HANG_S)
+    assert failures and rec.status == "finished", rec.error
+    assert any("was not started and nothing was measured" in note for note in run.notes)

@@ -112,6 +112,7 @@ class LiveRun:
         self.adopted = False  # queued by a process that ended; this one took it over (_adopt)
         self.elsewhere = False  # another process took it over while this one was stopped: followed in the store
         self._unrecorded: dict[str, Any] | None = None  # how it ended, when the store could not be written
+        self._start_timer: threading.Timer | None = None  # the time limit while its worker starts (launch)
         self._store_trouble_said = False
 
     # --- called by the scheduler (tcore.lab.scheduler) -----------------------------------------------
@@ -143,9 +144,9 @@ class LiveRun:
                 return
             self.lease_env = _lease_env(self.device, slot)
         if self.timeout_s is not None:  # a worker still starting at the limit is not left to start
-            timer = threading.Timer(self.timeout_s, self._time_out_starting)
-            timer.daemon = True
-            timer.start()
+            self._start_timer = threading.Timer(self.timeout_s, self._time_out_starting)
+            self._start_timer.daemon = True
+            self._start_timer.start()
         threading.Thread(target=self._start_and_follow, args=(slot, env), name=f"run-{self.run_id}",
                          daemon=True).start()
 
@@ -175,6 +176,22 @@ class LiveRun:
                 if not self.done:
                     self._end(error_event("cancelled", "cancelled by the user before its worker started"))
                 return
+        # The store is told who runs it before the worker is handed the run: a run the store cannot say is under way
+        # would be put back in the queue by the next process, and measured twice.
+        try:
+            kept = self.store.set_worker(self.run_id, worker.proc.pid, scheduler.process_start(worker.proc.pid),
+                                         scheduler.this_process())
+        except (sqlite3.Error, StoreError) as e:
+            worker.dismiss()
+            self._back_to_queue(e)
+            return
+        if not kept:
+            # this process was stopped between claiming the run and starting its worker, and another took the run
+            # over meanwhile: the worker goes before it is handed anything; the run is followed where it is
+            worker.dismiss()
+            self._collect_record()
+            return
+        with self._launch_lock:
             try:
                 self.from_spare, self.workdir = from_spare, worker.workdir
                 self.clock.worker(worker.forked, from_spare)
@@ -184,17 +201,39 @@ class LiveRun:
             except OSError as e:
                 self._not_started(e)
                 return
-        try:
-            kept = self.store.set_worker(self.run_id, self.handle.pid, scheduler.process_start(self.handle.pid),
-                                         scheduler.this_process())
-        except (sqlite3.Error, StoreError) as e:  # the run goes on; its outcome's own write will say the same
-            self._say_store_trouble(e)
-            kept = True
-        if not kept:
-            # this process was stopped between claiming the run and starting its worker, and another took the
-            # run over meanwhile: the worker goes before it measures anything; the run is followed where it is
-            self.handle.cancel()
         self._follow()
+
+    def _back_to_queue(self, e: Exception) -> None:
+        """The store could not be told who runs this run, so it was not started (nothing measured): it keeps its place
+        in the queue, and this process puts it back there in the store as soon as the store can be written (a process
+        that follows, if this one ends first, does the same for a claimed run whose worker never started)."""
+        self._say_store_trouble(e)
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+        words = (f"The run store could not be written ({store_failure(e, self.store)}), so the run was not started and "
+                 "nothing was measured: it keeps its place in the queue and starts once the store can be written.")
+        with self._lock:
+            self.phase, self.device_slot = "queued", None
+            self.notes.append(words)
+        if self._on_event:
+            self._on_event({"type": "note", "text": words})
+        threading.Thread(target=self._requeue_when_writable, name=f"requeue-{self.run_id}", daemon=True).start()
+
+    def _requeue_when_writable(self, every_s: float = 2.0) -> None:
+        while not self._cancelled:
+            try:
+                requeued = self.store.requeue(self.run_id, scheduler.this_process())
+            except (sqlite3.Error, StoreError):
+                time.sleep(every_s)
+                continue
+            if requeued:
+                with self._launch_lock:
+                    self._launched, self.launched_at = False, None
+                self.clock = RunClock(self.queued_at)
+                scheduler.wake()
+            else:  # ended, deleted or taken over meanwhile: say what the store says
+                self._collect_record()
+            return
 
     def _not_started(self, e: OSError) -> None:
         if not self.done:  # else it reached its time limit while starting, and that is its outcome
@@ -359,12 +398,25 @@ class LiveRun:
             self.store.finish(self.run_id, error=error, power_samples=self.power_samples,
                               owner=scheduler.this_process())
         except (sqlite3.Error, StoreError) as e:
-            # a full disk, or the store deleted or damaged: this process still says how the run ended (the record
-            # stays "running" under this process, and the next process to open the store once it can be written
-            # ends it, as for any owner that ended), and its waiters go on
+            # a full disk, or the store deleted or damaged: this process still says how the run ended, and writes
+            # it as soon as the store can be written (while it lives; a process that follows marks a run whose owner
+            # ended mid-run as crashed, never runs it again), and its waiters go on
             self._say_store_trouble(e)
             self._unrecorded = error
+            threading.Thread(target=self._record_when_writable, args=(error,), name=f"record-{self.run_id}",
+                             daemon=True).start()
         self._collect_record()
+
+    def _record_when_writable(self, error: dict[str, Any], every_s: float = 2.0, for_s: float = 86400.0) -> None:
+        """How the run ended, written once the store can be written again (a disk with room, a store put back)."""
+        deadline = time.monotonic() + for_s
+        while time.monotonic() < deadline:
+            time.sleep(every_s)
+            try:
+                self.store.finish(self.run_id, error=error, owner=scheduler.this_process())
+                return
+            except (sqlite3.Error, StoreError):
+                continue
 
     def _say_store_trouble(self, e: Exception) -> None:
         """Once per run, in the lab process's log: the store cannot be written (how the run ended is said anyway)."""

@@ -56,6 +56,11 @@ class Devices(Part):
 
     def take_device(self, host: str, slot: str, run_id: str) -> bool:
         """Take `slot` for `run_id` if it is free and this run's ask is the best one waiting; True once held."""
+        with self._connect() as db:  # a read first: a slot held by a running run is answered without the write lock
+            holder = db.execute("SELECT h.run_id FROM device_holds h JOIN runs r ON r.id = h.run_id WHERE h.host=? AND"
+                                " h.slot=? AND r.status='running'", (host, slot)).fetchone()
+        if holder is not None and holder[0] != run_id:
+            return False
         with self._write() as db:
             _drop_stale(db, host, slot)
             holder = db.execute("SELECT run_id FROM device_holds WHERE host=? AND slot=?", (host, slot)).fetchone()

@@ -146,6 +146,14 @@ class Queue(Part):
             return db.execute(f"UPDATE runs SET pid=?, worker_started=? WHERE id=?{mine}",
                               (pid, started, run_id, *((proc.pid, proc.started) if proc else ()))).rowcount == 1
 
+    def requeue(self, run_id: str, proc: Proc) -> bool:
+        """Put back in its place in the queue a run that `proc` claimed but never handed to a worker (the store could
+        not be told who runs it); False if it is no longer such a run of proc's."""
+        with self._write() as db:
+            return db.execute("UPDATE runs SET status='queued', device_slot=NULL, started_at=NULL WHERE id=? AND"
+                              " status='running' AND pid IS NULL AND owner_pid=? AND owner_started IS ?",
+                              (run_id, proc.pid, proc.started)).rowcount == 1
+
     def cancel_queued(self, run_id: str) -> bool:
         """Cancel a run that is still waiting; False if it has been claimed (or has ended) since."""
         with self._write() as db:
@@ -318,8 +326,9 @@ def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], b
     """Why an owner's runs must be taken from it, or None while it is alive and heard from."""
     pid = owner[0]
     if not is_alive(*owner):
-        return (f"the process that ran it (pid {pid} on {host}) ended mid-run, "
-                "e.g. the app was restarted or the command line was stopped")
+        return (f"the process that ran it (pid {pid} on {host}) ended before it recorded how the run ended, "
+                "e.g. the app was restarted, the command line was stopped, or the store could not be written then "
+                "(a full disk)")
     if seen_at is not None and now - seen_at > silent_s:
         return (f"the process that ran it (pid {pid} on {host}) stopped answering: not heard from for "
                 f"{now - seen_at:.0f} s (more than {silent_s:g} s), e.g. stopped with Ctrl-Z; "

@@ -54,37 +54,15 @@ class GenerateMeasurement:
 
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
         exp, run, details = self.exp, self.result.run, self.result.details
-        self.phase("building")
-        with self.lease.hold("eager"):  # a copy that fills the memory bus: alone, or it measures its neighbour too
-            self.yardstick = membw.measure(self.device)  # before the model, while the most memory is free
-        run.mem_bw_measured_tb_s = self.yardstick.tb_s
-        if self.yardstick.tb_s is None:
-            self.result.unavailable["mem_bw_measured_tb_s"] = self.yardstick.why_not
-        else:
-            details["mem_bw_method"] = self.yardstick.method
-        entry = sample_models.get(exp.model)
-        torch.manual_seed(exp.seed)
-        model = entry.build(exp.preset, device=self.device).eval()
-        weights = DTYPES[PRECISIONS[exp.precision].weights]
-        model = model.to(weights)
-        compute = PRECISIONS[exp.precision].autocast
-        cache_dtype = DTYPES[compute] if compute else weights
-        decoder = decoding.decoder(entry, model, exp.preset)
-        prompt_len, new = decoding.lengths(entry, exp.preset, exp.prompt_len, exp.new_tokens)
-        generator = torch.Generator(self.device).manual_seed(exp.seed)
-        prompt = tuple(t.to(weights) if t.is_floating_point() else t
-                       for t in decoder.prompt(exp.batch_size, prompt_len, self.device, generator))
-        run.param_count = sum(p.numel() for p in model.parameters())
-        self.weight_bytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-        self.gathered_bytes = gathered_bytes(model)
-        details.update(prompt_tokens=prompt_len, new_tokens=new, kv_cache=exp.kv_cache, rounds=exp.rounds,
-                       peak_mem_source=PeakMemory(self.device).what, power_source=self.meter.source)
-
-        self.phase("eager")
-        eager = Generator(decoder, decoder.prefill, decoder.decode, exp, self.device, prompt, new, cache_dtype)
-        with self.lease.hold("eager"), pinned_launch_thread(self.device, self.lease.measure_cpus):
-            eager.run()  # allocation and kernel selection
-            reference = eager.run(each_step=True)
+        # The copy-bandwidth yardstick fills the memory bus, the build makes the weights on the device: work that would
+        # land in another run's timed rounds, so both hold the device, with the eager generations after them.
+        with self.lease.hold("eager"):
+            decoder, prompt, new, cache_dtype = self.build()
+            self.phase("eager")
+            eager = Generator(decoder, decoder.prefill, decoder.decode, exp, self.device, prompt, new, cache_dtype)
+            with pinned_launch_thread(self.device, self.lease.measure_cpus):
+                eager.run()  # allocation and kernel selection
+                reference = eager.run(each_step=True)
         self.progress("eager", 1, 1)
         run.eager_first_call_s = reference.ttft_s
         run.kv_cache_gib = eager.kv_bytes / 2**30
@@ -122,6 +100,36 @@ class GenerateMeasurement:
             for key, value in figures.compile_totals(events).items():
                 setattr(run, key, value)
         return self.result
+
+    def build(self) -> tuple[Any, tuple, int, torch.dtype]:
+        """The copy-bandwidth yardstick, then the model, its decoder and a prompt on the device: (decoder, prompt,
+        new tokens, the KV cache's dtype)."""
+        exp, run, details = self.exp, self.result.run, self.result.details
+        self.phase("building")
+        self.yardstick = membw.measure(self.device)  # before the model, while the most memory is free
+        run.mem_bw_measured_tb_s = self.yardstick.tb_s
+        if self.yardstick.tb_s is None:
+            self.result.unavailable["mem_bw_measured_tb_s"] = self.yardstick.why_not
+        else:
+            details["mem_bw_method"] = self.yardstick.method
+        entry = sample_models.get(exp.model)
+        torch.manual_seed(exp.seed)
+        model = entry.build(exp.preset, device=self.device).eval()
+        weights = DTYPES[PRECISIONS[exp.precision].weights]
+        model = model.to(weights)
+        compute = PRECISIONS[exp.precision].autocast
+        cache_dtype = DTYPES[compute] if compute else weights
+        decoder = decoding.decoder(entry, model, exp.preset)
+        prompt_len, new = decoding.lengths(entry, exp.preset, exp.prompt_len, exp.new_tokens)
+        generator = torch.Generator(self.device).manual_seed(exp.seed)
+        prompt = tuple(t.to(weights) if t.is_floating_point() else t
+                       for t in decoder.prompt(exp.batch_size, prompt_len, self.device, generator))
+        run.param_count = sum(p.numel() for p in model.parameters())
+        self.weight_bytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+        self.gathered_bytes = gathered_bytes(model)
+        details.update(prompt_tokens=prompt_len, new_tokens=new, kv_cache=exp.kv_cache, rounds=exp.rounds,
+                       peak_mem_source=PeakMemory(self.device).what, power_source=self.meter.source)
+        return decoder, prompt, new, cache_dtype
 
     def _record(self, collected: dict[str, Any]) -> None:
         for key in [k for k in collected if k in figures.RUN_FIGURES]:

@@ -4,7 +4,7 @@ device lease (the lab's side is tcore.lab.lease, the record tcore.store.devices)
 When several runs share this worker's GPU (the lab says so in TCORE_DEVICE_LEASE), the worker asks the lab for the
 device before it runs anything there that times or is timed, and lets it go when it is back on the CPU: the lab
 grants it on the worker's stdin, one JSON line per grant. Held alone:
-    the eager warm-up and the reference output    hold("eager")
+    the build and the eager warm-up               hold("eager"): the build makes weights and inputs on the device
     the compiled code's first runs, the warm-up,  compiling("compiled"): let go while Dynamo or AOT autograd compile
       the timed rounds                             (CPU work), taken back when a compile ends (its code runs next) or
                                                    when Inductor benchmarks kernels on the GPU inside a compile

@@ -71,16 +71,19 @@ class Measurement:
         self.emit({"type": "progress", "phase": phase, "done": done, "total": total})
 
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
-        self.phase("building")
-        w = build(self.exp, self.device)
-        failures.note_workload(w.model, w.batches[0].inputs)
-        eager_step = step_fn(w.model, w, self.exp, self.device, w.optimizer and w.optimizer.step)
-        self._describe(w)
         lease = self.lease
-        # Each phase that holds the device alone runs on the cores kept for its holder too (tcore.lab.room): the
-        # eager warm-up gives the step that compile time is measured against, the profile the idle share
-        with lease.hold("eager"), pinned_launch_thread(self.device, lease.measure_cpus):
-            eager_out = self.eager_warmup(w, eager_step)
+        # The build makes the weights and inputs on the device (initialising kernels, copies): work that would land in
+        # another run's timed rounds, so it holds the device too, with the eager warm-up after it. Each phase that
+        # holds the device alone runs on the cores kept for its holder (tcore.lab.room): the eager warm-up gives the
+        # step that compile time is measured against, the profile the idle share.
+        with lease.hold("eager"):
+            self.phase("building")
+            w = build(self.exp, self.device)
+            failures.note_workload(w.model, w.batches[0].inputs)
+            eager_step = step_fn(w.model, w, self.exp, self.device, w.optimizer and w.optimizer.step)
+            self._describe(w)
+            with pinned_launch_thread(self.device, lease.measure_cpus):
+                eager_out = self.eager_warmup(w, eager_step)
         compiled_step, recompiles_before = None, 0
         if self.exp.has_compiled_variant:
             # The device is let go while Dynamo and Inductor compile (CPU work), held for what the compiled code runs;
@@ -203,7 +206,8 @@ class Measurement:
             blocks = w.entry.repeated_blocks(w.model)
             if exp.compile in ("regional", "hierarchical"):  # class -> copies: the page says what was compiled and what shares it
                 self.result.details["regional_blocks"] = dict(Counter(type(b).__name__ for b in blocks))
-                self.result.details["regional_call"] = w.entry.repeated_call or "block.compile"
+                self.result.details["regional_call"] = ("nested_compile_region" if exp.compile == "hierarchical"
+                                                        else w.entry.repeated_call or "block.compile")
             target = apply_compile(w.model, exp, blocks, w.entry.repeated_call)
             opt_step = optimizer_step(w.optimizer, exp) if w.optimizer else None
             compiled_step = step_fn(target, w, exp, self.device, opt_step)
