@@ -49,9 +49,13 @@ def graph_words(result: dict) -> list[str]:
                 "eagerly and compiled the function holding the break on its own)" if b.get("skipped_frame") else "")
         own = f" **{TORCH_BREAK_TAGS.get(torch_file, 'Inside PyTorch, not in your code')}.**" if torch_file else ""
         lines.append(f"- graph break{where}{source}: {first_line(b['reason'])}{times}{loop}{own}")
+    # A generate run counts its recompilations up to the first compiled generation; the one more generation with a
+    # shorter prompt, after the timing, counts its own (prompt_recompiles), said here too so the two agree.
+    later = result.get("prompt_recompiles")
+    during = " in the first compiled generation" if later is not None else ""
     if result.get("recompile_count") is not None:
-        lines.append("No recompilations." if not recompiles else
-                     f"{len(recompiles)} recompilation{'s' if len(recompiles) != 1 else ''} "
+        lines.append(f"No recompilations{during}." if not recompiles else
+                     f"{len(recompiles)} recompilation{'s' if len(recompiles) != 1 else ''}{during} "
                      "(a guard failed, so the frame compiled again):")
     guarded = []  # the value guards among the recompiles, explained once below the list
     for r in recompiles:
@@ -64,6 +68,11 @@ def graph_words(result: dict) -> list[str]:
             lines.append(f"- {what}: the guard `{guard['guard']}` failed (a new value, see below)")
         else:
             lines.append(f"- {what}: {_after_id(first_line(r['reason']))}")
+    if later:
+        why = (result.get("prompt_recompile_reasons") or [None])[0]
+        lines.append(f"After the timing, one more generation with a prompt one token shorter caused {later} "
+                     f"recompilation{'s' if later != 1 else ''}" + (f": {_after_id(first_line(why))}" if why else "")
+                     + ".")
     if guarded:
         lines.append(value_guard_words(guarded[0]))
     eager_k, compiled_k = result.get("eager_kernels_per_step"), result.get("compiled_kernels_per_step")
@@ -192,10 +201,11 @@ def registry_words(b: dict) -> str | None:
     entry = b.get("registry")
     if not entry or not entry.get("gb_type"):
         return None
-    # the page the id links to is on the web (pytorch.org): offline, its text is what is quoted here
-    name = (f"[{entry['gb_id']}]({entry['link']}) (its page is online; what it says is below)"
-            if entry.get("gb_id") and entry.get("link") else (entry.get("gb_id") or "no id"))
-    lines = [f"torch's registry: **{name}**, {entry['gb_type']}"]
+    name = f"[{entry['gb_id']}]({entry['link']})" if entry.get("gb_id") and entry.get("link") else (
+        entry.get("gb_id") or "no id")
+    # the page the id links to is on the web: offline (a workshop may be), its text is what is quoted here
+    online = " (its page is online; what it says is below)" if entry.get("link") else ""
+    lines = [f"torch's registry: **{name}**, {entry['gb_type']}{online}"]
     if entry.get("explanation"):
         lines.append(f"- why: {entry['explanation']}")
     hints = entry.get("hints") or []
