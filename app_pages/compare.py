@@ -83,7 +83,8 @@ else:
         "compare_energy": lambda: compare_charts.compare_variants(picked, "energy_j_per_step",
                                                                   reason=reasons.get("eager_energy_j_per_step")),
         "compare_scatter": lambda: compare_charts.tradeoff_scatter(picked),
-        "compare_breakdown": lambda: compare_charts.runs_breakdown_chart([(r.label, r.result) for r in chosen_records]),
+        "compare_breakdown": lambda: compare_charts.runs_breakdown_chart([(r.label, r.id, r.result)
+                                                                              for r in chosen_records]),
         "compare_cold_warm": lambda: diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records),
                                                                      every_run=True),
     }

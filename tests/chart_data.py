@@ -55,3 +55,13 @@ def subtitle(fig: go.Figure) -> str:
 
 def annotation_text(fig: go.Figure) -> str:
     return " ".join(a.text for a in fig.layout.annotations)
+
+
+def bar_totals(fig: go.Figure) -> dict[str, float]:
+    """Each row of a stacked horizontal bar chart, by name, and the length its segments add up to, in order."""
+    totals: dict[str, float] = {}
+    for trace in fig.data:
+        if trace.type == "bar":
+            for name, x in zip(trace.y, trace.x):
+                totals[name] = totals.get(name, 0.0) + (x or 0.0)
+    return totals

@@ -132,7 +132,8 @@ def test_at_most_three_suggestions_strongest_first():
 def test_a_counterpart_that_cannot_run_keeps_its_words_but_loses_its_button():
     r = result(graph_break_count=1, graph_breaks=[{"reason": "y", "count": 1}])
     found = suggest(spec(backend="aot_eager", compile="whole"), r, "cpu")
-    assert found[0].rule == "graph_breaks" and found[0].changes == {"fullgraph": True}
+    breaks = next(s for s in found if s.rule == "graph_breaks")
+    assert breaks.changes == {"fullgraph": True}
     off = suggest(spec(compile="off"), {**r, "variants": ["eager"]}, "cpu")
     assert off and off[0].changes == {}  # fullgraph needs something compiled
 
@@ -176,3 +177,14 @@ def test_suggestions_quote_the_bars_the_page_draws_and_none_it_withholds():
     copies = {**withheld, "eager_copy_ms": 1.2}
     copies["breakdown"]["eager"]["ms"]["copy"] = 1.2
     assert not [s for s in suggest(spec(model="resnet50"), copies, "cuda") if " ms of each" in s.evidence]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "eager"])
+def test_a_backend_that_keeps_eager_s_kernels_says_so_and_offers_inductor(backend):
+    found = suggest(spec(backend=backend), result(speedup=0.97), "cpu")
+    assert found[0].rule == "backend" and found[0].changes == {"backend": "inductor"}
+    assert found[0].title == "Try backend=inductor"
+    assert f"Compiled ran at 0.97x eager. backend={backend}" in found[0].evidence
+    assert "eager's own kernels" in found[0].evidence and "no speedup is expected" in found[0].evidence
+    assert "slower" not in rules(found)  # not a puzzle: the backend is why
+    assert "backend" not in rules(suggest(spec(), result(speedup=0.97), "cpu"))  # inductor: the slower rule speaks

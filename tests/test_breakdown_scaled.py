@@ -45,5 +45,35 @@ def test_bars_close_to_the_timed_steps_are_drawn_as_profiled():
     r = result(220.0)  # +3%
     assert {s["shown"] for s in as_timed(r).values()} == {"profiled"}
     assert not run_words.breakdown_words(r)[0].startswith("**")
-    both = compare_charts.runs_breakdown_chart([("a run", r), ("the issue's run", result(889.0))])
+    both = compare_charts.runs_breakdown_chart([("a run", "run-aaaaaa", r), ("the issue's run", "run-bbbbbb", result(889.0))])
     assert "1 run(s) left out" in both.layout.title.subtitle.text and len(both.data[0].y) == 2  # a run's two rows
+
+
+def with_columns(r: dict) -> dict:
+    """The record as stored: each category's ms and the profiled step as columns too (what the tables read)."""
+    r = dict(r)
+    for v, bd in r["breakdown"].items():
+        r.update({f"{v}_{k}_ms": ms for k, ms in bd["ms"].items()}, **{f"{v}_profiled_step_ms": bd["step_ms"]})
+    return r
+
+
+def test_the_command_line_withholds_the_split_the_page_withholds_with_the_same_reason():
+    """The command line printed the profiled split (compiled 521 ms of matmuls) that the page withholds."""
+    from tcore.analysis import report
+    from tcore.figures.breakdown import withheld_words
+
+    r = with_columns(result(889.0))
+    reason = withheld_words(as_timed(r))
+    page = charts.variant_breakdown_chart(r).layout.annotations[0].text.replace("<br>", " ")
+    assert reason in page  # the page's words are this one definition's
+    table = report.text_table(r)
+    assert f"where the time went: {reason}" in table
+    rows = {title: (eager, compiled) for title, eager, compiled in report.variant_rows(r)}
+    assert rows["Matmuls and convolutions (ms)"] == ("withheld", "withheld")  # the page's All figures reads these too
+    assert rows["Profiled step (ms)"] == ("486.00", "889.00")  # the profiled step itself is what the reason quotes
+    assert "521.40" not in table and "where the time went, eager -> compiled" not in table
+    # bars scaled to the timed steps: the command line names the changes the page names, at the bars' lengths
+    scaled = with_columns(result(260.0))
+    page_words = next(w for w in run_words.breakdown_words(scaled) if w.startswith("Biggest changes"))
+    changed = page_words.removeprefix("Biggest changes, eager → compiled: ").removesuffix(".")
+    assert f"where the time went, eager -> compiled: {changed}" in report.text_table(scaled)

@@ -41,7 +41,7 @@ def every_chart() -> dict[str, go.Figure]:
         "compare_throughput": compare_charts.compare_variants(frame, "samples_per_s"),
         "compare_energy": compare_charts.compare_variants(frame, "energy_j_per_step"),
         "scatter": compare_charts.tradeoff_scatter(frame), "breakdown": charts.variant_breakdown_chart(results["cpu"]),
-        "runs_breakdown": compare_charts.runs_breakdown_chart([("flux/x bs2, whole", results["cpu"])]),
+        "runs_breakdown": compare_charts.runs_breakdown_chart([("flux/x bs2, whole", "run-0a1b2c", results["cpu"])]),
         "break_pair": diagnose_charts.side_by_side(items, ["compiled_samples_per_s", "speedup", "graph_count", "compile_s",
                                                            "compiled_kernels_per_step"], title="What the break costs",
                                                    subtitle="each panel: one figure, both runs"),

@@ -1,7 +1,7 @@
 """One run's chart builders (ui.charts), on hand-made results: right traces, units, n/a with its reason."""
 import pytest
 
-from tests.chart_data import annotation_text, cpu_eager_only, gpu_result  # noqa: F401 (fixtures)
+from tests.chart_data import annotation_text, bar_totals, cpu_eager_only, gpu_result, subtitle  # noqa: F401
 from ui import charts
 
 
@@ -93,5 +93,34 @@ def test_breakdown_charts_stack_the_categories_and_say_why_when_absent():
     assert list(fig.data[0].y) == ["Eager", "Compiled"] and list(fig.data[0].x) == [3.0, 3.0]
     old = variant_breakdown_chart({"variants": ["eager", "compiled"]})
     assert "stored before Compile Lab profiled steps" in old.layout.annotations[0].text
-    both = runs_breakdown_chart([("a", result), ("b", {"variants": ["eager"]})])
-    assert list(both.data[0].y) == ["a · eager", "a · compiled"]
+    both = runs_breakdown_chart([("a", "run-111111", result), ("b", "run-222222", {"variants": ["eager"]})])
+    assert list(both.data[0].y) == ["a · 111111 · eager", "a · 111111 · compiled"]
+
+
+def test_a_generate_run_s_speed_chart_is_tokens_per_second_of_the_whole_batch():
+    """The Speed chart called a generate run's tokens/s "samples/s"."""
+    r = {"variants": ["eager", "compiled"], "eager_steps_per_s": 15.8, "compiled_steps_per_s": 7.0,
+         "eager_tokens_per_s": 126.4, "compiled_tokens_per_s": 56.0, "eager_samples_per_s": 126.4,
+         "compiled_samples_per_s": 56.0, "eager_steps_per_s_min": 15.0, "eager_steps_per_s_max": 16.0}
+    fig = charts.throughput_chart(r, "tokens_per_s")
+    assert fig.layout.title.text == fig.layout.yaxis.title.text == "Decode throughput (tokens/s)"
+    assert "every sequence of the batch" in subtitle(fig)
+    assert fig.data[0].y == pytest.approx([126.4, 56.0])
+    assert fig.data[0].error_y.arrayminus[0] == pytest.approx(126.4 - 15.0 * 8)  # the batch's 8 sequences
+    assert "samples" not in fig.layout.title.text
+
+
+def test_two_runs_with_one_label_are_two_bars_each_named_by_its_run():
+    """Compare drew two runs of one label, 721 and 1,059 ms per step, as one bar of about 1,780 ms."""
+    from ui.compare_charts import runs_breakdown_chart
+
+    def run(ms: float) -> dict:
+        bd = {"step_ms": ms, "steps": 3, "source": "cpu ops", "overlap_ms": 0.0, "top": [],
+              "ms": {"matmul": ms * 0.5, "pointwise": ms * 0.3, "idle": ms * 0.2}}
+        return {"variants": ["eager"], "eager_latency_ms_p50": ms, "breakdown": {"eager": bd}}
+
+    label = "captioner/tiny bs8 fp32 inference, whole"
+    fig = runs_breakdown_chart([(label, "run-0000a1", run(721.0)), (label, "run-0000b2", run(1059.0))])
+    totals = bar_totals(fig)
+    assert sorted(totals.values()) == pytest.approx([721.0, 1059.0])  # not one bar of 1,780 ms
+    assert [name.split(" · ")[-2] for name in totals] == ["0000a1", "0000b2"]  # each names its run's id

@@ -127,8 +127,11 @@ def test_throughput_and_median_step_that_disagree_are_explained_by_the_slow_step
     split = {"speedup": 0.31, "speedup_p50": 1.11, "compiled_slow_steps": 3, "compiled_slow_time_pct": 71.0,
              "eager_slow_steps": 0}
     words = figures.disagreement(split)
-    assert words.startswith("By throughput compiled is 0.31x eager, by its median step 1.11x: 3 slow compiled step(s), "
-                            "71% of its time count in throughput but not in the median step")
+    # the speedup is the paired rounds' figure, not "by throughput" (the two median throughputs give another)
+    assert words.startswith("The speedup (0.31x, from each round's throughputs) and the median step (1.11x) disagree: "
+                            "3 slow compiled step(s), 71% of its time count in each round's throughput but not in the "
+                            "median step")
+    assert "By throughput" not in words
     assert "the machine's speed changed between rounds" in figures.disagreement({**split, "compiled_slow_steps": 0})
 
 

@@ -187,6 +187,86 @@ def test_the_vs_eager_percentage_is_the_two_throughputs_beside_it():
     assert figures.change_pct({"eager_samples_per_s": None, "compiled_samples_per_s": 3.0}, "samples_per_s") is None
 
 
+def far_apart(**more) -> dict:
+    """A run whose paired speedup (1.53x) and ratio of median throughputs (100 -> 395 samples/s: 3.95x) disagree."""
+    return {"variants": ["eager", "compiled"], "speedup": 1.53, "speedup_low": 1.49, "speedup_high": 1.58,
+            "speedup_pm_pct": 3.3, "speedup_confidence_pct": 96.9, "paired_rounds": 6, "speedup_of_medians": 3.95,
+            "speedup_p50": 1.6, "eager_samples_per_s": 100.0, "compiled_samples_per_s": 395.0,
+            "eager_steps_per_s_min": 3.1, "eager_steps_per_s_max": 12.5, **more}
+
+
+def test_a_card_whose_two_speedups_disagree_shows_one_and_says_why_the_other_differs():
+    """"Speedup 1.53 x" sat above "+295% vs eager", and a box called 1.53x "by throughput" beside a throughput
+    ratio of 3.95x: the card keeps the speedup, drops the percentage, and one sentence says why the two differ."""
+    top, (eager, compiled) = run_words.headline_tiles(far_apart())
+    assert top[0]["value"] == "1.53 x" and compiled["delta"] is None  # not "+295% vs eager"
+    assert "these two throughputs give 3.95x, the Speedup above 1.53x" in compiled["help"]
+    gap = figures.unpaired_gap(far_apart())
+    assert gap.startswith("**The two throughputs give 3.95x; the speedup is 1.53x.**")
+    assert "the two medians came from different rounds" in gap and "eager's from 3.1 to 12.5 steps/s" in gap
+    # whether to trust it: the speedup's own rounds agree here, so it holds; with a wide interval, neither does
+    assert "The speedup's own rounds agree (95% interval 1.49–1.58x), so it holds" in gap
+    wide = figures.unpaired_gap(far_apart(speedup_low=0.9, speedup_high=4.2, speedup_pm_pct=175.0))
+    assert "read neither figure as solid" in wide and "so it holds" not in wide
+    assert "unpaired, reads" not in figures.speedup_words(far_apart())  # said once, by the sentence above
+    assert "By throughput" not in figures.disagreement(far_apart(speedup_p50=2.4))
+    # close together, the percentage stands and is the two tiles' own
+    near = far_apart(speedup_of_medians=1.58, compiled_samples_per_s=158.0)
+    assert figures.unpaired_gap(near) is None and run_words.headline_tiles(near)[1][1]["delta"] == "+58% vs eager"
+
+
+def generated(**more) -> dict:
+    """A generate run: compiled 56.1 against eager 126.4 tokens/s over a batch of 8, a paired decode speedup 0.55x."""
+    return {"variants": ["eager", "compiled"], "speedup": 0.55, "speedup_of_medians": 56.1 / 126.4,
+            "eager_tokens_per_s": 126.4, "compiled_tokens_per_s": 56.1, "eager_decode_tokens_per_s": 15.8,
+            "compiled_decode_tokens_per_s": 7.0, "compile_s": 8.2, "compile_prefill_s": 1.2,
+            "compile_decode_s": 7.0, "timeline_compile_s": 13.0, **more}
+
+
+def test_generate_tiles_take_the_percentage_from_the_tokens_shown_and_say_they_are_the_batch_s():
+    from ui import generate
+
+    (_, _, compile_tile), (eager, compiled, _) = generate.headline_tiles(generated(speedup=0.45))
+    assert compiled["delta"] == "-56% vs eager"  # 56.1 / 126.4, not the paired speedup's -45%
+    assert eager["delta"] == "all 8 sequences" and "over the whole batch" in eager["help"]
+    assert "The timeline's compile phase (13.0 s) is longer" in compile_tile["help"]
+    assert "first compiled generation minus an eager one" in compile_tile["help"]
+    # the paired 0.55x is 24% from the tiles' 0.44x: the card shows the speedup alone, and says why
+    _, (_, compiled, _) = generate.headline_tiles(generated())
+    assert compiled["delta"] is None and "these two throughputs give 0.44x" in compiled["help"]
+
+
+def test_each_compile_scope_says_what_it_compiled_and_with_which_call():
+    from ui.results import scope_words
+
+    blocks = {"regional_blocks": {"Block": 4}, "regional_call": "block.compile"}
+    hierarchical = scope_words(blocks, {"compile": "hierarchical"})  # recorded as block.compile by older workers
+    assert "`torch.compiler.nested_compile_region`" in hierarchical
+    assert "one `torch.compile` of the whole model" in hierarchical
+    assert "Regional" not in hierarchical and "block.compile()" not in hierarchical
+    assert "nested_compile_region" in scope_words({**blocks, "regional_call": "nested_compile_region"},
+                                                  {"compile": "hierarchical"})
+    regional = scope_words(blocks, {"compile": "regional"})
+    assert regional.startswith("**Regional compilation** compiled 4 blocks of 1 class(es) with `block.compile()` on "
+                               "each")
+    own = scope_words({**blocks, "regional_call": "compile_repeated_blocks"}, {"compile": "regional"})
+    assert "the model's own `compile_repeated_blocks()`" in own
+    assert scope_words({}, {"compile": "whole"}).startswith("**Whole-model compilation**: one `torch.compile(model)`")
+    assert "prefill and the decode step" in scope_words({}, {"compile": "whole", "task": "generate"})
+    assert scope_words({}, {"compile": "off"}) == ""
+
+
+def test_a_generate_run_s_compiler_words_count_the_shorter_prompt_s_recompilation():
+    """One line said a shorter prompt caused a recompilation while "What the compiler did" said none."""
+    words = graph_words.graph_words({"graph_count": 2, "recompile_count": 0, "recompiles": [], "prompt_recompiles": 1,
+                                     "prompt_recompile_reasons": ["0/1: tensor 'tokens' size mismatch at index 1. "
+                                                                  "expected 4, actual 3"]})
+    assert "No recompilations in the first compiled generation." in words
+    assert ("After the timing, one more generation with a prompt one token shorter caused 1 recompilation: tensor "
+            "'tokens' size mismatch at index 1. expected 4, actual 3.") in words
+    assert "No recompilations." in graph_words.graph_words({"recompile_count": 0})  # not a generate run: unchanged
+
+
 def test_torch_s_own_optimizer_break_is_labelled_as_torch_s_in_the_list_of_breaks():
     """The compiled optimizer's deliberate break at torch/optim/optimizer.py was listed as a break in the model."""
     result = {"graph_count": 3, "graph_break_count": 2, "graph_breaks": [

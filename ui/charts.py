@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from tcore.experiment.protocol import PHASE_TITLES, PHASES
 from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
 from tcore.figures.breakdown import CATEGORIES, as_timed
+from tcore.figures.breakdown import withheld_words as profiler_withheld  # the command line withholds the same
 
 EAGER_COLOR = "#8896ab"  # muted grey-blue: the baseline
 COMPILED_COLOR = "#ee4c2c"  # PyTorch orange: what compile produced
@@ -124,14 +125,16 @@ def variant_bar(result: dict, suffix: str) -> go.Figure:
     return _style(fig, chart_title, f"{VARIANT_FIGURES[suffix].better} is better")
 
 
-def throughput_chart(result: dict) -> go.Figure:
-    """Samples/s per variant; whiskers span the slowest to the fastest timed round."""
+def throughput_chart(result: dict, key: str = "samples_per_s") -> go.Figure:
+    """Throughput per variant, `key` samples/s or (a generate run) tokens/s of the whole batch; whiskers span the
+    slowest to the fastest timed round."""
     variants = _variants(result)
+    title = VARIANT_FIGURES[key].label
     xs, ys, lo, hi, text = [], [], [], [], []
     for v, name, _ in variants:
-        steps, samples = result.get(f"{v}_steps_per_s"), result.get(f"{v}_samples_per_s")
+        steps, samples = result.get(f"{v}_steps_per_s"), result.get(f"{v}_{key}")
         if steps is None or samples is None:
-            return not_available("Throughput (samples/s)", _reason(result, [f"{v}_samples_per_s"]))
+            return not_available(title, _reason(result, [f"{v}_{key}"]))
         per_step = samples / steps  # the batch size: samples/s min-max are the steps/s ones scaled by it
         xs.append(name)
         ys.append(samples)
@@ -145,8 +148,9 @@ def throughput_chart(result: dict) -> go.Figure:
         error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#333", thickness=1.5)))
     for x, y, up, label in zip(xs, ys, hi, text):
         fig.add_annotation(x=x, y=y + up, text=label, showarrow=False, yanchor="bottom", yshift=3)
-    fig.update_yaxes(title_text="Throughput (samples/s)", range=[0, max(y + up for y, up in zip(ys, hi)) * 1.15])
-    return _style(fig, "Throughput (samples/s)", "higher is better · whiskers: slowest to fastest round")
+    fig.update_yaxes(title_text=title, range=[0, max(y + up for y, up in zip(ys, hi)) * 1.15])
+    batch = "every sequence of the batch · " if key == "tokens_per_s" else ""  # not one sequence's speed
+    return _style(fig, title, f"{batch}higher is better · whiskers: slowest to fastest round")
 
 
 def latency_chart(result: dict) -> go.Figure:
@@ -291,11 +295,3 @@ def variant_breakdown_chart(result: dict) -> go.Figure:
                                               "(the profiler slowed its steps)")
     return breakdown_chart(rows, subtitle=f"ms per step, from the profiler's {source}; idle is time between them")
 
-
-def profiler_withheld(shown: dict[str, dict]) -> str | None:
-    """Why the bars are not drawn (a variant's profiled steps ran far off its timed ones), or None."""
-    far = {v: s["off_pct"] for v, s in shown.items() if s["shown"] == "withheld"}
-    if not far:
-        return None
-    return ("withheld: the profiler slowed the " + " and ".join(f"{v} steps by {off:+.0f}%" for v, off in far.items())
-            + " against the timed ones, so its shares would describe the profiler more than the model")

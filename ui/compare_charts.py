@@ -20,8 +20,13 @@ def run_names(frame: pd.DataFrame, *, wrap: bool = False) -> pd.Series:
 
     wrap: break after the model part ('captioner/tiny bs8 fp32 inference'), for chart axes.
     """
-    labels = frame["label"].str.replace(", ", "<br>", n=1, regex=False) if wrap else frame["label"]
-    return labels + " · " + frame["id"].str[-6:]
+    return pd.Series([run_name(label, run_id, wrap=wrap) for label, run_id in zip(frame["label"], frame["id"])],
+                     index=frame.index, dtype=object)
+
+
+def run_name(label: str, run_id: str, *, wrap: bool = False) -> str:
+    """One run's name as run_names gives it: 'captioner/tiny bs8 fp32 inference, whole · 3f9a1c'."""
+    return (label.replace(", ", "<br>", 1) if wrap else label) + " · " + run_id[-6:]
 
 
 def compare_bars(frame: pd.DataFrame, column: str, title: str, unit: str, *,
@@ -162,10 +167,12 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
                   height=max(260, 110 + 60 * len(rows)))
 
 
-def runs_breakdown_chart(runs: list[tuple[str, dict]]) -> go.Figure:
-    """Where the time goes, eager and compiled, for several runs: (label, result) each; runs without one are left out."""
-    shown = [(label, as_timed(result)) for label, result in runs]
-    rows = [(f"{label.replace(', ', '<br>', 1)} · {v}", bars[v]["ms"]) for label, bars in shown
+def runs_breakdown_chart(runs: list[tuple[str, str, dict]]) -> go.Figure:
+    """Where the time goes, eager and compiled, for several runs: (label, run id, result) each; runs without one are
+    left out. Each run's bars are named by its label and id, as run_names names runs: plotly stacks the bars of one
+    name into one, so two runs of one label would draw as a single bar of both their times."""
+    shown = [(run_name(label, run_id, wrap=True), as_timed(result)) for label, run_id, result in runs]
+    rows = [(f"{name} · {v}", bars[v]["ms"]) for name, bars in shown
             if not profiler_withheld(bars) for v, _, _ in VARIANTS if v in bars]
     if not rows:
         return not_available("Where the time of a step goes", "none of these runs has a profile that agrees with "

@@ -85,7 +85,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
                  run_words.correctness_words(r, rec.spec.get("precision", "fp32")))
     (st.success if ok else st.error if ok is False else st.info)(words)
     if compiled:
-        show_compiler(r)
+        show_compiler(r, rec.spec)
     if r.get("notes"):
         st.info("\n".join(f"- {n}" for n in r["notes"]))
     if store is not None:
@@ -116,6 +116,8 @@ def show_headline(rec: RunRecord) -> None:
     for tiles in (generate.headline_tiles if generating else run_words.headline_tiles)(r):
         for col, tile in zip(st.columns(3), tiles):
             col.metric(**tile)
+    if gap := figures.unpaired_gap(r):  # the card shows one speedup: why the throughputs give another
+        st.info(gap, icon=":material/info:")
     for k in ("speedup", "compile_s", "breakeven_steps"):
         if shown[k][1]:
             st.caption(f"{RUN_FIGURES[k].title}: n/a, {shown[k][1]}.")
@@ -136,14 +138,15 @@ def show_headline(rec: RunRecord) -> None:
         st.caption(payback)
 
 
-def show_compiler(r: dict) -> None:
-    """Graphs, breaks and recompilations in words, with torch's full messages one click away."""
+def show_compiler(r: dict, spec: dict) -> None:
+    """What was compiled and how, graphs, breaks and recompilations in words, with torch's full messages one click
+    away."""
     with st.container(border=True):
         st.markdown("**What the compiler did**")
+        if words := scope_words(r, spec):
+            st.markdown(words)
         # Sentences as paragraphs; "- " lines stay together as one list.
         st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in graph_words.graph_words(r)))
-        if words := regional_words(r):
-            st.markdown(words)
         if r.get("graph_breaks") or r.get("recompiles"):
             with st.expander("Full messages from torch"):
                 for b in graph_words.group_breaks(r.get("graph_breaks", [])):  # one per place, as counted above
@@ -175,7 +178,8 @@ def show_charts(rec: RunRecord, power_samples: list, *, key: str) -> None:
     tabs = dict(zip(labels, st.tabs(labels, key=f"{key}_charts", on_change="rerun")))
     if tabs["Speed"].open:
         left, right = tabs["Speed"].columns(2)
-        exports.show(left, charts.throughput_chart(r), key=f"{key}_throughput", run_id=rec.id)
+        rate = "tokens_per_s" if rec.spec.get("task") == "generate" else "samples_per_s"
+        exports.show(left, charts.throughput_chart(r, rate), key=f"{key}_throughput", run_id=rec.id)
         exports.show(right, charts.latency_chart(r), key=f"{key}_latency", run_id=rec.id)
     if tabs["Memory and energy"].open:
         with tabs["Memory and energy"]:
@@ -208,13 +212,31 @@ def show_cache(rec: RunRecord, store: RunStore, words: str, *, key: str) -> None
                      key=f"{key}_cold_warm")
 
 
-def regional_words(result: dict) -> str:
-    """Which blocks regional compilation compiled and how many copies share each compile; '' for other runs."""
-    blocks = result.get("regional_blocks")
-    if not blocks:
+def scope_words(result: dict, spec: dict) -> str:
+    """What the run's compile scope (spec "compile") compiled, and with which call; '' where nothing was compiled.
+
+    The scope is read from the spec, so a run recorded before the worker named its call says the right one too.
+    """
+    scope = spec.get("compile", "whole")
+    if scope == "off":
         return ""
+    if spec.get("task") == "generate":
+        return ("**Two functions compiled**, the prefill and the decode step, each with its own `torch.compile` "
+                "(as gpt-fast does): the model's blocks are traced inside each, whole.")
+    if scope == "whole":
+        return ("**Whole-model compilation**: one `torch.compile(model)` traced the model's forward into as few graphs "
+                "as it could, one per stretch between graph breaks; every block is inlined, so each copy of a repeated "
+                "block is traced again and the compile grows with the model's depth.")
+    blocks = result.get("regional_blocks") or {}
+    listed = ", ".join(f"`{name}` × {copies}" for name, copies in sorted(blocks.items(), key=lambda kv: -kv[1]))
+    count = f"{sum(blocks.values())} blocks of {len(blocks)} class(es)" if blocks else "the repeated blocks"
+    if scope == "hierarchical":
+        return ("**Hierarchical compilation**: one `torch.compile` of the whole model, with each repeated block class "
+                "marked `torch.compiler.nested_compile_region`" + (f" ({listed})" if listed else "") + ": Dynamo "
+                "traces one copy of each class as a region of its own and reuses it for the other copies inside the "
+                "whole-model graph, so the code between the blocks is compiled too.")
     how = ("the model's own `compile_repeated_blocks()`" if result.get("regional_call") == "compile_repeated_blocks"
            else "`block.compile()` on each")
-    listed = ", ".join(f"`{name}` × {copies}" for name, copies in sorted(blocks.items(), key=lambda kv: -kv[1]))
-    return (f"Regional compilation compiled {sum(blocks.values())} blocks of {len(blocks)} class(es) with {how}: "
-            f"{listed}. Copies of one class share its compiled graph (recompiling only where a guard differs).")
+    return (f"**Regional compilation** compiled {count} with {how}" + (f": {listed}" if listed else "") + ". Copies of "
+            "one class share its compiled graph (recompiling only where a guard differs); the code between the blocks "
+            "runs eagerly.")

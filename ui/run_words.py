@@ -130,10 +130,7 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
     so a value like 59391 is not clipped; the speedup's interval is its delta, orange when noisy, and its help
     says how the figure is made.
     """
-    speedup, spread = result.get("speedup"), speedup_range(result)
-    # From the two throughputs on the tiles, so the percentage can be checked against them (the paired speedup
-    # can differ when the machine's speed drifted between rounds).
-    change = figures.change_pct(result, "samples_per_s")
+    spread = speedup_range(result)
     top = [{"label": "Speedup", "value": figures.text(result, "speedup", reason=False), "delta": spread,
             "delta_color": "orange" if figures.noise_reasons(result) else "off", "delta_arrow": "off",
             "help": figures.speedup_words(result) or figures.RUN_FIGURES["speedup"].means}]
@@ -142,15 +139,28 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
         short = len(fig.unit) <= 1
         top.append({"label": fig.title if short else fig.label, "value": figures.text(result, name, unit=short,
                                                                                      reason=False), "help": fig.means})
+    delta, why = vs_eager(result, "samples_per_s")
     bottom = [{"label": f"{variant.capitalize()} {figures.VARIANT_FIGURES['samples_per_s'].unit}",
                "value": figures.text(result, f"{variant}_samples_per_s", unit=False, reason=False),
-               "delta": f"{change:+.0f}% vs eager" if change is not None and variant == "compiled" else None,
-               "help": figures.VARIANT_FIGURES["samples_per_s"].means + (
-                   f" {change:+.0f}% is compiled over eager of these two figures; the Speedup above ({speedup:.2f}x) "
-                   "is the median of each round's own ratio, which drift between rounds does not move."
-                   if change is not None and variant == "compiled" and speedup else "")}
+               "delta": delta if variant == "compiled" else None,
+               "help": figures.VARIANT_FIGURES["samples_per_s"].means + (why if variant == "compiled" else "")}
               for variant in ("eager", "compiled")]
     return [top, bottom]
+
+
+def vs_eager(result: dict, key: str) -> tuple[str | None, str]:
+    """The compiled throughput tile's "+N% vs eager" and the words its help adds: the percentage is compiled over eager
+    of the two figures on the tiles, so a reader can check it against them; it is left off where those two give
+    another speedup than the headline (tcore.figures.unpaired_gap), since a card shows one speedup."""
+    change, speedup, medians = figures.change_pct(result, key), result.get("speedup"), result.get("speedup_of_medians")
+    if change is None:
+        return None, ""
+    if figures.unpaired_gap(result):
+        return None, (f" No percentage against eager here: these two throughputs give {medians:.2f}x, the Speedup "
+                      f"above {speedup:.2f}x; the line under the tiles says why.")
+    return f"{change:+.0f}% vs eager", (
+        f" {change:+.0f}% is compiled over eager of these two figures; the Speedup above ({speedup:.2f}x) is the "
+        "median of each round's own ratio, which drift between rounds does not move." if speedup else "")
 
 
 def speedup_range(result: dict) -> str | None:

@@ -82,9 +82,33 @@ def suggest(spec: dict[str, Any], result: dict[str, Any], device: str | None, *,
     return _runnable(run.exp, found)[:most]
 
 
+# Backends that trace but keep eager's own kernels: nothing is fused or generated, so they bring no speedup.
+EAGER_KERNEL_BACKENDS = {
+    "aot_eager": "traces the forward (and backward) with Dynamo and AOT autograd, then runs the traced graphs with "
+                 "eager's own kernels",
+    "eager": "captures graphs with Dynamo, then runs them with eager's own kernels",
+}
+
+
 def _slower_rule(run: _Run) -> Suggestion | None:
     speedup = run.result.get("speedup")
+    if run.exp.backend in EAGER_KERNEL_BACKENDS:  # not a puzzle to investigate: the backend rule says why
+        return None
     return _slower(run.exp, run.result, speedup) if run.compiled and speedup is not None and speedup < 1.0 else None
+
+
+def _backend_rule(run: _Run) -> Suggestion | None:
+    """A backend that keeps eager's kernels checks tracing; the speedup comes from Inductor's generated kernels."""
+    exp = run.exp
+    if not (run.compiled and exp.backend in EAGER_KERNEL_BACKENDS):
+        return None
+    speedup = run.result.get("speedup")
+    ran = f"Compiled ran at {speedup:.2f}x eager. " if speedup is not None else ""
+    return Suggestion(
+        "backend", "Try backend=inductor",
+        f"{ran}backend={exp.backend} {EAGER_KERNEL_BACKENDS[exp.backend]}. Nothing is fused and no code is generated, "
+        "so no speedup is expected from it (what it shows is that tracing works, and what tracing costs). Inductor "
+        "is the backend that generates fused kernels, where the speedups come from.", {"backend": "inductor"}, 1.0)
 
 
 def _idle_rule(run: _Run) -> Suggestion | None:
@@ -224,7 +248,7 @@ def _precision_rule(run: _Run) -> Suggestion | None:
 
 
 # Every rule, each a function of one run that returns its suggestion or None; suggest() ranks what they return.
-RULES = (_slower_rule, _idle_rule, _layout_rule, _recompiles_rule, _graph_breaks_rule, _compile_time_rule,
+RULES = (_slower_rule, _backend_rule, _idle_rule, _layout_rule, _recompiles_rule, _graph_breaks_rule, _compile_time_rule,
          _optimizer_rule, _precision_rule, _small_batch_rule)
 
 

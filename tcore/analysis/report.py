@@ -7,14 +7,23 @@ from tcore.analysis import advice
 
 from tcore.figures import breakdown
 from tcore.figures import (RUN_FIGURES, VARIANT_FIGURES, disagreement, host_bound, noise_reasons, speedup_words,
-                           summary_keys, text)
+                           summary_keys, text, unpaired_gap)
 from tcore.analysis.history import History, dots
+
+WITHHELD = "withheld"  # a figure of the profiled step's split where the page withholds its bars
 
 
 def variant_rows(result: dict[str, Any], task: str | None = None) -> list[tuple[str, str, str]]:
-    """(title with unit, eager, compiled) for each per-variant figure of the summary of a run of `task`."""
-    return [(VARIANT_FIGURES[k].label, text(result, f"eager_{k}", unit=False, reason=False),
-             text(result, f"compiled_{k}", unit=False, reason=False)) for k in summary_keys(task)[1]]
+    """(title with unit, eager, compiled) for each per-variant figure of the summary of a run of `task`; the split
+    of the profiled step reads "withheld" where "Where the time goes" withholds its bars (breakdown.withheld_words)."""
+    hidden = breakdown.SPLIT_FIGURES if breakdown.withheld_words(breakdown.as_timed(result)) else ()
+
+    def cell(variant: str, k: str) -> str:
+        if k in hidden and result.get(f"{variant}_{k}") is not None:
+            return WITHHELD
+        return text(result, f"{variant}_{k}", unit=False, reason=False)
+
+    return [(VARIANT_FIGURES[k].label, cell("eager", k), cell("compiled", k)) for k in summary_keys(task)[1]]
 
 
 def run_rows(result: dict[str, Any], task: str | None = None) -> list[tuple[str, str]]:
@@ -43,6 +52,8 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
         lines.append(f"recompile {r['compile_id']} ({r['frame']}): {r['reason']}")
     if how := speedup_words(result):
         lines.append(f"speedup: {how}")
+    if gap := unpaired_gap(result):
+        lines.append(f"speedup: {gap.replace('**', '')}")
     for _, words in host_bound(result, device, (spec or {}).get("mode")):
         lines.append(f"host-bound: {words.replace('**', '')}")
     if result.get("timed_stop_words"):
@@ -56,9 +67,12 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
     variant_keys = {f"{v}_{k}" for v in ("eager", "compiled") for k in summary_keys(task)[1]}
     for why in sorted({w for k, w in result.get("unavailable", {}).items() if k in variant_keys}):
         lines.append(f"n/a: {why}")
-    found = result.get("breakdown") or {}
-    if "eager" in found and "compiled" in found and (changed := breakdown.differences(found["eager"],
-                                                                                      found["compiled"])):
+    if why := breakdown.withheld_words(breakdown.as_timed(result)):
+        lines.append(f"where the time went: {why}")
+    # the bars as the page draws them (scaled to the timed steps where the profiler slowed its steps), none withheld
+    found, shown = result.get("breakdown") or {}, breakdown.shown_ms(result)
+    if "eager" in shown and "compiled" in shown and (changed := breakdown.differences(
+            {**found["eager"], "ms": shown["eager"]}, {**found["compiled"], "ms": shown["compiled"]})):
         lines.append(f"where the time went, eager -> compiled: {changed}")
     if spec is not None:
         for s in advice.suggest(spec, result, device):

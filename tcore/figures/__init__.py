@@ -22,12 +22,12 @@ from tcore.figures.fields import (BUSY_CORES, COMPILE_PHASES, DISAGREE_PCT, GENE
                                   GENERATE_VARIANT, HIGHER, HOST_BUSY_PCT, HOST_IDLE_SHARE, LOWER, NOISY_SPREAD_PCT,
                                   PROFILED,
                                   RUN_FIGURES, SLOW_STEP_FACTOR, SLOW_TIME_PCT, SUMMARY_RUN, SUMMARY_VARIANT,
-                                  VARIANT_FIGURES, VARIANTS, Figure, Result, RunFigures, VariantFigures, column_label,
-                                  figure, lookup, summary_keys, text)
+                                  UNPAIRED_GAP_PCT, VARIANT_FIGURES, VARIANTS, Figure, Result, RunFigures,
+                                  VariantFigures, column_label, figure, lookup, summary_keys, text)
 from tcore.figures.derived import (Block, bandwidth_pct, breakeven_steps, change_pct, compile_totals,  # noqa: F401
                                    copy_bandwidth_tb_s, decode_bandwidth, decode_read_bytes, energy_error_pct,
                                    gpu_time_samples_per_s, paired_figures, peak_shares, percentile, read_tb_s,
                                    round_speedups, same_tokens_pct, slow_step_places, speedup, summarize,
                                    upgrade_result)
 from tcore.figures.verdicts import (LEVEL_PCT, disagreement, host_bound, interval_name,  # noqa: F401
-                                    interval_reach, noise_reasons, speedup_words, told_apart)
+                                    interval_reach, noise_reasons, speedup_words, told_apart, unpaired_gap)

@@ -298,6 +298,20 @@ def as_timed(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+# The stored figures a profiled step's split gives (f"{variant}_{key}"): withheld wherever its bars are.
+SPLIT_FIGURES = tuple(f"{k}_ms" for k in CATEGORIES)
+
+
+def withheld_words(shown: dict[str, dict[str, Any]]) -> str | None:
+    """Why the split of a step is not shown (its bars on the page, its figures in every table and on the command
+    line), from as_timed's answer: a variant's profiled steps ran far off its timed ones; None when it is shown."""
+    far = {v: s["off_pct"] for v, s in shown.items() if s["shown"] == "withheld"}
+    if not far:
+        return None
+    return ("withheld: the profiler slowed the " + " and ".join(f"{v} steps by {off:+.0f}%" for v, off in far.items())
+            + " against the timed ones, so its shares would describe the profiler more than the model")
+
+
 def shown_ms(result: dict[str, Any]) -> dict[str, dict[str, float]]:
     """variant -> {category: ms per step} exactly as "Where the time goes" draws its bars (as_timed); {} when the
     page withholds them (a variant's profiled steps ran far off its timed ones) or nothing was profiled.

@@ -16,6 +16,8 @@ SLOW_STEP_FACTOR = 3.0    # a step slower than this many median steps is a stall
 SLOW_TIME_PCT = 5.0       # ... and such steps took more than this share of the timed time
 BUSY_CORES = 0.5          # other processes kept more than this many CPU cores busy while timing
 DISAGREE_PCT = 20.0       # throughput and median-step speedups further apart than this need explaining
+UNPAIRED_GAP_PCT = 10.0   # the paired headline and the ratio of the two median throughputs further apart than
+                          # this: the card shows the headline alone and says why the other differs
 # A variant's figures that come from the profiling pass (after the headline): n/a, with one reason, when it fails
 PROFILED = ("profiled_step_ms", "kernels_per_step", "gpu_time_samples_per_s")
 # A GPU variant is host-bound when the GPU waits on the host for a noticeable share of its steps: then its figure is
@@ -206,7 +208,9 @@ class RunFigures:
         "Compiled's median throughput over eager's, the rounds unpaired: the headline before paired rounds; "
         "drift between rounds moves it, since the two medians can come from different rounds.")
     compile_s: float | None = figure(
-        "Compile time", "s", "%.1f", LOWER, "The first compiled call minus one eager step: what compiling cost.")
+        "Compile time", "s", "%.1f", LOWER,
+        "What compiling cost: the first compiled call minus one eager step (a generate run: the first compiled "
+        "generation minus an eager one). The timeline's compile phase is that first call whole, so it is longer.")
     speedup_min: float | None = figure(
         "Lowest round's speedup", "x", "%.2f", HIGHER,
         "Each round times eager then compiled back to back: the lowest compiled-over-eager ratio of a round.")
@@ -263,7 +267,8 @@ class RunFigures:
     timeline_compile_s: float | None = figure(
         "Compiling, on the timeline", "s", "%.1f", LOWER,
         "The timeline's compile phase: the first compiled call whole (Dynamo, AOT autograd, Inductor, code "
-        "generation and its compile, the step itself, the correctness check).")
+        "generation and its compile, the step itself, the correctness check); the compile time takes the eager "
+        "step (a generate run: the eager generation) off it, so it is shorter.")
     timeline_measure_s: float | None = figure(
         "Measuring, on the timeline", "s", "%.1f", None,
         "Eager and compiled warm-ups and the paired timed rounds: what the figures are measured from.")

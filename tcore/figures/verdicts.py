@@ -8,7 +8,7 @@ from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import paired
 from tcore.figures.breakdown import CATEGORIES
 from tcore.figures.fields import (BUSY_CORES, DISAGREE_PCT, HOST_BUSY_PCT, HOST_IDLE_SHARE, NOISY_SPREAD_PCT,
-                                  SLOW_STEP_FACTOR, SLOW_TIME_PCT)
+                                  SLOW_STEP_FACTOR, SLOW_TIME_PCT, UNPAIRED_GAP_PCT)
 
 
 LEVEL_PCT = round(100 * paired.CONFIDENCE)  # the one confidence level every page names
@@ -56,11 +56,46 @@ def speedup_words(result: Mapping[str, Any]) -> str | None:
     else:
         words += "; one round gives no interval"
     medians = result.get("speedup_of_medians")
-    if medians is not None and abs(medians / result["speedup"] - 1) > 0.02:
+    if medians is not None and abs(medians / result["speedup"] - 1) > 0.02 and not _gap(result):  # else said apart
         words += f". The ratio of the two median throughputs, unpaired, reads {medians:.2f}x"
     if result.get("speedup_recomputed"):
         words += " (recomputed from this older run's stored rounds)"
     return words + "."
+
+
+def _gap(result: Mapping[str, Any]) -> bool:
+    """Whether the ratio of the two median throughputs is further than UNPAIRED_GAP_PCT from the paired headline."""
+    s, medians = result.get("speedup"), result.get("speedup_of_medians")
+    return bool(s) and medians is not None and abs(medians / s - 1) * 100 > UNPAIRED_GAP_PCT
+
+
+def unpaired_gap(result: Mapping[str, Any]) -> str | None:
+    """Why the two median throughputs give another speedup than the headline, and whether that is a reason to doubt
+    the run; None where they agree within UNPAIRED_GAP_PCT (then the throughput tiles' percentage stands beside it).
+
+    Each throughput is the median of its own variant's rounds, so the two can come from different rounds: when the
+    machine's speed moved between rounds, their ratio is not a measurement of the speedup. The headline pairs each
+    round's compiled block with the eager block timed beside it, so that movement cancels; whether the headline
+    holds is its own interval's question (noise_reasons), not the gap's.
+    """
+    if not _gap(result):
+        return None
+    s, medians = result["speedup"], result["speedup_of_medians"]
+    moved = [f"{v}'s from {lo:,.3g} to {hi:,.3g} steps/s" for v in ("eager", "compiled")
+             if (lo := result.get(f"{v}_steps_per_s_min")) is not None
+             and (hi := result.get(f"{v}_steps_per_s_max")) is not None]
+    words = (f"**The two throughputs give {medians:.2f}x; the speedup is {s:.2f}x.** Each throughput is the median of "
+             "its own variant's rounds, and the two medians came from different rounds while the machine's speed "
+             "changed between rounds" + (f" ({' and '.join(moved)})" if moved else "") + ", so their ratio is not a "
+             "measurement of the speedup. The speedup divides compiled by eager within each round, the two timed back "
+             "to back, and takes the median of those ratios: the change in speed cancels in it.")
+    low, high = result.get("speedup_low"), result.get("speedup_high")
+    if noise_reasons(result):
+        words += " The speedup's own rounds disagree too (its noise reasons say how): read neither figure as solid."
+    elif low is not None and high is not None:
+        words += (f" The speedup's own rounds agree ({interval_name(result)} {low:.2f}–{high:.2f}x), so it holds; "
+                  "the throughputs are not this machine's steady speed, which moved during the run.")
+    return words
 
 
 def noise_reasons(result: Mapping[str, Any]) -> list[str]:
@@ -110,16 +145,18 @@ def told_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
 
 
 def disagreement(result: Mapping[str, Any]) -> str | None:
-    """When throughput and median steps tell different stories, which steps make the difference."""
-    by_rate, by_step = result.get("speedup"), result.get("speedup_p50")
-    if by_rate is None or by_step is None or abs(by_step / by_rate - 1) * 100 <= DISAGREE_PCT:
+    """When the speedup (each round's throughputs, paired) and the median steps tell different stories, which steps
+    make the difference."""
+    by_rounds, by_step = result.get("speedup"), result.get("speedup_p50")
+    if by_rounds is None or by_step is None or abs(by_step / by_rounds - 1) * 100 <= DISAGREE_PCT:
         return None
     slow = [f"{result.get(f'{v}_slow_steps')} slow {v} step(s), {result.get(f'{v}_slow_time_pct'):.0f}% of its time"
             for v in ("eager", "compiled") if result.get(f"{v}_slow_steps")]
-    why = ("; ".join(slow) + " count in throughput but not in the median step") if slow else \
-        "the rounds differ more than the steps within them: the machine's speed changed between rounds"
-    return (f"By throughput compiled is {by_rate:.2f}x eager, by its median step {by_step:.2f}x: {why}. "
-            f"Throughput is what a long job gets; the median step, what a typical step costs.")
+    why = ("; ".join(slow) + " count in each round's throughput but not in the median step") if slow else \
+        ("the machine's speed changed between rounds: the speedup pairs each round's compiled with its own eager, the "
+         "median step mixes steps of every round")
+    return (f"The speedup ({by_rounds:.2f}x, from each round's throughputs) and the median step ({by_step:.2f}x) "
+            f"disagree: {why}. The speedup is what a long job gets; the median step, what a typical step costs.")
 
 
 def _idle_share(result: Mapping[str, Any], variant: str) -> float | None:
