@@ -177,3 +177,11 @@ def test_the_same_compile_is_defined_once_and_counts_everything_that_changes_it(
                    {"precision": "bf16"}, {"graph_break": True}, {"compile": "regional"}):
         assert not same_compile(base, {**base, **change}), change
     assert same_compile(base, {**base, "compile": "regional"}, varying={"compile"})
+
+
+def test_a_generation_refuses_a_compile_scope_it_has_no_blocks_for():
+    """task=generate compiles the prefill and the decode step as two functions: regional and hierarchical would
+    silently compile them whole (a page then described what never ran)."""
+    for scope in ("regional", "hierarchical"):
+        with pytest.raises(SpecError, match=f"compile={scope} has no blocks of its own to compile"):
+            Experiment(model="captioner", task="generate", compile=scope)

@@ -119,9 +119,10 @@ def _check_generate(exp, entry) -> None:
 
     if why := decoding.cannot_generate(entry):
         raise SpecError(why)
-    if exp.compile == "regional":
-        raise SpecError("task=generate compiles the prefill and the decode step as two functions (as gpt-fast "
-                        "does); set compile=whole (or off)")
+    if exp.compile in ("regional", "hierarchical"):
+        raise SpecError(f"task=generate compiles the prefill and the decode step as two functions (as gpt-fast "
+                        f"does), so compile={exp.compile} has no blocks of its own to compile; set compile=whole "
+                        "(or off)")
     if exp.graph_break:
         raise SpecError("graph_break puts a .item() in every block, which a fullgraph decode step cannot hold: "
                         "turn it off for task=generate")
