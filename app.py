@@ -22,6 +22,9 @@ def start_queue(db_path: str) -> int:
     when the first page opens. Model files are never imported here: their cards come from the store, or from a
     child that reads the file where the lab allows files (tcore.lab.model_cards)."""
     store = RunStore(db_path)
+    if store.read_only:  # its runs can be looked at, none queued: no queue, and no model card written into it
+        model_cards.install(store, files_allowed=lambda: False)
+        return 0
     model_cards.install(store, files_allowed=limits.files_allowed)
     private.hide_environment()  # the passcode's environment, out of a worker's reach (non-root users)
     return len(runs.serve(store))

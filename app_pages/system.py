@@ -21,6 +21,11 @@ def gpu_slots() -> dict[int, str]:
 @st.fragment(run_every=2.0)
 def gpu_now(store: RunStore, slot: str) -> None:
     """What this GPU is doing now, refreshed every 2 s: the runs in it and, where they share it, who holds it."""
+    with people.store_trouble_said():
+        _gpu_now(store, slot)
+
+
+def _gpu_now(store: RunStore, slot: str) -> None:
     me = people.me()
     rows = [r for r in runs.under_way(reads(store)) if r["status"] == "running" and r["device_slot"] == slot]
     if not rows:
@@ -38,6 +43,11 @@ def gpu_now(store: RunStore, slot: str) -> None:
 @st.fragment(run_every=2.0)
 def cluster_now(store: RunStore) -> None:
     """The Ray cluster's nodes, their GPUs and what each runs, refreshed every 2 s."""
+    with people.store_trouble_said():
+        _cluster_now(store)
+
+
+def _cluster_now(store: RunStore) -> None:
     me = people.me()
     rows = cluster.describe(store.running_and_queued(scheduler.this_process().host),
                             lambda owner: queue.whose(owner, me))

@@ -9,12 +9,15 @@ import os
 import sqlite3
 import sys
 import time
+from pathlib import Path
 
 from tcore.analysis import report
 from tcore.lab import ladder  # imports no torch: its steps run in processes of their own
 from tcore.experiment.protocol import ERROR_KINDS, PHASE_TITLES
 from tcore.experiment.spec import CHOICES, Experiment, SpecError, choice_docs, describe
-from tcore.store import NoSuchRun, RunStore, StoreError
+from tcore.lab.cluster import ClusterError
+from tcore.lab.config import LimitsError
+from tcore.store import NoSuchRun, RunStore, StoreError, default_path
 
 # Fields whose default depends on the model, the device and the task (tcore.experiment.device.practical_defaults).
 _DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last")
@@ -124,10 +127,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         # which says in words what a full or broken store did to the run
         before = _history_before(store, exp)
         run = runs.start(exp, store, timeout_s=args.timeout, on_event=None if args.quiet else ProgressLine())
+    except LimitsError:  # the lab's settings, not the experiment's: said by main(), nothing was queued
+        raise
     except SpecError as e:  # invalid settings or the lab's limits: nothing was queued
         print(f"invalid experiment: {e}", file=sys.stderr)
         return 2
     print(f"{exp.label}\nstore: {store.path}", file=sys.stderr)
+    for note in list(run.notes):  # what the checks before the run found: settings that do nothing here, no estimate
+        print(f"note: {note}", file=sys.stderr)
     for line in before:  # said before the run: how far this setting moved here so far
         print(line, file=sys.stderr)
     while not run.done:  # the worker's events drive the progress line; this shows the wait before it
@@ -274,6 +281,24 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0 if all(s is not None for s in spreads.values()) else 1
 
 
+def cmd_set_aside(args: argparse.Namespace) -> int:
+    """Rename a damaged run store (and its -wal and -shm files) to runs.sqlite.damaged-YYYYMMDD-HHMMSS beside it, so
+    that the next page or command starts a new, empty store at its path; nothing is deleted. A store SQLite reads
+    without error is left where it is. The app needs no restart."""
+    from tcore.store.connection import set_aside
+
+    if args.db is not None and not args.db.strip():  # `--db ''` (an unset shell variable): not the default
+        raise StoreError(f"the run store's path is empty: name a file (or leave the option out for {default_path()})")
+    path = Path(args.db) if args.db is not None else default_path()
+    target, moved, why = set_aside(path)
+    also = " and ".join(m.name.removeprefix(path.name) for m in moved if m != path)
+    print(f"moved the damaged run store {path} to {target}" + (f" (with its {also} file)" if also else ""))
+    print(f"what was wrong: {why}")
+    print(f"the next page or command makes a new, empty store at {path}; the damaged one is kept, and "
+          f"`sqlite3 {target} .recover` may get runs back from it")
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     """Model names, one a line: every source's (a count per source), or one source's filtered by a pattern."""
     import sample_models
@@ -294,8 +319,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs a command; what goes wrong outside a run (a store that cannot be used, an unknown run id, output
-    closed early) is one line on stderr and a non-zero exit, with nothing changed."""
+    """Runs a command; what goes wrong outside a run (a store that cannot be used, an unknown run id, the lab's
+    settings written wrongly, output closed early) is one line on stderr and a non-zero exit, with nothing changed."""
     try:
         return _main(argv)
     except StoreError as e:
@@ -304,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     except NoSuchRun as e:
         print(f"python -m tcore: {e}", file=sys.stderr)
         return 1
+    except LimitsError as e:  # compile-lab.toml or a COMPILE_LAB_ variable written wrongly: its line names the key
+        print(f"python -m tcore: the lab's settings cannot be read: {e}", file=sys.stderr)
+        return 2
+    except ClusterError as e:  # the cluster configured cannot be used: the message says what to do
+        print(f"python -m tcore: {e}", file=sys.stderr)
+        return 2
     except sqlite3.DatabaseError as e:  # a store that opened but breaks when read further (a damaged page)
         print(f"python -m tcore: the run store cannot be read: {e}", file=sys.stderr)
         return 2
@@ -354,6 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--runs", type=int, default=5, help="fresh runs of each reference (default 5)")
     cal.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     cal.set_defaults(func=cmd_calibrate)
+
+    store = sub.add_parser("store", help="the run store's file: set a damaged one aside")
+    store_sub = store.add_subparsers(dest="store_command", required=True)
+    aside = store_sub.add_parser("set-aside", parents=[common], help="keep a damaged run store aside, renamed, so that "
+                                 "the lab starts a new, empty one", description=cmd_set_aside.__doc__)
+    aside.set_defaults(func=cmd_set_aside)
 
     ladder.add_command(sub, [common])
     return parser

@@ -59,7 +59,7 @@ def test_a_db_in_a_read_only_folder_is_one_line(tmp_path, capsys):
     folder.chmod(0o555)
     try:
         assert cli.main(["list", "--db", str(folder / "runs.sqlite")]) == 2
-        assert "cannot use" in one_line(capsys)
+        assert "cannot make a run store at" in one_line(capsys)
     finally:
         folder.chmod(0o755)
 
@@ -153,7 +153,7 @@ def test_a_file_model_without_a_tiny_preset_runs_at_a_preset_it_has(tmp_path, mo
     assert exp.preset in sample_models.get(exp.model).presets
 
 
-@pytest.mark.parametrize("command", [["list"], ["show", "x"], ["run", "--backend", "eager"]])
+@pytest.mark.parametrize("command", [["list"], ["show", "x"], ["run", "--backend", "eager"], ["store", "set-aside"]])
 @pytest.mark.parametrize("empty", ["", "  "])
 def test_an_empty_db_path_is_refused_not_taken_for_the_default(command, empty, capsys, tmp_path, monkeypatch):
     default = tmp_path / "default.sqlite"

@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import cluster, scheduler
+from tcore.lab import cluster, config, scheduler
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +28,7 @@ def test_the_address_comes_from_the_environment_then_compile_lab_toml(monkeypatc
     assert cluster.address() == "auto"
     monkeypatch.delenv(cluster.ADDRESS_ENV)
     (tmp_path / "compile-lab.toml").write_text('[cluster]\nadress = "10.0.0.1:6379"\n')
-    with pytest.raises(cluster.ClusterError, match="unknown setting.*adress.*known: address"):
+    with pytest.raises(config.LimitsError, match="unknown setting.*adress.*known: address"):  # the settings' error
         cluster.address()
 
 

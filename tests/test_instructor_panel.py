@@ -3,7 +3,7 @@ import time
 
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import runs
+from tcore.lab import limits, runs
 from tcore.store import RunStore
 
 
@@ -27,3 +27,24 @@ def test_a_paused_queue_says_since_when_by_the_clock_not_how_long_ago(tmp_path, 
         assert "ago" not in said.split("Paused since")[1].split("\n")[0]
     finally:
         runs.pause(store, False)
+
+
+def test_an_absurd_limit_typed_in_the_panel_is_refused_in_a_sentence_and_not_applied(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
+    for var in limits.ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("")
+    store = RunStore()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
+    at.switch_page("app_pages/system.py").run()
+    at.text_input(key="instructor_attempt").set_value("sesame")
+    next(b for b in at.button if b.label == "Unlock").click().run()
+    at.number_input(key="instructor_max_run_s").set_value(1e12)
+    next(b for b in at.button if b.label == "Apply to everyone").click().run()
+    assert not at.exception, at.exception
+    said = "\n".join(str(e.value) for e in at.error)
+    assert "max_run_s = 1000000000000.0: it must be a positive number of seconds, at most 604800 (a week)" in said
+    assert limits.load(store=store).max_run_s == limits.Limits().max_run_s
+

@@ -157,3 +157,30 @@ def test_a_forward_that_reads_its_inputs_values_has_no_estimate_and_the_run_stil
         limits.estimate_memory_gib(exp)
     limits.check(exp, "cpu", "s1", store, limits.load({}))  # refused nothing, raised nothing
     memory._estimate_bytes.cache_clear()
+
+
+@pytest.mark.parametrize("name, written, shown", [
+    ("max_run_s", "1e400", "inf"), ("max_run_s", "nan", "nan"), ("max_run_s", "inf", "inf"),
+    ("max_run_s", "700000", "700000"), ("max_memory_gib", "1e400", "inf"), ("max_memory_gib", "200000", "200000"),
+    ("max_batch_size", "10000000", "10000000")])
+def test_an_infinite_nan_or_absurd_limit_is_refused_from_the_file_and_the_environment(tmp_path, name, written, shown):
+    """1e400 is infinity in TOML and in float(): accepted, it would switch the limit off without anyone asking."""
+    allowed = {"max_run_s": "at most 604800 (a week)", "max_memory_gib": "at most 100000",
+               "max_batch_size": "from 1 to 1000000"}[name]
+    config = tmp_path / "lab.toml"
+    config.write_text(f"[limits]\n{name} = {written}\n")
+    with pytest.raises(limits.LimitsError) as from_file:
+        limits.load({"COMPILE_LAB_CONFIG": str(config)})
+    with pytest.raises(limits.LimitsError) as from_environment:
+        limits.load({limits.ENV[name]: written}, cwd=tmp_path)
+    for said, where in ((str(from_file.value), str(config)), (str(from_environment.value), limits.ENV[name])):
+        assert said.startswith(f"{name} = {shown}") and f"(from {where})" in said and allowed in said, said
+
+
+@pytest.mark.parametrize("values", [{"max_run_s": float("inf")}, {"max_run_s": float("nan")},
+                                    {"max_run_s": 1e9}, {"max_memory_gib": 1e6}])
+def test_the_instructor_cannot_set_an_infinite_nan_or_absurd_limit(store, values):
+    (name, value), = values.items()
+    with pytest.raises(limits.LimitsError, match=f"{name} = {value!r}: it must be .*at most"):
+        limits.set_by_instructor(store, values)
+    assert getattr(limits.load(store=store), name) == getattr(limits.Limits(), name)  # nothing was stored

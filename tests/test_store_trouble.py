@@ -1,7 +1,14 @@
 """A run store that fails under the app reaches the person as a sentence, never as a traceback with source paths;
 and Streamlit's own error details are off for participants."""
+import os
+import random
+import signal
+import socket
+import sqlite3
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -39,6 +46,12 @@ def test_a_broken_store_is_a_sentence_on_the_page(tmp_path, monkeypatch, kind):
     assert "Traceback" not in said and ".py" not in said
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_error_details_are_off_for_participants():
     shown = subprocess.run([sys.executable, "-c", "from streamlit import config; config.get_config_options(); "
                             "print(config.get_option('client.showErrorDetails'))"],
@@ -52,3 +65,126 @@ def test_the_server_says_who_can_reach_it():
     assert "every network interface" in serve.who_can_reach(None, 8501)
     assert "every network interface" in serve.who_can_reach("0.0.0.0", 8501)
     assert "this machine only" in serve.who_can_reach("127.0.0.1", 8501)
+
+
+PAGES = ["run", "diagnose", "compare", "sweep", "system"]
+
+
+def random_bytes(path):
+    path.write_bytes(random.Random(7).randbytes(40_000))
+
+
+def truncated(path):
+    store = RunStore(path)
+    for _ in range(30):
+        insert_run(store, QUICK)
+    with store._connect() as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+
+
+@pytest.mark.parametrize("spoil", [random_bytes, truncated])
+def test_every_page_says_the_store_is_damaged_and_how_to_set_it_aside_and_then_works_without_a_restart(
+        tmp_path, monkeypatch, capsys, spoil):
+    from tcore import cli
+
+    path = tmp_path / "runs.sqlite"
+    spoil(path)
+    damaged_bytes = path.read_bytes()
+    monkeypatch.setenv("COMPILE_LAB_DB", str(path))
+    at = app()
+    for page in PAGES:
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert not at.exception, (page, at.exception)
+        said = texts(at.error)
+        assert "its file is damaged" in said and "python -m tcore store set-aside" in said, (page, said)
+    assert path.read_bytes() == damaged_bytes  # nothing changed, nothing deleted
+
+    capsys.readouterr()
+    assert cli.main(["store", "set-aside", "--db", str(path)]) == 0
+    out = capsys.readouterr().out
+    kept = next(tmp_path.glob("runs.sqlite.damaged-*"))
+    assert f"moved the damaged run store {path} to {kept}" in out and kept.read_bytes() == damaged_bytes
+    for page in PAGES:  # the same server: the next page makes a new, empty store and works
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert not at.exception and not at.error, (page, texts(at.error))
+    assert RunStore(path).list() == []
+
+
+def test_set_aside_leaves_a_store_sqlite_reads_where_it_is(store, capsys):
+    from tcore import cli
+
+    insert_run(store, QUICK)
+    assert cli.main(["store", "set-aside", "--db", str(store.path)]) == 2
+    assert "is not damaged (SQLite reads all of it without error): nothing was moved" in capsys.readouterr().err
+    assert len(store.list()) == 1 and not list(store.path.parent.glob("*.damaged-*"))
+
+
+def test_a_store_failing_under_the_system_pages_queue_box_is_the_sentence(tmp_path, monkeypatch):
+    """The queue box is a fragment, which Streamlit reruns on its own: an error there never reached app.py's handler,
+    and the System page showed Streamlit's generic "This app has encountered an error"."""
+    from tcore.lab import runs
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    at = app()
+
+    def damaged_read(*args, **kwargs):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(runs, "under_way", damaged_read)
+    at.switch_page("app_pages/system.py").run()
+    assert not at.exception, at.exception
+    assert "its file is damaged" in texts(at.error)
+
+
+def test_the_server_starts_on_a_damaged_store_and_says_what_to_do(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    random_bytes(path)
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_DB=str(path), COMPILE_LAB_SPARE_WORKERS="0")
+    log = open(tmp_path / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 300  # only against a hang
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()  # it used to exit here
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass  # not listening yet
+            assert time.time() < deadline, (tmp_path / "server.log").read_text()
+            time.sleep(0.5)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+    said = (tmp_path / "server.log").read_text()
+    assert "the run queue did not start: the run store cannot be used" in said
+    assert f"python -m tcore store set-aside --db {path}" in said and "Application startup failed" not in said
+
+
+def test_the_shared_reads_follow_a_store_set_aside_to_the_new_one_at_its_path(tmp_path):
+    """The process's shared reads (tcore.store.changes) kept a connection to the file that was at the path: after a
+    set-aside they went on answering from the old file, so the pages showed it until the server restarted."""
+    from tcore.store.changes import reads
+
+    path = tmp_path / "runs.sqlite"
+    old = RunStore(path)
+    insert_run(old, QUICK)
+    assert len(reads(old).list()) == 1
+    for suffix in ("", "-wal", "-shm"):  # as set_aside moves them (it refuses a store that is not damaged)
+        if path.with_name(path.name + suffix).exists():
+            os.rename(path.with_name(path.name + suffix), tmp_path / f"aside{suffix}")
+    new = RunStore(path)
+    assert reads(new).list() == []
+    insert_run(new, QUICK)
+    assert len(reads(new).list()) == 1

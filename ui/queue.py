@@ -126,7 +126,8 @@ def queue_box(store: RunStore, *, key: str) -> None:
     """The room's queue on this machine, redrawn every IDLE_S; while runs are under way their rows are a fragment
     of their own, redrawn every BUSY_S, which this one stops calling, and so stops, at its first redraw after the
     queue has emptied. A page that follows a run live draws draw_queue within its own fragment instead."""
-    draw_queue(store, key=key, rows=queue_rows)
+    with people.store_trouble_said():
+        draw_queue(store, key=key, rows=queue_rows)
 
 
 def draw_queue(store: RunStore, *, key: str, rows=None) -> None:
@@ -162,7 +163,8 @@ def sharing_words(rows: list[dict]) -> str:
 
 @st.fragment(run_every=BUSY_S)
 def queue_rows(store: RunStore, *, key: str) -> None:
-    draw_queue_rows(store, key=key)
+    with people.store_trouble_said():
+        draw_queue_rows(store, key=key)
 
 
 def draw_queue_rows(store: RunStore, *, key: str) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import threading
 import time
 from pathlib import Path
@@ -46,20 +47,45 @@ _END = {"type": "_end"}
 
 
 class ClusterError(RuntimeError):
-    """The cluster configured cannot be used; the message says what to do."""
+    """The cluster configured cannot be used (Ray missing, a node gone); the message says what to do. An address
+    written wrongly is the lab's settings' error, config.LimitsError, said before anything connects."""
+
+
+ADDRESS_WORDS = ('"auto" (the cluster this machine has joined), "local" (a one-machine cluster started here) or '
+                 'HOST:PORT of the cluster\'s head, e.g. "10.0.0.1:6379"')
+# HOST:PORT as Ray takes it: a name or IPv4 address, or an IPv6 address in brackets; ray:// is Ray Client's form
+_HOST_PORT = re.compile(r"^(ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})$")
 
 
 def address(environ: dict[str, str] | None = None, cwd: str | Path | None = None) -> str | None:
-    """The Ray address configured ($COMPILE_LAB_RAY_ADDRESS, then [cluster] address in compile-lab.toml), or None."""
+    """The Ray address configured ($COMPILE_LAB_RAY_ADDRESS, then [cluster] address in compile-lab.toml), or None.
+
+    LimitsError (the lab's settings written wrongly) for an address of the wrong form, before anything connects:
+    Ray would try to reach it, or fail with its own traceback."""
     environ = os.environ if environ is None else environ
     if environ.get(ADDRESS_ENV, "").strip():
-        return environ[ADDRESS_ENV].strip()
+        return _checked(environ[ADDRESS_ENV], ADDRESS_ENV)
     tables, path = config.read(environ, cwd)
     table = tables.get("cluster", {})
     unknown = sorted(set(table) - {"address"})
     if unknown:
-        raise ClusterError(f"{path}: unknown setting(s) in [cluster]: {', '.join(unknown)}; known: address")
-    return str(table.get("address", "")).strip() or None
+        raise config.LimitsError(f"{path}: unknown setting(s) in [cluster]: {', '.join(unknown)}; known: address")
+    value = table.get("address", "")
+    if not isinstance(value, str):
+        raise config.LimitsError(f"address = {value!r} (from [cluster] in {path}): it must be text in quotes: "
+                                 f"{ADDRESS_WORDS}")
+    return _checked(value, f"[cluster] in {path}") if value.strip() else None
+
+
+def _checked(value: str, where: str) -> str:
+    text = value.strip()
+    if text.lower() in ("auto", "local"):
+        return text.lower()
+    found = _HOST_PORT.match(text)
+    if found is None or not 1 <= int(found.group(4)) <= 65535:
+        raise config.LimitsError(f"address = {value!r} (from {where}): it must be {ADDRESS_WORDS}, with a port "
+                                 "from 1 to 65535")
+    return text
 
 
 def configured() -> bool:

@@ -1,9 +1,9 @@
 """The lab's configuration file and the constants several lab modules share: one home that they all import.
 
 compile-lab.toml (in the working directory, or the file named by $COMPILE_LAB_CONFIG) holds a table per
-concern, each read by the module it configures: [limits] and [instructor] (tcore.lab.limits), [models]
-(tcore.lab.limits.files_allowed), [cluster] (tcore.lab.cluster). This module only finds and parses the file;
-it imports no other lab module, so any of them can import it.
+concern, each read by the module it configures (TABLES): [limits] and [instructor] (tcore.lab.limits), [models]
+(tcore.lab.limits.files_allowed), [cluster] (tcore.lab.cluster), [room] (tcore.lab.room). This module only finds
+and parses the file; it imports no other lab module, so any of them can import it.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]  # what a worker runs from, and 
 CONFIG_ENV = "COMPILE_LAB_CONFIG"
 CONFIG_NAME = "compile-lab.toml"
 TORCH_TRACE_DIR = "torch_trace"  # in a worker's folder: the TORCH_TRACE log(s) of its compile
+TABLES = ("limits", "instructor", "models", "cluster", "room")
 
 
 class LimitsError(SpecError):
@@ -44,7 +45,7 @@ def read(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict[str, 
         raise LimitsError(f"{path} is not valid TOML: {e}") from None
     except OSError as e:
         raise LimitsError(f"{path} cannot be read: {e.strerror or e}") from None
-    for table in ("limits", "instructor", "models"):  # each a [table]; `limits = 5` is a value, not one
+    for table in TABLES:  # each a [table]; `limits = 5` is a value, not one
         if table in config and not isinstance(config[table], dict):
             raise LimitsError(f"{path}: {table} must be a table ([{table}] on a line of its own, its settings "
                               f"below it), not {config[table]!r}")

@@ -6,13 +6,15 @@ Set them in `compile-lab.toml` (in the working directory, or the file named by $
     max_run_s = 600               # a run past this is stopped and recorded as "timeout"
     max_batch_size = 64           # "none": no limit
     max_memory_gib = 40           # estimated memory per run; "none": only the device's own memory
-    max_queued_per_session = 3    # runs one browser session may have waiting at once
+    max_queued_per_session = 3    # runs one participant may have waiting at once
+    max_new_people_per_address = 5  # new participants (owner ids) one network address may start in NEW_PEOPLE_WINDOW_H
 
     [instructor]
     passcode = "change-me"        # unlocks the instructor's actions in the app (System page)
 
 or in the environment, which wins over the file: COMPILE_LAB_MAX_RUN_S, COMPILE_LAB_MAX_BATCH_SIZE,
-COMPILE_LAB_MAX_MEMORY_GIB, COMPILE_LAB_MAX_QUEUED_PER_SESSION, COMPILE_LAB_INSTRUCTOR_PASSCODE.
+COMPILE_LAB_MAX_MEMORY_GIB, COMPILE_LAB_MAX_QUEUED_PER_SESSION, COMPILE_LAB_MAX_NEW_PEOPLE_PER_ADDRESS,
+COMPILE_LAB_INSTRUCTOR_PASSCODE.
 The instructor can change the limits in the app; those win over both, until reset. They are read at
 every submission, so a change applies to the next run without a restart.
 """
@@ -22,6 +24,7 @@ import collections
 import functools
 import hashlib
 import hmac
+import ipaddress
 import logging
 import math
 import os
@@ -52,13 +55,16 @@ ENV = {
     "max_batch_size": "COMPILE_LAB_MAX_BATCH_SIZE",
     "max_memory_gib": "COMPILE_LAB_MAX_MEMORY_GIB",
     "max_queued_per_session": "COMPILE_LAB_MAX_QUEUED_PER_SESSION",
+    "max_new_people_per_address": "COMPILE_LAB_MAX_NEW_PEOPLE_PER_ADDRESS",
 }
-# field -> (type, may be None, what a valid value is)
+# field -> (type, may be None, the largest value allowed, what a valid value is). The largest values are far past
+# any real need: a number beyond them is a mistake (1e400 is infinity, which would switch the limit off unasked).
 _RULES = {
-    "max_run_s": (float, False, "a positive number of seconds"),
-    "max_batch_size": (int, True, "a whole number of at least 1, or \"none\" for no limit"),
-    "max_memory_gib": (float, True, "a positive number of GiB, or \"none\" for no limit"),
-    "max_queued_per_session": (int, False, "a whole number of at least 1"),
+    "max_run_s": (float, False, 7 * 24 * 3600, "a positive number of seconds, at most 604800 (a week)"),
+    "max_batch_size": (int, True, 1_000_000, "a whole number from 1 to 1000000, or \"none\" for no limit"),
+    "max_memory_gib": (float, True, 100_000, "a positive number of GiB, at most 100000, or \"none\" for no limit"),
+    "max_queued_per_session": (int, False, 10_000, "a whole number from 1 to 10000"),
+    "max_new_people_per_address": (int, False, 10_000, "a whole number from 1 to 10000"),
 }
 
 
@@ -69,16 +75,21 @@ class Limits:
     max_batch_size: int | None = 1024
     max_memory_gib: float | None = None  # None: a run may use up to the device's memory
     max_queued_per_session: int = 5
+    # A participant is an id a fresh tab can mint (a made-up ?me=, a private window): without a bound on new ones per
+    # address, max_queued_per_session bounds nothing. A person makes one to three in a day (a browser, a private
+    # window, a second browser); a room behind one NAT address needs one per person (NewPeopleGuard).
+    max_new_people_per_address: int = 5
     # field -> where its value came from ("default", a file path, an environment variable), for messages
     origin: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name, (kind, optional, valid) in _RULES.items():
+        for name, (kind, optional, largest, valid) in _RULES.items():
             value = getattr(self, name)
             if value is None and optional:
                 continue
             ok_type = isinstance(value, (int, float)) if kind is float else isinstance(value, int)
-            if isinstance(value, bool) or not ok_type or not value > 0:
+            # `0 < value <= largest` is False for nan and for infinity of either sign
+            if isinstance(value, bool) or not ok_type or not 0 < value <= largest:
                 raise LimitsError(f"{name} = {value!r}{self._from(name)}: it must be {valid}")
 
     def _from(self, name: str) -> str:
@@ -245,16 +256,71 @@ class PasscodeGuard:
                 "and per address; the passcode keeps working for you.")
 
 
+NEW_PEOPLE_WINDOW_H = 12  # a workshop's day: the ids one address started within it count against its limit
+
+
+class NewPeopleGuard:
+    """Bounds how many participants (owner ids new to this server) one network address starts, so that a fresh id
+    (a made-up ?me=, a private window, cleared cookies) cannot be had at will: each participant may have
+    max_queued_per_session runs waiting, and an address at most max_new_people_per_address participants within
+    NEW_PEOPLE_WINDOW_H, so one address holds at most their product waiting. An IPv6 /64 counts as one address (a
+    host picks new addresses within its /64 at will). The server's own machine (loopback, where the instructor sits)
+    and a session with no known address are not bounded, as PasscodeGuard does not slow them per address: behind a
+    reverse proxy, name it in [room] trusted_proxies so that each browser has its own address."""
+
+    def __init__(self, *, window_s: float = NEW_PEOPLE_WINDOW_H * 3600.0, clock=time.monotonic) -> None:
+        self.window_s, self._clock = window_s, clock
+        self._started: dict[str, list[float]] = {}  # address (or /64) -> when each of its participants was started
+        self._lock = threading.Lock()
+
+    def admit(self, address: str | None, limit: int) -> bool:
+        """Count a new participant at `address`; False, counting nothing, if it has started `limit` already."""
+        where = _per_address(address)
+        if where is None:
+            return True
+        now = self._clock()
+        with self._lock:
+            recent = [t for t in self._started.get(where, []) if now - t < self.window_s]
+            if len(recent) >= limit:
+                self._started[where] = recent
+                return False
+            if len(self._started) > 10_000:  # many addresses must not grow this without end
+                self._started = {a: ts for a, ts in self._started.items() if ts and now - ts[-1] < self.window_s}
+            self._started[where] = [*recent, now]
+            return True
+
+
+def _per_address(address: str | None) -> str | None:
+    """What NewPeopleGuard counts per: the address, its /64 for IPv6; None for loopback or no address."""
+    if not address or address in LOOPBACK:
+        return None
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.is_loopback:
+        return None
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else str(ip)
+
+
+def new_people_message(limits: Limits) -> str:
+    return (f"this network address has started {limits.max_new_people_per_address} participants in the last "
+            f"{NEW_PEOPLE_WINDOW_H} hours, this lab's limit ({limits.describe('max_new_people_per_address')}). Open "
+            "the lab from a tab that already has your name (its address ends in ?me=...), or ask the instructor: "
+            "a room that shares one network address needs the limit raised.")
+
+
 def _ago(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 LOG = logging.getLogger("compile_lab")
 PASSCODE_GUARD = PasscodeGuard()  # one per server process: every browser session's tries count together
+NEW_PEOPLE = NewPeopleGuard()  # one per server process, like PASSCODE_GUARD
 
 
 def _parse(name: str, value: Any, where: str) -> Any:
-    kind, optional, valid = _RULES[name]
+    kind, optional, _, valid = _RULES[name]
     if isinstance(value, str):
         text = value.strip().lower()
         if optional and text in ("none", "off"):

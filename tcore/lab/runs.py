@@ -18,6 +18,7 @@ from typing import Any, Callable
 from tcore.lab import cluster
 from tcore.lab import lease
 from tcore.lab import limits
+from tcore.lab import memory
 from tcore.lab import model_cards
 from tcore.lab import room
 from tcore.lab import scheduler
@@ -28,7 +29,7 @@ from tcore.lab.spares import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, keep_spares
 from tcore.lab.registry import active, adopted_left, live, register  # noqa: F401 (callers reach them here)
 from tcore.experiment.device import check_on_device, resolve_device
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.store import QueueFull, RunRecord, RunStore
+from tcore.store import QueueFull, RunRecord, RunStore, StoreReadOnly
 from tcore.store.queue import PAUSED
 
 
@@ -47,6 +48,8 @@ _SCHEDULERS_LOCK = threading.Lock()
 
 def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
     """This process's scheduler for `store`; on first use it is started and adopts (returned) dead processes' runs."""
+    if store.read_only is not None:  # no queue can run in it: said before a scheduler is made and kept for it
+        raise StoreReadOnly(store.path, store.read_only)
     key = (os.getpid(), str(store.path.resolve()))  # a forked child inherits the dict, not the parent's thread
     with _SCHEDULERS_LOCK:
         if key in _SCHEDULERS:
@@ -91,7 +94,9 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     need_gib = limits.check(exp, device, owner, store, lab)
     timeout_s, lowered = lab.run_time(timeout_s)
     limits.check_duration(exp, device, timeout_s, store, lab)
-    scheduler.room_plan(device)  # a [room] setting written wrongly is said now, before anything is queued
+    plan = scheduler.room_plan(device)  # a [room] setting written wrongly is said now, before anything is queued
+    if need_gib is None:  # queued with an unknown memory (tcore.store.queue.SlotRoom): it shares its GPU with no one
+        notes = [*notes, memory.unknown_note(exp, shares_gpu=plan.shares)]
     sched, _ = _scheduler(store)
     try:
         run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
@@ -159,7 +164,8 @@ def notice_dead_owners(store: RunStore) -> set[str]:
     that died or went silent, as any queue would, but adopt none; returns the queued runs left without a live
     owner (the next process that runs a queue on this host takes them)."""
     proc = scheduler.this_process()
-    store.recover(proc, scheduler.is_alive, scheduler.stop_worker, adopt=False)
+    if store.read_only is None:  # a store that can only be read is shown as it lies: no one can end a run in it
+        store.recover(proc, scheduler.is_alive, scheduler.stop_worker, adopt=False)
     return store.orphaned(proc.host, scheduler.is_alive)
 
 

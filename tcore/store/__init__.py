@@ -22,7 +22,7 @@ sweep's next run: self._release_next). Nothing outside tcore/store touches _conn
 tests' hand-made rows aside (tests/test_store_seams.py checks it).
 """
 from tcore.store.artifacts import Artifacts
-from tcore.store.connection import StoreError, StoreFile, default_path
+from tcore.store.connection import StoreError, StoreFile, StoreReadOnly, default_path
 from tcore.store.devices import Ask, Devices, Hold, Span
 from tcore.store.lab_state import LabState
 from tcore.store.model_cards import ModelCards
@@ -38,4 +38,4 @@ class RunStore(StoreFile, Runs, Queue, Devices, Sweeps, LabState, People, Artifa
 
 
 __all__ = ["Ask", "Hold", "NoSuchRun", "QueueFull", "RunRecord", "RunStore", "SlotRoom", "Span", "StoreError",
-           "default_path"]
+           "StoreReadOnly", "default_path"]

@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from tcore.store import connection
+
 # The read-only RunStore methods whose answers are kept; each answer stands until the file changes.
 CACHED = frozenset({"running_and_queued", "queue_state", "lab_state", "list", "get", "queued_count"})
 
@@ -22,8 +24,9 @@ class _Watch:
     """One file's change marker and the answers kept for its current version."""
 
     def __init__(self, path: Path) -> None:
-        # Autocommit, so the connection never holds a read transaction open (it would pin the WAL).
-        self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._path = path
+        self._db: sqlite3.Connection | None = None
+        self._inode: int | None = None
         self._lock = threading.Lock()
         self.version: int | None = None
         self.answers: dict[tuple, Any] = {}
@@ -33,13 +36,29 @@ class _Watch:
         # One lock for the marker, the lookup and the read: twenty sessions asking at once after a change
         # wait for one read instead of making twenty.
         with self._lock:
-            version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            version = self._marker()
             if version != self.version:
                 self.version, self.answers = version, {}
             if key not in self.answers:
                 self.answers[key] = read()  # an exception (a run deleted meanwhile) is raised, not kept
                 self.reads += 1
             return self.answers[key]
+
+    def _marker(self) -> tuple[int | None, int]:
+        """(the file's inode, SQLite's data_version). A store set aside (tcore.store.connection.set_aside) or deleted,
+        and made anew at the same path, is another file: the connection open on the old one would never see it
+        change, so it is opened again."""
+        try:
+            inode = os.stat(self._path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if self._db is None or inode != self._inode:
+            if self._db is not None:
+                self._db.close()
+            # Autocommit, so the connection never holds a read transaction open (it would pin the WAL).
+            self._db = connection.open_file(self._path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._inode = inode
+        return inode, self._db.execute("PRAGMA data_version").fetchone()[0]
 
 
 _WATCHES: dict[tuple[int, Path], _Watch] = {}

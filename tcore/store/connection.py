@@ -3,7 +3,9 @@
 WAL mode and short transactions make concurrent writers from several processes safe; readers never block
 writers. StoreFile opens the file and creates or upgrades its tables once per process (tcore.store.schema);
 every part of the store (tcore.store) reads through _connect() and writes through _write(), and nothing
-outside tcore/store calls either.
+outside tcore/store calls either. A store that can only be read (a read-only mount, file or folder) is opened as it
+lies, read-only, with nothing made or written beside it: reads work and a write raises StoreReadOnly. set_aside()
+moves a damaged store out of the way, kept, so that a new one is made at its path.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import sqlite3
 import stat
 import sys
 import time
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -54,6 +56,61 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 class StoreError(Exception):
     """The run store's file cannot be used; the message says why in one sentence, and nothing was changed."""
+
+
+class StoreReadOnly(StoreError):
+    """A write to a run store that can only be read (a read-only mount, file or folder); `reason` says which."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"the run store {path} can only be read: {reason}. Its runs can be listed, shown and "
+                         "compared, but nothing can be queued, changed or deleted in it; to run, name a store in a "
+                         "folder you can write (--db PATH or COMPILE_LAB_DB)")
+
+
+def read_only_reason(path: Path) -> str | None:
+    """Why the store at `path` can be read but not written, in words; None where it can be written.
+
+    A read-only mount, a read-only file, or a folder where SQLite cannot make the -wal and -shm files it keeps beside
+    a store in WAL mode. os.access answers for this process's user: root may write a file whose mode says read-only,
+    and so is not told otherwise."""
+    folder = next(p for p in path.absolute().parents if p.exists())
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        return f"{folder} is on a read-only mount"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"its folder {folder} is read-only (SQLite writes its -wal and -shm files beside the store)"
+    return None
+
+
+def _read_only_uri(path: Path) -> str:
+    """The URI that reads the store at `path` without writing anything beside it.
+
+    mode=ro reads a store in WAL mode, its -wal file included, where its -shm file exists or can be made; on a
+    read-only mount without them only immutable=1 opens it (SQLite then reads the file alone, which is the whole store
+    when the last connection closed cleanly and removed its -wal)."""
+    base = path.resolve().as_uri()
+    try:
+        db = sqlite3.connect(f"{base}?mode=ro", uri=True, timeout=30)
+        try:
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        finally:
+            db.close()
+        return f"{base}?mode=ro"
+    except sqlite3.OperationalError as e:
+        if "unable to open" not in str(e):
+            raise
+    if _wal_size(path):
+        print(f"compile-lab: the run store {path} is read-only and its -wal file cannot be read without a -shm file "
+              "beside it: the runs written last before it was made read-only may be missing", file=sys.stderr)
+    return f"{base}?mode=ro&immutable=1"
+
+
+def open_file(path: Path, **kwargs) -> sqlite3.Connection:
+    """A connection to the store at `path`: read-only where this process found it can only be read (StoreFile)."""
+    read_only = _READ_ONLY.get(path.resolve())
+    return sqlite3.connect(read_only[1], uri=True, **kwargs) if read_only else sqlite3.connect(path, **kwargs)
 
 
 def check_path(path: Path) -> None:
@@ -122,9 +179,61 @@ def _wal_size(path: Path) -> int:
         return 0
 
 
+def damage(path: Path) -> str | None:
+    """What is wrong with the store file at `path`, in words; None where SQLite reads all of it without error."""
+    try:
+        check_path(path)
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            found = [row[0] for row in db.execute("PRAGMA quick_check(5)")]
+        finally:
+            db.close()
+    except StoreError as e:
+        return str(e).split(": ", 1)[-1]
+    except sqlite3.DatabaseError as e:
+        return f"SQLite cannot read it: {e}"
+    return None if found == ["ok"] else f"SQLite finds it damaged: {'; '.join(found)}"
+
+
+def set_aside(path: Path, now: float | None = None) -> tuple[Path, list[Path], str]:
+    """Move a damaged run store out of the way, so that the next process makes a new, empty one at `path`.
+
+    Renamed beside itself with the time, its -wal and -shm files with it (runs.sqlite.damaged-20250101-120000): a -wal
+    left behind would be replayed into the new store. Nothing is deleted: a person may get runs back from it
+    (`sqlite3 FILE .recover`). Returns (the new path, the files moved, what was wrong). StoreError, with nothing
+    moved, for a missing file, one that is not a file, or a store SQLite reads without error."""
+    if not path.exists():
+        raise StoreError(f"there is no run store at {path}: nothing to set aside")
+    if not path.is_file():
+        raise StoreError(f"{path} is not a file: nothing was moved")
+    why = damage(path)
+    if why is None:
+        raise StoreError(f"the run store {path} is not damaged (SQLite reads all of it without error): nothing was "
+                         "moved")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    target, n = path.with_name(f"{path.name}.damaged-{stamp}"), 1
+    sidecars = ("", "-wal", "-shm")
+    while any(target.with_name(target.name + s).exists() for s in sidecars):  # set aside twice within a second
+        target, n = path.with_name(f"{path.name}.damaged-{stamp}-{n}"), n + 1
+    moved: list[Path] = []
+    for suffix in sidecars:
+        source = path.with_name(path.name + suffix)
+        if not source.exists():
+            continue
+        try:
+            os.rename(source, target.with_name(target.name + suffix))
+        except OSError as e:
+            done = f"; moved already: {', '.join(map(str, moved))}" if moved else "; nothing was moved"
+            raise StoreError(f"cannot move {source} to {target.parent}: {e.strerror}{done}") from None
+        moved.append(source)
+    return target, moved, why
+
+
 # Store files this process has set up: resolved path -> the file's inode then. A store deleted while in use
 # (its file recreated empty by the next connection) is set up again rather than left without tables.
 _SCHEMA_READY: dict[Path, int] = {}
+# Of those, the ones that can only be read: resolved path -> (why, in words; the URI that opens it read-only).
+_READ_ONLY: dict[Path, tuple[str, str]] = {}
 
 
 class Part:
@@ -157,6 +266,10 @@ class StoreFile(Part):
         if ready is not None and info is not None and info.st_size > 0 and info.st_ino == ready:
             return
         check_path(self.path)
+        if reason := read_only_reason(self.path):
+            self._open_read_only(resolved, reason)
+            return
+        _READ_ONLY.pop(resolved, None)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._open() as db:
@@ -168,8 +281,34 @@ class StoreFile(Part):
             raise StoreError(f"cannot use {self.path} as the run store: {e}") from None
         if ready is not None:
             print(f"compile-lab: the run store {self.path} was deleted while in use; a new, empty one was made "
-                  "in its place (the runs it held are gone)", file=sys.stderr)
+                  "in its place (the runs it held are gone, unless it was moved: `python -m tcore store set-aside` "
+                  "keeps it beside, renamed)", file=sys.stderr)
         _SCHEMA_READY[resolved] = resolved.stat().st_ino
+
+    def _open_read_only(self, resolved: Path, reason: str) -> None:
+        """Read a store that cannot be written as it is: no WAL switch, no tables made, nothing written beside it."""
+        if not resolved.exists() or resolved.stat().st_size == 0:
+            raise StoreError(f"cannot make a run store at {self.path}: {reason}; name a file in a folder you can "
+                             "write (--db PATH or COMPILE_LAB_DB)")
+        try:
+            uri = _read_only_uri(resolved)
+            with closing(sqlite3.connect(uri, uri=True, timeout=30)) as db:
+                lacking = schema.missing(db)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot use {self.path} as the run store ({reason}): {e}") from None
+        if lacking:
+            shown = ", ".join(lacking[:3]) + (" and more" if len(lacking) > 3 else "")
+            raise StoreError(f"cannot use {self.path} as the run store: {reason}, and it was made by an older version "
+                             f"of the lab (it lacks {shown}); open it once where it can be written")
+        _READ_ONLY[resolved] = (reason, uri)
+        _SCHEMA_READY[resolved] = resolved.stat().st_ino
+
+    @property
+    def read_only(self) -> str | None:
+        """Why this store can only be read, in words (a read-only mount, file or folder); None where it can be
+        written. Known once the store is opened; writes to it raise StoreReadOnly."""
+        found = _READ_ONLY.get(self.path.resolve())
+        return found[0] if found else None
 
     @property
     def store_id(self) -> str:
@@ -179,7 +318,7 @@ class StoreFile(Part):
 
     @contextmanager
     def _open(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db = open_file(self.path, timeout=30, isolation_level=None)
         db.row_factory = sqlite3.Row
         db.execute("PRAGMA foreign_keys=ON")
         try:
@@ -196,6 +335,9 @@ class StoreFile(Part):
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One short write transaction; BEGIN IMMEDIATE takes the write lock up front, so no deadlock."""
+        self._ensure_schema()
+        if (reason := self.read_only) is not None:
+            raise StoreReadOnly(self.path, reason)
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:

@@ -1,11 +1,13 @@
 """Every table of the run store, in one place, and the one function that creates or upgrades them.
 
 create() runs once per store file per process, when the store is opened (tcore.store.connection); reads and
-writes never run DDL. Tables are created IF NOT EXISTS and the queue's columns are added to `runs` with
+writes never run DDL. A store that can only be read is not changed: missing() says what it lacks, and it must lack
+nothing. Tables are created IF NOT EXISTS and the queue's columns are added to `runs` with
 ALTER TABLE, so a store written by an older version keeps its runs and gains what it lacks.
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 import uuid
 
@@ -139,6 +141,19 @@ QUEUE_COLUMNS = {
     "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
     "memory_gib": "REAL",          # its device memory estimate (tcore.lab.memory); NULL: unknown, so it runs alone
 }
+
+
+def missing(db: sqlite3.Connection) -> list[str]:
+    """What create() would add to this store, in words; [] for a store it has set up. A store that can only be read is
+    used as it is, so it must lack nothing."""
+    have = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    lacking = [f"table {name}" for name in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", TABLES) if name not in have]
+    if "runs" in have:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+        lacking += [f"column runs.{name}" for name in QUEUE_COLUMNS if name not in columns]
+    if "meta" in have and db.execute("SELECT 1 FROM meta WHERE key='store_id'").fetchone() is None:
+        lacking.append("its store id")
+    return lacking
 
 
 def create(db: sqlite3.Connection) -> None:
