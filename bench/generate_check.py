@@ -1,12 +1,17 @@
-"""The independent check of the generate task: the same greedy generation timed three ways, side by side.
+"""The independent check of the generate task: the same greedy generation timed by transformers, by a plain loop
+and by the lab, side by side, each in tokens/s.
 
-    python bench/generate_check.py                       # tiny hf:gpt2 on the CPU (a few Inductor compiles)
+    python bench/generate_check.py --device cpu --preset tiny --new-tokens 8     # the dry run of the GPU check's code
     python bench/generate_check.py --model hf:llama --preset 3.2-1b --precision bf16 --batch-size 1 \\
         --prompt-len 128 --new-tokens 256 --mode reduce-overhead          # the GPU check: Llama-3.2-1B's shape
 
-1. transformers' own generate(): cache_implementation="static", model.forward compiled with the mode and
-   fullgraph=True (transformers' documented recipe); greedy, exactly --new-tokens tokens (min_new_tokens). Its decode
-   speed is (new tokens - 1) / (time of a full generate - time of a one-token generate), each the median of --repeats.
+1. transformers' own generate(), greedy, exactly --new-tokens tokens (do_sample=False, max_new_tokens=N,
+   min_new_tokens=N), with a static cache (cache_implementation="static"), three ways: nothing compiled
+   (disable_compile=True); its automatic compile of the decode steps (on a GPU by itself; on the CPU only with a
+   CompileConfig that says so); and the documented recipe, model.forward = torch.compile(model.forward, mode=MODE,
+   fullgraph=True). Each way's decode speed is (new tokens - 1) / (time of a full generate - time of a one-token
+   generate), each the median of --repeats; its whole-generation speed is new tokens / time of a full generate.
+   Argument names are feature-detected: a way this transformers lacks says so instead of a figure.
 2. A plain loop written here: transformers' StaticCache, a compiled one-token step (the same mode, fullgraph), and the
    same loop eager; decode speed is the decode steps over their time, synchronized at both ends only.
 3. The lab: `python -m tcore run --task generate` with the same settings, in a fresh process; its decode tokens/s,
@@ -14,7 +19,7 @@
    (TB/s) and their share of the bandwidth the lab's worker measured on this GPU (a device-to-device copy of a buffer
    far larger than L2, read + write bytes) and of the datasheet's.
 
-Prints one line per figure and writes bench/results/generate-check-<model>-<preset>-<machine>.json. The three should
+Prints one line per figure and writes bench/results/generate-check-<model>-<preset>-<machine>.json. The ways should
 agree within a few percent on a quiet machine; the lab's eager/compiled ratio is its headline. --coordinate-descent
 turns on Inductor's coordinate-descent tuning (gpt-fast's setting) in the loop and the lab: a much longer compile.
 """
@@ -35,10 +40,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def machine() -> str:
+def machine(device: str) -> str:
     import torch
 
-    if not torch.cuda.is_available():
+    if device != "cuda":
         return "cpu"
     name = torch.cuda.get_device_name().lower()
     return next((tag for tag in ("h200", "h100", "a100", "l40s", "l4") if tag in name), "gpu")
@@ -77,18 +82,61 @@ def build(args, device: str):
     return model, prompt, dtype
 
 
-def hf_generate(args, device: str) -> dict:
-    """transformers' generate with a static cache and a compiled forward (its recipe)."""
+# transformers' own generate(), three ways (the result's keys): greedy, exactly --new-tokens tokens, a static cache
+GENERATE_WAYS = {
+    "generate_static": "generate(cache_implementation=\"static\"), nothing compiled (disable_compile=True)",
+    "generate_auto_compile": "generate(cache_implementation=\"static\") with its automatic compile of the decode "
+                             "steps (a CompileConfig on the CPU, where it compiles only when told to)",
+    "generate_compiled_forward": "model.forward = torch.compile(model.forward, mode=MODE, fullgraph=True), the "
+                                 "documented recipe, with generate(cache_implementation=\"static\", "
+                                 "disable_compile=True) around it",
+}
+
+
+def generate_kwargs(model, args, way: str) -> tuple[dict, str | None]:
+    """The generate() arguments of `way` on this transformers (feature-detected), or (None, why it cannot run)."""
+    config = model.generation_config
+    kwargs = dict(do_sample=False, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, use_cache=True,
+                  cache_implementation="static")
+    takes_disable = hasattr(config, "disable_compile")
+    if way in ("generate_static", "generate_compiled_forward") and takes_disable:
+        kwargs["disable_compile"] = True  # else, on a GPU, generate compiles the decode steps on top by itself
+    if way == "generate_auto_compile":
+        import transformers
+
+        if not (takes_disable and hasattr(transformers, "CompileConfig")):
+            return None, f"transformers {transformers.__version__} has no automatic compile in generate()"
+        if args.device != "cuda" or args.backend != "inductor":  # its defaults: inductor, reduce-overhead, GPU only
+            compile_config = transformers.CompileConfig(
+                backend=args.backend, mode=args.mode if args.backend == "inductor" else None)
+            if not hasattr(compile_config, "_compile_all_devices"):
+                return None, (f"transformers {transformers.__version__} compiles generate() on a GPU only (no "
+                              "CompileConfig._compile_all_devices)")
+            compile_config._compile_all_devices = True  # what transformers' own tests set to compile on the CPU
+            kwargs["compile_config"] = compile_config
+    return kwargs, None
+
+
+def hf_generate(args, device: str, way: str) -> dict:
+    """transformers' generate() one way (GENERATE_WAYS): tokens/s of the whole generation and of its decode.
+
+    Decode speed is (new tokens - 1) / (time of a full generate - time of a one-token generate), each the median of
+    --repeats; transformers sizes the static cache for the longest generation so far, so both use one cache size."""
     import torch
 
     model, prompt, _ = build(args, device)
-    model.forward = torch.compile(model.forward, mode=args.mode, fullgraph=True)
+    kwargs, why_not = generate_kwargs(model, args, way)
+    if kwargs is None:
+        return {"unavailable": why_not, "how": GENERATE_WAYS[way]}
+    if way == "generate_compiled_forward":
+        mode = {"mode": args.mode} if args.backend == "inductor" else {}
+        model.forward = torch.compile(model.forward, backend=args.backend, fullgraph=True, **mode)
 
     def generate(n):
         with torch.no_grad():
-            return model.generate(prompt, do_sample=False, max_new_tokens=n, min_new_tokens=n, use_cache=True,
-                                  cache_implementation="static")
+            return model.generate(prompt, **{**kwargs, "max_new_tokens": n, "min_new_tokens": n})
 
+    torch._dynamo.reset()  # each way compiles from nothing, not from the graphs of the way before
     t0 = time.perf_counter()
     first = generate(args.new_tokens)
     sync(device)
@@ -96,8 +144,10 @@ def hf_generate(args, device: str) -> dict:
     generate(1)
     full = statistics.median(timed(lambda: generate(args.new_tokens), device) for _ in range(args.repeats))
     one = statistics.median(timed(lambda: generate(1), device) for _ in range(args.repeats))
-    return {"decode_tokens_per_s": (args.new_tokens - 1) / (full - one), "ttft_ms": one * 1e3,
-            "first_generate_s": first_s, "tokens": first[0, args.prompt_len:].tolist()}
+    compiled = hasattr(model, "_compiled_call") if way == "generate_auto_compile" else way != "generate_static"
+    return {"decode_tokens_per_s": (args.new_tokens - 1) / (full - one), "tokens_per_s": args.new_tokens / full,
+            "ttft_ms": one * 1e3, "first_generate_s": first_s, "compiled": compiled, "how": GENERATE_WAYS[way],
+            "arguments": {k: repr(v) for k, v in kwargs.items()}, "tokens": first[0, args.prompt_len:].tolist()}
 
 
 def plain_loop(args, device: str, compiled: bool) -> dict:
@@ -128,7 +178,9 @@ def plain_loop(args, device: str, compiled: bool) -> dict:
         import torch._inductor.config
 
         torch._inductor.config.coordinate_descent_tuning = True
-    step = torch.compile(forward, mode=args.mode, fullgraph=True) if compiled else forward
+    mode = {"mode": args.mode} if args.backend == "inductor" else {}
+    torch._dynamo.reset()
+    step = torch.compile(forward, backend=args.backend, fullgraph=True, **mode) if compiled else forward
     mark = torch.compiler.cudagraph_mark_step_begin if device == "cuda" else (lambda: None)
 
     @torch.no_grad()
@@ -160,7 +212,8 @@ def lab(args) -> dict:
     command = [sys.executable, "-m", "tcore", "run", "--task", "generate", "--model", args.model, "--preset",
                args.preset, "--batch-size", str(args.batch_size), "--precision", args.precision, "--prompt-len",
                str(args.prompt_len), "--new-tokens", str(args.new_tokens), "--mode", args.mode, "--kv-cache", "static",
-               "--db", str(db), "--json", "--quiet"] + (["--coordinate-descent"] if args.coordinate_descent else [])
+               "--device", args.device, "--backend", args.backend, "--db", str(db), "--json", "--quiet"] \
+        + (["--coordinate-descent"] if args.coordinate_descent else [])
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"the lab's run failed:\n{out.stderr[-3000:]}")
@@ -204,10 +257,13 @@ def lab_lines(lab_figs: dict) -> list[str]:
             f"device idle {idle}"]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="hf:gpt2", help="a transformers causal LM as hf:TYPE (default hf:gpt2)")
     parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                        help="where to generate (default: the GPU where there is one); --device cpu --preset tiny "
+                             "--new-tokens 8 is the dry run of the GPU check's code")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default=None,
                         help="weights' dtype (default: bf16 on a GPU, fp32 on the CPU)")
@@ -215,20 +271,28 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--mode", default=None, help="torch.compile mode (default: reduce-overhead on a GPU, "
                                                      "default on the CPU)")
+    parser.add_argument("--backend", choices=["inductor", "aot_eager", "eager"], default="inductor",
+                        help="the compiler backend of every compiled way (default inductor; the others take no mode, "
+                             "for a quicker dry run)")
     parser.add_argument("--repeats", type=int, default=5, help="timed generations per way, after two warm-ups")
     parser.add_argument("--skip", nargs="*", default=[], choices=["generate", "loop", "lab"],
-                        help="ways not to time")
+                        help="ways not to time (generate: all three of transformers' generate())")
     parser.add_argument("--coordinate-descent", action="store_true",
                         help="Inductor's coordinate-descent tuning in the compiled loop and the lab (gpt-fast turns "
                              "it on; on an H100 the lab's compile of a 1B decoder with it ran past 240 s)")
     parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import torch
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: this machine has no usable CUDA GPU; choose --device cpu or auto")
+    device = args.device = "cuda" if args.device == "auto" and torch.cuda.is_available() else \
+        ("cpu" if args.device == "auto" else args.device)
     args.precision = args.precision or ("bf16" if device == "cuda" else "fp32")
     args.mode = args.mode or ("reduce-overhead" if device == "cuda" else "default")
-    found: dict = {"machine": machine(), "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+    if args.backend != "inductor" and args.mode != "default":
+        parser.error(f"--mode {args.mode} is Inductor's: with --backend {args.backend} choose --mode default")
+    found: dict = {"machine": machine(device), "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                    "torch": torch.__version__, "settings": {k: str(v) for k, v in vars(args).items()}}
     import transformers
 
@@ -237,24 +301,29 @@ def main() -> int:
         found["loop_eager"] = plain_loop(args, device, compiled=False)
         found["loop_compiled"] = plain_loop(args, device, compiled=True)
     if "generate" not in args.skip:
-        found["hf_generate_compiled"] = hf_generate(args, device)
+        for way in GENERATE_WAYS:
+            found[way] = hf_generate(args, device, way)
     if "lab" not in args.skip:
         found["lab"] = lab(args)
     print(f"{args.model}/{args.preset} bs{args.batch_size} {args.precision} {args.prompt_len}+{args.new_tokens} "
-          f"tokens, mode={args.mode}, on {found['device']}")
-    for way in ("loop_eager", "loop_compiled", "hf_generate_compiled"):
-        if way in found:
-            print(f"  {way:22} {found[way]['decode_tokens_per_s']:9.1f} tokens/s per sequence")
+          f"tokens, mode={args.mode}, backend={args.backend}, on {found['device']}, transformers "
+          f"{transformers.__version__}")
+    timed_ways = [w for w in ("loop_eager", "loop_compiled", *GENERATE_WAYS) if w in found]
+    for way in timed_ways:
+        print(way_line(way, found[way]))
     if "lab" in found:
         lab_figs = found["lab"]
         print("\n".join(lab_lines(lab_figs)))
-        for way in ("loop_compiled", "hf_generate_compiled"):
-            if way in found:
+        for way in ("loop_compiled", "generate_auto_compile", "generate_compiled_forward"):
+            if found.get(way, {}).get("decode_tokens_per_s"):
                 gap = 100 * (lab_figs["compiled_decode_tokens_per_s"] / found[way]["decode_tokens_per_s"] - 1)
                 print(f"  lab compiled vs {way}: {gap:+.1f}%")
-    if "loop_compiled" in found and "hf_generate_compiled" in found:
-        found["loop_and_generate_same_tokens"] = (found["loop_compiled"]["tokens"]
-                                                  == found["hf_generate_compiled"]["tokens"])
+    reference = next((found[w]["tokens"] for w in ("loop_eager", "generate_static") if "tokens" in found.get(w, {})),
+                     None)
+    if reference is not None:  # greedy: every way should write the same tokens (bf16 may part late on)
+        found["same_tokens"] = {w: found[w]["tokens"] == reference for w in timed_ways if "tokens" in found[w]}
+        print(f"  same tokens as {'loop_eager' if 'loop_eager' in found else 'generate_static'}: "
+              + ", ".join(f"{w} {same}" for w, same in found["same_tokens"].items()))
     tuned = "-coordinate-descent" if args.coordinate_descent else ""
     name = f"generate-check-{args.model.replace(':', '-')}-{args.preset}{tuned}-{found['machine']}"
     out = args.out or REPO / "bench" / "results" / f"{name}.json"
@@ -262,6 +331,16 @@ def main() -> int:
     out.write_text(json.dumps(found, indent=2))
     print(f"wrote {out}")
     return 0
+
+
+def way_line(way: str, figs: dict) -> str:
+    """One way's line: decode tokens/s per sequence (and the whole generation's), or why it has none."""
+    if figs.get("unavailable"):
+        return f"  {way:26} n/a ({figs['unavailable']})"
+    whole = f", whole generation {figs['tokens_per_s']:.1f} tokens/s" if figs.get("tokens_per_s") else ""
+    note = "" if figs.get("compiled", True) or way != "generate_auto_compile" else \
+        " (transformers did not compile: its criteria were not met)"
+    return f"  {way:26} {figs['decode_tokens_per_s']:9.1f} tokens/s per sequence in decode{whole}{note}"
 
 
 if __name__ == "__main__":

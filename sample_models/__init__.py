@@ -96,19 +96,52 @@ def _param_count(name: str, preset: str) -> int:
     return sum(p.numel() for p in get(name).build(preset, device="meta").parameters())
 
 
+# Where no abstract run can count a model's FLOPs, a model up to this size is run for real at batch 1 on the CPU: a
+# second or two of the worker's time, and at most 0.4 GB of float32 weights.
+FLOPS_ON_CPU_MAX_PARAMS = 100_000_000
+
+
 @functools.lru_cache(maxsize=None)
 def _flops_per_sample(name: str, preset: str, training: bool) -> int:
+    """FLOPs of one sample, counted without memory on the model's abstract device; where its forward cannot run there
+    (an op without a meta kernel, a size that depends on values), on fake tensors with symbolic sizes; where those
+    cannot give a number either (a branch on a value, FLOPs that depend on values), by a real run at batch 1 on the
+    CPU for a model of at most FLOPS_ON_CPU_MAX_PARAMS parameters. Raises NotImplementedError, saying why, where none
+    can count them."""
     m = get(name)
-    with m.abstract() as device:
-        model = m.build(preset, device=device)
-        # eval(): BatchNorm refuses a batch of one in training mode; the counted matmuls and convs are the same
-        model.eval()
-        batch = m.make_batch(preset, 1, device=device)
-        with FlopCounterMode(display=False) as counter:
-            output = model(*batch.inputs)
-            if training:
-                m.loss(output, batch).backward()
-    return counter.get_total_flops()
+    failed = []
+    for way in ("abstract", "symbolic", "cpu"):
+        try:
+            if way == "cpu" and (params := _param_count(name, preset)) > FLOPS_ON_CPU_MAX_PARAMS:
+                failed.append(f"{params / 1e6:.0f} M parameters are too many to count on the CPU")
+                break
+            return _count_flops(m, preset, training, way)
+        except Exception as e:  # noqa: BLE001 (the next way counts them; all failing is said below)
+            text = str(e).strip()
+            failed.append(f"{way}: {type(e).__name__}" + (f": {text.splitlines()[0][:200]}" if text else ""))
+    raise NotImplementedError(f"the FLOPs of {name} could not be counted ({'; '.join(failed)})")
+
+
+def _count_flops(m, preset: str, training: bool, way: str) -> int:
+    if way == "abstract":
+        with m.abstract() as device:
+            return _flops_of(m, m.build(preset, device=device), preset, training, device)
+    if way == "symbolic":
+        model = m.build(preset, device="meta")
+        with sources.symbolic_sizes() as device:
+            return _flops_of(m, model, preset, training, device)
+    return _flops_of(m, m.build(preset, device="cpu"), preset, training, "cpu")
+
+
+def _flops_of(m, model: nn.Module, preset: str, training: bool, device) -> int:
+    # eval(): BatchNorm refuses a batch of one in training mode; the counted matmuls and convs are the same
+    model.eval()
+    batch = m.make_batch(preset, 1, device=device)
+    with FlopCounterMode(display=False) as counter:
+        output = model(*batch.inputs)
+        if training:
+            m.loss(output, batch).backward()
+    return int(counter.get_total_flops())  # int(): a total that depends on values cannot be one, and says so
 
 
 MODELS: dict[str, SampleModel] = {

@@ -36,9 +36,9 @@ import functools
 
 
 # the names the rest of the lab reaches here, as sample_models.sources.quiet_dropout and so on (the snippet's code calls quiet_dropout)
-from sample_models.sources.common import (LAB, OFFLINE, QUIET, NeedsDownload, RealModel, Source,  # noqa: F401
-                                          UnknownModel, _count, _on, go_offline, offline_build, quiet_dropout,
-                                          repeated_classes)
+from sample_models.sources.common import (LAB, OFFLINE, QUIET, CannotBuild, NeedsDownload, RealModel,  # noqa: F401
+                                          Source, UnknownModel, _count, _on, go_offline, offline_build, quiet_dropout,
+                                          repeated_classes, symbolic_sizes)
 from sample_models.sources.diffusers_models import DiffusersSource
 from sample_models.sources.file_models import FILE_INTERFACE, SOURCES_FILE, FileSource, file_model  # noqa: F401
 from sample_models.sources.hf_models import HfSource
@@ -50,9 +50,19 @@ SOURCES: dict[str, Source] = {s.key: s for s in (TorchvisionSource(), TimmSource
 
 
 def entry(name: str) -> RealModel:
-    if name.startswith("file:") and name[5:]:  # not cached by name: a file changes, and its card with it
-        return SOURCES_FILE.entry(name[5:])
-    return _entry(name)
+    """The entry of SOURCE:NAME. Raises ValueError, saying why, for a name that cannot be read here: whatever its
+    library raises while building it on "meta" to read its sizes is said in one line (CannotBuild), never a
+    traceback in place of the check before a run."""
+    try:
+        if name.startswith("file:") and name[5:]:  # not cached by name: a file changes, and its card with it
+            return SOURCES_FILE.entry(name[5:])
+        return _entry(name)
+    except ValueError:  # UnknownModel, NeedsDownload, ...: already in words
+        raise
+    except Exception as e:  # noqa: BLE001 (a library's error while reading the model, said as the reason)
+        text = str(e).strip().splitlines()[0][:300] if str(e).strip() else "no message"
+        raise CannotBuild(f"{name} could not be built here to read its sizes ({type(e).__name__}: {text}); "
+                          "pick another model, or another version of its library") from e
 
 
 @functools.lru_cache(maxsize=None)

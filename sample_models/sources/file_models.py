@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from sample_models.sources.common import LAB, RealModel, Source, UnknownModel, offline_build, repeated_classes
+from sample_models.sources.common import (LAB, RealModel, Source, UnknownModel, _build_on, offline_build,
+                                          repeated_classes)
 
 
 FILE_INTERFACE = """\
@@ -147,7 +147,7 @@ class FileSource(Source):
 
     def build_code(self, ref, sizes):
         return ["import importlib.util", "",
-                f"spec = importlib.util.spec_from_file_location('my_model', {ref!r})",
+                f"spec = importlib.util.spec_from_file_location('my_model', {str(self.path(ref))!r})  # <-- your file",
                 "my_model = importlib.util.module_from_spec(spec)", "spec.loader.exec_module(my_model)",
                 "with torch.device(device):",
                 f"    model = my_model.build({sizes['preset']!r})  # <-- your model"]
@@ -183,8 +183,8 @@ def _imported_entry(ref: str, mtime_ns: int | None) -> RealModel:
         raise UnknownModel(f"file:{ref} defines no {' or '.join(n + '()' for n in missing)}. {FILE_INTERFACE}")
     presets = dict(getattr(mod, "PRESETS", None) or {"default": {}})
     batch = {"cpu": 2, "cuda": 32, **(getattr(mod, "DEFAULT_BATCH", None) or {})}
-    with torch.device("meta"), offline_build(f"file:{ref}"):
-        model = mod.build(next(iter(presets)))
+    with offline_build(f"file:{ref}"):  # on the CPU, weights moved to "meta", where its build needs real values
+        model = _build_on("meta", lambda: mod.build(next(iter(presets))))
     convolutional = any(isinstance(m, (nn.Conv2d, nn.Conv3d)) for m in model.modules())
     first = ((mod.__doc__ or "").strip().splitlines() or [f"A model of your own ({ref})."])[0]
     return RealModel(

@@ -10,7 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from sample_models.sources.common import QUIET, RealModel, Source, UnknownModel, _count, go_offline, repeated_classes
+from sample_models.sources.common import (QUIET, RealModel, Source, UnknownModel, _build_on, _count, go_offline,
+                                          repeated_classes)
 
 
 HF_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
@@ -32,6 +33,15 @@ HF_PUBLISHED = {
 # in that order (T5, BART, Marian, Pegasus, mBART...); a speech or vision encoder-decoder takes other inputs.
 SEQ2SEQ_ARGS = ["input_ids", "attention_mask", "decoder_input_ids"]
 KIND_WORDS = {"causal": "decoder", "masked": "encoder", "seq2seq": "encoder-decoder"}
+# What the card says of the KV cache: inference and training are one forward over the whole sequence, built with
+# use_cache=False as PyTorch's dynamo harness builds them; task=generate decodes a token at a time with a KV cache.
+CACHE_WORDS = {
+    "causal": ("inference and training run one forward over the whole sequence (use_cache=False, as PyTorch's "
+               "harness runs it); task=generate decodes a token at a time with transformers' KV cache, static or "
+               "dynamic (the Generation settings)."),
+    "masked": "one forward over the whole sequence (use_cache=False).",
+    "seq2seq": "one forward over the whole sequence (use_cache=False).",
+}
 
 
 class HfSource(Source):
@@ -100,9 +110,8 @@ class HfSource(Source):
             try:
                 if not isinstance(getattr(self.config(ref, sizes), "vocab_size", None), int):
                     raise ValueError("its config has no vocab_size of its own (a composite of other configs)")
-                with torch.device("meta"):
-                    model = self.build(ref, sizes)
-            except (TypeError, ValueError, AttributeError, KeyError, NotImplementedError) as e:  # a config class that needs more than sizes
+                model = _build_on("meta", lambda: self.build(ref, sizes))
+            except (TypeError, ValueError, AttributeError, KeyError, RuntimeError) as e:  # a config class that needs more than sizes
                 raise UnknownModel(f"hf:{ref} cannot be built from its config class alone ({type(e).__name__}: {e}); "
                                    "the lab builds models from AutoConfig.for_model(model_type) with no file") from e
             counts[name] = sum(p.numel() for p in model.parameters())
@@ -122,7 +131,7 @@ class HfSource(Source):
                          f"weights, no download. Token ids in"
                          + (" (decoder inputs: the labels shifted right after the config's decoder start token)"
                             if kind == "seq2seq" else "")
-                         + f", use_cache=False; the varying dimension is the sequence "
+                         + f"; {CACHE_WORDS[kind]} The varying dimension is the sequence "
                          f"length. Parameters by preset: {sizes}. 'full' is the config class's defaults"
                          + (f"; {', '.join(published)} the published size{'s' if len(published) > 1 else ''}."
                             if published else ".")
