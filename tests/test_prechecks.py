@@ -216,3 +216,23 @@ def test_a_run_without_an_estimate_queues_and_carries_the_note(store, monkeypatc
             "runs with the out-of-memory guard alone") in run.notes  # on the CPU no GPU is shared
     run.cancel()
     store.finish(holder, result={"device": "cpu"})
+
+
+def test_a_run_whose_flops_cannot_be_counted_goes_on_without_them(monkeypatch):
+    """The FLOP count is a pre-check inside the worker: where it cannot be made, the figure is n/a with the reason,
+    and the run's own figures stand."""
+    from types import SimpleNamespace
+
+    from tcore.experiment.spec import Experiment
+    from tcore.host.power import PowerMeter
+    from tcore.worker.measurement import Measurement
+
+    def cannot(preset, *, training=False):
+        raise NotImplementedError("its forward reads a tensor's values on every device the lab can count on")
+
+    model = torch.nn.Linear(4, 4)
+    w = SimpleNamespace(model=model, entry=SimpleNamespace(flops_per_sample=cannot), schedule=None)
+    m = Measurement(Experiment(device="cpu"), "cpu", PowerMeter("none here"), lambda e: None, None, {})
+    m._describe(w)
+    assert m.result.run.flops_per_step is None and m.result.run.param_count == 20
+    assert "could not be counted: its forward reads" in m.result.unavailable["flops_per_step"]
