@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 
 .PHONY: app test cluster-demo
 # ADDRESS: the network interface the app listens on; every one by default (a workshop room), 127.0.0.1 for
-# this machine only. The server says which at start.
+# this machine only. The server says which at start. FORWARDED_ALLOW_IPS empty: Streamlit's web server (uvicorn)
+# would believe X-Forwarded-For from 127.0.0.1 on its own; [room] trusted_proxies decides instead (docs/room.md).
 ADDRESS ?= 0.0.0.0
 app: $(VENV)/.app-installed
-	$(PY) -m streamlit run serve.py --server.address $(ADDRESS)
+	FORWARDED_ALLOW_IPS= $(PY) -m streamlit run serve.py --server.address $(ADDRESS)
 
 # The suite in two parts: most of it on TEST_WORKERS processes, a file to each (its module fixtures stay whole), the
 # longest files first (tests/conftest.py: LONGEST_FIRST; --no-loadscope-reorder keeps that order); then the real

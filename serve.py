@@ -31,14 +31,34 @@ STATIC_PREFIX = "/app/static/"
 
 
 def start_queue() -> int:
+    """Start the run queue; a store that cannot be used or settings written wrongly are said in a line and the server
+    starts anyway: every page then says what is wrong and what to do (app.py), and the queue starts with the first
+    page opened once it is mended. A server that refused to start left participants with "connection refused"."""
+    import sqlite3
+
     from tcore.lab import private
-    from tcore.lab import limits, model_cards, runs
-    from tcore.store import RunStore
+    from tcore.lab import cluster, limits, model_cards, runs
+    from tcore.store import RunStore, StoreError, default_path
 
     private.hide_environment()  # the passcode in this process's environment, out of a worker's reach
-    store = RunStore()  # $COMPILE_LAB_DB, as app.py opens it
-    model_cards.install(store, files_allowed=limits.files_allowed)  # this process never imports a model file
-    adopted = runs.serve(store)
+    try:
+        store = RunStore()  # $COMPILE_LAB_DB, as app.py opens it
+        if store.read_only:
+            print(f"compile-lab: the run store {store.path} can only be read ({store.read_only}): no run queue; "
+                  "the pages show its runs", file=sys.stderr, flush=True)
+            return 0  # app.py, at the first page, lets the pages read it without writing
+        model_cards.install(store, files_allowed=limits.files_allowed)  # this process never imports a model file
+        adopted = runs.serve(store)
+    except (StoreError, sqlite3.DatabaseError) as e:
+        print(f"compile-lab: the run queue did not start: the run store cannot be used: {e}. The server starts "
+              "anyway and every page says so. If the file is damaged, keep it aside and start a new store with "
+              f"`python -m tcore store set-aside --db {default_path()}`, then reload a page.", file=sys.stderr,
+              flush=True)
+        return 0
+    except (limits.LimitsError, cluster.ClusterError) as e:
+        print(f"compile-lab: the run queue did not start: the lab's settings cannot be used: {e}. The server starts "
+              "anyway and every page says so; mend the setting, then reload a page.", file=sys.stderr, flush=True)
+        return 0
     print(f"compile-lab: run queue started with the server; {len(adopted)} queued run(s) taken over",
           file=sys.stderr, flush=True)
     return len(adopted)

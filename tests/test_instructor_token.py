@@ -1,5 +1,6 @@
 """The instructor's unlock outlives the session it was typed in, for the same browser at the same address only
-(ui.people): a random token in a cookie, known only to this server process; Lock revokes every one; a changed
+(ui.people): a random token in a cookie and under the browser's Streamlit XSRF token, known only to this server
+process; Lock revokes every one; a changed
 passcode, a token the server never issued, one from another address or one past UNLOCK_HOURS unlocks nothing; and
 only the session that unlocked or locked writes the cookie. Driven in Streamlit's bare mode, where session_state is
 one dict: each "session" here is that dict emptied, with the cookie the browser would send."""
@@ -25,7 +26,7 @@ def browser(monkeypatch):
         jar[people.INSTRUCTOR_COOKIE] = value
 
     monkeypatch.setattr(people, "cookie", jar.get)
-    monkeypatch.setattr(people, "_address", lambda: "10.0.0.7")
+    monkeypatch.setattr(people, "client_address", lambda: "10.0.0.7")
     monkeypatch.setattr(st, "html", page_script)
     monkeypatch.setenv(limits.PASSCODE_ENV, CODE)
     new_session()
@@ -33,6 +34,7 @@ def browser(monkeypatch):
     yield jar
     new_session()
     people._UNLOCKED.clear()
+    people._BROWSER_UNLOCKS.clear()
 
 
 def new_session(state: dict | None = None) -> None:
@@ -92,9 +94,9 @@ def test_another_address_a_changed_passcode_a_forged_or_an_old_token_or_a_restar
         new_session()
         return people.is_instructor()
 
-    monkeypatch.setattr(people, "_address", lambda: "10.0.0.8")  # the cookie, copied to another machine
+    monkeypatch.setattr(people, "client_address", lambda: "10.0.0.8")  # the cookie, copied to another machine
     assert not fresh_tab_is_instructor()
-    monkeypatch.setattr(people, "_address", lambda: "10.0.0.7")
+    monkeypatch.setattr(people, "client_address", lambda: "10.0.0.7")
     assert not fresh_tab_is_instructor()  # and a token that was tried elsewhere is forgotten
 
     people.unlock(CODE)
@@ -117,3 +119,44 @@ def test_another_address_a_changed_passcode_a_forged_or_an_old_token_or_a_restar
     page_drawn()
     people._UNLOCKED.clear()  # the server restarted: its tokens are gone
     assert not fresh_tab_is_instructor()
+
+
+def xsrf(token: bytes, mask: bytes = b"\x01\x02\x03\x04") -> str:
+    """Streamlit's XSRF cookie for `token`, as its server writes it: masked afresh on each response."""
+    return f"2|{mask.hex()}|{bytes(b ^ mask[i % 4] for i, b in enumerate(token)).hex()}|1795717826"
+
+
+def test_a_session_that_starts_before_the_page_wrote_the_cookie_is_unlocked_by_the_browsers_xsrf_token(browser,
+                                                                                                     monkeypatch):
+    """A reload, a new tab or a reconnect right after Unlock, before the page's script has written the unlock's
+    cookie (late on a loaded machine; CI once waited 300 s for "instructor" after Unlock and a click on Compare),
+    started a session that was locked. The server keeps the unlock under the browser's XSRF token, which Streamlit's
+    server sets before any page's script runs; the address, the hours and Lock bind it as they bind the cookie."""
+    token = bytes(range(16))
+    browser[people.XSRF_COOKIE] = xsrf(token)
+    people.unlock(CODE)  # no page drawn after it: the cookie is never written
+    new_session()
+    assert people.INSTRUCTOR_COOKIE not in browser and people.is_instructor()
+    browser[people.XSRF_COOKIE] = xsrf(token, b"\xaa\xbb\xcc\xdd")  # the same browser, its cookie masked afresh
+    new_session()
+    assert people.is_instructor()
+
+    browser[people.XSRF_COOKIE] = xsrf(bytes(range(1, 17)))  # another browser at the same address
+    new_session()
+    assert not people.is_instructor()
+    browser[people.XSRF_COOKIE] = "not|a|token"
+    new_session()
+    assert not people.is_instructor()
+
+    browser[people.XSRF_COOKIE] = xsrf(token)
+    monkeypatch.setattr(people, "client_address", lambda: "10.0.0.8")  # the cookie, copied to another machine
+    new_session()
+    assert not people.is_instructor()
+    monkeypatch.setattr(people, "client_address", lambda: "10.0.0.7")
+
+    people.unlock(CODE)
+    new_session()
+    assert people.is_instructor()
+    people.lock()  # in any tab: the browser's key unlocks nothing either
+    new_session()
+    assert not people.is_instructor()

@@ -13,3 +13,15 @@ def test_a_renamed_owner_keeps_their_runs_and_sweeps_and_nobody_elses_move(store
     assert [store.get(i).owner for i in theirs] == ["ada~0bad", "ada~0bad"] and store.get(other).owner == "bob~0c1d"
     assert sweeps.latest(store, "ada~0bad").id == sweep_id and store.latest_sweep("guest-0badc0") is None
     assert store.queued_count("ada~0bad") == 2
+
+
+def test_an_owner_is_found_by_the_tag_and_secret_its_name_keeps(store):
+    proc = scheduler.this_process()
+    store.enqueue(QUICK, device="cpu", owner="guest-0bad.00000000c0ffee00", proc=proc, timeout_s=None)
+    store.enqueue(QUICK, device="cpu", owner="bob~1a2b.00000000c0ffee00", proc=proc, timeout_s=None)  # same secret
+    assert store.owner_ending("0bad.00000000c0ffee00") == "guest-0bad.00000000c0ffee00"
+    store.rename_owner("guest-0bad.00000000c0ffee00", "ada~0bad.00000000c0ffee00")
+    store.create_sweep(owner="ada-l~0bad.00000000c0ffee00", label="s", size=0, skipped=[])  # the newest
+    assert store.owner_ending("0bad.00000000c0ffee00") == "ada-l~0bad.00000000c0ffee00"
+    assert store.owner_ending("1a2b.00000000c0ffee00") == "bob~1a2b.00000000c0ffee00"
+    assert store.owner_ending("0bad.00000000c0ffee01") is None

@@ -21,6 +21,9 @@ _FIELDS = {
     "max_batch_size": ("Largest batch", "samples", 1, 1, True),
     "max_memory_gib": ("Most memory per run (estimated)", "GiB", 0.5, 0.5, True),
     "max_queued_per_session": ("Runs one person may have waiting", "runs", 1, 1, False),
+    # a room behind one NAT address needs this raised to its head count (tcore.lab.limits.NewPeopleGuard)
+    "max_new_people_per_address": (f"New participants one network address may start in {limits.NEW_PEOPLE_WINDOW_H} h",
+                                   "people", 1, 1, False),
 }
 
 
@@ -45,7 +48,7 @@ def panel(store: RunStore) -> None:
             if st.form_submit_button("Unlock", icon=":material/lock_open:"):
                 # guesses are slowed per session and per address, and logged (tcore.lab.limits.PasscodeGuard)
                 session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
-                unlocked, why = limits.PASSCODE_GUARD.attempt(session, attempt, address=st.context.ip_address)
+                unlocked, why = limits.PASSCODE_GUARD.attempt(session, attempt, address=people.client_address())
                 if unlocked:
                     people.unlock(attempt)
                     st.rerun()

@@ -5,22 +5,39 @@ cookie, so a refresh, a bookmark or a second tab of the same browser keeps their
 as a guest id; naming yourself (the sidebar) renames it and moves your runs with you. The id ends in a
 random secret (64 bits) that no page shows, not even in part: what pages show (a name, `guest 3f9a`) is
 not enough to act as someone, so a second browser cannot rebuild another person's id from their name
-tag. Anyone who has the whole address still is that participant: it is a bookmark, not a login. The
-instructor's passcode (tcore.lab.limits.instructor_passcode) is what guards the actions that touch other
-people's runs; once typed, a random token in a cookie keeps the browser's tabs opened or reloaded later
-unlocked, from the same address, until Lock, the server's restart or UNLOCK_HOURS (tokens live in its memory).
+tag. Anyone who has the whole address still is that participant: it is a bookmark, not a login.
+
+The name is the browser's, not the tab's: this process keeps, per tag and secret (what a rename keeps), the id
+they go by now (_NOW), so a name typed in one tab is every tab's at its next redraw (the sidebar's "You" line looks
+every FOLLOW_S), and each tab says so; no run changes hands between two tabs of one browser. An id this process has
+not seen (a restart, a bookmark, a made-up ?me=) is looked up in the store by its tag and secret; one new here
+counts against its network address's limit on new participants (tcore.lab.limits.NewPeopleGuard), since
+max_queued_per_session bounds nothing if fresh ids can be had at will.
+
+The instructor's passcode (tcore.lab.limits.instructor_passcode) is what guards the actions that touch other
+people's runs; once typed, a random token keeps the browser's tabs opened or reloaded later unlocked, from the same
+address, until Lock, the server's restart or UNLOCK_HOURS (tokens live in its memory). The token reaches a new
+session two ways: this process keeps it under the browser's key (Streamlit's XSRF cookie, which its server sets
+before any page's script runs), and the page writes it into a cookie of its own, which servers without XSRF
+protection rely on. The network address is the connection's, or behind a trusted reverse proxy the one it forwards
+(tcore.lab.room.client_address).
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import re
 import secrets
+import sqlite3
+import threading
 import time
-from typing import NamedTuple
+import traceback
+from typing import Iterator, NamedTuple
 
 import streamlit as st
 
-from tcore.lab import limits
-from tcore.store import RunStore, StoreError
+from tcore.lab import limits, room
+from tcore.store import RunStore, StoreError, StoreReadOnly
 
 PARAM = "me"  # the query parameter that carries the owner id
 # name tag (shown) . secret (never shown): guest-3f9a.0123456789abcdef, ada~3f9a.0123456789abcdef
@@ -43,23 +60,107 @@ class _Unlock(NamedTuple):
 
 
 _UNLOCKED: dict[str, _Unlock] = {}  # token -> its unlock, in this server process only
+# Streamlit's server sets this cookie (its XSRF token, masked afresh each time) on the health check a page makes before
+# it connects, so every session has it from its first run, before any page's script could write one of ours.
+XSRF_COOKIE = "_streamlit_xsrf"
+_BROWSER_UNLOCKS: dict[str, str] = {}  # the browser's key (its XSRF token, hashed) -> its unlock's token
+
+_NOW: dict[str, str] = {}  # tag and secret (_key) -> the owner id they go by now, in this server process
+_NOW_LOCK = threading.Lock()
+FOLLOW_S = 10.0  # how often the sidebar's "You" line looks for a name typed in another tab (an idle tab's cost)
+FOLLOWED = "people_followed"  # session_state: the id this tab went by before another tab renamed the browser
+RENAMED_ELSEWHERE = "people_renamed_elsewhere"  # session_state: what the sidebar says about it, until this tab names
 
 
-def me() -> str:
-    """This participant's owner id: from the address, else the session, else the browser's cookie; a new
-    guest id the first time.
+class TooManyNew(Exception):
+    """A new participant past their network address's limit (tcore.lab.limits.NewPeopleGuard)."""
+
+
+def me(store: RunStore | None = None) -> str:
+    """This participant's owner id: the one this tab's session goes by, under the name the browser goes by now
+    (another tab may have renamed it); at the session's start, the address's, else the browser's cookie's, else a new
+    guest id (`store`, else the default one, is asked about ids this process has not seen).
 
     Written back into the address on every page, since switching pages drops query parameters.
     """
-    asked = st.query_params.get(PARAM)
-    remembered = cookie(COOKIE)
-    owner = next((o for o in (asked, st.session_state.get("owner"), remembered) if o and _OWNER.match(o)), None)
-    if not owner:
-        owner = new_guest()
-    st.session_state.owner = owner
-    if asked != owner:
+    owner = st.session_state.get("owner")
+    owner = _arrive(store or RunStore()) if not (owner and _OWNER.match(owner)) else _follow(owner)
+    if st.query_params.get(PARAM) != owner:
         st.query_params[PARAM] = owner
     return owner
+
+
+def _arrive(store: RunStore) -> str:
+    """A session's first owner id: the address's, else the cookie's, as this process or the store knows it; an id
+    neither knows is new, and so is a guest id made for a tab with neither. A new one counts against the address's
+    limit on new participants; past it, an id the server knows is still accepted, and a new one is refused
+    (TooManyNew, which the sidebar says)."""
+    address = client_address()
+    for candidate in (st.query_params.get(PARAM), cookie(COOKIE)):
+        if candidate and _OWNER.match(candidate) and (owner := _known(candidate, store, address)):
+            break
+    else:
+        owner = new_guest()
+        if not _admit(owner, address, store):
+            raise TooManyNew(limits.new_people_message(limits.load(store=store)))
+    st.session_state.owner = owner
+    return owner
+
+
+def _known(candidate: str, store: RunStore, address: str | None) -> str | None:
+    """The id `candidate` goes by now: as this process knows its tag and secret, else as the store does (the name of
+    its newest run or sweep), else `candidate` itself if a new participant may start at `address`; None if not."""
+    key = _key(candidate)
+    if (now := _NOW.get(key)) is not None:
+        return now
+    if (stored := store.owner_ending(key)) is not None:
+        return _register(stored)
+    return candidate if _admit(candidate, address, store) else None
+
+
+def _admit(owner: str, address: str | None, store: RunStore) -> bool:
+    """Whether a new participant may start at `address` (counted if so); registers `owner` as one."""
+    if not limits.NEW_PEOPLE.admit(address, limits.load(store=store).max_new_people_per_address):
+        return False
+    _register(owner)
+    return True
+
+
+def _register(owner: str) -> str:
+    with _NOW_LOCK:
+        if len(_NOW) > 100_000:  # a flood of new ids from this machine (loopback is not limited) must not grow it
+            for key in list(_NOW)[:50_000]:
+                del _NOW[key]
+        return _NOW.setdefault(_key(owner), owner)
+
+
+def _follow(owner: str) -> str:
+    """The id this session goes by now: `owner`, or the name another tab of the browser took since (noted for the
+    sidebar, which says so and moves over any run this tab queued under the old name meanwhile)."""
+    now = _NOW.get(_key(owner)) or _register(owner)
+    if now != owner:
+        st.session_state.owner = now
+        st.session_state.setdefault(FOLLOWED, owner)
+    return now
+
+
+def _key(owner: str) -> str:
+    """What stays of an owner id when its name changes: its tag and its secret ("3f9a.0123456789abcdef")."""
+    shown, secret = owner.rsplit(".", 1)
+    return f"{_tag(shown)}.{secret}"
+
+
+def _tag(shown: str) -> str:
+    return shown.split("~")[1] if "~" in shown else shown.removeprefix("guest-")
+
+
+def rename(store: RunStore, owner: str, new: str) -> int:
+    """This browser takes a name: its runs move with it, then every tab goes by `new` from its next redraw (_NOW; a
+    tab that queued a run under the old name in between moves it itself when it follows); returns how many moved."""
+    moved = store.rename_owner(owner, new)  # first: a store that refuses the write leaves every tab as it was
+    with _NOW_LOCK:
+        _NOW[_key(new)] = new
+    return moved
 
 
 def cookie(name: str) -> str | None:
@@ -77,9 +178,7 @@ def owner_for(name: str, current: str) -> str | None:
     slug = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")[:24].strip("-")
     if not slug:
         return None
-    shown, secret = current.rsplit(".", 1)
-    tag = shown.split("~")[1] if "~" in shown else shown.removeprefix("guest-")
-    return f"{slug}~{tag}.{secret}"
+    return f"{slug}~{_key(current)}"
 
 
 def plain(text: str) -> str:
@@ -105,10 +204,17 @@ def store_trouble(e: Exception) -> str:
     """What a participant reads when the run store fails under a page: what happened, in a sentence, and who can
     mend it (the server's log has the traceback)."""
     text = str(e)
+    if isinstance(e, StoreReadOnly):
+        return (f"The lab's run store can only be read ({plain(e.reason)}): its runs can be looked at and compared, "
+                "but no run can be started, changed or deleted in it. Tell the instructor.")
+    if "malformed" in text or "not a database" in text or "cut short" in text or "not a SQLite" in text:
+        # nothing mends it in place: a new store beside the damaged one, which is kept for whoever recovers it
+        return ("The lab's run store cannot be used right now: its file is damaged. Please tell the instructor: on "
+                "the server, `python -m tcore store set-aside` (with the server's COMPILE_LAB_DB, or --db naming the "
+                "store) moves the damaged file aside, renamed and kept, and the lab starts a new, empty store; then "
+                "reload the page.")
     if "full" in text:
         why = "the disk that holds it is full"
-    elif "malformed" in text or "not a database" in text or "cut short" in text or "not a SQLite" in text:
-        why = "its file is damaged"
     elif "locked" in text:
         why = "another process holds it locked"
     else:
@@ -117,16 +223,48 @@ def store_trouble(e: Exception) -> str:
             "they can be; tell the instructor (the server's log says more), then reload the page.")
 
 
+@contextlib.contextmanager
+def store_trouble_said() -> Iterator[None]:
+    """Around what a fragment draws from the store: a store that fails there is store_trouble's sentence, and the
+    traceback goes to the server's log. Streamlit handles an error in a fragment itself, before app.py's handler sees
+    it, and shows its generic "This app has encountered an error" (the System page's queue box ticks on its own)."""
+    try:
+        yield
+    except (StoreError, sqlite3.Error) as e:
+        traceback.print_exc()
+        st.error(store_trouble(e))
+
+
 def is_instructor() -> bool:
-    """Whether this session unlocked the instructor's actions, or another of this browser did (the cookie) and its
-    token still unlocks (_unlocked_by); and the passcode still is what it was."""
+    """Whether this session unlocked the instructor's actions, or another of this browser did (kept under the
+    browser's key, or in the cookie) and its token still unlocks (_unlocked_by); and the passcode still is what it
+    was."""
     if (held := st.session_state.get("instructor_token")) is not None and _unlocked_by(held) is None:
         st.session_state.pop("instructor", None)  # locked meanwhile (Lock in another tab), or its time is up
         st.session_state.pop("instructor_token", None)
     attempt = st.session_state.get("instructor")
-    if not attempt and (token := cookie(INSTRUCTOR_COOKIE)) and (attempt := _unlocked_by(token)):
-        st.session_state.instructor, st.session_state.instructor_token = attempt, token
+    if not attempt:
+        for token in (_BROWSER_UNLOCKS.get(_browser() or ""), cookie(INSTRUCTOR_COOKIE)):
+            if token and (attempt := _unlocked_by(token)):
+                st.session_state.instructor, st.session_state.instructor_token = attempt, token
+                break
     return bool(attempt) and limits.is_instructor(attempt)
+
+
+def _browser() -> str | None:
+    """This browser's key: a digest of the token in Streamlit's XSRF cookie, which every session of the browser sends
+    from its first run (the page's script has written nothing yet); None without one (XSRF protection off)."""
+    parts = (cookie(XSRF_COOKIE) or "").strip("\"'").split("|")
+    if len(parts) != 4 or parts[0] != "2":  # "2|mask|masked token|timestamp"
+        return None
+    try:
+        mask, masked = bytes.fromhex(parts[1]), bytes.fromhex(parts[2])
+    except ValueError:
+        return None
+    if not mask or len(masked) < 16:
+        return None
+    token = bytes(b ^ mask[i % len(mask)] for i, b in enumerate(masked))
+    return hashlib.sha256(token).hexdigest()
 
 
 def _unlocked_by(token: str) -> str | None:
@@ -136,23 +274,32 @@ def _unlocked_by(token: str) -> str | None:
     tell ports apart) from unlocking anywhere else."""
     if (held := _UNLOCKED.get(token)) is None:
         return None
-    if time.time() > held.until or held.address != _address() or not limits.is_instructor(held.attempt):
+    if time.time() > held.until or held.address != client_address() or not limits.is_instructor(held.attempt):
         _UNLOCKED.pop(token, None)
         return None
     return held.attempt
 
 
-def _address() -> str | None:
-    """The session's network address, None where Streamlit knows none (AppTest's context is a stand-in object)."""
-    address = st.context.ip_address
-    return address if isinstance(address, str) else None
+def client_address() -> str | None:
+    """The network address of the browser behind this session: the connection's, or, where that is a trusted
+    reverse proxy ([room] trusted_proxies), the one its X-Forwarded-For gives (tcore.lab.room.client_address). None:
+    this machine (Streamlit reports loopback so), or none known (AppTest's context is a stand-in object)."""
+    peer = st.context.ip_address
+    if peer is not None and not isinstance(peer, str):
+        return None
+    trusted = room.trusted_proxies()
+    forwarded = st.context.headers.get_all("X-Forwarded-For") if trusted else []
+    return room.client_address(peer, forwarded, trusted)
 
 
 def unlock(attempt: str) -> None:
     """The passcode was right: this session is the instructor's, and so are the browser's tabs opened or reloaded
-    from now on (the cookie, written by identity_sidebar on the next page drawn)."""
+    from now on: kept here under the browser's key at once, and in the cookie that identity_sidebar writes on the
+    next page drawn."""
     token = secrets.token_urlsafe(24)
-    _UNLOCKED[token] = _Unlock(attempt, _address(), time.time() + UNLOCK_HOURS * 3600)
+    _UNLOCKED[token] = _Unlock(attempt, client_address(), time.time() + UNLOCK_HOURS * 3600)
+    if browser := _browser():
+        _BROWSER_UNLOCKS[browser] = token
     st.session_state.instructor, st.session_state.instructor_token = attempt, token
     st.session_state.instructor_cookie = token
 
@@ -161,30 +308,62 @@ def lock() -> None:
     """Give the instructor's actions up: in this session and in every other one unlocked on this app (there is one
     instructor; a tab still open learns it at its next redraw), and empty this browser's cookie."""
     _UNLOCKED.clear()
+    _BROWSER_UNLOCKS.clear()
     st.session_state.pop("instructor_token", None)
     st.session_state.pop("instructor", None)
     st.session_state.instructor_cookie = ""
 
 
 def identity_sidebar(store: RunStore) -> None:
-    """The sidebar: your name (your runs follow it), and who is instructor."""
-    owner = me()
+    """The sidebar: your name (your runs follow it, and so do the browser's other tabs), and who is instructor."""
+    try:
+        owner = me(store)
+    except TooManyNew as e:  # nobody to show them as: no page
+        st.error(f"You cannot join the lab from here now: {e}")
+        st.stop()
     with st.sidebar:
+        if (before := st.session_state.pop(FOLLOWED, None)) is not None:
+            # Another tab renamed this browser: this one says so, shows the name in its box (before the box is drawn,
+            # or the old name in it would rename the browser back), and moves any run it queued under the old name.
+            moved = store.rename_owner(before, owner)
+            st.session_state.people_name = display_name(owner) if "~" in owner else ""
+            st.session_state[RENAMED_ELSEWHERE] = (
+                f"Another tab of this browser changed its name from {plain(display_name(before))} to "
+                f"{plain(display_name(owner))}: this tab is {plain(display_name(owner))} too, and your runs went with "
+                "the name" + (f" ({moved} more moved from this one)." if moved else "."))
         name = st.text_input("Your name", value=display_name(owner) if "~" in owner else "",
                              placeholder="e.g. Ada", key="people_name", max_chars=24,
                              help="Your runs are kept under this name and this page's address: a refresh, a "
-                                  "bookmark or a second tab opened from it keeps them yours.")
+                                  "bookmark or a second tab opened from it keeps them yours. The name is this "
+                                  "browser's: its other tabs take it too.")
         if name and (new := owner_for(name, owner)) and new != owner:
-            moved = store.rename_owner(owner, new)
+            moved = rename(store, owner, new)
             st.session_state.owner = new
+            st.session_state.pop(RENAMED_ELSEWHERE, None)
             st.query_params[PARAM] = new
-            st.toast(f"You are {plain(name.strip())} now; {moved} run(s) moved with you.")
+            st.toast(f"You are {plain(name.strip())} now; {moved} run(s) moved with you, and this browser's other "
+                     "tabs take the name too.")
         elif name and not owner_for(name, owner):
             st.caption(":orange[A name needs a letter or a digit.]")
-        st.caption(f"You: **{display_name(st.session_state.owner)}**"
-                   + (" · :violet[instructor]" if is_instructor() else ""))
+        if told := st.session_state.get(RENAMED_ELSEWHERE):
+            st.caption(f":orange[{told}]")
+        is_instructor()  # settings written wrongly raise here, where the page says so (app.py), not in the fragment
+        st.fragment(_you, run_every=FOLLOW_S)()
         remember(st.session_state.owner)
         remember_instructor()
+
+
+def _you() -> None:
+    """Who this tab is, redrawn every FOLLOW_S: a name typed in another tab of the browser, or a Lock, shows here
+    without a click; a new name redraws the whole page (the name box, the runs that are yours)."""
+    owner = me()
+    try:
+        instructor = is_instructor()
+    except limits.LimitsError:
+        st.rerun()  # the settings were broken meanwhile: the whole page says how
+    if FOLLOWED in st.session_state:
+        st.rerun()
+    st.caption(f"You: **{display_name(owner)}**" + (" · :violet[instructor]" if instructor else ""))
 
 
 def remember(owner: str) -> None:

@@ -17,10 +17,13 @@ take turns whole, as before, and nothing is reserved.
 
 [room] in compile-lab.toml, or $COMPILE_LAB_RUNS_PER_GPU, sets runs_per_gpu: how many runs share one GPU ("auto":
 one compiling run per CORES_PER_COMPILE of the cores left, at most MAX_AUTO; 1: a run holds its GPU for its whole
-life).
+life). Its trusted_proxies, or $COMPILE_LAB_TRUSTED_PROXIES, names the reverse proxies whose X-Forwarded-For says
+which browser a connection is for (client_address): the address that the per-address limits and the instructor's
+unlock are bound to.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +34,8 @@ from tcore.lab.config import read as _config
 from tcore.store import SlotRoom
 
 RUNS_ENV = "COMPILE_LAB_RUNS_PER_GPU"
+PROXIES_ENV = "COMPILE_LAB_TRUSTED_PROXIES"  # comma-separated, as trusted_proxies
+ROOM_SETTINGS = ("runs_per_gpu", "trusted_proxies")  # what [room] may hold
 MEASURE_CORES = 2       # per GPU slot: the launch thread's core, and one for the measuring worker's other threads
 MIN_CORES_TO_KEEP = 4   # with fewer cores than this per slot, none is kept apart: the others would starve
 # A compile is a core of Python (Dynamo, AOT, lowering) and bursts of Triton/C++ compile jobs, and its memory traffic
@@ -79,11 +84,7 @@ def runs_per_gpu_setting(environ: Mapping[str, str] | None = None, cwd: str | Pa
     if environ.get(RUNS_ENV, "").strip():
         value, where = environ[RUNS_ENV].strip(), RUNS_ENV
     else:
-        tables, path = _config(environ, cwd)
-        table = tables.get("room", {})
-        unknown = sorted(set(table) - {"runs_per_gpu"})
-        if unknown:
-            raise LimitsError(f"{path}: unknown setting(s) in [room]: {', '.join(unknown)}; known: runs_per_gpu")
+        table, path = _room_table(environ, cwd)
         value, where = table.get("runs_per_gpu", "auto"), f"[room] in {path}"
     if isinstance(value, str) and value.strip().lower() == "auto":
         return None
@@ -95,6 +96,90 @@ def runs_per_gpu_setting(environ: Mapping[str, str] | None = None, cwd: str | Pa
         raise LimitsError(f"runs_per_gpu = {value!r} (from {where}): it must be a whole number of at least 1, or "
                           "\"auto\"")
     return number
+
+
+def _room_table(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict, Path]:
+    """compile-lab.toml's [room] ({} without one) and the file's path; LimitsError for a setting it does not know."""
+    tables, path = _config(environ, cwd)
+    table = tables.get("room", {})
+    if not isinstance(table, dict):
+        raise LimitsError(f"{path}: room must be a table ([room] on a line of its own, its settings below it), not "
+                          f"{table!r}")
+    unknown = sorted(set(table) - set(ROOM_SETTINGS))
+    if unknown:
+        raise LimitsError(f"{path}: unknown setting(s) in [room]: {', '.join(unknown)}; known: "
+                          f"{', '.join(ROOM_SETTINGS)}")
+    return table, path
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+_LOOPBACK = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
+
+
+def trusted_proxies(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> tuple[Network, ...]:
+    """The reverse proxies whose X-Forwarded-For is believed: trusted_proxies under [room] (addresses or networks,
+    e.g. ["127.0.0.1", "::1"] for a proxy on this machine, ["10.0.0.0/24"]), or $COMPILE_LAB_TRUSTED_PROXIES
+    (comma-separated), which wins; none by default."""
+    environ = os.environ if environ is None else environ
+    if PROXIES_ENV in environ:
+        entries, where = [e for e in environ[PROXIES_ENV].split(",") if e.strip()], PROXIES_ENV
+    else:
+        table, path = _room_table(environ, cwd)
+        entries, where = table.get("trusted_proxies", []), f"[room] trusted_proxies in {path}"
+        if not isinstance(entries, list):
+            raise LimitsError(f"{where} = {entries!r}: it must be a list of addresses in quotes, e.g. "
+                              "[\"127.0.0.1\", \"::1\"] for a proxy on this machine")
+    networks = []
+    for entry in entries:
+        try:
+            if not isinstance(entry, str):
+                raise ValueError
+            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError:
+            raise LimitsError(f"{where}: {entry!r} is not a network address (e.g. \"127.0.0.1\", \"::1\" or "
+                              "\"10.0.0.0/24\"; names such as localhost are not looked up)") from None
+    return tuple(networks)
+
+
+def client_address(peer: str | None, forwarded_for: Sequence[str], trusted: Sequence[Network]) -> str | None:
+    """The address of the browser behind a connection from `peer` (None: this machine, as Streamlit reports a
+    loopback peer): the peer itself unless it is a trusted proxy; then the rightmost hop of its X-Forwarded-For
+    header(s) that is not one. Each proxy appends the address it was reached from, so only the hops the trusted
+    proxies appended can be believed; a header from a peer that is not one is the client's own words, and ignored.
+    A hop that is not an address (a proxy passing on what it was sent) gives the proxy's own address."""
+    if not trusted:
+        return peer
+    ip = None if peer is None else _address(peer)
+    if (peer is not None and ip is None) or not _trusted(ip, trusted):
+        return peer
+    hops = [hop.strip() for header in forwarded_for for hop in header.split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if (ip := _address(hop)) is None:
+            return peer
+        if not _trusted(ip, trusted):
+            return str(ip)
+    return str(_address(hops[0])) if hops else peer  # every hop a trusted proxy: the first one's client
+
+
+def _trusted(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None, trusted: Sequence[Network]) -> bool:
+    """Whether `ip` (None: this machine, either loopback) is among the trusted proxies."""
+    return any(address in network for address in ((ip,) if ip is not None else _LOOPBACK) for network in trusted
+               if address.version == network.version)
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address as a proxy writes it (1.2.3.4, 1.2.3.4:5678, ::1, [::1]:80); an IPv4 one mapped into IPv6 as
+    itself; None for anything else."""
+    text = text.strip()
+    if text.startswith("["):
+        text = text[1:text.find("]")] if "]" in text else text
+    elif text.count(":") == 1:
+        text = text.split(":", 1)[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return ip.ipv4_mapped if ip.version == 6 and ip.ipv4_mapped else ip
 
 
 def plan(device: str, slots: Sequence[str], cpus: Sequence[int], runs_per_gpu: int | None = None) -> RoomPlan:

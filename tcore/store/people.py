@@ -16,3 +16,13 @@ class People(Part):
             moved = db.execute("UPDATE runs SET owner=? WHERE owner=?", (new, old)).rowcount
             db.execute("UPDATE sweeps SET owner=? WHERE owner=?", (new, old))
             return moved
+
+    def owner_ending(self, suffix: str) -> str | None:
+        """The owner of the newest run or sweep whose owner ends with `suffix` (a participant's tag and secret: the
+        name may have changed since the id someone holds was made), or None where nothing is stored under it."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT owner FROM (SELECT owner, created_at FROM runs WHERE substr(owner, -?) = ?"
+                " UNION ALL SELECT owner, created_at FROM sweeps WHERE substr(owner, -?) = ?)"
+                " ORDER BY created_at DESC LIMIT 1", (len(suffix), suffix, len(suffix), suffix)).fetchone()
+        return row[0] if row else None

@@ -1,0 +1,88 @@
+"""A name is the browser's, not the tab's (ui.people): a name typed in one tab is every tab's, each tab says so, and no
+run changes hands between two tabs of one browser. Two tabs here are two AppTest sessions opened from the same
+address (?me=), as a second tab of the browser is; tests/test_browser_people.py does the same in Chromium."""
+import secrets
+
+from streamlit.testing.v1 import AppTest
+
+from tcore.lab import runs, scheduler
+from tests.app_harness import db, stored_run  # noqa: F401 (db: the fixture)
+from tests.helpers import QUICK
+
+
+def tab(me: str) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=300)
+    at.query_params["me"] = me
+    return at.run()
+
+
+def sidebar_says(at: AppTest) -> str:
+    return "\n".join(str(getattr(e, "value", "")) for e in at.sidebar)
+
+
+def cancels(at: AppTest) -> list[str]:
+    return [b.key for b in at.button if b.key and b.key.startswith("run_queue_cancel_")]
+
+
+def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_it_says_so(db):
+    """Both tabs shared one secret, so "bob" typed in tab 2 moved ada's runs to bob~...: tab 1 (still ada) lost
+    "yours", its Cancel and its runs, and everyone saw them as bob's."""
+    ada = f"ada~1a2b.{secrets.token_hex(8)}"
+    bob = ada.replace("ada~", "bob~")
+    runs.pause(db, True)  # the queued run stays queued
+    waiting = db.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
+    done = stored_run(db, QUICK)
+    with db._write() as conn:
+        conn.execute("UPDATE runs SET owner=? WHERE id=?", (ada, done))
+
+    first, second = tab(ada), tab(ada)
+    assert cancels(first) == [f"run_queue_cancel_{waiting}"] and "You: **ada**" in sidebar_says(first)
+    second.text_input(key="people_name").set_value("Bob").run()
+    assert [t.value for t in second.toast][0].startswith("You are Bob now; 2 run(s) moved with you")
+    assert {db.get(waiting).owner, db.get(done).owner} == {bob}
+
+    # Before tab 1 learns of it, it queues one more under the old name (its click raced the rename).
+    late = db.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
+    first.run()  # tab 1's next redraw (its sidebar's "You" line looks every few seconds)
+    assert first.session_state["owner"] == bob and first.query_params["me"] == bob
+    assert first.text_input(key="people_name").value == "bob"
+    said = sidebar_says(first)
+    assert "You: **bob**" in said and "Another tab of this browser changed its name from ada to bob" in said
+    assert "(1 more moved from this one)" in said
+    assert db.get(late).owner == bob
+    assert sorted(cancels(first)) == sorted(f"run_queue_cancel_{i}" for i in (waiting, late))  # still theirs
+    first.run()  # and it stays so: the name box does not rename the browser back
+    assert first.session_state["owner"] == bob and db.get(waiting).owner == bob
+    assert "Another tab of this browser" in sidebar_says(first)
+
+    # A reload of tab 1's old address (ada's bookmark) is bob too; another browser is nobody's but its own, and so
+    # is an id that shares only the secret (the name's tag tells two people apart, as it tells two Adas).
+    assert tab(ada).session_state["owner"] == bob
+    stranger = AppTest.from_file("../app.py", default_timeout=300).run()
+    assert stranger.session_state["owner"] not in (ada, bob) and not cancels(stranger)
+    namesake = ada.replace("~1a2b.", "~9f9f.")
+    assert tab(namesake).session_state["owner"] == namesake
+
+    # Either tab may rename the browser; the other follows.
+    first.text_input(key="people_name").set_value("Carol").run()
+    second.run()
+    carol = ada.replace("ada~", "carol~")
+    assert second.session_state["owner"] == carol and "from bob to carol" in sidebar_says(second)
+    assert {db.get(i).owner for i in (waiting, late, done)} == {carol}
+    assert not first.exception and not second.exception
+
+
+def test_an_id_the_server_has_not_seen_goes_by_the_name_its_runs_have_now(db):
+    """After a restart (this process forgets every name) a bookmark made before a rename still finds its runs: the
+    store knows the secret under its new name."""
+    from ui import people
+
+    ada = f"ada~1a2b.{secrets.token_hex(8)}"
+    bob = ada.replace("ada~", "bob~")
+    done = stored_run(db, QUICK)
+    with db._write() as conn:
+        conn.execute("UPDATE runs SET owner=? WHERE id=?", (bob, done))
+    people._NOW.pop(people._key(ada), None)
+    at = tab(ada)
+    assert at.session_state["owner"] == bob and "You: **bob**" in sidebar_says(at)
+    assert not at.exception
