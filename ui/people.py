@@ -120,7 +120,11 @@ def _known(candidate: str, store: RunStore, address: str | None) -> str | None:
 
 def _admit(owner: str, address: str | None, store: RunStore) -> bool:
     """Whether a new participant may start at `address` (counted if so); registers `owner` as one."""
-    if not limits.NEW_PEOPLE.admit(address, limits.load(store=store).max_new_people_per_address):
+    try:
+        bound = limits.load(store=store).max_new_people_per_address
+    except limits.LimitsError:  # limits written wrongly (an older version saved them): the System page says so, and
+        bound = limits.Limits().max_new_people_per_address  # every page still opens, the panel's reset among them
+    if not limits.NEW_PEOPLE.admit(address, bound):
         return False
     _register(owner)
     return True
