@@ -13,8 +13,9 @@ SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further 
                  "time back.")
 COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a bar, and a second "
                    "run of the same settings and cache a bar of its own (named by run id). "
-                   "Cold compiles from scratch, warm reuses the local cache of earlier warm runs, artifacts loads what "
-                   "an earlier run of the same settings saved. Hover a bar for its cache hits.")
+                   "Cold compiles from scratch, warm reuses this machine's local cache folder, which earlier runs "
+                   "filled (a cold run adds its compile once it has measured), artifacts loads what an earlier run of "
+                   "the same settings saved. Hover a bar for its cache hits.")
 
 
 CHART_WORDS = {"compare_scatter": SCATTER_WORDS, "compare_cold_warm": COLD_WARM_WORDS}  # under their charts

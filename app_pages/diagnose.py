@@ -1,9 +1,9 @@
-"""Why is it slow? Graph breaks, recompilations, cold vs warm compiles, one run's graphs and generated code, and two
-runs' generated code side by side."""
+"""Why is it slow? Graph breaks, recompilations, cold compiles against loaded artifacts, one run's graphs and generated
+code, two runs' generated code side by side, and the start-up ladder and stances."""
 import streamlit as st
 
 from tcore.store import RunStore
-from ui import diagnose, ecosystem
+from ui import diagnose, diagnose_startup, ecosystem
 
 store = RunStore()
 records = store.list(limit=300)
@@ -11,13 +11,14 @@ opened = st.query_params.get("run")  # the Compare page links here with ?run=<id
 
 st.title("Why is it slow?")
 st.caption("Each section queues the runs it needs (they wait their turn on the device) and draws them side by "
-           "side when they finish; it also draws matching runs stored earlier.")
-tabs = ["Graph breaks", "Recompilations", "Cold vs warm start", "One run: graphs and generated code",
-        "Two runs' code side by side"]
+           "side when they finish; it also draws matching runs stored earlier. The start-up tab's ladder and stances "
+           "run their own processes, beside the queue.")
+tabs = ["Graph breaks", "Recompilations", "Cold vs loaded artifacts", "One run: graphs and generated code",
+        "Two runs' code side by side", "Start-up and stances"]
 # Lazy tabs: the script runs only the open section (its charts and its store queries); the sections' widgets keep
 # their values while closed (persist_state="page"). The open tab is session_state["diagnose_tab"], a label.
-breaks, shapes, caches, one_run, two_codes = st.tabs(tabs, default=tabs[3] if opened else None, key="diagnose_tab",
-                                                     on_change="rerun")
+breaks, shapes, caches, one_run, two_codes, startup = st.tabs(tabs, default=tabs[3] if opened else None,
+                                                              key="diagnose_tab", on_change="rerun")
 if breaks.open:
     with breaks:
         diagnose.breaks_section(store, records)
@@ -33,3 +34,6 @@ if one_run.open:
 if two_codes.open:
     with two_codes:
         ecosystem.code_side_by_side(store, records)
+if startup.open:
+    with startup:
+        diagnose_startup.startup_section(store)

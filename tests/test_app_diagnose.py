@@ -35,16 +35,18 @@ def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
     assert cold_warm["data"][1]["x"] == [1.0, 2.0]  # regional, then whole: newest settings first
     assert "FX graph cache: 1 hits, 0 misses" in cold_warm["data"][1]["hovertext"][1]
     at.selectbox(key="compare_detail").set_value(warm).run()  # one run in detail: its cache, beside its cold twin
-    assert "Compile cache: warm: compile artifacts from an earlier run were loaded; FX graph cache 1 hits" \
-        in texts(at.caption)
+    assert ("Compile cache: artifacts loaded: the compile artifacts an earlier run saved (the Mega-Cache); FX graph "
+            "cache 1 hits") in texts(at.caption)
     assert [f["layout"]["title"]["text"] for f in map(figure, at.get("plotly_chart"))].count(
         "Compile time: cold vs warm") == 2
 
     at.switch_page("app_pages/diagnose.py").run()
-    at.session_state["diagnose_tab"] = "Cold vs warm start"
+    at.session_state["diagnose_tab"] = "Cold vs loaded artifacts"  # "warm" is the Run page's local cache
     at.run()
     assert not at.exception
-    cold, hot = chart_titled(at, "Compile time: whole model vs regional")["data"]
+    four_way = chart_titled(at, "Compile time: whole model vs regional, cold vs artifacts loaded")
+    cold, hot = four_way["data"]
+    assert [cold["name"], hot["name"]] == ["Cold: fresh caches", "Artifacts loaded (Mega-Cache)"]
     assert cold["text"] == ["20.0 s", "8.0 s<br>2.5x faster"]
     assert hot["text"] == ["2.0 s<br>10.0x faster", "1.0 s<br>20.0x faster"]
 

@@ -25,8 +25,9 @@ LONG_MS = 180_000  # this 2-core machine is shared: a page can take a minute to 
 RUN_MS = 400_000  # a run: worker start, imports, compile, a short timed stage
 
 
-def seeded_run(store, owner: str, **changes) -> str:
-    """A finished run of `owner`'s, as a worker would have recorded it (nothing is compiled)."""
+def seeded_run(store, owner: str, *, step_ms: float | None = None, **changes) -> str:
+    """A finished run of `owner`'s, as a worker would have recorded it (nothing is compiled); with `step_ms`, both
+    variants profiled at that step, as timed."""
     from tcore.experiment.spec import Experiment
     from tests.helpers import insert_run
 
@@ -35,13 +36,30 @@ def seeded_run(store, owner: str, **changes) -> str:
     run_id = insert_run(store, exp)
     with store._write() as db:
         db.execute("UPDATE runs SET owner=? WHERE id=?", (owner, run_id))
+    profiled = {}
+    if step_ms is not None:
+        bd = {"step_ms": step_ms, "steps": 3, "source": "cpu ops", "overlap_ms": 0.0, "top": [],
+              "ms": {"matmul": step_ms * 0.6, "pointwise": step_ms * 0.3, "idle": step_ms * 0.1}}
+        profiled = {"breakdown": {"eager": bd, "compiled": bd}, "eager_latency_ms_p50": step_ms,
+                    "compiled_latency_ms_p50": step_ms}
     store.finish(run_id, env={"torch": "2.14", "device": "cpu"}, result={
         "device": "cpu", "variants": ["eager", "compiled"], "eager_steps_per_s": 10.0, "eager_samples_per_s": 20.0,
         "compiled_steps_per_s": 12.0, "compiled_samples_per_s": 24.0, "speedup": 1.2, "speedup_min": 0.7,
         "speedup_max": 1.9, "busy_cores": 1.5, "compile_s": 3.0, "breakeven_steps": 450.0,  # noisy: a busy CPU
         "graph_count": 1, "graph_break_count": 0, "graph_breaks": [], "recompile_count": 0, "recompiles": [],
-        "unavailable": {}})
+        "unavailable": {}, **profiled})
     return run_id
+
+
+# The bars of "Where the time goes" across the chosen runs, read from the page's plotly chart: name -> ms per step.
+COMPARE_BARS = """() => {
+    const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => g.layout && g.layout.title
+        && ((g.layout.title.subtitle || {}).text || '').replace(/<br>/g, ' ').includes('compiled of each run'));
+    if (!gd) return null;
+    const totals = {};
+    for (const t of gd.data) if (t.type === 'bar') t.y.forEach((y, i) => { totals[y] = (totals[y] || 0) + t.x[i]; });
+    return totals;
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -310,6 +328,8 @@ def test_compare_exports_and_owners_and_the_instructor_delete(browser, lab, tmp_
     from playwright.sync_api import expect
 
     store, seeded = lab["store"], lab["seeded"]
+    # Two runs of one label, profiled at 721 and 1,059 ms per step: the newest, so the page chooses them
+    pair = [seeded_run(store, ADA, step_ms=ms) for ms in (721.0, 1059.0)]
     ada = Person(browser, lab, ADA)
     compare = ada.open("/compare", "Compare runs")
     compare.locator(".js-plotly-plot").first.wait_for()
@@ -322,6 +342,17 @@ def test_compare_exports_and_owners_and_the_instructor_delete(browser, lab, tmp_
     assert "<th>Noisy</th>" in exported and "other processes kept 1.5 CPU cores busy" in exported  # noisy, flagged
     assert any("Compile time vs speedup" in chart and "Each point is a run" in chart  # the words under their chart
                for chart in exported.split("<div class='chart'>"))
+    # Where the time goes: each run its own bars, named by its id (the two once drew as one bar of 1,780 ms)
+    (exported_bars,) = [c for c in exported.split("<div class='chart'>") if "Where the time of a step goes" in c]
+    assert all(run_id[-6:] in exported_bars for run_id in pair)
+    compare.get_by_role("tab", name="Where the time goes").click()
+    compare.wait_for_function(COMPARE_BARS)
+    bars = compare.evaluate(COMPARE_BARS)
+    for run_id, ms in zip(pair, (721.0, 1059.0)):
+        mine = {name: total for name, total in bars.items() if f" · {run_id[-6:]} · " in name}
+        assert {name.rsplit(" · ", 1)[1] for name in mine} == {"eager", "compiled"} and len(mine) == 2, bars
+        assert all(abs(total - ms) < 0.01 for total in mine.values()), bars
+    no_exception(compare)
 
     def show_in_detail(page, run_id):
         # Typed, not scrolled to: the list is virtualized, so with the module's other tests' runs in the store an

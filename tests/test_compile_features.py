@@ -14,6 +14,7 @@ from tcore.host import features
 from tcore.worker import diagnostics, stances
 from tcore.worker.build import build, clone, compare
 from tcore.worker.compile import apply_compile, mark_nested_regions
+from ui import stance_words
 
 TINY = dict(model="captioner", preset="tiny", batch_size=2, device="cpu")
 
@@ -159,12 +160,33 @@ def test_eager_on_recompile_runs_new_shapes_eagerly_without_compiling(probed):
     assert p["compiles"] == 1  # the warm-up's, only
 
 
-def test_eager_then_compile_runs_the_first_call_eagerly_and_compiles_once_for_every_size(probed):
-    calls = probed["eager_then_compile"]["calls"]
-    top = [c for c in calls if "forward" in c["frames"] and c["frames"].count("forward") >= 1]
-    assert calls[-1]["compiled"] is False  # the third size reuses what the second call compiled
-    assert all(c["correctness_ok"] for c in calls)
-    assert top  # the model's forward compiled on a later call
+def test_eager_then_compile_is_per_function_and_the_probe_says_which_compiled_when(probed):
+    """torch's stance holds each function's first call eager and compiles its second. The model's forward: eager on
+    call 1, compiled on call 2, once for every size. The block and attention forwards, called more than once per step,
+    reach their second call inside call 1 and compile there: the probe said "the first call runs eagerly" beside a
+    first call that compiled four times."""
+    p = probed["eager_then_compile"]
+    first, second, third = p["calls"]
+    assert p["top"].startswith("captioner.py:") and p["top"].endswith(" forward")
+    assert not first["top"] and first["compiled"] and p["top"] not in first["where"]  # the inner functions only
+    assert p["inner_compiled_first"] == first["where"]
+    assert any(f.startswith("captioner.py:") for f in first["where"])
+    assert "ran eagerly, yet" in first["note"] and "second call" in first["note"]
+    assert second["top"] and p["top_compiled_at_call"] == 2
+    assert not third["compiled"]  # the third size reuses what the second call compiled: dynamic from two sizes
+    assert all(c["correctness_ok"] for c in p["calls"])
+    words = " ".join(stance_words.probe_words(p))
+    assert "per function, not per call of the model" in words
+    assert f"ran eagerly on call 1 and compiled on call 2, once for every size" in words
+    assert f"Yet call 1 was not all eager: {len(first['where'])} compiles ran inside it" in words
+
+
+def test_the_other_probes_words_say_what_their_calls_did(probed):
+    fail = " ".join(stance_words.probe_words(probed["fail_on_recompile"]))
+    assert "the same size ran again under the stance without a compile" in fail
+    assert "A new size raised instead of recompiling" in fail and "size mismatch at index 1" in fail
+    eager = " ".join(stance_words.probe_words(probed["eager_on_recompile"]))
+    assert "2 new sizes ran eagerly, none compiling" in eager and "1 compile in all: the warm-up's" in eager
 
 
 def test_a_stance_this_torch_lacks_is_reported_not_run(monkeypatch):

@@ -109,7 +109,7 @@ def test_diagnose_runs_only_the_open_section_and_a_closed_one_keeps_its_choices(
     at.number_input(key="diag_shape_count").set_value(12)
     at.radio(key="diag_shape_order").set_value(at.radio(key="diag_shape_order").options[-1]).run()
     order = at.radio(key="diag_shape_order").value
-    for tab in ("Cold vs warm start", "Graph breaks", "Recompilations"):
+    for tab in ("Cold vs loaded artifacts", "Start-up and stances", "Graph breaks", "Recompilations"):
         at.session_state["diagnose_tab"] = tab
         at.run()
         assert not at.exception

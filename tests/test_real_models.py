@@ -82,6 +82,15 @@ def test_real_presets_have_the_published_parameter_counts(name, preset, publishe
     assert abs(count - published) / published < 0.01, count
 
 
+def test_a_decoders_card_says_generate_keeps_a_kv_cache():
+    """The card said "use_cache=False" whatever the task, beside task=generate, which decodes with a KV cache."""
+    gpt2 = sample_models.get("hf:gpt2").description
+    assert "inference and training run one forward over the whole sequence (use_cache=False" in gpt2
+    assert "task=generate decodes a token at a time with transformers' KV cache, static or dynamic" in gpt2
+    bert = sample_models.get("hf:bert").description  # an encoder never generates: its card says nothing of it
+    assert "one forward over the whole sequence (use_cache=False)" in bert and "generate" not in bert
+
+
 def test_inputs_follow_the_libraries_harnesses():
     llama = sample_models.get("hf:llama")
     tokens, = llama.make_batch("tiny", 3).inputs

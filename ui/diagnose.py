@@ -1,4 +1,5 @@
-"""The sections of the Diagnose page ("Why is it slow?"): graph breaks, recompilations, cold vs warm, one run.
+"""The sections of the Diagnose page ("Why is it slow?"): graph breaks, recompilations, cold vs loaded artifacts, one
+run (the start-up ladder and the stances are ui.diagnose_startup's).
 
 Each section queues its runs (tcore.lab.runs through ui.queue), shows them waiting and running, then
 draws them from the store; it can as well draw runs stored earlier, picked in its selectors.
@@ -55,7 +56,7 @@ def _names(records: list[RunRecord]) -> dict[str, str]:
 REAL_PICKS = ("torchvision:resnet18", "timm:efficientnet_b0", "hf:gpt2", "hf:llama", "hf:bert", "diffusers:flux")
 
 
-def _model_picker(key: str, *, builtin_only: bool = False) -> str:
+def pick_model(key: str, *, builtin_only: bool = False) -> str:
     """The built-ins; with real ones too unless `builtin_only` (the deliberate graph break is a built-in's)."""
     options = list(sample_models.MODELS)
     if not builtin_only:
@@ -102,7 +103,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
                 "its deliberate break to see what that costs.")
     cols = st.columns(3)
     with cols[0]:
-        model = _model_picker("diag_break_model", builtin_only=True)
+        model = pick_model("diag_break_model", builtin_only=True)
     scope = cols[1].radio("Compile", ["whole", "regional"], persist_state="page", key="diag_break_scope",
                           horizontal=True,
                           format_func={"whole": "whole model", "regional": "regional (blocks)"}.get)
@@ -209,7 +210,7 @@ def strategy_form(store: RunStore, records: list[RunRecord]) -> None:
     """The schedule's knobs and the strategies to run on it; the button queues one run per strategy."""
     cols = st.columns(4)
     with cols[0]:
-        model = _model_picker("diag_shape_model")
+        model = pick_model("diag_shape_model")
     count = cols[1].number_input("Distinct shapes", min_value=2, max_value=32, value=10,
                                  persist_state="page", key="diag_shape_count")
     order = cols[2].radio("Order", CHOICES["shape_order"], persist_state="page", key="diag_shape_order",
@@ -293,17 +294,19 @@ def show_schedule(rec: RunRecord, *, key: str) -> None:
     exports.show(right, diagnose_charts.schedule_chart(r), key=f"{key}_schedule")
 
 
-# --- cold vs warm --------------------------------------------------------------------------------
+# --- cold vs loaded artifacts ---------------------------------------------------------------------
 
 def caches_section(store: RunStore, records: list[RunRecord]) -> None:
-    st.markdown("A **cold** start compiles everything from scratch. A **warm** start loads the compile artifacts "
-                "an earlier run of the same settings saved (`torch.compiler.load_cache_artifacts`, valid for the "
-                "same torch, Triton and GPU), as a restarted server or a new machine that ships its cache would. "
+    st.markdown("A **cold** start compiles everything from scratch. Loading **artifacts** starts from the compile "
+                "artifacts an earlier run of the same settings saved (the Mega-Cache, "
+                "`torch.compiler.load_cache_artifacts`, valid for the same torch, Triton and GPU), as a new machine "
+                "that ships its cache would: the Run page's cache=artifacts. (Its cache=warm, this machine's own "
+                "cache folder read again, is the other way to start warm: the Start-up tab's ladder times both.) "
                 "**Regional** compilation compiles one repeated block and reuses it, so there is less to compile "
                 "in the first place. The four-way runs all four, cold runs first.")
     cols = st.columns([1, 2])
     with cols[0]:
-        model = _model_picker("diag_cache_model")
+        model = pick_model("diag_cache_model")
     base = base_experiment(model, backend="inductor")
     if cols[1].button("Run the four-way", key="diag_cache_start", type="primary", icon=":material/play_arrow:"):
         # The cold runs first: each saves the artifacts its warm twin loads when its turn comes.

@@ -217,16 +217,19 @@ def graph_ops_chart(result: dict) -> go.Figure:
 # --- Compile caches: cold vs warm ------------------------------------------------------------------
 
 SCOPES = (("whole", "Whole model"), ("regional", "Regional (blocks)"))
-TEMPERATURES = (("cold", "Cold: fresh caches", "#4c78a8"), ("warm", "Warm: compile artifacts loaded", "#f2a900"))
+# "warm" here is a run that loaded compile artifacts (the Mega-Cache): named so, as the Run page's cache=warm is the
+# local cache folder, another warm start
+TEMPERATURES = (("cold", "Cold: fresh caches", "#4c78a8"), ("warm", "Artifacts loaded (Mega-Cache)", "#f2a900"))
 
 
 def four_way_chart(compile_s: dict[tuple[str, str], float | None]) -> go.Figure:
-    """Compile time of whole-model and regional compiles, cold and warm, as a 2x2 of bars.
+    """Compile time of whole-model and regional compiles, cold and with compile artifacts loaded, as a 2x2 of bars.
 
-    compile_s: (scope, "cold" | "warm") -> seconds, or None where that run does not exist yet.
+    compile_s: (scope, "cold" | "warm") -> seconds, or None where that run does not exist yet ("warm": artifacts
+    loaded).
     Each label gives the speedup over the whole-model cold compile, the slowest way to start.
     """
-    title = "Compile time: whole model vs regional, cold vs warm"
+    title = "Compile time: whole model vs regional, cold vs artifacts loaded"
     if all(v is None for v in compile_s.values()):
         return not_available(title, "none of the four runs has finished yet")
     base = compile_s.get(("whole", "cold"))

@@ -7,14 +7,20 @@ autocast for training, channels_last for a convolutional model, and a longer tim
 """
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 import sample_models
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe
+from tcore.figures.paired import MIN_ROUNDS
 from tcore.host import features, machine
-from tcore.lab import artifacts
+from tcore.lab import artifacts, limits, waiting
+from tcore.lab.limits import device_memory_gib
+from tcore.lab.memory import NoEstimate, estimate_memory_gib
 from tcore.lab.runs import preflight
+from tcore.store import RunStore
 from ui import model_picker, sweep_matrix
 
 # Knobs of the page that are not fields of the experiment; every field explains itself in tcore.experiment.spec.
@@ -48,6 +54,8 @@ def _reset_sizes(prefix: str) -> None:
     task = st.session_state.get(prefix + "task", "inference")
     for name, value in practical_defaults(st.session_state[prefix + "model"], dev, task).items():
         st.session_state[prefix + name] = value
+    if (most := lab_limit("max_batch_size")) is not None:  # a default past the lab's limit would open refused
+        st.session_state[prefix + "batch_size"] = min(st.session_state[prefix + "batch_size"], most)
     # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
     st.session_state[prefix + "timed_s"] = 2.0 if dev == "cpu" else 4.0
     # At least 6 paired rounds of 0.2 s (the fewest whose interval reaches 95%); more until it is within ± 5%.
@@ -95,37 +103,60 @@ SWEEP_AXES = ("sweep_compile", "sweep_mode", "sweep_dynamic", "sweep_opt", "swee
               "sweep_backend", "sweep_kv_cache", "sweep_batches", "sweep_prompt_lens", "sweep_new_tokens")
 
 
+KEPT = "kept_settings"  # session_state: a copy of every setting, under a key no widget owns
+
+
 def keep_settings() -> None:
     """Keep the pages' settings while another page is shown (app.py calls this on every run).
 
     Streamlit drops a widget's value from the session when a run does not draw that widget, so a visit to
-    Compare would put the Run page back to its defaults; storing each value again as plain state keeps it.
+    Compare would put the Run page back to its defaults; storing each value again as plain state keeps it. That
+    alone lost them when the page left had a live fragment (a run followed on the Run page): after the fragment's
+    own redraws, the switch to another page dropped every widget's value before this ran (the batch box came back
+    at its minimum, 1). So each value is also copied under KEPT, which no widget owns and Streamlit never drops,
+    and a value found missing comes back from that copy.
     """
+    kept = st.session_state.setdefault(KEPT, {})
     for key in [f"{prefix}{name}" for prefix in ("run_", "sweep_") for name in SETTINGS] + list(SWEEP_AXES):
         if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
+            kept[key] = st.session_state[key]
+        if key in kept:
+            st.session_state[key] = kept[key]
 
 
-def lab_limit(name: str, unlimited: int) -> int:
-    """A limit of this lab (tcore.lab.limits, with the instructor's changes) for a widget's maximum;
-    `unlimited` where there is none, or the settings cannot be read (the Run button then says why)."""
-    from tcore.lab import limits
-    from tcore.store import RunStore
-
+def _lab_limits() -> limits.Limits | None:
+    """This lab's limits (tcore.lab.limits, with the instructor's changes), or None where the settings cannot be
+    read (the Run button then says why)."""
     try:
-        value = getattr(limits.load(store=RunStore()), name)
+        return limits.load(store=RunStore())
     except limits.LimitsError:
-        return unlimited
-    return unlimited if value is None else int(value)
+        return None
 
 
-def _within_limit(key: str, most: int) -> int:
-    """Bring a widget's kept value down to `most` (the limit may have been lowered since), so what the
-    box shows is what will run; returns `most`."""
-    if st.session_state.get(key) is not None and st.session_state[key] > most:
+def lab_limit(name: str) -> int | None:
+    """A limit of this lab, or None where there is none or the settings cannot be read."""
+    found = _lab_limits()
+    value = None if found is None else getattr(found, name)
+    return None if value is None else int(value)
+
+
+def longest_run_min() -> int:
+    """The longest time limit a run may ask for here, in whole minutes (at least 1)."""
+    return max(int((lab_limit("max_run_s") or 36000 * 60) // 60), 1)
+
+
+def _within_limit(key: str, most: int | None) -> None:
+    """Bring a widget's kept value down to `most` where that limit is new to this session (the first draw, or the
+    instructor lowered it since), so what the box shows is what will run. A value typed past an unchanged limit is
+    left as typed: build() refuses it with the reason. (The boxes have no maximum of their own: a browser refuses a
+    number past one without telling the server, which then ran the value from before.)"""
+    seen = key + "_limit_seen"
+    if st.session_state.get(seen, "unset") == most:
+        return
+    st.session_state[seen] = most
+    if most is not None and st.session_state.get(key) is not None and st.session_state[key] > most:
         st.session_state[key] = most
         st.toast(f"Lowered to {most}, this lab's limit.")
-    return most
 
 
 def model_knobs(prefix: str) -> dict:
@@ -138,10 +169,12 @@ def model_knobs(prefix: str) -> dict:
     preset = st.selectbox("Preset", list(entry.presets), key=prefix + "preset",
                           format_func=lambda p: f"{p}: {_millions(entry.param_count(p))} parameters")
     st.caption(explain("preset"))
-    most = _within_limit(prefix + "batch_size", lab_limit("max_batch_size", 4096))
-    batch = st.number_input("Batch size (samples per step)", min_value=1, max_value=most, step=1,
-                            key=prefix + "batch_size",
-                            help=f"At most {most}: this lab's limit (the instructor sets it).")
+    most = lab_limit("max_batch_size")
+    _within_limit(prefix + "batch_size", most)
+    # No min_value or max_value: a browser refuses a number past them without telling the page, which went on
+    # showing Run for the value from before; build() refuses it instead, with the reason.
+    batch = st.number_input("Batch size (samples per step)", step=1, key=prefix + "batch_size",
+                            help=f"At most {most}: this lab's limit (the instructor sets it)." if most else None)
     st.caption(explain("batch_size"))
     task = st.radio("Task", CHOICES["task"], key=prefix + "task", horizontal=True, on_change=_reset_precision,
                     args=(prefix,))
@@ -154,7 +187,7 @@ def model_knobs(prefix: str) -> dict:
     st.caption(explain("device", device))
     if changed := st.session_state.pop(prefix + "device_changed", None):
         st.info(changed, icon=":material/sync_alt:")
-    return dict(model=model, preset=preset, batch_size=int(batch), precision=precision, task=task, device=device)
+    return dict(model=model, preset=preset, batch_size=batch, precision=precision, task=task, device=device)
 
 
 def compile_knobs(prefix: str, model: str, task: str) -> dict:
@@ -225,8 +258,8 @@ def inductor_knobs(prefix: str, *, disabled: bool, training: bool) -> dict:
             # widget given both logs "created with a default value but also had its value set" in a live session.
             st.session_state.setdefault(prefix + name, DEFAULTS[name])
             if name == "max_fusion_size":
-                values[name] = int(st.number_input("Largest fusion (operations per kernel)", min_value=1,
-                                                   max_value=1024, step=8, key=prefix + name, disabled=disabled))
+                values[name] = st.number_input("Largest fusion (operations per kernel)", step=8, key=prefix + name,
+                                               disabled=disabled)  # no bounds of its own: see model_knobs
             else:
                 default = DEFAULTS[name]
                 off = disabled or (name == "freezing" and training)
@@ -257,38 +290,41 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
     with st.expander("Advanced: how long and how carefully to measure"):
         by = st.radio("Timed stage length", ["seconds", "steps"], key=prefix + "timed_by", horizontal=True)
         # Both stay on the page (one greyed out): a widget left out of a rerun loses its value.
-        timed_s = st.number_input("Timed seconds per variant, at most (s)", min_value=0.5, max_value=600.0, step=0.5,
+        # The boxes have no bounds of their own (see model_knobs): the spec refuses a value outside its field's.
+        timed_s = st.number_input("Timed seconds per variant, at most (s)", step=0.5,
                                   key=prefix + "timed_s", disabled=by != "seconds")
         st.caption(explain("timed_s"))
         st.session_state.setdefault(prefix + "timed_steps", 6)  # what "steps" starts at (the spec's default is seconds)
-        timed_steps = st.number_input("Timed steps per variant", min_value=1, max_value=100000, step=1,
+        timed_steps = st.number_input("Timed steps per variant", step=1,
                                       key=prefix + "timed_steps", disabled=by != "steps")
         st.caption(explain("timed_steps"))
-        rounds = st.number_input("Rounds, at least", min_value=1, max_value=50, step=1, key=prefix + "rounds")
+        rounds = st.number_input("Rounds, at least", step=1, key=prefix + "rounds")
         st.caption(explain("rounds"))
         st.session_state.setdefault(prefix + "round_s", DEFAULTS["round_s"])
         st.session_state.setdefault(prefix + "target_pct", DEFAULTS["target_pct"])
-        round_s = st.number_input("Seconds per round, each variant (s)", min_value=0.02, max_value=60.0, step=0.05,
+        round_s = st.number_input("Seconds per round, each variant (s)", step=0.05,
                                   key=prefix + "round_s", disabled=by != "seconds")
         st.caption(explain("round_s"))
-        target_pct = st.number_input("Stop once the speedup is known within ± (%)", min_value=0.0, max_value=50.0,
-                                     step=0.5, key=prefix + "target_pct", disabled=by != "seconds")
+        target_pct = st.number_input("Stop once the speedup is known within ± (%)", step=0.5,
+                                     key=prefix + "target_pct", disabled=by != "seconds")
         st.caption(explain("target_pct"))
         st.session_state.setdefault(prefix + "warmup_steps", DEFAULTS["warmup_steps"])
-        warmup = st.number_input("Warm-up steps", min_value=1, max_value=100, step=1, key=prefix + "warmup_steps")
+        warmup = st.number_input("Warm-up steps", step=1, key=prefix + "warmup_steps")
         st.caption(explain("warmup_steps"))
         st.session_state.setdefault(prefix + "torch_trace", DEFAULTS["torch_trace"])
         trace = st.toggle("Record a TORCH_TRACE for tlparse", key=prefix + "torch_trace")
         st.caption(explain("torch_trace"))
         cache = cache_knob(prefix) if with_cache else None
-        longest = _within_limit(prefix + "timeout_min", max(int(lab_limit("max_run_s", 36000) // 60), 1))
+        longest = longest_run_min()
+        _within_limit(prefix + "timeout_min", longest)
         st.session_state.setdefault(prefix + "timeout_min", min(15, longest))
-        st.number_input("Stop the run after (min)", min_value=1, max_value=longest, step=1,
-                        key=prefix + "timeout_min", help=f"At most {longest} min: this lab's longest run.")
+        timeout = st.number_input("Stop the run after (min)", step=1, key=prefix + "timeout_min",
+                                  help=f"At most {longest} min: this lab's longest run.")
         st.caption(explain("timeout_min"))
-    knobs = dict(timed_s=float(timed_s), rounds=int(rounds), round_s=float(round_s), target_pct=float(target_pct),
-                 timed_steps=int(timed_steps) if by == "steps" else None,
-                 warmup_steps=int(warmup), torch_trace=bool(trace))
+    # As typed (None for an emptied box): the spec checks each field's bounds, build() the time limit.
+    knobs = dict(timed_s=timed_s, rounds=rounds, round_s=round_s, target_pct=target_pct,
+                 timed_steps=(timed_steps or 0) if by == "steps" else None, warmup_steps=warmup,
+                 torch_trace=bool(trace), timeout_min=timeout)
     return knobs if cache is None else {**knobs, "cache": cache}
 
 
@@ -302,16 +338,97 @@ def artifacts_source(exp: Experiment, store) -> dict | None:
 
 
 def build(values: dict, unpicked: str | None = None) -> tuple[Experiment | None, list[str], str | None]:
-    """(experiment, notes on knobs that do nothing here, None), or (None, [], the SpecError message), or
-    (None, [], `unpicked`) while the model list has no pick (unpicked(prefix))."""
+    """(experiment, notes, None), or (None, [], why these values cannot run), or (None, [], `unpicked`) while the
+    model list has no pick (unpicked(prefix)). The notes say which knobs do nothing here, and what a run far past
+    the model's practical batch will cost (cost_note). `values` may hold the page's time limit (timeout_min)."""
     if unpicked:
         return None, [], unpicked
+    values = dict(values)
+    timeout = {"timeout_min": values.pop("timeout_min")} if "timeout_min" in values else {}
     try:
+        refused_by_lab(values, **timeout)
         exp = Experiment(**values)
         _, notes = preflight(exp)
     except SpecError as e:  # returned for the page to show: the message says what to change
         return None, [], str(e)
-    return exp, notes, None
+    return exp, notes + ([note] if (note := cost_note(exp)) else []), None
+
+
+# The number boxes whose emptied value (None) is refused; timed_steps is None in seconds mode, 0 when emptied.
+BOXES = ("batch_size", "timed_s", "rounds", "round_s", "target_pct", "warmup_steps", "max_fusion_size")
+
+
+def refused_by_lab(values: dict, **given) -> None:
+    """SpecError, saying what to change, for a box left empty, a batch past this lab's limit or a time limit
+    (given as timeout_min, in minutes) past its longest run; the spec checks every other bound."""
+    timeout_min = given.get("timeout_min")
+    empty = [name for name in BOXES if name in values and values[name] is None]
+    if empty:
+        raise SpecError(f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty: type a number")
+    found = _lab_limits()
+    if found is None:
+        return
+    batch = values.get("batch_size")
+    if found.max_batch_size is not None and isinstance(batch, int) and batch > found.max_batch_size:
+        raise SpecError(f"batch_size {batch:,} is over this lab's limit ({found.describe('max_batch_size')}); choose "
+                        f"a batch size of at most {found.max_batch_size:,}")
+    longest = longest_run_min()
+    if "timeout_min" in given and (timeout_min is None or not 1 <= timeout_min <= longest):
+        typed = "an empty box" if timeout_min is None else f"{timeout_min:g} min"
+        raise SpecError(f"the time limit must be from 1 to {longest} min (this lab's longest run: "
+                        f"{found.describe('max_run_s')} s), not {typed}")
+
+
+# A batch this many times the model's practical one on the device is far enough past it to warn before it runs.
+FAR_PAST_DEFAULT = 8
+
+
+def cost_note(exp: Experiment) -> str | None:
+    """Before a run far past the model's practical batch here: its memory estimate against the memory there is, and
+    how long its steps should take, scaled from the eager speed of this machine's earlier runs of the model. None for
+    a run near the practical batch (a generate run counts sequences, and has its own defaults)."""
+    device, _ = preflight(exp)
+    usual = practical_defaults(exp.model, device, exp.task)["batch_size"]
+    if exp.task == "generate" or exp.batch_size < FAR_PAST_DEFAULT * usual:
+        return None
+    where = "the GPU" if device == "cuda" else "the CPU"
+    what = "weights, gradients, AdamW state and activations" if exp.task == "training" else "weights and activations"
+    try:
+        need_gib = estimate_memory_gib(exp)
+        have_gib, have_words = device_memory_gib(device)
+        memory = (f"It needs an estimated {need_gib:.3g} GiB ({what})"
+                  + (f", of the {have_gib:.3g} GiB {have_words}." if have_gib else "."))
+    except NoEstimate as e:
+        memory = f"Its memory cannot be estimated ({e}): only the run's own out-of-memory guard applies."
+    earlier = [(r.spec["batch_size"], r.result["eager_samples_per_s"], r.id) for r in RunStore().list(limit=200)
+               if r.status == "finished" and r.result.get("eager_samples_per_s") and (r.device or device) == device
+               and all(r.spec.get(k) == getattr(exp, k) for k in ("model", "preset", "task", "precision"))]
+    timing = step_time_words(exp, earlier)
+    return (f"**Batch {exp.batch_size:,} is {exp.batch_size / usual:.0f}× this model's practical batch on {where} "
+            f"({usual}).** {memory} {timing}")
+
+
+def step_time_words(exp: Experiment, earlier: list[tuple[int, float, str]]) -> str:
+    """How long a step of `exp` should take, from earlier runs of the same model, preset, task and precision here
+    (batch, eager samples/s, run id): the run at the nearest batch, its time per sample times this batch (a rough
+    figure: a larger batch is often a little faster per sample). Then the least this run steps: each variant's first
+    call, its warm-up steps and the fewest rounds (a compile on top)."""
+    if not earlier:
+        return ("No earlier run of this model, preset, task and precision on this machine says how long its steps "
+                "take: expect each to take about as many times a practical batch's step.")
+    batch, samples_per_s, run_id = min(earlier, key=lambda e: abs(math.log(e[0] / exp.batch_size)))
+    step_s = exp.batch_size / samples_per_s
+    variants = 2 if exp.has_compiled_variant else 1
+    steps = variants * (1 + exp.warmup_steps + max(exp.rounds, MIN_ROUNDS))
+    return (f"A step should take about {_seconds(step_s)} (run {run_id[-6:]} ran {samples_per_s:,.0f} "
+            f"samples/s eager at batch {batch}), so its first calls, warm-ups and fewest rounds alone, {steps} steps, "
+            f"take about {_seconds(steps * step_s)}"
+            + (", and the compile comes on top." if exp.has_compiled_variant else "."))
+
+
+def _seconds(s: float) -> str:
+    """'0.31 s', '4.2 s', '2 min 05 s'."""
+    return f"{s:.2g} s" if s < 10 else waiting.duration_words(s)
 
 
 def _millions(n: int) -> str:

@@ -84,7 +84,9 @@ def model_picker(prefix: str, on_pick: Callable[[str], None]) -> str:
                       on_change=_file_given, args=(prefix, on_pick),
                       help=sample_models.sources.FILE_INTERFACE)
     else:
-        search = st.text_input("Search names", key=f"{prefix}search_{source}",
+        # live: the search applies at a pause in the typing, not only at Enter, so the list, the "Pick a model"
+        # line and "Will run" follow what is typed (before, "Will run" named the earlier model until Enter)
+        search = st.text_input("Search names", key=f"{prefix}search_{source}", live=True,
                                placeholder="part of a name, or a glob such as convnext*")
         names = catalog(source, search.strip())
         shown = names[:SHOWN_NAMES]

@@ -229,8 +229,9 @@ def cache_words(result: dict, spec: dict) -> str | None:
     if result.get("compile_s") is None:
         return None
     cache = spec.get("cache", "cold")
-    kind = {"cold": "cold (fresh caches)", "warm": "warm (the local cache of earlier warm runs)",
-            "artifacts": {"loaded": "warm: compile artifacts from an earlier run were loaded",
+    kind = {"cold": "cold (fresh caches)",
+            "warm": "warm (this machine's local cache folder, which earlier runs filled)",
+            "artifacts": {"loaded": "artifacts loaded: the compile artifacts an earlier run saved (the Mega-Cache)",
                           "cold": "artifacts asked for but not loaded, so it compiled cold"}.get(
                               result.get("cache_artifacts"), "artifacts")}[cache]
     hits = (f"FX graph cache {result.get('fx_graph_cache_hits', 0)} hits / "

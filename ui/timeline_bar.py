@@ -16,6 +16,7 @@ KIND_COLORS = {COMPILE: ("#ee4c2c", "#f58518", "#f2a900", "#e45756", "#b8481f"),
                MEASURE: ("#4c78a8", "#72b7b2", "#2f5d8a", "#9ecae9"),
                LAB: ("#9d9d9d", "#c7c7c7", "#7f7f7f", "#b5b5b5"),
                WAIT: ("#b279a2", "#d6a5c9", "#8c5a85")}
+SUBTITLE = "compile warm, measurement blue, waiting purple, the lab grey"
 LABEL_MIN_SHARE = 0.08  # a phase narrower than this share of the bar is named in the legend and on hover only
 
 
@@ -37,7 +38,10 @@ def timeline_chart(result: dict) -> go.Figure | None:
     fig.update_xaxes(title_text="Seconds since the run was submitted", rangemode="tozero")
     fig.update_yaxes(visible=False)
     # Every phase is named on hover and in the table below the bar: a legend of 15-20 phases would dwarf it.
-    _style(fig, f"The run's timeline: {wall:.1f} s", "compile warm, measurement blue, waiting purple, the lab grey", height=150)
+    _style(fig, f"The run's timeline: {wall:.1f} s", SUBTITLE, height=150)
+    # A space ends each wrapped line: plotly draws a line per <br>, and the page's text (copied, searched, read
+    # aloud) joined them with none, "blue,waiting".
+    fig.layout.title.subtitle.text = fig.layout.title.subtitle.text.replace("<br>", " <br>")
     return fig.update_layout(barmode="stack", bargap=0.15, showlegend=False)
 
 
@@ -51,6 +55,19 @@ def show(result: dict, *, key: str, run_id: str) -> None:
     if fig is not None:
         with st.expander("The timeline, phase by phase", key=f"{key}_timeline_open", on_change="rerun") as box:
             if box.open:  # lazy, as the other expanders of a result
-                rows = [{"phase": p["name"], "is": timeline.KIND_WORDS.get(p["kind"], p["kind"]),
-                         "from (s)": p["start_s"], "seconds": p["s"]} for p in result["timeline"]]
-                st.dataframe(rows, hide_index=True, width="stretch", key=f"{key}_timeline_table")
+                st.dataframe(phase_rows(result["timeline"]), hide_index=True, width="stretch",
+                             column_config=PHASE_COLUMNS, key=f"{key}_timeline_table")
+
+
+# The numbers first and narrow, the words after them: with the long words first, the seconds column lay past the
+# right edge of the Run page's result column (the table scrolled sideways to show it).
+PHASE_COLUMNS = {"phase": st.column_config.TextColumn("phase", width="medium"),
+                 "seconds": st.column_config.NumberColumn("seconds", format="%.2f", width="small"),
+                 "from (s)": st.column_config.NumberColumn("from (s)", format="%.2f", width="small"),
+                 "is": st.column_config.TextColumn("is", width="medium")}
+
+
+def phase_rows(phases: list[dict]) -> list[dict]:
+    """The table's rows, one per phase, in PHASE_COLUMNS' order."""
+    return [{"phase": p["name"], "seconds": p["s"], "from (s)": p["start_s"],
+             "is": timeline.KIND_WORDS.get(p["kind"], p["kind"])} for p in phases]

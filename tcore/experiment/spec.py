@@ -183,7 +183,8 @@ class Experiment:
                                    "BENCHMARKS.md).")
     cache: str = knob("cold", "Where the compile's work may come from.", {
         "cold": "Fresh compile caches: the compile time of a first ever launch.",
-        "warm": "Reuse the caches of earlier warm runs: the compile time of a restart.",
+        "warm": "Reuse this machine's local compile cache, which earlier runs filled (a cold run adds its compile "
+                "after it has measured): the compile time of a restart.",
         "artifacts": "A fresh cache seeded with the compile artifacts an earlier run of the same settings saved: "
                      "the compile time of a new machine that ships its compile cache. Needs such a run first (run "
                      "these settings once cold); without one, or made with another torch or device, it compiles "

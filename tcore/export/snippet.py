@@ -2,10 +2,13 @@
 
 It is what a person pastes into their own code: the exact torch.compile or module.compile calls (whole
 model or each repeated block), the compiled optimizer step, the precision and memory-format lines,
-the compiler settings, dynamic marks or padding buckets, and the cache loading. It builds the lab's
-sample model, or a real model the way its library builds it (torchvision, timm, transformers, diffusers, a
-file), so it runs as it is from the lab's folder; the comments say which lines to keep for another model. tests/test_snippet.py runs it on the CPU and checks that Dynamo hands Inductor the same
-graphs, with the same inputs and options, as the run's own code path (tcore.worker).
+the compiler settings, dynamic marks or padding buckets, and the cache loading; the comments say which lines to
+keep for another model. A real model (torchvision, timm, transformers, diffusers, a file) is built the way its
+library builds it, with its batches and loss written out (tcore.export.snippet_sources): the program runs wherever
+it is pasted, needing torch and that library, which its first lines name. The lab's built-in sample models live in
+the lab's folder: their program says so at its top, and where to run it, and says it again if run elsewhere.
+tests/test_snippet.py runs it on the CPU and checks that Dynamo hands Inductor the same graphs, with the same
+inputs and options, as the run's own code path (tcore.worker).
 
 It ends by timing eager against compiled the way the lab does (_timing_lines): synchronized, warmed up,
 paired rounds of an eager and a compiled block back to back in alternating order, until the speedup's
@@ -22,7 +25,7 @@ import sample_models
 from tcore.experiment import schedule as schedules
 from tcore.experiment.compile_args import call_args
 from tcore.experiment.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
-from tcore.export import snippet_generate
+from tcore.export import snippet_generate, snippet_sources
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
 # A run's shape schedule as the snippet writes it: sizes, buckets, varying (tensor, dim), inputs per batch (_schedule)
@@ -34,18 +37,27 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     exp = Experiment.from_dict(spec)
     entry = sample_models.get(exp.model)
     if exp.task == "generate":  # a program of its own, opening as the others do
-        return snippet_generate.code_for(exp, device, _header(exp, run_id) + _model(exp, entry, device))
+        return snippet_generate.code_for(exp, device, _header(exp, entry, run_id) + _model(exp, entry, device))
     shapes = _schedule(exp, entry)
-    sections = [_header(exp, run_id), _model(exp, entry, device), _inputs(exp, entry, shapes),
-                _precision(exp, device), _settings(exp), _compile(exp, entry), _optimizer(exp, device),
-                _step(exp, device), _first_calls(exp, shapes), _timing_lines(device, exp)]
+    sections = [_header(exp, entry, run_id), _model(exp, entry, device), _batch_code(exp, entry),
+                _inputs(exp, entry, shapes),
+                _precision(exp, device, _batch_type(entry)), _settings(exp), _compile(exp, entry),
+                _optimizer(exp, device), _step(exp, device, entry), _first_calls(exp, shapes),
+                _timing_lines(device, exp)]
     return "\n".join(line for section in sections for line in section) + "\n"
 
 
-def _header(exp: Experiment, run_id: str) -> list[str]:
-    lines = [f"# Compile Lab{' run ' + run_id if run_id else ''}: {exp.label}",
-             "# Runs as it is from the Compile Lab folder. For your own model, keep the lines marked <-- and put your",
-             "# model, batch and loss where sample_models' are."]
+def _header(exp: Experiment, entry: sample_models.SampleModel, run_id: str) -> list[str]:
+    lines = [f"# Compile Lab{' run ' + run_id if run_id else ''}: {exp.label}"]
+    if entry.builtin:
+        lab = sample_models.sources.LAB
+        lines += ["# It builds one of Compile Lab's sample models, which live in the lab's folder: run it from there",
+                  f"# (cd {lab} && python this.py) or with PYTHONPATH={lab}.",
+                  "# For your own model, keep the lines marked <-- and put your model, batch and loss where "
+                  "sample_models' are."]
+    else:
+        lines += [f"# Runs wherever it is pasted: it needs torch and {snippet_sources.requirement(entry)}.",
+                  "# For your own model, keep the lines marked <-- and put your model, batch and loss where these are."]
     if exp.cache == "warm":
         lines += ["# This run reused the compile caches of earlier runs: give your process a lasting cache folder, e.g.",
                   "#   TORCHINDUCTOR_CACHE_DIR=~/.cache/my-inductor python this.py"]
@@ -54,36 +66,71 @@ def _header(exp: Experiment, run_id: str) -> list[str]:
 
 def _model(exp: Experiment, entry: sample_models.SampleModel, device: str) -> list[str]:
     """The imports, the seed and the model, built as the lab builds it."""
-    lines = ["import torch", "", "import sample_models", "", f"device = {device!r}", f"torch.manual_seed({exp.seed})"]
-    if entry.builtin:
-        build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
-        lines += [f"entry = sample_models.get({exp.model!r})",
-                  f"model = entry.build({build_args})" + ("  # with a deliberate graph break in each block"
-                                                          if exp.graph_break else "")]
-        return lines
-    # a real model: built as its library builds it, in the lines a person keeps
-    lines += [f"entry = sample_models.get({exp.model!r})  # the run's batches and loss", *entry.build_code(exp.preset)]
+    if not entry.builtin:
+        return _real_model(exp, entry, device)
+    lines = ["import torch", "",
+             "try:",
+             "    import sample_models",
+             "except ModuleNotFoundError:  # pasted outside the lab's folder",
+             "    raise SystemExit(\"This program builds a Compile Lab sample model: run it in the lab's folder \"",
+             f"                     \"({sample_models.sources.LAB}) or with PYTHONPATH set to it\") from None",
+             "", f"device = {device!r}", f"torch.manual_seed({exp.seed})"]
+    build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
+    return lines + [f"entry = sample_models.get({exp.model!r})",
+                    f"model = entry.build({build_args})" + ("  # with a deliberate graph break in each block"
+                                                            if exp.graph_break else "")]
+
+
+def _real_model(exp: Experiment, entry: sample_models.SampleModel, device: str) -> list[str]:
+    """A real model, built as its library builds it, in the lines a person keeps; nothing of the lab's."""
+    lines = ["import torch", "", f"device = {device!r}", f"torch.manual_seed({exp.seed})", "",
+             *entry.build_code(exp.preset)]
     if exp.task == "training":
         lines += ["# as the run: dropout at p=1e-30 (PyTorch's harness does the same), so eager and compiled agree",
-                  "sample_models.sources.quiet_dropout(model)"]
+                  "for m in model.modules():",
+                  "    if isinstance(m, torch.nn.modules.dropout._DropoutNd) or any(w in type(m).__name__ for w in "
+                  "('Drop', 'Stochastic')):",
+                  "        for attr in ('p', 'drop_prob'):",
+                  "            if isinstance(getattr(m, attr, None), float) and getattr(m, attr) > 0:",
+                  f"                setattr(m, attr, {sample_models.sources.QUIET!r})"]
     return lines
+
+
+def _batch_code(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
+    """A real model's batches and loss, written out (a built-in's come from the lab's sample_models)."""
+    return [] if entry.builtin else snippet_sources.batch_lines(entry, exp.preset)
+
+
+def _batch_type(entry: sample_models.SampleModel) -> str:
+    return "sample_models.Batch" if entry.builtin else "Batch"
+
+
+def _make_batch(exp: Experiment, entry: sample_models.SampleModel, size: str | None = None) -> str:
+    """The call that makes one batch (of the schedule's `size`, where there is a schedule)."""
+    if entry.builtin:
+        if size is None:
+            return f"entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device)"
+        return (f"entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device, seq_len={size})"
+                if entry.seq_field else f"entry.make_batch({exp.preset!r}, {size}, device=device)")
+    if size is None:
+        return f"make_batch({exp.batch_size})"
+    return f"make_batch({exp.batch_size}, seq_len={size})" if entry.seq_field else f"make_batch({size})"
 
 
 def _inputs(exp: Experiment, entry: sample_models.SampleModel, shapes: _Shapes) -> list[str]:
     """The batches: one, or the run's shape schedule, padded up to buckets where the run padded."""
     sizes, buckets, dims, _ = shapes
+    batch = _batch_type(entry)
     if not sizes:
-        return [f"batches = [entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device)]"]
-    batch_call = (f"entry.make_batch({exp.preset!r}, {exp.batch_size}, device=device, seq_len=size)"
-                  if entry.seq_field else f"entry.make_batch({exp.preset!r}, size, device=device)")
-    lines = [f"# The run fed {len(sizes)} distinct sizes of the {entry.varying_dim or 'batch size'}, in this order:",
-             f"sizes = {sizes}", f"batches = [{batch_call} for size in sizes]"]
+        return ["", f"batches = [{_make_batch(exp, entry)}]"]
+    batch_call = _make_batch(exp, entry, "size")
+    lines = ["", f"# The run fed {len(sizes)} distinct sizes of the {entry.varying_dim or 'batch size'}, in this "
+                 "order:", f"sizes = {sizes}", f"batches = [{batch_call} for size in sizes]"]
     if not buckets:
         return lines + [
             "# each size as fresh contiguous tensors: a caption sliced from a longer one keeps the longer one's",
             "# stride, and Dynamo guards on strides as well as sizes",
-            "batches = [sample_models.Batch(tuple(t.contiguous() for t in b.inputs), b.target.contiguous()) "
-            "for b in batches]"]
+            f"batches = [{batch}(tuple(t.contiguous() for t in b.inputs), b.target.contiguous()) for b in batches]"]
     return lines + [
         f"# shape_remedy=buckets: pad every input up to one of {len(buckets)} sizes, each compiled once",
         f"buckets = {buckets}",
@@ -97,14 +144,14 @@ def _inputs(exp: Experiment, entry: sample_models.SampleModel, shapes: _Shapes) 
         "        if missing > 0:",
         "            t = torch.cat([t, t.new_zeros(*t.shape[:d], missing, *t.shape[d + 1:])], dim=d)",
         "        tensors[i] = t.contiguous()",
-        "    return sample_models.Batch(tuple(tensors[:-1]), tensors[-1])",
+        f"    return {batch}(tuple(tensors[:-1]), tensors[-1])",
         "",
         "padded = [next(bucket for bucket in buckets if bucket >= size) for size in sizes]",
         "batches = [pad(b, size) for b, size in zip(batches, padded)]"]
 
 
-def _precision(exp: Experiment, device: str) -> list[str]:
-    """The weights' dtype, channels_last, the float32 matmul precision, and train or eval."""
+def _precision(exp: Experiment, device: str, batch: str = "sample_models.Batch") -> list[str]:
+    """The weights' dtype, channels_last, the float32 matmul precision, and train or eval; `batch`: the Batch type."""
     precision = PRECISIONS[exp.precision]
     weights = precision.weights
     lines = [""] if weights != "float32" or exp.channels_last else []
@@ -116,11 +163,11 @@ def _precision(exp: Experiment, device: str) -> list[str]:
                   "def cast(t):  # token ids and class labels stay integers",
                   f"    return t.to({dtype}) if t.is_floating_point() else t",
                   "",
-                  "batches = [sample_models.Batch(tuple(map(cast, b.inputs)), cast(b.target)) for b in batches]"]
+                  f"batches = [{batch}(tuple(map(cast, b.inputs)), cast(b.target)) for b in batches]"]
     if exp.channels_last:
         lines += ["# channels_last: the model's weights and its images in NHWC",
                   "model = model.to(memory_format=torch.channels_last)  # <--",
-                  "batches = [sample_models.Batch((b.inputs[0].contiguous(memory_format=torch.channels_last), "
+                  f"batches = [{batch}((b.inputs[0].contiguous(memory_format=torch.channels_last), "
                   "*b.inputs[1:]), b.target) for b in batches]"]
     if not precision.tf32 and weights == "float32" and device == "cuda":
         lines += [f"# precision={exp.precision}: float32 matmuls and convolutions in full precision (cuDNN's default "
@@ -214,7 +261,7 @@ def _optimizer(exp: Experiment, device: str) -> list[str]:
             "    optimizer.step()"]
 
 
-def _step(exp: Experiment, device: str) -> list[str]:
+def _step(exp: Experiment, device: str, entry: sample_models.SampleModel) -> list[str]:
     """step(batch): one inference call, or forward, backward and the optimizer step, under autocast if the run was."""
     precision = PRECISIONS[exp.precision]
     autocast = f"torch.autocast(device, dtype={TORCH_DTYPES[precision.autocast]})" if precision.autocast else None
@@ -231,8 +278,9 @@ def _step(exp: Experiment, device: str) -> list[str]:
         inner = "        "
     if exp.task == "inference":
         return lines + [f"{inner}return compiled(*batch.inputs)"]
-    return lines + [f"{inner}out = compiled(*batch.inputs)", f"{inner}loss = entry.loss(out, batch)",
-                    "    loss.backward()", "    optimizer_step()", "    optimizer.zero_grad(set_to_none=True)",
+    loss = "entry.loss(out, batch)" if entry.builtin else "loss(out, batch)"
+    return lines + [f"{inner}out = compiled(*batch.inputs)", f"{inner}step_loss = {loss}",
+                    "    step_loss.backward()", "    optimizer_step()", "    optimizer.zero_grad(set_to_none=True)",
                     "    return out"]
 
 

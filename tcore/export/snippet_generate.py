@@ -10,6 +10,7 @@ import sample_models
 from sample_models import decoding
 from tcore.experiment.compile_args import generate_kwargs, kwargs_source
 from tcore.experiment.spec import PRECISIONS, Experiment
+from tcore.export import snippet_sources
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
 
@@ -64,18 +65,20 @@ def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
     precision = PRECISIONS[exp.precision]
     weights, compute = TORCH_DTYPES[precision.weights], precision.autocast
     prefill_args, decode_args = (kwargs_source(kwargs) for kwargs in generate_kwargs(exp))
-    lines = [*opening, 
+    # a built-in's decoder is the lab's (sample_models/decoding.py); a transformers model's is written out
+    decoder = ([f"decoder = decoding.decoder(entry, model, {exp.preset!r})"] if entry.builtin else
+               ["decoder = HfDecoder(model)"])
+    lines = [*opening,
         "import statistics",
         "import time",
         "",
-        "from sample_models import decoding",
-        "",
+        *(["from sample_models import decoding", ""] if entry.builtin else snippet_sources.decoder_lines()),
         "model = model.eval()",
         f"CACHE_DTYPE = {TORCH_DTYPES[compute] if compute else weights}  # what the keys and values are computed in",
         f"model = model.to({weights})  # <-- precision={exp.precision}" if weights != "torch.float32" else "",
         f"PROMPT, NEW, BATCH, STATIC = {prompt}, {new}, {exp.batch_size}, {exp.kv_cache == 'static'}",
-        "# prefill(cache, *prompt) and decode(cache, token, pos) return the greedy next token; see sample_models/decoding.py",
-        f"decoder = decoding.decoder(entry, model, {exp.preset!r})",
+        "# prefill(cache, *prompt) and decode(cache, token, pos) return the greedy next token",
+        *decoder,
         f"prompt = tuple(t.to({weights}) if t.is_floating_point() else t for t in",
         "               decoder.prompt(BATCH, PROMPT, device, torch.Generator(device).manual_seed(0)))",
         f"autocast = torch.autocast(device, {TORCH_DTYPES[compute]})" if compute else

@@ -3,7 +3,9 @@ worker, and keeping what a run saved (its artifacts, its profiled steps' traces 
 
 Three cache settings (Experiment.cache):
   cold       fresh Inductor and Triton cache directories: the compile time a first-time user pays
-  warm       the persistent local cache directory that earlier warm runs filled
+  warm       the persistent local cache directory (tcore.lab.launcher.warm_cache_dir) that earlier runs filled:
+             a cold run's compile goes into it after the run, once its own figures are measured (share_compiled),
+             so the first warm run after a cold one of the same settings finds that compile there
   artifacts  fresh directories, seeded before the first call with torch.compiler.load_cache_artifacts()
              from the artifacts a previous run with the same settings saved (the "mega-cache")
 Artifacts are valid only for the same torch, triton and device; elsewhere the run compiles cold and
@@ -15,6 +17,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +79,43 @@ def keep_torch_trace(run_id: str, store: RunStore, workdir: Path | None) -> bool
         return False
     store.keep_torch_trace(run_id, gzip.compress(logs[-1].read_bytes(), compresslevel=6))
     return True
+
+
+# The cache folders a worker compiles into (tcore.lab.launcher.Worker: TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR).
+CACHE_FOLDERS = ("inductor", "triton")
+
+
+def share_compiled(workdir: Path, shared: Path) -> int:
+    """Copy what a finished cold run compiled (its fresh Inductor and Triton cache folders under `workdir`) into the
+    caches warm runs share (`shared`), after the run, so its own compile stayed cold and a later warm run of the same
+    settings starts warm. Returns how many files were added.
+
+    Both caches name their entries by a hash of what they hold (FX graphs, AOT autograd entries, C++ and Triton
+    kernels), and Inductor finds them by their path under its cache folder, so a folder's files copied under another
+    keep working; a file already in the shared cache is the same entry and stays as it is. Each new file is written
+    under a temporary name and renamed into place, so a warm run reading the shared cache meanwhile sees a whole file
+    or none. Lock files are left out: they belong to the process that made them.
+    """
+    added = 0
+    for folder in CACHE_FOLDERS:
+        source = workdir / folder
+        if not source.is_dir():
+            continue
+        for path in sorted(source.rglob("*")):
+            if not path.is_file() or path.is_symlink() or path.suffix == ".lock" or "locks" in path.parts:
+                continue
+            target = shared / folder / path.relative_to(source)
+            if target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+            try:
+                with os.fdopen(fd, "wb") as out, open(path, "rb") as data:
+                    shutil.copyfileobj(data, out)
+                shutil.copymode(path, temporary)  # a kernel's .so keeps its execute bit
+                os.replace(temporary, target)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+            added += 1
+    return added

@@ -5,9 +5,11 @@
 Rungs, each a fresh Python process started here (tcore.worker.ladder runs inside it):
   eager        no compile: the floor
   cold         torch.compile with fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR: a first-ever start
-  warm         torch.compile again with the cold rung's cache directories: a restart on the same machine
+  warm         torch.compile again with the cold rung's cache directories: a restart on the same machine (the
+               Run page's cache=warm, whose shared folder a cold run fills once it has measured)
   mega_cache   fresh cache directories seeded with torch.compiler.load_cache_artifacts() from what the cold rung
-               saved (save_cache_artifacts): a new machine that ships its compile cache
+               saved (save_cache_artifacts): a new machine that ships its compile cache (the Run page's
+               cache=artifacts, "artifacts loaded" on the Diagnose page)
   aot_compile  torch.compile(..., fullgraph=True).aot_compile(...) saved with save_compiled_function, loaded in a
                fresh process (fresh cache directories) with torch.compiler.load_compiled_function
   aoti         torch.export then an AOTInductor package (aoti_compile_and_package), loaded in a fresh process with
@@ -28,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from tcore.lab import private
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +60,7 @@ def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_
     caches live under `cache_dir`."""
     # PYTHONFAULTHANDLER: a step that dies of a signal (a segfault in a compiled artifact's loader, say) still says
     # where, as the Python stack faulthandler prints on its stderr, which the error below ends with.
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
+    env = {**private.without_private(os.environ), "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
            "TRITON_CACHE_DIR": str(cache_dir / "triton"), LAUNCHED_AT: repr(time.time()), "PYTHONFAULTHANDLER": "1"}
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)  # the warm and artifact rungs are made of caches
     t0 = time.perf_counter()
@@ -237,17 +241,20 @@ def cmd_ladder(args) -> int:
     return 0 if all("failed" not in s for s in result["steps"].values()) else 1
 
 
-def ladder(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float | None = None) -> dict[str, Any]:
-    """climb() with a progress line per step on stderr, and what the result was measured with."""
+def ladder(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float | None = None,
+           on_step: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """climb() with a progress line per step (on stderr, unless on_step takes each step's report instead: the
+    Diagnose page's, tcore.lab.probes), and what the result was measured with."""
     def said(step: str, report: dict[str, Any]) -> None:
         why = report.get("unavailable") or report.get("failed")
         what = why.splitlines()[0] if why else f"{report.get('process_wall_s', 0):.1f} s"
         print(f"  {step}: {what}", file=sys.stderr, flush=True)
 
     spec = json.loads(spec_json)
-    print(f"start-up ladder: {spec['model']}/{spec['preset']} bs{spec['batch_size']} {spec['precision']}",
-          file=sys.stderr, flush=True)
-    result = climb(spec_json, rungs, timeout_s=timeout_s, on_step=said)
+    if on_step is None:
+        print(f"start-up ladder: {spec['model']}/{spec['preset']} bs{spec['batch_size']} {spec['precision']}",
+              file=sys.stderr, flush=True)
+    result = climb(spec_json, rungs, timeout_s=timeout_s, on_step=on_step or said)
     first = next((s for s in result["steps"].values() if "device" in s), {})
     device_name = first.get("device_name", "cpu")
     return {"spec": spec, "device": first.get("device"), "device_name": device_name, "torch": first.get("torch"),

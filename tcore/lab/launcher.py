@@ -31,7 +31,7 @@ from typing import Any, Iterator
 from tcore.lab import private
 
 from tcore.experiment import protocol
-from tcore.lab import forkserver
+from tcore.lab import artifacts, forkserver
 from tcore.lab.config import PASSCODE_ENV, REPO_ROOT, TORCH_TRACE_DIR  # noqa: F401 (launcher.X, as before)
 from tcore.experiment.spec import Experiment
 
@@ -360,12 +360,23 @@ class RunHandle:
                 terminal = protocol.error("crashed", _death_message(returncode))
         if terminal["type"] == "error":
             terminal["log_tail"] = self.log_tail()
+        elif self.exp.cache == "cold":  # before the run counts as ended: a warm run queued behind it must find it
+            self._share_compile(terminal["result"])
         self.final = terminal
         self.finished_at = time.time()
         self._queue.put(terminal)
         self._queue.put(_END)
         shutil.rmtree(self.workdir / "inductor", ignore_errors=True)  # fresh caches are single-use
         shutil.rmtree(self.workdir / "triton", ignore_errors=True)
+
+    def _share_compile(self, result: dict[str, Any]) -> None:
+        """What this cold run compiled goes into the caches warm runs share, now that its own figures are measured;
+        a copy that fails (a full disk) leaves the run as it is and says so in its notes."""
+        try:
+            artifacts.share_compiled(self.workdir, warm_cache_dir())
+        except OSError as e:
+            result["notes"] = [*result.get("notes", []), f"its compile could not be added to the cache warm runs "
+                                                          f"share ({type(e).__name__}: {e})"]
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         with open(self.log_path, errors="replace") as f:

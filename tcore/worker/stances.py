@@ -5,11 +5,17 @@ shape changes.
                       a compile; a new shape raises, and torch's error names the guard that failed
   eager_on_recompile  warm up on the first shape, then feed new shapes: each runs eagerly instead of recompiling, so
                       the cost of a new shape is an eager step, not a compile
-  eager_then_compile  the first call runs eagerly, later ones compile with the dynamism the first calls showed: one
-                      compile for every size instead of a static compile then a dynamic recompile
+  eager_then_compile  torch applies it per function (code object), not per call of the compiled model: a function's
+                      first call runs eagerly and its second compiles, with the dynamism those two calls showed. So
+                      the model's own forward runs eagerly on the first call and compiles on the second, once for
+                      every size (not a static compile, then a dynamic recompile); but a function the model calls
+                      more than once per step (a repeated block's forward) is on its second call inside the first
+                      step, and compiles there, statically, while the model around it runs eagerly. Torch's own
+                      docs say "run the first invocation in eager mode": true of each function, not of the step.
 
-Each probe returns one row per call: the size, whether the call compiled (Dynamo's compilation records), its
-time, and how far its output is from eager's. A stance this torch lacks is reported, not run.
+Each probe returns one row per call: the size, whether the call compiled (Dynamo's compilation records), which
+functions it compiled (name, file and line) and whether one was the model's own forward ("top"), its time, and how
+far its output is from eager's. A stance this torch lacks is reported, not run.
 """
 from __future__ import annotations
 
@@ -54,17 +60,20 @@ def probe(exp: Experiment, stance: str, device: str = "cpu") -> dict[str, Any]:
                        w, exp, device, None)
     diagnostics.reset()
     rows: list[dict[str, Any]] = []
-    out = {"stance": stance, "sizes": w.schedule.sizes, "calls": rows}
+    out = {"stance": stance, "sizes": w.schedule.sizes, "calls": rows, "top": where(type(w.model).forward.__code__)}
 
     def call(i: int, under: str, note: str = "") -> None:
         seen = len(diagnostics.metrics())
         with torch.compiler.set_stance(under):
             result, seconds = timed_call(lambda: compiled(w.batches[i]), device)
-        compiles = [e for e in diagnostics.compile_events(diagnostics.metrics()[seen:], 0.0)
+        entries = diagnostics.metrics()[seen:]
+        compiles = [(entry, e) for entry, e in zip(entries, diagnostics.compile_events(entries, 0.0))
                     if e["kind"] in ("compile", "recompile")]
+        at = [where(entry) for entry, _ in compiles]
         rows.append({"size": w.schedule.sizes[i], "stance": under, "compiled": bool(compiles),
-                     "frames": [e["frame"] for e in compiles],  # inner functions compile as frames of their own too
-                     "reasons": [e["reason"] for e in compiles if e["reason"]], "ms": round(seconds * 1e3, 3),
+                     "frames": [e["frame"] for _, e in compiles],  # inner functions compile as frames of their own too
+                     "where": at, "top": out["top"] in at,
+                     "reasons": [e["reason"] for _, e in compiles if e["reason"]], "ms": round(seconds * 1e3, 3),
                      "correctness_ok": compare(clone(result), references[i], exp.precision)["correctness_ok"],
                      **({"note": note} if note else {})})
 
@@ -72,6 +81,13 @@ def probe(exp: Experiment, stance: str, device: str = "cpu") -> dict[str, Any]:
         for i in range(len(w.batches)):
             call(i, stance)
         out["compiles"] = sum(r["compiled"] for r in rows)
+        # per function, as torch does it: the call that compiled the model's own forward, and the functions compiled
+        # before it (a step's inner functions, at their second call inside one step)
+        out["top_compiled_at_call"] = next((n + 1 for n, r in enumerate(rows) if r["top"]), None)
+        first_top = out["top_compiled_at_call"] or len(rows) + 1
+        out["inner_compiled_first"] = [f for r in rows[:first_top - 1] for f in r["where"]]
+        for n, r in enumerate(rows, 1):
+            r["note"] = eager_then_compile_note(n, r, out["top"])
         return out
 
     call(0, "default", "warm-up: the first shape compiles as usual")
@@ -91,6 +107,25 @@ def probe(exp: Experiment, stance: str, device: str = "cpu") -> dict[str, Any]:
     return out
 
 
+def eager_then_compile_note(n: int, row: dict[str, Any], top: str) -> str:
+    """What call `n` under eager_then_compile did, in words: torch's stance is per function."""
+    inner = [f for f in row["where"] if f != top]
+    if row["top"]:
+        return "the model's forward compiled, at its second call, with the dynamism its two calls showed"
+    if inner:
+        return (f"the model's forward ran eagerly, yet {len(inner)} compile{'s' if len(inner) != 1 else ''} ran inside "
+                "it: each function it calls more than once per step compiles at its own second call")
+    return "the model's forward ran eagerly, its first call" if n == 1 else "no compile: code compiled earlier ran"
+
+
+def where(code_or_entry: Any) -> str:
+    """'captioner.py:185 forward': a function by its file, first line and name, from its code object or from one of
+    Dynamo's compilation records (which carry the compiled frame's co_filename, co_firstlineno and co_name)."""
+    name = getattr(code_or_entry, "co_name", None) or "?"
+    path = getattr(code_or_entry, "co_filename", None) or "?"
+    return f"{path.rsplit('/', 1)[-1]}:{getattr(code_or_entry, 'co_firstlineno', None) or '?'} {name}"
+
+
 def probe_all(exp: Experiment, device: str = "cpu",
               on_probe: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     results = []
@@ -105,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     """python -m tcore.worker.stances --model captioner --preset tiny --shape-count 3: each stance's calls, printed."""
     import argparse
     import json
+    import sys
 
     p = argparse.ArgumentParser(prog="python -m tcore.worker.stances", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,17 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     exp = Experiment(model=args.model, preset=args.preset, batch_size=args.batch_size, device=args.device,
                      backend=args.backend, shape_count=args.shape_count)
-    results = probe_all(exp, args.device)
+    results = probe_all(exp, args.device, on_probe=lambda r: print(f"  {r['stance']}: done", file=sys.stderr,
+                                                                       flush=True))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     for r in results:
         print(f"\n{r['stance']}: " + (r.get("unavailable") or f"sizes {r['sizes']}"))
         for c in r.get("calls", []):
-            what = "compiled " + ", ".join(c["frames"]) if c["compiled"] else "no compile"
+            what = ("compiled " + ", ".join(c.get("where") or c["frames"])
+                    + (" (the model's forward)" if c.get("top") else "")) if c["compiled"] else "no compile"
             wrong = "" if c["correctness_ok"] else "  OUTPUT DIFFERS FROM EAGER"
             note = f"  ({c['note']})" if c.get("note") else ""
             print(f"  size {c['size']:>4} under {c['stance']:20} {c['ms']:10.1f} ms  {what}{wrong}{note}")
+        if r["stance"] == "eager_then_compile" and r.get("calls"):
+            at, inner = r.get("top_compiled_at_call"), r.get("inner_compiled_first") or []
+            print(f"  the model's forward compiled at call {at}" if at else "  the model's forward never compiled",
+                  end="")
+            print(f"; before it, {len(inner)} inner function compile(s) ran inside call 1 (torch's stance is per "
+                  "function: each one's second call compiles)" if inner else "")
         if r.get("raised"):
             print("  raised: " + r["error"])
             print("".join(f"\n    failed guard: {g}" for g in r["failed_guards"]).lstrip("\n"))

@@ -1,0 +1,143 @@
+"""The start-up ladder and the set_stance probes, started from the app's Diagnose page: each runs in a thread of the
+app's process that starts its steps' fresh processes (tcore.lab.ladder's rungs; `python -m tcore.worker.stances`),
+and says each step as it ends; the page follows it and reads its result from here when it ends.
+
+They run beside the run queue, not in it: the page says so before a person starts one, and how many runs are under
+way on the machine then. One of each kind at a time per app process: each keeps the CPU busy with compiles.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tcore.experiment.spec import Experiment
+from tcore.lab import ladder, limits, private
+from tcore.lab.config import REPO_ROOT
+
+KINDS = ("ladder", "stances")
+KEEP = 20  # ended probes kept for the pages, newest first; older ones are dropped
+STEP_TIMEOUT_S = 900.0  # the most one step's process may take (a ladder rung, or all the stance probes)
+
+
+@dataclass
+class Probe:
+    """One ladder climb or one stance probe, started here: what it runs, its steps so far, then its result."""
+
+    id: str
+    kind: str                # "ladder" or "stances"
+    title: str               # what it runs, for the page
+    started_at: float
+    steps: list[str] = field(default_factory=list)  # one line per step, as each ends
+    result: Any = None       # ladder: tcore.lab.ladder.ladder()'s dict; stances: the list of probes
+    error: str | None = None  # why it ended without a result
+    ended_at: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.ended_at is not None
+
+
+_PROBES: dict[str, Probe] = {}
+_LOCK = threading.Lock()
+_IDS = itertools.count(1)
+
+
+class Busy(RuntimeError):
+    """A probe of this kind is still running in this process; the message says which."""
+
+
+def get(probe_id: str | None) -> Probe | None:
+    return _PROBES.get(probe_id) if probe_id else None
+
+
+def latest(kind: str) -> Probe | None:
+    """The newest probe of `kind` started in this process (a refreshed page finds it again)."""
+    with _LOCK:
+        found = [p for p in _PROBES.values() if p.kind == kind]
+    return max(found, key=lambda p: p.started_at, default=None)
+
+
+def start_ladder(exp: Experiment, rungs: list[str], *, timeout_s: float = STEP_TIMEOUT_S) -> Probe:
+    """Climb the start-up ladder for `exp` (inference, its device resolved) in a thread; returns at once. SpecError
+    for a model file the lab does not allow (its code would run here), Busy while another ladder runs."""
+    limits.check_app_model(exp.model)
+    def climb(probe: Probe) -> Any:
+        return ladder.ladder(exp.to_json(), rungs, timeout_s=timeout_s,
+                             on_step=lambda step, report: probe.steps.append(step_words(step, report)))
+    return _start("ladder", f"{exp.label}: {', '.join(rungs)}", climb)
+
+
+def start_stances(exp: Experiment, *, timeout_s: float = STEP_TIMEOUT_S) -> Probe:
+    """Run the three set_stance probes over `exp`'s shape schedule in a fresh worker-side process; returns at once.
+    SpecError for a model file the lab does not allow, Busy while other probes run."""
+    limits.check_app_model(exp.model)
+    def probe_all(probe: Probe) -> Any:
+        return run_stances(exp, timeout_s=timeout_s, on_line=probe.steps.append)
+    return _start("stances", exp.label, probe_all)
+
+
+def stance_command(exp: Experiment) -> list[str]:
+    """`python -m tcore.worker.stances` with `exp`'s settings, printing its probes as JSON."""
+    return [sys.executable, "-m", "tcore.worker.stances", "--json", "--model", exp.model, "--preset", exp.preset,
+            "--batch-size", str(exp.batch_size), "--shape-count", str(exp.shape_count), "--backend", exp.backend,
+            "--device", exp.device]
+
+
+def run_stances(exp: Experiment, *, timeout_s: float, on_line: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The stance probes' list, from a fresh process (without the lab's private environment); each line it says on
+    stderr (a probe done) goes to on_line. RuntimeError with the end of its output if it fails."""
+    env = {**private.without_private(dict(os.environ)), "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(stance_command(exp), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    timer = threading.Timer(timeout_s, proc.kill)
+    timer.start()
+    said: list[str] = []
+    try:
+        for line in proc.stderr:
+            said.append(line.rstrip("\n"))
+            if line.startswith("  ") and line.rstrip().endswith(": done"):
+                on_line(line.strip())
+        out = proc.stdout.read()
+        code = proc.wait()
+    finally:
+        timer.cancel()
+    if code != 0:
+        tail = "\n".join(said[-15:])
+        raise RuntimeError(f"the stance probes' process {ladder.exit_words(code)}:\n{tail}")
+    return json.loads(out)
+
+
+def step_words(step: str, report: dict[str, Any]) -> str:
+    """A ladder step as it ends: 'cold: 33.1 s', or why it could not run."""
+    why = report.get("unavailable") or report.get("failed")
+    return f"{step}: " + (why.splitlines()[0] if why else f"{report.get('process_wall_s', 0):.1f} s")
+
+
+def _start(kind: str, title: str, work: Callable[[Probe], Any]) -> Probe:
+    with _LOCK:
+        running = [p for p in _PROBES.values() if p.kind == kind and not p.done]
+        if running:
+            raise Busy(f"a {kind} probe is still running on this server ({running[0].title}, started "
+                       f"{time.time() - running[0].started_at:.0f} s ago): one at a time, as each keeps the CPU busy")
+        probe = Probe(id=f"{kind}-{next(_IDS)}", kind=kind, title=title, started_at=time.time())
+        _PROBES[probe.id] = probe
+        for old in sorted((p for p in _PROBES.values() if p.done), key=lambda p: p.started_at)[:-KEEP]:
+            del _PROBES[old.id]
+
+    def body() -> None:
+        try:
+            probe.result = work(probe)
+        except Exception as e:  # noqa: BLE001 (said on the page, which is where the person is)
+            probe.error = f"{type(e).__name__}: {e}"
+        finally:
+            probe.ended_at = time.time()
+
+    threading.Thread(target=body, name=f"probe-{probe.id}", daemon=True).start()
+    return probe

@@ -1,0 +1,101 @@
+"""The Run page's knobs, headless: a value the page refuses turns Run off and says why, a batch far past the model's
+practical one is warned about before it runs (its memory and time), the settings survive the loss of their widgets'
+values, and the timeline's table and subtitle read as a person reads them. tests/test_browser_run_knobs.py checks the
+same in Chromium, where a box's own bounds and a live fragment behave as they do for a person."""
+from tcore.experiment.spec import Experiment
+from tests.app_harness import app, db, stored_run, texts  # noqa: F401 (the db fixture)
+from ui import timeline_bar
+
+
+def will_run(at) -> list[str]:
+    return [str(c.value) for c in at.caption if str(c.value).startswith("Will run")]
+
+
+def test_a_batch_past_the_labs_limit_turns_run_off_and_says_why(db):
+    """The box refused 1,000,000 in the browser without telling the page, and Run went on to run batch 8."""
+    at = app()
+    at.number_input(key="run_batch_size").set_value(1_000_000).run()
+    assert not at.exception
+    assert at.button(key="run_start").disabled
+    assert not will_run(at)
+    assert ("batch_size 1,000,000 is over this lab's limit (max_batch_size = 1024); choose a batch size of at most "
+            "1,024") in texts(at.error)
+
+
+def test_a_batch_past_the_specs_bound_turns_run_off_without_a_lab_limit(db, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "none")
+    at = app()
+    at.number_input(key="run_batch_size").set_value(1_000_000).run()
+    assert at.button(key="run_start").disabled
+    assert "batch_size must be a whole number from 1 to 65536, not 1000000" in texts(at.error)
+    at.number_input(key="run_batch_size").set_value(0).run()
+    assert at.button(key="run_start").disabled and "not 0" in texts(at.error)
+    at.number_input(key="run_batch_size").set_value(4).run()
+    assert not at.button(key="run_start").disabled and "bs4 " in will_run(at)[0]
+
+
+def test_measurement_boxes_past_their_bounds_turn_run_off(db):
+    at = app()
+    at.number_input(key="run_rounds").set_value(500).run()
+    assert at.button(key="run_start").disabled and "rounds must be a whole number from 1 to 100" in texts(at.error)
+    at.number_input(key="run_rounds").set_value(6)
+    at.number_input(key="run_timeout_min").set_value(100_000).run()
+    assert at.button(key="run_start").disabled
+    assert "the time limit must be from 1 to 15 min" in texts(at.error) and "not 100000 min" in texts(at.error)
+    at.number_input(key="run_timeout_min").set_value(10).run()
+    assert not at.button(key="run_start").disabled
+
+
+def test_a_batch_far_past_the_practical_one_is_warned_about_with_its_memory_and_time(db):
+    """A batch of 1,024 training on the CPU queued with no word of its time or memory."""
+    at = app()
+    at.radio(key="run_task").set_value("training").run()
+    at.number_input(key="run_batch_size").set_value(1024).run()
+    warning = texts(at.warning)
+    assert "**Batch 1,024 is 128× this model's practical batch on the CPU (8).**" in warning
+    assert "It needs an estimated" in warning and "GiB (weights, gradients, AdamW state and activations)" in warning
+    assert "No earlier run of this model, preset, task and precision on this machine says how long" in warning
+    assert not at.button(key="run_start").disabled  # a warning: the person may still run it
+
+    earlier = stored_run(db, Experiment(model="captioner", preset="tiny", batch_size=8, task="training",
+                                        device="cpu"), eager_samples_per_s=80.0)
+    at.run()
+    warning = texts(at.warning)
+    assert (f"A step should take about 13 s (run {earlier[-6:]} ran 80 samples/s eager at batch 8), so its first "
+            "calls, warm-ups and fewest rounds alone, 20 steps, take about 4 min 16 s, and the compile comes on "
+            "top.") in warning
+    at.number_input(key="run_batch_size").set_value(16).run()
+    assert "practical batch" not in texts(at.warning)  # twice the practical batch: nothing to warn about
+
+
+def test_the_settings_come_back_when_their_widgets_values_are_lost(db):
+    """After a visit to another page while the Run page followed a run, Streamlit had dropped every widget's value:
+    the batch came back at 1 and the backend at its default (tests/test_browser_run_knobs.py: the real thing)."""
+    at = app()
+    at.number_input(key="run_batch_size").set_value(5)
+    at.selectbox(key="run_backend").set_value("aot_eager").run()
+    at.switch_page("app_pages/compare.py").run()
+    for key in ("run_batch_size", "run_backend"):  # what the switch did to them in the browser
+        del at.session_state[key]
+    at.switch_page("app_pages/run.py").run()
+    assert not at.exception
+    assert at.number_input(key="run_batch_size").value == 5 and at.selectbox(key="run_backend").value == "aot_eager"
+    assert "bs5 " in will_run(at)[0]
+    # a model change sets that model's practical batch, and changing back sets the captioner's
+    at.selectbox(key="run_builtin").set_value("resnet50").run()
+    assert at.number_input(key="run_batch_size").value == 8
+    at.number_input(key="run_batch_size").set_value(3)
+    at.selectbox(key="run_builtin").set_value("captioner").run()
+    assert at.number_input(key="run_batch_size").value == 8
+
+
+def test_the_timeline_table_puts_its_seconds_first_and_its_subtitle_reads_with_spaces():
+    """The phase table's seconds lay past the right edge of the result column; the bar's subtitle read
+    "blue,waiting" as text (its lines joined without a space)."""
+    phases = [{"name": "queue (waiting for a place on the device)", "kind": "wait", "s": 0.2, "start_s": 0.0},
+              {"name": "compile", "kind": "compile", "s": 3.1, "start_s": 0.2}]
+    assert list(timeline_bar.phase_rows(phases)[0]) == ["phase", "seconds", "from (s)", "is"]
+    assert list(timeline_bar.PHASE_COLUMNS) == ["phase", "seconds", "from (s)", "is"]
+    text = timeline_bar.timeline_chart({"timeline": phases}).layout.title.subtitle.text
+    assert "<br>" in text and "<br>" not in text.replace(" <br>", "")
+    assert text.replace(" <br>", " ") == timeline_bar.SUBTITLE

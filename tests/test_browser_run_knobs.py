@@ -1,0 +1,153 @@
+"""The Run page's knobs and the Diagnose page's start-up tab as a person meets them, in Chromium: a batch kept across a
+visit to another page while a run is followed live, a batch the box refuses turning Run off, a search followed as it
+is typed, the timeline's subtitle read with its spaces, and the stance probes started, followed and read on Diagnose.
+(tests/test_app_run_knobs.py and tests/test_diagnose_startup.py check the page's side headless.)"""
+import re
+import time
+
+import pytest
+
+from tests.test_browser import ARTIFACTS, WAIT_MS, open_run_page, server, settle_charts  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.browser
+
+
+def batch_box(page):
+    return page.get_by_role("spinbutton", name="Batch size (samples per step)")
+
+
+def will_run(page) -> list[str]:
+    return [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts() if t.startswith("Will run")]
+
+
+def go(page, name: str) -> None:
+    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name=name, exact=True).click()
+
+
+def test_the_batch_survives_a_visit_to_another_page_while_a_run_is_followed(server):
+    """With the Run page following a run live, a visit to Compare brought the batch box back at 1 and the backend at
+    its default: the widgets' values were dropped after the live panel's redraws."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser, page, watch = open_run_page(p, server)
+        page.get_by_role("combobox", name="Backend").click()
+        page.get_by_role("option", name="aot_eager", exact=True).click()
+        batch_box(page).fill("5")
+        batch_box(page).press("Enter")
+        page.get_by_text("Will run: captioner/tiny bs5 fp32 inference, whole aot_eager").wait_for()
+        page.get_by_role("button", name="Run", exact=True).click()
+        page.get_by_text("Running: captioner/tiny bs5").wait_for(timeout=WAIT_MS)
+        for _ in range(3):  # the run is followed, then ends, then is drawn: each time the batch comes back as it was
+            go(page, "Compare")
+            page.get_by_role("heading", name=re.compile("Compare")).first.wait_for(timeout=WAIT_MS)
+            time.sleep(3)  # the live panel's redraws, as a person reading the other page lets them happen
+            go(page, "Run")
+            page.get_by_text("Run an experiment").wait_for(timeout=WAIT_MS)
+            page.get_by_text("Will run: captioner/tiny bs5 fp32 inference, whole aot_eager").wait_for(timeout=WAIT_MS)
+            assert batch_box(page).input_value() == "5"
+
+        # The finished run's timeline: its subtitle's lines read with a space between them, as the words are
+        page.get_by_text("Compiled output matches eager").wait_for(timeout=WAIT_MS)
+        bar = page.locator(".js-plotly-plot").filter(has_text="The run's timeline")
+        bar.wait_for(timeout=WAIT_MS)
+        settle_charts(page)
+        text = bar.evaluate("e => e.textContent")
+        assert "compile warm, measurement blue, waiting purple, the lab grey" in text, text
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert watch.problems() == []
+        browser.close()
+
+
+def test_a_batch_the_box_refuses_turns_run_off_and_says_why(server):
+    """The box refused 1,000,000 (past its maximum) without telling the page: Run stayed on and would run batch 8."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page, watch = open_run_page(p, server)
+        batch_box(page).fill("1000000")
+        batch_box(page).press("Enter")
+        page.get_by_text("batch_size 1,000,000 is over this lab's limit").wait_for(timeout=WAIT_MS)
+        assert page.get_by_role("button", name="Run", exact=True).is_disabled()
+        assert will_run(page) == []
+        batch_box(page).fill("16")
+        batch_box(page).press("Enter")
+        page.get_by_text("Will run: captioner/tiny bs16").wait_for(timeout=WAIT_MS)
+        assert not page.get_by_role("button", name="Run", exact=True).is_disabled()
+
+        # A batch far past the practical one is warned about before it runs: its memory and its time
+        page.locator('[data-testid="stRadio"]').filter(has_text="Task").get_by_text("training", exact=True).click()
+        batch_box(page).fill("1024")
+        batch_box(page).press("Enter")
+        page.get_by_text(re.compile(r"Batch 1,024 is 128× this model's practical batch on the CPU")).wait_for(
+            timeout=WAIT_MS)
+        assert page.get_by_text(re.compile(r"It needs an estimated [\d.]+ GiB")).count() == 1
+        assert watch.problems() == []
+        browser.close()
+
+
+def test_will_run_follows_a_search_as_it_is_typed(server):
+    """Until Enter was pressed in the search box, "Will run" named the model picked before the search."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page, watch = open_run_page(p, server)
+        page.locator('[data-testid="stRadio"]').filter(has_text="Source").get_by_text("torchvision", exact=True).click()
+        page.get_by_text("Will run: torchvision:resnet18/").wait_for(timeout=WAIT_MS)
+        page.get_by_label("Search names").press_sequentially("vgg", delay=50)  # typed, no Enter, focus kept
+        page.get_by_text("none is picked yet").wait_for(timeout=WAIT_MS)
+        assert will_run(page) == []
+        assert page.get_by_role("button", name="Run", exact=True).is_disabled()
+        assert page.get_by_label("Search names").evaluate("e => e === document.activeElement")  # still typing there
+        assert watch.problems() == []
+        browser.close()
+
+
+def test_the_stances_run_from_the_diagnose_page_and_say_what_happened(server):
+    """The ladder and the stances lived on the command line alone: here a person opens the tab, starts the stance
+    probes, sees them run, and reads each stance's calls and what they mean."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser, page, watch = open_run_page(p, server)
+        go(page, "Diagnose")
+        page.get_by_role("tab", name="Start-up and stances").click()
+        page.get_by_text("The start-up ladder", exact=True).wait_for(timeout=WAIT_MS)
+        page.get_by_role("button", name="Probe the stances").click()
+        page.get_by_text(re.compile(r"Running stances: captioner/tiny")).wait_for(timeout=WAIT_MS)
+        page.get_by_text("torch applies this stance per function").wait_for(timeout=WAIT_MS)
+        page.get_by_text("A new size raised instead of recompiling").wait_for(timeout=WAIT_MS)
+        page.get_by_text(re.compile(r"ran eagerly on call 1 and compiled on call 2")).wait_for(timeout=WAIT_MS)
+        page.get_by_text(re.compile(r"Yet call 1 was not all eager")).wait_for(timeout=WAIT_MS)
+        assert page.locator('[data-testid="stDataFrame"]').count() == 3  # each stance's calls
+        page.screenshot(path=ARTIFACTS / "diagnose-stances.png")
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert watch.problems() == []
+        browser.close()
+
+
+def test_the_ladder_climbs_from_the_diagnose_page_and_shows_its_table(server):
+    """The eager rung alone (a fresh process, seconds): started, followed step by step, then its row in the table."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page, watch = open_run_page(p, server)
+        go(page, "Diagnose")
+        page.get_by_role("tab", name="Start-up and stances").click()
+        rungs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Rungs")
+        rungs.wait_for(timeout=WAIT_MS)
+        for rung in ("cold", "warm", "mega_cache", "aot_compile", "aoti"):
+            rungs.get_by_label(f"Remove {rung}").first.click()
+            rungs.get_by_label(f"Remove {rung}").first.wait_for(state="detached", timeout=WAIT_MS)
+        page.get_by_role("button", name="Climb the ladder").click()
+        page.get_by_text(re.compile(r"Running ladder: captioner/tiny .*: eager")).wait_for(timeout=WAIT_MS)
+        page.get_by_text("As the command line prints it").wait_for(timeout=WAIT_MS)
+        # the table's cells, from the grid's accessible copy of its canvas
+        cells = """document.querySelectorAll('[data-testid="stDataFrame"] [role="gridcell"]')"""
+        page.wait_for_function(f"() => Array.from({cells}).some(c => c.innerText.trim() === 'eager first call')",
+                               timeout=WAIT_MS)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert watch.problems() == []
+        browser.close()

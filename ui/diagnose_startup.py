@@ -1,0 +1,180 @@
+"""The Diagnose page's start-up section: the start-up ladder (every way to a model's first result, each in a fresh
+process: `python -m tcore ladder`) and the set_stance probes (`python -m tcore.worker.stances`), started from the
+page, followed while they run (tcore.lab.probes), then read as a table and sentences.
+
+Its words keep the lab's names: "warm" is a local cache folder read again (the Run page's cache=warm, the ladder's
+warm rung), "artifacts loaded" the Mega-Cache (the Run page's cache=artifacts, the ladder's mega_cache rung).
+"""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from tcore.experiment.device import practical_defaults
+from tcore.experiment.spec import CHOICES, Experiment, SpecError
+from tcore.lab import ladder, probes, runs
+from tcore.store import RunStore
+from ui import diagnose, knobs, stance_words
+
+FOLLOW_S = 1.0
+RUNG_WORDS = {
+    "eager": "no compile: the floor",
+    "cold": "torch.compile with fresh cache folders: a first-ever start",
+    "warm": "torch.compile again on the cold rung's cache folders: a restart on this machine (the Run page's "
+            "cache=warm)",
+    "mega_cache": "fresh folders seeded with the Mega-Cache the cold rung saved: artifacts loaded, as a new machine "
+                  "that ships its cache (the Run page's cache=artifacts)",
+    "aot_compile": "torch.compile(...).aot_compile, saved and loaded in a fresh process",
+    "aoti": "torch.export, then an AOTInductor package loaded in a fresh process (inference only)",
+}
+
+
+def startup_section(store: RunStore) -> None:
+    st.markdown("How fast can a model reach its **first result**? A compile is paid at every start unless something "
+                "is kept: the **start-up ladder** times every way torch has, each in a fresh Python process. "
+                "**Stances** (`torch.compiler.set_stance`) change what a compiled function does when it meets a new "
+                "input shape. Both run here as on the command line (`python -m tcore ladder`, "
+                "`python -m tcore.worker.stances`), and this section shows each step as it ends.")
+    if under_way := runs.under_way(store):
+        st.warning(f"{len(under_way)} run(s) are under way on this machine. The ladder and the probes run beside the "
+                   "queue, not in it: they share the CPU with those runs, and each slows the other's timings.",
+                   icon=":material/warning:")
+    with st.container(border=True):
+        ladder_part()
+    with st.container(border=True):
+        stances_part()
+
+
+def _exp(model: str, **changes) -> Experiment:
+    """The model's practical preset and batch on this machine's device, for inference."""
+    device, _ = runs.preflight(Experiment(model=model))
+    defaults = practical_defaults(model, device, "inference")
+    return Experiment(model=model, device=device, **{**defaults, **changes})
+
+
+# --- the ladder -------------------------------------------------------------------------------------------------------
+
+def ladder_part() -> None:
+    st.markdown("#### The start-up ladder")
+    st.markdown("\n".join(f"- **{rung}**: {RUNG_WORDS[rung]}" for rung in ladder.RUNGS))
+    cols = st.columns([1, 2])
+    with cols[0]:
+        model = diagnose.pick_model("diag_ladder_model")
+    rungs = cols[1].multiselect("Rungs", list(ladder.RUNGS), default=list(ladder.RUNGS), persist_state="page",
+                                key="diag_ladder_rungs",
+                                help="warm and mega_cache need the cold rung: it runs too when they are picked.")
+    st.caption("Each rung is a fresh process: on this CPU a cold compile takes tens of seconds, and AOTInductor "
+               "builds the whole model's C++ (minutes). The eager rung always runs first: the others compare their "
+               "output with its.")
+    if st.button("Climb the ladder", key="diag_ladder_start", type="primary", icon=":material/play_arrow:",
+                 disabled=not rungs):
+        try:
+            exp = _exp(model, timed_s=2.0)
+            st.session_state.diag_ladder_probe = probes.start_ladder(exp, rungs).id
+        except (SpecError, probes.Busy) as e:
+            st.error(str(e))
+    probe = probes.get(st.session_state.get("diag_ladder_probe")) or probes.latest("ladder")
+    if probe is not None:
+        follow(probe, show_ladder)
+
+
+def show_ladder(probe: probes.Probe) -> None:
+    result = probe.result
+    machine = result.get("device_name") or result.get("device")
+    st.markdown(f"**{probe.title}** · {machine}, torch {result.get('torch')}")
+    st.dataframe(ladder_rows(result), hide_index=True, width="stretch", key="diag_ladder_table")
+    cold = next((r for r in result["rungs"] if r["rung"] == "cold" and "first_result_s" in r), None)
+    for r in result["rungs"]:
+        if r["rung"] in ("warm", "mega_cache") and cold and r.get("first_result_s"):
+            first, cold_first = r["first_result_s"], cold["first_result_s"]
+            st.markdown(f"- **{r['title']}** reached its first result in {first:.1f} s against the cold compile's "
+                        f"{cold_first:.1f} s ({first / cold_first:.2f}x).")
+    with st.expander("As the command line prints it"):
+        st.code(ladder.text_table(result), language=None)
+
+
+def ladder_rows(result: dict) -> list[dict]:
+    """One row per rung: its time to first result against cold's, its throughput, its artifact, or why it did not
+    run."""
+    rows = []
+    for r in result["rungs"]:
+        if "unavailable" in r:
+            rows.append({"rung": r["title"], "first result (s)": None, "vs cold": None, "samples/s": None,
+                         "artifact (MB)": None, "output": "", "why not": r["unavailable"].splitlines()[0]})
+            continue
+        made = r.get("build", {}).get("process_wall_s")
+        rows.append({"rung": r["title"], "first result (s)": r.get("first_result_s"),
+                     "vs cold": r.get("first_result_vs_cold"), "samples/s": r.get("samples_per_s"),
+                     "artifact (MB)": r["artifact_bytes"] / 1e6 if r.get("artifact_bytes") else None,
+                     "output": {True: "matches eager", False: "DIFFERS from eager"}.get(r.get("correctness_ok"), ""),
+                     "why not": f"making the artifact took {made:.1f} s" if made else ""})
+    return rows
+
+
+# --- the stances ------------------------------------------------------------------------------------------------------
+
+def stances_part() -> None:
+    st.markdown("#### Stances: what a compiled model does with a new shape")
+    st.markdown("- **fail_on_recompile**: a recompile is an error that names the guard: proves a setting stable\n"
+                "- **eager_on_recompile**: a new shape runs eagerly instead of compiling\n"
+                "- **eager_then_compile**: a function's first call runs eagerly, its second compiles with the "
+                "dynamism the two showed (per function, not per call of the model: the probe shows what that means)")
+    cols = st.columns(3)
+    with cols[0]:
+        model = diagnose.pick_model("diag_stance_model")
+    count = cols[1].number_input("Distinct shapes", min_value=2, max_value=8, value=3, persist_state="page",
+                                 key="diag_stance_count")
+    backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
+    st.session_state.setdefault("diag_stance_backend", "eager" if knobs.target_device("auto") == "cpu" else "inductor")
+    backend = cols[2].selectbox("Backend", backends, persist_state="page", key="diag_stance_backend")
+    st.caption(knobs.explain("backend", backend) + " The stances change Dynamo's side, which every backend shares.")
+    if st.button("Probe the stances", key="diag_stance_start", type="primary", icon=":material/play_arrow:"):
+        try:
+            exp = _exp(model, backend=backend, shape_count=int(count))
+            st.session_state.diag_stance_probe = probes.start_stances(exp).id
+        except (SpecError, probes.Busy) as e:
+            st.error(str(e))
+    probe = probes.get(st.session_state.get("diag_stance_probe")) or probes.latest("stances")
+    if probe is not None:
+        follow(probe, show_stances)
+
+
+def show_stances(probe: probes.Probe) -> None:
+    st.markdown(f"**{probe.title}**")
+    for found in probe.result:
+        st.markdown(f"##### {stance_words.STANCE_TITLES.get(found['stance'], found['stance'])}")
+        for line in stance_words.probe_words(found):
+            st.markdown(line)
+        if found.get("calls"):
+            st.dataframe(call_rows(found), hide_index=True, width="stretch", key=f"diag_stance_{found['stance']}")
+
+
+def call_rows(found: dict) -> list[dict]:
+    """One row per call of a probe: its size, the stance it ran under, what it compiled, its time, its output."""
+    return [{"call": n, "size": c["size"], "under": c["stance"],
+             "compiled": ", ".join(c.get("where") or c["frames"]) if c["compiled"] else "nothing",
+             "ms": c["ms"], "output": "matches eager" if c["correctness_ok"] else "DIFFERS from eager",
+             "what happened": c.get("note", "")} for n, c in enumerate(found["calls"], 1)]
+
+
+# --- following one ----------------------------------------------------------------------------------------------------
+
+def follow(probe: probes.Probe, show) -> None:
+    """A probe still running: its steps so far, redrawn every FOLLOW_S, until it ends and the page draws the result;
+    an ended one: its result, or why it has none."""
+    if probe.done:
+        if probe.error:
+            st.error(f"**{probe.title}** failed: {probe.error}")
+        else:
+            show(probe)
+        return
+
+    def progress() -> None:
+        if probe.done:
+            st.rerun()
+        with st.status(f"Running {probe.kind}: {probe.title}", expanded=True):
+            st.markdown("\n".join(f"- {line}" for line in probe.steps) or "Starting its first process...")
+            st.caption(f"{time.time() - probe.started_at:.0f} s so far")
+
+    st.fragment(progress, run_every=FOLLOW_S)()
