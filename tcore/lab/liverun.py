@@ -192,6 +192,11 @@ class LiveRun:
             self._collect_record()
             return
         with self._launch_lock:
+            if self._cancelled:  # cancelled while the store was told who runs it: the worker is handed nothing
+                worker.dismiss()
+                if not self.done:
+                    self._end(error_event("cancelled", "cancelled by the user before its worker started"))
+                return
             try:
                 self.from_spare, self.workdir = from_spare, worker.workdir
                 self.clock.worker(worker.forked, from_spare)
