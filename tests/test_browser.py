@@ -201,7 +201,7 @@ def test_tiny_cpu_run_in_a_real_browser(server):
         assert page.locator(".js-plotly-plot").count() == 4
         bar = page.locator(".js-plotly-plot").filter(has_text="The run's timeline")
         assert bar.count() == 1 and bar.locator("g.trace.bars").count() >= 8  # queue, build, ..., compile, saving
-        page.get_by_text(re.compile(r"s from submit to saved: .* was the compile")).wait_for(timeout=WAIT_MS)
+        page.get_by_text(re.compile(r"s from submit to saved: .* the compile")).wait_for(timeout=WAIT_MS)
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.get_by_text("Speedup", exact=True).count() == 1
         for title in ("Throughput (samples/s)", "Step latency (ms)"):
