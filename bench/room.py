@@ -3,6 +3,7 @@
     python bench/room.py --parts solo round --runs 20 --out bench/results/room-h100.json
     python bench/room.py --parts round --runs 8 --engine /path/to/older/checkout --out R.json   # before, same sitting
     python bench/room.py --parts pair --out R.json       # two clicks at once: the second's result over its compile
+    python bench/room.py --parts round --solo-from S.json --out R.json   # against the solo runs of an earlier call
     python bench/room.py --parts round --runs 30 --mix default resnet50 gpt2 bert-train llama-generate convnext
 
 Each part runs in a lab process of its own, as the app's server is one (tcore.lab.runs.serve: its queue, its spare
@@ -190,6 +191,10 @@ def main() -> int:
     ap.add_argument("--db", default=None, help="the run store (default: a fresh one per part); a store that holds a "
                                                "calibration (python -m tcore calibrate) gives intervals from it")
     ap.add_argument("--out", type=Path, default=None, help="the result (JSON): rows, checks and the summary")
+    ap.add_argument("--solo-from", type=Path, default=None,
+                    help="an earlier result of this machine whose solo runs the room's runs are held against (a round "
+                         "too long to share a call with its solo part: the two calls one after the other on one "
+                         "machine)")
     ap.add_argument("--part", help=argparse.SUPPRESS)  # how the parent runs one part in a lab process of its own
     args = ap.parse_args()
     if args.part:
@@ -197,7 +202,7 @@ def main() -> int:
         run_part(args.part, args.mix, args.runs, args.timeout, args.device, args.backend, args.db)
         return 0
     engine = str((args.engine or REPO).resolve())
-    rows = []
+    rows = [r for r in json.loads(args.solo_from.read_text())["rows"] if r["part"] == "solo"] if args.solo_from else []
     for part in args.parts:
         env = dict(os.environ, **{ENGINE_ENV: engine}, PYTHONPATH=engine, PYTHONUNBUFFERED="1",
                    COMPILE_LAB_CACHE_DIR=tempfile.mkdtemp(prefix="room-cache-"))

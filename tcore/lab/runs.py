@@ -81,17 +81,21 @@ def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
 
 
 def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout_s: float | None = None,
-          on_event: Callable[[dict[str, Any]], None] | None = None, sweep: tuple[str, int] | None = None) -> LiveRun:
+          on_event: Callable[[dict[str, Any]], None] | None = None, sweep: tuple[str, int] | None = None,
+          for_the_lab: bool = False) -> LiveRun:
     """Check `exp` against this machine and the lab's limits, then queue it; returns at once, phase "queued".
 
     owner: the submitting session (the app passes its browser session id); it bounds how many runs
     one session may queue. None (the command line, a sweep) means this process, with no such bound.
+    for_the_lab: a run the lab queues for itself under `owner`'s name (a calibration's references, all queued at
+    once): no per-session bound either.
     sweep: (sweep id, place in it) for a run of a sweep (tcore.lab.sweeps).
     Raises SpecError, with what to change, before anything is queued.
     """
     device, notes = preflight(exp)
     lab = limits.load(store=store)
-    need_gib = limits.check(exp, device, owner, store, lab)
+    bounded = None if for_the_lab else owner  # whose queue the per-session bound counts
+    need_gib = limits.check(exp, device, bounded, store, lab)
     timeout_s, lowered = lab.run_time(timeout_s)
     limits.check_duration(exp, device, timeout_s, store, lab)
     plan = scheduler.room_plan(device)  # a [room] setting written wrongly is said now, before anything is queued
@@ -100,7 +104,7 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     sched, _ = _scheduler(store)
     try:
         run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
-                               timeout_s=timeout_s, max_queued=lab.max_queued_per_session if owner else None,
+                               timeout_s=timeout_s, max_queued=lab.max_queued_per_session if bounded else None,
                                sweep=sweep, sweep_width=_sweep_width(device), memory_gib=room.counted_gib(need_gib))
     except QueueFull as e:  # a race with another tab of the same session, which check() could not see
         raise SpecError(limits.queue_full_message(e.count, lab)) from None
