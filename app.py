@@ -10,7 +10,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from tcore.lab import limits, model_cards, private, runs
+from tcore.lab.outputs import model_cards
+from tcore.lab.policy import limits
+from tcore.lab.settings import config
+from tcore.lab.run import runs
+from tcore.lab.settings import private
 from tcore.store import RunStore, StoreError, default_path
 from ui import exports, knobs, people
 
@@ -20,7 +24,7 @@ def start_queue(db_path: str) -> int:
     """Once per server process and store: keep spare workers, start the run queue, adopt the runs queued before a
     restart. serve.py (`make app`) has done this when the server started; `streamlit run app.py` does it here,
     when the first page opens. Model files are never imported here: their cards come from the store, or from a
-    child that reads the file where the lab allows files (tcore.lab.model_cards)."""
+    child that reads the file where the lab allows files (tcore.lab.outputs.model_cards)."""
     store = RunStore(db_path)
     if store.read_only:  # its runs can be looked at, none queued: no queue, and no model card written into it
         model_cards.install(store, files_allowed=lambda: False)
@@ -50,7 +54,7 @@ except (StoreError, sqlite3.Error) as e:  # a store deleted, corrupted, full or 
     traceback.print_exc()  # the whole story is in the server's log, for the instructor
     st.error(people.store_trouble(e))
     st.stop()
-except limits.LimitsError as e:  # compile-lab.toml written wrongly: its one line, which names the setting
+except config.LimitsError as e:  # compile-lab.toml written wrongly: its one line, which names the setting
     st.error(f"The lab's settings cannot be read: {e}")
     st.stop()
 exports.warm_charts()  # after the page: its own charts come first

@@ -4,7 +4,7 @@ does, plus two things a page script cannot do.
 - The run queue starts with the server. Streamlit runs app.py only when a browser opens a page, so a
   server started on its own after a restart left a dead server's running run 'running' and its queued
   runs waiting until someone opened a page. st.App's lifespan runs once, when the server starts:
-  here it starts the queue for the store and takes those runs over (tcore.lab.runs.serve), then imports
+  here it starts the queue for the store and takes those runs over (tcore.lab.run.runs.serve), then imports
   what the pages import, in the background, so the first visitor of each page does not wait for it.
 - It says at start who can reach it: by default Streamlit listens on every network interface, which a
   workshop room needs and a laptop on a café's network does not; `--server.address 127.0.0.1` (`make app
@@ -36,8 +36,12 @@ def start_queue() -> int:
     page opened once it is mended. A server that refused to start left participants with "connection refused"."""
     import sqlite3
 
-    from tcore.lab import private
-    from tcore.lab import cluster, limits, model_cards, runs
+    from tcore.lab.settings import config as lab_config
+    from tcore.lab.settings import private
+    from tcore.lab.launch import cluster
+    from tcore.lab.outputs import model_cards
+    from tcore.lab.policy import limits
+    from tcore.lab.run import runs
     from tcore.store import RunStore, StoreError, default_path
 
     private.hide_environment()  # the passcode in this process's environment, out of a worker's reach
@@ -55,7 +59,7 @@ def start_queue() -> int:
               f"`python -m tcore store set-aside --db {default_path()}`, then reload a page.", file=sys.stderr,
               flush=True)
         return 0
-    except (limits.LimitsError, cluster.ClusterError) as e:
+    except (lab_config.LimitsError, cluster.ClusterError) as e:
         print(f"compile-lab: the run queue did not start: the lab's settings cannot be used: {e}. The server starts "
               "anyway and every page says so; mend the setting, then reload a page.", file=sys.stderr, flush=True)
         return 0

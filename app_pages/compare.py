@@ -3,7 +3,7 @@ exports, delete."""
 import streamlit as st
 
 from tcore import figures
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from ui import compare_charts, diagnose_charts, diagnose_queries, exports, people, results, run_table, verdicts
 

@@ -4,8 +4,11 @@ import time
 import streamlit as st
 
 from tcore.host import machine
-from tcore.lab import cluster, runs, scheduler, sweeps
-from tcore.lab.waiting import duration_words
+from tcore.lab import sweeps
+from tcore.lab.launch import cluster
+from tcore.lab.queue import scheduler
+from tcore.lab.run import runs
+from tcore.lab.queue.waiting import duration_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from ui import charts, exports, instructor, people, queue
@@ -89,7 +92,7 @@ else:
     st.subheader(f"CPU: {facts['cpu']}")
     st.metric("Cores", f"{facts['cpu_count']} cores")
 st.caption(f"{facts['platform']}")
-try:  # how this machine serves a room: runs per GPU, the cores kept for the measuring run (tcore.lab.room)
+try:  # how this machine serves a room: runs per GPU, the cores kept for the measuring run (tcore.lab.queue.room)
     st.info(scheduler.room_plan("cuda" if facts["gpus"] else "cpu").why, icon=":material/groups:")
 except Exception as e:  # noqa: BLE001 (a [room] setting written wrongly: say which, the page goes on)
     st.error(f"The room's plan cannot be made: {e}")

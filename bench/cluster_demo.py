@@ -17,7 +17,7 @@ from ray.cluster_utils import Cluster
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from tcore.lab.cluster import own_runtime_dir  # noqa: E402
+from tcore.lab.launch.cluster import own_runtime_dir  # noqa: E402
 
 
 def gpus_here() -> int:

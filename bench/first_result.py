@@ -50,7 +50,8 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
     """In this process: the app, `attempts` runs of `model` clicked one after another."""
     from streamlit.testing.v1 import AppTest
 
-    from tcore.lab import runs
+    from tcore.lab.queue import spares
+    from tcore.lab.run import registry
 
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
     if ":" in model:  # a real model, as a person finds it: its source, a search, then the name
@@ -64,15 +65,15 @@ def one_process(model: str, spares: bool, attempts: int, out: Path) -> None:
     label = next(c.value for c in at.caption if str(c.value).startswith("Will run"))
     if spares:
         deadline = time.time() + 120
-        while not any(w.ready for w in runs.SPARES._spares.values()):
+        while not any(w.ready for w in spares.SPARES._spares.values()):
             assert time.time() < deadline, "no spare worker became ready in 120 s"
             time.sleep(0.2)
     pending = []  # (run, row so far): written once the run is saved, after the next click
     for attempt in range(attempts):
-        before = {r.run_id for r in runs.active()} | {r.id for r in _store().list()}
+        before = {r.run_id for r in registry.active()} | {r.id for r in _store().list()}
         t0 = time.time()
         at.button(key="run_start").click().run()
-        run = next(r for r in runs.active() if r.run_id not in before)
+        run = next(r for r in registry.active() if r.run_id not in before)
         first_power = first_figure = first_compile = None
         while not any(m.label == "Speedup" for m in at.metric):
             if first_power is None and run.snapshot()["power_samples"]:

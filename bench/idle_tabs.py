@@ -94,7 +94,7 @@ def cli_run(env: dict, *extra: str, owner: str | None = None) -> subprocess.Pope
     if owner is None:
         cmd = [sys.executable, "-m", "tcore", "run", *QUICK, *extra]
     else:  # the command line queues under its process; a participant's run goes through runs.execute
-        cmd = [sys.executable, "-c", "from tcore.lab import runs; "
+        cmd = [sys.executable, "-c", "from tcore.lab.run import runs; "
                "from tcore.experiment.spec import Experiment; from tcore.store import RunStore; "
                f"runs.execute(Experiment(model='captioner', preset='tiny', batch_size=2, device='cpu', "
                f"backend='eager', warmup_steps=1, timed_steps=4, rounds=1), RunStore(), owner={owner!r})"]

@@ -6,7 +6,7 @@
 Starts the app as `make app` does (`streamlit run serve.py`, whose queue starts with the server) on a free
 loopback port with a fresh run store ($COMPILE_LAB_DB), then `--processes` submitter processes each run a
 share of `--sessions` threads; each thread is one session (its own owner id) that submits
-`--runs-per-session` tiny CPU runs (captioner/tiny, backend eager) through tcore.lab.runs, as the app's pages do,
+`--runs-per-session` tiny CPU runs (captioner/tiny, backend eager) through tcore.lab.run.runs, as the app's pages do,
 and waits for them. Some people misbehave: one cancels its queued run, one kills its worker mid-run, one asks
 for a batch over the limit, one for a run no time limit allows, one has markup for a name, one tries to
 cancel and delete everyone else's runs.

@@ -16,7 +16,7 @@ each on a small CPU) and inductor on a GPU; the output says which. A mode is Ind
 inductor whatever the sweep's backend (on the CPU reduce-overhead then behaves as the default mode).
 
 --at-once N keeps N pairs in the lab's queue at once (default: as many as the lab's room runs on this machine's
-GPUs, tcore.lab.room; one on a CPU, where runs take turns whole anyway): on a shared GPU they compile side by side and
+GPUs, tcore.lab.queue.room; one on a CPU, where runs take turns whole anyway): on a shared GPU they compile side by side and
 each holds the GPU alone to measure, as a room of people clicking Run does. A row then counts its time from leaving the
 queue. --part K/N takes the K-th of N shares of the pairs, so N processes can sweep side by side (each row records
 how many shared the machine: then the speedups and compile times are not figures to quote). They append to the same
@@ -95,8 +95,8 @@ def submit_pair(model: str, task: str, flags: list[str], store, timeout_s: float
     state on one GPU), the pair runs at the next smaller preset the model has, and the row says which it was
     refused at and why. With no smaller preset, or a refusal of another kind, the refusal is the row's reason."""
     from tcore.cli import build_parser, experiment_from_args
-    from tcore.lab import runs
-    from tcore.lab.limits import TooBig
+    from tcore.lab.run import runs
+    from tcore.lab.policy.limits import TooBig
     from tcore.experiment.spec import SpecError
 
     argv = ["run", "--model", model, *flags, "--timeout", f"{timeout_s:g}"]
@@ -108,7 +108,7 @@ def submit_pair(model: str, task: str, flags: list[str], store, timeout_s: float
             row.update(preset=exp.preset, batch_size=exp.batch_size, precision=exp.precision, backend=exp.backend)
             try:
                 return row, runs.start(exp, store, timeout_s=args.timeout)
-            except TooBig as e:  # refused for memory (tcore.lab.limits): a smaller preset may fit
+            except TooBig as e:  # refused for memory (tcore.lab.policy.limits): a smaller preset may fit
                 smaller = smaller_preset(model, exp.preset)
                 if smaller is None:
                     raise
@@ -303,10 +303,10 @@ def sweep(pairs: list[tuple[str, str]], data: dict, flags: list[str], store, tim
 
 
 def room_width(kind: str) -> int:
-    """How many runs the lab's queue runs at once on this machine's `kind` device: its room (tcore.lab.room)."""
+    """How many runs the lab's queue runs at once on this machine's `kind` device: its room (tcore.lab.queue.room)."""
     if kind != "cuda":
         return 1  # on the CPU runs take turns whole
-    from tcore.lab import scheduler
+    from tcore.lab.queue import scheduler
 
     return len(scheduler.device_slots("cuda")) * scheduler.room_plan("cuda").runs_per_slot
 

@@ -105,7 +105,8 @@ def _status_task(pid: int, tid: str) -> dict[str, str]:
 
 
 def one_run(exp, store, mode: str) -> dict[str, object]:
-    from tcore.lab import cluster, runs
+    from tcore.lab.launch import cluster
+    from tcore.lab.run import runs
 
     if mode == "ray":
         os.environ[cluster.ADDRESS_ENV] = "local"

@@ -50,7 +50,8 @@ def ensure_ray(wheel: str | None) -> str:
 
 
 def one_run(exp, store, mode: str) -> dict:
-    from tcore.lab import cluster, runs
+    from tcore.lab.launch import cluster
+    from tcore.lab.run import runs
 
     if mode == "ray":
         os.environ[cluster.ADDRESS_ENV] = "local"
@@ -80,7 +81,7 @@ def main() -> int:
     installed = ensure_ray(args.wheel)
     os.environ.setdefault("COMPILE_LAB_CACHE_DIR", str(args.out / "cache"))
 
-    from tcore.lab import cluster
+    from tcore.lab.launch import cluster
     from tcore.experiment.spec import Experiment
     from tcore.experiment.device import practical_defaults
     from tcore.store import RunStore

@@ -6,9 +6,9 @@
     python bench/room.py --parts round --solo-from S.json --out R.json   # against the solo runs of an earlier call
     python bench/room.py --parts round --runs 30 --mix default resnet50 gpt2 bert-train llama-generate convnext
 
-Each part runs in a lab process of its own, as the app's server is one (tcore.lab.runs.serve: its queue, its spare
+Each part runs in a lab process of its own, as the app's server is one (tcore.lab.run.runs.serve: its queue, its spare
 workers), on a fresh store and fresh compile caches, so every compile is cold. A run is submitted as a page submits
-it (tcore.lab.runs.start under its own person's id), with the Run page's defaults for its model on the GPU.
+it (tcore.lab.run.runs.start under its own person's id), with the Run page's defaults for its model on the GPU.
     solo    each setting of the mix alone, one after another, each click once the spare worker is ready
     round   --runs runs at once, the mix repeated in turn (as a room clicks within a second)
     pair    two clicks of hf:gpt2 at once, spares ready
@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,11 +63,11 @@ def experiment(name: str, device: str = "cuda", backend: str = "inductor"):
 
 def wait_for_spares(timeout_s: float = 120.0) -> None:
     """Until the spare workers of the lab process's slots have done their imports (a room that has been open)."""
-    from tcore.lab import runs
+    from tcore.lab.queue import spares
 
     deadline = time.time() + timeout_s
     while time.time() < deadline:
-        spares = getattr(runs.SPARES, "_spares", {})
+        spares = getattr(spares.SPARES, "_spares", {})
         workers = [w for v in spares.values() for w in (v if isinstance(v, list) else [v])]
         if workers and all(w.ready for w in workers):
             return
@@ -78,7 +77,8 @@ def wait_for_spares(timeout_s: float = 120.0) -> None:
 def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str, backend: str,
              db: str | None) -> list[dict]:
     """In a lab process: submit the part's runs as pages do and wait for them; one row per run."""
-    from tcore.lab import limits, runs
+    from tcore.lab.policy import memory
+    from tcore.lab.run import runs
     from tcore.store import RunStore
 
     store = RunStore(db or Path(tempfile.mkdtemp(prefix="room-")) / "runs.sqlite")
@@ -93,7 +93,7 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str,
     for batch in batches:
         for name in set(batch):  # what the Run page works out as a person picks the model, before the click
             with contextlib.suppress(Exception):
-                limits.estimate_memory_gib(experiment(name, device, backend))
+                memory.estimate_memory_gib(experiment(name, device, backend))
         wait_for_spares()
         clicked = time.time()
         live = [runs.start(experiment(name, device, backend), store, owner=f"person-{i}", timeout_s=timeout_s)

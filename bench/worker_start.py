@@ -17,12 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +28,7 @@ CHILD = r"""
 import json, os, re, sys, tempfile, time
 from pathlib import Path
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 
 store = RunStore(Path(tempfile.mkdtemp()) / "runs.sqlite")

@@ -15,8 +15,8 @@ from tcore.analysis import report
 from tcore.lab import ladder  # imports no torch: its steps run in processes of their own
 from tcore.experiment.protocol import ERROR_KINDS, PHASE_TITLES
 from tcore.experiment.spec import CHOICES, Experiment, SpecError, choice_docs, describe
-from tcore.lab.cluster import ClusterError
-from tcore.lab.config import LimitsError
+from tcore.lab.launch.cluster import ClusterError
+from tcore.lab.settings.config import LimitsError
 from tcore.store import NoSuchRun, RunStore, StoreError, default_path
 
 # Fields whose default depends on the model, the device and the task (tcore.experiment.device.practical_defaults).
@@ -59,7 +59,7 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
 
 
 def experiment_from_args(args: argparse.Namespace) -> Experiment:
-    from tcore.lab.runs import preflight
+    from tcore.lab.run.runs import preflight
     from tcore.experiment.device import practical_defaults
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
@@ -116,7 +116,10 @@ class Parser(argparse.ArgumentParser):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore.lab import model_cards, runs, scheduler, waiting
+    from tcore.lab.outputs import model_cards
+    from tcore.lab.queue import scheduler, waiting
+    from tcore.lab.run import runs
+    from tcore.lab.run import registry
 
     store = RunStore(args.db)
     model_cards.install(store, files_allowed=lambda: True)  # the command line always allows model files
@@ -147,7 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(file=sys.stderr)
     if run.elsewhere:  # said even with --quiet: the run ended in another process than this one
         print(f"note: {run.notes[-1]}", file=sys.stderr)
-    if runs.adopted_left():  # this process owns them now: it runs them before it exits (tcore.lab.runs.run_adopted)
+    if registry.adopted_left():  # this process owns them now: it runs them before it exits (tcore.lab.run.runs.run_adopted)
         print("this process took over runs queued by a process that ended; it runs them before it exits "
               "(Ctrl-C leaves them queued for the next process that opens this store)", file=sys.stderr)
         for adopted in runs.run_adopted(lambda r: print(f"  running {r.run_id} ({r.exp.label})", file=sys.stderr)):
@@ -213,7 +216,8 @@ def default_words() -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from tcore.lab import model_cards, runs
+    from tcore.lab.outputs import model_cards
+    from tcore.lab.run import runs
 
     store = RunStore(args.db)
     model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
@@ -235,7 +239,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tcore.lab import model_cards, runs
+    from tcore.lab.outputs import model_cards
+    from tcore.lab.run import runs
 
     store = RunStore(args.db)
     model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
@@ -258,7 +263,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Reruns of reference settings, so that intervals on this machine rest on the spread it shows
     (tcore.lab.calibrate)."""
-    from tcore.lab import calibrate, runs
+    from tcore.lab import calibrate
+    from tcore.lab.run import runs
 
     store = RunStore(args.db)
     device, _ = runs.preflight(Experiment(device=args.device))

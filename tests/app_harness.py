@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import registry
 from tcore.store import RunStore
 from tests.helpers import QUICK, insert_run
 
@@ -17,7 +17,7 @@ def db(tmp_path, monkeypatch):
     """The store every page opens (RunStore() reads $COMPILE_LAB_DB), empty for each test."""
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
     yield RunStore()
-    for run in runs.active():  # never leave a worker behind for the next test
+    for run in registry.active():  # never leave a worker behind for the next test
         run.cancel()
         run.wait()
 

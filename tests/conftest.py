@@ -70,9 +70,10 @@ def tiny():
 @pytest.fixture
 def no_outside_limits(monkeypatch, tmp_path):
     """Only the limits a test sets apply: no compile-lab.toml from the working dir, no COMPILE_LAB_MAX_* vars."""
-    from tcore.lab import limits
+    from tcore.lab.policy import limits
+    from tcore.lab.settings import config
 
-    for var in [limits.CONFIG_ENV, *limits.ENV.values()]:
+    for var in [config.CONFIG_ENV, *limits.ENV.values()]:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
 

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import scheduler
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.queue import scheduler
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
 from tests.store_children import insert_row
 

@@ -13,7 +13,8 @@ from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import runs
+from tcore.lab.run import registry
 from tests.app_harness import app, db, set_tiny_fast, stored_run, texts, unlock, wait_for  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run
 
@@ -90,7 +91,7 @@ def test_tiny_cpu_run_from_the_run_page(db):
 def test_cancel_from_the_run_page_shows_why_the_run_ended(db):
     at = set_tiny_fast(app())
     at.button(key="run_start").click().run()
-    (run,) = runs.active()
+    (run,) = registry.active()
     at.button(key=f"run_cancel_{run.run_id}").click().run()
     wait_for(at, lambda at: "**Cancelled**" in texts(at.error))
     assert not at.exception
@@ -107,8 +108,8 @@ def test_runs_queue_behind_each_other_from_the_run_page_and_a_queued_one_cancels
     # Identical runs are allowed (a repeat is a measurement too), but not without a word.
     assert re.search(r"You have [23] identical runs of \*\*captioner/tiny bs2 fp32 inference, whole eager\*\*",
                      texts(at.warning))
-    first, second, third = sorted(runs.active(), key=lambda r: r.queued_at)
-    assert {r.owner for r in runs.active()} == {at.session_state["owner"]}  # submitted as this session
+    first, second, third = sorted(registry.active(), key=lambda r: r.queued_at)
+    assert {r.owner for r in registry.active()} == {at.session_state["owner"]}  # submitted as this session
     assert third.status == "queued"
     # The page follows the newest run: waiting, with its place in the queue.
     assert any(s.value.startswith("Queued: captioner/tiny bs2") for s in at.subheader)
@@ -146,7 +147,7 @@ def test_invalid_settings_show_the_spec_error_and_start_nothing(db, change, mess
     at.run()
     assert message in texts(at.error)
     assert at.button(key="run_start").disabled
-    assert not runs.active() and not db.list()
+    assert not registry.active() and not db.list()
 
 
 def test_cuda_on_a_cpu_machine_is_refused_before_running(db):
@@ -213,7 +214,7 @@ def test_a_run_past_the_labs_limits_is_refused_with_the_reason(db, monkeypatch):
     at.button(key="run_start").click().run()
     assert not at.exception
     assert "cannot be queued:** " in texts(at.error) and "max_memory_gib" in texts(at.error)
-    assert not runs.active() and not db.list()
+    assert not registry.active() and not db.list()
 
 
 def test_fullgraph_with_the_break_warns_before_running_and_its_failure_advice_is_about_tracing(db):
@@ -276,7 +277,7 @@ def test_gpu_machine_pages(db, monkeypatch):
     monkeypatch.setattr(machine, "gpus", lambda: ([H200], None))
     monkeypatch.setattr(machine, "cuda_available", lambda: True)
     from tcore.host import power
-    from tcore.lab import scheduler
+    from tcore.lab.queue import scheduler
 
     monkeypatch.setattr(scheduler, "device_slots", lambda device: ("cuda:0",) if device == "cuda" else ("cpu",))
     monkeypatch.setattr(power, "nvml_index", lambda torch_index: torch_index)

@@ -5,7 +5,9 @@ import re
 from pathlib import Path
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs, tlparse
+from tcore.lab.outputs import tlparse
+from tcore.lab.run import runs
+from tcore.lab.run import registry
 from tests.app_harness import EAGER_TINY, app, chart_titled, db, figure, stored_run, texts, wait_for  # noqa: F401
 from tests.helpers import HANG_S, insert_run
 
@@ -128,7 +130,7 @@ def test_diagnose_queues_the_break_pair_for_this_session_and_cancels_it(db):
     at.selectbox(key="diag_break_backend").set_value("eager").run()
     at.button(key="diag_break_start").click().run()
     assert not at.exception
-    queued = sorted(runs.active(), key=lambda r: r.queued_at)
+    queued = sorted(registry.active(), key=lambda r: r.queued_at)
     assert [r.exp.graph_break for r in queued] == [False, True]
     assert {r.owner for r in queued} == {at.session_state["owner"]}
     assert "+break" in texts(at.markdown)  # the live line of each run

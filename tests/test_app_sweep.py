@@ -3,7 +3,8 @@ cancelled sweep, and a sweep with nothing to cross."""
 import time
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs, sweeps
+from tcore.lab import sweeps
+from tcore.lab.run import registry
 from tests.app_harness import app, db, texts  # noqa: F401 (the db fixture)
 
 
@@ -26,7 +27,7 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
     assert any(s.value.startswith("Sweep running") for s in at.subheader)
     deadline = time.time() + 300  # only against a hang
     while not sweeps.get(sweep_id, db).done:
-        assert len([r for r in runs.active() if r.status == "running"]) <= 1  # never two runs at once
+        assert len([r for r in registry.active() if r.status == "running"]) <= 1  # never two runs at once
         assert time.time() < deadline, "the sweep did not finish within 300 s"
         time.sleep(0.5)
     sweep = sweeps.get(sweep_id, db)

@@ -188,7 +188,7 @@ def queued_run_of(store, owner: str) -> str:
 def resumed_after(lab):
     """Whatever the test left, the next one finds the queue running (a paused queue would stall every later run)."""
     yield
-    from tcore.lab import runs
+    from tcore.lab.run import runs
     runs.pause(lab["store"], False)
 
 
@@ -295,7 +295,7 @@ def test_run_then_queue_the_suggested_counterpart_and_see_the_two_side_by_side(b
 def test_the_instructor_changes_the_limits_and_sets_them_back(browser, lab):
     from playwright.sync_api import expect
 
-    from tcore.lab.limits import INSTRUCTOR_LIMITS
+    from tcore.lab.policy.limits import INSTRUCTOR_LIMITS
 
     teacher = Person(browser, lab, TEACHER)
     system = teacher.open("/system", "System")

@@ -80,7 +80,8 @@ def sidebar(page):
 def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_its_runs_stay_its_own(browser, lab):
     from playwright.sync_api import expect
 
-    from tcore.lab import runs, scheduler
+    from tcore.lab.queue import scheduler
+    from tcore.lab.run import runs
     from tests.helpers import QUICK
 
     store, url, watches = lab["store"], lab["url"], []

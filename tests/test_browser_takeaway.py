@@ -13,7 +13,8 @@ pytestmark = pytest.mark.browser
 def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):  # noqa: F811
     from playwright.sync_api import sync_playwright
 
-    from tcore.lab import runs, tlparse
+    from tcore.lab.outputs import tlparse
+    from tcore.lab.run import runs
     from tcore.experiment.spec import Experiment
     from tcore.store import RunStore
 

@@ -8,16 +8,18 @@ import sqlite3
 
 import pytest
 
+from tcore.experiment.comparable import compile_key
 from tcore.experiment.spec import Experiment
-from tcore.lab import artifacts, runs
+from tcore.lab.outputs import artifacts
+from tcore.lab.run import runs
 from tcore.worker import artifacts as worker_artifacts, envinfo
 
 
 def test_compile_key_ignores_timing_but_not_compile_settings():
     base = Experiment(model="captioner", preset="tiny").to_dict()
-    assert artifacts.compile_key(base, "cpu") == artifacts.compile_key({**base, "timed_s": 9, "cache": "artifacts"}, "cpu")
-    assert artifacts.compile_key(base, "cpu") != artifacts.compile_key({**base, "mode": "max-autotune"}, "cpu")
-    assert artifacts.compile_key(base, "cpu") != artifacts.compile_key(base, "cuda")
+    assert compile_key(base, "cpu") == compile_key({**base, "timed_s": 9, "cache": "artifacts"}, "cpu")
+    assert compile_key(base, "cpu") != compile_key({**base, "mode": "max-autotune"}, "cpu")
+    assert compile_key(base, "cpu") != compile_key(base, "cuda")
 
 
 @pytest.mark.compile

@@ -6,7 +6,7 @@ import threading
 import pytest
 import streamlit as st
 
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tests.helpers import HANG_S, QUICK
 from ui import people, queue
 

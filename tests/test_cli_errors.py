@@ -8,7 +8,7 @@ import pytest
 
 from tcore import cli
 from tcore.experiment.spec import SpecError
-from tcore.lab import limits
+from tcore.lab.policy import limits
 from tcore.store import RunStore
 from tests.helpers import QUICK, insert_run
 
@@ -167,7 +167,7 @@ def test_the_command_line_reads_the_history_before_the_run_is_queued(tmp_path, m
     """Once a run is under way, a full disk can break any read of the store; the command line's own history read
     comes first, so only the run's reads meet it, and each says so in words (tests/test_full_disk.py: a run of that
     test once read the history while the disk filled and exited 2, "the run store cannot be read")."""
-    from tcore.lab import runs
+    from tcore.lab.run import runs
 
     said = []
     monkeypatch.setattr(cli, "_history_before", lambda store, exp: said.append("history") or [])

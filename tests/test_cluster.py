@@ -1,4 +1,4 @@
-"""Runs on a Ray cluster (tcore.lab.cluster): two nodes of one logical GPU each, started on this machine.
+"""Runs on a Ray cluster (tcore.lab.launch.cluster): two nodes of one logical GPU each, started on this machine.
 
 ray.cluster_utils.Cluster starts real raylets; their "GPUs" are declared, so the runs themselves are
 captioner/tiny on the CPU with backend=eager, as in test_queue.py. One cluster for the module: it takes
@@ -16,11 +16,15 @@ import torch
 ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r requirements-cluster.txt")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from tcore.lab import cluster, limits, runs, scheduler  # noqa: E402
+from tcore.lab.launch import cluster  # noqa: E402
+from tcore.lab.policy import limits
+from tcore.lab.settings import config
+from tcore.lab.queue import scheduler
+from tcore.lab.run import runs
 from tests import helpers  # noqa: E402
 from tests.helpers import wait_until  # noqa: E402
 
-QUICK = helpers.QUICK.replace(cache="cold")  # each run on a node starts with empty caches (tcore.lab.remote)
+QUICK = helpers.QUICK.replace(cache="cold")  # each run on a node starts with empty caches (tcore.lab.launch.remote)
 REPO = Path(__file__).resolve().parent.parent
 LONG = QUICK.replace(timed_steps=100_000)  # the most steps a spec allows (minutes): still measuring when it is cancelled or times out
 # The waits below end as soon as what they wait for happens; their bound only stops a hang, and is long enough for a
@@ -50,7 +54,7 @@ def ray_cluster():
 
 @pytest.fixture(autouse=True)
 def _no_limits_from_outside(monkeypatch, tmp_path):
-    for var in [limits.CONFIG_ENV, *limits.ENV.values()]:
+    for var in [config.CONFIG_ENV, *limits.ENV.values()]:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
 
@@ -158,7 +162,7 @@ def test_cancel_and_time_out_reach_the_remote_worker_and_only_the_owner_or_instr
 APP_THAT_DIES = """
 import sys, time
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 running = [runs.start(Experiment.from_json(sys.argv[2]), store, owner=o) for o in ("fay", "gus")]

@@ -4,7 +4,9 @@ import sys
 import pytest
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import cluster, config, scheduler
+from tcore.lab.launch import cluster
+from tcore.lab.queue import scheduler
+from tcore.lab.settings import config
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +74,8 @@ def test_a_sweep_has_as_many_runs_in_the_queue_as_there_are_slots_and_each_end_l
 
 
 def test_a_gpu_run_for_a_cluster_is_checked_without_a_gpu_on_the_apps_machine(monkeypatch, store):
-    from tcore.lab import limits, runs
+    from tcore.lab.policy import limits
+    from tcore.lab.run import runs
 
     monkeypatch.setenv(cluster.ADDRESS_ENV, "auto")
     monkeypatch.setattr(cluster, "nodes", lambda: [node("a", 1)])

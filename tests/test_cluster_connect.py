@@ -1,7 +1,7 @@
-"""How the lab connects to the configured Ray cluster (tcore.lab.cluster.connect), without starting one."""
+"""How the lab connects to the configured Ray cluster (tcore.lab.launch.cluster.connect), without starting one."""
 from types import SimpleNamespace
 
-from tcore.lab import cluster
+from tcore.lab.launch import cluster
 
 
 def test_the_local_demo_starts_a_cluster_of_its_own_rather_than_joining_one_running_here(monkeypatch):

@@ -3,7 +3,8 @@ import sys
 
 import pytest
 
-from tcore.lab import limits
+from tcore.lab.policy import limits
+from tcore.lab.settings import config
 
 
 @pytest.mark.parametrize("text", ["limits = 5", "instructor = 5", "models = 5", 'instructor = "x"'])
@@ -13,23 +14,23 @@ def test_a_table_given_as_a_value_says_so(tmp_path, text):
     for read in (lambda: limits.load(environ={}, cwd=tmp_path),
                  lambda: limits.instructor_passcode(environ={}, cwd=tmp_path),
                  lambda: limits.files_allowed(environ={}, cwd=tmp_path)):
-        with pytest.raises(limits.LimitsError, match=f"{table} must be a table") as e:
+        with pytest.raises(config.LimitsError, match=f"{table} must be a table") as e:
             read()
         assert "\n" not in str(e.value)
 
 
 def test_a_file_that_is_not_utf8_says_so(tmp_path):
     (tmp_path / "compile-lab.toml").write_bytes(b"[limits]\nmax_run_s = 60 # caf\xe9\n")
-    with pytest.raises(limits.LimitsError, match="not UTF-8 text.*save it as UTF-8"):
+    with pytest.raises(config.LimitsError, match="not UTF-8 text.*save it as UTF-8"):
         limits.load(environ={}, cwd=tmp_path)
-    with pytest.raises(limits.LimitsError, match="not UTF-8"):
+    with pytest.raises(config.LimitsError, match="not UTF-8"):
         limits.instructor_passcode(environ={}, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("value", ["[1]", "true", "{a = 1}"])
 def test_a_passcode_that_is_not_text_says_so(tmp_path, value):
     (tmp_path / "compile-lab.toml").write_text(f"[instructor]\npasscode = {value}\n")
-    with pytest.raises(limits.LimitsError, match="passcode must be text"):
+    with pytest.raises(config.LimitsError, match="passcode must be text"):
         limits.instructor_passcode(environ={}, cwd=tmp_path)
 
 
@@ -39,7 +40,7 @@ def test_a_page_says_a_broken_config_in_a_line(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
     config = tmp_path / "lab.toml"
     config.write_text("[instructor]\npasscode = \"sesame\"\n")
-    monkeypatch.setenv(limits.CONFIG_ENV, str(config))
+    monkeypatch.setenv(config.CONFIG_ENV, str(config))
     at = app()
     at.session_state["instructor"] = "sesame"  # unlocked, then the file is broken under the running app
     config.write_bytes(b"[instructor]\npasscode = \"caf\xe9\"\n")
@@ -59,15 +60,16 @@ BAD_CLUSTER = {  # compile-lab.toml -> what its one line must say: the key, the 
 
 @pytest.mark.parametrize("text", BAD_CLUSTER)
 def test_a_cluster_or_room_setting_written_wrongly_is_one_line_before_anything_connects(tmp_path, monkeypatch, text):
-    from tcore.lab import cluster, room
+    from tcore.lab.launch import cluster
+    from tcore.lab.queue import room
 
     monkeypatch.delenv(cluster.ADDRESS_ENV, raising=False)
-    monkeypatch.delenv(limits.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(config.CONFIG_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "compile-lab.toml").write_text(text + "\n")
     monkeypatch.setitem(sys.modules, "ray", None)  # were Ray reached for, it would say "Ray is not installed" instead
     read = cluster.connect if text.startswith(("[cluster]", "cluster")) else room.runs_per_gpu_setting
-    with pytest.raises(limits.LimitsError) as e:
+    with pytest.raises(config.LimitsError) as e:
         read()
     for words in BAD_CLUSTER[text]:
         assert words in str(e.value)
@@ -76,17 +78,17 @@ def test_a_cluster_or_room_setting_written_wrongly_is_one_line_before_anything_c
 
 @pytest.mark.parametrize("value", ["5", "not a host:port", "host:99999", "host"])
 def test_a_cluster_address_from_the_environment_is_checked_the_same_way(monkeypatch, value):
-    from tcore.lab import cluster
+    from tcore.lab.launch import cluster
 
     monkeypatch.setenv(cluster.ADDRESS_ENV, value)
-    with pytest.raises(limits.LimitsError, match=f"address = '{value}' \\(from {cluster.ADDRESS_ENV}\\): it must be"):
+    with pytest.raises(config.LimitsError, match=f"address = '{value}' \\(from {cluster.ADDRESS_ENV}\\): it must be"):
         cluster.address()
 
 
 @pytest.mark.parametrize("value", ["auto", "local", "10.0.0.1:6379", "head.example.com:6379", "[::1]:6379",
                                    "ray://10.0.0.1:10001"])
 def test_the_addresses_ray_takes_are_accepted(monkeypatch, value):
-    from tcore.lab import cluster
+    from tcore.lab.launch import cluster
 
     monkeypatch.setenv(cluster.ADDRESS_ENV, value)
     assert cluster.address() == value
@@ -95,10 +97,10 @@ def test_the_addresses_ray_takes_are_accepted(monkeypatch, value):
 @pytest.mark.parametrize("text", ["[cluster]\naddress = 5", "cluster = \"x\"", "[limits]\nmax_run_s = 1e400"])
 def test_the_command_line_says_a_setting_written_wrongly_in_one_line(tmp_path, monkeypatch, capsys, text):
     from tcore import cli
-    from tcore.lab import cluster
+    from tcore.lab.launch import cluster
 
     monkeypatch.delenv(cluster.ADDRESS_ENV, raising=False)
-    monkeypatch.setenv(limits.CONFIG_ENV, str(tmp_path / "lab.toml"))
+    monkeypatch.setenv(config.CONFIG_ENV, str(tmp_path / "lab.toml"))
     (tmp_path / "lab.toml").write_text(text + "\n")
     assert cli.main(["run", "--db", str(tmp_path / "runs.sqlite"), "--model", "captioner", "--preset", "tiny",
                      "--device", "cpu", "--backend", "eager", "--quiet"]) == 2
@@ -110,11 +112,11 @@ def test_the_command_line_says_a_setting_written_wrongly_in_one_line(tmp_path, m
 @pytest.mark.parametrize("text", ["[cluster]\naddress = 5", "cluster = \"x\"", "[cluster]\naddress = \"host:99999\""])
 def test_the_system_page_says_a_cluster_setting_written_wrongly_in_a_sentence(tmp_path, monkeypatch, text):
     from tests.app_harness import app, texts
-    from tcore.lab import cluster
+    from tcore.lab.launch import cluster
 
     monkeypatch.delenv(cluster.ADDRESS_ENV, raising=False)
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
-    monkeypatch.setenv(limits.CONFIG_ENV, str(tmp_path / "lab.toml"))
+    monkeypatch.setenv(config.CONFIG_ENV, str(tmp_path / "lab.toml"))
     (tmp_path / "lab.toml").write_text(text + "\n")
     at = app().switch_page("app_pages/system.py").run()
     assert not at.exception, at.exception

@@ -1,7 +1,7 @@
 """The device lease: runs that share a GPU hold it alone, one at a time, in the store's order; a run's end frees it.
 
-The store's part (tcore.store.devices) and the lab's broker (tcore.lab.lease) on hand-made runs; the worker's side
-(tcore.worker.lease) against a real Dynamo compile; the room's plan (tcore.lab.room) as arithmetic.
+The store's part (tcore.store.devices) and the lab's broker (tcore.lab.queue.lease) on hand-made runs; the worker's side
+(tcore.worker.lease) against a real Dynamo compile; the room's plan (tcore.lab.queue.room) as arithmetic.
 """
 import io
 import math
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tcore.experiment import protocol
-from tcore.lab import lease, room, scheduler
+from tcore.lab.queue import lease, room, scheduler
 from tcore.store import SlotRoom
 from tcore.worker import diagnostics
 from tcore.worker.lease import DeviceLease

@@ -131,7 +131,7 @@ def test_the_stance_probes_run_in_a_fresh_process_from_the_lab():
 def test_a_model_file_the_lab_does_not_allow_is_refused_before_any_process_starts(monkeypatch):
     """Its code would run in the probes' processes: the gate every run the app queues passes applies here too."""
     from tcore.experiment.spec import SpecError
-    from tcore.lab import limits
+    from tcore.lab.policy import limits
 
     monkeypatch.setattr(limits, "files_allowed", lambda *a, **k: False)
     exp = Experiment(model="captioner", preset="tiny", device="cpu", backend="eager", shape_count=2)

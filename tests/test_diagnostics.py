@@ -10,7 +10,7 @@ import pytest
 
 from tcore.experiment.schedule import make_schedule, varying_dims
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.worker.shapes import pad
 
 import sample_models

@@ -10,7 +10,7 @@ import pytest
 
 from tcore.experiment.spec import Experiment
 from tcore.figures import Result, RunFigures, VariantFigures, rerun
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.worker.measurement import Measurement
 from tests.app_harness import app, db, texts  # noqa: F401 (db: the fixture)
 from tests.helpers import HANG_S
@@ -163,7 +163,7 @@ def test_a_host_bound_verdict_widens_the_interval_so_the_final_record_can_differ
 def test_a_page_redraw_waiting_for_the_headline_wakes_when_it_arrives(quick, store):
     """The live view's redraw blocks on the headline's arrival (ui.live.NEWS_WAIT_S) rather than drawing it a redraw
     later: the wait ends when the lab reads the headline, not when it times out."""
-    from tcore.lab.liverun import LiveRun
+    from tcore.lab.run.liverun import LiveRun
 
     live = LiveRun(quick, store, run_id="r1", device="cpu", notes=[], owner="me", timeout_s=None)
     arrived = threading.Event()
@@ -193,7 +193,7 @@ def test_only_an_end_seen_from_outside_keeps_the_headline_an_error_the_worker_ra
     """A worker killed (or out of time) after its headline keeps its timed figures; an exception the worker raised
     itself after the headline (its error names the exception) is a bug to show, not a finished run."""
     from tcore.experiment.protocol import error
-    from tcore.lab.liverun import LiveRun
+    from tcore.lab.run.liverun import LiveRun
 
     run = LiveRun.__new__(LiveRun)  # only the headline the worker sent matters here
     run._headline_sent = {"result": {"variants": ["eager"], "speedup": 1.5, "notes": []}, "env": {}}

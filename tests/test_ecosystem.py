@@ -9,7 +9,8 @@ import pytest
 
 from tcore.analysis import codediff
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs, tlparse
+from tcore.lab.outputs import tlparse
+from tcore.lab.run import runs
 from tcore.store import RunStore
 
 TRACED = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,

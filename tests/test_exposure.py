@@ -1,13 +1,14 @@
 """What a participant's name, a rendered report or a worker could give away to another participant
 or another site."""
-import os
-import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
 from tcore.experiment import protocol
-from tcore.lab import launcher, limits, runs, tlparse
+from tcore.lab.launch import launcher
+from tcore.lab.outputs import tlparse
+from tcore.lab.settings import private
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from tests.helpers import QUICK
 from ui.people import plain
@@ -44,19 +45,19 @@ def test_reports_are_kept_per_store_so_a_reset_store_serves_none_of_the_old_ones
 
 
 def test_the_instructor_passcode_never_reaches_a_worker(store, monkeypatch):
-    monkeypatch.setenv(limits.PASSCODE_ENV, "sesame")
+    monkeypatch.setenv(private.PASSCODE_ENV, "sesame")
     worker = launcher.Worker({})  # as a spare is started
     try:
         environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes()
-        assert b"sesame" not in environ and limits.PASSCODE_ENV.encode() not in environ
+        assert b"sesame" not in environ and private.PASSCODE_ENV.encode() not in environ
     finally:
         worker.dismiss()
 
     handed = []  # what a run hands its worker with the experiment (environment set since the worker started)
     envelope = protocol.envelope
     monkeypatch.setattr(protocol, "envelope", lambda spec, env: handed.append(env) or envelope(spec, env))
-    monkeypatch.setenv(limits.PASSCODE_ENV, "changed-since")  # set after the worker started: handed over, once
+    monkeypatch.setenv(private.PASSCODE_ENV, "changed-since")  # set after the worker started: handed over, once
     monkeypatch.setenv("COMPILE_LAB_SPARE_WORKERS", "0")
     record = runs.execute(QUICK.replace(torch_trace=False), store, timeout_s=120)
     assert record.status == "finished", record.error
-    assert handed and all(limits.PASSCODE_ENV not in env for env in handed)
+    assert handed and all(private.PASSCODE_ENV not in env for env in handed)

@@ -4,7 +4,8 @@ real: an out-of-range index on the CPU, and the error CUDA raises for a device-s
 import os
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import model_cards, runs
+from tcore.lab.outputs import model_cards
+from tcore.lab.run import runs
 from tests.app_harness import db  # noqa: F401 (the fixture)
 
 MODEL = "file:tests/data/failing_model.py"
@@ -57,7 +58,7 @@ def test_the_command_line_points_at_the_trace_instead_of_printing_it(tmp_path):
     import subprocess
     import sys
 
-    from tcore.lab.launcher import REPO_ROOT
+    from tcore.lab.settings.config import REPO_ROOT
 
     done = subprocess.run([sys.executable, "-m", "tcore", "run", "--db", str(tmp_path / "runs.sqlite"), "--model",
                            MODEL, "--preset", "index", "--compile", "off", "--device", "cpu", "--warmup-steps", "1",

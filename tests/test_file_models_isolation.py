@@ -11,8 +11,8 @@ import pytest
 
 import sample_models
 from tcore.experiment.spec import Experiment
-from tcore.lab import limits
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.settings import private
+from tcore.lab.settings.config import REPO_ROOT
 from tests.app_harness import app, db, texts  # noqa: F401 (db: the fixture)
 from tests.helpers import QUICK, insert_run
 
@@ -58,7 +58,7 @@ def imports(marker: Path) -> list[dict]:
 def test_a_file_run_imports_the_file_in_workers_only_and_none_sees_the_passcode(db, marker_model, tmp_path,
                                                                                 monkeypatch):
     model, marker = marker_model
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0", **{limits.PASSCODE_ENV: SECRET})
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0", **{private.PASSCODE_ENV: SECRET})
     cli = subprocess.Popen(
         [sys.executable, "-m", "tcore", "run", "--db", str(db.path), "--model", f"file:{model}", "--device", "cpu",
          "--batch-size", "2", "--warmup-steps", "1", "--timed-steps", "2", "--rounds", "1", "--backend", "eager",
@@ -77,7 +77,7 @@ def test_a_file_run_imports_the_file_in_workers_only_and_none_sees_the_passcode(
     # even once someone has changed what the file does.
     before = len(imports(marker))
     model.write_text(model.read_text().replace("nn.Linear(8, 1)", "nn.Linear(8, 1), nn.ReLU()"))
-    monkeypatch.setenv(limits.PASSCODE_ENV, SECRET)
+    monkeypatch.setenv(private.PASSCODE_ENV, SECRET)
     at = app()
     for page in ("app_pages/run.py", "app_pages/compare.py", "app_pages/diagnose.py", "app_pages/sweep.py",
                  "app_pages/system.py"):
@@ -125,7 +125,8 @@ def test_a_file_run_stored_without_a_card_shows_without_importing_the_file(db, m
 def test_a_server_that_does_not_allow_files_never_runs_a_file_run_it_takes_over(store, marker_model):
     """A command line (which allows files) queued it and ended; the app, with files off, must not run its code in
     a worker either: it ends the run and says why."""
-    from tcore.lab import model_cards, runs
+    from tcore.lab.outputs import model_cards
+    from tcore.lab.run import runs
 
     model, marker = marker_model
     model_cards.install(store, files_allowed=lambda: False)

@@ -1,4 +1,4 @@
-"""The fork server (tcore.lab.forkserver): on a machine without a GPU, workers are forked from one process that has
+"""The fork server (tcore.lab.launch.forkserver): on a machine without a GPU, workers are forked from one process that has
 done the imports, and each is still what `python -m tcore.worker` would be: its own process group, its own
 environment, its own TORCH_TRACE, its exit status known (its trace on and off: tests/test_ecosystem.py; a worker killed
 mid-run: tests/test_worker.py; both run forked here too)."""
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from helpers import QUICK
 
-from tcore.lab import forkserver, launcher, model_cards, runs
+from tcore.lab.launch import forkserver, launcher
+from tcore.lab.outputs import model_cards
+from tcore.lab.run import runs
 
 pytestmark = pytest.mark.skipif(not forkserver.available(), reason="workers are not forked on a machine with a GPU")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
 from tcore.store.connection import check_path
 from tests.app_harness import stored_run

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.settings.config import REPO_ROOT
 
 spec = importlib.util.spec_from_file_location("generate_check", REPO_ROOT / "bench" / "generate_check.py")
 check = importlib.util.module_from_spec(spec)

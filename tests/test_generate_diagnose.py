@@ -1,6 +1,6 @@
 """Diagnose, one generate run: what a new prompt length costs, the static KV cache beside the dynamic one, from two
 real tiny generate runs (aot_eager: traced, eager kernels, seconds on the CPU)."""
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.experiment.spec import Experiment
 from tests.app_harness import app, db, texts  # noqa: F401 (the db fixture)
 from ui import generate

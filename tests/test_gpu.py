@@ -6,7 +6,9 @@ import statistics
 import pytest
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import runs
+from tcore.lab.queue import spares
+from tcore.lab.run import registry
 
 pytestmark = pytest.mark.gpu
 
@@ -144,19 +146,19 @@ def test_the_gpu_breakdown_adds_up_to_the_step_and_finds_matmuls(store):
 def test_a_run_records_the_physical_gpu_and_takes_a_spare_worker(store):
     """The GPU a run measured on is named by its NVML index and UUID (what nvidia-smi shows), and a spare
     worker started ahead in the slot, with CUDA already up, runs it."""
-    from tcore.lab import scheduler
+    from tcore.lab.queue import scheduler
     from tcore.experiment.protocol import READY
 
     slot = scheduler.device_slots("cuda")[0]
-    runs.SPARES.fill(slot, scheduler.slot_env(slot))
-    spare = runs.SPARES._spares[slot]
+    spares.SPARES.fill(slot, scheduler.slot_env(slot))
+    spare = spares.SPARES._spares[slot]
     deadline = time.time() + 60
     while not spare.ready and time.time() < deadline:
         time.sleep(0.1)
     assert open(spare.log_path).readline().startswith(READY)
     record = runs.execute(_gpu_exp(model="captioner", backend="aot_eager"), store, timeout_s=300)
     _check_finished(record)
-    assert runs.live(record.id).from_spare == "ready"
+    assert registry.live(record.id).from_spare == "ready"
     assert record.env["gpu_uuid"].startswith("GPU-") and isinstance(record.env["gpu_index"], int)
     import pynvml  # nvidia-ml-py: on the GPU machine
 
@@ -171,7 +173,7 @@ def test_a_run_records_the_physical_gpu_and_takes_a_spare_worker(store):
 def test_a_gpu_run_keeps_its_torch_trace_and_tlparse_shows_its_triton_code(store, tmp_path):
     """The run's TORCH_TRACE is kept and tlparse renders it, down to Inductor's Triton kernels, so a run can be
     taken out of the app and read there."""
-    from tcore.lab import tlparse
+    from tcore.lab.outputs import tlparse
 
     record = runs.execute(_gpu_exp(model="captioner", cache="cold"), store, timeout_s=300)
     _check_finished(record)

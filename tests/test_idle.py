@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import scheduler, waiting
-from tcore.lab.waiting import Wait
+from tcore.lab.queue import scheduler, waiting
+from tcore.lab.queue.waiting import Wait
 from tcore.store import RunStore
 from tcore.store.changes import reads, store_reads
 from tests.helpers import QUICK

@@ -111,7 +111,7 @@ def _a_cycle_through(graph: dict[str, set[str]], component: set[str]) -> list[st
 
 def test_the_graph_sees_every_module_and_imports_inside_functions():
     graph = import_graph()
-    assert len(graph) > 50 and "tcore.lab.scheduler" in graph and "tcore.worker.run" in graph
+    assert len(graph) > 50 and "tcore.lab.queue.scheduler" in graph and "tcore.worker.run" in graph
     # tcore.cli imports the scheduler only where a command needs it, inside a function
     assert any(m.startswith("tcore.lab") for m in graph["tcore.cli"])
 
@@ -162,3 +162,21 @@ def test_each_package_of_tcore_reaches_only_the_layers_below_it():
 def test_no_module_in_tcore_is_part_of_an_import_cycle():
     found = cycles(import_graph())
     assert found == [], "import cycles in tcore/:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+# The lab's rooms by job, each leaning only on the rooms below it: its settings; what a run leaves behind (outputs);
+# starting a worker (launch); what the lab allows (policy); when runs start and how they share a device (queue); a
+# run's life in the lab process (run). The lab's features (sweeps, the ladder, calibration...) stand on all of them.
+LAB_ROOMS = ["settings", "outputs", "launch", "policy", "queue", "run"]
+
+
+def test_the_labs_rooms_lean_only_on_the_rooms_below_them():
+    graph = import_graph()
+    for i, room in enumerate(LAB_ROOMS):
+        allowed = {f"tcore.lab.{r}" for r in LAB_ROOMS[: i + 1]} | {"tcore.lab"}
+        modules = [m for m in graph if _inside(m, f"tcore.lab.{room}")]
+        assert len(modules) > 1, room  # the room and what is in it
+        beyond = {m: sorted(w for w in _reached(graph, m)
+                            if w.startswith("tcore.lab") and ".".join(w.split(".")[:3]) not in allowed)
+                  for m in modules}
+        assert {m: w for m, w in beyond.items() if w} == {}, room

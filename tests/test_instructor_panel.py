@@ -3,7 +3,8 @@ import time
 
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import limits, runs
+from tcore.lab.policy import limits
+from tcore.lab.run import runs
 from tcore.store import RunStore
 
 

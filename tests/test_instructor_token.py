@@ -7,7 +7,7 @@ one dict: each "session" here is that dict emptied, with the cookie the browser 
 import pytest
 import streamlit as st
 
-from tcore.lab import limits
+from tcore.lab.settings import private
 from ui import people
 
 CODE = "sesame"
@@ -28,7 +28,7 @@ def browser(monkeypatch):
     monkeypatch.setattr(people, "cookie", jar.get)
     monkeypatch.setattr(people, "client_address", lambda: "10.0.0.7")
     monkeypatch.setattr(st, "html", page_script)
-    monkeypatch.setenv(limits.PASSCODE_ENV, CODE)
+    monkeypatch.setenv(private.PASSCODE_ENV, CODE)
     new_session()
     jar["written"] = written  # what the pages wrote, in order
     yield jar
@@ -105,9 +105,9 @@ def test_another_address_a_changed_passcode_a_forged_or_an_old_token_or_a_restar
     browser[people.INSTRUCTOR_COOKIE] = issued[:-4] + ("AAAA" if not issued.endswith("AAAA") else "BBBB")
     assert not fresh_tab_is_instructor()
     browser[people.INSTRUCTOR_COOKIE] = issued
-    monkeypatch.setenv(limits.PASSCODE_ENV, "another")
+    monkeypatch.setenv(private.PASSCODE_ENV, "another")
     assert not fresh_tab_is_instructor()
-    monkeypatch.setenv(limits.PASSCODE_ENV, CODE)
+    monkeypatch.setenv(private.PASSCODE_ENV, CODE)
 
     people.unlock(CODE)
     page_drawn()

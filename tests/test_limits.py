@@ -6,7 +6,10 @@ Real runs use captioner/tiny with backend=eager (tests.helpers.QUICK): about 4 s
 import pytest
 
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.lab import limits, runs
+from tcore.lab.policy import limits, memory
+from tcore.lab.settings import private
+from tcore.lab.settings import config
+from tcore.lab.run import runs
 from tests.helpers import QUICK, hold_cpu_slot, insert_run
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
@@ -21,12 +24,12 @@ def test_limits_come_from_the_file_and_the_environment_wins(tmp_path):
     (tmp_path / "compile-lab.toml").write_text("[limits]\nmax_batch_size = \"none\"\n")
     assert limits.load({}, cwd=tmp_path).max_batch_size is None
 
-    with pytest.raises(limits.LimitsError, match="COMPILE_LAB_MAX_BATCH_SIZE.*whole number"):
+    with pytest.raises(config.LimitsError, match="COMPILE_LAB_MAX_BATCH_SIZE.*whole number"):
         limits.load({"COMPILE_LAB_MAX_BATCH_SIZE": "lots"})
-    with pytest.raises(limits.LimitsError, match="max_run_s = -5.*from .*lab.toml.*positive number"):
+    with pytest.raises(config.LimitsError, match="max_run_s = -5.*from .*lab.toml.*positive number"):
         config.write_text("[limits]\nmax_run_s = -5\n")
         limits.load({"COMPILE_LAB_CONFIG": str(config)})
-    with pytest.raises(limits.LimitsError, match="unknown setting.*max_gpus"):
+    with pytest.raises(config.LimitsError, match="unknown setting.*max_gpus"):
         config.write_text("[limits]\nmax_gpus = 2\n")
         limits.load({"COMPILE_LAB_CONFIG": str(config)})
 
@@ -51,15 +54,15 @@ def test_batch_and_memory_over_the_limits_are_refused_before_anything_is_queued(
 
 
 def test_the_memory_estimate_grows_with_batch_and_training_needs_more():
-    small = limits.estimate_memory_gib(QUICK)
-    assert 0 < small < limits.estimate_memory_gib(QUICK.replace(batch_size=64))
-    assert limits.estimate_memory_gib(QUICK.replace(task="training")) > small
+    small = memory.estimate_memory_gib(QUICK)
+    assert 0 < small < memory.estimate_memory_gib(QUICK.replace(batch_size=64))
+    assert memory.estimate_memory_gib(QUICK.replace(task="training")) > small
     resnet = Experiment(model="resnet50", preset="full", batch_size=64, device="cpu")
     # ResNet-50 at 224 px keeps about 5 GiB of activations for backward at batch 64 in float32
-    assert 0.3 < limits.estimate_memory_gib(resnet) < 2
-    assert 2 < limits.estimate_memory_gib(resnet.replace(task="training")) < 10
-    assert limits.estimate_memory_gib(resnet.replace(task="training", precision="amp-bf16")) < \
-        limits.estimate_memory_gib(resnet.replace(task="training"))
+    assert 0.3 < memory.estimate_memory_gib(resnet) < 2
+    assert 2 < memory.estimate_memory_gib(resnet.replace(task="training")) < 10
+    assert memory.estimate_memory_gib(resnet.replace(task="training", precision="amp-bf16")) < \
+        memory.estimate_memory_gib(resnet.replace(task="training"))
 
 
 def test_one_session_may_queue_only_so_many_runs(store, monkeypatch, cleanup):
@@ -108,7 +111,7 @@ def test_the_instructor_passcode_comes_from_the_file_or_the_environment(tmp_path
     (tmp_path / "compile-lab.toml").write_text('[instructor]\npasscode = "sesame"\n')
     assert limits.is_instructor("sesame", {}, cwd=tmp_path)
     assert not limits.is_instructor("Sesame", {}, cwd=tmp_path) and not limits.is_instructor("", {}, cwd=tmp_path)
-    env = {limits.PASSCODE_ENV: "open"}
+    env = {private.PASSCODE_ENV: "open"}
     assert limits.is_instructor("open", env, cwd=tmp_path) and not limits.is_instructor("sesame", env, cwd=tmp_path)
 
 
@@ -119,7 +122,7 @@ def test_limits_the_instructor_sets_in_the_app_win_until_reset(store, monkeypatc
     assert now.describe("max_batch_size") == "max_batch_size = 4 (from the instructor, in the app)"
     with pytest.raises(SpecError, match="batch_size 8 is over this lab's limit"):
         runs.start(QUICK.replace(batch_size=8), store)
-    with pytest.raises(limits.LimitsError, match="max_queued_per_session = 0"):
+    with pytest.raises(config.LimitsError, match="max_queued_per_session = 0"):
         limits.set_by_instructor(store, {"max_queued_per_session": 0})
     assert limits.load(store=store).max_batch_size == 4  # a refused change changes nothing
     assert limits.set_by_instructor(store, None).max_batch_size == 64  # back to the environment's
@@ -152,11 +155,11 @@ def test_a_forward_that_reads_its_inputs_values_has_no_estimate_and_the_run_stil
             return ReadsValues(entry.build(preset, **kw))
 
     monkeypatch.setattr(sample_models, "get", lambda name: Wrapped())
-    from tcore.lab import memory
+    from tcore.lab.policy import memory
     memory._estimate_bytes.cache_clear()
     exp = QUICK.replace(batch_size=3)
     with pytest.raises(NotImplementedError, match="cannot run on abstract tensors"):
-        limits.estimate_memory_gib(exp)
+        memory.estimate_memory_gib(exp)
     limits.check(exp, "cpu", "s1", store, limits.load({}))  # refused nothing, raised nothing
     memory._estimate_bytes.cache_clear()
 
@@ -171,9 +174,9 @@ def test_an_infinite_nan_or_absurd_limit_is_refused_from_the_file_and_the_enviro
                "max_batch_size": "from 1 to 1000000"}[name]
     config = tmp_path / "lab.toml"
     config.write_text(f"[limits]\n{name} = {written}\n")
-    with pytest.raises(limits.LimitsError) as from_file:
+    with pytest.raises(config.LimitsError) as from_file:
         limits.load({"COMPILE_LAB_CONFIG": str(config)})
-    with pytest.raises(limits.LimitsError) as from_environment:
+    with pytest.raises(config.LimitsError) as from_environment:
         limits.load({limits.ENV[name]: written}, cwd=tmp_path)
     for said, where in ((str(from_file.value), str(config)), (str(from_environment.value), limits.ENV[name])):
         assert said.startswith(f"{name} = {shown}") and f"(from {where})" in said and allowed in said, said
@@ -183,6 +186,6 @@ def test_an_infinite_nan_or_absurd_limit_is_refused_from_the_file_and_the_enviro
                                     {"max_run_s": 1e9}, {"max_memory_gib": 1e6}])
 def test_the_instructor_cannot_set_an_infinite_nan_or_absurd_limit(store, values):
     (name, value), = values.items()
-    with pytest.raises(limits.LimitsError, match=f"{name} = {value!r}: it must be .*at most"):
+    with pytest.raises(config.LimitsError, match=f"{name} = {value!r}: it must be .*at most"):
         limits.set_by_instructor(store, values)
     assert getattr(limits.load(store=store), name) == getattr(limits.Limits(), name)  # nothing was stored

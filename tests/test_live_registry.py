@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import registry
-from tcore.lab.liverun import LiveRun
+from tcore.lab.run import registry
+from tcore.lab.run.liverun import LiveRun
 from tcore.store import RunStore
 
 EXP = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager")

@@ -142,7 +142,7 @@ def test_report_shows_units_and_reasons():
 
 def test_blocks_are_sized_from_the_steady_state_not_from_a_slow_warm_up():
     from tcore.experiment.spec import Experiment
-    from tcore.worker.run import steps_per_block
+    from tcore.worker.pacing import steps_per_block
     from tcore.worker.timing import calibrate
 
     clock, calls = StepClock(), []

@@ -48,7 +48,7 @@ def test_your_own_file_needs_the_lab_s_permission(app, tmp_path):
 def test_no_path_in_the_app_queues_a_file_model_the_lab_does_not_allow(tmp_path, monkeypatch):
     """ui.queue.submit is the app's one way to queue a run (Run, Sweep, Diagnose, a suggestion's Queue it); a
     `file:` counterpart of a run stored from the command line must be refused there too."""
-    from tcore.lab import limits
+    from tcore.lab.policy import limits
     from tcore.experiment.spec import SpecError
     monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "compile-lab.toml"))
     (tmp_path / "compile-lab.toml").write_text("")

@@ -3,7 +3,7 @@ import importlib.util
 
 import pytest
 
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.settings.config import REPO_ROOT
 
 spec = importlib.util.spec_from_file_location("model_sweep", REPO_ROOT / "bench" / "model_sweep.py")
 sweep = importlib.util.module_from_spec(spec)

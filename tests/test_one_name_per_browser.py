@@ -5,7 +5,8 @@ import secrets
 
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import runs, scheduler
+from tcore.lab.queue import scheduler
+from tcore.lab.run import runs
 from tests.app_harness import db, stored_run  # noqa: F401 (db: the fixture)
 from tests.helpers import QUICK
 

@@ -4,7 +4,8 @@ Compare)."""
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import runs, scheduler
+from tcore.lab.queue import scheduler
+from tcore.lab.run import runs
 from tests.app_harness import app, db, stored_run  # noqa: F401 (db: the fixture)
 from tests.helpers import QUICK
 

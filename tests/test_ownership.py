@@ -10,8 +10,9 @@ import time
 import pytest
 
 from tcore import cli
-from tcore.lab import runs, scheduler
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.queue import scheduler
+from tcore.lab.run import runs
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import queue as store_queue
 from tests.helpers import QUICK, hold_cpu_slot, killed_after_it_reports, last_heartbeat, wait_until
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("no_outside_limits")
 QUEUE_TWO_AND_HANG = """
 import json, sys, time
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 live = [runs.start(Experiment.from_json(sys.argv[2]), store, owner="crowd") for _ in range(2)]
@@ -151,7 +152,7 @@ def test_list_and_show_notice_a_dead_owner_themselves(store, capsys):
     script = """
 import json, sys, time
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 live = [runs.start(Experiment.from_json(sys.argv[2]), store) for _ in range(2)]

@@ -106,7 +106,7 @@ def test_adaptive_stop_settles_a_steady_run_early_and_a_drifting_one_uses_its_bu
 
 
 def test_the_worker_stops_when_settled_or_when_another_round_would_pass_timed_s():
-    from tcore.worker.run import most_rounds, round_seconds, stop_timing, stop_words
+    from tcore.worker.pacing import most_rounds, round_seconds, stop_timing, stop_words
 
     exp = Experiment(model="captioner", timed_s=2.0, rounds=6, round_s=0.2, target_pct=3.0)
     assert round_seconds(exp) == 0.2 and most_rounds(exp) == 10

@@ -3,10 +3,9 @@ brute-force it."""
 import logging
 import re
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import limits
+from tcore.lab.policy import limits
 from tcore.store import RunStore
 
 CODE = {"COMPILE_LAB_INSTRUCTOR_PASSCODE": "sesame"}

@@ -10,7 +10,7 @@ import sample_models
 from sample_models.sources import file_models
 from sample_models.sources.common import _build_on
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.lab import limits, memory
+from tcore.lab.policy import limits, memory
 
 HEAD = """
 import torch
@@ -204,7 +204,7 @@ def test_timm_regnet_as_it_was_before_1_0_30_reads_its_sizes_and_is_estimated(mo
 
 @pytest.mark.usefixtures("no_outside_limits")
 def test_a_run_without_an_estimate_queues_and_carries_the_note(store, monkeypatch, cleanup):
-    from tcore.lab import runs
+    from tcore.lab.run import runs
     from tests.helpers import QUICK, hold_cpu_slot
 
     monkeypatch.setattr(memory, "_estimate_bytes", lambda *key: "its forward cannot run on abstract tensors (test)")

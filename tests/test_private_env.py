@@ -3,8 +3,8 @@ import os
 import subprocess
 import sys
 
-from tcore.lab import private
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.settings import private
+from tcore.lab.settings.config import REPO_ROOT
 
 
 def test_secret_names_are_private_and_others_are_not():
@@ -18,7 +18,7 @@ def test_secret_names_are_private_and_others_are_not():
 def test_the_command_line_starts_again_without_them():
     """What a model file in one of its children could read of it: /proc/<its pid>/environ."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_TOKEN="hf-secret", COMPILE_LAB_INSTRUCTOR_PASSCODE="sesame")
-    probe = ("import runpy, sys; from tcore.lab import private; private.reexec_without_private(); "
+    probe = ("import runpy, sys; from tcore.lab.settings import private; private.reexec_without_private(); "
              "print(open(f'/proc/{__import__(\"os\").getpid()}/environ', 'rb').read())")
     out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
                          check=True).stdout

@@ -14,8 +14,10 @@ import time
 
 import pytest
 
-from tcore.lab import runs, scheduler
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.queue import scheduler
+from tcore.lab.run import runs
+from tcore.lab.run import registry
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
 from tests.helpers import (HANG_S, QUICK, assert_no_overlap, hold_cpu_slot, killed_after_it_reports, last_heartbeat,
                            wait_until)
@@ -98,7 +100,7 @@ def test_a_killed_worker_a_compile_error_and_a_timeout_each_are_recorded_and_the
 SUBMIT_AND_HANG = """
 import json, sys, time
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from tests.helpers import insert_run
 store = RunStore(sys.argv[1])
@@ -124,8 +126,8 @@ def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marke
     assert "worker, left behind, was stopped" in crashed.error["message"]
     assert not scheduler.is_alive(state["worker"], None)  # it cannot go on measuring beside the next run
     for run_id in queued:
-        assert runs.live(run_id) is not None
-        assert runs.live(run_id).wait(HANG_S).status == "finished"
+        assert registry.live(run_id) is not None
+        assert registry.live(run_id).wait(HANG_S).status == "finished"
     records = [store.get(i) for i in queued]
     assert all(r.owner == "crowd" for r in records)
     assert_no_overlap(records)
@@ -150,8 +152,8 @@ def test_a_stopped_owner_loses_its_runs_once_it_has_been_silent_too_long(store, 
         wait_until(lambda: store.get(running).status == "failed", what="the silent owner's run ended")
         ended = store.get(running)
         assert ended.error_kind == "crashed" and "stopped answering" in ended.error["message"]
-        wait_until(lambda: all(runs.live(i) is not None for i in queued), what="adoption")
-        records = [runs.live(i).wait(HANG_S) for i in queued]
+        wait_until(lambda: all(registry.live(i) is not None for i in queued), what="adoption")
+        records = [registry.live(i).wait(HANG_S) for i in queued]
         assert [r.status for r in records] == ["finished", "finished"]
         assert_no_overlap([store.get(i) for i in state["ids"]])
     finally:
@@ -184,7 +186,7 @@ def test_two_processes_submitting_at_once_never_overlap_on_the_cpu_slot(tmp_path
 
 
 def test_a_run_whose_outcome_cannot_be_recorded_still_ends_and_frees_its_slot(store, monkeypatch, cleanup):
-    from tcore.lab import artifacts
+    from tcore.lab.outputs import artifacts
 
     def broken_keep(*args, **kwargs):
         raise OSError("disk full")

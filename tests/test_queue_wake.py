@@ -2,7 +2,8 @@
 at once rather than at the end of the queue's tick."""
 import time
 
-from tcore.lab import runs, scheduler
+from tcore.lab.queue import scheduler
+from tcore.lab.run import runs
 from tests.helpers import HANG_S
 
 TICK_S = 6 * HANG_S  # a tick so long that only a wake can start a run within HANG_S, however loaded the machine

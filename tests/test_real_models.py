@@ -111,7 +111,7 @@ def test_inputs_follow_the_libraries_harnesses():
 
 
 def test_the_memory_estimate_builds_real_models_without_memory():
-    from tcore.lab.limits import estimate_memory_gib
+    from tcore.lab.policy.limits import estimate_memory_gib
 
     flux = estimate_memory_gib(Experiment(model="diffusers:flux", preset="full", batch_size=1, precision="bf16",
                                           device="cpu"))

@@ -1,4 +1,4 @@
-"""The Ray task's side of a cluster run (tcore.lab.remote.run_on_node), without a Ray cluster: its folder on the node
+"""The Ray task's side of a cluster run (tcore.lab.launch.remote.run_on_node), without a Ray cluster: its folder on the node
 goes however the task ends, its worker runs at the node's niceness, not at Ray's +15, and it finds the code even
 when the folder Ray started it in has been deleted.
 
@@ -25,7 +25,7 @@ LONG = QUICK.replace(timed_steps=100_000, cache="cold")  # still measuring when 
 # when the lab side lets go of it.
 TASK = """
 import json, os, sys
-from tcore.lab import remote
+from tcore.lab.launch import remote
 remote.node_facts = lambda: {"ray_node_id": "test", "hostname": "here"}
 os.nice(int(sys.argv[3]))  # as Ray starts its workers: nicer than the raylet
 os.rmdir(os.getcwd())  # as another node on this machine unpacking the working_dir afresh leaves a Ray worker

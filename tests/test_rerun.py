@@ -13,7 +13,7 @@ from tcore.analysis import history, report
 
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired, rerun
-from tcore.lab.liverun import with_history
+from tcore.lab.run.recording import with_history
 from tests.helpers import insert_run
 
 

@@ -1,5 +1,5 @@
 """A room on one device, with real workers: runs share the slot, compile side by side, and hold the device alone in
-turn for the phases that need it (tcore.lab.room, tcore.lab.lease, tcore.worker.lease); a crash, a cancel or a time
+turn for the phases that need it (tcore.lab.queue.room, tcore.lab.queue.lease, tcore.worker.lease); a crash, a cancel or a time
 limit while holding or waiting frees it for the others.
 
 On a machine without a GPU the lab never shares the CPU (a compile beside a CPU measurement would share its cores),
@@ -13,7 +13,8 @@ import time
 import pytest
 
 from tcore.figures import timeline
-from tcore.lab import room, runs, scheduler
+from tcore.lab.queue import room, scheduler
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from tests.helpers import HANG_S, QUICK, wait_until
 

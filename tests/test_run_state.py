@@ -4,8 +4,8 @@ every fragment of the Run page reads the same RunState."""
 from types import SimpleNamespace
 
 from tcore.experiment.protocol import PHASE_TITLES
-from tcore.lab import runs
-from tcore.lab.waiting import Wait
+from tcore.lab.run import runs
+from tcore.lab.queue.waiting import Wait
 from tcore.store.queue import BY_INSTRUCTOR
 from tests.helpers import QUICK, insert_run
 from ui import run_state

@@ -1,9 +1,9 @@
-"""The queue's scheduling, as pure logic: wait estimates and expected durations (tcore.lab.waiting), telling
+"""The queue's scheduling, as pure logic: wait estimates and expected durations (tcore.lab.queue.waiting), telling
 processes apart, GPU slots."""
 import subprocess
 import sys
 
-from tcore.lab import scheduler, waiting
+from tcore.lab.queue import scheduler, waiting
 
 
 def test_wait_estimate_counts_the_runs_ahead_and_the_running_ones():

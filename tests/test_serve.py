@@ -10,13 +10,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.settings.config import REPO_ROOT
 from tests.helpers import QUICK
 
 ONE_RUNNING_ONE_QUEUED = """
 import json, sys, time
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 store = RunStore(sys.argv[1])
 live = [runs.start(Experiment.from_json(sys.argv[2]), store, owner="ada~1234") for _ in range(2)]

@@ -16,7 +16,7 @@ import pytest
 
 from tcore.experiment.spec import Experiment
 from tcore.export.snippet import code_for
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.settings.config import REPO_ROOT
 
 TINY = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu")
 

@@ -169,7 +169,7 @@ def test_tf32_on_the_cpu_runs_with_a_note():
 
 
 def test_the_same_compile_is_defined_once_and_counts_everything_that_changes_it():
-    from tcore.experiment.spec import same_compile
+    from tcore.experiment.comparable import same_compile
 
     base = Experiment(model="captioner", device="cpu").to_dict()
     assert same_compile(base, {**base, "timed_s": 9.0, "rounds": 7, "cache": "artifacts", "device": "auto"})

@@ -10,13 +10,14 @@ from pathlib import Path
 import torch
 
 from tcore.experiment import protocol
-from tcore.lab import launcher, scheduler
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.launch import launcher
+from tcore.lab.queue import scheduler
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.worker import profiling
 
 MAKE_FOLDER_AND_HANG = """
 import sys, time
-from tcore.lab.launcher import run_folder
+from tcore.lab.launch.launcher import run_folder
 print(run_folder("tcore-run-"), flush=True)
 time.sleep(600)
 """

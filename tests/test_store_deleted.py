@@ -2,7 +2,7 @@
 words, and the process logs no FOREIGN KEY traceback."""
 import pytest
 
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from tests.helpers import QUICK, wait_until
 

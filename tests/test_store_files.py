@@ -2,7 +2,7 @@
 as docs/configuration.md says, while a queue still holds it)."""
 import os
 
-from tcore.lab import scheduler
+from tcore.lab.queue import scheduler
 from tcore.store import RunStore
 from tests.helpers import QUICK
 

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tcore import cli
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore, StoreError, StoreReadOnly
 from tests.app_harness import stored_run, texts
 from tests.helpers import QUICK

@@ -4,7 +4,8 @@ import re
 import sqlite3
 from pathlib import Path
 
-from tcore.lab import artifacts, sweeps
+from tcore.lab import sweeps
+from tcore.lab.outputs import artifacts
 from tcore.store import RunStore, connection
 from tests.helpers import QUICK, insert_run
 

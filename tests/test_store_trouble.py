@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
 from tests.app_harness import app, texts
 from tests.helpers import QUICK, insert_run
@@ -124,7 +124,7 @@ def test_set_aside_leaves_a_store_sqlite_reads_where_it_is(store, capsys):
 def test_a_store_failing_under_the_system_pages_queue_box_is_the_sentence(tmp_path, monkeypatch):
     """The queue box is a fragment, which Streamlit reruns on its own: an error there never reached app.py's handler,
     and the System page showed Streamlit's generic "This app has encountered an error"."""
-    from tcore.lab import runs
+    from tcore.lab.run import runs
 
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
     at = app()

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from tcore.lab import runs, sweeps
+from tcore.lab import sweeps
+from tcore.lab.run import runs
 from tests.helpers import QUICK, assert_no_overlap, killed_after_it_reports
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
@@ -14,7 +15,8 @@ pytestmark = pytest.mark.usefixtures("no_outside_limits")
 SWEEP_AND_HANG = """
 import json, sys, time
 from tcore.experiment.spec import Experiment
-from tcore.lab import runs, sweeps
+from tcore.lab import sweeps
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from tests.helpers import insert_run
 store = RunStore(sys.argv[1])

@@ -1,10 +1,10 @@
 """A run's timeline: contiguous phases on one clock (tcore.figures.timeline), assembled by the lab side from the
-moments it sees and the worker's own clock (tcore.lab.runclock); the bar and the caption the Run page draws."""
+moments it sees and the worker's own clock (tcore.lab.run.runclock); the bar and the caption the Run page draws."""
 import pytest
 
 from tcore.figures import timeline
 from tcore.figures.timeline import COMPILE, LAB, MEASURE
-from tcore.lab import runclock
+from tcore.lab.run import runclock
 
 
 def test_phases_touch_end_to_end_and_a_gap_before_the_first_mark_is_its_own_phase():

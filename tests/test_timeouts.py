@@ -5,8 +5,8 @@ import time
 import pytest
 
 from tcore.experiment.protocol import PHASE_TITLES
-from tcore.lab import runs
-from tcore.lab.launcher import timeout_message
+from tcore.lab.run import runs
+from tcore.lab.launch.handles import timeout_message
 from tcore.worker.failures import STALL_ENV
 
 LIMIT_S = 8.0
@@ -16,7 +16,7 @@ SLACK_S = 5.0  # the limit holds to within this: SIGTERM, then SIGKILL after a 3
 @pytest.fixture(scope="module", autouse=True)
 def _fork_server_ready():
     """The fork server's imports done first (a worker started and let go), so each run reaches its phase in time."""
-    from tcore.lab.launcher import Worker
+    from tcore.lab.launch.launcher import Worker
 
     Worker({}).dismiss()
 
@@ -36,16 +36,16 @@ def test_the_limit_ends_a_run_stuck_in_any_phase(phase, store, tiny, monkeypatch
 
 def test_the_limit_counts_the_workers_start(store, tiny, monkeypatch):
     """A worker that takes its time to start (imports, a fork server still importing) spends the run's time."""
-    from tcore.lab import liverun
+    from tcore.lab.run import launching
 
-    started = liverun.Worker
+    started = launching.Worker
 
     def slow_worker(*args, **kwargs):
         time.sleep(4)
         return started(*args, **kwargs)
 
-    monkeypatch.setattr(liverun, "Worker", slow_worker)
-    monkeypatch.setattr(liverun.SPARES, "take", lambda slot, env: None)
+    monkeypatch.setattr(launching, "Worker", slow_worker)
+    monkeypatch.setattr(launching.SPARES, "take", lambda slot, env: None)
     monkeypatch.setenv(STALL_ENV, "building:600")
     live = runs.start(tiny.replace(backend="eager"), store, timeout_s=LIMIT_S)
     record = live.wait(timeout=120)
@@ -54,16 +54,16 @@ def test_the_limit_counts_the_workers_start(store, tiny, monkeypatch):
 
 
 def test_a_worker_still_starting_at_the_limit_ends_then(store, tiny, monkeypatch):
-    from tcore.lab import liverun
+    from tcore.lab.run import launching
 
-    started = liverun.Worker
+    started = launching.Worker
 
     def slower_than_the_limit(*args, **kwargs):
         time.sleep(LIMIT_S + 4)
         return started(*args, **kwargs)
 
-    monkeypatch.setattr(liverun, "Worker", slower_than_the_limit)
-    monkeypatch.setattr(liverun.SPARES, "take", lambda slot, env: None)
+    monkeypatch.setattr(launching, "Worker", slower_than_the_limit)
+    monkeypatch.setattr(launching.SPARES, "take", lambda slot, env: None)
     t0 = time.time()
     live = runs.start(tiny.replace(backend="eager"), store, timeout_s=LIMIT_S)
     record = live.wait(timeout=120)

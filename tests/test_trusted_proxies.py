@@ -1,13 +1,15 @@
 """Behind a reverse proxy every connection comes from the proxy, so the per-address limits and the instructor's
 address binding told nobody apart. [room] trusted_proxies names the proxies whose X-Forwarded-For is believed
-(tcore.lab.room.client_address, read by ui.people.client_address); a header from anyone else is ignored."""
+(tcore.lab.queue.room.client_address, read by ui.people.client_address); a header from anyone else is ignored."""
 from types import SimpleNamespace
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab import limits, room
+from tcore.lab.policy import limits
+from tcore.lab.settings import private
+from tcore.lab.queue import room
 from tests.app_harness import db  # noqa: F401 (db: the fixture)
 from ui import people
 
@@ -44,7 +46,7 @@ def test_without_trusted_proxies_every_header_is_ignored():
 def test_trusted_proxies_come_from_room_in_the_file_or_the_environment_and_are_checked(tmp_path):
     config = tmp_path / "compile-lab.toml"
     config.write_text('[room]\nruns_per_gpu = 2\ntrusted_proxies = ["127.0.0.1", "::1", "10.1.0.0/16"]\n')
-    env = {limits.CONFIG_ENV: str(config)}
+    env = {config.CONFIG_ENV: str(config)}
     assert [str(n) for n in room.trusted_proxies(env)] == ["127.0.0.1/32", "::1/128", "10.1.0.0/16"]
     assert room.runs_per_gpu_setting(env) == 2  # the table's other setting is read as before
     assert room.trusted_proxies({**env, room.PROXIES_ENV: "192.0.2.1"})[0].compressed == "192.0.2.1/32"
@@ -54,10 +56,10 @@ def test_trusted_proxies_come_from_room_in_the_file_or_the_environment_and_are_c
     for value, said in (('["localhost"]', "'localhost' is not a network address"),
                         ('"127.0.0.1"', "it must be a list of addresses"), ("[1]", "1 is not a network address")):
         config.write_text(f"[room]\ntrusted_proxies = {value}\n")
-        with pytest.raises(limits.LimitsError, match=said):
+        with pytest.raises(config.LimitsError, match=said):
             room.trusted_proxies(env)
     config.write_text("[room]\ntrusted_proxy = []\n")
-    with pytest.raises(limits.LimitsError, match=r"unknown setting\(s\) in \[room\]: trusted_proxy; known: "
+    with pytest.raises(config.LimitsError, match=r"unknown setting\(s\) in \[room\]: trusted_proxy; known: "
                                                  r"runs_per_gpu, trusted_proxies"):
         room.runs_per_gpu_setting(env)
 
@@ -85,7 +87,7 @@ def connection(monkeypatch):
 
 def test_the_instructors_unlock_is_bound_to_the_browser_behind_the_proxy(connection, monkeypatch):
     connect, jar = connection
-    monkeypatch.setenv(limits.PASSCODE_ENV, "sesame")
+    monkeypatch.setenv(private.PASSCODE_ENV, "sesame")
     monkeypatch.setattr(st, "html", lambda html, **_: jar.update(
         {people.INSTRUCTOR_COOKIE: html.split(f"{people.INSTRUCTOR_COOKIE}=", 1)[1].split(";", 1)[0]}))
     def new_session_is_instructor() -> bool:
@@ -114,7 +116,7 @@ def test_the_instructors_unlock_is_bound_to_the_browser_behind_the_proxy(connect
 def test_the_system_page_slows_guesses_per_address_behind_the_proxy_and_ignores_anyone_elses_header(db, connection,
                                                                                                      monkeypatch):
     connect, _ = connection
-    monkeypatch.setenv(limits.PASSCODE_ENV, "sesame")
+    monkeypatch.setenv(private.PASSCODE_ENV, "sesame")
     monkeypatch.setattr(limits, "PASSCODE_GUARD", limits.PasscodeGuard(free=5, free_per_address=2))
 
     def try_passcode(attempt: str) -> list[str]:

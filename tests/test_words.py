@@ -113,7 +113,7 @@ def test_break_grouping_strategies_and_queue_words():
     assert figures.compile_totals([{"kind": "compile", "duration_s": 0.5}, {"kind": "recompile", "duration_s": 0.25},
                                    {"kind": "limit", "duration_s": 0.01}]) == {"compilations": 2, "compiling_s": 0.75}
 
-    from tcore.lab.waiting import Wait, wait_words
+    from tcore.lab.queue.waiting import Wait, wait_words
 
     assert run_state.queue_words(2, Wait(95.0, 1200.0), 12.0) == "#2 in the queue · starts in about 1 min 35 s · waited 12 s"
     assert "no estimate yet" in run_state.queue_words(1, None, 0.0)

@@ -11,8 +11,10 @@ import torch
 
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.figures import timeline
-from tcore.lab import runs
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.run import runs
+from tcore.lab.queue import spares
+from tcore.lab.run import registry
+from tcore.lab.settings.config import REPO_ROOT
 
 
 class Recorder:
@@ -158,18 +160,18 @@ def test_command_line_runs_and_lists_what_the_app_would_store(tmp_path):
 def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
     """A spare has imported torch and the engine before the run is queued; the run uses it, and its
     compile is still cold: the spare's own fresh cache folders are empty."""
-    runs.SPARES.fill("cpu", {}, wait_for_fork_server=True)
-    (spare,) = [runs.SPARES._spares["cpu"]]
+    spares.SPARES.fill("cpu", {}, wait_for_fork_server=True)
+    (spare,) = [spares.SPARES._spares["cpu"]]
     deadline = time.time() + 300  # only against a hang: imports take seconds, minutes on a machine loaded to the brim
     while not spare.ready:
         assert time.time() < deadline, "the spare did not finish its imports in 300 s"
         time.sleep(0.1)
     record = runs.execute(tiny.replace(cache="cold", backend="aot_eager"), store, timeout_s=300)
     assert record.status == "finished", record.error
-    live = runs.live(record.id)
+    live = registry.live(record.id)
     assert live.from_spare == "ready" and live.handle.worker is spare
     assert record.result["cache_artifacts"] == "none" and not record.result["fx_graph_cache_hits"]
-    assert runs.SPARES._spares.get("cpu") is not spare  # taken: it is nobody's spare any more
+    assert spares.SPARES._spares.get("cpu") is not spare  # taken: it is nobody's spare any more
     # Figures the live view shows before the result: the compile time (final) and the speedup round by round
     so_far = live.snapshot()["figures_so_far"]
     assert so_far["compile_s"]["value"] == pytest.approx(record.result["compile_s"])
@@ -183,10 +185,10 @@ def test_a_run_takes_the_spare_worker_waiting_in_its_slot(tiny, store):
 
 
 def test_a_spare_started_under_other_torch_settings_is_not_used(monkeypatch):
-    runs.SPARES.fill("cpu", {}, wait_for_fork_server=True)
-    spare = runs.SPARES._spares["cpu"]
+    spares.SPARES.fill("cpu", {}, wait_for_fork_server=True)
+    spare = spares.SPARES._spares["cpu"]
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # read when Inductor is imported
-    assert runs.SPARES.take("cpu", {}) is None
+    assert spares.SPARES.take("cpu", {}) is None
     assert spare.proc.wait(60) == 0  # let go: it exits by itself once its imports are done
 
 

@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 LAB = """
 import json, sys
 from tcore.experiment.spec import Experiment
-from tcore.lab import launcher
-from tcore.lab.liverun import SPARES
+from tcore.lab.launch import handles, launcher
+from tcore.lab.queue.spares import SPARES
 
 SPARES.fill("cpu", {}, wait_for_fork_server=True)
 waiting = SPARES._spares["cpu"]
@@ -26,7 +26,7 @@ let_go = launcher.Worker({})
 let_go.dismiss()
 exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=1,
                  rounds=1, backend="eager", cache="cold")
-run = launcher.RunHandle(exp, launcher.Worker({}))
+run = handles.RunHandle(exp, launcher.Worker({}))
 events = [event["type"] for event in run]
 print(json.dumps({"events": events, "workers": [[w.proc.pid, str(w.workdir)] for w in (waiting, let_go, run.worker)]}))
 """
@@ -66,7 +66,7 @@ def test_a_spare_whose_lab_process_was_killed_removes_its_own_folder():
 
 SPARE_THEN_HANG = """
 import json, time
-from tcore.lab import launcher
+from tcore.lab.launch import handles, launcher
 spare = launcher.Worker({})
 print(json.dumps([spare.proc.pid, str(spare.workdir)]), flush=True)
 time.sleep(600)

@@ -1,7 +1,7 @@
 """The sections of the Diagnose page ("Why is it slow?"): graph breaks, recompilations, cold vs loaded artifacts, one
 run (the start-up ladder and the stances are ui.diagnose_startup's).
 
-Each section queues its runs (tcore.lab.runs through ui.queue), shows them waiting and running, then
+Each section queues its runs (tcore.lab.run.runs through ui.queue), shows them waiting and running, then
 draws them from the store; it can as well draw runs stored earlier, picked in its selectors.
 """
 from __future__ import annotations

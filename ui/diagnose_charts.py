@@ -269,7 +269,7 @@ def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None, every_run
     """Compile time of runs grouped by their settings, one bar per cache mode, cache hits in the hover.
 
     `frame` has columns id, label, cache, cache_artifacts, compile_s and the cache hit counts, and
-    optionally settings (what was compiled, e.g. tcore.lab.artifacts.compile_key; else the label groups).
+    optionally settings (what was compiled, e.g. tcore.experiment.comparable.compile_key; else the label groups).
     Several runs of one settings and cache mode show the newest (the frame is newest first); with `every_run` (the
     runs a person chose to compare) each gets its bar, the repeats on rows of their own named by run id.
     """

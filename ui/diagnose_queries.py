@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from tcore.experiment.spec import same_compile, settings
-from tcore.lab.artifacts import compile_key
+from tcore.experiment.comparable import same_compile, settings
+from tcore.experiment.comparable import compile_key
 
 
 # The ways a varying shape can be compiled, run side by side on the Diagnose page.
@@ -66,7 +66,7 @@ def four_way(records: list, base: dict) -> dict[tuple[str, str], Any]:
     return cells
 
 def settings_key(rec) -> str:
-    """What a run compiled, whatever its cache mode and timing (tcore.lab.artifacts.compile_key)."""
+    """What a run compiled, whatever its cache mode and timing (tcore.experiment.comparable.compile_key)."""
     return compile_key(rec.spec, rec.device or rec.result.get("device") or "cpu")
 
 

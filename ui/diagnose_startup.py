@@ -13,7 +13,8 @@ import streamlit as st
 
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, Experiment, SpecError
-from tcore.lab import ladder, probes, runs
+from tcore.lab import ladder, probes
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from ui import diagnose, knobs, stance_words
 

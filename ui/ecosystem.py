@@ -1,7 +1,7 @@
 """A run in the tools people already use: its settings as code to paste, its compile's tlparse report and
 TORCH_TRACE, its compile artifacts; and two runs' generated code side by side.
 
-The engine behind each: tcore.export.snippet (the code), tcore.lab.tlparse (the report), tcore.store.artifacts
+The engine behind each: tcore.export.snippet (the code), tcore.lab.outputs.tlparse (the report), tcore.store.artifacts
 (what a run kept), tcore.analysis.codediff (two runs' programs and their kernels).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tcore.analysis import codediff
 from tcore.experiment.device import resolve_device
 from tcore.experiment.spec import SpecError
 from tcore.export import snippet
-from tcore.lab import tlparse
+from tcore.lab.outputs import tlparse
 from tcore.store import RunRecord, RunStore
 
 STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, relative to the page

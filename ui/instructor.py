@@ -1,6 +1,6 @@
 """The instructor's panel (System page): unlock with the passcode, pause the queue, change the limits.
 
-The passcode is set in compile-lab.toml or the environment (tcore.lab.limits.instructor_passcode);
+The passcode is set in compile-lab.toml or the environment (tcore.lab.policy.limits.instructor_passcode);
 without one, nobody has these actions. Unlocked, the session may also cancel or delete anyone's run
 (ui.queue, the Compare page).
 """
@@ -11,7 +11,9 @@ import time
 
 import streamlit as st
 
-from tcore.lab import limits, runs
+from tcore.lab.policy import limits
+from tcore.lab.settings import config
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from ui import people
 
@@ -21,7 +23,7 @@ _FIELDS = {
     "max_batch_size": ("Largest batch", "samples", 1, 1, True),
     "max_memory_gib": ("Most memory per run (estimated)", "GiB", 0.5, 0.5, True),
     "max_queued_per_session": ("Runs one person may have waiting", "runs", 1, 1, False),
-    # a room behind one NAT address needs this raised to its head count (tcore.lab.limits.NewPeopleGuard)
+    # a room behind one NAT address needs this raised to its head count (tcore.lab.policy.limits.NewPeopleGuard)
     "max_new_people_per_address": (f"New participants one network address may start in {limits.NEW_PEOPLE_WINDOW_H} h",
                                    "people", 1, 1, False),
 }
@@ -31,7 +33,7 @@ def panel(store: RunStore) -> None:
     st.markdown("#### Instructor")
     try:
         code = limits.instructor_passcode()
-    except limits.LimitsError as e:
+    except config.LimitsError as e:
         st.error(f"The lab's settings cannot be read: {e}")
         return
     if code is None:
@@ -46,7 +48,7 @@ def panel(store: RunStore) -> None:
                                          "changing the limits, in this browser (tabs opened or reloaded later too) "
                                          f"until Lock, the app's restart or {people.UNLOCK_HOURS} hours.")
             if st.form_submit_button("Unlock", icon=":material/lock_open:"):
-                # guesses are slowed per session and per address, and logged (tcore.lab.limits.PasscodeGuard)
+                # guesses are slowed per session and per address, and logged (tcore.lab.policy.limits.PasscodeGuard)
                 session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
                 unlocked, why = limits.PASSCODE_GUARD.attempt(session, attempt, address=people.client_address())
                 if unlocked:
@@ -93,7 +95,7 @@ def limits_form(store: RunStore) -> None:
         if apply.form_submit_button("Apply to everyone", type="primary"):
             try:
                 limits.set_by_instructor(store, values)
-            except limits.LimitsError as e:
+            except config.LimitsError as e:
                 st.error(str(e))
             else:
                 st.toast("The new limits apply to the next run submitted.")

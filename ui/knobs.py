@@ -16,10 +16,13 @@ from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe
 from tcore.figures.paired import MIN_ROUNDS
 from tcore.host import features, machine
-from tcore.lab import artifacts, limits, waiting
-from tcore.lab.limits import device_memory_gib
-from tcore.lab.memory import NoEstimate, estimate_memory_gib
-from tcore.lab.runs import preflight
+from tcore.lab.outputs import artifacts
+from tcore.lab.policy import limits
+from tcore.lab.settings import config
+from tcore.lab.queue import waiting
+from tcore.lab.policy.limits import device_memory_gib
+from tcore.lab.policy.memory import NoEstimate, estimate_memory_gib
+from tcore.lab.run.runs import preflight
 from tcore.store import RunStore
 from ui import model_picker, sweep_matrix
 
@@ -125,11 +128,11 @@ def keep_settings() -> None:
 
 
 def _lab_limits() -> limits.Limits | None:
-    """This lab's limits (tcore.lab.limits, with the instructor's changes), or None where the settings cannot be
+    """This lab's limits (tcore.lab.policy.limits, with the instructor's changes), or None where the settings cannot be
     read (the Run button then says why)."""
     try:
         return limits.load(store=RunStore())
-    except limits.LimitsError:
+    except config.LimitsError:
         return None
 
 

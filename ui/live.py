@@ -14,8 +14,10 @@ import streamlit as st
 from tcore.experiment.protocol import PHASE_TITLES, phases_for
 from tcore.experiment.spec import Experiment
 from tcore.host import machine
-from tcore.lab import runs, sweeps
-from tcore.lab.waiting import wait_words
+from tcore.lab import sweeps
+from tcore.lab.run import liverun
+from tcore.lab.run import registry
+from tcore.lab.queue.waiting import wait_words
 from tcore.store import RunRecord, RunStore
 from ui import charts, compare_charts, exports, results, run_state, run_table, sweep_matrix
 
@@ -56,14 +58,14 @@ COMPILING_BY_BACKEND = {
 }
 
 
-def phase_explain(run: runs.LiveRun, phase: str | None) -> str:
+def phase_explain(run: liverun.LiveRun, phase: str | None) -> str:
     """What happens in `phase` of this run, for the progress bar's caption."""
     if phase == "compiling" and run.exp.backend in COMPILING_BY_BACKEND:
         return COMPILING_BY_BACKEND[run.exp.backend]
     return PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds)
 
 
-def phases_of(run: runs.LiveRun) -> list[str]:
+def phases_of(run: liverun.LiveRun) -> list[str]:
     return phases_for(run.exp)
 
 
@@ -98,7 +100,7 @@ def _follow(run_id: str, store: RunStore, draw: Callable[[], None], redraws: lis
     # `redraws` is the same list on each of the fragment's own redraws, a new one on each page run: a page run never
     # waits, a timed redraw may (up to NEWS_WAIT_S); a click inside the fragment (Cancel) reruns the fragment alone
     # and so may wait that long before it acts
-    if redraws and (run := runs.live(run_id)) is not None and not run.done:
+    if redraws and (run := registry.live(run_id)) is not None and not run.done:
         run.wait_for_news(NEWS_WAIT_S)
     redraws.append(None)
     if not run_state.state(run_id, store).followed:
@@ -108,12 +110,12 @@ def _follow(run_id: str, store: RunStore, draw: Callable[[], None], redraws: lis
 
 def run_panel(run_id: str, *, key: str = "run") -> None:
     """The live panel of a run this process follows (drawn within follow)."""
-    if (run := runs.live(run_id)) is None:  # no longer held by this process: the page draws the record
+    if (run := registry.live(run_id)) is None:  # no longer held by this process: the page draws the record
         st.rerun()
     draw_progress(run, key=key)
 
 
-def draw_progress(run: runs.LiveRun, *, key: str) -> None:
+def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
     snap = run.snapshot()
     run_id, phases, phase = run.run_id, phases_of(run), snap["phase"]
     started = snap["phase_started_at"].get(phase)
@@ -171,7 +173,7 @@ PROFILING_WORDS = ("**Profiling: where the time goes, a second or two.** The spe
                    "follow when the record is saved.")
 
 
-def headline(run: runs.LiveRun, result: dict) -> None:
+def headline(run: liverun.LiveRun, result: dict) -> None:
     """The result's headline (the Speedup with its interval, compile time, break-even), drawn as the finished run's
     page draws it, from the timed figures the worker sent before its profiling pass."""
     results.show_headline(RunRecord(id=run.run_id, status="running", created_at=run.queued_at, label=run.exp.label,
@@ -234,7 +236,7 @@ def sweep_panel(sweep_id: str, store: RunStore) -> None:
         st.rerun()
     draw_sweep(sweep)
     running = next((r for r in sweep.runs if r.status == "running"), None)
-    if running is not None and (run := runs.live(running.id)) is not None and not run.done:
+    if running is not None and (run := registry.live(running.id)) is not None and not run.done:
         with st.container(border=True):
             draw_progress(run, key="sweep")
     if st.button("Cancel the sweep", key=f"sweep_cancel_{sweep_id}", icon=":material/stop_circle:"):

@@ -56,7 +56,7 @@ def _file_given(prefix: str, on_pick: Callable[[str], None]) -> None:
 
 
 def _files_allowed() -> bool:
-    from tcore.lab import limits
+    from tcore.lab.policy import limits
     return limits.files_allowed()
 
 
@@ -119,5 +119,5 @@ def unpicked(prefix: str) -> str | None:
 
 
 def _files_off() -> str:
-    from tcore.lab import limits
+    from tcore.lab.policy import limits
     return limits.FILES_OFF

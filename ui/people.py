@@ -11,16 +11,16 @@ The name is the browser's, not the tab's: this process keeps, per tag and secret
 they go by now (_NOW), so a name typed in one tab is every tab's at its next redraw (the sidebar's "You" line looks
 every FOLLOW_S), and each tab says so; no run changes hands between two tabs of one browser. An id this process has
 not seen (a restart, a bookmark, a made-up ?me=) is looked up in the store by its tag and secret; one new here
-counts against its network address's limit on new participants (tcore.lab.limits.NewPeopleGuard), since
+counts against its network address's limit on new participants (tcore.lab.policy.limits.NewPeopleGuard), since
 max_queued_per_session bounds nothing if fresh ids can be had at will.
 
-The instructor's passcode (tcore.lab.limits.instructor_passcode) is what guards the actions that touch other
+The instructor's passcode (tcore.lab.policy.limits.instructor_passcode) is what guards the actions that touch other
 people's runs; once typed, a random token keeps the browser's tabs opened or reloaded later unlocked, from the same
 address, until Lock, the server's restart or UNLOCK_HOURS (tokens live in its memory). The token reaches a new
 session two ways: this process keeps it under the browser's key (Streamlit's XSRF cookie, which its server sets
 before any page's script runs), and the page writes it into a cookie of its own, which servers without XSRF
 protection rely on. The network address is the connection's, or behind a trusted reverse proxy the one it forwards
-(tcore.lab.room.client_address).
+(tcore.lab.queue.room.client_address).
 """
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ from typing import Iterator, NamedTuple
 
 import streamlit as st
 
-from tcore.lab import limits, room
+from tcore.lab.policy import limits
+from tcore.lab.settings import config
+from tcore.lab.queue import room
 from tcore.store import RunStore, StoreError, StoreReadOnly
 
 PARAM = "me"  # the query parameter that carries the owner id
@@ -73,7 +75,7 @@ RENAMED_ELSEWHERE = "people_renamed_elsewhere"  # session_state: what the sideba
 
 
 class TooManyNew(Exception):
-    """A new participant past their network address's limit (tcore.lab.limits.NewPeopleGuard)."""
+    """A new participant past their network address's limit (tcore.lab.policy.limits.NewPeopleGuard)."""
 
 
 def me(store: RunStore | None = None) -> str:
@@ -122,7 +124,7 @@ def _admit(owner: str, address: str | None, store: RunStore) -> bool:
     """Whether a new participant may start at `address` (counted if so); registers `owner` as one."""
     try:
         bound = limits.load(store=store).max_new_people_per_address
-    except limits.LimitsError:  # limits written wrongly (an older version saved them): the System page says so, and
+    except config.LimitsError:  # limits written wrongly (an older version saved them): the System page says so, and
         bound = limits.Limits().max_new_people_per_address  # every page still opens, the panel's reset among them
     if not limits.NEW_PEOPLE.admit(address, bound):
         return False
@@ -199,7 +201,7 @@ def display_name(owner: str | None) -> str:
         return "another session"
     if _OWNER.match(owner) or _OLD_OWNER.match(owner):
         return f"guest {owner[6:10]}" if owner.startswith("guest-") else owner.split("~")[0]
-    if ":" in owner:  # tcore.lab.scheduler.Proc.name, "host:pid": queued without a browser session
+    if ":" in owner:  # tcore.lab.queue.scheduler.Proc.name, "host:pid": queued without a browser session
         return "the command line or a sweep"
     return "another session"  # an older session id
 
@@ -286,7 +288,7 @@ def _unlocked_by(token: str) -> str | None:
 
 def client_address() -> str | None:
     """The network address of the browser behind this session: the connection's, or, where that is a trusted
-    reverse proxy ([room] trusted_proxies), the one its X-Forwarded-For gives (tcore.lab.room.client_address). None:
+    reverse proxy ([room] trusted_proxies), the one its X-Forwarded-For gives (tcore.lab.queue.room.client_address). None:
     this machine (Streamlit reports loopback so), or none known (AppTest's context is a stand-in object)."""
     peer = st.context.ip_address
     if peer is not None and not isinstance(peer, str):
@@ -363,7 +365,7 @@ def _you() -> None:
     owner = me()
     try:
         instructor = is_instructor()
-    except limits.LimitsError:
+    except config.LimitsError:
         st.rerun()  # the settings were broken meanwhile: the whole page says how
     if FOLLOWED in st.session_state:
         st.rerun()

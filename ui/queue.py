@@ -1,7 +1,7 @@
 """The shared run queue as a page sees it: who this browser session is, submitting runs, its runs, the room's queue.
 
-Every run waits its turn in the queue kept in the store (tcore.lab.scheduler), across every session and process.
-On a GPU several runs share a device (tcore.lab.room): they compile side by side and hold the GPU alone, in turn,
+Every run waits its turn in the queue kept in the store (tcore.lab.queue.scheduler), across every session and process.
+On a GPU several runs share a device (tcore.lab.queue.room): they compile side by side and hold the GPU alone, in turn,
 to measure; on a CPU runs take turns whole. A participant submits under their own id (ui.people), so the lab's
 limit on queued runs applies per person, and only the owner or the instructor may cancel.
 """
@@ -16,8 +16,11 @@ import streamlit as st
 
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.lab import limits, runs, scheduler
-from tcore.lab.waiting import duration_words, wait_words
+from tcore.lab.policy import limits
+from tcore.lab.queue import scheduler
+from tcore.lab.run import runs
+from tcore.lab.run import registry
+from tcore.lab.queue.waiting import duration_words, wait_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from ui import people, run_state
@@ -277,7 +280,7 @@ def _since(t: float | None) -> float | None:
 
 def live_ids(run_ids: list[str]) -> list[str]:
     """The ids among `run_ids` that this process is still running or holding in the queue."""
-    return [i for i in run_ids if i and (r := runs.live(i)) is not None and not r.done]
+    return [i for i in run_ids if i and (r := registry.live(i)) is not None and not r.done]
 
 
 @st.fragment(run_every=2.0)
@@ -287,7 +290,7 @@ def live_runs_panel(run_ids: list[str], *, key: str) -> None:
     if not waiting:
         st.rerun()  # the page draws their results now
     for run_id in waiting:
-        run = runs.live(run_id)
+        run = registry.live(run_id)
         snap = run.snapshot()
         left, right = st.columns([4, 1], vertical_alignment="center")
         if snap["status"] == "queued":

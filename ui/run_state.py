@@ -3,7 +3,7 @@ room's queue, read together into one RunState, and the words a page shows for it
 
 Three sources know about a run, each first at something: the store's record says first that it has ended (it
 is written a moment before the live run says so); this process's LiveRun knows the phase of a run it is
-following; the queue in the store (tcore.lab.runs.under_way) places a run that another process runs.
+following; the queue in the store (tcore.lab.run.runs.under_way) places a run that another process runs.
 state() reads them in that order, so every fragment of a page that asks gets the same answer.
 """
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcore.experiment.protocol import PHASE_TITLES
-from tcore.lab import runs
-from tcore.lab.waiting import Wait, duration_words, wait_words
+from tcore.lab.run import runs
+from tcore.lab.run import registry
+from tcore.lab.queue.waiting import Wait, duration_words, wait_words
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from tcore.store.queue import BY_INSTRUCTOR
@@ -28,7 +29,7 @@ class RunState:
     status: queued | running | finished | failed | deleted. followed: this process follows the run live (its
     LiveRun is under way and the record has not ended), so a page can draw its live panel. elsewhere: queued or
     running in another process, as the queue places it. ended: the record says it is over (or it is gone).
-    phase: the worker's phase while followed. queue_position (1 = next) and wait (tcore.lab.waiting.Wait)
+    phase: the worker's phase while followed. queue_position (1 = next) and wait (tcore.lab.queue.waiting.Wait)
     while queued; waited_s: time in the queue. cancelled_by: "instructor" or "owner" for a cancelled run.
     speedup: a finished run's headline (x eager).
     """
@@ -67,7 +68,7 @@ class RunState:
 
 
 def places_by_id(store: RunStore) -> dict[str, dict]:
-    """run id -> its row of the room's queue on this host (tcore.lab.runs.under_way), for runs under way."""
+    """run id -> its row of the room's queue on this host (tcore.lab.run.runs.under_way), for runs under way."""
     return {row["run_id"]: row for row in runs.under_way(reads(store))}
 
 
@@ -79,7 +80,7 @@ def state(run_id: str, store: RunStore, *, record=None, places: dict[str, dict] 
             record = reads(store).get(run_id)
         except KeyError:  # deleted meanwhile
             return RunState(run_id, DELETED, ended=True)
-    live = runs.live(run_id)
+    live = registry.live(run_id)
     place = (places if places is not None else places_by_id(store)).get(run_id) \
         if record.status not in ENDED else None
     device = (place or {}).get("device_state_short")

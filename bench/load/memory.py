@@ -18,10 +18,10 @@ def rss_mib() -> float:
 def server_memory(run_count: int, device: str = "cpu", every: int = 25) -> int:
     """`run_count` runs one after another in this process, as the app's server runs its pages' runs (runs.serve,
     then runs.start per run); every `every` runs, the process's resident memory and what its run registry holds.
-    What a workshop day costs the server: its registry must stop growing (tcore.lab.registry). On "cuda" the runs
+    What a workshop day costs the server: its registry must stop growing (tcore.lab.run.registry). On "cuda" the runs
     compile with Inductor and sample power, so each ended run would hold its generated code and power samples
     were they not let go."""
-    from tcore.lab import registry, runs
+    from tcore.lab.run import registry, runs
     from tcore.experiment.spec import Experiment
     from tcore.store import RunStore
 

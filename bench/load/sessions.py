@@ -1,4 +1,4 @@
-"""The load test's people: sessions that submit tiny CPU runs through tcore.lab.runs, as the app's pages do, a few
+"""The load test's people: sessions that submit tiny CPU runs through tcore.lab.run.runs, as the app's pages do, a few
 of them making the mistakes people make; and the submitter processes that run them, one thread per session."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def owner_of(index: int) -> str:
 
 def session(index: int, runs_per_session: int, db: str, out) -> None:
     """One person: submit runs, watch them, wait; a few sessions make the mistakes people make."""
-    from tcore.lab import runs
+    from tcore.lab.run import runs
     from tcore.experiment.spec import Experiment, SpecError
     from tcore.store import RunStore
 
@@ -75,7 +75,7 @@ def session(index: int, runs_per_session: int, db: str, out) -> None:
 
 def submitter(indices: list[int], runs_per_session: int, db: str, out) -> None:
     """A process with one thread per session: the queue must hold across processes as well as threads."""
-    from tcore.lab import runs
+    from tcore.lab.run import runs
 
     threads = [threading.Thread(target=session, args=(i, runs_per_session, db, out)) for i in indices]
     for t in threads:

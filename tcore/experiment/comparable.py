@@ -1,6 +1,8 @@
 """Which fields of a spec change what a run compiles: what two runs must share to be compared, or to share caches."""
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 
@@ -29,3 +31,10 @@ def same_compile(a: dict[str, Any], b: dict[str, Any], *, varying: frozenset[str
     caches it started from and the device kind asked for do not. The one definition the pages use."""
     ignoring = PROVENANCE_FIELDS | set(varying)
     return settings(a, ignoring=ignoring) == settings(b, ignoring=ignoring)
+
+
+def compile_key(spec: dict[str, Any], device: str) -> str:
+    """The settings that determine what gets compiled, on which kind of device, as a short hash: what compile
+    artifacts are stored under, and how similar runs' compile times are found."""
+    compiled = settings(spec, ignoring=PROVENANCE_FIELDS)
+    return hashlib.sha256(json.dumps([compiled, device], sort_keys=True).encode()).hexdigest()[:16]

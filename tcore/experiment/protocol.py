@@ -55,7 +55,7 @@ def phases_for(exp) -> list[str]:
 
 
 # How a worker's log begins once its imports are done (tcore.worker.__main__.prepare): a spare that
-# has logged it starts a run at once (tcore.lab.launcher.Worker.ready).
+# has logged it starts a run at once (tcore.lab.launch.launcher.Worker.ready).
 READY = "worker ready: imports done"
 
 # Why a run failed. The first three are raised inside the worker; the rest are decided by the parent.
@@ -99,7 +99,7 @@ def open_envelope(text: str) -> tuple[str, dict[str, str]]:
 
 
 def grant(purpose: str, lab_processes: int) -> str:
-    """The line the lab writes on a worker's stdin when it holds the device for that run (tcore.lab.lease)."""
+    """The line the lab writes on a worker's stdin when it holds the device for that run (tcore.lab.queue.lease)."""
     return json.dumps({"granted": purpose, "lab_processes": lab_processes}) + "\n"
 
 
@@ -117,21 +117,21 @@ def error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "kind": kind, "message": message, **extra}
 
 
-# --- the launch environment: compile artifacts (tcore.lab.artifacts hands them over, tcore.worker.artifacts uses them)
+# --- the launch environment: compile artifacts (tcore.lab.outputs.artifacts hands them over, tcore.worker.artifacts uses them)
 SAVE_ARTIFACTS_TO = "TCORE_SAVE_ARTIFACTS"      # where the worker writes the artifacts of this run
 LOAD_ARTIFACTS_FROM = "TCORE_LOAD_ARTIFACTS"    # artifacts to load before the first compile
 ARTIFACTS_MADE_ON = "TCORE_ARTIFACTS_MADE_ON"   # JSON: the torch/triton/device (and run) the artifacts came from
 COLD_BECAUSE = "TCORE_COLD_BECAUSE"             # why an artifacts run has nothing to load
 SAVE_TRACES_TO = "TCORE_SAVE_TRACES"            # a folder for the profiler traces of the steps profiled
-# The worker's own folder (tcore.lab.launcher): a worker handed no run (a spare let go, or one whose lab process
+# The worker's own folder (tcore.lab.launch.launcher): a worker handed no run (a spare let go, or one whose lab process
 # died, even by SIGKILL) removes it itself as it exits, so no clean-up in the lab process has to outlive it.
 WORKER_DIR = "TCORE_WORKER_DIR"
-# "1" for a spare (tcore.lab.launcher.SparePool), started before any run: it may use its wait to do what a run would
+# "1" for a spare (tcore.lab.launch.launcher.SparePool), started before any run: it may use its wait to do what a run would
 # otherwise pay for (tcore.worker.__main__.while_idle); a worker started for a run goes straight to it.
 SPARE_WORKER = "TCORE_SPARE_WORKER"
 # The device lease (tcore.worker.lease): "1" when other runs share this run's device, so the worker asks the lab
 # for it (a device event) and waits for the grant on its stdin; and the cores the lab keeps for the run that holds
-# the device ("3,4": the launch thread's first), from tcore.lab.room.
+# the device ("3,4": the launch thread's first), from tcore.lab.queue.room.
 DEVICE_LEASE = "TCORE_DEVICE_LEASE"
 MEASURE_CPUS = "TCORE_MEASURE_CPUS"
 

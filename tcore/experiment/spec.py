@@ -12,11 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-# the spec's own vocabulary, reached here as before: what changes a compile, and the precision choices
-from tcore.experiment.comparable import MEASUREMENT_FIELDS, PROVENANCE_FIELDS, same_compile, settings  # noqa: F401
-from tcore.experiment.precision import PRECISIONS, Precision  # noqa: F401
-# the rules an experiment is checked by, with the error that names the fix (reached here as before)
-from tcore.experiment.checks import INDUCTOR_OPTIONS, SpecError, check, choices_of, defaults_of  # noqa: F401
+# the precision choices (each field's sentence names them), and the rules an experiment is checked by, with the error
+# that names the fix
+from tcore.experiment.precision import PRECISIONS
+from tcore.experiment.checks import INDUCTOR_OPTIONS, SpecError, check, choices_of, defaults_of
 
 
 def knob(default: Any, doc: str, choices: dict[Any, str] | None = None,

@@ -19,7 +19,7 @@ from tcore.analysis import history
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import Experiment
 from tcore.figures import rerun
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.lab.rerun_outlook import machine_env
 from tcore.store import RunRecord, RunStore
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from tcore.lab import private
+from tcore.lab.settings import private
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -211,7 +211,7 @@ def add_arguments(p, many_models: bool = False) -> None:
 
 
 def spec_from_args(args) -> str:
-    from tcore.lab.runs import preflight
+    from tcore.lab.run.runs import preflight
     from tcore.experiment.spec import Experiment
     from tcore.experiment.device import practical_defaults
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tcore.experiment.spec import Experiment
-from tcore.lab import ladder, limits, private
-from tcore.lab.config import REPO_ROOT
+from tcore.lab import ladder
+from tcore.lab.policy import limits
+from tcore.lab.settings import private
+from tcore.lab.settings.config import REPO_ROOT
 
 KINDS = ("ladder", "stances")
 KEEP = 20  # ended probes kept for the pages, newest first; older ones are dropped

@@ -10,7 +10,7 @@ from tcore.analysis import history
 from tcore.experiment.spec import Experiment
 from tcore.figures import rerun
 from tcore.host import machine
-from tcore.lab.runs import preflight
+from tcore.lab.run.runs import preflight
 from tcore.store import RunStore
 
 

@@ -4,7 +4,7 @@ A sweep is a batch of queued runs that the store knows by its id (tcore.store.sw
 runs them one at a time (on a Ray cluster, one per slot at a time: it spreads over the GPUs), each
 taking its turn behind everyone else's runs, and because all of it is
 in the store, a sweep and its matrix survive an app restart. There is one scheduling mechanism: the
-queue (tcore.lab.scheduler).
+queue (tcore.lab.queue.scheduler).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import itertools
 from typing import Any
 
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.lab import runs
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from tcore.store.sweeps import SweepRecord
 

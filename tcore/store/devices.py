@@ -1,10 +1,10 @@
 """Who holds each device, who waits for it, and when each run held it: the device lease, kept in the store.
 
-Several runs may share a device slot (tcore.lab.room decides how many): each compiles on the CPU while another
+Several runs may share a device slot (tcore.lab.queue.room decides how many): each compiles on the CPU while another
 measures, and holds the device alone only for the phases that another run would disturb or be disturbed by (the
 eager warm-up, the compiled code's first runs and warm-up, the timed rounds, the profiling pass). A hold is one row
 per slot, written in one BEGIN IMMEDIATE transaction, so two processes never both hold a slot; a run that wants the
-device writes an ask, and a free slot goes to the best ask: the lowest rank (tcore.lab.lease names them), then the
+device writes an ask, and a free slot goes to the best ask: the lowest rank (tcore.lab.queue.lease names them), then the
 run that was queued first. Every hold is logged as a span (asked, taken, released), the timeline's and the tests'
 evidence that no two runs' exclusive phases overlapped.
 

@@ -9,7 +9,7 @@ from tcore.store.connection import Part
 
 
 class LabState(Part):
-    """Values the instructor set, by key (tcore.store.queue.PAUSED, tcore.lab.limits.INSTRUCTOR_LIMITS)."""
+    """Values the instructor set, by key (tcore.store.queue.PAUSED, tcore.lab.policy.limits.INSTRUCTOR_LIMITS)."""
 
     def lab_state(self, key: str) -> Any:
         """A value the instructor set (PAUSED, the limits), or None."""

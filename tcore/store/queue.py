@@ -2,7 +2,7 @@
 
 A run is inserted "queued" with its owner (a session id), the process that owns it and its device
 kind; claiming it (status "running" in a free device slot) is one BEGIN IMMEDIATE transaction, so
-two processes never both claim a slot. tcore.lab.scheduler decides when to call these; the queue
+two processes never both claim a slot. tcore.lab.queue.scheduler decides when to call these; the queue
 lives here and nowhere else, so it survives a restart of any process. Its columns of `runs` and its
 `owners` table are in schema.py; a sweep's next run is released by the sweeps part (sweeps.py).
 """
@@ -21,7 +21,7 @@ from tcore.store.records import RunRecord, new_id, to_json
 OWNER_SILENT_S = 30.0
 OWNERS_KEPT_S = 86400.0  # a heartbeat older than a day is dropped; recover() then judges by is_alive alone
 PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
-CLUSTER_SLOT_PREFIX = "ray:"  # device slots of a Ray cluster (tcore.lab.cluster): no local worker pid
+CLUSTER_SLOT_PREFIX = "ray:"  # device slots of a Ray cluster (tcore.lab.launch.cluster): no local worker pid
 CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
 # runs.cancel_requested: who asked for the cancel. The owner's process decides the run's final message, so who
 # asked is kept in the row, where the process that records the end reads it (cancel_words).
@@ -39,7 +39,7 @@ def cancel_words(message: str, requested: int | None) -> str:
 
 
 class Proc(Protocol):
-    """A process that owns runs (tcore.lab.scheduler.Proc)."""
+    """A process that owns runs (tcore.lab.queue.scheduler.Proc)."""
     host: str
     pid: int
     started: str | None
@@ -106,7 +106,7 @@ class Queue(Part):
 
         Returns (run_id, slot), the run now "running" in that slot, or None. Only the owner of the
         oldest run may claim, so the queue is first come, first served across processes. `room` says how many runs
-        may share each slot and how much device memory they may hold together (tcore.lab.room); without it a slot
+        may share each slot and how much device memory they may hold together (tcore.lab.queue.room); without it a slot
         takes one run. Of the slots with room, the one with the fewest runs is taken (the first, on a tie).
         """
         with self._write() as db:
@@ -224,7 +224,7 @@ class Queue(Part):
             return db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?", (owner,)).fetchone()[0]
 
     def queue_state(self, host: str, device: str, *, recent: int = 200) -> tuple[list, list, list]:
-        """For one device kind on one host, what the wait estimate needs (tcore.lab.scheduler.places):
+        """For one device kind on one host, what the wait estimate needs (tcore.lab.queue.scheduler.places):
         queued runs, oldest first, as (id, spec, time limit); running runs as (spec, time limit, start
         time); the `recent` latest runs that ran to their end (finished, or stopped at their time limit), newest
         first, as (spec, duration in s)."""

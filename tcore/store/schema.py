@@ -57,9 +57,9 @@ CREATE TABLE IF NOT EXISTS owners (  -- each process that owns runs says it is a
 -- The device lease (tcore.store.devices): runs that share a device hold it alone, in turn, for what needs it alone.
 CREATE TABLE IF NOT EXISTS device_holds (  -- who holds each device slot now
     host TEXT NOT NULL,
-    slot TEXT NOT NULL,              -- cuda:0, cuda:1, ... (tcore.lab.scheduler.device_slots)
+    slot TEXT NOT NULL,              -- cuda:0, cuda:1, ... (tcore.lab.queue.scheduler.device_slots)
     run_id TEXT NOT NULL,
-    purpose TEXT NOT NULL,           -- what for: tcore.lab.lease.PURPOSES
+    purpose TEXT NOT NULL,           -- what for: tcore.lab.queue.lease.PURPOSES
     since REAL NOT NULL,
     PRIMARY KEY (host, slot)
 );
@@ -121,7 +121,7 @@ CREATE TABLE IF NOT EXISTS model_cards (  -- a model file as a worker read it (t
 );
 CREATE TABLE IF NOT EXISTS torch_traces (
     run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
-    data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads (tcore.lab.tlparse)
+    data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads (tcore.lab.outputs.tlparse)
 );
 """
 # The queue's columns of `runs`: added with ALTER TABLE, so a store written before the queue keeps its runs.
@@ -139,7 +139,7 @@ QUEUE_COLUMNS = {
     "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweeps) ...
     "sweep_index": "INTEGER",      # ... and its place in that sweep
     "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
-    "memory_gib": "REAL",          # its device memory estimate (tcore.lab.memory); NULL: unknown, so it runs alone
+    "memory_gib": "REAL",          # its device memory estimate (tcore.lab.policy.memory); NULL: unknown, so it runs alone
 }
 
 

@@ -1,9 +1,9 @@
 """Runs end to end, the lab's API: check the experiment, queue it, cancel or delete it, pause the queue.
 
 The app and the command line both go through start(), so they produce the same records. A run waits
-in the queue kept in the store (tcore.lab.scheduler) until its device slot is free: two runs timed at once on
-one device would measure each other. A LiveRun (tcore.lab.liverun) follows its run in a thread and lives in a
-process-wide registry (tcore.lab.registry), so a run outlives the Streamlit script rerun, a page switch or a
+in the queue kept in the store (tcore.lab.queue.scheduler) until its device slot is free: two runs timed at once on
+one device would measure each other. A LiveRun (tcore.lab.run.liverun) follows its run in a thread and lives in a
+process-wide registry (tcore.lab.run.registry), so a run outlives the Streamlit script rerun, a page switch or a
 browser refresh; the store outlives the process, and recover() picks up, after a restart, the runs a dead process
 left queued.
 """
@@ -15,18 +15,18 @@ import threading
 import time
 from typing import Any, Callable
 
-from tcore.lab import cluster
-from tcore.lab import lease
-from tcore.lab import limits
-from tcore.lab import memory
-from tcore.lab import model_cards
-from tcore.lab import room
-from tcore.lab import scheduler
-from tcore.lab import tlparse
+from tcore.lab.launch import cluster
+from tcore.lab.queue import lease
+from tcore.lab.policy import limits
+from tcore.lab.policy import memory
+from tcore.lab.outputs import model_cards
+from tcore.lab.queue import room
+from tcore.lab.queue import scheduler
+from tcore.lab.outputs import tlparse
 from tcore.experiment.protocol import error as error_event
-from tcore.lab.liverun import LiveRun  # noqa: F401 (callers reach it here)
-from tcore.lab.spares import _SPARE_DEVICES, SPARES, SPARES_OFF_ENV, keep_spares  # noqa: F401 (callers reach them here)
-from tcore.lab.registry import active, adopted_left, live, register  # noqa: F401 (callers reach them here)
+from tcore.lab.run.liverun import LiveRun
+from tcore.lab.queue.spares import _SPARE_DEVICES, SPARES, keep_spares
+from tcore.lab.run.registry import adopted_left, live, register
 from tcore.experiment.device import check_on_device, resolve_device
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.store import QueueFull, RunRecord, RunStore, StoreReadOnly
@@ -117,7 +117,7 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
 
 def _sweep_width(device: str) -> int:
     """How many runs of one sweep may be in the queue at once: one per run the device slots take at once (one per
-    slot on a Ray cluster; runs_per_gpu per GPU here, tcore.lab.room), so a sweep spreads over its GPUs and compiles
+    slot on a Ray cluster; runs_per_gpu per GPU here, tcore.lab.queue.room), so a sweep spreads over its GPUs and compiles
     its next runs while one measures; one on a CPU."""
     return len(scheduler.device_slots(device)) * scheduler.room_plan(device).runs_per_slot
 
@@ -224,7 +224,7 @@ def paused_since(store: RunStore) -> float | None:
 
 def under_way(store: RunStore) -> list[dict[str, Any]]:
     """The room's runs under way on this host, as rows: running runs, then queued ones in turn, with position and ETA
-    (an estimate), and for a run that shares its GPU where it is (tcore.lab.lease.device_words: holding the GPU,
+    (an estimate), and for a run that shares its GPU where it is (tcore.lab.queue.lease.device_words: holding the GPU,
     waiting for it, on the CPU beside the run that holds it). The data behind the pages' queue views (records:
     store.running_and_queued)."""
     host = scheduler.this_process().host

@@ -4,7 +4,7 @@ The queue itself is rows of the store (tcore.store); this module schedules it. E
 submits runs has one Scheduler per store: a thread that every TICK_S claims this process's runs when
 their turn comes (the oldest queued run of their device kind) and a slot is free, starts their
 workers, forwards cancel requests from other processes, and keeps each queued run's position and
-ETA fresh (tcore.lab.waiting estimates it). Every RECOVER_EVERY_S it says this process is alive (a heartbeat in
+ETA fresh (tcore.lab.queue.waiting estimates it). Every RECOVER_EVERY_S it says this process is alive (a heartbeat in
 the store) and repairs the runs of processes that have died or gone silent (stopped with Ctrl-Z): a running one
 is ended with the reason, a queued one is adopted here and runs in its turn.
 
@@ -28,10 +28,11 @@ import weakref
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
-from tcore.lab import cluster, launcher, room
-from tcore.lab.launcher import SparePool
-from tcore.lab.limits import device_memory_gib
-from tcore.lab.waiting import HISTORY_RUNS, Ahead, Wait, estimate_wait, expected_duration
+from tcore.lab.launch import cluster, launcher
+from tcore.lab.queue import room
+from tcore.lab.launch.launcher import SparePool
+from tcore.lab.policy.limits import device_memory_gib
+from tcore.lab.queue.waiting import HISTORY_RUNS, Ahead, Wait, estimate_wait, expected_duration
 from tcore.store import RunRecord, RunStore, StoreError
 
 TICK_S = 0.25
@@ -112,7 +113,7 @@ def stop_worker(pid: int, started: str | None, wait_s: float = 5.0) -> bool:
 def device_slots(device: str) -> tuple[str, ...]:
     """The slots runs of a device kind take turns in: one "cpu", or one per GPU, cuda:0, cuda:1, ...
 
-    With a Ray cluster configured (tcore.lab.cluster), the cluster's slots, whatever the device kind: one
+    With a Ray cluster configured (tcore.lab.launch.cluster), the cluster's slots, whatever the device kind: one
     per GPU of each node (one per node without GPUs), so a CPU run never shares a node's slot with another.
     """
     if cluster.configured():
@@ -135,7 +136,7 @@ PLAN_FRESH_S = 2.0  # the room's configuration is read again at most this often:
 
 
 def room_plan(device: str) -> room.RoomPlan:
-    """How this machine shares its `device` slots among runs now (tcore.lab.room): runs per slot, the cores kept for
+    """How this machine shares its `device` slots among runs now (tcore.lab.queue.room): runs per slot, the cores kept for
     the run that holds a device. On a Ray cluster a run holds its node's GPU whole, as before: the lease lives in
     this machine's store, which a node does not reach."""
     now = time.monotonic()
@@ -186,7 +187,7 @@ def _gpus_here() -> bool:
 
 
 class Job(Protocol):
-    """A run this process owns (tcore.lab.liverun.LiveRun); the scheduler calls these."""
+    """A run this process owns (tcore.lab.run.liverun.LiveRun); the scheduler calls these."""
     run_id: str
     device: str
 
@@ -223,7 +224,7 @@ class Scheduler:
     def start(self) -> list[Job]:
         """Recover the store (see recover()), then start ticking; returns the runs adopted.
 
-        On a GPU machine whose slots keep cores for the measuring run (tcore.lab.room), this process moves off them
+        On a GPU machine whose slots keep cores for the measuring run (tcore.lab.queue.room), this process moves off them
         first, so that the workers it starts, and their compiles, begin on the other cores."""
         if (trouble := keep_off_measuring_cores()) is not None:
             print(f"compile-lab: {trouble}", file=sys.stderr, flush=True)
@@ -298,9 +299,9 @@ class Scheduler:
         """A spare worker in each slot with room for another run, so the next run there skips the imports.
 
         On the CPU only free slots: a spare importing beside a run that is being measured would share its cores. On a
-        GPU whose slots keep cores for the measuring run, a spare imports on the others (tcore.lab.room), where such
+        GPU whose slots keep cores for the measuring run, a spare imports on the others (tcore.lab.queue.room), where such
         work moved nothing measurable. (A GPU run also starts the next spare once it reaches its profiling pass:
-        tcore.lab.liverun.)
+        tcore.lab.run.liverun.)
         """
         if self.spares is None or not self.spare_devices:
             return

@@ -3,7 +3,7 @@ worker, and keeping what a run saved (its artifacts, its profiled steps' traces 
 
 Three cache settings (Experiment.cache):
   cold       fresh Inductor and Triton cache directories: the compile time a first-time user pays
-  warm       the persistent local cache directory (tcore.lab.launcher.warm_cache_dir) that earlier runs filled:
+  warm       the persistent local cache directory (tcore.lab.launch.launcher.warm_cache_dir) that earlier runs filled:
              a cold run's compile goes into it after the run, once its own figures are measured (share_compiled),
              so the first warm run after a cold one of the same settings finds that compile there
   artifacts  fresh directories, seeded before the first call with torch.compiler.load_cache_artifacts()
@@ -15,7 +15,6 @@ says why. Every compiled run saves its artifacts (tcore.worker.artifacts), store
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -25,15 +24,9 @@ from typing import Any
 
 from tcore.experiment.protocol import (ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, SAVE_TRACES_TO,
                             made_on)
-from tcore.experiment.spec import PROVENANCE_FIELDS, settings
-from tcore.lab.config import TORCH_TRACE_DIR
+from tcore.experiment.comparable import compile_key
+from tcore.lab.settings.config import TORCH_TRACE_DIR
 from tcore.store import RunStore
-
-
-def compile_key(spec: dict[str, Any], device: str) -> str:
-    """The settings that determine what gets compiled, on which kind of device, as a short hash."""
-    compiled = settings(spec, ignoring=PROVENANCE_FIELDS)
-    return hashlib.sha256(json.dumps([compiled, device], sort_keys=True).encode()).hexdigest()[:16]
 
 
 def artifacts_for(spec: dict[str, Any], device: str, store: RunStore) -> dict[str, Any] | None:
@@ -81,7 +74,7 @@ def keep_torch_trace(run_id: str, store: RunStore, workdir: Path | None) -> bool
     return True
 
 
-# The cache folders a worker compiles into (tcore.lab.launcher.Worker: TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR).
+# The cache folders a worker compiles into (tcore.lab.launch.launcher.Worker: TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR).
 CACHE_FOLDERS = ("inductor", "triton")
 
 

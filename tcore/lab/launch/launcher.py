@@ -9,31 +9,26 @@ H200), so the app keeps one spare per device slot started ahead (SparePool): a r
 skips the imports. A spare is unused, so nothing in it has compiled and its caches are empty; it is
 only handed a run while the settings torch reads at import (IMPORT_TIME_ENV) are the ones it started with.
 On a machine without a GPU, workers (spares too) are forked from a process that has done those imports
-once (tcore.lab.forkserver), under the same rule.
+once (tcore.lab.launch.forkserver), under the same rule.
 """
 from __future__ import annotations
 
 import atexit
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import weakref
-from collections import deque
 from pathlib import Path
-from typing import Any, Iterator
 
-from tcore.lab import private
+from tcore.lab.settings import private
 
 from tcore.experiment import protocol
-from tcore.lab import artifacts, forkserver
-from tcore.lab.config import PASSCODE_ENV, REPO_ROOT, TORCH_TRACE_DIR  # noqa: F401 (launcher.X, as before)
-from tcore.experiment.spec import Experiment
+from tcore.lab.launch import forkserver
+from tcore.lab.settings.config import REPO_ROOT, TORCH_TRACE_DIR
 
 LOG_TAIL_LINES = 40
 _END = {"type": "_end"}
@@ -77,7 +72,7 @@ class Worker:
                  spare: bool = False) -> None:
         """torch_trace: record the compile's TORCH_TRACE in the worker's folder. torch reads TORCH_TRACE once, at
         import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without.
-        wait_for_fork_server: where workers are forked (tcore.lab.forkserver), wait for a fork server still doing
+        wait_for_fork_server: where workers are forked (tcore.lab.launch.forkserver), wait for a fork server still doing
         its imports; False raises forkserver.StillImporting instead (a spare, from the queue's thread).
         spare: started ahead of any run, so it may use its wait (protocol.SPARE_WORKER)."""
         self.workdir = run_folder("tcore-run-")
@@ -114,7 +109,7 @@ class Worker:
 
     @property
     def forked(self) -> bool:
-        """Whether it came from the fork server (tcore.lab.forkserver) rather than its own `python -m tcore.worker`."""
+        """Whether it came from the fork server (tcore.lab.launch.forkserver) rather than its own `python -m tcore.worker`."""
         return isinstance(self.proc, forkserver.ForkedProcess)
 
     @property
@@ -159,7 +154,7 @@ def _remove_folders_at_exit() -> None:
     A dismissed spare is reaped by a daemon thread (Worker._reap), and a run's folder is removed by the thread that
     records it: both die with the process, so a command line that ends, or an app that shuts down, left them in the
     temporary folder, one per spare it had. A worker still running a run is left to the lab process that
-    recovers the queue next (tcore.lab.runs.recover), as before; an unused one has nothing to lose.
+    recovers the queue next (tcore.lab.run.runs.recover), as before; an unused one has nothing to lose.
     """
     for worker in list(_STARTED):
         if worker.taken and worker.proc.poll() is None:
@@ -180,7 +175,7 @@ FOLDER_OWNER = ".owner"
 def run_folder(prefix: str) -> Path:
     """A new folder for one run's worker, in the temporary folder, marked with this process (pid and start time): a
     lab process killed with SIGKILL cannot remove its folders, and the next one removes them for it
-    (tcore.lab.scheduler.remove_stale_folders)."""
+    (tcore.lab.queue.scheduler.remove_stale_folders)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     pid = os.getpid()
     (folder / FOLDER_OWNER).write_text(f"{pid} {_start_time(pid) or ''}\n")
@@ -188,15 +183,15 @@ def run_folder(prefix: str) -> Path:
 
 
 def _start_time(pid: int) -> str | None:
-    try:  # field 22 of /proc/<pid>/stat, as tcore.lab.scheduler.process_start reads it (it imports this module)
+    try:  # field 22 of /proc/<pid>/stat, as tcore.lab.queue.scheduler.process_start reads it (it imports this module)
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
-        return None  # registered before tcore.lab.liverun's SPARES.clear, so it runs after it
+        return None  # registered before tcore.lab.run.liverun's SPARES.clear, so it runs after it
 
 
 class SparePool:
     """Spare workers per device slot, started ahead so a run does not wait for the imports: one per slot, or more where
-    several runs share a slot (tcore.lab.room), kept under the slot's name and then "SLOT#2", "SLOT#3", ...
+    several runs share a slot (tcore.lab.queue.room), kept under the slot's name and then "SLOT#2", "SLOT#3", ...
 
     The scheduler calls fill() for slots with room and take() when it starts a run; a lab process that never calls
     fill() (the command line) starts each worker when its run starts.
@@ -253,157 +248,6 @@ class SparePool:
             spares, self._spares = list(self._spares.values()), {}
         for spare in spares:
             spare.dismiss()
-
-
-class RunHandle:
-    """A running worker. Iterate over it for events; the last one is 'result' or 'error'.
-
-    worker: a spare (SparePool.take) or one just started. extra_env is what this run adds (artifact
-    and profiler trace paths); a warm run also gets the shared caches.
-    """
-
-    def __init__(self, exp: Experiment, worker: Worker, *, timeout_s: float | None = None,
-                 extra_env: dict[str, str] | None = None, launched_at: float | None = None):
-        """timeout_s counts from launched_at (when the run left the queue; default now), so the time its worker
-        took to start, or to be forked once the fork server's imports were done, is inside the limit."""
-        self.exp = exp
-        self.timeout_s = timeout_s
-        self.phase: str | None = None  # the worker's latest phase event; None while it starts (imports)
-        self.waiting_for_device = False  # it asked for its device and another run holds it (tcore.lab.lease)
-        self.worker = worker
-        self.workdir = self.worker.workdir
-        self.log_path = self.worker.log_path
-        self.final: dict[str, Any] | None = None
-        self.finished_at: float | None = None
-        self._stop_reason: str | None = None  # "cancelled" or "timeout", set before the group is killed
-        self._queue: queue.Queue = queue.Queue()
-        self._log = self.worker._log
-        self.proc = self.worker.proc
-        self.worker.taken = True
-
-        env = {k: v for k, v in _without_private(dict(os.environ)).items()  # set here since the worker started
-               if not k.startswith(IMPORT_TIME_ENV) and self.worker.spawn_env.get(k) != v}
-        env.update(extra_env or {})
-        if exp.cache == "warm":
-            env.update(TORCHINDUCTOR_CACHE_DIR=str(warm_cache_dir() / "inductor"),
-                       TRITON_CACHE_DIR=str(warm_cache_dir() / "triton"))
-        self.started_at = time.time()
-        launched_at = launched_at or self.started_at
-        # Where other runs share the device, the stdin stays open: the device is granted there (grant()).
-        self.shares_device = env.get(protocol.DEVICE_LEASE) == "1"
-        self._stdin_lock = threading.Lock()
-        try:
-            self.proc.stdin.write(protocol.envelope(exp.to_json(), env))
-            self.proc.stdin.flush()
-            if not self.shares_device:
-                self.proc.stdin.close()
-        except BrokenPipeError:  # it died before reading; _read() reports how
-            pass
-        self._timer = None
-        if timeout_s is not None:
-            left_s = max(0.0, launched_at + timeout_s - time.time())
-            self._timer = threading.Timer(left_s, self._stop, args=("timeout",))
-            self._timer.daemon = True
-            self._timer.start()
-        threading.Thread(target=self._read, name=f"events-{self.proc.pid}", daemon=True).start()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def grant(self, purpose: str, lab_processes: int) -> bool:
-        """Tell the worker it holds its device now (tcore.lab.lease); False if it can no longer hear it (it ended)."""
-        with self._stdin_lock:
-            try:
-                self.proc.stdin.write(protocol.grant(purpose, lab_processes))
-                self.proc.stdin.flush()
-                return True
-            except (BrokenPipeError, ValueError, OSError):  # ended, or its stdin closed at its end
-                return False
-
-    def cancel(self) -> None:
-        self._stop("cancelled")
-
-    def _stop(self, reason: str) -> None:
-        if self.proc.poll() is not None or self._stop_reason:
-            return
-        self._stop_reason = reason
-        _kill_group(self.proc)
-
-    def _read(self) -> None:
-        terminal = None
-        for line in self.proc.stdout:
-            event = protocol.parse(line)
-            if event["type"] in protocol.TERMINAL:
-                terminal = event  # held back: the log tail is added once the process has ended
-            else:
-                if event["type"] == "phase":
-                    self.phase = event["phase"]
-                self._queue.put(event)
-        returncode = self.proc.wait()
-        _end_group(self.proc)  # compile workers the worker left when it exited without teardown
-        if self._timer:
-            self._timer.cancel()
-        with self._stdin_lock:
-            try:
-                self.proc.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass
-        self._log.close()
-        if terminal is None:  # the worker said nothing final: it was stopped, or it died
-            if self._stop_reason == "timeout":
-                terminal = protocol.error("timeout", timeout_message(self.timeout_s, self.phase,
-                                                                     self.waiting_for_device), phase=self.phase)
-            elif self._stop_reason == "cancelled":
-                terminal = protocol.error("cancelled", "cancelled by the user")
-            else:
-                terminal = protocol.error("crashed", _death_message(returncode))
-        if terminal["type"] == "error":
-            terminal["log_tail"] = self.log_tail()
-        elif self.exp.cache == "cold":  # before the run counts as ended: a warm run queued behind it must find it
-            self._share_compile(terminal["result"])
-        self.final = terminal
-        self.finished_at = time.time()
-        self._queue.put(terminal)
-        self._queue.put(_END)
-        shutil.rmtree(self.workdir / "inductor", ignore_errors=True)  # fresh caches are single-use
-        shutil.rmtree(self.workdir / "triton", ignore_errors=True)
-
-    def _share_compile(self, result: dict[str, Any]) -> None:
-        """What this cold run compiled goes into the caches warm runs share, now that its own figures are measured;
-        a copy that fails (a full disk) leaves the run as it is and says so in its notes."""
-        try:
-            artifacts.share_compiled(self.workdir, warm_cache_dir())
-        except OSError as e:
-            result["notes"] = [*result.get("notes", []), f"its compile could not be added to the cache warm runs "
-                                                          f"share ({type(e).__name__}: {e})"]
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
-        with open(self.log_path, errors="replace") as f:
-            return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        while (event := self._queue.get()) is not _END:
-            yield event
-
-
-def timeout_message(limit_s: float, phase: str | None, waiting_for_device: bool = False) -> str:
-    """What a run stopped at its time limit was doing: its phase in the words the pages use, and whether it was
-    waiting for its GPU while other runs held it."""
-    doing = protocol.PHASE_TITLES.get(phase, phase) if phase else "Starting the worker (imports)"
-    waited = (", waiting for the GPU while other runs of the room held it (a larger time limit, or fewer runs at "
-              "once, lets it through)") if waiting_for_device else ""
-    return f"stopped at the {limit_s:g} s time limit, in the phase '{doing}'{waited}"
-
-
-def _death_message(returncode: int) -> str:
-    if returncode == forkserver.STATUS_LOST:
-        return "the worker process ended before reporting a result (how, nobody knows: the fork server that started it ended first)"
-    if returncode < 0:
-        name = signal.Signals(-returncode).name
-        hint = " (the kernel's OOM killer sends SIGKILL when memory runs out)" if name == "SIGKILL" else ""
-        return f"the worker process died from {name}{hint} before reporting a result"
-    return f"the worker process exited with code {returncode} before reporting a result"
 
 
 def _end_group(proc: subprocess.Popen) -> None:

@@ -1,7 +1,7 @@
 """How one machine serves a room: how many runs share each device, and which cores the measuring run has alone.
 
 Most of a run's life on a GPU is the compile, CPU work that leaves the GPU idle. So several runs share a device slot:
-each compiles on the CPU while another holds the device, and a run holds it alone (tcore.lab.lease, kept in the
+each compiles on the CPU while another holds the device, and a run holds it alone (tcore.lab.queue.lease, kept in the
 store by tcore.store.devices) only for the phases that another run would disturb or be disturbed by. What else a
 neighbour must never do was measured on an H100 host with a host-bound eager loop, hf:gpt2 at batch 8, whose
 throughput is the launch rate of one CPU thread (bench/host_bound.py; BENCHMARKS.md, "What moves a host-bound run"):
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from tcore.lab.config import LimitsError
-from tcore.lab.config import read as _config
+from tcore.lab.settings.config import LimitsError
+from tcore.lab.settings.config import read as _config
 from tcore.store import SlotRoom
 
 RUNS_ENV = "COMPILE_LAB_RUNS_PER_GPU"
@@ -45,7 +45,7 @@ MIN_CORES_TO_KEEP = 4   # with fewer cores than this per slot, none is kept apar
 # cuDNN eager steps are host-heavy), for a round 22% faster. The figures come first: four.
 CORES_PER_COMPILE = 3
 MAX_AUTO = 4            # "auto" shares a GPU among at most this many runs
-# What a run's memory estimate (tcore.lab.memory) leaves out, counted when runs share a GPU: a CUDA context and the
+# What a run's memory estimate (tcore.lab.policy.memory) leaves out, counted when runs share a GPU: a CUDA context and the
 # allocator's slack (about 1 GiB), compile workspaces and autotuning buffers; and the estimate's own error.
 SHARED_EXTRA_GIB, SHARED_MARGIN = 2.0, 1.25
 DEVICE_MEMORY_USABLE = 0.9  # of the GPU's memory, what sharing runs may count on together

@@ -22,7 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tcore.lab.config import REPO_ROOT
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
 
 # Streamlit serves <app folder>/static/ at app/static/ when static serving is on.

@@ -3,17 +3,17 @@
 Chosen by configuration: a Ray address in $COMPILE_LAB_RAY_ADDRESS, else `address` under [cluster] in
 compile-lab.toml: "auto" (the cluster this machine has joined), "host:6379", or "local" (start a
 one-machine cluster inside this process: the demo). Without one nothing here imports Ray, and runs
-use local worker processes (tcore.lab.launcher), as before.
+use local worker processes (tcore.lab.launch.launcher), as before.
 
 The store on the app's machine stays the one record of the queue, the owners, the limits and the
-results: the scheduler (tcore.lab.scheduler) claims a slot in it as it does for a local GPU, and only
+results: the scheduler (tcore.lab.queue.scheduler) claims a slot in it as it does for a local GPU, and only
 then submits the run to Ray, pinned to that slot's node (NodeAffinitySchedulingStrategy, hard) and
 asking for one GPU (one CPU on a cluster with no GPUs), so Ray never queues a run of ours behind
 another: our queue decides, Ray places. Slots: one per GPU of each live node ("ray:1a2b3c4d:gpu0"),
 or one per node on a cluster without GPUs ("ray:1a2b3c4d:cpu"); a node that leaves takes its slots
 with it, and the run it had ends as crashed with Ray's reason.
 
-The task (tcore.lab.remote.run_on_node) runs in a fresh Ray worker process (max_calls=1) that starts
+The task (tcore.lab.launch.remote.run_on_node) runs in a fresh Ray worker process (max_calls=1) that starts
 `python -m tcore.worker` there with empty Inductor and Triton cache folders, and streams its events
 back as a Ray generator: RayRunHandle turns them into what a local RunHandle gives, so the live view,
 the record and the artifacts do not know the difference. The code travels as Ray's working_dir; each
@@ -22,18 +22,18 @@ machine needs the same Python environment (torch, the models' libraries, Ray).
 from __future__ import annotations
 
 import os
-import queue
 import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from tcore.experiment import protocol
 from tcore.experiment.spec import Experiment
-from tcore.lab import config
-from tcore.lab.config import REPO_ROOT
-from tcore.lab.remote import WORKDIR, run_on_node
+from tcore.lab.settings import config
+from tcore.lab.settings.config import REPO_ROOT
+from tcore.lab.launch.handles import RunEvents, timeout_message
+from tcore.lab.launch.remote import WORKDIR, run_on_node
 from tcore.store.queue import CLUSTER_SLOT_PREFIX
 
 ADDRESS_ENV = "COMPILE_LAB_RAY_ADDRESS"
@@ -43,7 +43,6 @@ CANCEL_GRACE_S = 5.0  # after a cancel, how long the task has to stop its worker
 NAMESPACE = "compile-lab"
 # What the working_dir Ray ships to every node leaves out: only the engine and the models run there.
 SHIP_EXCLUDES = [".git", ".venv", ".ray", "static", "tests", "bench", "docs", "*.sqlite*", "__pycache__"]
-_END = {"type": "_end"}
 
 
 class ClusterError(RuntimeError):
@@ -216,8 +215,8 @@ def describe(records: list, whose: Callable[[str | None], str] = str) -> list[di
     return rows
 
 
-class RayRunHandle:
-    """A run as a Ray task on one slot's node; like tcore.lab.launcher.RunHandle, iterate over it for events.
+class RayRunHandle(RunEvents):
+    """A run as a Ray task on one slot's node; like tcore.lab.launch.handles.RunHandle, iterate over it for events.
 
     workdir: a local folder; what the remote worker saves (artifacts, profiler traces, TORCH_TRACE) is brought back into it,
     and what is in it when the run starts (compile artifacts to load) travels to the node.
@@ -231,12 +230,9 @@ class RayRunHandle:
         ray = connect()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        self.exp, self.slot, self.workdir, self.timeout_s = exp, slot, workdir, timeout_s
-        self.final: dict[str, Any] | None = None
-        self.finished_at: float | None = None
+        super().__init__(exp, timeout_s)
+        self.slot, self.workdir = slot, workdir
         self.remote: dict[str, Any] = {}
-        self._stop_reason: str | None = None
-        self._queue: queue.Queue = queue.Queue()
         node = node_of(slot)
         env = {k: v.replace(str(workdir), WORKDIR) for k, v in (extra_env or {}).items()}
         files_in = {p.name: p.read_bytes() for p in workdir.iterdir() if p.is_file()}
@@ -246,15 +242,9 @@ class RayRunHandle:
             **wants, scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         ).remote(protocol.envelope(exp.to_json(), env), files_in, exp.cache == "warm", exp.torch_trace)
         self._ray = ray
-        self._timer = None
         if timeout_s is not None:
-            self._timer = threading.Timer(timeout_s, self._stop, args=("timeout",))
-            self._timer.daemon = True
-            self._timer.start()
+            self._start_timer(timeout_s)
         threading.Thread(target=self._read, name=f"ray-events-{slot}", daemon=True).start()
-
-    def cancel(self) -> None:
-        self._stop("cancelled")
 
     def _stop(self, reason: str) -> None:
         """KeyboardInterrupt in the task, which kills its worker's process group; Ray kills it if it lingers."""
@@ -283,18 +273,15 @@ class RayRunHandle:
                 elif kind in protocol.TERMINAL:
                     terminal = event
                 else:
+                    if kind == "phase":
+                        self.phase = event["phase"]
                     self._queue.put(event)
         except Exception as e:  # a RayError: cancelled, its worker or node died, or the cluster went away
             failure = e
         if self._timer:
             self._timer.cancel()
         if terminal is None:
-            if self._stop_reason == "timeout":
-                terminal = protocol.error("timeout", f"stopped after the {self.timeout_s:g} s time limit")
-            elif self._stop_reason == "cancelled":
-                terminal = protocol.error("cancelled", "cancelled by the user")
-            else:
-                terminal = protocol.error("crashed", self._lost(failure))
+            terminal = self._unsaid(timeout_message(self.timeout_s, self.phase), self._lost(failure))
             terminal["log_tail"] = []  # the log stayed on the node, which may be gone
         if terminal["type"] == "result":
             terminal["env"].update(self.remote, ray_slot=self.slot)  # the record names the node and GPU
@@ -302,10 +289,7 @@ class RayRunHandle:
                 terminal["env"].pop(local_to_the_node, None)
         else:
             terminal["node"] = dict(self.remote, slot=self.slot)
-        self.final = terminal
-        self.finished_at = time.time()
-        self._queue.put(terminal)
-        self._queue.put(_END)
+        self._finish(terminal)
 
     def _lost(self, failure: BaseException | None) -> str:
         where = (f"{self.remote.get('hostname')} ({self.remote.get('node_ip')}, slot {self.slot})" if self.remote
@@ -319,7 +303,3 @@ class RayRunHandle:
             path = self.workdir / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        while (event := self._queue.get()) is not _END:
-            yield event

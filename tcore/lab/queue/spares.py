@@ -1,4 +1,4 @@
-"""The spare workers (tcore.lab.launcher.SparePool) that start runs sooner: one waits in each free device slot with
+"""The spare workers (tcore.lab.launch.launcher.SparePool) that start runs sooner: one waits in each free device slot with
 its imports done, for the device kinds keep_spares() named (the app's)."""
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import atexit
 import os
 import threading
 
-from tcore.lab import cluster, scheduler
-from tcore.lab.launcher import SparePool
+from tcore.lab.launch import cluster
+from tcore.lab.queue import scheduler
+from tcore.lab.launch.launcher import SparePool
 
-# Spare workers (tcore.lab.launcher.SparePool) for the device kinds keep_spares() named: the app's.
+# Spare workers (tcore.lab.launch.launcher.SparePool) for the device kinds keep_spares() named: the app's.
 SPARES = SparePool()
 SPARES_OFF_ENV = "COMPILE_LAB_SPARE_WORKERS"  # "0": start each worker when its run starts
 _SPARE_DEVICES: set[str] = set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tcore.lab.liverun import LiveRun
+from tcore.lab.run.liverun import LiveRun
 
 KEEP_ENDED = 50  # the latest ended runs kept, whatever their age
 KEEP_ENDED_S = 600.0  # an ended run older than this is dropped even below KEEP_ENDED

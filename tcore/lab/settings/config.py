@@ -1,8 +1,8 @@
 """The lab's configuration file and the constants several lab modules share: one home that they all import.
 
 compile-lab.toml (in the working directory, or the file named by $COMPILE_LAB_CONFIG) holds a table per
-concern, each read by the module it configures (TABLES): [limits] and [instructor] (tcore.lab.limits), [models]
-(tcore.lab.limits.files_allowed), [cluster] (tcore.lab.cluster), [room] (tcore.lab.room). This module only finds
+concern, each read by the module it configures (TABLES): [limits] and [instructor] (tcore.lab.policy.limits), [models]
+(tcore.lab.policy.limits.files_allowed), [cluster] (tcore.lab.launch.cluster), [room] (tcore.lab.queue.room). This module only finds
 and parses the file; it imports no other lab module, so any of them can import it.
 """
 from __future__ import annotations
@@ -12,10 +12,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
-from tcore.lab.private import PASSCODE_ENV  # noqa: F401 (the app process's alone: never handed to a worker)
 from tcore.experiment.spec import SpecError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # what a worker runs from, and what Ray ships to a cluster's nodes
+REPO_ROOT = Path(__file__).resolve().parents[3]  # what a worker runs from, and what Ray ships to a cluster's nodes
 CONFIG_ENV = "COMPILE_LAB_CONFIG"
 CONFIG_NAME = "compile-lab.toml"
 TORCH_TRACE_DIR = "torch_trace"  # in a worker's folder: the TORCH_TRACE log(s) of its compile

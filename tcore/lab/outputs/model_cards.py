@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from tcore.lab import private
+from tcore.lab.settings import private
 from tcore.store import RunStore
 
 DESCRIBE_TIMEOUT_S = 120.0

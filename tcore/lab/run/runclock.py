@@ -29,7 +29,7 @@ class RunClock:
         self.result_t: float | None = None
         self.result_received: float | None = None
         self.headline_received: float | None = None  # when the timed figures arrived, before the profiling pass
-        self.device_waits: list[list[float | None]] = []  # [asked, granted] for each ask of the device (tcore.lab.lease)
+        self.device_waits: list[list[float | None]] = []  # [asked, granted] for each ask of the device (tcore.lab.queue.lease)
 
     def launch(self) -> None:
         self.launched = time.monotonic()
@@ -65,7 +65,7 @@ class RunClock:
             self.result_t, self.result_received = t, now
 
     def granted(self) -> None:
-        """The device was granted for the latest ask (tcore.lab.lease)."""
+        """The device was granted for the latest ask (tcore.lab.queue.lease)."""
         if self.device_waits and self.device_waits[-1][1] is None:
             self.device_waits[-1][1] = time.monotonic()
 

@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tcore.host import machine
-from tcore.lab import cluster
-from tcore.lab.artifacts import compile_key
-from tcore.lab.config import CONFIG_ENV, CONFIG_NAME, PASSCODE_ENV, LimitsError  # noqa: F401 (limits.X, as before)
-from tcore.lab.config import read as _config
-from tcore.lab.memory import estimate_memory_gib  # noqa: F401 (limits.estimate_memory_gib, as before)
+from tcore.lab.launch import cluster
+from tcore.experiment.comparable import compile_key
+from tcore.lab.settings.config import LimitsError
+from tcore.lab.settings.config import read as _config
+from tcore.lab.settings.private import PASSCODE_ENV
+from tcore.lab.policy.memory import estimate_memory_gib
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.store import RunStore
 

@@ -1,7 +1,7 @@
 """Inside a Ray task on a cluster node: start one worker there, stream its events back, bring back what it saved.
 
-tcore.lab.cluster submits run_on_node() as a Ray generator task; Ray runs it in a worker process of its
-own on the node it was pinned to. It does there what tcore.lab.launcher does locally: a fresh
+tcore.lab.launch.cluster submits run_on_node() as a Ray generator task; Ray runs it in a worker process of its
+own on the node it was pinned to. It does there what tcore.lab.launch.launcher does locally: a fresh
 `python -m tcore.worker` in its own process group with fresh Inductor and Triton cache folders (made on
 that node), the experiment on its stdin, its events read line by line and yielded to the lab process as
 they come. At the end it yields the files the worker left in its folder (compile artifacts, profiler
@@ -35,7 +35,7 @@ from typing import Any, Iterator
 
 from tcore.experiment import protocol
 
-CODE_ROOT = Path(__file__).resolve().parents[2]  # the folder tcore was imported from on this node
+CODE_ROOT = Path(__file__).resolve().parents[3]  # the folder tcore was imported from on this node
 WORKDIR = "{workdir}"  # in the environment the lab side sends: the worker's folder on this node
 LOG_TAIL_LINES = 40
 KEPT = ("inductor", "triton", "worker.log")  # what stays on the node: single-use caches, and the log (its tail travels)

@@ -1,0 +1,194 @@
+"""A run's worker followed: its events in order, its end, a cancel or a time limit that stops it, wherever it runs
+(RunEvents); a worker on this machine (RunHandle); a Ray task's is tcore.lab.launch.cluster.RayRunHandle."""
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import threading
+import time
+from collections import deque
+from typing import Any, Iterator
+
+from tcore.experiment import protocol
+from tcore.experiment.spec import Experiment
+from tcore.lab.launch import forkserver
+from tcore.lab.launch.launcher import (IMPORT_TIME_ENV, LOG_TAIL_LINES, Worker, _end_group, _kill_group,
+                                       _without_private, warm_cache_dir)
+from tcore.lab.outputs import artifacts
+
+_END = {"type": "_end"}
+
+
+class RunEvents:
+    """What whoever follows a run gets from its handle, wherever the worker runs: its events in order (iterate over
+    it), the final one, when it ended; cancel() or the time limit stops it, and an end the worker did not say itself
+    says which stopped it (_unsaid)."""
+
+    def __init__(self, exp: Experiment, timeout_s: float | None) -> None:
+        self.exp = exp
+        self.timeout_s = timeout_s
+        self.phase: str | None = None  # the worker's latest phase event; None while it starts (imports)
+        self.final: dict[str, Any] | None = None
+        self.finished_at: float | None = None
+        self._stop_reason: str | None = None  # "cancelled" or "timeout", set before the worker is stopped
+        self._queue: queue.Queue = queue.Queue()
+        self._timer: threading.Timer | None = None
+
+    def _start_timer(self, left_s: float) -> None:
+        self._timer = threading.Timer(left_s, self._stop, args=("timeout",))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._stop("cancelled")
+
+    def _stop(self, reason: str) -> None:
+        raise NotImplementedError
+
+    def _unsaid(self, timed_out: str, otherwise: str) -> dict[str, Any]:
+        """The final event of a run whose worker said nothing final: stopped at its limit, cancelled, or else lost."""
+        if self._stop_reason == "timeout":
+            return protocol.error("timeout", timed_out, phase=self.phase)
+        if self._stop_reason == "cancelled":
+            return protocol.error("cancelled", "cancelled by the user")
+        return protocol.error("crashed", otherwise)
+
+    def _finish(self, terminal: dict[str, Any]) -> None:
+        self.final = terminal
+        self.finished_at = time.time()
+        self._queue.put(terminal)
+        self._queue.put(_END)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while (event := self._queue.get()) is not _END:
+            yield event
+
+
+class RunHandle(RunEvents):
+    """A running worker on this machine. Iterate over it for events; the last one is 'result' or 'error'.
+
+    worker: a spare (SparePool.take) or one just started. extra_env is what this run adds (artifact
+    and profiler trace paths); a warm run also gets the shared caches.
+    """
+
+    def __init__(self, exp: Experiment, worker: Worker, *, timeout_s: float | None = None,
+                 extra_env: dict[str, str] | None = None, launched_at: float | None = None):
+        """timeout_s counts from launched_at (when the run left the queue; default now), so the time its worker
+        took to start, or to be forked once the fork server's imports were done, is inside the limit."""
+        super().__init__(exp, timeout_s)
+        self.waiting_for_device = False  # it asked for its device and another run holds it (tcore.lab.queue.lease)
+        self.worker = worker
+        self.workdir = self.worker.workdir
+        self.log_path = self.worker.log_path
+        self._log = self.worker._log
+        self.proc = self.worker.proc
+        self.worker.taken = True
+
+        env = {k: v for k, v in _without_private(dict(os.environ)).items()  # set here since the worker started
+               if not k.startswith(IMPORT_TIME_ENV) and self.worker.spawn_env.get(k) != v}
+        env.update(extra_env or {})
+        if exp.cache == "warm":
+            env.update(TORCHINDUCTOR_CACHE_DIR=str(warm_cache_dir() / "inductor"),
+                       TRITON_CACHE_DIR=str(warm_cache_dir() / "triton"))
+        self.started_at = time.time()
+        launched_at = launched_at or self.started_at
+        # Where other runs share the device, the stdin stays open: the device is granted there (grant()).
+        self.shares_device = env.get(protocol.DEVICE_LEASE) == "1"
+        self._stdin_lock = threading.Lock()
+        try:
+            self.proc.stdin.write(protocol.envelope(exp.to_json(), env))
+            self.proc.stdin.flush()
+            if not self.shares_device:
+                self.proc.stdin.close()
+        except BrokenPipeError:  # it died before reading; _read() reports how
+            pass
+        if timeout_s is not None:
+            self._start_timer(max(0.0, launched_at + timeout_s - time.time()))
+        threading.Thread(target=self._read, name=f"events-{self.proc.pid}", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def grant(self, purpose: str, lab_processes: int) -> bool:
+        """Tell the worker it holds its device now (tcore.lab.queue.lease); False if it can no longer hear it (it ended)."""
+        with self._stdin_lock:
+            try:
+                self.proc.stdin.write(protocol.grant(purpose, lab_processes))
+                self.proc.stdin.flush()
+                return True
+            except (BrokenPipeError, ValueError, OSError):  # ended, or its stdin closed at its end
+                return False
+
+    def _stop(self, reason: str) -> None:
+        if self.proc.poll() is not None or self._stop_reason:
+            return
+        self._stop_reason = reason
+        _kill_group(self.proc)
+
+    def _read(self) -> None:
+        terminal = None
+        for line in self.proc.stdout:
+            event = protocol.parse(line)
+            if event["type"] in protocol.TERMINAL:
+                terminal = event  # held back: the log tail is added once the process has ended
+            else:
+                if event["type"] == "phase":
+                    self.phase = event["phase"]
+                self._queue.put(event)
+        returncode = self.proc.wait()
+        _end_group(self.proc)  # compile workers the worker left when it exited without teardown
+        if self._timer:
+            self._timer.cancel()
+        with self._stdin_lock:
+            try:
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+        self._log.close()
+        if terminal is None:  # the worker said nothing final: it was stopped, or it died
+            terminal = self._unsaid(timeout_message(self.timeout_s, self.phase, self.waiting_for_device),
+                                    _death_message(returncode))
+        if terminal["type"] == "error":
+            terminal["log_tail"] = self.log_tail()
+        elif self.exp.cache == "cold":  # before the run counts as ended: a warm run queued behind it must find it
+            self._share_compile(terminal["result"])
+        self._finish(terminal)
+        shutil.rmtree(self.workdir / "inductor", ignore_errors=True)  # fresh caches are single-use
+        shutil.rmtree(self.workdir / "triton", ignore_errors=True)
+
+    def _share_compile(self, result: dict[str, Any]) -> None:
+        """What this cold run compiled goes into the caches warm runs share, now that its own figures are measured;
+        a copy that fails (a full disk) leaves the run as it is and says so in its notes."""
+        try:
+            artifacts.share_compiled(self.workdir, warm_cache_dir())
+        except OSError as e:
+            result["notes"] = [*result.get("notes", []), f"its compile could not be added to the cache warm runs "
+                                                          f"share ({type(e).__name__}: {e})"]
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        with open(self.log_path, errors="replace") as f:
+            return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
+
+
+def timeout_message(limit_s: float, phase: str | None, waiting_for_device: bool = False) -> str:
+    """What a run stopped at its time limit was doing: its phase in the words the pages use, and whether it was
+    waiting for its GPU while other runs held it."""
+    doing = protocol.PHASE_TITLES.get(phase, phase) if phase else "Starting the worker (imports)"
+    waited = (", waiting for the GPU while other runs of the room held it (a larger time limit, or fewer runs at "
+              "once, lets it through)") if waiting_for_device else ""
+    return f"stopped at the {limit_s:g} s time limit, in the phase '{doing}'{waited}"
+
+
+def _death_message(returncode: int) -> str:
+    if returncode == forkserver.STATUS_LOST:
+        return "the worker process ended before reporting a result (how, nobody knows: the fork server that started it ended first)"
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        hint = " (the kernel's OOM killer sends SIGKILL when memory runs out)" if name == "SIGKILL" else ""
+        return f"the worker process died from {name}{hint} before reporting a result"
+    return f"the worker process exited with code {returncode} before reporting a result"
+
+

@@ -1,0 +1,3 @@
+"""What a run leaves behind and where it is kept: compile artifacts that warm runs load, profiler traces and the
+compile's TORCH_TRACE (artifacts), the model card of a model file (model_cards), tlparse's rendered reports (tlparse).
+"""

@@ -1,0 +1,171 @@
+"""How a LiveRun follows its worker: the events read as they come (phases, progress, power, figures, the headline),
+the device asked for and granted where runs share a GPU (tcore.lab.queue.lease), and what is kept of a run that
+failed after its headline.
+"""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import time
+import traceback
+from typing import Any
+
+from tcore import figures
+from tcore.lab.outputs import artifacts
+from tcore.lab.queue import lease
+from tcore.lab.outputs import model_cards
+from tcore.lab.queue import scheduler
+from tcore.experiment import protocol
+from tcore.experiment.protocol import TERMINAL
+from tcore.experiment.protocol import error as error_event
+from tcore.lab.run.recording import store_failure, with_history
+from tcore.lab.queue.spares import SPARES, _spare_for_next
+from tcore.store import RunStore, StoreError
+
+def _lab_processes(store: RunStore, device: str, slot: str | None) -> int:
+    """The most processes of the lab's own that may hold a context on `slot`'s GPU while a run there holds it: the
+    other runs resident there (compiling, or waiting for it), the spare workers waiting, and a spare for each free
+    place (the queue starts them at any moment). None of them computes while the run holds the device; a measurement
+    counts them apart from processes that are not the lab's."""
+    if slot is None:
+        return 0
+    try:
+        residents = len(store.residents(scheduler.this_process().host).get(slot, []))
+    except (sqlite3.Error, StoreError):
+        residents = 1
+    free = max(scheduler.room_plan(device).runs_per_slot - residents, 0)
+    return max(residents - 1, 0) + max(SPARES.waiting(slot), free)
+
+class Following:
+    """The part of a LiveRun that reads its worker's events and records the outcome they end with."""
+
+    def _follow(self) -> None:
+        """Follow the worker's events; at its end, record the outcome, whatever goes wrong while recording it."""
+        try:
+            self._read_events()
+            final = self.handle.final
+            self._keep_torch_trace()
+            if final["type"] != "result" and (kept := self._headline_kept(final)) is not None:
+                final = kept
+            if final["type"] == "result":
+                # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
+                artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store, self.workdir)
+                result = with_history(self.store, self.run_id, self.exp.to_dict(), final["result"], final["env"])
+                result.update(self.clock.timeline(result))
+                self.store.finish(self.run_id, result=result, env=final["env"],
+                                  power_samples=self.power_samples, code=self.code, owner=scheduler.this_process())
+                self._collect_record()
+            else:
+                self._end(final)
+        except Exception as e:  # the record must not stay "running", holding its device slot, under a live owner
+            if isinstance(e, (sqlite3.Error, StoreError)):
+                self._say_store_trouble(e)
+                # said to the run's owner from here whatever the store keeps (a store deleted under it keeps nothing)
+                self._unrecorded = error_event("crashed", f"the run ended, but its result could not be recorded: "
+                                                          f"{store_failure(e, self.store)}")
+                self._end(self._unrecorded)
+            else:
+                traceback.print_exc()
+                self._end(error_event("crashed", f"the run ended, but recording its outcome failed: "
+                                                 f"{type(e).__name__}: {e}"))
+        finally:
+            if self.lease_env.get(protocol.DEVICE_LEASE):
+                self._broker().forget(self.run_id)
+            shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
+
+    def _headline_kept(self, final: dict[str, Any]) -> dict[str, Any] | None:
+        """A run that failed after its headline (in the profiling pass: the worker died, ran out of memory or time)
+        keeps its timed figures: a result event of the headline record, the profile n/a with the failure's reason.
+        A cancelled run stays cancelled (someone asked for it), a run with no headline has no figures to keep, and an
+        error the worker raised itself stays an error."""
+        sent = self._headline_sent
+        # Only an end the lab saw from outside (the worker died, was killed for memory, ran out of time): an exception
+        # the worker raised itself after the headline (its error names it) is a bug to show, not a run to call finished.
+        if sent is None or final.get("kind") not in ("crashed", "oom", "timeout") or "exception" in final:
+            return None
+        why = (f"the worker failed after the timed rounds, in the profiling pass ({final.get('kind', 'crashed')}: "
+               f"{str(final.get('message') or 'no message').strip()[:200]}); the timed figures stand")
+        result = dict(sent["result"], unavailable=dict(sent["result"].get("unavailable") or {}),
+                      notes=[*sent["result"].get("notes", []), f"The breakdown is missing: {why}."])
+        for variant in result.get("variants") or []:
+            for key in figures.PROFILED:
+                result["unavailable"][f"{variant}_{key}"] = why
+        return {"type": "result", "result": result, "env": sent.get("env") or {}}
+
+    def _shown_headline(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The worker's headline record as the page shows it: its interval restated with the store's earlier runs of
+        this setting, as the saved record's will be (tcore.lab.run.recording.with_history)."""
+        try:
+            return with_history(self.store, self.run_id, self.exp.to_dict(), event["result"], event.get("env") or {})
+        except (sqlite3.Error, StoreError):  # the store is said to be in trouble when the outcome is written
+            return event["result"]
+
+    def _keep_torch_trace(self) -> None:
+        """The compile's TORCH_TRACE into the store; one that cannot be kept never costs the run its result."""
+        try:
+            artifacts.keep_torch_trace(self.run_id, self.store, self.workdir)
+        except (sqlite3.Error, StoreError) as e:  # the outcome's own write says the same, once
+            self._say_store_trouble(e)
+        except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no TORCH_TRACE was kept)
+            traceback.print_exc()
+
+    def _broker(self) -> lease.Broker:
+        return lease.broker(self.store, scheduler.this_process().host)
+
+    def _device_event(self, event: dict[str, Any]) -> None:
+        """The worker asks for its device alone or lets it go (tcore.worker.lease): the broker takes it in the store
+        when it is this run's turn, and the worker hears of it on its stdin."""
+        if not self.lease_env.get(protocol.DEVICE_LEASE):  # a worker alone on its device asks no one
+            return
+        broker = self._broker()
+        if event.get("release"):
+            with self._lock:
+                self.device_held = None
+            broker.release(self.run_id)
+            return
+        purpose = str(event.get("ask"))
+        with self._lock:
+            self.device_asked, self.device_held = (purpose, time.time()), None
+        self.handle.waiting_for_device = True
+
+        def granted() -> None:
+            with self._lock:
+                self.device_asked, self.device_held = None, (purpose, time.time())
+            self.handle.waiting_for_device = False
+            self.clock.granted()
+            self.handle.grant(purpose, _lab_processes(self.store, self.device, self.device_slot))
+
+        broker.ask(self.run_id, self.device_slot, purpose, granted)
+
+    def _read_events(self) -> None:
+        for event in self.handle:
+            self.clock.event(event)
+            kind = event["type"]
+            if kind == "device":
+                self._device_event(event)  # reads and writes the store: outside the lock
+            shown = self._shown_headline(event) if kind == "headline" else None  # reads the store: outside the lock
+            with self._lock:
+                if kind == "headline":
+                    self._headline_sent, self.headline = event, shown
+                    self._headline_in.set()
+                elif kind == "phase":
+                    self.phase = event["phase"]
+                    self.phase_started_at[self.phase] = time.time()
+                    if self.phase == "profiling":
+                        _spare_for_next(self.device, self.device_slot)
+                elif kind == "progress":
+                    self.progress[event["phase"]] = (event["done"], event["total"])
+                elif kind == "power":
+                    self.power_samples.extend(event["samples"])
+                elif kind == "note":
+                    self.notes.append(event["text"])
+                elif kind == "code":
+                    self.code = event["sources"]
+                elif kind == "model_card":
+                    model_cards.keep(self.store, event["card"])
+                elif kind == "figure":
+                    self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
+                elif kind in TERMINAL:
+                    self.final = event
+            if self._on_event:
+                self._on_event(event)

@@ -1,0 +1,172 @@
+"""One run followed live in this process (LiveRun); the spare workers that start runs sooner are tcore.lab.queue.spares.
+
+A LiveRun is queued by tcore.lab.run.runs.start(), started in its turn by the scheduler (tcore.lab.queue.scheduler),
+follows its worker's events in a thread and, at the end, records the outcome in the store. Once the store
+holds the run's power samples and generated code, the LiveRun lets go of its own copies: the pages read an
+ended run from the store, and a server keeps hundreds of them (tcore.lab.run.registry).
+"""
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from typing import Any, Callable
+
+from tcore.lab.queue import lease
+from tcore.lab.queue import scheduler
+from tcore.lab.queue import waiting
+from tcore.experiment import protocol
+from tcore.lab.launch.handles import RunHandle
+from tcore.lab.run.runclock import RunClock
+from tcore.experiment.spec import Experiment
+from tcore.store import RunRecord, RunStore, StoreError
+from tcore.lab.run.ending import Ending
+from tcore.lab.run.following import Following
+from tcore.lab.run.launching import Launching
+
+
+class LiveRun(Launching, Following, Ending):
+    """One run, queued or in progress: its phase, progress, power samples, queue place and, at the end, its record.
+
+    phase is "queued" while it waits, None while its worker starts, then the worker's phases.
+    """
+
+    def __init__(self, exp: Experiment, store: RunStore, *, run_id: str, device: str, notes: list[str],
+                 owner: str, timeout_s: float | None, queued_at: float | None = None,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.exp = exp
+        self.store = store
+        self.run_id = run_id
+        self.device = device
+        self.notes = list(notes)
+        self.owner = owner
+        self.timeout_s = timeout_s
+        self.queued_at = queued_at or time.time()
+        self.clock = RunClock(queued_at)  # the timeline stored with the result (tcore.figures.timeline)
+        self.phase: str | None = "queued"
+        self.progress: dict[str, tuple[int, int]] = {}  # phase -> (done, total)
+        self.power_samples: list[list] = []  # [[t_s, watts, phase, util_pct], ...] as the worker sampled them
+        self.code: list[str] = []  # Inductor's generated source, one per graph
+        self.figures_so_far: dict[str, dict] = {}  # name -> {value, ...}: figures known before the result
+        # The timed figures, before the profiling pass: the worker's headline record, its interval restated with the
+        # store's earlier runs as the saved record's is (None until the worker sends it); and as the worker sent it.
+        self.headline: dict[str, Any] | None = None
+        self._headline_sent: dict[str, Any] | None = None
+        self._headline_in = threading.Event()  # set when the headline arrives: a page waiting for it wakes then
+        self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
+        self.final: dict[str, Any] | None = None
+        self.ended_at: float | None = None  # when this process saw it end (tcore.lab.run.registry keeps it a while)
+        self.record: RunRecord | None = None
+        self.handle: RunHandle | None = None  # the worker, once the run has left the queue
+        self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
+        self.device_slot: str | None = None
+        self.queue_position: int | None = None  # 1: next to start
+        self.queue_wait: waiting.Wait | None = None  # when it should start (an estimate, and the latest it can)
+        # The device lease (tcore.lab.queue.lease), when other runs share its device: what it waits for or holds, since when
+        self.device_asked: tuple[str, float] | None = None
+        self.device_held: tuple[str, float] | None = None
+        self.lease_env: dict[str, str] = {}  # what the worker is told of the lease and the cores kept for it
+        self._on_event = on_event
+        self._lock = threading.Lock()  # guards what snapshot() reads
+        self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
+        self._launched = False
+        self.launched_at: float | None = None
+        self._cancelled = False
+        self._done = threading.Event()
+        self.adopted = False  # queued by a process that ended; this one took it over (_adopt)
+        self.elsewhere = False  # another process took it over while this one was stopped: followed in the store
+        self._unrecorded: dict[str, Any] | None = None  # how it ended, when the store could not be written
+        self._start_timer: threading.Timer | None = None  # the time limit while its worker starts (launch)
+        self._store_trouble_said = False
+
+    @property
+    def started(self) -> bool:
+        """Whether the run has left the queue (claimed for a slot)."""
+        return self._launched
+
+    def set_queue_place(self, position: int | None, wait: waiting.Wait | None) -> None:
+        with self._lock:
+            self.queue_position, self.queue_wait = position, wait
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def status(self) -> str:
+        """queued | running | finished | failed."""
+        if self.done:
+            return self.record.status if self.record is not None else "failed"
+        if self.elsewhere:
+            return self.record.status
+        return "running" if self._launched else "queued"
+
+    def snapshot(self) -> dict[str, Any]:
+        """A consistent copy of the live state, for a page to draw.
+
+        status: queued | running | finished | failed; queue_position: 1 = next to start, None once it
+        has left the queue; wait: when it should start (tcore.lab.queue.waiting.Wait: an estimate from what
+        runs like the ones ahead took, and the latest their time limits allow), None once started; eta_s:
+        the estimate alone; waited_s: time in the queue; elapsed_s: time since its worker started (0 while queued);
+        headline: the timed figures' record once the worker has sent them (before its profiling pass), else None.
+        """
+        with self._lock:
+            now = time.time()
+            handle = self.handle
+            left_queue_at = handle.started_at if handle else (self.record.finished_at if self.record else None)
+            return {"run_id": self.run_id, "status": self.status, "phase": self.phase,
+                    "progress": dict(self.progress), "power_samples": list(self.power_samples),
+                    "notes": list(self.notes),
+                    "done": self.done, "elapsed_s": (handle.finished_at or now) - handle.started_at if handle else 0.0,
+                    "queue_position": self.queue_position, "wait": self.queue_wait,
+                    "eta_s": self.queue_wait.eta_s if self.queue_wait else None,
+                    "waited_s": (left_queue_at or now) - self.queued_at,
+                    "device_slot": self.device_slot, "owner": self.owner,
+                    "figures_so_far": {k: dict(v) for k, v in self.figures_so_far.items()},
+                    "headline": self.headline,
+                    "phase_started_at": dict(self.phase_started_at),
+                    "shares_device": bool(self.lease_env.get(protocol.DEVICE_LEASE)),
+                    "device_asked": self.device_asked, "device_held": self.device_held}
+
+    def device_words(self) -> str | None:
+        """Where a run that shares its GPU is now (holding it, waiting for it, on the CPU beside its holder), for the
+        live panel; None for a run that holds its device whole, or has not started or has ended."""
+        if not self.lease_env.get(protocol.DEVICE_LEASE) or self.done or self.device_slot is None:
+            return None
+        try:
+            holder = self.store.device_holder(scheduler.this_process().host, self.device_slot)
+        except (sqlite3.Error, StoreError):
+            holder = None
+        with self._lock:
+            asked, held = self.device_asked, self.device_held
+        other = holder if holder is not None and holder.run_id != self.run_id else None
+        return lease.device_words(asked, held, other, time.time())
+
+    def cancel(self) -> None:
+        """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
+        if self.elsewhere:  # its owner now is another process: ask it, as any process may
+            self.store.request_cancel(self.run_id)
+            return
+        with self._launch_lock:
+            self._cancelled = True
+            if self.handle is None:
+                if not self._launched and self.store.cancel_queued(self.run_id):
+                    self._launched = True
+                    self._collect_record()
+                return  # else claimed a moment ago: launch() sees _cancelled and records it
+        self.handle.cancel()
+
+    def wait_for_news(self, timeout: float) -> None:
+        """Block (no polling) until what the page draws next arrives, at most `timeout`: during the timed rounds the
+        headline, after it the run's end; at once in any other phase, and for a generation run, which sends no
+        headline before its record."""
+        if self.exp.task == "generate":
+            return
+        if self.phase == "measuring" and self.headline is None:
+            self._headline_in.wait(timeout)
+        elif self.headline is not None:
+            self._done.wait(timeout)
+
+    def wait(self, timeout: float | None = None) -> RunRecord | None:
+        self._done.wait(timeout)
+        return self.record
