@@ -16,11 +16,11 @@ from tcore import figures
 from tcore.analysis import report
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.export.snippet import code_for
-from tcore.lab import runs
-from tcore.lab.launcher import REPO_ROOT
+from tcore.lab.run import runs
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
 from tcore.worker import membw
-from tcore.worker.generate import gathered_bytes, launch_words
+from tcore.worker.generate_measurement import gathered_bytes, launch_words
 
 
 def test_decode_reads_the_weights_and_a_static_cache_whole_a_dynamic_one_as_it_grows():

@@ -304,7 +304,7 @@ def _first_calls(exp: Experiment, shapes: _Shapes) -> list[str]:
 
 
 def _timing_lines(device: str, exp: Experiment) -> list[str]:
-    """The snippet's last section: eager against compiled as the lab times them (tcore.worker.measurement.Measurement.time_blocks),
+    """The snippet's last section: eager against compiled as the lab times them (tcore.worker.rounds.StepRounds.time_blocks),
     with the paired speedup and its order-statistics interval (tcore.figures.paired), printed. The rule is the run's own
     (its seconds per round, its target, its seconds per variant at most, its fewest rounds), so the program and the
     run it copies time alike; a run timed by a fixed number of steps is copied as its seconds rule."""

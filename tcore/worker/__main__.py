@@ -1,11 +1,11 @@
 """The worker process: imports torch and the engine, then reads one experiment on stdin, runs it, writes events.
 
-Started by tcore.lab.launcher as `python -m tcore.worker`, or on the CPU forked from the fork server
+Started by tcore.lab.launch.launcher as `python -m tcore.worker`, or on the CPU forked from the fork server
 (tcore.worker.forkserver), which has done the imports below once. Events go to the stdout it was started
 with; everything else that writes to stdout (torch, g++, user prints) is sent to stderr, the log.
 
 It imports first and reads second, so the lab side can start one ahead of time as a spare
-(tcore.lab.launcher.SparePool): the imports are paid while nobody waits, nothing is compiled, and
+(tcore.lab.launch.launcher.SparePool): the imports are paid while nobody waits, nothing is compiled, and
 the compile it later times is as cold as ever. What it reads (protocol.envelope) is the experiment
 and the environment the run needs beyond what the process started with (its artifact and profiler
 trace paths, the shared caches of a warm run), one line; where other runs share the device, the lab's grants of
@@ -34,8 +34,8 @@ def classify(exc: BaseException) -> str:
     """The error kind of an exception raised inside the worker (see tcore.experiment.protocol.ERROR_KINDS)."""
     import torch
 
-    from tcore.worker.build import CompilePhaseError
     from tcore.experiment.spec import SpecError
+    from tcore.worker.build import CompilePhaseError
 
     if isinstance(exc, SpecError):
         return "invalid_spec"
@@ -84,7 +84,7 @@ def while_idle(run_waiting: Callable[[], bool]) -> None:
     once (CPU) and import the model libraries the real models are built with. Neither compiles anything, so the
     run's compile stays as cold as ever. Each step is a second or two; a run that arrives stops what is left
     (`run_waiting()`), so it waits for one step at most. What they print (kineto's lines, import warnings) goes to
-    /dev/null: the log's first line says whether the imports are done (tcore.lab.launcher.Worker.ready)."""
+    /dev/null: the log's first line says whether the imports are done (tcore.lab.launch.launcher.Worker.ready)."""
     saved = [os.dup(1), os.dup(2)]
     null = os.open(os.devnull, os.O_WRONLY)
     sys.stdout.flush()
@@ -176,7 +176,7 @@ def main() -> int:
     except BaseException as exc:  # reported once there is a run to report it for
         failed_import = exc
     text = sys.stdin.readline()
-    # For the run's timeline (tcore.lab.runclock): how long the imports took and how long this process then waited.
+    # For the run's timeline (tcore.lab.run.runclock): how long the imports took and how long this process then waited.
     startup = {"imports_s": round(ready - begun, 4), "ready_wait_s": round(time.perf_counter() - ready, 4)}
     if not text.strip():  # a spare that was not needed (the lab process ended, or let it go): its folder goes too
         if folder := os.environ.get(protocol.WORKER_DIR):

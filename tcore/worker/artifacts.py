@@ -1,6 +1,6 @@
 """Compile artifacts inside the worker: load the ones the lab side handed over, save this run's.
 
-See tcore.lab.artifacts for the three cache settings and how artifacts are kept between runs.
+See tcore.lab.outputs.artifacts for the three cache settings and how artifacts are kept between runs.
 The mega-cache bundles compiled Triton kernels but not the C++ kernels Inductor builds for the CPU
 (they stay as .so files in the cache directory), so on the CPU the artifacts also carry those files;
 without them a "warm" CPU start still runs g++ for every kernel.
@@ -13,7 +13,13 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from tcore.experiment.protocol import ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, made_on
+from tcore.experiment.protocol import (
+    ARTIFACTS_MADE_ON,
+    COLD_BECAUSE,
+    LOAD_ARTIFACTS_FROM,
+    SAVE_ARTIFACTS_TO,
+    made_on,
+)
 
 
 def _inductor_dir() -> Path:

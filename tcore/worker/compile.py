@@ -6,7 +6,9 @@ from typing import Callable
 import torch
 from torch import nn
 
-from tcore.experiment.compile_args import compile_kwargs  # one dict for the run and its copy-as-code (tcore.export.snippet)
+from tcore.experiment.compile_args import (
+    compile_kwargs,  # one dict for the run and its copy-as-code (tcore.export.snippet)
+)
 from tcore.experiment.spec import LR, Experiment
 
 

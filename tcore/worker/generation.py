@@ -1,6 +1,6 @@
 """One greedy generation by one variant, in the worker: the prompt into the KV cache by the prefill, then one decode
-step per new token, eager or compiled (compile_pair), timed with the device synchronized. tcore.worker.generate
-runs these in paired rounds and derives the run's figures from them.
+step per new token, eager or compiled (compile_pair), timed with the device synchronized.
+tcore.worker.rounds.DecodeRounds runs these in paired rounds and derives the run's figures from them.
 """
 from __future__ import annotations
 

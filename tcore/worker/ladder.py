@@ -28,9 +28,9 @@ from typing import Any, Callable  # noqa: E402
 
 import torch  # noqa: E402
 
-from tcore.host import features  # noqa: E402
-from tcore.experiment.spec import PRECISIONS, Experiment  # noqa: E402
 from tcore.experiment.device import resolve_device  # noqa: E402
+from tcore.experiment.spec import PRECISIONS, Experiment  # noqa: E402
+from tcore.host import features  # noqa: E402
 from tcore.worker.build import DTYPES, build, clone, compare  # noqa: E402
 from tcore.worker.timing import sync, timed_call  # noqa: E402
 

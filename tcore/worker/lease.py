@@ -1,5 +1,5 @@
 """The device, held alone for the phases that another run would disturb or be disturbed by: the worker's side of the
-device lease (the lab's side is tcore.lab.lease, the record tcore.store.devices).
+device lease (the lab's side is tcore.lab.queue.lease, the record tcore.store.devices).
 
 When several runs share this worker's GPU (the lab says so in TCORE_DEVICE_LEASE), the worker asks the lab for the
 device before it runs anything there that times or is timed, and lets it go when it is back on the CPU: the lab

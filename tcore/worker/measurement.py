@@ -4,39 +4,39 @@ and calls measure(); the arithmetic on what the phases measure is tcore.figures.
 """
 from __future__ import annotations
 
-import itertools
 import statistics
-import time
 import traceback
 from collections import Counter
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
 from tcore import figures
-from tcore.figures import Result, RunFigures, VariantFigures
+from tcore.experiment.spec import Experiment
+from tcore.figures import Result, breakdown
 from tcore.host.power import PowerMeter, PowerSampler
-from tcore.experiment.spec import PRECISIONS, Experiment
-from tcore.figures import breakdown
-from tcore.figures import paired
-from tcore.host import peaks
-from tcore.figures import rerun
 from tcore.worker import artifacts, diagnostics, failures, profiling, shapes
-from tcore.worker.build import (Step, Workload, build, clone, compare, compile_errors,
-                                eager, restore, snapshot, step_fn)
+from tcore.worker.build import (
+    Step,
+    Workload,
+    build,
+    clone,
+    compare,
+    compile_errors,
+    eager,
+    restore,
+    snapshot,
+    step_fn,
+)
 from tcore.worker.compile import apply_compile, optimizer_step
 from tcore.worker.lease import DeviceLease
-from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words
-from tcore.worker.timing import (CpuLoad, PeakMemory, calibrate, core_times_reader, no_gc, pinned_launch_thread, sync,
-                                 time_block, timed_call)
-
-Emit = Callable[[dict[str, Any]], None]
-
-# NVML's energy counter updates about every 100 ms on an H200 (BENCHMARKS.md has the readings): each
-# block's two readings are blurred by that.
-NVML_UPDATE_S = 0.1
-# An energy figure whose expected error from that blur is above this gets a note.
-ENERGY_ERROR_PCT = 5.0
-
+from tcore.worker.phases import Emit
+from tcore.worker.rounds import StepRounds
+from tcore.worker.timing import (
+    PeakMemory,
+    no_gc,
+    pinned_launch_thread,
+    timed_call,
+)
 
 
 def compiles_on_device(exp: Experiment) -> bool:
@@ -45,36 +45,18 @@ def compiles_on_device(exp: Experiment) -> bool:
     return exp.mode.startswith("max-autotune") or exp.freezing
 
 
-class Measurement:
+class Measurement(StepRounds):
     """The phases of one run, in order; each fills its part of `self.result`."""
 
     def __init__(self, exp: Experiment, device: str, meter: PowerMeter, emit: Emit,
                  sampler: PowerSampler | None, env: dict[str, Any], lease: DeviceLease | None = None) -> None:
-        self.exp, self.device, self.meter, self.emit, self.sampler, self.env = exp, device, meter, emit, sampler, env
-        self.lease = lease or DeviceLease(emit)  # the device alone for what needs it alone (tcore.worker.lease)
-        variants = ["eager", "compiled"] if exp.has_compiled_variant else ["eager"]
-        self.result = Result(device=device, variants=variants, run=RunFigures(),
-                             compiled=VariantFigures() if exp.has_compiled_variant else None)
-        self.t_start = time.time()
-        self.blocks: dict[str, list[figures.Block]] = {}  # variant -> its timed blocks
-        self.peak_gib: dict[str, float] = {}  # variant -> peak memory over its timed blocks
-        self.weight_bytes: int | None = None  # the weights and buffers, as the run holds them
-        self.busy_pct: dict[str, float] = {}  # variant -> NVML's utilization after its timed blocks (median)
-
-    def phase(self, name: str) -> None:
-        self.emit({"type": "phase", "phase": name})
-        if self.sampler:
-            self.sampler.phase = name
-        failures.entered(name)  # a failure from here on names this phase
-
-    def progress(self, phase: str, done: int, total: int) -> None:
-        self.emit({"type": "progress", "phase": phase, "done": done, "total": total})
+        super().__init__(exp, device, meter, emit, sampler, env, lease, compiles=exp.has_compiled_variant)
 
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
         lease = self.lease
         # The build makes the weights and inputs on the device (initialising kernels, copies): work that would land in
         # another run's timed rounds, so it holds the device too, with the eager warm-up after it. Each phase that
-        # holds the device alone runs on the cores kept for its holder (tcore.lab.room): the eager warm-up gives the
+        # holds the device alone runs on the cores kept for its holder (tcore.lab.queue.room): the eager warm-up gives the
         # step that compile time is measured against, the profile the idle share.
         with lease.hold("eager"):
             self.phase("building")
@@ -100,7 +82,7 @@ class Measurement:
         lease.take("compiled")  # the timed rounds: held, and never let go in between
         # The launch thread stays on one core while timing (GPU only): a host-bound variant runs at the launch rate
         # of whichever core the scheduler gives it, and a thread moved between cores mid-run changes that rate. Where
-        # the lab keeps cores for the run that holds the device, it is the first of them (tcore.lab.room).
+        # the lab keeps cores for the run that holds the device, it is the first of them (tcore.lab.queue.room).
         # Python's cyclic garbage collector stays off while timing, as timeit keeps it: a collection lands in
         # whichever block is running, and a launch-bound step waits for it (steps free their tensors by refcount).
         with pinned_launch_thread(self.device, lease.measure_cpus) as (cpu, why_not), no_gc():
@@ -142,26 +124,6 @@ class Measurement:
                 for category in breakdown.CATEGORIES:
                     setattr(figs, f"{category}_ms", None)
             self.result.notes.append(f"The breakdown is missing: {why}.")
-
-    def rerun_interval(self) -> None:
-        """The headline's interval for a rerun (tcore.figures.rerun), with the default spread between processes: the lab
-        restates it with the store's earlier runs of this setting when it records the run."""
-        if self.result.compiled is None:
-            return
-        record = self.result.to_record()
-        bound = bool(figures.host_bound(record, self.device, self.exp.mode))
-        ratios = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
-        for key, value in rerun.figures_of(rerun.interval(ratios, device=self.device, host_bound=bound)).items():
-            if key in figures.RUN_FIGURES:
-                setattr(self.result.run, key, value)
-            else:
-                self.result.details[key] = value
-
-    def _record(self, collected: dict[str, Any]) -> None:
-        """What diagnostics.collect() found: its figures (graphs, breaks, cache hits) and the details behind them."""
-        for key in [k for k in collected if k in figures.RUN_FIGURES]:
-            setattr(self.result.run, key, collected.pop(key))
-        self.result.details.update(collected)
 
     def _describe(self, w: Workload) -> None:
         exp, run = self.exp, self.result.run
@@ -281,131 +243,6 @@ class Measurement:
             self.progress("schedule", i + 1, len(w.batches))
         return rows
 
-    def time_blocks(self, w: Workload, eager_step: Step, compiled_step: Step | None) -> None:
-        """Rounds of an eager and a compiled block back to back, until the paired speedup is known or the time is up.
-
-        The order alternates between rounds (eager first, then compiled first), so a steady drift of the
-        machine's speed favours neither variant. Each round's ratio of the two throughputs is one paired
-        measurement (tcore.figures.paired); rounds are added until their interval is within ± target_pct, or until
-        another would take a variant past timed_s. Each variant's first block is sized from a steady-state
-        calibration, each later one from the median step so far, so blocks last what was asked whatever
-        the warm-up did.
-        """
-        self.phase("measuring")
-        exp, memory = self.exp, PeakMemory(self.device)
-        multiple = len(w.batches)
-        variants = [("eager", eager_step, w.batches)]
-        if compiled_step is not None:
-            variants.append(("compiled", compiled_step, w.compiled_batches))
-        target_s = round_seconds(exp)
-        # A block stops launching past 3 rounds' time: on a machine that slows many-fold mid-block, sizing from
-        # the steps before cannot hold it to its time (seen: 66 steps sized for 0.2 s took 37 s on a loaded CPU).
-        deadline = None if exp.timed_steps is not None else 3 * target_s
-        step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
-        self.blocks = {name: [] for name, *_ in variants}
-        # Other load while timing: on a device shared with compiling runs, on the launch thread's own core (the
-        # compiles beside it run on the other cores, where they moved nothing measurable; tcore.lab.room); else on the
-        # whole machine.
-        load = CpuLoad(core_times_reader(self.lease.measure_cpus[:1])) if self.lease.measure_cpus else CpuLoad()
-        sharing, ratios, why, busy = [], [], None, {}
-        while why is None:
-            done = len(self.blocks["eager"])
-            for name, step, inputs in variants if done % 2 == 0 else variants[::-1]:
-                sharing.append(self.meter.compute_processes())
-                memory.reset()
-                cycle = itertools.cycle(inputs)
-                n = steps_per_block(exp, step_s[name], multiple)
-                with eager() if name == "eager" else nullcontext():
-                    block = time_block(lambda: step(next(cycle)), n, self.device, self.meter, deadline)
-                self.blocks[name].append(block)
-                busy.setdefault(name, []).append(self.meter.utilization_pct())
-                # The next block is sized from the median step so far: a stall does not shrink it.
-                step_s[name] = statistics.median(s for b in self.blocks[name] for s in b.step_s)
-                self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
-            done += 1
-            spent = max(sum(b.wall_s for b in blocks) for blocks in self.blocks.values())
-            typical = max(statistics.median(b.wall_s for b in blocks) for blocks in self.blocks.values())
-            if compiled_step is not None:
-                ratios.append(figures.round_speedups(self.blocks["eager"][-1:], self.blocks["compiled"][-1:])[0])
-                so_far = paired.estimate(ratios)  # provisional, for the live view; derive() makes the real one
-                self.emit({"type": "figure", "name": "speedup_so_far", "rounds": done, "of": most_rounds(exp),
-                           "value": so_far.speedup, "low": so_far.low, "high": so_far.high,
-                           "pm_pct": so_far.half_width_pct})
-            why = stop_timing(exp, done, ratios, spent, typical)
-            self.progress("measuring", done, done if why else max(most_rounds(exp), done + 1))
-        sync(self.device)
-        self.result.run.busy_cores = load.other_cores()
-        seen = [n for n in sharing if n is not None]
-        self.result.run.gpu_processes = max(seen) if seen else None
-        self.result.details["gpu_lab_processes"] = self.lease.lab_processes  # others of this lab, compiling
-        self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
-                         if (read := [u for u in values if u is not None])}
-        self.result.details.update(block_target_s=None if exp.timed_steps is not None else target_s,
-                                   timed_stop=why, timed_stop_words=stop_words(exp, why, ratios, spent),
-                                   blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks]
-                                           for name, blocks in self.blocks.items()})
-
-    def _steady_step_s(self, name: str, step: Step, inputs: list, target_s: float) -> float:
-        """A steady-state step of one variant, for sizing its first block (nothing to size with timed_steps)."""
-        if self.exp.timed_steps is not None:
-            return 0.0
-        cycle = itertools.cycle(inputs)
-        with eager() if name == "eager" else nullcontext():
-            return calibrate(lambda: step(next(cycle)), self.device, at_least_s=min(0.2, target_s / 4),
-                             budget_s=target_s)
-
-    def derive(self, recompiles_before: int) -> None:
-        """The figures of each variant and of the run, from the timed blocks; notes on what to distrust."""
-        exp, result = self.exp, self.result
-        power_reason = None if self.meter.available else self.meter.reason
-        for name, blocks in self.blocks.items():
-            if power_reason:
-                blocks = [figures.Block(b.steps, b.wall_s, b.step_s, None) for b in blocks]
-            summary = figures.summarize(blocks, batch_size=exp.batch_size, flops_per_step=result.run.flops_per_step,
-                                        peak_mem_gib=self.peak_gib[name])
-            shares, missing = figures.peak_shares(summary, peaks.lookup(self.env.get("gpu")), exp.precision,
-                                                  self.weight_bytes, exp.task == "inference")
-            for key, value in shares.items():
-                setattr(summary, key, value)
-            summary.gpu_busy_pct = self.busy_pct.get(name)
-            if summary.gpu_busy_pct is None:
-                result.unavailable[f"{name}_gpu_busy_pct"] = "no GPU utilization reading (NVML) on this device"
-            result.unavailable.update({f"{name}_{key}": why for key, why in missing.items()})
-            setattr(result, name, summary)
-            result.details.setdefault("slow_steps", {})[name] = figures.slow_step_places(blocks)
-            if summary.energy_j_per_step is None:
-                for key in ("power_w", "energy_j_per_step", "energy_j_per_sample"):
-                    result.unavailable[f"{name}_{key}"] = power_reason or (
-                        "the energy counter did not advance over the timed blocks; time longer blocks")
-            elif self.meter.source == "nvml" and (
-                    error := figures.energy_error_pct(blocks, NVML_UPDATE_S)) > ENERGY_ERROR_PCT:
-                result.notes.append(f"{name} energy may be off by about {error:.0f}%: its {len(blocks)} blocks last "
-                                    f"{sum(b.wall_s for b in blocks):.1f} s in all against NVML's ~0.1 s counter "
-                                    "updates; raise timed_s for a finer figure")
-        if result.compiled is None:
-            result.unavailable["speedup"] = "nothing is compiled in this run (compile=off)"
-            return
-        run = result.run
-        per_round = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
-        for key, value in figures.paired_figures(paired.estimate(per_round)).items():
-            setattr(run, key, value)
-        run.speedup_of_medians = figures.speedup(result.eager, result.compiled)
-        run.speedup_min, run.speedup_max = min(per_round), max(per_round)
-        run.speedup_p50 = result.eager.latency_ms_p50 / result.compiled.latency_ms_p50
-        run.breakeven_steps = figures.breakeven_steps(run.compile_s, result.eager, result.compiled)
-        if run.breakeven_steps is None:
-            result.unavailable["breakeven_steps"] = "the compiled model is not faster, so compiling never pays back"
-        late = diagnostics.collect()["recompile_count"] - recompiles_before
-        if late:
-            result.notes.append(f"{late} recompilation(s) happened during the timed blocks; their cost is in the timings")
-        if result.details.get("recompile_limit_hit"):
-            result.notes.append(f"the recompile limit ({exp.recompile_limit}) was hit: from then on Dynamo runs the "
-                                "affected code eagerly, so new shapes get no compiled speed")
-        if not result.details["correctness_ok"]:
-            result.notes.append(f"compiled output differs from eager by {run.correctness_rel_diff:.2g} "
-                                f"(relative), above the {exp.precision} tolerance of "
-                                f"{PRECISIONS[exp.precision].tolerance:g}")
-
     def profile(self, w: Workload, eager_step: Step, compiled_step: Step | None) -> None:
         """A few steady-state steps of each variant under the profiler: kernels per step and where the time goes."""
         self.phase("profiling")
@@ -434,10 +271,3 @@ class Measurement:
                     "on the CPU the host is the device: there is no separate GPU time" if self.device != "cuda"
                     else "the profiler recorded no GPU kernels")
             self.progress("profiling", i + 1, len(variants))
-
-    def compile_totals(self) -> None:
-        """Every compile of the run (the first call, warm-up, any during timing or profiling) and their totals."""
-        events = self.result.details["compile_events"] = diagnostics.compile_events(
-            diagnostics.metrics(), self.t_start, self.lease.compile_waits_s)
-        for key, value in figures.compile_totals(events).items():
-            setattr(self.result.run, key, value)

@@ -3,7 +3,7 @@
 The worker process calls run(); nothing else should, because cold compile time means a fresh
 process with fresh Inductor and Triton cache directories (the lab side's launcher sets those up).
 The phases (build, eager warm-up, compile, compiled warm-up, timed blocks, profile) are the methods of
-tcore.worker.measurement.Measurement, or of tcore.worker.generate.GenerateMeasurement for a generation run.
+tcore.worker.measurement.Measurement, or of tcore.worker.generate_measurement.GenerateMeasurement for a generation run.
 """
 from __future__ import annotations
 
@@ -11,22 +11,23 @@ from typing import IO, Any
 
 import torch
 
-from tcore.host.power import PowerSampler, open_meter
 from tcore.experiment.device import check_on_device, resolve_device
 from tcore.experiment.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment
+from tcore.host.power import PowerSampler, open_meter
 from tcore.worker import diagnostics, envinfo
 from tcore.worker.compile import graph_break_errors
-from tcore.worker.generate import GenerateMeasurement
+from tcore.worker.generate_measurement import GenerateMeasurement
 from tcore.worker.lease import DeviceLease
-from tcore.worker.measurement import Emit, Measurement
-from tcore.worker.pacing import most_rounds, round_seconds, steps_per_block, stop_timing, stop_words  # noqa: F401
+from tcore.worker.measurement import Measurement
+from tcore.worker.phases import Emit
+
 
 def run(exp: Experiment, emit: Emit, startup: dict[str, float] | None = None,
         answers: IO[str] | None = None) -> dict[str, Any]:
     """Measure `exp`; emit phase, progress, power and code events; return {"result": record, "env": env}.
 
     startup: how long this process's imports took and how long it then waited for the run, said in the first
-    event for the run's timeline (tcore.lab.runclock). answers: where the lab grants the device, when other runs
+    event for the run's timeline (tcore.lab.run.runclock). answers: where the lab grants the device, when other runs
     share it (tcore.worker.lease; the worker's stdin)."""
     device = resolve_device(exp.device, torch.cuda.is_available())
     notes = check_on_device(exp, device)

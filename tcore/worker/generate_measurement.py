@@ -9,7 +9,6 @@ alternating; its ratio is compiled over eager decode tokens per second, the run'
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Any, Callable
 
 import torch
@@ -19,38 +18,27 @@ from sample_models import decoding
 from tcore import figures
 from tcore.experiment.compile_args import NO_CUDAGRAPHS
 from tcore.experiment.spec import PRECISIONS, Experiment
-from tcore.figures import Result, RunFigures, VariantFigures, breakdown, paired
-from tcore.host import peaks
+from tcore.figures import Result, breakdown
 from tcore.host.power import PowerMeter, PowerSampler
 from tcore.worker import artifacts, diagnostics, membw, profiling
 from tcore.worker.build import DTYPES, compile_errors
-from tcore.worker.generation import Generation, Generator, compile_pair, new_steps
+from tcore.worker.generation import Generation, Generator, compile_pair
 from tcore.worker.lease import DeviceLease
-from tcore.worker.pacing import most_rounds, round_seconds
-from tcore.worker.timing import CpuLoad, PeakMemory, core_times_reader, no_gc, pinned_launch_thread
+from tcore.worker.phases import Emit
+from tcore.worker.rounds import DecodeRounds
+from tcore.worker.timing import (
+    PeakMemory,
+    no_gc,
+    pinned_launch_thread,
+)
 
-Emit = Callable[[dict[str, Any]], None]
 
-
-class GenerateMeasurement:
+class GenerateMeasurement(DecodeRounds):
     """The phases of a generate run, in order; each fills its part of `self.result`."""
 
     def __init__(self, exp: Experiment, device: str, meter: PowerMeter, emit: Emit,
                  sampler: PowerSampler | None, env: dict[str, Any], lease: DeviceLease | None = None) -> None:
-        self.exp, self.device, self.meter, self.emit, self.sampler, self.env = exp, device, meter, emit, sampler, env
-        self.lease = lease or DeviceLease(emit)  # the device alone for what needs it alone (tcore.worker.lease)
-        variants = ["eager", "compiled"] if exp.compiles else ["eager"]
-        self.result = Result(device=device, variants=variants, run=RunFigures(),
-                             compiled=VariantFigures() if exp.compiles else None)
-        self.t_start = time.time()
-
-    def phase(self, name: str) -> None:
-        self.emit({"type": "phase", "phase": name})
-        if self.sampler:
-            self.sampler.phase = name
-
-    def progress(self, phase: str, done: int, total: int) -> None:
-        self.emit({"type": "progress", "phase": phase, "done": done, "total": total})
+        super().__init__(exp, device, meter, emit, sampler, env, lease, compiles=exp.compiles)
 
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
         exp, run, details = self.exp, self.result.run, self.result.details
@@ -95,10 +83,7 @@ class GenerateMeasurement:
             self.profile(eager, compiled)
         details.update(self.lease.words())
         if compiled is not None:
-            events = details["compile_events"] = diagnostics.compile_events(diagnostics.metrics(), self.t_start,
-                                                                            self.lease.compile_waits_s)
-            for key, value in figures.compile_totals(events).items():
-                setattr(run, key, value)
+            self.compile_totals()
         return self.result
 
     def build(self) -> tuple[Any, tuple, int, torch.dtype]:
@@ -130,11 +115,6 @@ class GenerateMeasurement:
         details.update(prompt_tokens=prompt_len, new_tokens=new, kv_cache=exp.kv_cache, rounds=exp.rounds,
                        peak_mem_source=PeakMemory(self.device).what, power_source=self.meter.source)
         return decoder, prompt, new, cache_dtype
-
-    def _record(self, collected: dict[str, Any]) -> None:
-        for key in [k for k in collected if k in figures.RUN_FIGURES]:
-            setattr(self.result.run, key, collected.pop(key))
-        self.result.details.update(collected)
 
     def compile(self, decoder, prompt, new, cache_dtype, reference: Generation) -> Generator:
         """The first compiled generation, one decode step at a time: the compile split and the token check."""
@@ -179,118 +159,6 @@ class GenerateMeasurement:
         with compile_errors():
             compiled.run()  # CUDA graphs are recorded by now; this one settles allocation
         return compiled
-
-    def time_rounds(self, eager: Generator, compiled: Generator | None) -> None:
-        """Rounds of an eager and a compiled block of generations back to back, the order alternating.
-
-        A generation lasts seconds on a large model, far past round_s: a block holds as many whole generations as
-        fill round_s (at least one), and the fewest rounds (`rounds`) always run, so the interval has its 95%;
-        more are added until it is within target_pct or timed_s is spent.
-        """
-        self.phase("measuring")
-        exp, memory = self.exp, PeakMemory(self.device)
-        variants = [("eager", eager)] + ([("compiled", compiled)] if compiled else [])
-        per_block = {name: max(1, round(round_seconds(exp) / g.run().total_s)) for name, g in variants}
-        self.gens: dict[str, list[Generation]] = {name: [] for name, _ in variants}
-        self.blocks: dict[str, list[figures.Block]] = {name: [] for name, _ in variants}
-        self.peak_gib: dict[str, float] = {}
-        load = CpuLoad(core_times_reader(self.lease.measure_cpus[:1])) if self.lease.measure_cpus else CpuLoad()
-        ratios, sharing, busy, done = [], [], {}, 0
-        while True:
-            for name, gen in variants if done % 2 == 0 else variants[::-1]:
-                sharing.append(self.meter.compute_processes())
-                memory.reset()
-                e0 = self.meter.energy_j()
-                runs = [gen.run() for _ in range(per_block[name])]
-                e1 = self.meter.energy_j()
-                self.gens[name] += runs
-                steps, wall = sum(new_steps(gen) for _ in runs), sum(g.decode_s for g in runs)
-                self.blocks[name].append(figures.Block(steps, wall, [g.decode_s / new_steps(gen) for g in runs],
-                                                       None if e0 is None or e1 is None else e1 - e0))
-                busy.setdefault(name, []).append(self.meter.utilization_pct())
-                self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
-            done += 1
-            spent = max(sum(g.ttft_s + g.decode_s for g in gens) for gens in self.gens.values())
-            if compiled:
-                ratios.append(figures.round_speedups(self.blocks["eager"][-1:], self.blocks["compiled"][-1:])[0])
-                so_far = paired.estimate(ratios)
-                self.emit({"type": "figure", "name": "speedup_so_far", "rounds": done, "of": most_rounds(exp),
-                           "value": so_far.speedup, "low": so_far.low, "high": so_far.high,
-                           "pm_pct": so_far.half_width_pct})
-            why = None
-            if done >= exp.rounds:
-                if ratios and paired.settled(ratios, exp.target_pct, max(exp.rounds, paired.MIN_ROUNDS)):
-                    why = "settled"
-                elif spent >= exp.timed_s or done >= 4 * most_rounds(exp) or exp.timed_steps is not None:
-                    why = "budget"
-            self.progress("measuring", done, done if why else max(exp.rounds, done + 1))
-            if why:
-                break
-        self.result.run.busy_cores = load.other_cores()
-        seen = [n for n in sharing if n is not None]
-        self.result.run.gpu_processes = max(seen) if seen else None
-        self.result.details["gpu_lab_processes"] = self.lease.lab_processes  # others of this lab, compiling
-        self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
-                         if (read := [u for u in values if u is not None])}
-        self.result.details.update(
-            timed_stop=why, generations_per_block=per_block,
-            timed_stop_words=f"{done} rounds of {', '.join(f'{n} {name}' for name, n in per_block.items())} "
-                             f"generation(s) each; " + ("the speedup's interval reached its target."
-                                                        if why == "settled" else "the timed seconds were spent."),
-            blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks] for name, blocks in self.blocks.items()})
-
-    def derive(self, eager: Generator, compiled: Generator | None) -> None:
-        exp, result, run = self.exp, self.result, self.result.run
-        peak = peaks.lookup(self.env.get("gpu"))
-        measured = self.yardstick.tb_s
-        run.mem_bw_datasheet_tb_s = peak.mem_tb_s if peak else None
-        if peak is None:
-            result.unavailable["mem_bw_datasheet_tb_s"] = (
-                "a GPU that tcore.host.peaks does not list" if self.device == "cuda" else "on the CPU")
-        for name, gen in (("eager", eager), ("compiled", compiled)):
-            if gen is None:
-                continue
-            blocks = self.blocks[name]
-            summary = figures.summarize([figures.Block(b.steps, b.wall_s, b.step_s, None) for b in blocks],
-                                        batch_size=exp.batch_size, peak_mem_gib=self.peak_gib[name])
-            summary.ttft_ms = statistics.median(g.ttft_s for g in self.gens[name]) * 1e3
-            summary.decode_tokens_per_s = summary.steps_per_s
-            summary.tokens_per_s = summary.samples_per_s
-            summary.decode_ms_per_token = 1e3 / summary.steps_per_s
-            summary.gpu_busy_pct = self.busy_pct.get(name)
-            summary.kv_share_pct = 100 * gen.kv_bytes / 2**30 / summary.peak_mem_gib if summary.peak_mem_gib else None
-            energies = [b.energy_j for b in blocks]
-            if None not in energies and sum(energies) > 0:
-                tokens = len(self.gens[name]) * exp.batch_size * gen.new
-                summary.energy_j_per_token = sum(energies) / tokens
-                summary.power_w = sum(energies) / sum(g.ttft_s + g.decode_s for g in self.gens[name])
-            else:
-                why = self.meter.reason if not self.meter.available else "the energy counter did not advance"
-                for key in ("energy_j_per_token", "power_w"):
-                    result.unavailable[f"{name}_{key}"] = why
-            read = figures.decode_read_bytes(self.weight_bytes - self.gathered_bytes, gen.kv_bytes, gen.static,
-                                             gen.prompt_len, gen.new)
-            for key, value in figures.decode_bandwidth(read, summary.steps_per_s, measured,
-                                                       run.mem_bw_datasheet_tb_s).items():
-                setattr(summary, key, value)
-            if peak is None:
-                result.unavailable[f"{name}_decode_bw_pct"] = (
-                    "no datasheet memory bandwidth: a GPU that tcore.host.peaks does not list"
-                    if self.device == "cuda" else "on the CPU: no GPU memory bandwidth to compare with")
-            if measured is None:
-                result.unavailable[f"{name}_decode_bw_measured_pct"] = self.yardstick.why_not
-            setattr(result, name, summary)
-        if compiled is None:
-            return
-        per_round = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
-        for key, value in figures.paired_figures(paired.estimate(per_round)).items():
-            setattr(run, key, value)
-        run.speedup_of_medians = figures.speedup(result.eager, result.compiled)
-        run.speedup_min, run.speedup_max = min(per_round), max(per_round)
-        run.ttft_speedup = result.eager.ttft_ms / result.compiled.ttft_ms
-        run.breakeven_steps = figures.breakeven_steps(run.compile_s, result.eager, result.compiled)
-        if run.breakeven_steps is None:
-            result.unavailable["breakeven_steps"] = "the compiled decoder is not faster, so compiling never pays back"
 
     def new_prompt(self, compiled: Generator) -> None:
         """One more compiled generation with a prompt a token shorter: what a new prompt length costs."""

@@ -1,0 +1,96 @@
+"""What both measurements share (tcore.worker.measurement for a model's steps, tcore.worker.generate_measurement for
+generation): the run's result, its phases and progress said to the lab, the device lease, the bookkeeping of the
+paired rounds (the speedup so far, the load beside them, the paired figures) and the compile totals.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+from tcore import figures
+from tcore.experiment.spec import Experiment
+from tcore.figures import Result, RunFigures, VariantFigures, paired
+from tcore.host.power import PowerMeter, PowerSampler
+from tcore.worker import diagnostics, failures
+from tcore.worker.lease import DeviceLease
+from tcore.worker.pacing import most_rounds
+from tcore.worker.timing import CpuLoad, core_times_reader
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class Phases:
+    """A run's phases say themselves to the lab and fill `self.result`; the subclass says what they are (measure())."""
+
+    def __init__(self, exp: Experiment, device: str, meter: PowerMeter, emit: Emit, sampler: PowerSampler | None,
+                 env: dict[str, Any], lease: DeviceLease | None, *, compiles: bool) -> None:
+        self.exp, self.device, self.meter, self.emit, self.sampler, self.env = exp, device, meter, emit, sampler, env
+        self.lease = lease or DeviceLease(emit)  # the device alone for what needs it alone (tcore.worker.lease)
+        variants = ["eager", "compiled"] if compiles else ["eager"]
+        self.result = Result(device=device, variants=variants, run=RunFigures(),
+                             compiled=VariantFigures() if compiles else None)
+        self.t_start = time.time()
+        self.blocks: dict[str, list[figures.Block]] = {}  # variant -> its timed blocks
+        self.peak_gib: dict[str, float] = {}  # variant -> peak memory over its timed blocks
+        self.weight_bytes: int | None = None  # the weights and buffers, as the run holds them
+        self.busy_pct: dict[str, float] = {}  # variant -> NVML's utilization over its timed blocks (median)
+
+    def phase(self, name: str) -> None:
+        self.emit({"type": "phase", "phase": name})
+        if self.sampler:
+            self.sampler.phase = name
+        failures.entered(name)  # a failure from here on names this phase
+
+    def progress(self, phase: str, done: int, total: int) -> None:
+        self.emit({"type": "progress", "phase": phase, "done": done, "total": total})
+
+    def _record(self, collected: dict[str, Any]) -> None:
+        """What diagnostics.collect() found: its figures (graphs, breaks, cache hits) and the details behind them."""
+        for key in [k for k in collected if k in figures.RUN_FIGURES]:
+            setattr(self.result.run, key, collected.pop(key))
+        self.result.details.update(collected)
+
+    def compile_totals(self) -> None:
+        """Every compile of the run (the first call, warm-up, any during timing or profiling) and their totals."""
+        events = self.result.details["compile_events"] = diagnostics.compile_events(
+            diagnostics.metrics(), self.t_start, self.lease.compile_waits_s)
+        for key, value in figures.compile_totals(events).items():
+            setattr(self.result.run, key, value)
+
+    def load_beside(self) -> CpuLoad:
+        """Other load while timing: on a device shared with compiling runs, on the launch thread's own core (the
+        compiles beside it run on the other cores, where they moved nothing measurable; tcore.lab.queue.room); else
+        on the whole machine."""
+        return CpuLoad(core_times_reader(self.lease.measure_cpus[:1])) if self.lease.measure_cpus else CpuLoad()
+
+    def round_done(self, ratios: list[float], done: int) -> None:
+        """A timed round's paired ratio (compiled over eager, its last blocks), and the speedup so far for the live
+        view; derive() makes the real one."""
+        ratios.append(figures.round_speedups(self.blocks["eager"][-1:], self.blocks["compiled"][-1:])[0])
+        so_far = paired.estimate(ratios)
+        self.emit({"type": "figure", "name": "speedup_so_far", "rounds": done, "of": most_rounds(self.exp),
+                   "value": so_far.speedup, "low": so_far.low, "high": so_far.high, "pm_pct": so_far.half_width_pct})
+
+    def rounds_beside(self, load: CpuLoad, sharing: list[int | None], busy: dict[str, list[float | None]]) -> None:
+        """What ran beside the timed rounds: busy cores, the GPU's compute processes, this lab's compiling runs, and
+        each variant's median GPU utilization."""
+        self.result.run.busy_cores = load.other_cores()
+        seen = [n for n in sharing if n is not None]
+        self.result.run.gpu_processes = max(seen) if seen else None
+        self.result.details["gpu_lab_processes"] = self.lease.lab_processes  # others of this lab, compiling
+        self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
+                         if (read := [u for u in values if u is not None])}
+
+    def paired_speedup(self, never_pays: str) -> None:
+        """The run's speedup from its paired rounds (tcore.figures.paired), beside the ratio of medians, the rounds'
+        range and the steps that pay the compile back (never, said as `never_pays`, when compiled is not faster)."""
+        result, run = self.result, self.result.run
+        per_round = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
+        for key, value in figures.paired_figures(paired.estimate(per_round)).items():
+            setattr(run, key, value)
+        run.speedup_of_medians = figures.speedup(result.eager, result.compiled)
+        run.speedup_min, run.speedup_max = min(per_round), max(per_round)
+        run.breakeven_steps = figures.breakeven_steps(run.compile_s, result.eager, result.compiled)
+        if run.breakeven_steps is None:
+            result.unavailable["breakeven_steps"] = never_pays
