@@ -12,11 +12,10 @@ import streamlit as st
 
 from tcore.lab.outputs import model_cards
 from tcore.lab.policy import limits
-from tcore.lab.settings import config
 from tcore.lab.run import runs
-from tcore.lab.settings import private
+from tcore.lab.settings import config, private
 from tcore.store import RunStore, StoreError, default_path
-from ui import exports, knobs, people
+from ui.panels import exports, knobs, people
 
 
 @st.cache_resource(show_spinner=False)

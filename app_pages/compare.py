@@ -5,7 +5,9 @@ import streamlit as st
 from tcore import figures
 from tcore.lab.run import runs
 from tcore.store import RunStore
-from ui import compare_charts, diagnose_charts, diagnose_queries, exports, people, results, run_table, verdicts
+from ui.charts import compare_charts, diagnose_charts
+from ui.panels import exports, people, results
+from ui.words import diagnose_queries, run_table, verdicts
 
 SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "

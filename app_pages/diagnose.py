@@ -3,7 +3,7 @@ code, two runs' generated code side by side, and the start-up ladder and stances
 import streamlit as st
 
 from tcore.store import RunStore
-from ui import diagnose, diagnose_startup, ecosystem
+from ui.panels import diagnose, diagnose_startup, ecosystem
 
 store = RunStore()
 records = store.list(limit=300)

@@ -4,7 +4,8 @@ import streamlit as st
 from tcore.host import machine
 from tcore.lab import rerun_outlook
 from tcore.store import RunStore
-from ui import generate, knobs, live, model_picker, queue, results, run_state
+from ui.panels import generate, knobs, live, model_picker, queue, results
+from ui.words import run_state
 
 store = RunStore()
 

@@ -2,12 +2,11 @@
 import streamlit as st
 
 import sample_models
-
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, SpecError
 from tcore.lab import sweeps
 from tcore.store import RunStore
-from ui import generate, knobs, live, model_picker, people, queue
+from ui.panels import generate, knobs, live, model_picker, people, queue
 
 
 def start_sweep(experiments: list, skipped: list[str], label: str, store: RunStore) -> None:

@@ -7,11 +7,12 @@ from tcore.host import machine
 from tcore.lab import sweeps
 from tcore.lab.launch import cluster
 from tcore.lab.queue import scheduler
-from tcore.lab.run import runs
 from tcore.lab.queue.waiting import duration_words
+from tcore.lab.run import runs
 from tcore.store import RunStore
 from tcore.store.changes import reads
-from ui import charts, exports, instructor, people, queue
+from ui.charts import run_charts as charts
+from ui.panels import exports, instructor, people, queue
 
 
 def gpu_slots() -> dict[int, str]:

@@ -94,10 +94,11 @@ def submit_pair(model: str, task: str, flags: list[str], store, timeout_s: float
     At the preset that fits the machine: where the lab refuses the default preset for memory (a 7 B model's AdamW
     state on one GPU), the pair runs at the next smaller preset the model has, and the row says which it was
     refused at and why. With no smaller preset, or a refusal of another kind, the refusal is the row's reason."""
-    from tcore.cli import build_parser, experiment_from_args
-    from tcore.lab.run import runs
-    from tcore.lab.policy.limits import TooBig
+    from tcore.cli import build_parser
     from tcore.experiment.spec import SpecError
+    from tcore.lab.policy.limits import TooBig
+    from tcore.lab.run import runs
+    from tcore.lab.run.flags import experiment_from_args
 
     argv = ["run", "--model", model, *flags, "--timeout", f"{timeout_s:g}"]
     row = {"model": model, "task": task, "command": "python -m tcore " + " ".join(argv), "t0": time.perf_counter()}

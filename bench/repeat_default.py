@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# The Run page's timing defaults per device (ui/knobs.py): (timed seconds per variant, rounds).
+# The Run page's timing defaults per device (ui/panels/knobs.py): (timed seconds per variant, rounds).
 TIMING = {"cpu": (2.0, 3), "cuda": (4.0, 5)}
 
 

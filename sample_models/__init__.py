@@ -1,14 +1,13 @@
 """Registry of the models Compile Lab can build, batch, and measure: the three built-ins by plain name, and
 real models of torchvision, timm, transformers, diffusers or a file of your own as SOURCE:NAME (sources/, one
 module per source)."""
-import functools
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-from torch.utils.flop_counter import FlopCounterMode
 
-from . import captioner, flux, resnet50, sources
+from . import captioner, flux, interface, resnet50, sources
+from .interface import Batch  # noqa: F401 (the type the rest of the lab names as sample_models.Batch)
 
 # name -> (model file, top-level module class)
 _ARCH = {
@@ -16,12 +15,6 @@ _ARCH = {
     "resnet50": (resnet50, resnet50.ResNet),
     "flux": (flux, flux.Flux),
 }
-
-
-@dataclass(frozen=True)
-class Batch:
-    inputs: tuple[torch.Tensor, ...]  # positional args: output = model(*batch.inputs)
-    target: torch.Tensor              # what loss() compares the output with
 
 
 @dataclass(frozen=True)
@@ -42,7 +35,7 @@ class SampleModel:
 
     def abstract(self):
         """A context in which building and running allocates nothing; yields the device to build on."""
-        return sources._on("meta")
+        return interface.on("meta")
 
     def build_code(self, preset: str) -> list[str]:
         return []  # the snippet builds a built-in through this registry
@@ -84,64 +77,10 @@ class SampleModel:
         return bool(self.block_classes)
 
     def param_count(self, preset: str) -> int:
-        return _param_count(self.name, preset)
+        return interface.param_count(self, preset)
 
     def flops_per_sample(self, preset: str, *, training: bool = False) -> int:
-        return _flops_per_sample(self.name, preset, training)
-
-
-# Module-level so the caches key on plain strings (SampleModel holds dicts, so it is not hashable)
-@functools.lru_cache(maxsize=None)
-def _param_count(name: str, preset: str) -> int:
-    return sum(p.numel() for p in get(name).build(preset, device="meta").parameters())
-
-
-# Where no abstract run can count a model's FLOPs, a model up to this size is run for real at batch 1 on the CPU: a
-# second or two of the worker's time, and at most 0.4 GB of float32 weights.
-FLOPS_ON_CPU_MAX_PARAMS = 100_000_000
-
-
-@functools.lru_cache(maxsize=None)
-def _flops_per_sample(name: str, preset: str, training: bool) -> int:
-    """FLOPs of one sample, counted without memory on the model's abstract device; where its forward cannot run there
-    (an op without a meta kernel, a size that depends on values), on fake tensors with symbolic sizes; where those
-    cannot give a number either (a branch on a value, FLOPs that depend on values), by a real run at batch 1 on the
-    CPU for a model of at most FLOPS_ON_CPU_MAX_PARAMS parameters. Raises NotImplementedError, saying why, where none
-    can count them."""
-    m = get(name)
-    failed = []
-    for way in ("abstract", "symbolic", "cpu"):
-        try:
-            if way == "cpu" and (params := _param_count(name, preset)) > FLOPS_ON_CPU_MAX_PARAMS:
-                failed.append(f"{params / 1e6:.0f} M parameters are too many to count on the CPU")
-                break
-            return _count_flops(m, preset, training, way)
-        except Exception as e:  # noqa: BLE001 (the next way counts them; all failing is said below)
-            text = str(e).strip()
-            failed.append(f"{way}: {type(e).__name__}" + (f": {text.splitlines()[0][:200]}" if text else ""))
-    raise NotImplementedError(f"the FLOPs of {name} could not be counted ({'; '.join(failed)})")
-
-
-def _count_flops(m, preset: str, training: bool, way: str) -> int:
-    if way == "abstract":
-        with m.abstract() as device:
-            return _flops_of(m, m.build(preset, device=device), preset, training, device)
-    if way == "symbolic":
-        model = m.build(preset, device="meta")
-        with sources.symbolic_sizes() as device:
-            return _flops_of(m, model, preset, training, device)
-    return _flops_of(m, m.build(preset, device="cpu"), preset, training, "cpu")
-
-
-def _flops_of(m, model: nn.Module, preset: str, training: bool, device) -> int:
-    # eval(): BatchNorm refuses a batch of one in training mode; the counted matmuls and convs are the same
-    model.eval()
-    batch = m.make_batch(preset, 1, device=device)
-    with FlopCounterMode(display=False) as counter:
-        output = model(*batch.inputs)
-        if training:
-            m.loss(output, batch).backward()
-    return int(counter.get_total_flops())  # int(): a total that depends on values cannot be one, and says so
+        return interface.flops_per_sample(self, preset, training)
 
 
 MODELS: dict[str, SampleModel] = {

@@ -12,76 +12,15 @@ import time
 from pathlib import Path
 
 from tcore.analysis import report
-from tcore.lab import ladder  # imports no torch: its steps run in processes of their own
 from tcore.experiment.protocol import ERROR_KINDS, PHASE_TITLES
-from tcore.experiment.spec import CHOICES, Experiment, SpecError, choice_docs, describe
+from tcore.experiment.spec import Experiment, SpecError
+from tcore.lab import (
+    ladder,  # imports no torch: its steps run in processes of their own
+)
 from tcore.lab.launch.cluster import ClusterError
+from tcore.lab.run.flags import add_spec_args, experiment_from_args
 from tcore.lab.settings.config import LimitsError
 from tcore.store import NoSuchRun, RunStore, StoreError, default_path
-
-# Fields whose default depends on the model, the device and the task (tcore.experiment.device.practical_defaults).
-_DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last")
-_TRISTATE = {"none": None, "true": True, "false": False}
-_TRISTATE_NAMES = {v: k for k, v in _TRISTATE.items()}
-MODEL_HELP = ("captioner, resnet50 or flux (built in), or SOURCE:NAME: torchvision:vit_b_16, timm:efficientnet_b0, "
-              "hf:llama, diffusers:flux, file:examples/my_model.py (`python -m tcore models` lists them)")
-
-
-def field_help(name: str) -> str:
-    """A field's own sentence from tcore.experiment.spec, then one line per choice: the text the Run page shows too."""
-    lines = [describe(name)] + [f"  {_TRISTATE_NAMES.get(v, v)}: {doc}" for v, doc in choice_docs(name).items()]
-    return "\n".join(lines).replace("%", "%%")  # argparse formats help with %
-
-
-def _add_spec_args(parser: argparse.ArgumentParser) -> None:
-    """One option per Experiment field, so the command line can say everything the app can."""
-    for f in dataclasses.fields(Experiment):
-        flag, text = "--" + f.name.replace("_", "-"), field_help(f.name)
-        if f.name in _DEVICE_DEFAULTS:
-            text += "\n(default: what a practitioner would pick for the model, device and task)"
-            if f.name == "channels_last":
-                parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
-            elif f.name == "precision":
-                parser.add_argument(flag, choices=CHOICES[f.name], default=None, help=text)
-            else:
-                parser.add_argument(flag, type=int if f.name == "batch_size" else str, default=None, help=text)
-        elif f.name == "model":  # any SOURCE:NAME: the spec checks it and says how to find the right name
-            parser.add_argument(flag, default=f.default, help=text + "\n" + MODEL_HELP)
-        elif f.name == "dynamic":
-            parser.add_argument(flag, choices=list(_TRISTATE), default="none", help=text)
-        elif isinstance(f.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
-        elif f.name in CHOICES:
-            parser.add_argument(flag, choices=CHOICES[f.name], default=f.default, help=text)
-        else:
-            kind = int if f.name == "timed_steps" else type(f.default)
-            parser.add_argument(flag, type=kind, default=f.default, help=text)
-
-
-def experiment_from_args(args: argparse.Namespace) -> Experiment:
-    from tcore.lab.run.runs import preflight
-    from tcore.experiment.device import practical_defaults
-
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Experiment)}
-    if values["model"].startswith("file:"):  # the worker runs in the lab's folder, not this one
-        from sample_models.sources import file_model
-        values["model"] = file_model(values["model"])
-    values["dynamic"] = _TRISTATE[values["dynamic"]]
-    unset = [name for name in _DEVICE_DEFAULTS if values[name] is None]
-    if unset:
-        import sample_models
-
-        # Only to resolve the device: at a preset the model has (the spec's "tiny" is not every file model's); a
-        # model that cannot be built is refused by the spec below, in its own words.
-        try:
-            first = {"preset": next(iter(sample_models.get(values["model"]).presets))}
-        except ValueError:
-            first = {}
-        device, _ = preflight(Experiment(model=values["model"], device=values["device"],
-                                         **({"preset": values["preset"]} if values["preset"] else first)))
-        defaults = practical_defaults(values["model"], device, values["task"])
-        values.update({name: defaults[name] for name in unset})
-    return Experiment(**values)
 
 
 class ProgressLine:
@@ -118,8 +57,7 @@ class Parser(argparse.ArgumentParser):
 def cmd_run(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_cards
     from tcore.lab.queue import scheduler, waiting
-    from tcore.lab.run import runs
-    from tcore.lab.run import registry
+    from tcore.lab.run import registry, runs
 
     store = RunStore(args.db)
     model_cards.install(store, files_allowed=lambda: True)  # the command line always allows model files
@@ -202,8 +140,8 @@ def _history_before(store: RunStore, exp: Experiment) -> list[str]:
 
 def default_words() -> str:
     """The default setting, as --help says it: the same one the Run page opens on."""
-    from tcore.experiment.spec import DEFAULTS
     from tcore.experiment.device import practical_defaults
+    from tcore.experiment.spec import DEFAULTS
 
     model = DEFAULTS["model"]
     gpu, cpu = practical_defaults(model, "cuda", "inference"), practical_defaults(model, "cpu", "inference")
@@ -365,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="run one experiment: eager against compiled",
                          description=default_words(), formatter_class=argparse.RawTextHelpFormatter)
-    _add_spec_args(run)
+    add_spec_args(run)
     run.add_argument("--timeout", type=float, default=None, help="stop the run after this many seconds")
     run.add_argument("--json", action="store_true", help="print the stored record as JSON")
     run.add_argument("--quiet", action="store_true", help="no live progress line")

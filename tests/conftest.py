@@ -16,7 +16,6 @@ import torch  # noqa: E402
 from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 
-
 # The files that take longest, longest first (their tests' times added up, from a run of the first part on this
 # 2-core machine shared with other users, 2026-11-25). `make test` gives each file whole to one worker (--dist
 # loadfile --no-loadscope-reorder) in the order collected, so these start first and no long file starts last to hold

@@ -8,8 +8,8 @@ their output with; only the part with the cold rung has throughput against cold'
 """
 import pytest
 
-from tcore.lab import ladder
 from tcore.experiment.spec import Experiment
+from tcore.lab import ladder
 
 SPEC = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", timed_s=0.1).to_json()
 # test file -> the rungs it climbs for real after eager; together, with eager, every rung

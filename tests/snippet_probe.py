@@ -57,8 +57,8 @@ def _settings():
 
 
 if __name__ == "__main__":
-    from tcore.export.snippet import code_for
     from tcore.experiment.spec import Experiment
+    from tcore.export.snippet import code_for
 
     compile_fx.compile_fx = _record
     spec = json.loads(sys.argv[1])

@@ -13,9 +13,16 @@ from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
 from tcore.experiment.spec import Experiment
-from tcore.lab.run import runs
-from tcore.lab.run import registry
-from tests.app_harness import app, db, set_tiny_fast, stored_run, texts, unlock, wait_for  # noqa: F401 (the db fixture)
+from tcore.lab.run import registry, runs
+from tests.app_harness import (  # noqa: F401 (the db fixture)
+    app,
+    db,
+    set_tiny_fast,
+    stored_run,
+    texts,
+    unlock,
+    wait_for,
+)
 from tests.helpers import insert_run
 
 PAGES = ["app_pages/run.py", "app_pages/diagnose.py", "app_pages/compare.py", "app_pages/sweep.py",

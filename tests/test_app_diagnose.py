@@ -6,9 +6,17 @@ from pathlib import Path
 
 from tcore.experiment.spec import Experiment
 from tcore.lab.outputs import tlparse
-from tcore.lab.run import runs
-from tcore.lab.run import registry
-from tests.app_harness import EAGER_TINY, app, chart_titled, db, figure, stored_run, texts, wait_for  # noqa: F401
+from tcore.lab.run import registry, runs
+from tests.app_harness import (  # noqa: F401
+    EAGER_TINY,
+    app,
+    chart_titled,
+    db,
+    figure,
+    stored_run,
+    texts,
+    wait_for,
+)
 from tests.helpers import HANG_S, insert_run
 
 # The captioner's first deliberate graph break (EncoderBlock's `.item()`), found in its source: the line a break
@@ -19,7 +27,7 @@ BREAK_LINE = next(i for i, text in enumerate(
 
 
 def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
-    from ui.diagnose import base_experiment
+    from ui.panels.diagnose import base_experiment
 
     tiny = base_experiment("captioner", backend="inductor")  # what Diagnose's four-way queues
     stored_run(db, tiny, compile_s=20.0, fx_graph_cache_misses=1, cache_artifacts="none")

@@ -4,7 +4,7 @@ values, and the timeline's table and subtitle read as a person reads them. tests
 same in Chromium, where a box's own bounds and a live fragment behave as they do for a person."""
 from tcore.experiment.spec import Experiment
 from tests.app_harness import app, db, stored_run, texts  # noqa: F401 (the db fixture)
-from ui import timeline_bar
+from ui.panels import timeline_bar
 
 
 def will_run(at) -> list[str]:

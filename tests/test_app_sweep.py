@@ -90,7 +90,7 @@ def test_a_generate_sweep_crosses_prompt_and_new_token_lengths(db):
 
 
 def test_the_generation_lengths_name_the_sweep_matrix_columns():
-    from ui import sweep_matrix
+    from ui.words import sweep_matrix
 
     base = Experiment(model="captioner", device="cpu", task="generate", backend="aot_eager")
     experiments, skipped = sweeps.cross(base, {"prompt_len": [4, 6], "new_tokens": [0, 8]})

@@ -1,8 +1,16 @@
 """Where a step's time goes (tcore.figures.breakdown) over synthetic profiler traces, and GPU peaks (tcore.host.peaks)."""
 import pytest
 
-from tcore.figures.breakdown import (CATEGORIES, OPTIMIZER_MARK, STEP_MARK, analyze, categorize, differences, launchers,
-                             short_name)
+from tcore.figures.breakdown import (
+    CATEGORIES,
+    OPTIMIZER_MARK,
+    STEP_MARK,
+    analyze,
+    categorize,
+    differences,
+    launchers,
+    short_name,
+)
 from tcore.host.peaks import lookup
 
 

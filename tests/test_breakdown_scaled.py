@@ -2,7 +2,9 @@
 bars showed compiled at 889 ms per step against eager at 486 ms, the profiler's overhead (+318%) said only in a
 caption. Bars a little off the timed steps are scaled to them; far off, they are withheld; either is said first."""
 from tcore.figures.breakdown import as_timed
-from ui import charts, compare_charts, run_words
+from ui.charts import compare_charts
+from ui.charts import run_charts as charts
+from ui.words import run_words
 
 
 def _bd(step_ms: float, ops_ms: float) -> dict:

@@ -280,7 +280,7 @@ def test_a_participant_keeps_their_name_in_a_second_tab(server):
     from playwright.sync_api import sync_playwright
 
     from tests.helpers import wait_until
-    from ui.people import COOKIE
+    from ui.panels.people import COOKIE
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -328,7 +328,7 @@ def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
 
 def test_a_page_with_no_chart_loads_the_chart_component_once_idle(server):
     """Streamlit loads its 4.7 MB Plotly component when a page's first chart arrives, about 0.7 s of the browser here;
-    the app has the browser load it while idle (ui.exports.warm_charts), so the next page's charts skip that."""
+    the app has the browser load it while idle (ui.panels.exports.warm_charts), so the next page's charts skip that."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

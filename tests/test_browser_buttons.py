@@ -192,7 +192,7 @@ def resumed_after(lab):
     runs.pause(lab["store"], False)
 
 
-# The cancel's toast: done within the click, or still under way (a loaded machine) and shown as cancelling (ui.queue)
+# The cancel's toast: done within the click, or still under way (a loaded machine) and shown as cancelling (ui.panels.queue)
 CANCEL_TAKEN = re.compile(r"^(Cancelled: a queued run never starts|Cancelling: it takes longer)")
 
 

@@ -11,7 +11,15 @@ import time
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, WAIT_MS, Watch, serve
+from tests.test_browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    WAIT_MS,
+    Watch,
+    serve,
+)
 
 pytestmark = pytest.mark.browser
 PASSCODE = "sesame"

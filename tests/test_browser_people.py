@@ -1,4 +1,4 @@
-"""Who a browser is, across its tabs, in headless Chromium against `streamlit run app.py` (ui.people).
+"""Who a browser is, across its tabs, in headless Chromium against `streamlit run app.py` (ui.panels.people).
 
 - A name is the browser's: "bob" typed in a second tab used to move ada's runs to bob while the first tab (still ada)
   lost "yours", its Cancel and its runs. Now the first tab takes the name too, says so, and keeps its Cancel.

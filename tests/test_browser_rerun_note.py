@@ -5,8 +5,12 @@ import socket
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, WAIT_MS, open_run_page
-from tests.test_browser import server  # noqa: F401 (fixture)
+from tests.test_browser import (
+    ARTIFACTS,
+    WAIT_MS,
+    open_run_page,
+    server,  # noqa: F401 (fixture)
+)
 
 pytestmark = pytest.mark.browser
 NOTE = "The headline may move by more than ± 5% between reruns of this setting"
@@ -15,8 +19,8 @@ NOTE = "The headline may move by more than ± 5% between reruns of this setting"
 def test_the_rerun_note_follows_the_settings_in_a_real_browser(server, tmp_path):  # noqa: F811
     from playwright.sync_api import sync_playwright
 
-    from tcore.host import machine
     from tcore.experiment.spec import Experiment
+    from tcore.host import machine
     from tcore.store import RunStore
     from tests.helpers import insert_run
 

@@ -4,8 +4,16 @@ import re
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, WAIT_MS, Watch, settle_charts
-from tests.test_browser import server  # noqa: F401 (fixture)
+from tests.test_browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    VIEWPORT,
+    WAIT_MS,
+    Watch,
+    server,  # noqa: F401 (fixture)
+    settle_charts,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -13,9 +21,9 @@ pytestmark = pytest.mark.browser
 def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):  # noqa: F811
     from playwright.sync_api import sync_playwright
 
+    from tcore.experiment.spec import Experiment
     from tcore.lab.outputs import tlparse
     from tcore.lab.run import runs
-    from tcore.experiment.spec import Experiment
     from tcore.store import RunStore
 
     store = RunStore(tmp_path / "runs.sqlite")  # the store the server fixture opened

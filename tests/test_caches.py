@@ -12,7 +12,8 @@ from tcore.experiment.comparable import compile_key
 from tcore.experiment.spec import Experiment
 from tcore.lab.outputs import artifacts
 from tcore.lab.run import runs
-from tcore.worker import artifacts as worker_artifacts, envinfo
+from tcore.worker import artifacts as worker_artifacts
+from tcore.worker import envinfo
 
 
 def test_compile_key_ignores_timing_but_not_compile_settings():

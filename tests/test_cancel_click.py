@@ -1,4 +1,4 @@
-"""The Cancel button's answer (ui.queue.cancel): "Cancelled" only once the cancel is done; a cancel still under way
+"""The Cancel button's answer (ui.panels.queue.cancel): "Cancelled" only once the cancel is done; a cancel still under way
 when the click stops waiting says "Cancelling", and if it then fails, the person who clicked is told at their next
 redraw, not only the server's log. Driven in Streamlit's bare mode: the click's callback is a plain call here."""
 import threading
@@ -8,7 +8,7 @@ import streamlit as st
 
 from tcore.lab.run import runs
 from tests.helpers import HANG_S, QUICK
-from ui import people, queue
+from ui.panels import people, queue
 
 
 @pytest.fixture

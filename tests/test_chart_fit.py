@@ -4,7 +4,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from tests.helpers import gpu_like_result, power_trace, recorded_run
-from ui import charts, compare_charts, diagnose_charts, run_words
+from ui.charts import compare_charts, diagnose_charts
+from ui.charts import run_charts as charts
+from ui.words import run_words
 
 
 def lab_results() -> dict[str, dict]:

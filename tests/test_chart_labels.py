@@ -2,7 +2,8 @@
 Compare scatter's point labels apart where points sit close together."""
 import pandas as pd
 
-from ui import charts, compare_charts
+from ui.charts import compare_charts
+from ui.charts import run_charts as charts
 
 
 def test_throughput_values_sit_above_the_whiskers_not_on_the_bar():

@@ -1,8 +1,14 @@
-"""One run's chart builders (ui.charts), on hand-made results: right traces, units, n/a with its reason."""
+"""One run's chart builders (ui.charts.run_charts), on hand-made results: right traces, units, n/a with its reason."""
 import pytest
 
-from tests.chart_data import annotation_text, bar_totals, cpu_eager_only, gpu_result, subtitle  # noqa: F401
-from ui import charts
+from tests.chart_data import (  # noqa: F401
+    annotation_text,
+    bar_totals,
+    cpu_eager_only,
+    gpu_result,
+    subtitle,
+)
+from ui.charts import run_charts as charts
 
 
 def test_throughput_bars_with_round_spread(gpu_result):
@@ -81,8 +87,8 @@ def test_power_trace_without_utilisation_has_no_second_axis():
 
 
 def test_breakdown_charts_stack_the_categories_and_say_why_when_absent():
-    from ui.charts import variant_breakdown_chart
-    from ui.compare_charts import runs_breakdown_chart
+    from ui.charts.compare_charts import runs_breakdown_chart
+    from ui.charts.run_charts import variant_breakdown_chart
 
     bd = {"step_ms": 6.0, "steps": 3, "source": "gpu kernels", "overlap_ms": 0.0, "top": [],
           "ms": {"matmul": 3.0, "pointwise": 1.5, "copy": 0.0, "idle": 1.5}}
@@ -112,7 +118,7 @@ def test_a_generate_run_s_speed_chart_is_tokens_per_second_of_the_whole_batch():
 
 def test_two_runs_with_one_label_are_two_bars_each_named_by_its_run():
     """Compare drew two runs of one label, 721 and 1,059 ms per step, as one bar of about 1,780 ms."""
-    from ui.compare_charts import runs_breakdown_chart
+    from ui.charts.compare_charts import runs_breakdown_chart
 
     def run(ms: float) -> dict:
         bd = {"step_ms": ms, "steps": 3, "source": "cpu ops", "overlap_ms": 0.0, "top": [],

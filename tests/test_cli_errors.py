@@ -9,6 +9,7 @@ import pytest
 from tcore import cli
 from tcore.experiment.spec import SpecError
 from tcore.lab.policy import limits
+from tcore.lab.run import flags
 from tcore.store import RunStore
 from tests.helpers import QUICK, insert_run
 
@@ -147,8 +148,8 @@ def test_a_file_model_without_a_tiny_preset_runs_at_a_preset_it_has(tmp_path, mo
         "torch.randn(batch_size, 1, device=device, generator=generator)\n")
     args = cli.Parser(prog="tcore")
     sub = args.add_subparsers(dest="command")
-    cli._add_spec_args(sub.add_parser("run"))
-    exp = cli.experiment_from_args(args.parse_args(["run", "--model", "file:m.py", "--device", "cpu"]))
+    flags.add_spec_args(sub.add_parser("run"))
+    exp = flags.experiment_from_args(args.parse_args(["run", "--model", "file:m.py", "--device", "cpu"]))
     import sample_models
     assert exp.preset in sample_models.get(exp.model).presets
 

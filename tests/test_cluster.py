@@ -18,9 +18,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from tcore.lab.launch import cluster  # noqa: E402
 from tcore.lab.policy import limits
-from tcore.lab.settings import config
 from tcore.lab.queue import scheduler
 from tcore.lab.run import runs
+from tcore.lab.settings import config
 from tests import helpers  # noqa: E402
 from tests.helpers import wait_until  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Charts across runs (ui.compare_charts): the Compare page's bars and scatter, the sweep's heatmap."""
+"""Charts across runs (ui.charts.compare_charts): the Compare page's bars and scatter, the sweep's heatmap."""
 import math
 
 import pandas as pd
@@ -6,7 +6,8 @@ import pandas as pd
 from tcore.experiment.spec import Experiment
 from tcore.store import RunRecord
 from tests.chart_data import NO_RAPL, annotation_text, subtitle
-from ui import compare_charts, sweep_matrix
+from ui.charts import compare_charts
+from ui.words import sweep_matrix
 
 
 def runs_frame():

@@ -7,14 +7,12 @@ import re
 import pytest
 import torch
 
-from tcore.worker import break_registry
-
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.host import features
-from tcore.worker import diagnostics, stances
+from tcore.worker import break_registry, diagnostics, stances
 from tcore.worker.build import build, clone, compare
 from tcore.worker.compile import apply_compile, mark_nested_regions
-from ui import stance_words
+from ui.words import stance_words
 
 TINY = dict(model="captioner", preset="tiny", batch_size=2, device="cpu")
 
@@ -53,7 +51,7 @@ def test_a_message_without_its_link_is_looked_up_by_type():
 
 
 def test_the_registry_words_sit_beside_the_labs_own():
-    from ui import graph_words
+    from ui.words import graph_words
 
     b = {"reason": "Unsupported Tensor.item() call", "count": 1,
          "registry": {"gb_id": "GB0124", "gb_type": "Unsupported Tensor.item() call", "explanation": "Why.",
@@ -177,7 +175,7 @@ def test_eager_then_compile_is_per_function_and_the_probe_says_which_compiled_wh
     assert all(c["correctness_ok"] for c in p["calls"])
     words = " ".join(stance_words.probe_words(p))
     assert "per function, not per call of the model" in words
-    assert f"ran eagerly on call 1 and compiled on call 2, once for every size" in words
+    assert "ran eagerly on call 1 and compiled on call 2, once for every size" in words
     assert f"Yet call 1 was not all eager: {len(first['where'])} compiles ran inside it" in words
 
 
@@ -272,7 +270,7 @@ SCHEDULE_RUN = {
 
 
 def test_the_diagnose_page_says_where_fail_on_recompile_would_stop_a_schedule_with_the_guard():
-    from ui.stance_words import stance_words
+    from ui.words.stance_words import stance_words
 
     fail, eager = stance_words(SCHEDULE_RUN)
     assert "stopped at its first recompilation" in fail and "size mismatch at index 1. expected 5, actual 11" in fail
@@ -282,7 +280,7 @@ def test_the_diagnose_page_says_where_fail_on_recompile_would_stop_a_schedule_wi
 
 
 def test_the_stance_words_grey_out_on_a_torch_without_stances(monkeypatch):
-    from ui.stance_words import stance_words
+    from ui.words.stance_words import stance_words
 
     monkeypatch.delattr(torch.compiler, "set_stance")
     lines = stance_words(SCHEDULE_RUN)

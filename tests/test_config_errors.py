@@ -111,8 +111,8 @@ def test_the_command_line_says_a_setting_written_wrongly_in_one_line(tmp_path, m
 
 @pytest.mark.parametrize("text", ["[cluster]\naddress = 5", "cluster = \"x\"", "[cluster]\naddress = \"host:99999\""])
 def test_the_system_page_says_a_cluster_setting_written_wrongly_in_a_sentence(tmp_path, monkeypatch, text):
-    from tests.app_harness import app, texts
     from tcore.lab.launch import cluster
+    from tests.app_harness import app, texts
 
     monkeypatch.delenv(cluster.ADDRESS_ENV, raising=False)
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))

@@ -4,8 +4,8 @@ The store's part (tcore.store.devices) and the lab's broker (tcore.lab.queue.lea
 (tcore.worker.lease) against a real Dynamo compile; the room's plan (tcore.lab.queue.room) as arithmetic.
 """
 import io
-import math
 import json
+import math
 import threading
 import time
 

@@ -1,4 +1,4 @@
-"""The Diagnose page's charts and queries (ui.diagnose_charts, ui.diagnose_queries): compile timelines, shape
+"""The Diagnose page's charts and queries (ui.charts.diagnose_charts, ui.words.diagnose_queries): compile timelines, shape
 schedules, runs side by side, kernels, the four-way and cold-against-warm cache charts."""
 import math
 
@@ -8,7 +8,8 @@ import pytest
 from tcore.experiment.spec import Experiment
 from tcore.store import RunRecord
 from tests.chart_data import annotation_text, subtitle
-from ui import diagnose_charts, diagnose_queries
+from ui.charts import diagnose_charts
+from ui.words import diagnose_queries
 
 
 @pytest.fixture
@@ -171,7 +172,7 @@ def test_four_way_picks_the_newest_run_of_each_cell_with_the_same_settings():
 
 def test_the_compilations_chart_says_it_counts_compilations_not_graphs():
     """'Dynamo captured 2 graphs' beside a chart of '4 graphs'."""
-    from ui import diagnose_charts
+    from ui.charts import diagnose_charts
 
     fig = diagnose_charts.graph_ops_chart({"graphs": [{"compile_id": f"0/{i}", "frame": "forward", "ops": 10}
                                                       for i in range(4)]})

@@ -8,12 +8,11 @@ import json
 
 import pytest
 
+import sample_models
 from tcore.experiment.schedule import make_schedule, varying_dims
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab.run import runs
 from tcore.worker.shapes import pad
-
-import sample_models
 
 
 def _exp(**changes):

@@ -102,7 +102,7 @@ def test_the_html_report_is_one_offline_page_with_its_charts_and_table():
     import pandas as pd
     import plotly.graph_objects as go
 
-    from ui import exports
+    from ui.panels import exports
 
     figs = [go.Figure(go.Bar(x=["a"], y=[1]), layout_title_text=f"Chart {i}") for i in range(3)]
     page = exports.html_report("Two runs", pd.DataFrame({"Run": ["x", "y"], "Speedup": [1.5, None]}), figs)

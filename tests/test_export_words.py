@@ -5,7 +5,7 @@ import re
 import pandas as pd
 import plotly.graph_objects as go
 
-from ui import exports
+from ui.panels import exports
 
 
 def test_each_explanation_sits_under_its_own_chart_and_noisy_notes_stand_out():
@@ -26,7 +26,7 @@ def test_the_export_draws_each_run_s_bars_apart_when_two_runs_share_a_label():
     """The HTML report drew two runs of one label as one bar of both their times, as the page did."""
     import json
 
-    from ui.compare_charts import runs_breakdown_chart
+    from ui.charts.compare_charts import runs_breakdown_chart
 
     def run(ms: float) -> dict:
         bd = {"step_ms": ms, "steps": 3, "source": "cpu ops", "overlap_ms": 0.0, "top": [], "ms": {"matmul": ms}}

@@ -7,11 +7,11 @@ from streamlit.testing.v1 import AppTest
 from tcore.experiment import protocol
 from tcore.lab.launch import launcher
 from tcore.lab.outputs import tlparse
-from tcore.lab.settings import private
 from tcore.lab.run import runs
+from tcore.lab.settings import private
 from tcore.store import RunStore
 from tests.helpers import QUICK
-from ui.people import plain
+from ui.panels.people import plain
 
 HOSTILE = "![x](http://127.0.0.1:9/a.png)"
 

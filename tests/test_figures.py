@@ -158,6 +158,6 @@ def test_every_interval_is_named_at_one_level_and_a_lopsided_one_by_both_sides()
     assert figures.interval_name({"speedup_confidence_pct": 50.0, "paired_rounds": 2}) == "range of its 2 rounds"
     assert figures.interval_reach({"speedup": 0.54, "speedup_low": 0.44, "speedup_high": 0.94}) == "−19% / +74%"
     assert figures.interval_reach({"speedup": 1.30, "speedup_low": 1.27, "speedup_high": 1.33}) == "± 2.3%"
-    from tcore.figures import paired
     from tcore.experiment.spec import DEFAULTS
+    from tcore.figures import paired
     assert paired.TARGET_PCT == paired.WIDE_PCT == DEFAULTS["target_pct"]  # one threshold: aimed for, and Noisy past it

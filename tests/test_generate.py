@@ -8,8 +8,6 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import insert_run
-
 import sample_models
 from sample_models import decoding
 from tcore import figures
@@ -21,6 +19,7 @@ from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
 from tcore.worker import membw
 from tcore.worker.generate_measurement import gathered_bytes, launch_words
+from tests.helpers import insert_run
 
 
 def test_decode_reads_the_weights_and_a_static_cache_whole_a_dynamic_one_as_it_grows():
@@ -75,7 +74,7 @@ def test_a_decode_step_reads_embedding_tables_a_row_at_a_time_unless_a_head_shar
 
 def test_the_bandwidth_tile_names_each_yardstick_with_its_figure():
     pytest.importorskip("streamlit")
-    from ui.generate import bandwidth_tile, bandwidth_words
+    from ui.panels.generate import bandwidth_tile, bandwidth_words
 
     r = {"compiled_decode_tb_s": 1.42, "compiled_decode_bw_measured_pct": 49.0, "mem_bw_measured_tb_s": 2.9,
          "compiled_decode_bw_pct": 42.4, "mem_bw_datasheet_tb_s": 3.35}

@@ -1,9 +1,9 @@
 """Diagnose, one generate run: what a new prompt length costs, the static KV cache beside the dynamic one, from two
 real tiny generate runs (aot_eager: traced, eager kernels, seconds on the CPU)."""
-from tcore.lab.run import runs
 from tcore.experiment.spec import Experiment
+from tcore.lab.run import runs
 from tests.app_harness import app, db, texts  # noqa: F401 (the db fixture)
-from ui import generate
+from ui.panels import generate
 
 COLUMNS = ("Recompilations as the cache grew", "Recompilations for a prompt 1 token shorter", "In which function")
 

@@ -1,14 +1,12 @@
 """On a CUDA GPU (pytest -m gpu): every model and compile knob runs, and power readings are plausible."""
-import time
-
 import statistics
+import time
 
 import pytest
 
 from tcore.experiment.spec import Experiment
-from tcore.lab.run import runs
 from tcore.lab.queue import spares
-from tcore.lab.run import registry
+from tcore.lab.run import registry, runs
 
 pytestmark = pytest.mark.gpu
 
@@ -146,8 +144,8 @@ def test_the_gpu_breakdown_adds_up_to_the_step_and_finds_matmuls(store):
 def test_a_run_records_the_physical_gpu_and_takes_a_spare_worker(store):
     """The GPU a run measured on is named by its NVML index and UUID (what nvidia-smi shows), and a spare
     worker started ahead in the slot, with CUDA already up, runs it."""
-    from tcore.lab.queue import scheduler
     from tcore.experiment.protocol import READY
+    from tcore.lab.queue import scheduler
 
     slot = scheduler.device_slots("cuda")[0]
     spares.SPARES.fill(slot, scheduler.slot_env(slot))

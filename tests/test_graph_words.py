@@ -5,7 +5,7 @@ The figures are a real run's (captioner/tiny with the deliberate graph break, ao
 counter said 2 graph breaks while its log listed 3 (two at captioner.py:74, one at :97), and the code after each
 break recompiled on a guard over the number .item() returned.
 """
-from ui import graph_words
+from ui.words import graph_words
 
 PATH = "/work/main/sample_models/captioner.py"
 SOURCE = "if x.abs().mean().item() > 1e4:"

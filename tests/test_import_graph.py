@@ -1,4 +1,5 @@
-"""No module in tcore/ imports, directly or through others, a module that imports it back.
+"""No module in tcore/, ui/ or sample_models/ imports, directly or through others, a module that imports it back; each
+package leans only on the layers below it.
 
 Imports inside functions count: a lazy import is a circle postponed (it breaks the day someone moves it to the
 top), so the graph is every import statement in a module's source, wherever it stands. Importing a module inside a
@@ -9,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "tcore"
+PACKAGES = ("tcore", "ui", "sample_models")
 
 
 def _module_name(path: Path) -> str:
@@ -17,11 +18,12 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(p): p for p in PACKAGE.glob("**/*.py") if "__pycache__" not in p.parts}
+MODULES = {_module_name(p): p for package in PACKAGES for p in (ROOT / package).glob("**/*.py")
+           if "__pycache__" not in p.parts}
 
 
 def _resolve(name: str) -> str | None:
-    """The tcore module that importing `name` runs: `name` itself, or the nearest package above it."""
+    """The module of ours that importing `name` runs: `name` itself, or the nearest package above it."""
     while name:
         if name in MODULES:
             return name
@@ -30,7 +32,7 @@ def _resolve(name: str) -> str | None:
 
 
 def _imported(module: str, path: Path) -> set[str]:
-    """The tcore modules `module` imports anywhere in its source (top level, functions, branches)."""
+    """The modules of ours that `module` imports anywhere in its source (top level, functions, branches)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -154,14 +156,61 @@ def test_each_package_of_tcore_reaches_only_the_layers_below_it():
     for package, allowed in MAY_REACH.items():
         modules = [m for m in graph if _inside(m, package)]
         assert modules, package
-        beyond = {m: sorted(w for w in _reached(graph, m) if ".".join(w.split(".")[:2]) not in allowed)
+        beyond = {m: sorted(w for w in _reached(graph, m)
+                            if w.startswith("tcore") and ".".join(w.split(".")[:2]) not in allowed)
                   for m in modules}
         assert {m: w for m, w in beyond.items() if w} == {}, package
 
 
-def test_no_module_in_tcore_is_part_of_an_import_cycle():
-    found = cycles(import_graph())
-    assert found == [], "import cycles in tcore/:\n" + "\n".join(" -> ".join(c) for c in found)
+def test_no_module_is_part_of_an_import_cycle():
+    graph = import_graph()
+    assert any(m.startswith("ui.") for m in graph) and any(m.startswith("sample_models.") for m in graph)
+    found = cycles(graph)
+    assert found == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_lab_never_reaches_the_pages_and_the_models_never_reach_the_lab():
+    graph = import_graph()
+    for package, forbidden in (("tcore", ("ui",)), ("sample_models", ("tcore", "ui"))):
+        beyond = {m: sorted(w for w in _reached(graph, m) if w.split(".")[0] in forbidden)
+                  for m in graph if _inside(m, package)}
+        assert {m: w for m, w in beyond.items() if w} == {}, package
+
+
+# ui/ by kind: the words beside the charts (no Streamlit, no Plotly), the charts (Plotly, no Streamlit), and the
+# panels that draw them on a page with Streamlit. A kind leans only on the kinds before it.
+UI_KINDS = [("words", ()), ("charts", ("plotly",)), ("panels", ("plotly", "streamlit"))]
+
+
+def _third_party(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_ui_kinds_lean_only_on_the_kinds_before_them():
+    graph = import_graph()
+    for i, (kind, libraries) in enumerate(UI_KINDS):
+        allowed = {f"ui.{k}" for k, _ in UI_KINDS[: i + 1]}
+        modules = [m for m in graph if _inside(m, f"ui.{kind}")]
+        assert len(modules) > 1, kind
+        beyond = {m: sorted(w for w in _reached(graph, m)
+                            if w.startswith("ui.") and ".".join(w.split(".")[:2]) not in allowed)
+                  for m in modules}
+        assert {m: w for m, w in beyond.items() if w} == {}, kind
+        drawn_with = {m: sorted(_third_party(MODULES[m]) & {"plotly", "streamlit"} - set(libraries)) for m in modules}
+        assert {m: libs for m, libs in drawn_with.items() if libs} == {}, kind
+
+
+def test_the_model_sources_lean_on_the_interface_not_on_the_registry():
+    graph = import_graph()
+    sources = [m for m in graph if _inside(m, "sample_models.sources") or m == "sample_models.interface"]
+    assert "sample_models.interface" in graph["sample_models.sources.common"]
+    assert {m: "sample_models" for m in sources if "sample_models" in graph[m]} == {}
 
 
 # The lab's rooms by job, each leaning only on the rooms below it: its settings; what a run leaves behind (outputs);

@@ -1,5 +1,5 @@
 """The instructor's unlock outlives the session it was typed in, for the same browser at the same address only
-(ui.people): a random token in a cookie and under the browser's Streamlit XSRF token, known only to this server
+(ui.panels.people): a random token in a cookie and under the browser's Streamlit XSRF token, known only to this server
 process; Lock revokes every one; a changed
 passcode, a token the server never issued, one from another address or one past UNLOCK_HOURS unlocks nothing; and
 only the session that unlocked or locked writes the cookie. Driven in Streamlit's bare mode, where session_state is
@@ -8,7 +8,7 @@ import pytest
 import streamlit as st
 
 from tcore.lab.settings import private
-from ui import people
+from ui.panels import people
 
 CODE = "sesame"
 

@@ -11,7 +11,12 @@ import torch
 from tcore.experiment.spec import Experiment
 from tcore.lab import ladder
 from tcore.worker import ladder as worker_ladder
-from tests.ladder_rungs import PARTS, SPEC, assert_rung_reached_a_first_result_that_matches_eager, climb
+from tests.ladder_rungs import (
+    PARTS,
+    SPEC,
+    assert_rung_reached_a_first_result_that_matches_eager,
+    climb,
+)
 
 CACHE_RUNGS = ["eager", *PARTS["test_ladder.py"]]
 

@@ -3,7 +3,11 @@ in a fresh process) for real on the tiny captioner, after eager: a part of the l
 climbs beside the others (tests/ladder_rungs.py says why)."""
 import pytest
 
-from tests.ladder_rungs import PARTS, assert_rung_reached_a_first_result_that_matches_eager, climb
+from tests.ladder_rungs import (
+    PARTS,
+    assert_rung_reached_a_first_result_that_matches_eager,
+    climb,
+)
 
 
 @pytest.fixture(scope="module")

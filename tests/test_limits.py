@@ -7,9 +7,8 @@ import pytest
 
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab.policy import limits, memory
-from tcore.lab.settings import private
-from tcore.lab.settings import config
 from tcore.lab.run import runs
+from tcore.lab.settings import config, private
 from tests.helpers import QUICK, hold_cpu_slot, insert_run
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
@@ -133,6 +132,7 @@ def test_a_forward_that_reads_its_inputs_values_has_no_estimate_and_the_run_stil
     # traceback instead of running: a forward that cannot run abstractly means no estimate, as a missing meta
     # kernel does, and the run's own OOM guard applies.
     import torch
+
     import sample_models
 
     entry = sample_models.get("captioner")

@@ -8,10 +8,8 @@ import pytest
 import torch
 
 from tcore import figures
-
-from tcore.experiment import protocol
-
 from tcore.analysis import report
+from tcore.experiment import protocol
 from tcore.experiment.spec import Experiment
 from tcore.host.power import PowerMeter, PowerSampler, RaplMeter, open_meter
 from tcore.worker.diagnostics import phase_split_s

@@ -8,7 +8,11 @@ import torch
 
 import sample_models
 from sample_models.sources.common import UnknownModel
-from sample_models.sources.hf_models import decoder_start_id, position_limit, special_ids
+from sample_models.sources.hf_models import (
+    decoder_start_id,
+    position_limit,
+    special_ids,
+)
 
 
 def _config(name: str, preset: str):

@@ -46,10 +46,10 @@ def test_your_own_file_needs_the_lab_s_permission(app, tmp_path):
 
 
 def test_no_path_in_the_app_queues_a_file_model_the_lab_does_not_allow(tmp_path, monkeypatch):
-    """ui.queue.submit is the app's one way to queue a run (Run, Sweep, Diagnose, a suggestion's Queue it); a
+    """ui.panels.queue.submit is the app's one way to queue a run (Run, Sweep, Diagnose, a suggestion's Queue it); a
     `file:` counterpart of a run stored from the command line must be refused there too."""
-    from tcore.lab.policy import limits
     from tcore.experiment.spec import SpecError
+    from tcore.lab.policy import limits
     monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "compile-lab.toml"))
     (tmp_path / "compile-lab.toml").write_text("")
     with pytest.raises(SpecError, match="allow_files = true"):
@@ -121,7 +121,7 @@ def test_a_search_with_no_pick_runs_nothing_until_a_match_is_picked(app):
 
 
 def test_match_counts_read_as_english():
-    from ui.model_picker import matches
+    from ui.panels.model_picker import matches
     assert [matches(n) for n in (0, 1, 5, 1200)] == ["no match", "1 match", "5 matches", "1,200 matches"]
 
 

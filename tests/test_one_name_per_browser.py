@@ -1,4 +1,4 @@
-"""A name is the browser's, not the tab's (ui.people): a name typed in one tab is every tab's, each tab says so, and no
+"""A name is the browser's, not the tab's (ui.panels.people): a name typed in one tab is every tab's, each tab says so, and no
 run changes hands between two tabs of one browser. Two tabs here are two AppTest sessions opened from the same
 address (?me=), as a second tab of the browser is; tests/test_browser_people.py does the same in Chromium."""
 import secrets
@@ -76,7 +76,7 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_it_says_so(db):
 def test_an_id_the_server_has_not_seen_goes_by_the_name_its_runs_have_now(db):
     """After a restart (this process forgets every name) a bookmark made before a rename still finds its runs: the
     store knows the secret under its new name."""
-    from ui import people
+    from ui.panels import people
 
     ada = f"ada~1a2b.{secrets.token_hex(8)}"
     bob = ada.replace("ada~", "bob~")

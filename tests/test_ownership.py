@@ -14,7 +14,13 @@ from tcore.lab.queue import scheduler
 from tcore.lab.run import runs
 from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import queue as store_queue
-from tests.helpers import QUICK, hold_cpu_slot, killed_after_it_reports, last_heartbeat, wait_until
+from tests.helpers import (
+    QUICK,
+    hold_cpu_slot,
+    killed_after_it_reports,
+    last_heartbeat,
+    wait_until,
+)
 
 CLI_QUICK = ["--model", "captioner", "--preset", "tiny", "--batch-size", "2", "--device", "cpu", "--warmup-steps",
              "1", "--timed-steps", "2", "--rounds", "1", "--backend", "eager", "--cache", "warm", "--quiet"]

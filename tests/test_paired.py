@@ -7,7 +7,6 @@ import statistics
 import pytest
 
 from tcore import figures
-
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired
 from tests.helpers import insert_run

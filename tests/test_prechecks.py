@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import sample_models
+from sample_models import interface
 from sample_models.sources import file_models
 from sample_models.sources.common import _build_on
 from tcore.experiment.spec import Experiment, SpecError
@@ -59,12 +60,10 @@ def as_worker(monkeypatch):
     """This process reads model files as a worker does; no estimate or FLOP count is kept from another test."""
     monkeypatch.setattr(file_models, "_IMPORTS_ALLOWED", True)
     memory._estimate_bytes.cache_clear()
-    sample_models._flops_per_sample.cache_clear()
-    sample_models._param_count.cache_clear()
+    interface.clear_counts()
     yield
     memory._estimate_bytes.cache_clear()
-    sample_models._flops_per_sample.cache_clear()
-    sample_models._param_count.cache_clear()
+    interface.clear_counts()
 
 
 def experiment(model: str, **kw) -> Experiment:
@@ -123,7 +122,7 @@ def test_a_forward_that_branches_on_a_value_has_no_estimate_a_reason_and_flops_c
 
 def test_flops_that_cannot_be_counted_anywhere_say_why(tmp_path, as_worker, monkeypatch):
     name = model_file(tmp_path, forward=VALUE_BRANCH)
-    monkeypatch.setattr(sample_models, "FLOPS_ON_CPU_MAX_PARAMS", 10)
+    monkeypatch.setattr(interface, "FLOPS_ON_CPU_MAX_PARAMS", 10)
     with pytest.raises(NotImplementedError, match="could not be counted .*too many to count on the CPU"):
         sample_models.get(name).flops_per_sample("tiny")
 
@@ -181,6 +180,7 @@ def test_timm_regnet_as_it_was_before_1_0_30_reads_its_sizes_and_is_estimated(mo
     (aten::_unique2 on the meta device, in RegNet's constructor). The same constructor, as it was, here."""
     timm = pytest.importorskip("timm")
     from timm.models import regnet
+
     from sample_models import sources
 
     real = regnet.generate_regnet

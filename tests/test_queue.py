@@ -15,12 +15,18 @@ import time
 import pytest
 
 from tcore.lab.queue import scheduler
-from tcore.lab.run import runs
-from tcore.lab.run import registry
+from tcore.lab.run import registry, runs
 from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
-from tests.helpers import (HANG_S, QUICK, assert_no_overlap, hold_cpu_slot, killed_after_it_reports, last_heartbeat,
-                           wait_until)
+from tests.helpers import (
+    HANG_S,
+    QUICK,
+    assert_no_overlap,
+    hold_cpu_slot,
+    killed_after_it_reports,
+    last_heartbeat,
+    wait_until,
+)
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
 

@@ -8,9 +8,7 @@ import statistics
 import pytest
 
 from tcore import figures
-
 from tcore.analysis import history, report
-
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired, rerun
 from tcore.lab.run.recording import with_history

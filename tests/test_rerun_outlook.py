@@ -5,10 +5,10 @@ import socket
 
 import pytest
 
+from tcore.experiment.spec import Experiment
 from tcore.figures import rerun
 from tcore.host import machine
 from tcore.lab import rerun_outlook
-from tcore.experiment.spec import Experiment
 from tests.app_harness import app, db, texts  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run
 from tests.test_app import H200

@@ -1,14 +1,14 @@
-"""One answer to "what state is my run in" (ui.run_state.state): the store's record says first that a run has
+"""One answer to "what state is my run in" (ui.words.run_state.state): the store's record says first that a run has
 ended, this process's live run gives the phase of a run it follows, the queue places a run another process runs;
 every fragment of the Run page reads the same RunState."""
 from types import SimpleNamespace
 
 from tcore.experiment.protocol import PHASE_TITLES
-from tcore.lab.run import runs
 from tcore.lab.queue.waiting import Wait
+from tcore.lab.run import runs
 from tcore.store.queue import BY_INSTRUCTOR
 from tests.helpers import QUICK, insert_run
-from ui import run_state
+from ui.words import run_state
 
 
 def following(monkeypatch, run_id: str, **snap) -> None:

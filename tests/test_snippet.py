@@ -95,8 +95,8 @@ def _with_repo_on_path(**extra):
 def test_the_snippet_times_by_the_run_s_own_rule():
     """A run that used its 2 s per variant is copied with 2 s per variant and its own target, not a rule of the
     snippet's own (it said 'within ±3% or 3 s' beside a run timed otherwise)."""
-    from tcore.export.snippet import code_for
     from tcore.experiment.spec import Experiment
+    from tcore.export.snippet import code_for
 
     exp = Experiment(model="captioner", preset="tiny", device="cpu", timed_s=2.0, round_s=0.25, target_pct=4.0, rounds=8)
     code = code_for(exp.to_dict(), "cpu")

@@ -13,7 +13,9 @@ import pytest
 
 from tcore.experiment.spec import Experiment
 from tcore.export.snippet import code_for
-from tests.test_snippet import test_the_snippet_compiles_the_same_graphs_as_the_run as same_graphs
+from tests.test_snippet import (
+    test_the_snippet_compiles_the_same_graphs_as_the_run as same_graphs,
+)
 
 CASES = {
     # decoder layers from _no_split_modules, training with the compiled optimizer

@@ -1,9 +1,8 @@
 """The experiment spec: validation messages, JSON round trip, device checks."""
 import pytest
 
-from tcore.experiment.spec import MODES, Experiment, SpecError
-
 from tcore.experiment.device import check_on_device, resolve_device
+from tcore.experiment.spec import MODES, Experiment, SpecError
 
 
 def test_defaults_are_valid_and_round_trip_through_json():
@@ -87,7 +86,7 @@ def test_every_field_documents_itself_and_each_of_its_choices():
 def test_the_run_page_and_the_command_line_show_the_same_sentences(capsys):
     from tcore.cli import main
     from tcore.experiment.spec import describe
-    from ui.knobs import explain
+    from ui.panels.knobs import explain
 
     with pytest.raises(SystemExit):
         main(["run", "--help"])

@@ -122,7 +122,7 @@ def test_a_spare_whose_imports_were_done_shows_no_imports_in_the_run():
 
 
 def test_a_record_without_a_timeline_says_so_and_draws_no_bar():
-    from ui import timeline_bar
+    from ui.panels import timeline_bar
 
     assert timeline.caption({"speedup": 1.2}) == "n/a: recorded before the lab kept a timeline"
     assert timeline_bar.timeline_chart({"speedup": 1.2}) is None

@@ -5,8 +5,8 @@ import time
 import pytest
 
 from tcore.experiment.protocol import PHASE_TITLES
-from tcore.lab.run import runs
 from tcore.lab.launch.handles import timeout_message
+from tcore.lab.run import runs
 from tcore.worker.failures import STALL_ENV
 
 LIMIT_S = 8.0

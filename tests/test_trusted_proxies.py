@@ -1,6 +1,6 @@
 """Behind a reverse proxy every connection comes from the proxy, so the per-address limits and the instructor's
 address binding told nobody apart. [room] trusted_proxies names the proxies whose X-Forwarded-For is believed
-(tcore.lab.queue.room.client_address, read by ui.people.client_address); a header from anyone else is ignored."""
+(tcore.lab.queue.room.client_address, read by ui.panels.people.client_address); a header from anyone else is ignored."""
 from types import SimpleNamespace
 
 import pytest
@@ -8,10 +8,10 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tcore.lab.policy import limits
-from tcore.lab.settings import private
 from tcore.lab.queue import room
+from tcore.lab.settings import private
 from tests.app_harness import db  # noqa: F401 (db: the fixture)
-from ui import people
+from ui.panels import people
 
 LOCAL = room.trusted_proxies({room.PROXIES_ENV: "127.0.0.1,::1"})
 

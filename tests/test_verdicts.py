@@ -5,7 +5,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tcore.experiment.spec import Experiment
-from ui import compare_charts, sweep_matrix, verdicts
+from ui.charts import compare_charts
+from ui.words import sweep_matrix, verdicts
 
 
 def run(speedup, low, high, **more):

@@ -1,4 +1,4 @@
-"""The words beside the charts (ui.run_words, ui.graph_words, ui.sweep_matrix, ui.run_state's queue words), on
+"""The words beside the charts (ui.words.run_words, ui.words.graph_words, ui.words.sweep_matrix, ui.words.run_state's queue words), on
 hand-made results: what compile did, correctness, payback, the best setting, graph breaks."""
 import pandas as pd
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from tcore import figures
 from tcore.analysis.advice import inside_torch
 from tests.chart_data import cpu_eager_only, gpu_result  # noqa: F401 (fixtures)
-from ui import diagnose_queries, graph_words, run_state, run_words, sweep_matrix
+from ui.words import diagnose_queries, graph_words, run_state, run_words, sweep_matrix
 
 
 def test_graph_words_name_breaks_and_recompiles(gpu_result):
@@ -123,7 +123,7 @@ def test_break_grouping_strategies_and_queue_words():
 
 
 def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
-    from ui import people, queue
+    from ui.panels import people, queue
 
     assert queue.whose("ada~3f9a", "ada~3f9a") == "yours"
     assert queue.whose("ada~3f9a", "guest-0badc0") == "ada"
@@ -149,7 +149,7 @@ def test_break_pair_words_say_what_the_break_cost():
 
 
 def test_the_baseline_sentence_says_which_precision_and_layout_eager_ran_in():
-    from ui.run_words import baseline_words
+    from ui.words.run_words import baseline_words
 
     tuned = baseline_words({"model": "resnet50", "precision": "bf16", "channels_last": True}, "cuda")
     assert "**bf16**" in tuned and "channels_last**, as people tune a CNN" in tuned
@@ -224,7 +224,7 @@ def generated(**more) -> dict:
 
 
 def test_generate_tiles_take_the_percentage_from_the_tokens_shown_and_say_they_are_the_batch_s():
-    from ui import generate
+    from ui.panels import generate
 
     (_, _, compile_tile), (eager, compiled, _) = generate.headline_tiles(generated(speedup=0.45))
     assert compiled["delta"] == "-56% vs eager"  # 56.1 / 126.4, not the paired speedup's -45%
@@ -237,7 +237,7 @@ def test_generate_tiles_take_the_percentage_from_the_tokens_shown_and_say_they_a
 
 
 def test_each_compile_scope_says_what_it_compiled_and_with_which_call():
-    from ui.results import scope_words
+    from ui.panels.results import scope_words
 
     blocks = {"regional_blocks": {"Block": 4}, "regional_call": "block.compile"}
     hierarchical = scope_words(blocks, {"compile": "hierarchical"})  # recorded as block.compile by older workers
@@ -283,7 +283,7 @@ def test_torch_s_own_optimizer_break_is_labelled_as_torch_s_in_the_list_of_break
 
 
 def test_a_suggestion_s_counterpart_says_how_its_speedup_compares_and_equal_kernel_counts_are_explained():
-    from ui.advice import pair_words
+    from ui.panels.advice import pair_words
 
     before = {"speedup": 1.93, "speedup_low": 1.85, "speedup_high": 2.0}
     after = {"speedup": 1.14, "speedup_low": 1.1, "speedup_high": 1.2}

@@ -11,9 +11,8 @@ import torch
 
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.figures import timeline
-from tcore.lab.run import runs
 from tcore.lab.queue import spares
-from tcore.lab.run import registry
+from tcore.lab.run import registry, runs
 from tcore.lab.settings.config import REPO_ROOT
 
 

@@ -1,1 +1,4 @@
-"""Streamlit UI pieces shared by the pages; the chart and words modules stay free of Streamlit."""
+"""What the pages (app_pages/) are drawn from, by kind: words/ (the sentences and tables beside the figures; neither
+Streamlit nor Plotly), charts/ (Plotly figures, in one style: charts/style.py; no Streamlit) and panels/ (the parts of
+a page, drawn with Streamlit from the words and the charts). A kind leans only on the kinds before it
+(tests/test_import_graph.py)."""

@@ -34,13 +34,29 @@ from __future__ import annotations
 
 import functools
 
-
 # the names the rest of the lab reaches here, as sample_models.sources.quiet_dropout and so on (the snippet's code calls quiet_dropout)
-from sample_models.sources.common import (LAB, OFFLINE, QUIET, CannotBuild, NeedsDownload, RealModel,  # noqa: F401
-                                          Source, UnknownModel, _count, _on, go_offline, offline_build, quiet_dropout,
-                                          repeated_classes, symbolic_sizes)
+from sample_models.sources.common import (  # noqa: F401
+    LAB,
+    OFFLINE,
+    QUIET,
+    CannotBuild,
+    NeedsDownload,
+    RealModel,
+    Source,
+    UnknownModel,
+    _count,
+    go_offline,
+    offline_build,
+    quiet_dropout,
+    repeated_classes,
+)
 from sample_models.sources.diffusers_models import DiffusersSource
-from sample_models.sources.file_models import FILE_INTERFACE, SOURCES_FILE, FileSource, file_model  # noqa: F401
+from sample_models.sources.file_models import (  # noqa: F401
+    FILE_INTERFACE,
+    SOURCES_FILE,
+    FileSource,
+    file_model,
+)
 from sample_models.sources.hf_models import HfSource
 from sample_models.sources.timm_models import TimmSource
 from sample_models.sources.torchvision_models import TorchvisionSource

@@ -11,6 +11,9 @@ from typing import Callable, Iterator
 import torch
 import torch.nn as nn
 
+from sample_models import interface
+from sample_models.interface import Batch, on
+
 LAB = Path(__file__).resolve().parents[2]  # the lab's folder, where workers run
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -79,8 +82,6 @@ class RealModel:
 
     def make_batch(self, preset: str, batch_size: int, *, device="cpu", seq_len: int | None = None,
                    generator: torch.Generator | None = None):
-        from sample_models import Batch
-
         sizes = self.sizes(preset)
         if seq_len is not None:
             sizes = {**sizes, self.seq_field: seq_len}
@@ -118,12 +119,10 @@ class RealModel:
         return self.source.build_code(self.ref, self.sizes(preset))
 
     def param_count(self, preset: str) -> int:
-        from sample_models import _param_count
-        return _param_count(self.name, preset)
+        return interface.param_count(self, preset)
 
     def flops_per_sample(self, preset: str, *, training: bool = False) -> int:
-        from sample_models import _flops_per_sample
-        return _flops_per_sample(self.name, preset, training)
+        return interface.flops_per_sample(self, preset, training)
 
 
 class Source:
@@ -151,7 +150,7 @@ class Source:
         return repeated_classes(model)
 
     def abstract(self):
-        return _on("meta")
+        return on("meta")
 
     def build_code(self, ref: str, sizes: dict) -> list[str]:
         raise NotImplementedError
@@ -202,25 +201,6 @@ def quiet_dropout(model: nn.Module) -> None:
             for attr in ("p", "drop_prob"):
                 if isinstance(getattr(m, attr, None), float) and getattr(m, attr) > 0:
                     setattr(m, attr, QUIET)
-
-
-@contextmanager
-def _on(device: str) -> Iterator[str]:
-    yield device
-
-
-@contextmanager
-def symbolic_sizes() -> Iterator[str]:
-    """The fallback where a model's own abstract() cannot run its forward: fake tensors on "meta" with a shape
-    environment, as Dynamo traces, so an op whose output size depends on values (nonzero, unique, a boolean mask,
-    .item()) gets a symbolic size instead of failing. Build the model on "meta" before entering: its weights are taken
-    as they are (allow_non_fake_inputs). Yields the device to make batches on. A Python branch on a value still
-    fails here (GuardOnDataDependentSymNode)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True):
-        yield "meta"
 
 
 # Generic layers (a conv-norm-activation, a squeeze-excite) are parts of blocks, not blocks.

@@ -4,8 +4,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sample_models.sources.common import RealModel, Source, UnknownModel, _count, go_offline, repeated_classes
-
+from sample_models.sources.common import (
+    RealModel,
+    Source,
+    UnknownModel,
+    _count,
+    go_offline,
+    repeated_classes,
+)
 
 # Flux.1 [dev]'s transformer is FluxTransformer2DModel's defaults with guidance embedding (11.9 B parameters);
 # the tiny config is diffusers' own test config, two blocks of each kind so that copies share a compile.

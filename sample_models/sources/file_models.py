@@ -18,9 +18,15 @@ from typing import Callable
 import torch.nn as nn
 import torch.nn.functional as F
 
-from sample_models.sources.common import (LAB, RealModel, Source, UnknownModel, _build_on, offline_build,
-                                          repeated_classes)
-
+from sample_models.sources.common import (
+    LAB,
+    RealModel,
+    Source,
+    UnknownModel,
+    _build_on,
+    offline_build,
+    repeated_classes,
+)
 
 FILE_INTERFACE = """\
 A file for `file:PATH.py` defines (examples/my_model.py is one):

@@ -10,9 +10,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from sample_models.sources.common import (QUIET, RealModel, Source, UnknownModel, _build_on, _count, go_offline,
-                                          repeated_classes)
-
+from sample_models.sources.common import (
+    QUIET,
+    RealModel,
+    Source,
+    UnknownModel,
+    _build_on,
+    _count,
+    go_offline,
+    repeated_classes,
+)
 
 HF_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
                intermediate_size=128, vocab_size=1024, max_position_embeddings=512,
@@ -52,9 +59,11 @@ class HfSource(Source):
 
     def _mappings(self):
         go_offline()
-        from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                                                            MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-                                                            MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+            MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+            MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        )
         return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES, MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
     def names(self) -> list[str]:
@@ -142,7 +151,11 @@ class HfSource(Source):
 
     def _auto(self, kind: str):
         go_offline()
-        from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+        from transformers import (
+            AutoModelForCausalLM,
+            AutoModelForMaskedLM,
+            AutoModelForSeq2SeqLM,
+        )
         return {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM, "seq2seq": AutoModelForSeq2SeqLM}[kind]
 
     def build(self, ref, sizes):

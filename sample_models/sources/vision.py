@@ -5,7 +5,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from sample_models.sources.common import RealModel, Source, _build_on, _count, repeated_classes
+from sample_models.sources.common import (
+    RealModel,
+    Source,
+    _build_on,
+    _count,
+    repeated_classes,
+)
 
 
 def _classify_loss(output, target) -> torch.Tensor:

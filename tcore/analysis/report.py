@@ -4,11 +4,19 @@ from __future__ import annotations
 from typing import Any
 
 from tcore.analysis import advice
-
-from tcore.figures import breakdown
-from tcore.figures import (RUN_FIGURES, VARIANT_FIGURES, disagreement, host_bound, noise_reasons, speedup_words,
-                           summary_keys, text, unpaired_gap)
 from tcore.analysis.history import History, dots
+from tcore.figures import (
+    RUN_FIGURES,
+    VARIANT_FIGURES,
+    breakdown,
+    disagreement,
+    host_bound,
+    noise_reasons,
+    speedup_words,
+    summary_keys,
+    text,
+    unpaired_gap,
+)
 
 WITHHELD = "withheld"  # a figure of the profiled step's split where the page withholds its bars
 

@@ -5,7 +5,6 @@ import hashlib
 import json
 from typing import Any
 
-
 # Fields that say how long and how carefully to measure, and what to record on the side (a TORCH_TRACE): they
 # change neither the compiled code nor what a figure means.
 MEASUREMENT_FIELDS = frozenset({"warmup_steps", "timed_s", "timed_steps", "rounds", "round_s", "target_pct", "seed",

@@ -12,10 +12,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcore.experiment.checks import (
+    INDUCTOR_OPTIONS,
+    SpecError,
+    check,
+    choices_of,
+    defaults_of,
+)
+
 # the precision choices (each field's sentence names them), and the rules an experiment is checked by, with the error
 # that names the fix
 from tcore.experiment.precision import PRECISIONS
-from tcore.experiment.checks import INDUCTOR_OPTIONS, SpecError, check, choices_of, defaults_of
 
 
 def knob(default: Any, doc: str, choices: dict[Any, str] | None = None,

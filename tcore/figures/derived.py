@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from tcore.figures import paired
 from tcore.figures.fields import SLOW_STEP_FACTOR, VariantFigures
 
+
 @dataclass
 class Block:
     """One timed block of consecutive steps of one variant, as measured."""

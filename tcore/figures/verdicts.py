@@ -7,9 +7,16 @@ from typing import Any, Mapping
 from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import paired
 from tcore.figures.breakdown import CATEGORIES
-from tcore.figures.fields import (BUSY_CORES, DISAGREE_PCT, HOST_BUSY_PCT, HOST_IDLE_SHARE, NOISY_SPREAD_PCT,
-                                  SLOW_STEP_FACTOR, SLOW_TIME_PCT, UNPAIRED_GAP_PCT)
-
+from tcore.figures.fields import (
+    BUSY_CORES,
+    DISAGREE_PCT,
+    HOST_BUSY_PCT,
+    HOST_IDLE_SHARE,
+    NOISY_SPREAD_PCT,
+    SLOW_STEP_FACTOR,
+    SLOW_TIME_PCT,
+    UNPAIRED_GAP_PCT,
+)
 
 LEVEL_PCT = round(100 * paired.CONFIDENCE)  # the one confidence level every page names
 

@@ -19,8 +19,8 @@ from tcore.analysis import history
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import Experiment
 from tcore.figures import rerun
-from tcore.lab.run import runs
 from tcore.lab.rerun_outlook import machine_env
+from tcore.lab.run import runs
 from tcore.store import RunRecord, RunStore
 
 OWNER = "calibration"

@@ -211,9 +211,9 @@ def add_arguments(p, many_models: bool = False) -> None:
 
 
 def spec_from_args(args) -> str:
-    from tcore.lab.run.runs import preflight
-    from tcore.experiment.spec import Experiment
     from tcore.experiment.device import practical_defaults
+    from tcore.experiment.spec import Experiment
+    from tcore.lab.run.runs import preflight
 
     base = Experiment(model=args.model, device=args.device)
     device, _ = preflight(base)

@@ -30,10 +30,10 @@ from typing import Any, Callable, NamedTuple
 
 from tcore.experiment import protocol
 from tcore.experiment.spec import Experiment
-from tcore.lab.settings import config
-from tcore.lab.settings.config import REPO_ROOT
 from tcore.lab.launch.handles import RunEvents, timeout_message
 from tcore.lab.launch.remote import WORKDIR, run_on_node
+from tcore.lab.settings import config
+from tcore.lab.settings.config import REPO_ROOT
 from tcore.store.queue import CLUSTER_SLOT_PREFIX
 
 ADDRESS_ENV = "COMPILE_LAB_RAY_ADDRESS"

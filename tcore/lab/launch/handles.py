@@ -14,8 +14,15 @@ from typing import Any, Iterator
 from tcore.experiment import protocol
 from tcore.experiment.spec import Experiment
 from tcore.lab.launch import forkserver
-from tcore.lab.launch.launcher import (IMPORT_TIME_ENV, LOG_TAIL_LINES, Worker, _end_group, _kill_group,
-                                       _without_private, warm_cache_dir)
+from tcore.lab.launch.launcher import (
+    IMPORT_TIME_ENV,
+    LOG_TAIL_LINES,
+    Worker,
+    _end_group,
+    _kill_group,
+    _without_private,
+    warm_cache_dir,
+)
 from tcore.lab.outputs import artifacts
 
 _END = {"type": "_end"}

@@ -24,10 +24,9 @@ import threading
 import weakref
 from pathlib import Path
 
-from tcore.lab.settings import private
-
 from tcore.experiment import protocol
 from tcore.lab.launch import forkserver
+from tcore.lab.settings import private
 from tcore.lab.settings.config import REPO_ROOT, TORCH_TRACE_DIR
 
 LOG_TAIL_LINES = 40

@@ -22,9 +22,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tcore.experiment.protocol import (ARTIFACTS_MADE_ON, COLD_BECAUSE, LOAD_ARTIFACTS_FROM, SAVE_ARTIFACTS_TO, SAVE_TRACES_TO,
-                            made_on)
 from tcore.experiment.comparable import compile_key
+from tcore.experiment.protocol import (
+    ARTIFACTS_MADE_ON,
+    COLD_BECAUSE,
+    LOAD_ARTIFACTS_FROM,
+    SAVE_ARTIFACTS_TO,
+    SAVE_TRACES_TO,
+    made_on,
+)
 from tcore.lab.settings.config import TORCH_TRACE_DIR
 from tcore.store import RunStore
 

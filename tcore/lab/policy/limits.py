@@ -35,15 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from tcore.experiment.comparable import compile_key
+from tcore.experiment.spec import Experiment, SpecError
 from tcore.host import machine
 from tcore.lab.launch import cluster
-from tcore.experiment.comparable import compile_key
+from tcore.lab.policy.memory import estimate_memory_gib
 from tcore.lab.settings.config import LimitsError
 from tcore.lab.settings.config import read as _config
 from tcore.lab.settings.private import PASSCODE_ENV
-from tcore.lab.policy.memory import estimate_memory_gib
-from tcore.experiment.spec import Experiment, SpecError
 from tcore.store import RunStore
+
 
 class TooBig(SpecError):
     """A run refused for memory: its estimate is past the device's memory or the lab's limit per run (a smaller

@@ -91,7 +91,7 @@ def _measure(entry, way: str, preset: str, batch_size: int, task: str, precision
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from sample_models.sources import symbolic_sizes
+    from sample_models.interface import symbolic_sizes
 
     stage = "build"
     try:

@@ -29,10 +29,16 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
 from tcore.lab.launch import cluster, launcher
-from tcore.lab.queue import room
 from tcore.lab.launch.launcher import SparePool
 from tcore.lab.policy.limits import device_memory_gib
-from tcore.lab.queue.waiting import HISTORY_RUNS, Ahead, Wait, estimate_wait, expected_duration
+from tcore.lab.queue import room
+from tcore.lab.queue.waiting import (
+    HISTORY_RUNS,
+    Ahead,
+    Wait,
+    estimate_wait,
+    expected_duration,
+)
 from tcore.store import RunRecord, RunStore, StoreError
 
 TICK_S = 0.25

@@ -7,8 +7,8 @@ import os
 import threading
 
 from tcore.lab.launch import cluster
-from tcore.lab.queue import scheduler
 from tcore.lab.launch.launcher import SparePool
+from tcore.lab.queue import scheduler
 
 # Spare workers (tcore.lab.launch.launcher.SparePool) for the device kinds keep_spares() named: the app's.
 SPARES = SparePool()

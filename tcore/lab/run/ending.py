@@ -11,11 +11,10 @@ import time
 import traceback
 from typing import Any
 
-from tcore.lab.queue import scheduler
 from tcore.experiment.protocol import error as error_event
+from tcore.lab.queue import scheduler
 from tcore.lab.run.recording import store_failure
 from tcore.store import RunRecord, StoreError
-
 
 
 class Ending:

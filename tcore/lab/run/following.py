@@ -11,16 +11,15 @@ import traceback
 from typing import Any
 
 from tcore import figures
-from tcore.lab.outputs import artifacts
-from tcore.lab.queue import lease
-from tcore.lab.outputs import model_cards
-from tcore.lab.queue import scheduler
 from tcore.experiment import protocol
 from tcore.experiment.protocol import TERMINAL
 from tcore.experiment.protocol import error as error_event
-from tcore.lab.run.recording import store_failure, with_history
+from tcore.lab.outputs import artifacts, model_cards
+from tcore.lab.queue import lease, scheduler
 from tcore.lab.queue.spares import SPARES, _spare_for_next
+from tcore.lab.run.recording import store_failure, with_history
 from tcore.store import RunStore, StoreError
+
 
 def _lab_processes(store: RunStore, device: str, slot: str | None) -> int:
     """The most processes of the lab's own that may hold a context on `slot`'s GPU while a run there holds it: the

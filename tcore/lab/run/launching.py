@@ -9,17 +9,18 @@ import sqlite3
 import threading
 import time
 
-from tcore.lab.outputs import artifacts
-from tcore.lab.launch import cluster
-from tcore.lab.queue import scheduler
 from tcore.experiment import protocol
 from tcore.experiment.protocol import error as error_event
+from tcore.lab.launch import cluster
 from tcore.lab.launch.handles import RunHandle, timeout_message
 from tcore.lab.launch.launcher import Worker, run_folder
+from tcore.lab.outputs import artifacts
+from tcore.lab.queue import scheduler
+from tcore.lab.queue.spares import SPARES
 from tcore.lab.run.recording import store_failure
 from tcore.lab.run.runclock import RunClock
-from tcore.lab.queue.spares import SPARES
 from tcore.store import StoreError
+
 
 def _lease_env(device: str, slot: str) -> dict[str, str]:
     """What a worker in `slot` is told of the room (tcore.lab.queue.room): that other runs share its device, so it asks

@@ -12,17 +12,15 @@ import threading
 import time
 from typing import Any, Callable
 
-from tcore.lab.queue import lease
-from tcore.lab.queue import scheduler
-from tcore.lab.queue import waiting
 from tcore.experiment import protocol
-from tcore.lab.launch.handles import RunHandle
-from tcore.lab.run.runclock import RunClock
 from tcore.experiment.spec import Experiment
-from tcore.store import RunRecord, RunStore, StoreError
+from tcore.lab.launch.handles import RunHandle
+from tcore.lab.queue import lease, scheduler, waiting
 from tcore.lab.run.ending import Ending
 from tcore.lab.run.following import Following
 from tcore.lab.run.launching import Launching
+from tcore.lab.run.runclock import RunClock
+from tcore.store import RunRecord, RunStore, StoreError
 
 
 class LiveRun(Launching, Following, Ending):

@@ -15,20 +15,16 @@ import threading
 import time
 from typing import Any, Callable
 
-from tcore.lab.launch import cluster
-from tcore.lab.queue import lease
-from tcore.lab.policy import limits
-from tcore.lab.policy import memory
-from tcore.lab.outputs import model_cards
-from tcore.lab.queue import room
-from tcore.lab.queue import scheduler
-from tcore.lab.outputs import tlparse
-from tcore.experiment.protocol import error as error_event
-from tcore.lab.run.liverun import LiveRun
-from tcore.lab.queue.spares import _SPARE_DEVICES, SPARES, keep_spares
-from tcore.lab.run.registry import adopted_left, live, register
 from tcore.experiment.device import check_on_device, resolve_device
+from tcore.experiment.protocol import error as error_event
 from tcore.experiment.spec import Experiment, SpecError
+from tcore.lab.launch import cluster
+from tcore.lab.outputs import model_cards, tlparse
+from tcore.lab.policy import limits, memory
+from tcore.lab.queue import lease, room, scheduler
+from tcore.lab.queue.spares import _SPARE_DEVICES, SPARES, keep_spares
+from tcore.lab.run.liverun import LiveRun
+from tcore.lab.run.registry import adopted_left, live, register
 from tcore.store import QueueFull, RunRecord, RunStore, StoreReadOnly
 from tcore.store.queue import PAUSED
 

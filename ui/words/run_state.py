@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcore.experiment.protocol import PHASE_TITLES
-from tcore.lab.run import runs
-from tcore.lab.run import registry
 from tcore.lab.queue.waiting import Wait, duration_words, wait_words
+from tcore.lab.run import registry, runs
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from tcore.store.queue import BY_INSTRUCTOR

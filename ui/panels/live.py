@@ -15,12 +15,13 @@ from tcore.experiment.protocol import PHASE_TITLES, phases_for
 from tcore.experiment.spec import Experiment
 from tcore.host import machine
 from tcore.lab import sweeps
-from tcore.lab.run import liverun
-from tcore.lab.run import registry
 from tcore.lab.queue.waiting import wait_words
+from tcore.lab.run import liverun, registry
 from tcore.store import RunRecord, RunStore
-from ui import charts, compare_charts, exports, results, run_state, run_table, sweep_matrix
-
+from ui.charts import compare_charts
+from ui.charts import run_charts as charts
+from ui.panels import exports, results
+from ui.words import run_state, run_table, sweep_matrix
 
 # What happens in each phase, for an audience watching the progress bar.
 PHASE_EXPLAIN = {

@@ -1,5 +1,5 @@
 """A sweep's results matrix: one row per setting, named by what varies across the sweep, and the best setting
-in a sentence. The Sweep page draws it live (ui.live) and the Run and Sweep pages' knobs name dynamic shapes alike.
+in a sentence. The Sweep page draws it live (ui.panels.live) and the Run and Sweep pages' knobs name dynamic shapes alike.
 """
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 
 from tcore.experiment.spec import Experiment
 from tcore.figures import LEVEL_PCT, interval_name
-from ui.graph_words import first_line
+from ui.words.graph_words import first_line
 
 # The figures in a sweep's matrix, as stored columns (tcore.figures).
 SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",

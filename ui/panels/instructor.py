@@ -2,7 +2,7 @@
 
 The passcode is set in compile-lab.toml or the environment (tcore.lab.policy.limits.instructor_passcode);
 without one, nobody has these actions. Unlocked, the session may also cancel or delete anyone's run
-(ui.queue, the Compare page).
+(ui.panels.queue, the Compare page).
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import time
 import streamlit as st
 
 from tcore.lab.policy import limits
-from tcore.lab.settings import config
 from tcore.lab.run import runs
+from tcore.lab.settings import config
 from tcore.store import RunStore
-from ui import people
+from ui.panels import people
 
 # limit -> (label, unit, smallest value, step, whether "no limit" is allowed)
 _FIELDS = {

@@ -1,5 +1,5 @@
 """Plotly figures for the Diagnose page and the cache charts: compile timelines, shape schedules,
-runs side by side, kernels and ops, cold against warm. Pure functions, like ui.charts."""
+runs side by side, kernels and ops, cold against warm. Pure functions, like ui.charts.run_charts."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,16 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tcore import figures
-from ui.charts import COMPILED_COLOR, EAGER_COLOR, _bars_height, _label, _legend_below, _style, _wrap, not_available
+from ui.charts.style import (
+    COMPILED_COLOR,
+    EAGER_COLOR,
+    bar_label,
+    bars_height,
+    legend_below,
+    not_available,
+    style,
+    wrap,
+)
 
 # --- Compile events, shape schedules, graphs and kernels --------------------------
 
@@ -29,7 +38,7 @@ def _headline(text: str | None, width: int = 70) -> str:
     head, sep, rest = line.partition(": ")
     if sep and "/" in head and " " not in head:
         line = rest
-    return _wrap(" ".join(line.split()), width) if line else "(no reason given)"
+    return wrap(" ".join(line.split()), width) if line else "(no reason given)"
 
 
 def _schedule_steps(result: dict) -> dict[str, dict]:
@@ -75,8 +84,8 @@ def compile_timeline(result: dict, *, title: str = "Every compilation, over the 
     # Headroom over the longest event: the shaded stretch's label sits there, not on a marker.
     longest = max((e.get("duration_s") or 0) for e in events)
     fig.update_yaxes(title_text="Compile time of the event (s)", range=[0, longest * 1.3 or 1.0])
-    _style(fig, title, "each marker is one compilation · hover for the guard that failed", height=360)
-    return _legend_below(fig)
+    style(fig, title, "each marker is one compilation · hover for the guard that failed", height=360)
+    return legend_below(fig)
 
 
 def schedule_chart(result: dict) -> go.Figure:
@@ -122,8 +131,8 @@ def schedule_chart(result: dict) -> go.Figure:
     y_ticks = log_ticks(min(times), max(times)) if times else [1.0, 10.0]
     fig.update_yaxes(title_text="Step time (ms, log scale)", type="log", tickvals=y_ticks,
                      range=[math.log10(y_ticks[0] / 1.1), math.log10(y_ticks[-1] * 1.1)])  # log axes take log10 ends
-    _style(fig, title, "one pass over the sizes · ◆ compiled a new graph · ✕ hit the recompile limit", height=360)
-    return _legend_below(fig)
+    style(fig, title, "one pass over the sizes · ◆ compiled a new graph · ✕ hit the recompile limit", height=360)
+    return legend_below(fig)
 
 
 def log_ticks(low: float, high: float) -> list[float]:
@@ -156,7 +165,7 @@ def side_by_side(items: list[tuple[str, dict]], panels: list[str], *, title: str
         return not_available(title, "no runs to compare yet")
     # Wrapped: five panels share the page's width, and a centred one-line title wider than its panel
     # runs off the figure's left edge ("ompiled throughput").
-    titles = [_wrap(figures.column_label(key), PANEL_TITLE_CHARS) for key in panels]
+    titles = [wrap(figures.column_label(key), PANEL_TITLE_CHARS) for key in panels]
     fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.05, subplot_titles=titles)
     for col, key in enumerate(panels, start=1):
         fig_def, _ = figures.lookup(key)
@@ -171,12 +180,12 @@ def side_by_side(items: list[tuple[str, dict]], panels: list[str], *, title: str
         fig.update_yaxes(rangemode="tozero", showticklabels=False, row=1, col=col)
         fig.update_xaxes(showticklabels=False, row=1, col=col)  # the legend names the runs
     fig.update_annotations(font_size=13, yshift=4, yanchor="bottom")
-    _style(fig, title, subtitle, height=360)
+    style(fig, title, subtitle, height=360)
     if len(items) > 3:  # bars too narrow for a number across them: along them, as the bars stand
         fig.update_traces(textangle=-90)
     lines = max(t.count("<br>") + 1 for t in titles)
     fig.update_layout(barmode="relative", margin_t=fig.layout.margin.t + 18 * lines + 8)
-    return _legend_below(fig)
+    return legend_below(fig)
 
 
 def kernels_chart(result: dict) -> go.Figure:
@@ -187,10 +196,10 @@ def kernels_chart(result: dict) -> go.Figure:
         return not_available(title, result.get("unavailable", {}).get("compile_s")
                              or "kernels are counted only in runs that compile something")
     fig = go.Figure(go.Bar(x=["Eager", "Compiled"], y=[eager, compiled], marker_color=[EAGER_COLOR, COMPILED_COLOR],
-                           text=[_label(str(eager), "kernels"), _label(str(compiled), "kernels")], textposition="auto"))
+                           text=[bar_label(str(eager), "kernels"), bar_label(str(compiled), "kernels")], textposition="auto"))
     fig.update_yaxes(title_text="Kernels launched per step", rangemode="tozero")
     fewer = f"{eager / compiled:.1f}x fewer launches compiled" if compiled and compiled < eager else "no fewer launches"
-    return _style(fig, title, f"lower is better · {fewer}")
+    return style(fig, title, f"lower is better · {fewer}")
 
 
 def graph_ops_chart(result: dict) -> go.Figure:
@@ -210,7 +219,7 @@ def graph_ops_chart(result: dict) -> go.Figure:
                    for n, g in zip(names, graphs)], hoverinfo="text"))
     fig.update_xaxes(title_text="Compilation (compile id, function)", tickangle=-30 if len(graphs) > 4 else 0)
     fig.update_yaxes(title_text="Operations in its graph", rangemode="tozero")
-    return _style(fig, title, f"{len(graphs)} compilation{'s' if len(graphs) != 1 else ''}, recompiles included "
+    return style(fig, title, f"{len(graphs)} compilation{'s' if len(graphs) != 1 else ''}, recompiles included "
                               "· hover for its compile time")
 
 
@@ -248,9 +257,9 @@ def four_way_chart(compile_s: dict[tuple[str, str], float | None]) -> go.Figure:
                     marker_color=color, text=text, textposition="auto",
                     hovertemplate="%{x}, " + name + ": %{text}<extra></extra>")
     fig.update_yaxes(title_text="Compile time (s)", rangemode="tozero")
-    _style(fig, title, "lower is better · speedups are against the whole-model cold compile", height=380)
+    style(fig, title, "lower is better · speedups are against the whole-model cold compile", height=380)
     fig.update_layout(barmode="group")
-    return _legend_below(fig)
+    return legend_below(fig)
 
 
 CACHE_NAMES = {"cold": "cold", "warm": "warm (local cache)", "artifacts": "artifacts loaded",
@@ -313,9 +322,9 @@ def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None, every_run
     fig.update_yaxes(autorange="reversed")
     subtitle = ("lower is better · hover a bar for its cache hits" if shared else
                 "each of these settings ran with one cache mode only: run it again with cache=warm or artifacts")
-    _style(fig, title, subtitle, height=height or _bars_height(len(groups), 2))
+    style(fig, title, subtitle, height=height or bars_height(len(groups), 2))
     fig.update_layout(barmode="group")
-    return _legend_below(fig)
+    return legend_below(fig)
 
 
 def _count(row, column: str) -> str:

@@ -13,7 +13,9 @@ from tcore.analysis import advice
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.figures.breakdown import CATEGORIES, as_timed
 from tcore.store import RunRecord, RunStore
-from ui import charts, exports, queue, run_words
+from ui.charts import run_charts as charts
+from ui.panels import exports, queue
+from ui.words import run_words
 
 PAIRS = "suggested_pairs"  # session_state: counterpart run id -> the id of the run that suggested it
 SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per_step", "kernels_per_step")
@@ -77,7 +79,7 @@ QUEUED = "suggestion_queued"  # session_state: the run a "Queue it" click queued
 
 def queue_counterpart(rec: RunRecord, suggestion: advice.Suggestion, store: RunStore) -> None:
     """The "Queue it" button's callback: queue the counterpart and show it on the Run page, paired with `rec`.
-    A refusal stays in the session for the page to show (ui.queue.show_refusal, or beside the suggestion)."""
+    A refusal stays in the session for the page to show (ui.panels.queue.show_refusal, or beside the suggestion)."""
     started = queue.submit([advice.counterpart(rec.spec, suggestion)], store, key="run")
     st.session_state[QUEUED] = started[0] if started else None
     if started:
@@ -134,7 +136,7 @@ def pair_words(before: dict, after: dict) -> str | None:
     """The two runs' speedups and whether they tell them apart, in a sentence; what the suggestion expected is not
     a result, so a change that cost speed beyond both intervals says so."""
     from tcore import figures
-    from ui.verdicts import interval_text
+    from ui.words.verdicts import interval_text
 
     if before.get("speedup") is None or after.get("speedup") is None:
         return None

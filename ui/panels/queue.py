@@ -2,7 +2,7 @@
 
 Every run waits its turn in the queue kept in the store (tcore.lab.queue.scheduler), across every session and process.
 On a GPU several runs share a device (tcore.lab.queue.room): they compile side by side and hold the GPU alone, in turn,
-to measure; on a CPU runs take turns whole. A participant submits under their own id (ui.people), so the lab's
+to measure; on a CPU runs take turns whole. A participant submits under their own id (ui.panels.people), so the lab's
 limit on queued runs applies per person, and only the owner or the instructor may cancel.
 """
 from __future__ import annotations
@@ -18,12 +18,12 @@ from tcore.experiment.protocol import PHASE_TITLES
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab.policy import limits
 from tcore.lab.queue import scheduler
-from tcore.lab.run import runs
-from tcore.lab.run import registry
 from tcore.lab.queue.waiting import duration_words, wait_words
+from tcore.lab.run import registry, runs
 from tcore.store import RunStore
 from tcore.store.changes import reads
-from ui import people, run_state
+from ui.panels import people
+from ui.words import run_state
 
 MY_RUNS_SHOWN = 8
 # How often a view of the queue redraws: every BUSY_S while something in it can change by the second (a run
@@ -90,7 +90,7 @@ def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
 def my_runs_table(store: RunStore) -> None:
     """This session's runs with their state; redrawn every BUSY_S while one of them is queued or running, else
     drawn once (only this person's own actions change it then, and they rerun the page). A page that follows a
-    run live draws runs_table within its own fragment instead (ui.live.follow)."""
+    run live draws runs_table within its own fragment instead (ui.panels.live.follow)."""
     busy = any(r.status in ("queued", "running") for r in my_runs(store))
     st.fragment(_my_runs_table, run_every=BUSY_S if busy else None)(store, busy=busy)
 

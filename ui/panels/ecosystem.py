@@ -11,7 +11,6 @@ import difflib
 import streamlit as st
 
 from tcore.analysis import codediff
-
 from tcore.experiment.device import resolve_device
 from tcore.experiment.spec import SpecError
 from tcore.export import snippet

@@ -2,7 +2,7 @@
 
 No Streamlit here, so every figure can be unit-tested. A figure that could not be measured is drawn
 as an empty chart that says "n/a" and why (the result's `unavailable` reason), never as a guess. Charts
-across runs are in ui.compare_charts, the Diagnose page's in ui.diagnose_charts; they share the style here.
+across runs are in ui.charts.compare_charts, the Diagnose page's in ui.charts.diagnose_charts; they share ui.charts.style.
 """
 from __future__ import annotations
 
@@ -13,91 +13,29 @@ from plotly.subplots import make_subplots
 from tcore.experiment.protocol import PHASE_TITLES, PHASES
 from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
 from tcore.figures.breakdown import CATEGORIES, as_timed
-from tcore.figures.breakdown import withheld_words as profiler_withheld  # the command line withholds the same
-
-EAGER_COLOR = "#8896ab"  # muted grey-blue: the baseline
-COMPILED_COLOR = "#ee4c2c"  # PyTorch orange: what compile produced
-VARIANTS = (("eager", "Eager", EAGER_COLOR), ("compiled", "Compiled", COMPILED_COLOR))
-PHASE_COLORS = {"idle": "#b0b0b0", "building": "#9467bd", "eager": EAGER_COLOR, "compiling": "#f2a900",
-                "warmup": "#17becf", "measuring": COMPILED_COLOR}
-COMPILE_PHASE_COLORS = ("#4c78a8", "#72b7b2", "#f58518", "#e45756")
-PHASE_LABEL_MIN_SHARE = 0.12  # a compile phase narrower than this share of the bar is named in the legend only
-OTHER_PHASE_COLOR = "#cfcfcf"
-# The time-breakdown categories (tcore.figures.breakdown): compute in blues, memory-bound work in warm colours, idle grey.
-CATEGORY_COLORS = {"matmul": "#4c78a8", "attention": "#72b7b2", "pointwise": "#f58518", "copy": "#e45756",
-                   "optimizer": "#b279a2", "other": "#bab0ac", "idle": "#d9d9d9"}
-HEIGHT = 330
-# What fits the narrowest place a chart is drawn: half of the Run page's result column, about 220 px wide in a
-# 1280-px window (Chromium, wide layout). A title is one line of 15-px text, so it is kept this short; a longer
-# subtitle (12 px) wraps onto more lines, and the top margin grows to hold them.
-TITLE_CHARS = 30
-SUBTITLE_CHARS = 36
+from tcore.figures.breakdown import (
+    withheld_words as profiler_withheld,  # the command line withholds the same
+)
+from ui.charts.style import (
+    CATEGORY_COLORS,
+    COMPILE_PHASE_COLORS,
+    OTHER_PHASE_COLOR,
+    PHASE_COLORS,
+    PHASE_LABEL_MIN_SHARE,
+    VARIANTS,
+    bar_label,
+    legend_below,
+    not_available,
+    number_label,
+    style,
+    wrap,
+)
 
 
 def metric_info(suffix: str) -> tuple[str, str, str]:
     """(title, unit, printf format) of a per-variant figure, from tcore.figures."""
     fig = VARIANT_FIGURES[suffix]
     return fig.title, fig.unit, fig.fmt
-
-
-def _style(fig: go.Figure, title: str, subtitle: str = "", *, height: int = HEIGHT) -> go.Figure:
-    subtitle = _wrap(subtitle, SUBTITLE_CHARS) if subtitle else ""
-    lines = subtitle.count("<br>") + 1 if subtitle else 0
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left", yref="container", y=1, yanchor="top",
-                                 pad=dict(t=10), font=dict(size=15),
-                                 subtitle=dict(text=subtitle, font=dict(size=12, color="#777"))),
-                      height=height + 16 * max(lines - 1, 0),
-                      margin=dict(l=10, r=10, t=54 + 16 * lines if lines else 50, b=10), bargap=0.35,
-                      showlegend=False)
-    # Upright, readable labels rather than plotly's sideways or shrunken text in narrow bars.
-    fig.update_traces(textangle=0, insidetextanchor="middle", textfont_size=13, selector=dict(type="bar"))
-    fig.update_layout(uniformtext=dict(minsize=11, mode="show"))
-    return fig
-
-
-def _legend_below(fig: go.Figure) -> go.Figure:
-    """The legend in rows under the plot and its axis title; plotly grows the bottom margin to fit it.
-
-    Placed against the figure's container, not the plot, so it never meets the x-axis title or the
-    subtitle, however many rows it wraps onto."""
-    return fig.update_layout(showlegend=True, legend=dict(orientation="h", yref="container", y=0, yanchor="bottom",
-                                                          xref="container", xanchor="left", x=0, traceorder="normal"))
-
-
-def not_available(title: str, reason: str | None) -> go.Figure:
-    """An empty chart that says what is missing and why, so a gap is never mistaken for zero."""
-    fig = go.Figure()
-    fig.add_annotation(text=f"n/a<br><sup>{_wrap(reason or 'not measured in this run')}</sup>",
-                       x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font=dict(size=18, color="#888"))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return _style(fig, title)
-
-
-def _wrap(text: str, width: int = 60) -> str:
-    words, lines, line = text.split(), [], ""
-    for w in words:
-        if line and len(line) + 1 + len(w) > width:
-            lines.append(line)
-            line = ""
-        line = f"{line} {w}".strip()
-    return "<br>".join(lines + [line])
-
-
-def _label(value: str, unit: str) -> str:
-    """A bar's label: the number over its unit, narrow enough for a bar in half a page."""
-    return f"{value}<br>{unit}"
-
-
-def number_label(x: float | None) -> str:
-    """A value on a bar, three significant figures and never in exponent form: '1,110', '141', '14.1', '0.141'."""
-    if x is None or x != x:
-        return "n/a"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    if abs(x) >= 100:
-        return f"{x:.0f}"
-    return f"{x:.3g}" if abs(x) >= 0.001 or x == 0 else f"{x:.1e}"
 
 
 def _variants(result: dict) -> list[tuple[str, str, str]]:
@@ -120,9 +58,9 @@ def variant_bar(result: dict, suffix: str) -> go.Figure:
         return not_available(chart_title, _reason(result, [f"{v}_{suffix}" for v, _, _ in variants]))
     fig = go.Figure(go.Bar(
         x=[name for _, name, _ in variants], y=values, marker_color=[c for _, _, c in variants],
-        text=[_label(pattern % v, unit) if v is not None else "n/a" for v in values], textposition="auto"))
+        text=[bar_label(pattern % v, unit) if v is not None else "n/a" for v in values], textposition="auto"))
     fig.update_yaxes(title_text=f"{title} ({unit})", rangemode="tozero")
-    return _style(fig, chart_title, f"{VARIANT_FIGURES[suffix].better} is better")
+    return style(fig, chart_title, f"{VARIANT_FIGURES[suffix].better} is better")
 
 
 def throughput_chart(result: dict, key: str = "samples_per_s") -> go.Figure:
@@ -150,7 +88,7 @@ def throughput_chart(result: dict, key: str = "samples_per_s") -> go.Figure:
         fig.add_annotation(x=x, y=y + up, text=label, showarrow=False, yanchor="bottom", yshift=3)
     fig.update_yaxes(title_text=title, range=[0, max(y + up for y, up in zip(ys, hi)) * 1.15])
     batch = "every sequence of the batch · " if key == "tokens_per_s" else ""  # not one sequence's speed
-    return _style(fig, title, f"{batch}higher is better · whiskers: slowest to fastest round")
+    return style(fig, title, f"{batch}higher is better · whiskers: slowest to fastest round")
 
 
 def latency_chart(result: dict) -> go.Figure:
@@ -164,9 +102,9 @@ def latency_chart(result: dict) -> go.Figure:
         fig.add_bar(name=name, x=["p50 (median)", "p95"], y=values, marker_color=color,
                     text=[number_label(x) for x in values], textposition="auto", cliponaxis=False)
     fig.update_yaxes(title_text="Step latency (ms)", rangemode="tozero")
-    _style(fig, "Step latency (ms)", "lower is better · p95: 1 step in 20 is slower than this")
+    style(fig, "Step latency (ms)", "lower is better · p95: 1 step in 20 is slower than this")
     fig.update_layout(barmode="group", bargap=0.2)  # four bars in half a column: as wide as their numbers
-    return _legend_below(fig)
+    return legend_below(fig)
 
 
 def energy_chart(result: dict) -> go.Figure:
@@ -179,7 +117,7 @@ def energy_chart(result: dict) -> go.Figure:
     # the left panel's bars), and the variants named in a legend: two names under each narrow panel collide.
     panels = ("power_w", "energy_j_per_step")
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
-                        subplot_titles=[_wrap(f"{metric_info(s)[0]} ({metric_info(s)[1]})", 14) for s in panels])
+                        subplot_titles=[wrap(f"{metric_info(s)[0]} ({metric_info(s)[1]})", 14) for s in panels])
     for col, suffix in enumerate(panels, start=1):
         _, unit, pattern = metric_info(suffix)
         for v, name, color in variants:
@@ -189,10 +127,10 @@ def energy_chart(result: dict) -> go.Figure:
         fig.update_yaxes(rangemode="tozero", row=1, col=col)
     fig.update_xaxes(showticklabels=False)
     fig.update_annotations(font_size=13, yshift=4)
-    _style(fig, "Power and energy per step",
+    style(fig, "Power and energy per step",
            "energy: lower is better · compiled code may draw more power yet spend less energy per step")
     fig.update_layout(margin_t=fig.layout.margin.t + 36, bargap=0.15)  # room for two-line panel titles
-    return _legend_below(fig)
+    return legend_below(fig)
 
 
 def compile_phases_chart(result: dict) -> go.Figure:
@@ -218,10 +156,10 @@ def compile_phases_chart(result: dict) -> go.Figure:
                     hovertemplate=f"{title}: %{{x:.2f}} s<extra></extra>")
     fig.update_xaxes(title_text="Compile time (s)", rangemode="tozero")
     fig.update_yaxes(visible=False)
-    _style(fig, f"Compile time by phase: {total:.1f} s in all",
+    style(fig, f"Compile time by phase: {total:.1f} s in all",
            "the first compiled call, minus one eager step; phases summed over every compiled graph", height=260)
     fig.update_layout(barmode="stack")
-    return _legend_below(fig)
+    return legend_below(fig)
 
 
 def power_trace_chart(samples: list[list], *, title: str = "Power over the run, by phase",
@@ -252,12 +190,8 @@ def power_trace_chart(samples: list[list], *, title: str = "Power over the run, 
                          secondary_y=True, showgrid=False)
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text="Power (W)", rangemode="tozero", secondary_y=False)
-    _style(fig, title, height=420)  # taller: the legend below takes a row per phase (plotly aligns names in columns)
-    return _legend_below(fig)  # seven phase names do not fit beside the title
-
-
-def _bars_height(n: int, per_run: int = 1) -> int:
-    return max(HEIGHT, 130 + 40 * n * per_run)
+    style(fig, title, height=420)  # taller: the legend below takes a row per phase (plotly aligns names in columns)
+    return legend_below(fig)  # seven phase names do not fit beside the title
 
 
 def breakdown_chart(rows: list[tuple[str, dict[str, float]]], *, title: str = "Where the time of a step goes",
@@ -275,8 +209,8 @@ def breakdown_chart(rows: list[tuple[str, dict[str, float]]], *, title: str = "W
     fig.update_layout(barmode="stack")
     fig.update_xaxes(rangemode="tozero", ticksuffix=" ms")  # the unit on the ticks: the legend sits below the axis
     fig.update_yaxes(autorange="reversed")
-    _style(fig, title, subtitle, height=max(230, 150 + 55 * len(rows)))
-    return _legend_below(fig)
+    style(fig, title, subtitle, height=max(230, 150 + 55 * len(rows)))
+    return legend_below(fig)
 
 
 def variant_breakdown_chart(result: dict) -> go.Figure:

@@ -8,8 +8,8 @@ import streamlit as st
 
 from tcore.figures import timeline
 from tcore.figures.timeline import COMPILE, LAB, MEASURE, WAIT
-from ui import exports
-from ui.charts import _style
+from ui.charts.style import style
+from ui.panels import exports
 
 # Cycled within each kind, so neighbouring phases of one kind stay apart and the kinds stay apart from each other.
 KIND_COLORS = {COMPILE: ("#ee4c2c", "#f58518", "#f2a900", "#e45756", "#b8481f"),
@@ -38,7 +38,7 @@ def timeline_chart(result: dict) -> go.Figure | None:
     fig.update_xaxes(title_text="Seconds since the run was submitted", rangemode="tozero")
     fig.update_yaxes(visible=False)
     # Every phase is named on hover and in the table below the bar: a legend of 15-20 phases would dwarf it.
-    _style(fig, f"The run's timeline: {wall:.1f} s", SUBTITLE, height=150)
+    style(fig, f"The run's timeline: {wall:.1f} s", SUBTITLE, height=150)
     # A space ends each wrapped line: plotly draws a line per <br>, and the page's text (copied, searched, read
     # aloud) joined them with none, "blue,waiting".
     fig.layout.title.subtitle.text = fig.layout.title.subtitle.text.replace("<br>", " <br>")

@@ -12,7 +12,7 @@ from sample_models import decoding
 from tcore import figures
 from tcore.experiment import comparable
 from tcore.experiment.spec import CHOICES, describe
-from ui import run_words
+from ui.words import run_words
 
 
 def knobs(prefix: str, model: str, preset: str) -> dict:

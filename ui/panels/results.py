@@ -10,15 +10,16 @@ import pandas as pd
 import streamlit as st
 
 from tcore import figures
-
 from tcore.analysis import report
 from tcore.analysis.advice import launch_bound
 from tcore.experiment.protocol import ERROR_KINDS
 from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import RUN_FIGURES
 from tcore.store import RunRecord, RunStore
-from ui import (advice, charts, diagnose_charts, diagnose_queries, ecosystem, exports, generate, graph_words, history,
-                run_words, timeline_bar)
+from ui.charts import diagnose_charts
+from ui.charts import run_charts as charts
+from ui.panels import advice, ecosystem, exports, generate, history, timeline_bar
+from ui.words import diagnose_queries, graph_words, run_words
 
 # What to try next, per failure kind (tcore.experiment.protocol.ERROR_KINDS).
 FAILURE_HINTS = {

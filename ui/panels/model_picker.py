@@ -1,7 +1,7 @@
 """The model picker of the Run and Sweep pages: a source (the built-ins, a library, your file), then a name from a
 searchable list, and why nothing can run while the list on show has no pick (unpicked).
 
-Keys sit under the page's prefix, as the other knobs' do (ui.knobs, which draws it inside its model knobs).
+Keys sit under the page's prefix, as the other knobs' do (ui.panels.knobs, which draws it inside its model knobs).
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _files_allowed() -> bool:
 
 def model_picker(prefix: str, on_pick: Callable[[str], None]) -> str:
     """Source, then a name: the built-ins, a searchable list of a library's models, or a path to your file.
-    on_pick(prefix) runs when a model is taken, to bring its practical sizes (ui.knobs)."""
+    on_pick(prefix) runs when a model is taken, to bring its practical sizes (ui.panels.knobs)."""
     model = st.session_state[prefix + "model"]
     st.session_state.pop(prefix + "unpicked", None)
     if prefix + "source" not in st.session_state:

@@ -37,8 +37,8 @@ from typing import Iterator, NamedTuple
 import streamlit as st
 
 from tcore.lab.policy import limits
-from tcore.lab.settings import config
 from tcore.lab.queue import room
+from tcore.lab.settings import config
 from tcore.store import RunStore, StoreError, StoreReadOnly
 
 PARAM = "me"  # the query parameter that carries the owner id

@@ -1,7 +1,7 @@
 """The sections of the Diagnose page ("Why is it slow?"): graph breaks, recompilations, cold vs loaded artifacts, one
-run (the start-up ladder and the stances are ui.diagnose_startup's).
+run (the start-up ladder and the stances are ui.panels.diagnose_startup's).
 
-Each section queues its runs (tcore.lab.run.runs through ui.queue), shows them waiting and running, then
+Each section queues its runs (tcore.lab.run.runs through ui.panels.queue), shows them waiting and running, then
 draws them from the store; it can as well draw runs stored earlier, picked in its selectors.
 """
 from __future__ import annotations
@@ -14,9 +14,10 @@ from tcore.experiment.device import practical_defaults
 from tcore.experiment.protocol import ERROR_KINDS
 from tcore.experiment.spec import CHOICES, Experiment, SpecError
 from tcore.store import RunRecord, RunStore
-from ui import (diagnose_charts, diagnose_queries, ecosystem, exports, generate, graph_words, knobs, queue, results,
-                stance_words, verdicts)
-from ui.diagnose_queries import STRATEGIES, strategy_of, strategy_runs
+from ui.charts import diagnose_charts
+from ui.panels import ecosystem, exports, generate, knobs, queue, results
+from ui.words import diagnose_queries, graph_words, stance_words, verdicts
+from ui.words.diagnose_queries import STRATEGIES, strategy_of, strategy_runs
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
 

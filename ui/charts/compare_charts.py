@@ -1,5 +1,5 @@
 """Plotly figures across runs: the Compare page's bars per run, compile time against speedup, where the time
-of a step goes in several runs, and a sweep's speedup per setting. Pure functions, like ui.charts."""
+of a step goes in several runs, and a sweep's speedup per setting. Pure functions, like ui.charts.run_charts."""
 from __future__ import annotations
 
 import math
@@ -11,8 +11,16 @@ from plotly.subplots import make_subplots
 from tcore import figures
 from tcore.figures import VARIANT_FIGURES
 from tcore.figures.breakdown import as_timed
-from ui.charts import (COMPILED_COLOR, VARIANTS, _bars_height, _legend_below, _style, breakdown_chart, metric_info,
-                       not_available, number_label, profiler_withheld)
+from ui.charts.run_charts import breakdown_chart, metric_info, profiler_withheld
+from ui.charts.style import (
+    COMPILED_COLOR,
+    VARIANTS,
+    bars_height,
+    legend_below,
+    not_available,
+    number_label,
+    style,
+)
 
 
 def run_names(frame: pd.DataFrame, *, wrap: bool = False) -> pd.Series:
@@ -41,7 +49,7 @@ def compare_bars(frame: pd.DataFrame, column: str, title: str, unit: str, *,
                            textposition="auto"))
     fig.update_xaxes(title_text=f"{title} ({unit})", rangemode="tozero")
     fig.update_yaxes(autorange="reversed")
-    return _style(fig, f"{title} ({unit})", "lower is better", height=_bars_height(len(frame)))
+    return style(fig, f"{title} ({unit})", "lower is better", height=bars_height(len(frame)))
 
 
 def compare_variants(frame: pd.DataFrame, suffix: str, *, reason: str | None = None) -> go.Figure:
@@ -60,7 +68,7 @@ def compare_variants(frame: pd.DataFrame, suffix: str, *, reason: str | None = N
     if not shown:
         return not_available(f"{title} ({unit})", reason)
     sizes = [int((models == m).sum()) for m in order]
-    height = _bars_height(len(frame), 2) + 60 * (len(order) - 1)
+    height = bars_height(len(frame), 2) + 60 * (len(order) - 1)
     fig = make_subplots(rows=len(order), cols=1, row_heights=sizes, subplot_titles=order if len(order) > 1 else None,
                         vertical_spacing=min(70 / (height - 130), 0.3) if len(order) > 1 else 0)  # ~70 px: ticks, title
     for row, model in enumerate(order, start=1):
@@ -79,9 +87,9 @@ def compare_variants(frame: pd.DataFrame, suffix: str, *, reason: str | None = N
     subtitle = f"{VARIANT_FIGURES[suffix].better} is better" + (
         " · a panel per model, each on its own scale" if len(order) > 1 else "") + (
         " · an empty row: not measured in that run (see its details)" if blank else "")
-    _style(fig, f"{title} ({unit})", subtitle, height=height)
+    style(fig, f"{title} ({unit})", subtitle, height=height)
     fig.update_layout(barmode="group")
-    return _legend_below(fig)
+    return legend_below(fig)
 
 
 LABEL_POSITIONS = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom left")
@@ -128,7 +136,7 @@ def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
                   annotation_position="bottom right")
     fig.update_xaxes(title_text="Compile time (s)", range=[-0.06 * right, right])
     fig.update_yaxes(title_text="Speedup over eager (x)", range=[low - pad, high + pad])
-    return _style(fig, title, "up and to the left is best · bars: each speedup's interval · hover a point for its run",
+    return style(fig, title, "up and to the left is best · bars: each speedup's interval · hover a point for its run",
                   height=380)
 
 
@@ -163,7 +171,7 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
                    colorbar=dict(title="speedup (x)"), hovertemplate="%{y} / %{x}: %{z:.2f}x<extra></extra>"),
     ])
     fig.update_yaxes(autorange="reversed")
-    return _style(fig, title, "each cell: speedup (x) ± its interval, then compile time (s); blue is faster than eager",
+    return style(fig, title, "each cell: speedup (x) ± its interval, then compile time (s); blue is faster than eager",
                   height=max(260, 110 + 60 * len(rows)))
 
 

@@ -7,9 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from tcore.experiment.comparable import same_compile, settings
-from tcore.experiment.comparable import compile_key
-
+from tcore.experiment.comparable import compile_key, same_compile, settings
 
 # The ways a varying shape can be compiled, run side by side on the Diagnose page.
 # name -> (title, the Experiment fields that make it, what it costs)

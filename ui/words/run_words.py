@@ -17,7 +17,6 @@ def baseline_words(spec: dict, device: str | None, speedup: float | None = None)
     its own, so against NCHW eager much of the "compile speedup" is a layout change eager can have too.
     """
     import sample_models
-
     from tcore.experiment.spec import describe
 
     precision = spec.get("precision", "fp32")

@@ -16,7 +16,8 @@ from tcore.experiment.spec import CHOICES, Experiment, SpecError
 from tcore.lab import ladder, probes
 from tcore.lab.run import runs
 from tcore.store import RunStore
-from ui import diagnose, knobs, stance_words
+from ui.panels import diagnose, knobs
+from ui.words import stance_words
 
 FOLLOW_S = 1.0
 RUNG_WORDS = {

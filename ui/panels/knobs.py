@@ -13,18 +13,27 @@ import streamlit as st
 
 import sample_models
 from tcore.experiment.device import practical_defaults
-from tcore.experiment.spec import CHOICES, DEFAULTS, INDUCTOR_OPTIONS, Experiment, SpecError, choice_docs, describe
+from tcore.experiment.spec import (
+    CHOICES,
+    DEFAULTS,
+    INDUCTOR_OPTIONS,
+    Experiment,
+    SpecError,
+    choice_docs,
+    describe,
+)
 from tcore.figures.paired import MIN_ROUNDS
 from tcore.host import features, machine
 from tcore.lab.outputs import artifacts
 from tcore.lab.policy import limits
-from tcore.lab.settings import config
-from tcore.lab.queue import waiting
 from tcore.lab.policy.limits import device_memory_gib
 from tcore.lab.policy.memory import NoEstimate, estimate_memory_gib
+from tcore.lab.queue import waiting
 from tcore.lab.run.runs import preflight
+from tcore.lab.settings import config
 from tcore.store import RunStore
-from ui import model_picker, sweep_matrix
+from ui.panels import model_picker
+from ui.words import sweep_matrix
 
 # Knobs of the page that are not fields of the experiment; every field explains itself in tcore.experiment.spec.
 PAGE_KNOBS = {
