@@ -4,7 +4,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from tests.helpers import gpu_like_result, power_trace, recorded_run
-from ui.charts import compare_charts, diagnose_charts
+from ui.charts import compare_charts, diagnose_charts, style
 from ui.charts import run_charts as charts
 from ui.words import run_words
 
@@ -67,11 +67,11 @@ def test_titles_fit_and_subtitles_wrap_with_room_above_the_plot():
         title, text = fig.layout.title.text, fig.layout.title.subtitle.text
         assert "<br>" not in title, name  # plotly draws a second title line over the margin's top edge
         if name in RUN_PAGE_PAIRS:
-            assert len(title) <= charts.TITLE_CHARS, (name, title)
+            assert len(title) <= style.TITLE_CHARS, (name, title)
         elif name in HALF_PAGE:
-            assert len(title) <= 2 * charts.TITLE_CHARS, (name, title)
+            assert len(title) <= 2 * style.TITLE_CHARS, (name, title)
         lines = text.split("<br>") if text else []
-        assert all(len(line) <= charts.SUBTITLE_CHARS for line in lines), (name, lines)
+        assert all(len(line) <= style.SUBTITLE_CHARS for line in lines), (name, lines)
         assert fig.layout.margin.t >= 50 + 16 * len(lines), name  # the title, then each subtitle line
 
 

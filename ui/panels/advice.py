@@ -14,6 +14,7 @@ from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.figures.breakdown import CATEGORIES, as_timed
 from tcore.store import RunRecord, RunStore
 from ui.charts import run_charts as charts
+from ui.charts import style
 from ui.panels import exports, queue
 from ui.words import run_words
 
@@ -124,7 +125,7 @@ def side_by_side(rec: RunRecord, store: RunStore, *, key: str) -> None:
             elif not shown:
                 missing.append(f"No bars {when}: that run was not profiled.")
             else:
-                bars += [(f"{label} ({when})", shown[v]["ms"]) for v, label, _ in charts.VARIANTS if v in shown]
+                bars += [(f"{label} ({when})", shown[v]["ms"]) for v, label, _ in style.VARIANTS if v in shown]
         if bars:
             exports.show(st, charts.breakdown_chart(bars, title="Where the time goes, before and after"),
                          key=f"{key}_pair_breakdown")

@@ -16,7 +16,6 @@ import streamlit as st
 
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.lab.policy import limits
 from tcore.lab.queue import scheduler
 from tcore.lab.queue.waiting import duration_words, wait_words
 from tcore.lab.run import registry, runs
@@ -54,8 +53,7 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str,
     queued = []
     for exp in experiments:
         try:
-            limits.check_app_model(exp.model)
-            queued.append(runs.start(exp, store, owner=people.me(), timeout_s=timeout_s).run_id)
+            queued.append(runs.start(exp, store, owner=people.me(), timeout_s=timeout_s, from_app=True).run_id)
         except SpecError as e:
             st.session_state[f"{key}_refusal"] = (f"**{exp.label} cannot be queued:** {e}"
                                               + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))

@@ -339,15 +339,26 @@ def queue_full_message(waiting: int, limits: Limits) -> str:
             f"({limits.describe('max_queued_per_session')}); wait for one to start, or cancel one, then submit again")
 
 
-def check(exp: Experiment, device: str, owner: str | None, store: RunStore,
-          limits: Limits | None = None) -> float | None:
-    """Refuse, with what to change, a run past the limits or past the memory of `device` (cpu or cuda); return its
-    memory estimate in GiB (None where it cannot be made), which the queue uses to decide whom it may share a GPU
-    with.
+def check(exp: Experiment, device: str, owner: str | None, store: RunStore, limits: Limits | None = None, *,
+          time_limit_s: float | None = None, from_app: bool = False) -> float | None:
+    """Every check of the lab's policy on a run about to be queued, made once: a `file:` model from the app
+    (check_app_model), the batch size, the memory of `device` (cpu or cuda) and the lab's memory limit, the
+    owner's queue, and whether it can finish within `time_limit_s` (check_duration; None: not checked). Refuses,
+    with what to change; returns the memory estimate in GiB (None where it cannot be made), which the queue uses to
+    decide whom it may share a GPU with.
 
     `owner` None (the command line, a sweep's own runs) has no per-session queue limit.
     """
     limits = load() if limits is None else limits
+    if from_app:
+        check_app_model(exp.model)
+    need_gib = _check_size(exp, device, owner, store, limits)
+    if time_limit_s is not None:
+        check_duration(exp, device, time_limit_s, store, limits)
+    return need_gib
+
+
+def _check_size(exp: Experiment, device: str, owner: str | None, store: RunStore, limits: Limits) -> float | None:
     if limits.max_batch_size is not None and exp.batch_size > limits.max_batch_size:
         raise SpecError(f"batch_size {exp.batch_size} is over this lab's limit ({limits.describe('max_batch_size')}); "
                         f"choose a batch size of at most {limits.max_batch_size}")

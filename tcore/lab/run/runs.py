@@ -78,22 +78,22 @@ def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
 
 def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout_s: float | None = None,
           on_event: Callable[[dict[str, Any]], None] | None = None, sweep: tuple[str, int] | None = None,
-          for_the_lab: bool = False) -> LiveRun:
+          for_the_lab: bool = False, from_app: bool = False) -> LiveRun:
     """Check `exp` against this machine and the lab's limits, then queue it; returns at once, phase "queued".
 
     owner: the submitting session (the app passes its browser session id); it bounds how many runs
     one session may queue. None (the command line, a sweep) means this process, with no such bound.
     for_the_lab: a run the lab queues for itself under `owner`'s name (a calibration's references, all queued at
     once): no per-session bound either.
+    from_app: queued by a page of the app, where a `file:` model runs only if the lab allows files.
     sweep: (sweep id, place in it) for a run of a sweep (tcore.lab.sweeps).
     Raises SpecError, with what to change, before anything is queued.
     """
     device, notes = preflight(exp)
     lab = limits.load(store=store)
     bounded = None if for_the_lab else owner  # whose queue the per-session bound counts
-    need_gib = limits.check(exp, device, bounded, store, lab)
     timeout_s, lowered = lab.run_time(timeout_s)
-    limits.check_duration(exp, device, timeout_s, store, lab)
+    need_gib = limits.check(exp, device, bounded, store, lab, time_limit_s=timeout_s, from_app=from_app)
     plan = scheduler.room_plan(device)  # a [room] setting written wrongly is said now, before anything is queued
     if need_gib is None:  # queued with an unknown memory (tcore.store.queue.SlotRoom): it shares its GPU with no one
         notes = [*notes, memory.unknown_note(exp, shares_gpu=plan.shares)]
