@@ -20,6 +20,7 @@ from tcore.store import RunStore
 from tcore.worker import membw
 from tcore.worker.generate_measurement import gathered_bytes, launch_words
 from tests.helpers import insert_run
+from ui.words import decode_words
 
 
 def test_decode_reads_the_weights_and_a_static_cache_whole_a_dynamic_one_as_it_grows():
@@ -292,3 +293,31 @@ def test_on_a_gpu_cuda_graphs_replay_the_decode_step_and_its_bandwidth_share_is_
         assert r[f"{variant}_decode_bw_pct"] <= r[f"{variant}_decode_bw_measured_pct"] < 100
         assert 0 <= r[f"{variant}_decode_idle_pct"] <= 100
     assert "Decode step: eager" in r["launch_bound_words"]
+    # where the compiled step's time goes, by kernel class, against the bytes it reads
+    said = decode_words.words(r, record.spec)
+    assert said[0].startswith("A compiled decode step takes") and said[1].startswith("Per token, profiled: ")
+
+
+def test_a_decode_step_is_held_against_the_bytes_it_reads_and_says_what_to_try():
+    # Llama-3.2-1B's shape on an H100 (BENCHMARKS.md): 1.72 ms per token at 48.1% of the measured copy bandwidth
+    result = {"compiled_decode_ms_per_token": 1.72, "compiled_decode_bw_measured_pct": 48.1,
+              "breakdown": {"compiled": {"ms": {"matmul": 1.10, "attention": 0.12, "pointwise": 0.30, "idle": 0.20}}}}
+    said = decode_words.words(result, {"mode": "reduce-overhead", "kv_cache": "static"})
+    assert said[0] == ("A compiled decode step takes 1.72 ms per token; the bytes it reads would take 0.827 ms at the "
+                       "copy bandwidth measured on this GPU: it reaches 48% of it.")
+    assert said[1].startswith("Per token, profiled: matrix products 1.1 ms, pointwise, norms and reductions 0.3 ms, "
+                              "launch gaps (the GPU idle) 0.2 ms, attention 0.12 ms")
+    assert any("coordinate-descent" in s for s in said) and not any("reduce-overhead" in s for s in said)
+    # tuned already, no CUDA graphs (the GPU idle a third of the step) and a dynamic cache: the other advice
+    idle = {**result, "breakdown": {"compiled": {"ms": {"matmul": 1.10, "idle": 0.6}}}}
+    again = decode_words.words(idle, {"mode": "default", "kv_cache": "dynamic", "coordinate_descent": True})
+    assert not any("coordinate-descent" in s for s in again)
+    assert any("reduce-overhead" in s for s in again) and any("static KV cache" in s for s in again)
+    table = decode_words.rows(result)
+    assert table[0]["ms per token"] == 0.8273 and [r["what"] for r in table[1:3]] == ["matrix products",
+                                                                                      "pointwise, norms and reductions"]
+    # no profile: the floor, and why the rest is not known; the CPU (no bandwidth figure): nothing
+    bare = {**result, "breakdown": {}, "unavailable": {"compiled_profiled_step_ms": "the profiler recorded no steps"}}
+    assert decode_words.words(bare, {})[1] == ("Where the rest goes is not known: the decode step was not profiled "
+                                               "(the profiler recorded no steps).")
+    assert decode_words.words({"compiled_decode_ms_per_token": 3.0}, {}) == [] and decode_words.rows({}) == []

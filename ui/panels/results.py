@@ -19,7 +19,7 @@ from tcore.store import RunRecord, RunStore
 from ui.charts import diagnose_charts
 from ui.charts import run_charts as charts
 from ui.panels import advice, ecosystem, exports, generate, history, timeline_bar
-from ui.words import diagnose_queries, graph_words, run_words
+from ui.words import decode_words, diagnose_queries, graph_words, run_words
 
 # What to try next, per failure kind (tcore.experiment.protocol.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -127,8 +127,11 @@ def show_headline(rec: RunRecord) -> None:
     if noise:
         st.warning(noise, icon=":material/warning:")
     if generating:
-        for line in generate.details_words(r):
+        for line in generate.details_words(r) + decode_words.words(r, rec.spec):
             st.caption(line)
+        if table := decode_words.rows(r):
+            with st.expander("Where a decode step's time goes, against the bytes it reads"):
+                st.dataframe(pd.DataFrame(table), hide_index=True)
     for variant, words in figures.host_bound(r, rec.device, rec.spec.get("mode")):
         if variant == "compiled" and rec.spec.get("mode") not in CUDAGRAPH_MODES and launch_bound(r, rec.device):
             words += " *What to try next* below queues mode=reduce-overhead in one click."
