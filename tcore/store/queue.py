@@ -27,6 +27,7 @@ CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
 # asked is kept in the row, where the process that records the end reads it (cancel_words).
 CANCEL_BY_OWNER, CANCEL_BY_INSTRUCTOR = 1, 2
 BY_INSTRUCTOR = "cancelled by the instructor"
+ID_TRIES = 5  # fresh run ids drawn before an id already taken is let fail the insert
 
 
 def cancel_words(message: str, requested: int | None) -> str:
@@ -82,8 +83,12 @@ class Queue(Part):
         before it ends, so a sweep has at most that many runs in the queue at once (one per slot of a cluster).
         memory_gib: the run's device memory estimate, which decides whom it may share a slot with (None: no one).
         """
-        run_id = new_id()
         with self._write() as db:
+            run_id = new_id()
+            for _ in range(ID_TRIES - 1):  # two runs queued in one second share new_id's time part: rare, not never
+                if db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is None:
+                    break
+                run_id = new_id()
             if max_queued is not None:
                 (waiting,) = db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?",
                                         (owner,)).fetchone()
