@@ -1,10 +1,11 @@
 """The run queue, kept in the store: queue, claim a device slot, cancel, and repair what dead processes left.
 
 A run is inserted "queued" with its owner (a session id), the process that owns it and its device
-kind; claiming it (status "running" in a free device slot) is one BEGIN IMMEDIATE transaction, so
-two processes never both claim a slot. tcore.lab.queue.scheduler decides when to call these; the queue
-lives here and nowhere else, so it survives a restart of any process. Its columns of `runs` and its
-`owners` table are in schema.py; a sweep's next run is released by the sweeps part (sweeps.py).
+kind. Its place in the queue is its rowid, the order of insertion: queued_at is for display, since a clock set back
+must not put a run ahead of those queued before it. Claiming it (status "running" in a free device slot) is one
+BEGIN IMMEDIATE transaction, so two processes never both claim a slot. tcore.lab.queue.scheduler decides when to
+call these; the queue lives here and nowhere else, so it survives a restart of any process. Its columns of `runs`
+and its `owners` table are in schema.py; a sweep's next run is released by the sweeps part (sweeps.py).
 """
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ class Queue(Part):
                 return None  # the instructor paused the queue: what runs goes on, nothing new starts
             oldest = db.execute(
                 "SELECT id, owner_pid, owner_started, memory_gib FROM runs WHERE status='queued' AND held=0 AND host=?"
-                " AND device=? ORDER BY queued_at, rowid LIMIT 1", (proc.host, device)).fetchone()
+                " AND device=? ORDER BY rowid LIMIT 1", (proc.host, device)).fetchone()
             if (oldest is None or oldest["id"] not in run_ids
                     or (oldest["owner_pid"], oldest["owner_started"]) != (proc.pid, proc.started)):
                 return None
@@ -236,7 +237,7 @@ class Queue(Part):
         with self._connect() as db:
             queued = [(r[0], json.loads(r[1]), r[2]) for r in db.execute(
                 "SELECT id, spec, timeout_s FROM runs WHERE status='queued' AND held=0 AND host=? AND device=?"
-                " ORDER BY queued_at, rowid", (host, device))]
+                " ORDER BY rowid", (host, device))]
             running = [(json.loads(r[0]), r[1], r[2]) for r in db.execute(
                 "SELECT spec, timeout_s, started_at FROM runs WHERE status='running' AND host=? AND device=?"
                 " AND started_at IS NOT NULL", (host, device))]
@@ -254,7 +255,7 @@ class Queue(Part):
         with self._connect() as db:
             return [RunRecord.from_row(r) for r in db.execute(
                 "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
-                " ORDER BY status DESC, queued_at, rowid", (host,))]
+                " ORDER BY status DESC, rowid", (host,))]
 
     def heartbeat(self, proc: Proc) -> None:
         """`proc` is alive and ticking: recover() leaves its runs alone while it keeps saying so."""
