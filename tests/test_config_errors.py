@@ -124,3 +124,19 @@ def test_the_system_page_says_a_cluster_setting_written_wrongly_in_a_sentence(tm
     assert "The lab's settings cannot be read: " in said
     for words in BAD_CLUSTER[text]:
         assert words in said
+
+
+@pytest.mark.parametrize("text, said", [
+    ("[limit]\nmax_run_s = 60", r"unknown table\(s\) \[limit\]; known: \[limits\], \[instructor\]"),
+    ('max_run_s = 60', r"unknown table\(s\) \[max_run_s\]"),
+    ('[instructor]\npasscod = "x"', r"unknown setting\(s\) in \[instructor\]: passcod; known: passcode"),
+    ("[models]\nallow_file = true", r"unknown setting\(s\) in \[models\]: allow_file; known: allow_files"),
+])
+def test_an_unknown_table_or_setting_is_refused_by_name(tmp_path, text, said):
+    (tmp_path / "compile-lab.toml").write_text(text + "\n")
+    for read in (lambda: limits.load(environ={}, cwd=tmp_path),
+                 lambda: limits.instructor_passcode(environ={}, cwd=tmp_path),
+                 lambda: limits.files_allowed(environ={}, cwd=tmp_path)):
+        with pytest.raises(config.LimitsError, match=said) as e:
+            read()
+        assert "\n" not in str(e.value)
