@@ -189,3 +189,10 @@ def test_the_instructor_cannot_set_an_infinite_nan_or_absurd_limit(store, values
     with pytest.raises(config.LimitsError, match=f"{name} = {value!r}: it must be .*at most"):
         limits.set_by_instructor(store, values)
     assert getattr(limits.load(store=store), name) == getattr(limits.Limits(), name)  # nothing was stored
+
+
+@pytest.mark.parametrize("value", ["٣", "２", "1_000", "３.５"])
+def test_a_limit_in_digits_other_than_ascii_is_refused(value):
+    for name in ("max_batch_size", "max_run_s"):
+        with pytest.raises(config.LimitsError, match=f"{name} = .* it must be"):
+            limits.load({limits.ENV[name]: value})

@@ -34,6 +34,7 @@ from tcore.lab.settings.config import read as _config
 from tcore.store import SlotRoom
 
 RUNS_ENV = "COMPILE_LAB_RUNS_PER_GPU"
+MAX_RUNS_PER_GPU = 64  # far past what one GPU's memory holds of the smallest run; more is a mistake (1e20 was taken)
 PROXIES_ENV = "COMPILE_LAB_TRUSTED_PROXIES"  # comma-separated, as trusted_proxies
 ROOM_SETTINGS = ("runs_per_gpu", "trusted_proxies")  # what [room] may hold
 MEASURE_CORES = 2       # per GPU slot: the launch thread's core, and one for the measuring worker's other threads
@@ -79,7 +80,7 @@ def counted_gib(estimate_gib: float | None) -> float | None:
 
 
 def runs_per_gpu_setting(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> int | None:
-    """runs_per_gpu as configured: a whole number of at least 1, or None for "auto" (the default)."""
+    """runs_per_gpu as configured: a whole number from 1 to MAX_RUNS_PER_GPU, or None for "auto" (the default)."""
     environ = os.environ if environ is None else environ
     if environ.get(RUNS_ENV, "").strip():
         value, where = environ[RUNS_ENV].strip(), RUNS_ENV
@@ -88,13 +89,11 @@ def runs_per_gpu_setting(environ: Mapping[str, str] | None = None, cwd: str | Pa
         value, where = table.get("runs_per_gpu", "auto"), f"[room] in {path}"
     if isinstance(value, str) and value.strip().lower() == "auto":
         return None
-    try:
-        number = int(value) if not isinstance(value, bool) and str(value).strip().isdigit() else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None or number < 1:
-        raise LimitsError(f"runs_per_gpu = {value!r} (from {where}): it must be a whole number of at least 1, or "
-                          "\"auto\"")
+    text = str(value).strip()
+    number = int(text) if not isinstance(value, bool) and text.isascii() and text.isdigit() else None  # not "２"
+    if number is None or not 1 <= number <= MAX_RUNS_PER_GPU:
+        raise LimitsError(f"runs_per_gpu = {value!r} (from {where}): it must be a whole number of at least 1 and at "
+                          f"most {MAX_RUNS_PER_GPU}, or \"auto\"")
     return number
 
 
