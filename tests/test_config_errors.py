@@ -38,12 +38,12 @@ def test_a_page_says_a_broken_config_in_a_line(tmp_path, monkeypatch):
     from tests.app_harness import app, texts
 
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
-    config = tmp_path / "lab.toml"
-    config.write_text("[instructor]\npasscode = \"sesame\"\n")
-    monkeypatch.setenv(config.CONFIG_ENV, str(config))
+    toml = tmp_path / "lab.toml"
+    toml.write_text("[instructor]\npasscode = \"sesame\"\n")
+    monkeypatch.setenv(config.CONFIG_ENV, str(toml))
     at = app()
     at.session_state["instructor"] = "sesame"  # unlocked, then the file is broken under the running app
-    config.write_bytes(b"[instructor]\npasscode = \"caf\xe9\"\n")
+    toml.write_bytes(b"[instructor]\npasscode = \"caf\xe9\"\n")
     at.run()
     assert not at.exception, at.exception
     assert "The lab's settings cannot be read" in texts(at.error) and "not UTF-8" in texts(at.error)

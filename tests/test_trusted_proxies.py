@@ -8,7 +8,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tcore.lab.policy import limits
-from tcore.lab.settings import private
+from tcore.lab.settings import config, private
 from tcore.lab.queue import room
 from tests.app_harness import db  # noqa: F401 (db: the fixture)
 from ui import people
@@ -44,9 +44,9 @@ def test_without_trusted_proxies_every_header_is_ignored():
 
 
 def test_trusted_proxies_come_from_room_in_the_file_or_the_environment_and_are_checked(tmp_path):
-    config = tmp_path / "compile-lab.toml"
-    config.write_text('[room]\nruns_per_gpu = 2\ntrusted_proxies = ["127.0.0.1", "::1", "10.1.0.0/16"]\n')
-    env = {config.CONFIG_ENV: str(config)}
+    toml = tmp_path / "compile-lab.toml"
+    toml.write_text('[room]\nruns_per_gpu = 2\ntrusted_proxies = ["127.0.0.1", "::1", "10.1.0.0/16"]\n')
+    env = {config.CONFIG_ENV: str(toml)}
     assert [str(n) for n in room.trusted_proxies(env)] == ["127.0.0.1/32", "::1/128", "10.1.0.0/16"]
     assert room.runs_per_gpu_setting(env) == 2  # the table's other setting is read as before
     assert room.trusted_proxies({**env, room.PROXIES_ENV: "192.0.2.1"})[0].compressed == "192.0.2.1/32"
@@ -55,10 +55,10 @@ def test_trusted_proxies_come_from_room_in_the_file_or_the_environment_and_are_c
 
     for value, said in (('["localhost"]', "'localhost' is not a network address"),
                         ('"127.0.0.1"', "it must be a list of addresses"), ("[1]", "1 is not a network address")):
-        config.write_text(f"[room]\ntrusted_proxies = {value}\n")
+        toml.write_text(f"[room]\ntrusted_proxies = {value}\n")
         with pytest.raises(config.LimitsError, match=said):
             room.trusted_proxies(env)
-    config.write_text("[room]\ntrusted_proxy = []\n")
+    toml.write_text("[room]\ntrusted_proxy = []\n")
     with pytest.raises(config.LimitsError, match=r"unknown setting\(s\) in \[room\]: trusted_proxy; known: "
                                                  r"runs_per_gpu, trusted_proxies"):
         room.runs_per_gpu_setting(env)
