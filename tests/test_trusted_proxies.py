@@ -24,7 +24,8 @@ LOCAL = room.trusted_proxies({room.PROXIES_ENV: "127.0.0.1,::1"})
     (None, ["10.0.0.5:5123"], "10.0.0.5"),
     (None, ["::ffff:10.0.0.5"], "10.0.0.5"),
     (None, ["127.0.0.1"], "127.0.0.1"),                       # every hop a proxy: the first one's client
-    (None, ["10.0.0.5, unknown"], None),                      # not an address: the proxy's own
+    (None, ["10.0.0.5, unknown"], "unparsed:unknown"),        # not an address: itself, never this machine
+    ("127.0.0.1", ["unix:"], "unparsed:unix:"),
     (None, [], None),
     ("10.0.0.7", ["10.0.0.5"], "10.0.0.7"),                   # not a trusted proxy: its header is ignored
     ("::1", ["10.0.0.5"], "10.0.0.5"),
@@ -41,6 +42,19 @@ def test_without_trusted_proxies_every_header_is_ignored():
     lan = room.trusted_proxies({room.PROXIES_ENV: "10.0.0.0/24"})
     assert room.client_address("10.0.0.1", ["10.0.0.200, 192.0.2.8"], lan) == "192.0.2.8"
     assert room.client_address(None, ["192.0.2.8"], lan) is None  # loopback is not in 10.0.0.0/24
+
+
+def test_a_hop_that_is_not_an_address_is_counted_as_itself_not_as_this_machine():
+    assert limits._per_address(room.client_address(None, ["unknown"], LOCAL)) == "unparsed:unknown"
+
+
+def test_trusting_the_whole_internet_is_warned_about_once(caplog, monkeypatch):
+    monkeypatch.setattr(room, "_WARNED", set())
+    with caplog.at_level("WARNING", logger="compile_lab"):
+        for _ in range(2):
+            room.trusted_proxies({room.PROXIES_ENV: "127.0.0.1, 10.0.0.0/8, 0.0.0.0/0, ::/0"})
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "0.0.0.0/0 trusts" in said[0] and "::/0 trusts" in said[1]
 
 
 def test_trusted_proxies_come_from_room_in_the_file_or_the_environment_and_are_checked(tmp_path):

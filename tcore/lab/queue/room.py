@@ -24,6 +24,7 @@ unlock are bound to.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,10 @@ def _room_table(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dic
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _LOOPBACK = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
+# trusted_proxies broader than these prefixes (0.0.0.0/0, ::/0, ...) are warned about: no room's proxies span that
+BROADEST_PROXIES = {4: 8, 6: 32}
+_WARNED: set = set()
+LOG = logging.getLogger("compile_lab")
 
 
 def trusted_proxies(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> tuple[Network, ...]:
@@ -137,6 +142,12 @@ def trusted_proxies(environ: Mapping[str, str] | None = None, cwd: str | Path | 
         except ValueError:
             raise LimitsError(f"{where}: {entry!r} is not a network address (e.g. \"127.0.0.1\", \"::1\" or "
                               "\"10.0.0.0/24\"; names such as localhost are not looked up)") from None
+    for network in networks:
+        if network.prefixlen < BROADEST_PROXIES[network.version] and network not in _WARNED:
+            _WARNED.add(network)  # read on every connection: said once per process
+            LOG.warning("%s: %s trusts the X-Forwarded-For of a whole stretch of the internet: anyone there can "
+                        "claim any address and step past the per-address limits; name your proxies' own addresses",
+                        where, network)
     return tuple(networks)
 
 
@@ -145,7 +156,8 @@ def client_address(peer: str | None, forwarded_for: Sequence[str], trusted: Sequ
     loopback peer): the peer itself unless it is a trusted proxy; then the rightmost hop of its X-Forwarded-For
     header(s) that is not one. Each proxy appends the address it was reached from, so only the hops the trusted
     proxies appended can be believed; a header from a peer that is not one is the client's own words, and ignored.
-    A hop that is not an address (a proxy passing on what it was sent) gives the proxy's own address."""
+    A hop that is not an address ("unknown", "unix:": what a proxy writes where it has none) is counted as itself,
+    "unparsed:HOP", never as this machine: loopback is exempt from the per-address limits."""
     if not trusted:
         return peer
     ip = None if peer is None else _address(peer)
@@ -154,7 +166,7 @@ def client_address(peer: str | None, forwarded_for: Sequence[str], trusted: Sequ
     hops = [hop.strip() for header in forwarded_for for hop in header.split(",") if hop.strip()]
     for hop in reversed(hops):
         if (ip := _address(hop)) is None:
-            return peer
+            return f"unparsed:{hop}"
         if not _trusted(ip, trusted):
             return str(ip)
     return str(_address(hops[0])) if hops else peer  # every hop a trusted proxy: the first one's client
