@@ -50,3 +50,43 @@ def test_a_sweeps_next_run_joins_the_back_of_the_queue_when_released(store):
     other = store.enqueue(QUICK, device="cpu", owner="bob", proc=ME, timeout_s=None)
     assert store.cancel_queued(first)  # its end releases `second`, queued before `other` but released after
     assert [q[0] for q in store.queue_state("h", "cpu")[0]] == [other, second]
+
+
+class Clocks:
+    """The queue's `time` module: a wall clock the test steps, and a monotonic one it moves."""
+
+    def __init__(self) -> None:
+        self.wall, self.mono = 1000.0, 0.0
+
+    def time(self) -> float:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.mono
+
+
+def test_a_wall_clock_step_makes_no_live_owner_silent_but_a_silent_one_still_loses_its_run(store, monkeypatch):
+    clocks = Clocks()
+    monkeypatch.setattr(queue, "time", clocks)
+    monkeypatch.setattr(queue, "_HEARD", {}, raising=False)
+    owner, watcher = Proc("h", 2000, "22"), Proc("h", 3000, "33")
+    run = store.enqueue(QUICK, device="cpu", owner="ada", proc=owner, timeout_s=None)
+    assert store.claim_next(owner, "cpu", ["cpu"], {run}) == (run, "cpu")
+    assert store.set_worker(run, 4000, "44", owner)
+    stopped = []
+
+    def recover():
+        return store.recover(watcher, lambda pid, started: True, lambda pid, started: stopped.append(pid) or True)
+
+    store.heartbeat(owner)
+    assert recover() == ([], [])
+    clocks.wall += 3600.0  # the host's clock is set forward an hour, between two heartbeats
+    clocks.mono += 1.0
+    assert recover() == ([], []) and stopped == []
+    store.heartbeat(owner)
+    clocks.mono += 2.0
+    assert recover() == ([], [])
+
+    clocks.mono += queue.OWNER_SILENT_S + 1.0  # the owner stops (Ctrl-Z): 31 s since its heartbeat last changed
+    assert recover() == ([run], [])
+    assert stopped == [4000] and "not heard from for 31 s" in store.get(run).error["message"]
