@@ -276,10 +276,10 @@ class Queue(Part):
 
         Gone silent: alive, but its heartbeat unchanged for `silent_s` on this process's own clock since this
         process first read that heartbeat (a process stopped with Ctrl-Z holds its runs without moving them); so only
-        a process that calls this over time, as a queue does, finds one silent. A running run is marked failed, kind "crashed", with the reason (its
-        worker, if still alive, is stopped first, so it cannot overlap the next run); a queued run is
-        adopted by `proc`: it stays queued, in its place. A run claimed whose worker never started was
-        never measured: it goes back to the queue, in its place, and is adopted like a queued one.
+        a process that calls this over time, as a queue does, finds one silent. A running run is marked failed, kind
+        "crashed", with the reason (its worker, if still alive, is stopped first, so it cannot overlap the next run);
+        a queued run is adopted by `proc`: it stays queued, in its place. A run claimed whose worker never started
+        was never measured: it goes back to the queue, in its place, and is adopted like a queued one.
         adopt=False (a process that will not run them: `tcore list`) ends what must end and leaves queued
         runs where they are, for the next process that runs a queue.
         """

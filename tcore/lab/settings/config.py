@@ -58,5 +58,6 @@ def read(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict[str, 
     for table, keys in KEYS.items():
         unknown = sorted(set(config.get(table, {})) - set(keys))
         if unknown:
-            raise LimitsError(f"{path}: unknown setting(s) in [{table}]: {', '.join(unknown)}; known: {', '.join(keys)}")
+            raise LimitsError(f"{path}: unknown setting(s) in [{table}]: {', '.join(unknown)}; known: "
+                              f"{', '.join(keys)}")
     return config, path
