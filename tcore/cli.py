@@ -60,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tcore.lab.run import registry, runs
 
     store = RunStore(args.db)
-    model_cards.install(store, files_allowed=lambda: True)  # the command line always allows model files
+    model_cards.install(store, files_allowed=lambda: True, time_limit_s=args.timeout)  # the command line allows files
     scheduler.remove_stale_folders()  # what killed lab processes left in the temporary folder
     try:
         exp = experiment_from_args(args)

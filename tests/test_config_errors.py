@@ -38,12 +38,12 @@ def test_a_page_says_a_broken_config_in_a_line(tmp_path, monkeypatch):
     from tests.app_harness import app, texts
 
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
-    config = tmp_path / "lab.toml"
-    config.write_text("[instructor]\npasscode = \"sesame\"\n")
-    monkeypatch.setenv(config.CONFIG_ENV, str(config))
+    toml = tmp_path / "lab.toml"
+    toml.write_text("[instructor]\npasscode = \"sesame\"\n")
+    monkeypatch.setenv(config.CONFIG_ENV, str(toml))
     at = app()
     at.session_state["instructor"] = "sesame"  # unlocked, then the file is broken under the running app
-    config.write_bytes(b"[instructor]\npasscode = \"caf\xe9\"\n")
+    toml.write_bytes(b"[instructor]\npasscode = \"caf\xe9\"\n")
     at.run()
     assert not at.exception, at.exception
     assert "The lab's settings cannot be read" in texts(at.error) and "not UTF-8" in texts(at.error)
@@ -124,3 +124,19 @@ def test_the_system_page_says_a_cluster_setting_written_wrongly_in_a_sentence(tm
     assert "The lab's settings cannot be read: " in said
     for words in BAD_CLUSTER[text]:
         assert words in said
+
+
+@pytest.mark.parametrize("text, said", [
+    ("[limit]\nmax_run_s = 60", r"unknown table\(s\) \[limit\]; known: \[limits\], \[instructor\]"),
+    ('max_run_s = 60', r"unknown table\(s\) \[max_run_s\]"),
+    ('[instructor]\npasscod = "x"', r"unknown setting\(s\) in \[instructor\]: passcod; known: passcode"),
+    ("[models]\nallow_file = true", r"unknown setting\(s\) in \[models\]: allow_file; known: allow_files"),
+])
+def test_an_unknown_table_or_setting_is_refused_by_name(tmp_path, text, said):
+    (tmp_path / "compile-lab.toml").write_text(text + "\n")
+    for read in (lambda: limits.load(environ={}, cwd=tmp_path),
+                 lambda: limits.instructor_passcode(environ={}, cwd=tmp_path),
+                 lambda: limits.files_allowed(environ={}, cwd=tmp_path)):
+        with pytest.raises(config.LimitsError, match=said) as e:
+            read()
+        assert "\n" not in str(e.value)

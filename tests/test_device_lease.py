@@ -263,3 +263,13 @@ def test_calibration_teaches_each_kind_from_references_of_that_kind():
         calibrate.words("cuda-host-bound", Spread(math.log1p(0.0196), 8, 10, 2))
     assert "too few yet to replace the default (3 of 6" in calibrate.words("cuda", Spread(0.01, 3, 4, 1))
     assert "no setting of this kind has run twice here yet" in calibrate.words("cpu", None)
+
+
+def test_runs_per_gpu_past_its_cap_or_in_other_digits_is_refused(tmp_path):
+    assert room.runs_per_gpu_setting({room.RUNS_ENV: str(room.MAX_RUNS_PER_GPU)}, tmp_path) == room.MAX_RUNS_PER_GPU
+    for bad in (str(room.MAX_RUNS_PER_GPU + 1), "100000000000000000000", "２", "٣"):
+        with pytest.raises(room.LimitsError, match=f"at most {room.MAX_RUNS_PER_GPU}"):
+            room.runs_per_gpu_setting({room.RUNS_ENV: bad}, tmp_path)
+    (tmp_path / "compile-lab.toml").write_text("[room]\nruns_per_gpu = 100000000000000000000\n")
+    with pytest.raises(room.LimitsError, match="runs_per_gpu = 100000000000000000000"):
+        room.runs_per_gpu_setting({}, tmp_path)

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.usefixtures("no_outside_limits")
 
 
 def test_limits_come_from_the_file_and_the_environment_wins(tmp_path):
-    config = tmp_path / "lab.toml"
-    config.write_text("[limits]\nmax_run_s = 120\nmax_batch_size = 16\nmax_memory_gib = 2.5\n")
-    lab = limits.load({"COMPILE_LAB_CONFIG": str(config), "COMPILE_LAB_MAX_BATCH_SIZE": "8"})
+    toml = tmp_path / "lab.toml"
+    toml.write_text("[limits]\nmax_run_s = 120\nmax_batch_size = 16\nmax_memory_gib = 2.5\n")
+    lab = limits.load({"COMPILE_LAB_CONFIG": str(toml), "COMPILE_LAB_MAX_BATCH_SIZE": "8"})
     assert (lab.max_run_s, lab.max_batch_size, lab.max_memory_gib, lab.max_queued_per_session) == (120, 8, 2.5, 5)
     assert lab.run_time(600)[0] == 120 and "lowered from 600 s" in lab.run_time(600)[1]
     (tmp_path / "compile-lab.toml").write_text("[limits]\nmax_batch_size = \"none\"\n")
@@ -26,11 +26,11 @@ def test_limits_come_from_the_file_and_the_environment_wins(tmp_path):
     with pytest.raises(config.LimitsError, match="COMPILE_LAB_MAX_BATCH_SIZE.*whole number"):
         limits.load({"COMPILE_LAB_MAX_BATCH_SIZE": "lots"})
     with pytest.raises(config.LimitsError, match="max_run_s = -5.*from .*lab.toml.*positive number"):
-        config.write_text("[limits]\nmax_run_s = -5\n")
-        limits.load({"COMPILE_LAB_CONFIG": str(config)})
+        toml.write_text("[limits]\nmax_run_s = -5\n")
+        limits.load({"COMPILE_LAB_CONFIG": str(toml)})
     with pytest.raises(config.LimitsError, match="unknown setting.*max_gpus"):
-        config.write_text("[limits]\nmax_gpus = 2\n")
-        limits.load({"COMPILE_LAB_CONFIG": str(config)})
+        toml.write_text("[limits]\nmax_gpus = 2\n")
+        limits.load({"COMPILE_LAB_CONFIG": str(toml)})
 
 
 def test_batch_and_memory_over_the_limits_are_refused_before_anything_is_queued(store, monkeypatch):
@@ -189,3 +189,10 @@ def test_the_instructor_cannot_set_an_infinite_nan_or_absurd_limit(store, values
     with pytest.raises(config.LimitsError, match=f"{name} = {value!r}: it must be .*at most"):
         limits.set_by_instructor(store, values)
     assert getattr(limits.load(store=store), name) == getattr(limits.Limits(), name)  # nothing was stored
+
+
+@pytest.mark.parametrize("value", ["٣", "２", "1_000", "３.５"])
+def test_a_limit_in_digits_other_than_ascii_is_refused(value):
+    for name in ("max_batch_size", "max_run_s"):
+        with pytest.raises(config.LimitsError, match=f"{name} = .* it must be"):
+            limits.load({limits.ENV[name]: value})

@@ -61,3 +61,11 @@ def test_a_second_browser_cannot_rebuild_an_owner_from_what_pages_show(db):
     again = page_as(owner)
     assert again.session_state["owner"] == owner
     runs.delete(done, db, owner=owner, instructor=False)
+
+
+def test_an_id_with_a_trailing_newline_is_no_ones():
+    from ui import people
+
+    for good in ("guest-3f9a.0123456789abcdef", "ada~3f9a.0123456789abcdef"):
+        assert people._OWNER.match(good) and not people._OWNER.match(good + "\n")
+    assert people.display_name("ada~3f9a") == "ada" and people.display_name("ada~3f9a\n") == "another session"

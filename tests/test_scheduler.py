@@ -8,9 +8,9 @@ from tcore.lab.queue import scheduler, waiting
 
 def test_wait_estimate_counts_the_runs_ahead_and_the_running_ones():
     Ahead, wait = waiting.Ahead, waiting.estimate_wait
-    assert wait([], [], 1) == (0.0, 0.0, None)  # nothing ahead
-    assert wait([Ahead(None, 900.0, 4.0)], [], 1) == (None, 896.0, None)  # nothing finished yet: no guess
-    assert wait([Ahead(10.0, 900.0, 4.0)], [], 1) == (6.0, 896.0, None)
+    assert wait([], [], 1) == (0.0, 0.0, None, None)  # nothing ahead
+    assert wait([Ahead(None, 900.0, 4.0)], [], 1) == (None, 896.0, None, None)  # nothing finished yet: no guess
+    assert wait([Ahead(10.0, 900.0, 4.0)], [], 1) == (6.0, 896.0, None, None)
     assert wait([Ahead(10.0, 900.0, 4.0)], [Ahead(10.0, 600.0), Ahead(30.0, 600.0)], 1)[:2] == (46.0, 2096.0)
     two_gpus = wait([Ahead(10.0, 900.0, 4.0)], [Ahead(10.0, 600.0), Ahead(30.0, 600.0)], 2)
     assert two_gpus[:2] == (10.0, 896.0)  # the second GPU is free: the runs ahead share it and the first
@@ -47,3 +47,52 @@ def test_gpu_slots_pin_one_gpu_each(monkeypatch):
     assert scheduler.slot_env("cuda:1") == {"CUDA_VISIBLE_DEVICES": "1"} and scheduler.slot_env("cpu") == {}
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")  # this process may use GPUs 4 and 6 only
     assert scheduler.slot_env("cuda:1") == {"CUDA_VISIBLE_DEVICES": "6"}
+
+
+class FakeJob:
+    """A queued run of this process that records whether it was started, and what its place says."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id, self.device, self.started, self.done, self.wait = run_id, "cpu", False, False, None
+
+    def launch(self, slot, env) -> None:
+        self.started = True
+
+    def set_queue_place(self, position, wait) -> None:
+        self.wait = wait
+
+    def ended_in_queue(self) -> None:
+        self.done = True
+
+
+def test_no_run_starts_while_the_stores_disk_is_nearly_full_or_filled_up_and_the_queue_says_why(tmp_path,
+                                                                                                monkeypatch):
+    from tcore.store import RunStore
+    from tests.helpers import QUICK
+
+    store = RunStore(tmp_path / "runs.sqlite")
+    monkeypatch.setattr(scheduler, "_HELD", {}, raising=False)
+    monkeypatch.setattr(scheduler, "_FILLED", set(), raising=False)
+    free = {"bytes": (16 << 20) - 1}
+    monkeypatch.setattr(scheduler, "free_bytes", lambda folder: free["bytes"], raising=False)
+    sched = scheduler.Scheduler(store, adopt=lambda record: None)
+    job = FakeJob(store.enqueue(QUICK, device="cpu", owner="ada", proc=sched.proc, timeout_s=None))
+    sched.submit(job)
+
+    def tick():
+        sched._next_recovery = 0.0  # the hold is looked at with each recovery
+        sched._tick()
+
+    tick()
+    assert not job.started and "MiB free" in sched.held
+    assert waiting.wait_words(job.wait)[0] == "waits: no run starts for now" and "MiB free" in waiting.wait_words(
+        job.wait)[1]
+
+    free["bytes"] = 1 << 40  # room again, but a record was cut short by a full disk: a test write decides
+    scheduler.disk_was_full(store.path)
+    monkeypatch.setattr(scheduler, "_test_write", lambda folder: False)
+    tick()
+    assert not job.started and "filled up while a run was recorded" in sched.held
+    monkeypatch.setattr(scheduler, "_test_write", lambda folder: True)
+    tick()
+    assert job.started and sched.held is None

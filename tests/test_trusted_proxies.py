@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from tcore.lab.policy import limits
 from tcore.lab.queue import room
-from tcore.lab.settings import private
+from tcore.lab.settings import config, private
 from tests.app_harness import db  # noqa: F401 (db: the fixture)
 from ui.panels import people
 
@@ -24,7 +24,8 @@ LOCAL = room.trusted_proxies({room.PROXIES_ENV: "127.0.0.1,::1"})
     (None, ["10.0.0.5:5123"], "10.0.0.5"),
     (None, ["::ffff:10.0.0.5"], "10.0.0.5"),
     (None, ["127.0.0.1"], "127.0.0.1"),                       # every hop a proxy: the first one's client
-    (None, ["10.0.0.5, unknown"], None),                      # not an address: the proxy's own
+    (None, ["10.0.0.5, unknown"], "unparsed:unknown"),        # not an address: itself, never this machine
+    ("127.0.0.1", ["unix:"], "unparsed:unix:"),
     (None, [], None),
     ("10.0.0.7", ["10.0.0.5"], "10.0.0.7"),                   # not a trusted proxy: its header is ignored
     ("::1", ["10.0.0.5"], "10.0.0.5"),
@@ -43,10 +44,23 @@ def test_without_trusted_proxies_every_header_is_ignored():
     assert room.client_address(None, ["192.0.2.8"], lan) is None  # loopback is not in 10.0.0.0/24
 
 
+def test_a_hop_that_is_not_an_address_is_counted_as_itself_not_as_this_machine():
+    assert limits._per_address(room.client_address(None, ["unknown"], LOCAL)) == "unparsed:unknown"
+
+
+def test_trusting_the_whole_internet_is_warned_about_once(caplog, monkeypatch):
+    monkeypatch.setattr(room, "_WARNED", set())
+    with caplog.at_level("WARNING", logger="compile_lab"):
+        for _ in range(2):
+            room.trusted_proxies({room.PROXIES_ENV: "127.0.0.1, 10.0.0.0/8, 0.0.0.0/0, ::/0"})
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "0.0.0.0/0 trusts" in said[0] and "::/0 trusts" in said[1]
+
+
 def test_trusted_proxies_come_from_room_in_the_file_or_the_environment_and_are_checked(tmp_path):
-    config = tmp_path / "compile-lab.toml"
-    config.write_text('[room]\nruns_per_gpu = 2\ntrusted_proxies = ["127.0.0.1", "::1", "10.1.0.0/16"]\n')
-    env = {config.CONFIG_ENV: str(config)}
+    toml = tmp_path / "compile-lab.toml"
+    toml.write_text('[room]\nruns_per_gpu = 2\ntrusted_proxies = ["127.0.0.1", "::1", "10.1.0.0/16"]\n')
+    env = {config.CONFIG_ENV: str(toml)}
     assert [str(n) for n in room.trusted_proxies(env)] == ["127.0.0.1/32", "::1/128", "10.1.0.0/16"]
     assert room.runs_per_gpu_setting(env) == 2  # the table's other setting is read as before
     assert room.trusted_proxies({**env, room.PROXIES_ENV: "192.0.2.1"})[0].compressed == "192.0.2.1/32"
@@ -55,10 +69,10 @@ def test_trusted_proxies_come_from_room_in_the_file_or_the_environment_and_are_c
 
     for value, said in (('["localhost"]', "'localhost' is not a network address"),
                         ('"127.0.0.1"', "it must be a list of addresses"), ("[1]", "1 is not a network address")):
-        config.write_text(f"[room]\ntrusted_proxies = {value}\n")
+        toml.write_text(f"[room]\ntrusted_proxies = {value}\n")
         with pytest.raises(config.LimitsError, match=said):
             room.trusted_proxies(env)
-    config.write_text("[room]\ntrusted_proxy = []\n")
+    toml.write_text("[room]\ntrusted_proxy = []\n")
     with pytest.raises(config.LimitsError, match=r"unknown setting\(s\) in \[room\]: trusted_proxy; known: "
                                                  r"runs_per_gpu, trusted_proxies"):
         room.runs_per_gpu_setting(env)

@@ -69,7 +69,7 @@ class Devices(Part):
             best = db.execute(
                 "SELECT a.run_id, a.purpose, a.asked_at FROM device_asks a JOIN runs r ON r.id = a.run_id"
                 " WHERE a.host=? AND a.slot=? AND r.status='running'"
-                " ORDER BY a.rank, r.queued_at, r.rowid LIMIT 1", (host, slot)).fetchone()
+                " ORDER BY a.rank, r.rowid LIMIT 1", (host, slot)).fetchone()
             if best is None or best["run_id"] != run_id:
                 return False
             now = time.time()
@@ -101,7 +101,7 @@ class Devices(Part):
         with self._connect() as db:
             return [Ask(*r) for r in db.execute(
                 "SELECT a.run_id, a.purpose, a.rank, a.asked_at FROM device_asks a JOIN runs r ON r.id = a.run_id"
-                " WHERE a.host=? AND a.slot=? AND r.status='running' ORDER BY a.rank, r.queued_at, r.rowid",
+                " WHERE a.host=? AND a.slot=? AND r.status='running' ORDER BY a.rank, r.rowid",
                 (host, slot))]
 
     def device_spans(self, run_id: str) -> list[Span]:

@@ -1,10 +1,11 @@
 """The run queue, kept in the store: queue, claim a device slot, cancel, and repair what dead processes left.
 
 A run is inserted "queued" with its owner (a session id), the process that owns it and its device
-kind; claiming it (status "running" in a free device slot) is one BEGIN IMMEDIATE transaction, so
-two processes never both claim a slot. tcore.lab.queue.scheduler decides when to call these; the queue
-lives here and nowhere else, so it survives a restart of any process. Its columns of `runs` and its
-`owners` table are in schema.py; a sweep's next run is released by the sweeps part (sweeps.py).
+kind. Its place in the queue is its rowid, the order of insertion: queued_at is for display, since a clock set back
+must not put a run ahead of those queued before it. Claiming it (status "running" in a free device slot) is one
+BEGIN IMMEDIATE transaction, so two processes never both claim a slot. tcore.lab.queue.scheduler decides when to
+call these; the queue lives here and nowhere else, so it survives a restart of any process. Its columns of `runs`
+and its `owners` table are in schema.py; a sweep's next run is released by the sweeps part (sweeps.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ from tcore.store.records import RunRecord, new_id, to_json
 # loses its runs: the queue must not wait on a process that does not move.
 OWNER_SILENT_S = 30.0
 OWNERS_KEPT_S = 86400.0  # a heartbeat older than a day is dropped; recover() then judges by is_alive alone
+# (store, host, owner pid, owner start) -> (its heartbeat as last read, this process's monotonic time when that value
+# was first read). Silence is judged on the observer's own clock since the heartbeat last changed, never by comparing
+# wall-clock times: a wall clock stepped forward 30 s would make every live owner look silent and lose its runs.
+_HEARD: dict[tuple, tuple[float, float]] = {}
 PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
 CLUSTER_SLOT_PREFIX = "ray:"  # device slots of a Ray cluster (tcore.lab.launch.cluster): no local worker pid
 CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
@@ -27,6 +32,7 @@ CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
 # asked is kept in the row, where the process that records the end reads it (cancel_words).
 CANCEL_BY_OWNER, CANCEL_BY_INSTRUCTOR = 1, 2
 BY_INSTRUCTOR = "cancelled by the instructor"
+ID_TRIES = 5  # fresh run ids drawn before an id already taken is let fail the insert
 
 
 def cancel_words(message: str, requested: int | None) -> str:
@@ -82,8 +88,12 @@ class Queue(Part):
         before it ends, so a sweep has at most that many runs in the queue at once (one per slot of a cluster).
         memory_gib: the run's device memory estimate, which decides whom it may share a slot with (None: no one).
         """
-        run_id = new_id()
         with self._write() as db:
+            run_id = new_id()
+            for _ in range(ID_TRIES - 1):  # two runs queued in one second share new_id's time part: rare, not never
+                if db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is None:
+                    break
+                run_id = new_id()
             if max_queued is not None:
                 (waiting,) = db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?",
                                         (owner,)).fetchone()
@@ -114,7 +124,7 @@ class Queue(Part):
                 return None  # the instructor paused the queue: what runs goes on, nothing new starts
             oldest = db.execute(
                 "SELECT id, owner_pid, owner_started, memory_gib FROM runs WHERE status='queued' AND held=0 AND host=?"
-                " AND device=? ORDER BY queued_at, rowid LIMIT 1", (proc.host, device)).fetchone()
+                " AND device=? ORDER BY rowid LIMIT 1", (proc.host, device)).fetchone()
             if (oldest is None or oldest["id"] not in run_ids
                     or (oldest["owner_pid"], oldest["owner_started"]) != (proc.pid, proc.started)):
                 return None
@@ -231,7 +241,7 @@ class Queue(Part):
         with self._connect() as db:
             queued = [(r[0], json.loads(r[1]), r[2]) for r in db.execute(
                 "SELECT id, spec, timeout_s FROM runs WHERE status='queued' AND held=0 AND host=? AND device=?"
-                " ORDER BY queued_at, rowid", (host, device))]
+                " ORDER BY rowid", (host, device))]
             running = [(json.loads(r[0]), r[1], r[2]) for r in db.execute(
                 "SELECT spec, timeout_s, started_at FROM runs WHERE status='running' AND host=? AND device=?"
                 " AND started_at IS NOT NULL", (host, device))]
@@ -249,7 +259,7 @@ class Queue(Part):
         with self._connect() as db:
             return [RunRecord.from_row(r) for r in db.execute(
                 "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
-                " ORDER BY status DESC, queued_at, rowid", (host,))]
+                " ORDER BY status DESC, rowid", (host,))]
 
     def heartbeat(self, proc: Proc) -> None:
         """`proc` is alive and ticking: recover() leaves its runs alone while it keeps saying so."""
@@ -264,17 +274,18 @@ class Queue(Part):
                 silent_s: float | None = None, *, adopt: bool = True) -> tuple[list[str], list[str]]:
         """Fix the runs of owners on proc's host that have died or gone silent; returns (ids ended, ids adopted).
 
-        Gone silent: alive, but no heartbeat for `silent_s` (a process stopped with Ctrl-Z holds its
-        runs without moving them). A running run is marked failed, kind "crashed", with the reason (its
-        worker, if still alive, is stopped first, so it cannot overlap the next run); a queued run is
-        adopted by `proc`: it stays queued, in its place. A run claimed whose worker never started was
-        never measured: it goes back to the queue, in its place, and is adopted like a queued one.
+        Gone silent: alive, but its heartbeat unchanged for `silent_s` on this process's own clock since this
+        process first read that heartbeat (a process stopped with Ctrl-Z holds its runs without moving them); so only
+        a process that calls this over time, as a queue does, finds one silent. A running run is marked failed, kind
+        "crashed", with the reason (its worker, if still alive, is stopped first, so it cannot overlap the next run);
+        a queued run is adopted by `proc`: it stays queued, in its place. A run claimed whose worker never started
+        was never measured: it goes back to the queue, in its place, and is adopted like a queued one.
         adopt=False (a process that will not run them: `tcore list`) ends what must end and leaves queued
         runs where they are, for the next process that runs a queue.
         """
         silent_s = OWNER_SILENT_S if silent_s is None else silent_s
         crashed, adopted = [], []
-        now = time.time()
+        now = time.monotonic()
         with self._write() as db:
             rows = db.execute(
                 "SELECT id, status, owner_pid, owner_started, pid, worker_started, device_slot FROM runs"
@@ -287,7 +298,8 @@ class Queue(Part):
                 if owner == (proc.pid, proc.started):
                     continue
                 if owner not in verdicts:
-                    verdicts[owner] = _gone(owner, is_alive, heard.get(owner), now, silent_s, proc.host)
+                    silent_for = self._silent_for(proc.host, owner, heard.get(owner), now)
+                    verdicts[owner] = _gone(owner, is_alive, silent_for, silent_s, proc.host)
                 if verdicts[owner] is None:
                     continue
                 # Claimed, but no worker ever started. A run on a cluster slot has no local worker to record: its
@@ -310,7 +322,21 @@ class Queue(Part):
                 self._release_next(db, row["id"])  # tcore.store.sweeps
                 self._free_device(db, row["id"])  # tcore.store.devices
                 crashed.append(row["id"])
+        for key in [k for k in _HEARD if k[:2] == (str(self.path), proc.host) and k[2:] not in heard]:
+            del _HEARD[key]  # its heartbeat row is gone (dropped after a day): nothing left to judge it by
         return crashed, adopted
+
+    def _silent_for(self, host: str, owner: tuple, seen_at: float | None, now: float) -> float | None:
+        """How long (s, on this process's monotonic clock `now`) the owner's heartbeat has read `seen_at`; None for an
+        owner that never sent one. The first read of a value counts as hearing from it."""
+        if seen_at is None:
+            return None
+        key = (str(self.path), host, *owner)
+        last = _HEARD.get(key)
+        if last is None or last[0] != seen_at:
+            _HEARD[key] = (seen_at, now)
+            return 0.0
+        return now - last[1]
 
 
 def _residents(db: sqlite3.Connection, host: str) -> dict[str, list[float | None]]:
@@ -321,16 +347,16 @@ def _residents(db: sqlite3.Connection, host: str) -> dict[str, list[float | None
     return out
 
 
-def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], bool], seen_at: float | None,
-          now: float, silent_s: float, host: str) -> str | None:
+def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], bool], silent_for: float | None,
+          silent_s: float, host: str) -> str | None:
     """Why an owner's runs must be taken from it, or None while it is alive and heard from."""
     pid = owner[0]
     if not is_alive(*owner):
         return (f"the process that ran it (pid {pid} on {host}) ended before it recorded how the run ended, "
                 "e.g. the app was restarted, the command line was stopped, or the store could not be written then "
                 "(a full disk)")
-    if seen_at is not None and now - seen_at > silent_s:
+    if silent_for is not None and silent_for > silent_s:
         return (f"the process that ran it (pid {pid} on {host}) stopped answering: not heard from for "
-                f"{now - seen_at:.0f} s (more than {silent_s:g} s), e.g. stopped with Ctrl-Z; "
+                f"{silent_for:.0f} s (more than {silent_s:g} s), e.g. stopped with Ctrl-Z; "
                 "the queue went on without it")
     return None  # an owner that never sent a heartbeat (an older version) is judged by is_alive alone

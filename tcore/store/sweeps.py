@@ -91,9 +91,10 @@ class Sweeps(Part):
 
     def _release_next(self, db: sqlite3.Connection, run_id: str) -> None:
         """Within a write transaction: `run_id` has ended; if it belongs to a sweep that goes on, its next run joins
-        the back of the queue."""
+        the back of the queue (the queue's order is rowid's: the run takes the next one, as if inserted now)."""
         db.execute(
-            "UPDATE runs SET held=0, queued_at=? WHERE id=(SELECT next.id FROM runs AS ended"
+            "UPDATE runs SET held=0, queued_at=?, rowid=(SELECT max(rowid) + 1 FROM runs)"
+            " WHERE id=(SELECT next.id FROM runs AS ended"
             " JOIN runs AS next ON next.sweep_id=ended.sweep_id JOIN sweeps ON sweeps.id=ended.sweep_id"
             " WHERE ended.id=? AND next.status='queued' AND next.held=1 AND sweeps.cancelled=0"
             " ORDER BY next.sweep_index LIMIT 1)", (time.time(), run_id))

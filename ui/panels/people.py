@@ -42,10 +42,11 @@ from tcore.lab.settings import config
 from tcore.store import RunStore, StoreError, StoreReadOnly
 
 PARAM = "me"  # the query parameter that carries the owner id
-# name tag (shown) . secret (never shown): guest-3f9a.0123456789abcdef, ada~3f9a.0123456789abcdef
-_OWNER = re.compile(r"^(guest-[0-9a-f]{4}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})\.[0-9a-f]{16}$")
+# name tag (shown) . secret (never shown): guest-3f9a.0123456789abcdef, ada~3f9a.0123456789abcdef; \Z, not $: an id
+# ending in a newline ($ matches before it) would be taken, and break the cookie's script
+_OWNER = re.compile(r"^(guest-[0-9a-f]{4}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})\.[0-9a-f]{16}\Z")
 # ids made before they carried a secret: still shown by name on their runs, never accepted as anyone's identity
-_OLD_OWNER = re.compile(r"^(guest-[0-9a-f]{6}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})$")
+_OLD_OWNER = re.compile(r"^(guest-[0-9a-f]{6}|[a-z0-9][a-z0-9-]{0,23}~[0-9a-f]{4})\Z")
 
 
 COOKIE = "compile_lab_me"  # the same id, for a new tab of the same browser opened without it in the address

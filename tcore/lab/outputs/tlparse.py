@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,8 @@ def executable() -> str | None:
 
 def report(run_id: str, store: RunStore, *, reports: Path = REPORTS) -> Report:
     """The run's rendered report, rendering it on first use; or the reason there is none."""
+    if not _plain(run_id):
+        return Report(None, f"{run_id!r} is not a run id")
     shelf = reports / store.store_id
     folder = shelf / run_id
     if (folder / "index.html").exists():
@@ -109,6 +112,12 @@ def _render(run_id: str, store: RunStore, tool: str, reports: Path, folder: Path
     return None
 
 
+def _plain(run_id: str) -> bool:
+    """Whether `run_id` can name one folder on a shelf: it is joined into paths, and '../x' or '/x' would name
+    another's (forget() deleted what it named). The store's ids (tcore.store.records.new_id) are of these letters."""
+    return re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id) is not None
+
+
 def _failure_note(reports: Path, run_id: str) -> Path:
     return reports / f".failed-{run_id}.txt"
 
@@ -129,7 +138,7 @@ def _evict(reports: Path, *, keep: Path, limit: int = KEEP_BYTES) -> None:
 
 def forget(run_id: str, *, reports: Path = REPORTS) -> None:
     """Remove a deleted run's rendered report (or the note that it could not be rendered), from any store's shelf."""
-    if not reports.is_dir():
+    if not reports.is_dir() or not _plain(run_id):  # report() renders nothing for an id that is not plain
         return
     for shelf in [d for d in reports.iterdir() if d.is_dir() and not d.name.startswith(".")]:
         shutil.rmtree(shelf / run_id, ignore_errors=True)

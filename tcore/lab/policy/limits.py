@@ -328,6 +328,8 @@ def _parse(name: str, value: Any, where: str) -> Any:
         if optional and text in ("none", "off"):
             return None
         try:
+            if not text.isascii() or "_" in text:  # int() and float() take "٣", "２" and "1_000" too
+                raise ValueError(text)
             return kind(text)
         except ValueError:
             raise LimitsError(f"{name} = {value!r} (from {where}): it must be {valid}") from None

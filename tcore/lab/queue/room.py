@@ -24,6 +24,7 @@ unlock are bound to.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from tcore.lab.settings.config import read as _config
 from tcore.store import SlotRoom
 
 RUNS_ENV = "COMPILE_LAB_RUNS_PER_GPU"
+MAX_RUNS_PER_GPU = 64  # far past what one GPU's memory holds of the smallest run; more is a mistake (1e20 was taken)
 PROXIES_ENV = "COMPILE_LAB_TRUSTED_PROXIES"  # comma-separated, as trusted_proxies
 ROOM_SETTINGS = ("runs_per_gpu", "trusted_proxies")  # what [room] may hold
 MEASURE_CORES = 2       # per GPU slot: the launch thread's core, and one for the measuring worker's other threads
@@ -79,7 +81,7 @@ def counted_gib(estimate_gib: float | None) -> float | None:
 
 
 def runs_per_gpu_setting(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> int | None:
-    """runs_per_gpu as configured: a whole number of at least 1, or None for "auto" (the default)."""
+    """runs_per_gpu as configured: a whole number from 1 to MAX_RUNS_PER_GPU, or None for "auto" (the default)."""
     environ = os.environ if environ is None else environ
     if environ.get(RUNS_ENV, "").strip():
         value, where = environ[RUNS_ENV].strip(), RUNS_ENV
@@ -88,13 +90,11 @@ def runs_per_gpu_setting(environ: Mapping[str, str] | None = None, cwd: str | Pa
         value, where = table.get("runs_per_gpu", "auto"), f"[room] in {path}"
     if isinstance(value, str) and value.strip().lower() == "auto":
         return None
-    try:
-        number = int(value) if not isinstance(value, bool) and str(value).strip().isdigit() else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None or number < 1:
-        raise LimitsError(f"runs_per_gpu = {value!r} (from {where}): it must be a whole number of at least 1, or "
-                          "\"auto\"")
+    text = str(value).strip()
+    number = int(text) if not isinstance(value, bool) and text.isascii() and text.isdigit() else None  # not "２"
+    if number is None or not 1 <= number <= MAX_RUNS_PER_GPU:
+        raise LimitsError(f"runs_per_gpu = {value!r} (from {where}): it must be a whole number of at least 1 and at "
+                          f"most {MAX_RUNS_PER_GPU}, or \"auto\"")
     return number
 
 
@@ -114,6 +114,10 @@ def _room_table(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dic
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _LOOPBACK = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
+# trusted_proxies broader than these prefixes (0.0.0.0/0, ::/0, ...) are warned about: no room's proxies span that
+BROADEST_PROXIES = {4: 8, 6: 32}
+_WARNED: set = set()
+LOG = logging.getLogger("compile_lab")
 
 
 def trusted_proxies(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> tuple[Network, ...]:
@@ -138,6 +142,12 @@ def trusted_proxies(environ: Mapping[str, str] | None = None, cwd: str | Path | 
         except ValueError:
             raise LimitsError(f"{where}: {entry!r} is not a network address (e.g. \"127.0.0.1\", \"::1\" or "
                               "\"10.0.0.0/24\"; names such as localhost are not looked up)") from None
+    for network in networks:
+        if network.prefixlen < BROADEST_PROXIES[network.version] and network not in _WARNED:
+            _WARNED.add(network)  # read on every connection: said once per process
+            LOG.warning("%s: %s trusts the X-Forwarded-For of a whole stretch of the internet: anyone there can "
+                        "claim any address and step past the per-address limits; name your proxies' own addresses",
+                        where, network)
     return tuple(networks)
 
 
@@ -146,7 +156,8 @@ def client_address(peer: str | None, forwarded_for: Sequence[str], trusted: Sequ
     loopback peer): the peer itself unless it is a trusted proxy; then the rightmost hop of its X-Forwarded-For
     header(s) that is not one. Each proxy appends the address it was reached from, so only the hops the trusted
     proxies appended can be believed; a header from a peer that is not one is the client's own words, and ignored.
-    A hop that is not an address (a proxy passing on what it was sent) gives the proxy's own address."""
+    A hop that is not an address ("unknown", "unix:": what a proxy writes where it has none) is counted as itself,
+    "unparsed:HOP", never as this machine: loopback is exempt from the per-address limits."""
     if not trusted:
         return peer
     ip = None if peer is None else _address(peer)
@@ -155,7 +166,7 @@ def client_address(peer: str | None, forwarded_for: Sequence[str], trusted: Sequ
     hops = [hop.strip() for header in forwarded_for for hop in header.split(",") if hop.strip()]
     for hop in reversed(hops):
         if (ip := _address(hop)) is None:
-            return peer
+            return f"unparsed:{hop}"
         if not _trusted(ip, trusted):
             return str(ip)
     return str(_address(hops[0])) if hops else peer  # every hop a trusted proxy: the first one's client

@@ -13,6 +13,7 @@ owner that queued a run from a later process that happens to get the same pid.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
@@ -53,6 +54,12 @@ def wake() -> None:
     for event in list(_WAKES):
         event.set()
 RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.heartbeat)
+# Below this much free space on the store's disk no run starts: it could run to its end and not be recorded (its
+# result, profiles and TORCH_TRACE take up to a few MiB).
+MIN_FREE_BYTES = 16 << 20
+TEST_WRITE_BYTES = 1 << 20  # after a disk-full, runs start again once a write of this much succeeds there
+_FILLED: set[str] = set()  # stores whose disk filled while a run was recorded (disk_was_full)
+_HELD: dict[str, str] = {}  # store path -> why its queue here starts no run now (the waiting words say it)
 
 
 class Proc(NamedTuple):
@@ -207,6 +214,51 @@ class Job(Protocol):
     def cancel(self) -> None: ...
 
 
+def disk_was_full(store_path: str | Path) -> None:
+    """Recording into the store at `store_path` hit a full disk: its queue starts no run until a test write succeeds."""
+    _FILLED.add(str(Path(store_path).resolve()))
+
+
+def free_bytes(folder: Path) -> int:
+    return shutil.disk_usage(folder).free
+
+
+def disk_hold(store_path: str | Path) -> str | None:
+    """Why no run may start now for the store at `store_path`, or None: its disk has too little room for a record,
+    or filled up while one was written and a test write there still fails."""
+    path = Path(store_path).resolve()
+    try:
+        free = free_bytes(path.parent)
+    except OSError:
+        return None  # cannot tell: the store's own errors say what is wrong
+    if free < MIN_FREE_BYTES:
+        return (f"the disk that holds the run store has {free / 2**20:.1f} MiB free, under the "
+                f"{MIN_FREE_BYTES >> 20} MiB a run's record may need; runs start again once there is room")
+    if str(path) in _FILLED:
+        if not _test_write(path.parent):
+            return ("the disk that holds the run store filled up while a run was recorded; runs start again once "
+                    "there is room")
+        _FILLED.discard(str(path))
+    return None
+
+
+def _test_write(folder: Path) -> bool:
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".compile-lab-room-") as f:
+            f.write(bytes(TEST_WRITE_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+        return True
+    except OSError:
+        return False
+
+
+def _disk_full(e: BaseException) -> bool:
+    """SQLITE_FULL ("database or disk is full") or ENOSPC."""
+    return (isinstance(e, sqlite3.OperationalError) and "full" in str(e)) or \
+        (isinstance(e, OSError) and e.errno == errno.ENOSPC)
+
+
 class Scheduler:
     """Starts this process's queued runs of one store when their turn comes; repairs dead owners' runs."""
 
@@ -266,6 +318,8 @@ class Scheduler:
                 self.error = None
             except Exception as e:  # a locked or vanished store must not stop the queue for good: retry next tick
                 said, self.error = self.error, f"{type(e).__name__}: {e}"
+                if _disk_full(e):
+                    disk_was_full(self.store.path)
                 if self.error != said:  # once per trouble, not every tick while a disk stays full
                     why = (f"{self.error}\n" if isinstance(e, (sqlite3.Error, StoreError))
                            else traceback.format_exc(limit=-3))
@@ -277,6 +331,7 @@ class Scheduler:
         if time.monotonic() >= self._next_recovery:
             self.recover()
             self._fill_spares()
+            self._hold()
         with self._lock:
             self._jobs = {run_id: job for run_id, job in self._jobs.items() if not job.done}
             jobs = dict(self._jobs)
@@ -293,13 +348,26 @@ class Scheduler:
             if statuses.get(run_id) != "queued" or run_id in taken:
                 job.ended_in_queue()
                 del waiting[run_id]
-        for device in {job.device for job in waiting.values()}:
+        for device in {job.device for job in waiting.values()} if self.held is None else ():
             slots = list(device_slots(device))
             shared = slot_room(device)
             while (claim := self.store.claim_next(self.proc, device, slots, set(waiting), shared)) is not None:
                 run_id, slot = claim
                 waiting.pop(run_id).launch(slot, slot_env(slot))
         self._update_places(waiting)
+
+    @property
+    def held(self) -> str | None:
+        """Why this queue starts no run now (disk_hold), or None."""
+        return _HELD.get(str(self.store.path.resolve()))
+
+    def _hold(self) -> None:
+        key, why = str(self.store.path.resolve()), disk_hold(self.store.path)
+        if why is None:
+            _HELD.pop(key, None)
+        elif _HELD.get(key) != why:
+            _HELD[key] = why
+            print(f"compile-lab queue ({self.store.path}): no run starts: {why}", file=sys.stderr)
 
     def _fill_spares(self) -> None:
         """A spare worker in each slot with room for another run, so the next run there skips the imports.
@@ -339,6 +407,7 @@ class Scheduler:
 def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int, Wait]]:
     """run id -> (position, 1 = next; when it should start) for every queued run of `devices` on `host`."""
     out = {}
+    held = _HELD.get(str(store.path.resolve()))
     for device in devices:
         queued, running, history = store.queue_state(host, device, recent=HISTORY_RUNS)
         now = time.time()
@@ -347,7 +416,7 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
         queued_ahead = []
         places_here = len(device_slots(device)) * room_plan(device).runs_per_slot  # runs that share a slot each take one
         for position, (run_id, spec, limit) in enumerate(queued, start=1):
-            out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, places_here))
+            out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, places_here)._replace(held=held))
             queued_ahead.append(Ahead(expected_duration(spec, history), limit))
     return out
 

@@ -26,6 +26,7 @@ class Wait(NamedTuple):
     eta_s: float | None
     at_most_s: float | None
     overdue: str | None = None
+    held: str | None = None   # why no run starts now whatever its turn (the store's disk is full), in words
 
 
 def estimate_wait(running: list[Ahead], queued_ahead: list[Ahead], n_slots: int) -> Wait:
@@ -80,6 +81,8 @@ def wait_words(wait: Wait | None) -> tuple[str, str]:
               if wait is not None and wait.at_most_s is not None else "the runs ahead have no time limit")
     if wait is None:
         return "no estimate yet", "The queue has not placed this run yet; it does within a second."
+    if wait.held:
+        return "waits: no run starts for now", f"No run starts for now: {wait.held}."
     if wait.overdue:
         # Said of the run ahead, not this one: "late" read as this run being late, and the limit as its start.
         head = "no estimate: a run ahead is overdue"  # when at the latest: the reason, on hover

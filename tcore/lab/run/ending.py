@@ -36,6 +36,8 @@ class Ending:
             # it as soon as the store can be written (while it lives; a process that follows marks a run whose owner
             # ended mid-run as crashed, never runs it again), and its waiters go on
             self._say_store_trouble(e)
+            if store_failure(e, self.store).startswith("the disk that holds the run store is full"):
+                scheduler.disk_was_full(self.store.path)  # the queue starts no run it could not record either
             self._unrecorded = error
             threading.Thread(target=self._record_when_writable, args=(error,), name=f"record-{self.run_id}",
                              daemon=True).start()

@@ -257,10 +257,11 @@ def _device_states(store: RunStore, host: str, records: list[RunRecord]) -> dict
 
 
 def queue_problem(store: RunStore) -> str | None:
-    """Why this process's queue for `store` is failing to tick (it retries), or None while it works."""
+    """Why this process's queue for `store` is failing to tick (it retries) or starts no run (a disk nearly full), or
+    None while it works."""
     with _SCHEDULERS_LOCK:
         sched = _SCHEDULERS.get((os.getpid(), str(store.path.resolve())))
-    return sched.error if sched else None
+    return (sched.error or sched.held) if sched else None
 
 
 def execute(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout_s: float | None = None,

@@ -19,6 +19,9 @@ CONFIG_ENV = "COMPILE_LAB_CONFIG"
 CONFIG_NAME = "compile-lab.toml"
 TORCH_TRACE_DIR = "torch_trace"  # in a worker's folder: the TORCH_TRACE log(s) of its compile
 TABLES = ("limits", "instructor", "models", "cluster", "room")
+# the settings of the tables whose readers take a key each (limits, cluster and room check their own): a misspelt
+# key would otherwise be silently ignored (`passcod = ...` leaves the panel without a passcode)
+KEYS = {"instructor": ("passcode",), "models": ("allow_files",)}
 
 
 class LimitsError(SpecError):
@@ -44,8 +47,17 @@ def read(environ: Mapping[str, str], cwd: str | Path | None) -> tuple[dict[str, 
         raise LimitsError(f"{path} is not valid TOML: {e}") from None
     except OSError as e:
         raise LimitsError(f"{path} cannot be read: {e.strerror or e}") from None
+    unknown = sorted(set(config) - set(TABLES))
+    if unknown:  # `[limit]`: no limits would apply
+        raise LimitsError(f"{path}: unknown table(s) {', '.join(f'[{t}]' for t in unknown)}; known: "
+                          f"{', '.join(f'[{t}]' for t in TABLES)}")
     for table in TABLES:  # each a [table]; `limits = 5` is a value, not one
         if table in config and not isinstance(config[table], dict):
             raise LimitsError(f"{path}: {table} must be a table ([{table}] on a line of its own, its settings "
                               f"below it), not {config[table]!r}")
+    for table, keys in KEYS.items():
+        unknown = sorted(set(config.get(table, {})) - set(keys))
+        if unknown:
+            raise LimitsError(f"{path}: unknown setting(s) in [{table}]: {', '.join(unknown)}; known: "
+                              f"{', '.join(keys)}")
     return config, path

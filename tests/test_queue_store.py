@@ -1,0 +1,92 @@
+"""The queue's store operations (tcore.store.queue) with a fake owning process and no worker: ids, order, and how
+an owner's silence is judged."""
+from typing import NamedTuple
+
+import pytest
+
+from tcore.store import RunStore
+from tcore.store import queue
+from tests.helpers import QUICK
+
+
+class Proc(NamedTuple):
+    host: str
+    pid: int
+    started: str | None
+
+
+ME = Proc("h", 1000, "11")
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "runs.sqlite")
+
+
+def test_an_id_already_taken_is_drawn_again(store, monkeypatch):
+    drawn = iter(["20260101-120000-aaaaaa", "20260101-120000-aaaaaa", "20260101-120000-aaaaaa",
+                  "20260101-120000-bbbbbb"])
+    monkeypatch.setattr(queue, "new_id", lambda: next(drawn))
+    first = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
+    second = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
+    assert (first, second) == ("20260101-120000-aaaaaa", "20260101-120000-bbbbbb")
+
+
+def test_the_queue_keeps_the_order_runs_were_queued_in_when_the_clock_is_set_back(store, monkeypatch):
+    clock = iter([1000.0, 400.0])  # the second run is queued after the clock was set back
+    monkeypatch.setattr(queue.time, "time", lambda: next(clock, 401.0))
+    first = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
+    second = store.enqueue(QUICK, device="cpu", owner="bob", proc=ME, timeout_s=None)
+    queued, _, _ = store.queue_state("h", "cpu")
+    assert [q[0] for q in queued] == [first, second]
+    assert [r.id for r in store.running_and_queued("h")] == [first, second]
+    assert store.claim_next(ME, "cpu", ["cpu"], {first, second}) == (first, "cpu")
+
+
+def test_a_sweeps_next_run_joins_the_back_of_the_queue_when_released(store):
+    sweep = store.create_sweep(owner="ada", label="s", size=2, skipped=[])
+    first, second = (store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None, sweep=(sweep, i))
+                     for i in range(2))
+    other = store.enqueue(QUICK, device="cpu", owner="bob", proc=ME, timeout_s=None)
+    assert store.cancel_queued(first)  # its end releases `second`, queued before `other` but released after
+    assert [q[0] for q in store.queue_state("h", "cpu")[0]] == [other, second]
+
+
+class Clocks:
+    """The queue's `time` module: a wall clock the test steps, and a monotonic one it moves."""
+
+    def __init__(self) -> None:
+        self.wall, self.mono = 1000.0, 0.0
+
+    def time(self) -> float:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.mono
+
+
+def test_a_wall_clock_step_makes_no_live_owner_silent_but_a_silent_one_still_loses_its_run(store, monkeypatch):
+    clocks = Clocks()
+    monkeypatch.setattr(queue, "time", clocks)
+    monkeypatch.setattr(queue, "_HEARD", {}, raising=False)
+    owner, watcher = Proc("h", 2000, "22"), Proc("h", 3000, "33")
+    run = store.enqueue(QUICK, device="cpu", owner="ada", proc=owner, timeout_s=None)
+    assert store.claim_next(owner, "cpu", ["cpu"], {run}) == (run, "cpu")
+    assert store.set_worker(run, 4000, "44", owner)
+    stopped = []
+
+    def recover():
+        return store.recover(watcher, lambda pid, started: True, lambda pid, started: stopped.append(pid) or True)
+
+    store.heartbeat(owner)
+    assert recover() == ([], [])
+    clocks.wall += 3600.0  # the host's clock is set forward an hour, between two heartbeats
+    clocks.mono += 1.0
+    assert recover() == ([], []) and stopped == []
+    store.heartbeat(owner)
+    clocks.mono += 2.0
+    assert recover() == ([], [])
+
+    clocks.mono += queue.OWNER_SILENT_S + 1.0  # the owner stops (Ctrl-Z): 31 s since its heartbeat last changed
+    assert recover() == ([run], [])
+    assert stopped == [4000] and "not heard from for 31 s" in store.get(run).error["message"]
