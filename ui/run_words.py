@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcore import figures
+from tcore.lab.queue.waiting import duration_words
 
 
 def baseline_words(spec: dict, device: str | None, speedup: float | None = None) -> str:
@@ -202,12 +203,24 @@ def noise_advice(result: dict) -> str:
 
 
 def payback_words(result: dict) -> str | None:
-    """Break-even in steps and in seconds of compiled running, with the formula."""
-    steps, sps = result.get("breakeven_steps"), result.get("compiled_steps_per_s")
-    if steps is None or not sps:
+    """Break-even in steps and in time of compiled running, with the formula. Both follow the headline: a compiled
+    step is the eager step over the speedup (tcore.figures.headline_breakeven)."""
+    steps, eager_sps, speedup = (figures.headline_breakeven(result), result.get("eager_steps_per_s"),
+                                 result.get("speedup"))
+    if steps is None or not eager_sps or not speedup:
         return None
-    return (f"Compiling pays back after {steps:,.0f} steps, about {steps / sps:,.0f} s of compiled running "
-            f"(break-even = compile time / (eager step time - compiled step time)).")
+    return (f"Compiling pays back after {steps:,.0f} steps, about {_running(steps / (eager_sps * speedup))} of "
+            "compiled running (break-even = compile time / (eager step time - compiled step time), where a compiled "
+            "step is the eager step over the speedup).")
+
+
+def _running(s: float) -> str:
+    """'40 ms', '3.2 s', '2 min 05 s': never '0 s' for a short pay-back."""
+    if s < 0.001:
+        return "under 1 ms"
+    if s < 1:
+        return f"{s * 1e3:.0f} ms"
+    return f"{s:.1f} s" if s < 10 else duration_words(s)
 
 def env_rows(env: dict, device: str | None) -> list[tuple[str, str]]:
     """The environment a run measured on, as (what, value) rows."""

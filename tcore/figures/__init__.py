@@ -24,7 +24,8 @@ from tcore.figures.fields import (BUSY_CORES, COMPILE_PHASES, DISAGREE_PCT, GENE
                                   RUN_FIGURES, SLOW_STEP_FACTOR, SLOW_TIME_PCT, SUMMARY_RUN, SUMMARY_VARIANT,
                                   UNPAIRED_GAP_PCT, VARIANT_FIGURES, VARIANTS, Figure, Result, RunFigures,
                                   VariantFigures, column_label, figure, lookup, summary_keys, text)
-from tcore.figures.derived import (Block, bandwidth_pct, breakeven_steps, change_pct, compile_totals,  # noqa: F401
+from tcore.figures.derived import (NEVER_PAYS, Block, bandwidth_pct, breakeven_steps, change_pct,  # noqa: F401
+                                   compile_totals, headline_breakeven,
                                    copy_bandwidth_tb_s, decode_bandwidth, decode_read_bytes, energy_error_pct,
                                    gpu_time_samples_per_s, paired_figures, peak_shares, percentile, read_tb_s,
                                    round_speedups, same_tokens_pct, slow_step_places, speedup, summarize,
