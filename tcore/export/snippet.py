@@ -6,7 +6,8 @@ the compiler settings, dynamic marks or padding buckets, and the cache loading; 
 keep for another model. A real model (torchvision, timm, transformers, diffusers, a file) is built the way its
 library builds it, with its batches and loss written out (tcore.export.snippet_sources): the program runs wherever
 it is pasted, needing torch and that library, which its first lines name. The lab's built-in sample models live in
-the lab's folder: their program says so at its top, and where to run it, and says it again if run elsewhere.
+the lab's folder: their program puts that folder on its import path, so it runs from anywhere on the lab's machine,
+and says where the lab should be if it is not there.
 tests/test_snippet.py runs it on the CPU and checks that Dynamo hands Inductor the same graphs, with the same
 inputs and options, as the run's own code path (tcore.worker).
 
@@ -51,8 +52,8 @@ def _header(exp: Experiment, entry: sample_models.SampleModel, run_id: str) -> l
     lines = [f"# Compile Lab{' run ' + run_id if run_id else ''}: {exp.label}"]
     if entry.builtin:
         lab = sample_models.sources.LAB
-        lines += ["# It builds one of Compile Lab's sample models, which live in the lab's folder: run it from there",
-                  f"# (cd {lab} && python this.py) or with PYTHONPATH={lab}.",
+        lines += ["# It builds one of Compile Lab's sample models, which live in the lab's folder; it puts that folder",
+                  f"# ({lab}) on its import path itself, so `python this.py` runs it from anywhere on this machine.",
                   "# For your own model, keep the lines marked <-- and put your model, batch and loss where "
                   "sample_models' are."]
     else:
@@ -68,12 +69,14 @@ def _model(exp: Experiment, entry: sample_models.SampleModel, device: str) -> li
     """The imports, the seed and the model, built as the lab builds it."""
     if not entry.builtin:
         return _real_model(exp, entry, device)
-    lines = ["import torch", "",
+    lab = str(sample_models.sources.LAB)
+    lines = ["import sys", "", "import torch", "",
+             f"sys.path.insert(0, {lab!r})  # the lab's folder: Python looks in the script's folder, not the lab's",
              "try:",
              "    import sample_models",
-             "except ModuleNotFoundError:  # pasted outside the lab's folder",
-             "    raise SystemExit(\"This program builds a Compile Lab sample model: run it in the lab's folder \"",
-             f"                     \"({sample_models.sources.LAB}) or with PYTHONPATH set to it\") from None",
+             "except ModuleNotFoundError:  # the lab's folder moved, or this runs on another machine",
+             "    raise SystemExit(\"This program builds a Compile Lab sample model, from the lab's folder \"",
+             f"                     \"({lab}); it is not there: set PYTHONPATH to where the lab is\") from None",
              "", f"device = {device!r}", f"torch.manual_seed({exp.seed})"]
     build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
     return lines + [f"entry = sample_models.get({exp.model!r})",
