@@ -23,3 +23,10 @@ def test_the_measuring_words_say_the_timed_seconds_can_stop_a_run_before_its_few
     assert "at least" not in words and "fewer rounds" in words
     fixed = live.phase_explain(SimpleNamespace(exp=QUICK), "measuring")  # timed by steps: exactly its rounds
     assert fixed.startswith(f"{QUICK.rounds} rounds") and "as set" in fixed
+
+
+def test_a_generation_run_is_said_to_time_all_its_rounds():
+    """DecodeRounds runs every one of `rounds` before it looks at the seconds: there "at least" is true."""
+    exp = QUICK.replace(task="generate", timed_steps=None, prompt_len=8, new_tokens=8, rounds=4)
+    words = live.phase_explain(SimpleNamespace(exp=exp), "measuring")
+    assert "(at least 4)" in words

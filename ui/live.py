@@ -69,6 +69,9 @@ def phase_explain(run: liverun.LiveRun, phase: str | None) -> str:
     if phase == "measuring" and run.exp.timed_steps is not None:
         return (f"{run.exp.rounds} rounds of an eager and a compiled block back to back, "
                 f"{run.exp.timed_steps} timed steps per variant in all, as set.")
+    if phase == "measuring" and run.exp.task == "generate":  # its rounds all run (tcore.worker.rounds.DecodeRounds)
+        return (f"Rounds of eager and compiled generations back to back (at least {run.exp.rounds}), added until the "
+                "speedup's interval is narrow enough or the timed seconds are spent.")
     return PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=max(run.exp.rounds, paired.MIN_ROUNDS))
 
 
@@ -222,9 +225,12 @@ def sweep_settings(sweep: sweeps.SweepRecord) -> str:
     if not sweep.runs:
         return "no runs"
     spec = sweep.runs[0].spec
+    settle = max(spec.get("rounds") or 0, paired.MIN_ROUNDS)
     timed = (f"{spec['timed_steps']} steps per variant in {spec.get('rounds')} rounds" if spec.get("timed_steps") else
+             f"at least {spec.get('rounds')} rounds, then until the interval is narrow enough or "
+             f"{spec.get('timed_s')} s per variant are spent" if spec.get("task") == "generate" else
              f"at most {spec.get('timed_s')} s per variant (rounds added until the interval is narrow enough, "
-             f"after {max(spec.get('rounds') or 0, paired.MIN_ROUNDS)} at the fewest, or the seconds are spent)")
+             f"after {settle} at the fewest, or the seconds are spent)")
     backend = {r.spec.get("backend") for r in sweep.runs if r.spec.get("compile") != "off"}
     return (f"{spec.get('precision')} {spec.get('task')}, batch {spec.get('batch_size')}, backend "
             f"{', '.join(sorted(backend)) or 'none'}, {timed}")
