@@ -34,6 +34,7 @@ from tcore.lab.launch.launcher import SparePool
 from tcore.lab.policy.limits import device_memory_gib
 from tcore.lab.queue.waiting import HISTORY_RUNS, Ahead, Wait, estimate_wait, expected_duration
 from tcore.store import RunRecord, RunStore, StoreError
+from tcore.store.queue import PAUSED
 
 TICK_S = 0.25
 # Set when this process submits a run or one of its runs ends: its schedulers tick at once rather than at the end of
@@ -333,6 +334,7 @@ class Scheduler:
 def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int, Wait]]:
     """run id -> (position, 1 = next; when it should start) for every queued run of `devices` on `host`."""
     out = {}
+    paused = store.lab_state(PAUSED) is not None  # the instructor's pause: every queued run waits for the resume
     for device in devices:
         queued, running, history = store.queue_state(host, device, recent=HISTORY_RUNS)
         now = time.time()
@@ -341,7 +343,7 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
         queued_ahead = []
         places_here = len(device_slots(device)) * room_plan(device).runs_per_slot  # runs that share a slot each take one
         for position, (run_id, spec, limit) in enumerate(queued, start=1):
-            out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, places_here))
+            out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, places_here)._replace(paused=paused))
             queued_ahead.append(Ahead(expected_duration(spec, history), limit))
     return out
 
