@@ -52,14 +52,22 @@ def breakdown_words(result: dict) -> list[str]:
     shown = as_timed(result)
     words = []
     off = ", ".join(f"{v} {s['off_pct']:+.0f}%" for v, s in shown.items() if s["shown"] != "profiled")
+    # Why they ran off, by sign: the profiler's overhead slows a step; a profiled step faster than the timed one
+    # was not slowed by it (the timed steps were, by other load, or the steps changed between the two).
+    off_by = {v: s["off_pct"] for v, s in shown.items() if s["shown"] != "profiled"}
+    slowed, faster = [v for v, o in off_by.items() if o > 0], [v for v, o in off_by.items() if o < 0]
+    why = "; ".join(
+        ([f"the profiler's own overhead slowed the {' and '.join(slowed)} steps (most on the CPU, where it records "
+          "every op)"] if slowed else [])
+        + ([f"the {' and '.join(faster)} steps ran faster under the profiler, which its overhead cannot do: the "
+            "machine's load or the steps themselves changed between the two"] if faster else []))
     if any(s["shown"] == "withheld" for s in shown.values()):  # said first: the bars are missing because of it
-        words.append(f"**No bars: the profiled steps ran far off the timed ones** ({off}). The profiler's own overhead "
-                     "(largest on the CPU, where it records every op) changed the steps it measured, so their split "
-                     "would contradict the speedup above; the timed figures stand.")
+        words.append(f"**No bars: the profiled steps ran far off the timed ones** ({off}). Their split would "
+                     f"contradict the speedup above ({why}); the timed figures stand.")
     elif off:
-        words.append(f"**The bars are scaled to the timed steps.** The profiled steps ran off the timed ones ({off}: "
-                     "the profiler's own overhead), so each bar keeps the profiler's shares but takes the length of the "
-                     "timed median step, which the speedup above uses.")
+        words.append(f"**The bars are scaled to the timed steps.** The profiled steps ran off the timed ones ({off}; "
+                     f"{why}), so each bar keeps the profiler's shares but takes the length of the timed median step, "
+                     "which the speedup above uses.")
     if ("eager" in found and "compiled" in found and all(shown[v]["ms"] for v in ("eager", "compiled"))
             and (changed := differences({**found["eager"], "ms": shown["eager"]["ms"]},
                                         {**found["compiled"], "ms": shown["compiled"]["ms"]}))):
