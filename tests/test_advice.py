@@ -121,6 +121,25 @@ def test_compiled_slower_than_eager_says_where_from_the_breakdown_first():
         len([s for s in found if s.changes])  # no counterpart twice
 
 
+def test_compiled_slower_with_nothing_grown_names_no_category():
+    """A slowdown the profiled step does not show (every part shrank or stood still) quotes no "largest change"."""
+    r = result(speedup=0.8)  # compiled 6 ms against eager 10 ms in the profile, 0.8x when timed
+    found = suggest(spec(), r, "cuda")
+    assert found[0].rule == "slower" and "went from" not in found[0].evidence
+    assert "no part of its profiled step took longer than eager's" in found[0].evidence
+
+
+def test_a_slower_headline_gets_no_compile_time_advice_whatever_break_even_was_stored():
+    """Break-even follows the headline: at 0.74x compiling never pays back, so "pays back only after" is not said,
+    even where an older record stored a break-even from the unpaired medians."""
+    stale = result(speedup=0.74, breakeven_steps=50_000.0, compile_s=40.0, eager_steps_per_s=10.0)
+    assert "compile_time" not in rules(suggest(spec(), stale, "cuda"))
+    # And at 1.06x one that stored "never" pays back after 40 s / (0.1 s - 0.1 s / 1.06) = 7,067 steps.
+    never = result(speedup=1.06, breakeven_steps=None, compile_s=40.0, eager_steps_per_s=10.0)
+    found = [s for s in suggest(spec(), never, "cuda") if s.rule == "compile_time"]
+    assert found and "pays back only after 7,067 steps" in found[0].evidence
+
+
 def test_at_most_three_suggestions_strongest_first():
     r = result(compiled_idle_ms=3.0, breakeven_steps=50_000.0, recompile_count=1, recompiles=[{"reason": "x"}],
                graph_break_count=1, graph_breaks=[{"reason": "y", "count": 1}])

@@ -139,7 +139,7 @@ def test_runs_queue_behind_each_other_from_the_run_page_and_a_queued_one_cancels
     at.run()
     assert not at.exception
     mine = next(d.value for d in at.dataframe if "State" in d.value.columns)  # "Your runs in this session"
-    assert mine["State"][0] == "failed: cancelled"
+    assert mine["State"][0] == "cancelled by you"
     assert all(state.startswith("finished") for state in mine["State"][1:])
 
 

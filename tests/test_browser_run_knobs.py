@@ -54,7 +54,7 @@ def test_the_batch_survives_a_visit_to_another_page_while_a_run_is_followed(serv
         bar.wait_for(timeout=WAIT_MS)
         settle_charts(page)
         text = bar.evaluate("e => e.textContent")
-        assert "compile warm, measurement blue, waiting purple, the lab grey" in text, text
+        assert "compile red-orange, measurement blue, waiting purple, the lab grey" in text, text
         assert page.locator('[data-testid="stException"]').count() == 0
         assert watch.problems() == []
         browser.close()

@@ -59,7 +59,10 @@ def test_a_ladder_started_on_the_page_shows_its_steps_then_its_table(db, monkeyp
     at.run()
     table = next(d.value for d in at.dataframe if "rung" in d.value.columns)
     assert list(table["rung"]) == ["eager first call", "cold compile", "warm local caches"]
-    assert list(table["vs cold"])[1:] == [1.0, 0.25]
+    assert list(table["vs cold"])[1:] == ["1.00x", "0.25x"]
+    # each figure with its unit, n/a where there is none (the table showed "1.9321", "1361.375", "None")
+    assert list(table["first result"]) == ["2.00 s", "40.00 s", "10.00 s"]
+    assert list(table["throughput"])[1:] == ["100.0 samples/s", "100.0 samples/s"] and "None" not in str(table)
     assert ("**warm local caches** reached its first result in 10.0 s against the cold compile's 40.0 s (0.25x)."
             in texts(at.markdown))
 

@@ -43,10 +43,27 @@ def test_unmeasurable_energy_is_none_never_zero():
 def test_speedup_and_break_even():
     eager, compiled = VariantFigures(steps_per_s=10.0), VariantFigures(steps_per_s=20.0)
     assert figures.speedup(eager, compiled) == 2.0
-    # each compiled step saves 0.1 - 0.05 = 0.05 s: 30 s of compiling pays back after 600 steps
-    assert figures.breakeven_steps(30.0, eager, compiled) == pytest.approx(600.0)
-    assert figures.breakeven_steps(30.0, compiled, eager) is None  # slower: it never pays back
-    assert figures.breakeven_steps(30.0, eager, VariantFigures(steps_per_s=10.0)) is None
+    # an eager step of 0.1 s at 2x: each compiled step saves 0.05 s, so 30 s of compiling pays back after 600 steps
+    assert figures.breakeven_steps(30.0, 0.1, 2.0) == pytest.approx(600.0)
+    assert figures.breakeven_steps(30.0, 0.1, 0.5) is None  # slower: it never pays back
+    assert figures.breakeven_steps(30.0, 0.1, 1.0) is None
+
+
+def test_break_even_follows_the_headline_not_the_unpaired_medians():
+    # The medians say compiled is faster (12 over 10 steps/s), the paired headline says 0.74x: it never pays back.
+    slower = {"speedup": 0.74, "compile_s": 20.0, "eager_steps_per_s": 10.0, "compiled_steps_per_s": 12.0,
+              "breakeven_steps": 1554.0, "unavailable": {}}
+    assert figures.headline_breakeven(slower) is None
+    opened = figures.upgrade_result(slower)
+    assert opened["breakeven_steps"] is None and "never pays back" in opened["unavailable"]["breakeven_steps"]
+    # The medians say slower, the headline 1.25x: an eager step of 0.1 s saves 0.02 s, so 20 s pays back at 1,000.
+    faster = {"speedup": 1.25, "compile_s": 20.0, "eager_steps_per_s": 10.0, "compiled_steps_per_s": 9.0,
+              "breakeven_steps": None, "unavailable": {"breakeven_steps": "compiled is not faster, never pays back"}}
+    opened = figures.upgrade_result(faster)
+    assert opened["breakeven_steps"] == pytest.approx(1000.0) and "breakeven_steps" not in opened["unavailable"]
+    assert faster["breakeven_steps"] is None  # the stored record is left as it was
+    # Without the eager throughput stored, the stored figure stands.
+    assert figures.headline_breakeven({"speedup": 1.5, "compile_s": 3.0, "breakeven_steps": 450.0}) == 450.0
 
 
 def test_every_figure_is_defined_once_with_a_title_unit_format_and_meaning():

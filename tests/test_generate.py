@@ -87,7 +87,10 @@ def test_the_bandwidth_tile_names_each_yardstick_with_its_figure():
     cpu = {"compiled_decode_tb_s": 0.001, "unavailable": {
         "compiled_decode_bw_measured_pct": "on the CPU: the lab measures a GPU's memory bandwidth only",
         "compiled_decode_bw_pct": "on the CPU: no GPU memory bandwidth to compare with"}}
-    assert bandwidth_tile(cpu)["value"] == "n/a" and "measured: n/a, on the CPU" in bandwidth_tile(cpu)["help"]
+    # no yardstick on the CPU: the rate read is the tile's figure, in GB/s (it said "n/a" over "reads 0.001 TB/s")
+    assert bandwidth_tile(cpu)["value"] == "reads 1 GB/s" and "measured: n/a, on the CPU" in bandwidth_tile(cpu)["help"]
+    assert bandwidth_tile({"compiled_decode_tb_s": 0.000139})["value"] == "reads 0.139 GB/s"
+    assert bandwidth_tile({})["value"] == "n/a"
     assert bandwidth_words(cpu).startswith("Memory bandwidth share: n/a, on the CPU")
     old = {"compiled_decode_bw_pct": 41.0}  # a GPU record saved before the lab kept the TB/s: the share it has
     assert bandwidth_words(old) == "Compiled decode reaches 41.0% of its datasheet bandwidth."

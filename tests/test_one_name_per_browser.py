@@ -39,7 +39,9 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_it_says_so(db):
     first, second = tab(ada), tab(ada)
     assert cancels(first) == [f"run_queue_cancel_{waiting}"] and "You: **ada**" in sidebar_says(first)
     second.text_input(key="people_name").set_value("Bob").run()
-    assert [t.value for t in second.toast][0].startswith("You are Bob now; 2 run(s) moved with you")
+    # said as typed and as kept: the name is lower-cased, and a person is told so rather than find it changed
+    assert [t.value for t in second.toast][0].startswith("You are Bob now, kept as bob (lower case, '-' for spaces")
+    assert "; 2 run(s) moved with you" in [t.value for t in second.toast][0]
     assert {db.get(waiting).owner, db.get(done).owner} == {bob}
 
     # Before tab 1 learns of it, it queues one more under the old name (its click raced the rename).

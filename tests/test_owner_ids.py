@@ -64,7 +64,7 @@ def test_a_second_browser_cannot_rebuild_an_owner_from_what_pages_show(db):
 
 
 def test_an_id_with_a_trailing_newline_is_no_ones():
-    from ui import people
+    from ui.panels import people
 
     for good in ("guest-3f9a.0123456789abcdef", "ada~3f9a.0123456789abcdef"):
         assert people._OWNER.match(good) and not people._OWNER.match(good + "\n")

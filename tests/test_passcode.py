@@ -91,3 +91,11 @@ def test_the_system_page_slows_a_guessing_tab_down(tmp_path, monkeypatch, caplog
     assert said[3] == ["Too many wrong passcodes from this session: try again in 2 s."]  # the right one, too soon
     assert "instructor_pause" not in [b.key for b in at.button]  # still locked
     assert sum("wrong try refused" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_a_wrong_try_from_the_server_s_own_machine_is_said_so_not_as_a_question_mark():
+    """Streamlit reports loopback as no address: the panel said "from 1 address(es): ? (1)"."""
+    guard = limits.PasscodeGuard(free=3, free_per_address=10, first_wait_s=2.0, clock=Clock())
+    guard.attempt("tab", "nope", CODE, address=None)
+    told = guard.wrong_tries()
+    assert "from 1 address(es): this machine (1)" in told and "?" not in told

@@ -14,19 +14,13 @@ import time
 
 import pytest
 
-from tcore.lab.queue import scheduler
+from tcore.lab.queue import scheduler, waiting
 from tcore.lab.run import registry, runs
 from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
-from tests.helpers import (
-    HANG_S,
-    QUICK,
-    assert_no_overlap,
-    hold_cpu_slot,
-    killed_after_it_reports,
-    last_heartbeat,
-    wait_until,
-)
+from tests.helpers import (HANG_S, QUICK, assert_no_overlap, hold_cpu_slot, killed_after_it_reports, last_heartbeat,
+                           wait_until)
+from ui.panels import queue
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
 
@@ -235,5 +229,10 @@ def test_a_paused_queue_starts_nothing_until_the_instructor_resumes_it(store, cl
     cleanup.append(run)
     time.sleep(3 * scheduler.TICK_S + scheduler.RECOVER_EVERY_S)
     assert run.status == "queued" and store.get(run.run_id).status == "queued"
+    # Its place says it waits for the resume, not "starts as soon as the device is free" with the device idle.
+    row = next(r for r in runs.under_way(store) if r["run_id"] == run.run_id)
+    assert row["wait"].paused and waiting.wait_words(row["wait"])[0] == "waits for the instructor to resume the queue"
+    assert "resume" in queue.empty_queue_words(paused=True) and "at once" not in queue.empty_queue_words(paused=True)
     runs.pause(store, False)
     assert run.wait(HANG_S).status == "finished"
+    assert queue.empty_queue_words(paused=False) == "Nothing is running or waiting: a run starts at once."

@@ -1,6 +1,7 @@
 """One answer to "what state is my run in" (ui.words.run_state.state): the store's record says first that a run has
 ended, this process's live run gives the phase of a run it follows, the queue places a run another process runs;
 every fragment of the Run page reads the same RunState."""
+import dataclasses
 from types import SimpleNamespace
 
 from tcore.experiment.protocol import PHASE_TITLES
@@ -60,8 +61,19 @@ def test_failed_cancelled_and_deleted_runs_say_what_ended_them(store):
     store.finish(by_instructor, error={"kind": "cancelled", "message": f"{BY_INSTRUCTOR} while it ran"})
     assert run_state.state(failed, store).words() == "failed: timeout"
     assert run_state.state(by_owner, store).cancelled_by == "owner"
-    assert run_state.state(by_owner, store).words() == "failed: cancelled"
+    assert run_state.state(by_owner, store).words() == "cancelled by you"  # it said "failed: cancelled"
     assert run_state.state(by_instructor, store).cancelled_by == "instructor"
     assert run_state.state(by_instructor, store).words() == BY_INSTRUCTOR
     gone = run_state.state("20260101-000000-gone00", store)
     assert gone.ended and gone.status == run_state.DELETED
+
+
+def test_a_run_s_header_says_queued_and_started_only_once_it_started(store):
+    """A run cancelled in the queue read "started <time>" beside "it never started"."""
+    from ui.panels import results
+
+    never = store.get(insert_run(store, QUICK, status="queued"))
+    assert never.started_at is None
+    assert results.header_times(never).startswith("queued ") and "started" not in results.header_times(never)
+    ran = dataclasses.replace(never, started_at=never.created_at + 5)
+    assert " · started " in results.header_times(ran)

@@ -37,3 +37,24 @@ def test_the_snippet_times_in_synchronized_alternating_rounds_on_a_gpu():
     assert "torch.compiler.set_stance('force_eager' if eager else 'default')" in code
 
 # The copied code's printed speedup and interval, from a real run of it: test_snippet.py's verbatim run.
+
+
+def test_the_snippet_stops_where_the_run_stops_when_its_seconds_run_out():
+    """The timed seconds stop the copied loop as they stop the run (tcore.worker.pacing.stop_timing): with fewer
+    rounds than the fewest that can settle, not after 'at least 6 rounds'. The steps are a stub: 10 ms eager, 8 ms
+    compiled, each call a little off; under 6 rounds the interval cannot settle, so the seconds decide."""
+    from tcore.worker.pacing import stop_timing
+
+    exp = TINY.replace(timed_s=1.0, round_s=0.3)
+    code = code_for(exp.to_dict(), "cpu")
+    loop = code[code.index("per_step = {"):code.index("eager_ms, compiled_ms")]
+    rng = random.Random(5)
+    scope = {"median_and_interval": snippet_function(code, "median_and_interval"), "batches": [None],
+             "seconds_per_step": lambda n, eager: (0.010 if eager else 0.008) * math.exp(rng.gauss(0, 0.02))}
+    exec(loop, scope)
+    done = len(scope["rounds"])
+    assert done < paired.MIN_ROUNDS  # about 0.3 s a round: the fourth would pass 1.05 s
+    blocks = [max(r[e] * scope["steps"][e] for e in (True, False)) for r in scope["rounds"]]
+    ratios = [r[True] / r[False] for r in scope["rounds"]]
+    assert stop_timing(exp, done, ratios, sum(blocks), blocks[-1]) == "budget"
+    assert stop_timing(exp, done - 1, ratios[:-1], sum(blocks[:-1]), blocks[-2]) is None  # not a round sooner

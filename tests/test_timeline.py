@@ -130,6 +130,8 @@ def test_a_record_without_a_timeline_says_so_and_draws_no_bar():
         {"name": "queue", "kind": LAB, "start_s": 0.0, "s": 1.0},
         {"name": "Dynamo", "kind": COMPILE, "start_s": 1.0, "s": 2.0}]})
     assert [t.x[0] for t in fig.data] == [1.0, 2.0] and fig.data[0].marker.color != fig.data[1].marker.color
+    assert [t.text for t in fig.data] == ["1.0 s", "2.0 s"]  # a bar's label carries its unit ("34.3" did not)
+    assert "warm" not in timeline_bar.SUBTITLE  # "compile warm" read as a warm cache: the colour is named
 
 
 def test_the_caption_names_the_compile_phase_apart_from_the_headline_s_compile_time():

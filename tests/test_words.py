@@ -59,8 +59,13 @@ def test_correctness_and_payback_words(gpu_result):
     bad = {**gpu_result, "correctness_ok": False, "correctness_rel_diff": 0.2}
     assert run_words.correctness_words(bad, "float32")[1].startswith("Compiled output DIFFERS")
     assert run_words.correctness_words({}, "float32")[0] is None
-    assert "11,121 steps" in run_words.payback_words(gpu_result)
+    assert "11,144 steps" in run_words.payback_words(gpu_result)  # 11.24 s / (1/124.8 s - 1/(124.8 x 1.144) s)
     assert run_words.payback_words({"breakeven_steps": None}) is None
+    # A quick pay-back is said in ms, never "about 0 s": 123 steps of a 1 ms eager step at 2x take 62 ms.
+    quick = {"speedup": 2.0, "compile_s": 0.0615, "eager_steps_per_s": 1000.0, "breakeven_steps": 123.0}
+    assert "after 123 steps, about 62 ms of compiled running" in run_words.payback_words(quick)
+    # It follows the headline: slower at 0.74x, it pays back never, whatever was stored.
+    assert run_words.payback_words({**quick, "speedup": 0.74}) is None
 
 
 def test_headline_gives_units_or_the_reason(gpu_result, cpu_eager_only):
@@ -126,13 +131,16 @@ def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
     from ui.panels import people, queue
 
     assert queue.whose("ada~3f9a", "ada~3f9a") == "yours"
-    assert queue.whose("ada~3f9a", "guest-0badc0") == "ada"
+    assert queue.whose("ada~3f9a", "guest-0badc0") == "ada (3f9a)"
     assert queue.whose("guest-0badc0", "ada~3f9a") == "guest 0bad"
     assert queue.whose("host:123", "abc") == "the command line or a sweep"
     assert queue.whose("9f1c0e", "abc") == "another session"  # a session id from before names
     secret = "0123456789abcdef"
     assert queue.whose(f"guest-0bad.{secret}", "ada~3f9a") == "guest 0bad"  # the secret is never shown
-    assert queue.whose(f"ada~0bad.{secret}", "x") == "ada"
+    assert queue.whose(f"ada~0bad.{secret}", "x") == "ada (0bad)"
+    # Two people of one name read apart, by the four digits docs/room.md says are shown; the secret never is.
+    other_ada = queue.whose(f"ada~1c2d.{secret}", "x")
+    assert other_ada == "ada (1c2d)" and secret not in other_ada
     assert people.owner_for("  Ada Lovelace! ", f"guest-0bad.{secret}") == f"ada-lovelace~0bad.{secret}"
     assert people.owner_for("Ada", f"ada-l~0bad.{secret}") == f"ada~0bad.{secret}"  # a new name keeps tag and secret
     assert people.owner_for("!!", f"guest-0bad.{secret}") is None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tcore import figures
 from tcore.experiment.spec import CUDAGRAPH_MODES, Experiment, SpecError
 
 # Thresholds, as shares of a profiled step: below these the evidence is too thin to act on.
@@ -207,7 +208,7 @@ def _graph_breaks_rule(run: _Run) -> Suggestion | None:
 
 def _compile_time_rule(run: _Run) -> Suggestion | None:
     # A compiled variant that is not faster never pays back, whatever the compile costs: the "slower" rule speaks.
-    breakeven, compile_s = run.result.get("breakeven_steps"), run.result.get("compile_s")
+    breakeven, compile_s = figures.headline_breakeven(run.result), run.result.get("compile_s")
     if not (run.compiled and compile_s and breakeven is not None and breakeven > BREAKEVEN_STEPS):
         return None
     pays = f"pays back only after {breakeven:,.0f} steps"
@@ -286,6 +287,12 @@ def _slower(exp: Experiment, result: dict, speedup: float) -> Suggestion:
         return Suggestion("slower", "Compiled is slower than eager",
                           f"Compiled ran at {speedup:.2f}x eager; {why}.", {}, 1.0)
     delta, worst = max(grew)
+    if delta <= 0:  # nothing grew: naming the "largest change" would quote a part that shrank or stood still
+        return Suggestion(
+            "slower", "Find out why compiled is slower",
+            f"Compiled ran at {speedup:.2f}x eager, yet no part of its profiled step took longer than eager's (Where "
+            "the time goes): the slowdown is outside the profiled kernels, in launch overhead or waits between steps "
+            "that the profile does not show.", {}, 1.0)
     where = (f"{CATEGORIES[worst][0].lower()} went from {eager[worst]:.2f} to {compiled[worst]:.2f} ms per step "
              "(Where the time goes)")
     changes: dict[str, Any] = {}

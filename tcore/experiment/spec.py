@@ -172,9 +172,12 @@ class Experiment:
                                "speedup's interval is within the target, or until this is spent.", bounds=(0.1, 3600.0))
     timed_steps: int | None = knob(None, "Timed steps per variant, instead of seconds: for a fixed, quick "
                                          "measurement (exactly `rounds` rounds, no early stop).", bounds=(1, 100_000))
-    rounds: int = knob(6, "The fewest rounds. Each round times an eager and a compiled block back to back (the "
-                          "order alternating between rounds), so drift hits both alike; the headline is the median "
-                          "of the rounds' ratios, and 6 rounds are the fewest whose interval reaches 95%.", bounds=(1, 100))
+    rounds: int = knob(6, "The rounds before timing may stop on a narrow interval (with timed_steps: exactly these). "
+                          "Each round times an eager and a compiled block back to back (the order alternating), so "
+                          "drift hits both alike; the headline is the median of the rounds' ratios, and 6 rounds are "
+                          "the fewest whose interval reaches 95%. The timed seconds stop a step run first when they "
+                          "run out, with fewer rounds and a wider interval (a generation run times all of these).",
+                       bounds=(1, 100))
     round_s: float = knob(0.2, "Seconds each variant is timed per round: shorter rounds pair eager and compiled "
                                "closer in time, so more of the machine's drift cancels, and give more rounds.",
                           bounds=(0.01, 60.0))

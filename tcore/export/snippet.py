@@ -6,7 +6,8 @@ the compiler settings, dynamic marks or padding buckets, and the cache loading; 
 keep for another model. A real model (torchvision, timm, transformers, diffusers, a file) is built the way its
 library builds it, with its batches and loss written out (tcore.export.snippet_sources): the program runs wherever
 it is pasted, needing torch and that library, which its first lines name. The lab's built-in sample models live in
-the lab's folder: their program says so at its top, and where to run it, and says it again if run elsewhere.
+the lab's folder: their program puts that folder on its import path, so it runs from anywhere on the lab's machine,
+and says where the lab should be if it is not there.
 tests/test_snippet.py runs it on the CPU and checks that Dynamo hands Inductor the same graphs, with the same
 inputs and options, as the run's own code path (tcore.worker).
 
@@ -51,8 +52,8 @@ def _header(exp: Experiment, entry: sample_models.SampleModel, run_id: str) -> l
     lines = [f"# Compile Lab{' run ' + run_id if run_id else ''}: {exp.label}"]
     if entry.builtin:
         lab = sample_models.sources.LAB
-        lines += ["# It builds one of Compile Lab's sample models, which live in the lab's folder: run it from there",
-                  f"# (cd {lab} && python this.py) or with PYTHONPATH={lab}.",
+        lines += ["# It builds one of Compile Lab's sample models, which live in the lab's folder; it puts that folder",
+                  f"# ({lab}) on its import path itself, so `python this.py` runs it from anywhere on this machine.",
                   "# For your own model, keep the lines marked <-- and put your model, batch and loss where "
                   "sample_models' are."]
     else:
@@ -68,12 +69,14 @@ def _model(exp: Experiment, entry: sample_models.SampleModel, device: str) -> li
     """The imports, the seed and the model, built as the lab builds it."""
     if not entry.builtin:
         return _real_model(exp, entry, device)
-    lines = ["import torch", "",
+    lab = str(sample_models.sources.LAB)
+    lines = ["import sys", "", "import torch", "",
+             f"sys.path.insert(0, {lab!r})  # the lab's folder: Python looks in the script's folder, not the lab's",
              "try:",
              "    import sample_models",
-             "except ModuleNotFoundError:  # pasted outside the lab's folder",
-             "    raise SystemExit(\"This program builds a Compile Lab sample model: run it in the lab's folder \"",
-             f"                     \"({sample_models.sources.LAB}) or with PYTHONPATH set to it\") from None",
+             "except ModuleNotFoundError:  # the lab's folder moved, or this runs on another machine",
+             "    raise SystemExit(\"This program builds a Compile Lab sample model, from the lab's folder \"",
+             f"                     \"({lab}); it is not there: set PYTHONPATH to where the lab is\") from None",
              "", f"device = {device!r}", f"torch.manual_seed({exp.seed})"]
     build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
     return lines + [f"entry = sample_models.get({exp.model!r})",
@@ -319,7 +322,8 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
             "# order alternating, so the machine's drift hits both alike; eager is the same callables run with",
             "# torch.compiler.set_stance('force_eager'). The speedup is the median of the rounds' ratios, with a",
             "# distribution-free interval from their order statistics; as the run did, rounds are added until it is",
-            f"# within ± {target:g}% or {timed_s:g} s per variant are spent, and there are at least {fewest} rounds.",
+            f"# within ± {target:g}% (from {fewest} rounds on) or until another round would pass {timed_s:g} s per",
+            "# variant, which may stop it with fewer rounds and a wider interval.",
             "import math",
             "import time",
             "",
@@ -351,10 +355,12 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
             "while True:",
             "    order = (True, False) if len(rounds) % 2 == 0 else (False, True)",
             "    rounds.append({eager: seconds_per_step(steps[eager], eager) for eager in order})",
-            "    spent += max(rounds[-1][e] * steps[e] for e in order)",
+            "    block = max(rounds[-1][e] * steps[e] for e in order)",
+            "    spent += block",
             "    speedup, low, high = median_and_interval([r[True] / r[False] for r in rounds])",
-            f"    if len(rounds) >= {fewest} and (max(high / speedup - 1, 1 - low / speedup) <= {target / 100:g} "
-            f"or spent >= {timed_s:g}):",
+            f"    if spent + block > {timed_s * 1.05:g}:  # another round would pass the timed seconds (5% slack)",
+            "        break",
+            f"    if len(rounds) >= {fewest} and max(high / speedup - 1, 1 - low / speedup) <= {target / 100:g}:",
             "        break",
             "eager_ms, compiled_ms = (sorted(r[e] for r in rounds)[len(rounds) // 2] * 1e3 for e in (True, False))",
             "print(f'speedup {speedup:.2f}x (interval {low:.2f}-{high:.2f}x, {len(rounds)} paired rounds; eager '",

@@ -130,17 +130,18 @@ def paired_figures(estimate: paired.Paired) -> dict[str, Any]:
 
 def upgrade_result(result: dict[str, Any]) -> dict[str, Any]:
     """A stored result in today's figures: one stored before paired rounds had the ratio of median throughputs
-    as its speedup; it keeps that as speedup_of_medians and gets the paired speedup from its stored blocks."""
+    as its speedup; it keeps that as speedup_of_medians and gets the paired speedup from its stored blocks. Its
+    break-even follows the headline (headline_breakeven)."""
     if "speedup_low" in result or result.get("speedup") is None:
-        return result
+        return _breakeven_upgraded(result)
     estimate = paired.from_record(result)
     if estimate is None:
-        return result
+        return _breakeven_upgraded(result)
     result = dict(result)
     result["speedup_of_medians"] = result["speedup"]
     result.update(paired_figures(estimate))
     result["speedup_recomputed"] = True  # said beside the figure: the run predates paired headlines
-    return result
+    return _breakeven_upgraded(result)
 
 
 def gpu_time_samples_per_s(category_ms: dict[str, float], batch_size: int, overlap_ms: float = 0.0) -> float | None:
@@ -151,10 +152,43 @@ def gpu_time_samples_per_s(category_ms: dict[str, float], batch_size: int, overl
     return batch_size * 1e3 / busy_ms if busy_ms > 0 else None
 
 
-def breakeven_steps(compile_s: float, eager: VariantFigures, compiled: VariantFigures) -> float | None:
-    """Steps after which the compiled model has made up its compile time; None if it never does."""
-    saved_s = 1 / eager.steps_per_s - 1 / compiled.steps_per_s
+def breakeven_steps(compile_s: float, eager_step_s: float, speedup: float) -> float | None:
+    """Steps after which the compiled model has made up its compile time; None if it never does. It follows the
+    headline: a compiled step takes the eager step (its median) over the speedup (the paired estimate), so a run
+    whose headline says compiled is slower never pays back, whatever its unpaired medians say."""
+    saved_s = eager_step_s - eager_step_s / speedup if speedup > 0 else 0.0
     return compile_s / saved_s if saved_s > 0 else None
+
+
+NEVER_PAYS = "the compiled variant is not faster, so compiling never pays back"
+
+
+def headline_breakeven(result: Mapping[str, Any]) -> float | None:
+    """A stored result's break-even from its headline speedup, compile time and eager throughput; the stored figure
+    where those are not all stored."""
+    speedup, compile_s, eager_sps = result.get("speedup"), result.get("compile_s"), result.get("eager_steps_per_s")
+    if speedup is not None and speedup <= 1:
+        return None
+    if speedup is None or compile_s is None or not eager_sps:
+        return result.get("breakeven_steps")
+    return breakeven_steps(compile_s, 1 / eager_sps, speedup)
+
+
+def _breakeven_upgraded(result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result whose break-even follows its headline (one stored before break-even did came from the
+    unpaired medians, and could say "never pays back" beside a 1.1x headline, or 1,554 steps beside 0.74x)."""
+    steps = headline_breakeven(result)
+    if steps == result.get("breakeven_steps") or "breakeven_steps" not in result:
+        return result
+    result = dict(result)
+    result["breakeven_steps"] = steps
+    unavailable = dict(result.get("unavailable") or {})
+    if steps is None:
+        unavailable.setdefault("breakeven_steps", NEVER_PAYS)
+    else:
+        unavailable.pop("breakeven_steps", None)
+    result["unavailable"] = unavailable
+    return result
 
 
 def decode_read_bytes(weight_bytes: int, kv_bytes: int, static: bool, prompt: int, new: int) -> float:

@@ -227,7 +227,8 @@ class RunFigures:
         "CPU cores that other processes kept busy, on average, during the timed blocks (from /proc/stat).")
     breakeven_steps: float | None = figure(
         "Break-even", "steps", "%.0f", LOWER,
-        "Steps after which compiling has paid for itself: compile time / (eager step time - compiled step time).")
+        "Steps after which compiling has paid for itself: compile time / (eager step time - compiled step time), "
+        "where a compiled step is the eager step over the headline speedup.")
     graph_count: int | None = figure("Graphs", "", "%d", LOWER, "Distinct graphs Dynamo captured.")
     graph_break_count: int | None = figure(
         "Graph breaks", "", "%d", LOWER, "Times Dynamo stopped a graph and ran Python in between.")

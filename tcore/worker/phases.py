@@ -84,13 +84,15 @@ class Phases:
 
     def paired_speedup(self, never_pays: str) -> None:
         """The run's speedup from its paired rounds (tcore.figures.paired), beside the ratio of medians, the rounds'
-        range and the steps that pay the compile back (never, said as `never_pays`, when compiled is not faster)."""
+        range and the steps that pay the compile back (never, said as `never_pays`, when the headline says compiled
+        is not faster)."""
         result, run = self.result, self.result.run
         per_round = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
         for key, value in figures.paired_figures(paired.estimate(per_round)).items():
             setattr(run, key, value)
         run.speedup_of_medians = figures.speedup(result.eager, result.compiled)
         run.speedup_min, run.speedup_max = min(per_round), max(per_round)
-        run.breakeven_steps = figures.breakeven_steps(run.compile_s, result.eager, result.compiled)
+        # From the headline, so the two never disagree: a compiled step is the eager one over the paired speedup.
+        run.breakeven_steps = figures.breakeven_steps(run.compile_s, 1 / result.eager.steps_per_s, run.speedup)
         if run.breakeven_steps is None:
             result.unavailable["breakeven_steps"] = never_pays

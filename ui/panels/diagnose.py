@@ -284,7 +284,8 @@ def show_schedule(rec: RunRecord, *, key: str) -> None:
     totals = figures.compile_totals(r.get("compile_events"))
     sizes = r.get("schedule_sizes") or []
     st.markdown(f"{totals['compilations']} compilation{'s' if totals['compilations'] != 1 else ''} for "
-                f"{len(set(sizes))} distinct {r.get('schedule_dim', 'sizes')}"
+                f"{len(set(sizes))} distinct "  # "values of the caption length (tokens)": the dimension is singular
+                + (f"values of the {r['schedule_dim']}" if r.get("schedule_dim") else "sizes")
                 + (f" (padded to {r['schedule_buckets']})" if r.get("schedule_buckets") else "")
                 + (". **The recompile limit was hit**: later new shapes ran eagerly." if r.get("recompile_limit_hit")
                    else "."))

@@ -98,20 +98,25 @@ def show_ladder(probe: probes.Probe) -> None:
 
 def ladder_rows(result: dict) -> list[dict]:
     """One row per rung: its time to first result against cold's, its throughput, its artifact, or why it did not
-    run."""
+    run; each figure as text with its unit, n/a where there is none (the table showed '1.9321', '1361.375', 'None')."""
     rows = []
     for r in result["rungs"]:
         if "unavailable" in r:
-            rows.append({"rung": r["title"], "first result (s)": None, "vs cold": None, "samples/s": None,
-                         "artifact (MB)": None, "output": "", "why not": r["unavailable"].splitlines()[0]})
+            rows.append({"rung": r["title"], "first result": "n/a", "vs cold": "n/a", "throughput": "n/a",
+                         "artifact": "n/a", "output": "", "why not": r["unavailable"].splitlines()[0]})
             continue
         made = r.get("build", {}).get("process_wall_s")
-        rows.append({"rung": r["title"], "first result (s)": r.get("first_result_s"),
-                     "vs cold": r.get("first_result_vs_cold"), "samples/s": r.get("samples_per_s"),
-                     "artifact (MB)": r["artifact_bytes"] / 1e6 if r.get("artifact_bytes") else None,
+        rows.append({"rung": r["title"], "first result": _unit(r.get("first_result_s"), "{:.2f} s"),
+                     "vs cold": _unit(r.get("first_result_vs_cold"), "{:.2f}x"),
+                     "throughput": _unit(r.get("samples_per_s"), "{:,.1f} samples/s"),
+                     "artifact": _unit(r["artifact_bytes"] / 1e6 if r.get("artifact_bytes") else None, "{:.2f} MB"),
                      "output": {True: "matches eager", False: "DIFFERS from eager"}.get(r.get("correctness_ok"), ""),
                      "why not": f"making the artifact took {made:.1f} s" if made else ""})
     return rows
+
+
+def _unit(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else fmt.format(value)
 
 
 # --- the stances ------------------------------------------------------------------------------------------------------
@@ -156,7 +161,7 @@ def call_rows(found: dict) -> list[dict]:
     """One row per call of a probe: its size, the stance it ran under, what it compiled, its time, its output."""
     return [{"call": n, "size": c["size"], "under": c["stance"],
              "compiled": ", ".join(c.get("where") or c["frames"]) if c["compiled"] else "nothing",
-             "ms": c["ms"], "output": "matches eager" if c["correctness_ok"] else "DIFFERS from eager",
+             "time": _unit(c["ms"], "{:.1f} ms"), "output": "matches eager" if c["correctness_ok"] else "DIFFERS from eager",
              "what happened": c.get("note", "")} for n, c in enumerate(found["calls"], 1)]
 
 

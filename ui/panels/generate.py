@@ -91,13 +91,22 @@ def bandwidth_tile(result: dict) -> dict[str, Any]:
         elif pct_key in unavailable:
             why.append(f"{name}: n/a, {unavailable[pct_key]}")
     rate = result.get("compiled_decode_tb_s")
-    delta = [f"reads {rate:.3g} TB/s"] if rate is not None else []
+    reads = f"reads {_bandwidth(rate)}" if rate is not None else None
     means = (f"{figures.VARIANT_FIGURES['decode_tb_s'].means} Measured: "
              f"{figures.RUN_FIGURES['mem_bw_measured_tb_s'].means} Datasheet: "
              f"{figures.RUN_FIGURES['mem_bw_datasheet_tb_s'].means}")
-    return {"label": "Decode memory bandwidth", "value": shares[0][0] if shares else "n/a",
-            "delta": "; ".join(delta + [long for _, long in shares]) or None,
+    if not shares:  # no yardstick (a CPU): the rate read is the figure, not "n/a" above it
+        return {"label": "Decode memory bandwidth", "value": reads or "n/a",
+                "delta": "share of the peak: n/a" if reads else None, "delta_color": "off", "delta_arrow": "off",
+                "help": " ".join([means, *(f"{w}." for w in why)])}
+    return {"label": "Decode memory bandwidth", "value": shares[0][0],
+            "delta": "; ".join(([reads] if reads else []) + [long for _, long in shares]) or None,
             "delta_color": "off", "delta_arrow": "off", "help": " ".join([means, *(f"{w}." for w in why)])}
+
+
+def _bandwidth(tb_s: float) -> str:
+    """'1.42 TB/s', '139 GB/s', '0.139 GB/s': GB/s below 1 TB/s, so a CPU's rate is not '0.000139 TB/s'."""
+    return f"{tb_s:.3g} TB/s" if tb_s >= 1 else f"{tb_s * 1e3:.3g} GB/s"
 
 
 def tokens_words(result: dict) -> tuple[bool | None, str]:

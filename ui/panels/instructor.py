@@ -76,9 +76,19 @@ def panel(store: RunStore) -> None:
     limits_form(store)
 
 
+# Set when the limits in force changed from this form: its fields are refilled from them on the next run, before
+# they are drawn (Streamlit takes a widget's state only before the widget exists), so they never show stale values.
+_REFILL = "instructor_limits_refill"
+_TOLD = "instructor_limits_told"  # the toast to show after that rerun
+
+
 def limits_form(store: RunStore) -> None:
     """The limits in force, where each comes from, and a form to change them for everyone."""
     now = limits.load(store=store)
+    if st.session_state.pop(_REFILL, False) or f"instructor_{next(iter(_FIELDS))}" not in st.session_state:
+        st.session_state.update(field_values(now))
+    if told := st.session_state.pop(_TOLD, None):
+        st.toast(told)
     with st.form("instructor_limits"):
         st.markdown("**Limits for every run** (they apply to the next run submitted)")
         values = {}
@@ -86,19 +96,38 @@ def limits_form(store: RunStore) -> None:
             current = getattr(now, name)
             where = now.origin.get(name, "default")
             cols = st.columns([3, 1], vertical_alignment="bottom")
+            # An optional limit's field is empty while it has none (it showed the smallest value beside "No limit").
             number = cols[0].number_input(f"{label} ({unit})", min_value=low, step=step,
-                                          value=type(low)(current) if current is not None else low,
-                                          key=f"instructor_{name}", help=f"Now {current} ({where}).")
-            unlimited = optional and cols[1].checkbox("No limit", value=current is None, key=f"instructor_{name}_none")
-            values[name] = None if unlimited else number
+                                          **({"value": None} if optional else {}), key=f"instructor_{name}",
+                                          help=f"Now {current if current is not None else 'no limit'} ({where})."
+                                               + (" Empty or No limit: none." if optional else ""))
+            unlimited = optional and cols[1].checkbox("No limit", key=f"instructor_{name}_none")
+            values[name] = None if unlimited or number is None else number
         apply, reset = st.columns(2)
         if apply.form_submit_button("Apply to everyone", type="primary"):
             try:
                 limits.set_by_instructor(store, values)
             except config.LimitsError as e:
-                st.error(str(e))
+                st.error(str(e))  # the typed values stay in the fields, beside the sentence that refuses them
             else:
-                st.toast("The new limits apply to the next run submitted.")
+                _refill("The new limits apply to the next run submitted.")
         if reset.form_submit_button("Back to the file's limits"):
             limits.set_by_instructor(store, None)
-            st.toast("The limits are the config file's and environment's again.")
+            _refill("The limits are the config file's and environment's again.")
+
+
+def field_values(now: limits.Limits) -> dict[str, object]:
+    """The form's widget state for the limits in force: each number, and "No limit" ticked (its number empty) where
+    an optional limit has none."""
+    state: dict[str, object] = {}
+    for name, (_, _, low, _, optional) in _FIELDS.items():
+        current = getattr(now, name)
+        state[f"instructor_{name}"] = None if current is None else type(low)(current)
+        if optional:
+            state[f"instructor_{name}_none"] = current is None
+    return state
+
+
+def _refill(told: str) -> None:
+    st.session_state[_REFILL], st.session_state[_TOLD] = True, told
+    st.rerun()

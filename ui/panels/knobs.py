@@ -310,7 +310,7 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
         timed_steps = st.number_input("Timed steps per variant", step=1,
                                       key=prefix + "timed_steps", disabled=by != "steps")
         st.caption(explain("timed_steps"))
-        rounds = st.number_input("Rounds, at least", step=1, key=prefix + "rounds")
+        rounds = st.number_input("Rounds", step=1, key=prefix + "rounds")
         st.caption(explain("rounds"))
         st.session_state.setdefault(prefix + "round_s", DEFAULTS["round_s"])
         st.session_state.setdefault(prefix + "target_pct", DEFAULTS["target_pct"])

@@ -13,6 +13,7 @@ import streamlit as st
 
 from tcore.experiment.protocol import PHASE_TITLES, phases_for
 from tcore.experiment.spec import Experiment
+from tcore.figures import paired
 from tcore.host import machine
 from tcore.lab import sweeps
 from tcore.lab.queue.waiting import wait_words
@@ -34,8 +35,11 @@ PHASE_EXPLAIN = {
                  "generates kernels (on a CPU it runs a C++ compiler: tens of seconds, with no progress to show).",
     "warmup": "A few compiled steps, untimed, so caches and the memory allocator settle.",
     "schedule": "One pass over batches of different sizes: each new shape may recompile, and this counts how often.",
-    "measuring": "Rounds of an eager and a compiled block back to back (at least {rounds}), added until the "
-                 "speedup's interval is narrow enough or the timed seconds are spent.",
+    "measuring": "Rounds of an eager and a compiled block back to back, added until the speedup's interval is narrow "
+                 "enough (after {rounds} rounds at the fewest) or the timed seconds are spent, which may stop it "
+                 "with fewer rounds and a wider interval.",
+    "new_prompt": "One more compiled generation from a prompt a token shorter: does a new prompt length recompile, "
+                  "and how long does that take.",
     "profiling": "A few steps of each variant under the profiler: the kernels one step launches (fusion shows up "
                  "as fewer) and where each millisecond of a step goes.",
 }
@@ -63,7 +67,13 @@ def phase_explain(run: liverun.LiveRun, phase: str | None) -> str:
     """What happens in `phase` of this run, for the progress bar's caption."""
     if phase == "compiling" and run.exp.backend in COMPILING_BY_BACKEND:
         return COMPILING_BY_BACKEND[run.exp.backend]
-    return PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=run.exp.rounds)
+    if phase == "measuring" and run.exp.timed_steps is not None:
+        return (f"{run.exp.rounds} rounds of an eager and a compiled block back to back, "
+                f"{run.exp.timed_steps} timed steps per variant in all, as set.")
+    if phase == "measuring" and run.exp.task == "generate":  # its rounds all run (tcore.worker.rounds.DecodeRounds)
+        return (f"Rounds of eager and compiled generations back to back (at least {run.exp.rounds}), added until the "
+                "speedup's interval is narrow enough or the timed seconds are spent.")
+    return PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=max(run.exp.rounds, paired.MIN_ROUNDS))
 
 
 def phases_of(run: liverun.LiveRun) -> list[str]:
@@ -216,8 +226,12 @@ def sweep_settings(sweep: sweeps.SweepRecord) -> str:
     if not sweep.runs:
         return "no runs"
     spec = sweep.runs[0].spec
+    settle = max(spec.get("rounds") or 0, paired.MIN_ROUNDS)
     timed = (f"{spec['timed_steps']} steps per variant in {spec.get('rounds')} rounds" if spec.get("timed_steps") else
-             f"at most {spec.get('timed_s')} s per variant in {spec.get('rounds')} rounds or more")
+             f"at least {spec.get('rounds')} rounds, then until the interval is narrow enough or "
+             f"{spec.get('timed_s')} s per variant are spent" if spec.get("task") == "generate" else
+             f"at most {spec.get('timed_s')} s per variant (rounds added until the interval is narrow enough, "
+             f"after {settle} at the fewest, or the seconds are spent)")
     backend = {r.spec.get("backend") for r in sweep.runs if r.spec.get("compile") != "off"}
     return (f"{spec.get('precision')} {spec.get('task')}, batch {spec.get('batch_size')}, backend "
             f"{', '.join(sorted(backend)) or 'none'}, {timed}")

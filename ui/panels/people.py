@@ -196,12 +196,17 @@ def plain(text: str) -> str:
     return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
 
 
-def display_name(owner: str | None) -> str:
-    """How a run's owner reads on a page: 'ada', 'guest 3f9a', 'the command line or a sweep', 'another session'."""
+def display_name(owner: str | None, *, digits: bool = True) -> str:
+    """How a run's owner reads on a page: 'ada (3f9a)', 'guest 3f9a', 'the command line or a sweep', 'another
+    session'. The four digits tell two people of one name apart (docs/room.md); `digits=False` gives the name alone,
+    as its owner typed it (the name box, the sidebar's "You")."""
     if not owner:
         return "another session"
     if _OWNER.match(owner) or _OLD_OWNER.match(owner):
-        return f"guest {owner[6:10]}" if owner.startswith("guest-") else owner.split("~")[0]
+        if owner.startswith("guest-"):
+            return f"guest {owner[6:10]}"
+        name, tag = owner.split(".")[0].split("~")
+        return f"{name} ({tag})" if digits else name
     if ":" in owner:  # tcore.lab.queue.scheduler.Proc.name, "host:pid": queued without a browser session
         return "the command line or a sweep"
     return "another session"  # an older session id
@@ -333,23 +338,27 @@ def identity_sidebar(store: RunStore) -> None:
             # Another tab renamed this browser: this one says so, shows the name in its box (before the box is drawn,
             # or the old name in it would rename the browser back), and moves any run it queued under the old name.
             moved = store.rename_owner(before, owner)
-            st.session_state.people_name = display_name(owner) if "~" in owner else ""
+            st.session_state.people_name = display_name(owner, digits=False) if "~" in owner else ""
             st.session_state[RENAMED_ELSEWHERE] = (
-                f"Another tab of this browser changed its name from {plain(display_name(before))} to "
-                f"{plain(display_name(owner))}: this tab is {plain(display_name(owner))} too, and your runs went with "
+                f"Another tab of this browser changed its name from {plain(display_name(before, digits=False))} to "
+                f"{plain(display_name(owner, digits=False))}: this tab is {plain(display_name(owner, digits=False))} "
+                "too, and your runs went with "
                 "the name" + (f" ({moved} more moved from this one)." if moved else "."))
-        name = st.text_input("Your name", value=display_name(owner) if "~" in owner else "",
+        name = st.text_input("Your name", value=display_name(owner, digits=False) if "~" in owner else "",
                              placeholder="e.g. Ada", key="people_name", max_chars=24,
                              help="Your runs are kept under this name and this page's address: a refresh, a "
                                   "bookmark or a second tab opened from it keeps them yours. The name is this "
-                                  "browser's: its other tabs take it too.")
+                                  "browser's: its other tabs take it too. It is kept in lower case, with '-' for "
+                                  "spaces and other marks (Ada L becomes ada-l).")
         if name and (new := owner_for(name, owner)) and new != owner:
             moved = rename(store, owner, new)
             st.session_state.owner = new
             st.session_state.pop(RENAMED_ELSEWHERE, None)
             st.query_params[PARAM] = new
-            st.toast(f"You are {plain(name.strip())} now; {moved} run(s) moved with you, and this browser's other "
-                     "tabs take the name too.")
+            kept = display_name(new, digits=False)  # said when it differs: the name was lower-cased silently
+            as_kept = "" if kept == name.strip() else f", kept as {plain(kept)} (lower case, '-' for spaces and marks)"
+            st.toast(f"You are {plain(name.strip())} now{as_kept}; {moved} run(s) moved with you, and this "
+                     "browser's other tabs take the name too.")
         elif name and not owner_for(name, owner):
             st.caption(":orange[A name needs a letter or a digit.]")
         if told := st.session_state.get(RENAMED_ELSEWHERE):
@@ -370,7 +379,7 @@ def _you() -> None:
         st.rerun()  # the settings were broken meanwhile: the whole page says how
     if FOLLOWED in st.session_state:
         st.rerun()
-    st.caption(f"You: **{display_name(owner)}**" + (" · :violet[instructor]" if instructor else ""))
+    st.caption(f"You: **{display_name(owner, digits=False)}**" + (" · :violet[instructor]" if instructor else ""))
 
 
 def remember(owner: str) -> None:

@@ -142,10 +142,18 @@ def draw_queue(store: RunStore, *, key: str, rows=None) -> None:
     if problem := runs.queue_problem(store):
         st.error(f"The queue cannot start runs right now and keeps retrying every {scheduler.TICK_S:g} s: {problem}")
     if not runs.under_way(reads(store)):
-        st.caption("Nothing is running or waiting: a run starts at once.")
+        st.caption(empty_queue_words(paused=since is not None))
         return
     st.caption(sharing_words(runs.under_way(reads(store))))
     (rows or draw_queue_rows)(store, key=key)
+
+
+def empty_queue_words(*, paused: bool) -> str:
+    """The queue's line when nothing is under way: a run starts at once, unless the instructor paused the queue."""
+    if paused:
+        return ("Nothing is running or waiting; the queue is paused, so a run queued now waits for the instructor to "
+                "resume it.")
+    return "Nothing is running or waiting: a run starts at once."
 
 
 def sharing_words(rows: list[dict]) -> str:

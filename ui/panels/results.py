@@ -39,10 +39,19 @@ FAILURE_HINTS = {
 
 
 
+def header_times(rec: RunRecord) -> str:
+    """'queued 2025-01-01 10:00:00', then 'started 10:00:05' once it started: a run cancelled in the queue read
+    'started <time>' beside 'it never started'."""
+    def clock(t: float, fmt: str) -> str:
+        return datetime.datetime.fromtimestamp(t).strftime(fmt)
+
+    queued = f"queued {clock(rec.created_at, '%Y-%m-%d %H:%M:%S')}"
+    return f"{queued} · started {clock(rec.started_at, '%H:%M:%S')}" if rec.started_at else queued
+
+
 def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
-    when = datetime.datetime.fromtimestamp(rec.created_at).strftime("%Y-%m-%d %H:%M:%S")
     st.subheader(rec.label)
-    st.caption(f"Run {rec.id} · started {when} · device {rec.device or rec.spec.get('device')}")
+    st.caption(f"Run {rec.id} · {header_times(rec)} · device {rec.device or rec.spec.get('device')}")
     if rec.status == "failed":
         show_failure(rec)
     elif rec.status == "queued":

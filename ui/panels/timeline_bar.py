@@ -16,7 +16,7 @@ KIND_COLORS = {COMPILE: ("#ee4c2c", "#f58518", "#f2a900", "#e45756", "#b8481f"),
                MEASURE: ("#4c78a8", "#72b7b2", "#2f5d8a", "#9ecae9"),
                LAB: ("#9d9d9d", "#c7c7c7", "#7f7f7f", "#b5b5b5"),
                WAIT: ("#b279a2", "#d6a5c9", "#8c5a85")}
-SUBTITLE = "compile warm, measurement blue, waiting purple, the lab grey"
+SUBTITLE = "compile red-orange, measurement blue, waiting purple, the lab grey"  # "compile warm" read as a cache
 LABEL_MIN_SHARE = 0.08  # a phase narrower than this share of the bar is named in the legend and on hover only
 
 
@@ -32,7 +32,7 @@ def timeline_chart(result: dict) -> go.Figure | None:
         color = colors[seen.get(p["kind"], 0) % len(colors)]
         seen[p["kind"]] = seen.get(p["kind"], 0) + 1
         fig.add_bar(name=f"{p['name']}: {p['s']:.2f} s", y=["run"], x=[p["s"]], orientation="h", marker_color=color,
-                    text=f"{p['s']:.1f}" if p["s"] >= LABEL_MIN_SHARE * wall else "", textposition="inside",
+                    text=f"{p['s']:.1f} s" if p["s"] >= LABEL_MIN_SHARE * wall else "", textposition="inside",
                     hovertemplate=f"{p['name']} ({timeline.KIND_WORDS.get(p['kind'], p['kind'])}): "
                                   f"%{{x:.2f}} s, from {p['start_s']:.2f} s<extra></extra>")
     fig.update_xaxes(title_text="Seconds since the run was submitted", rangemode="tozero")

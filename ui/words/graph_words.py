@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from tcore.analysis.advice import inside_torch
+from tcore.figures import breakdown
 
 
 def first_line(text: str | None) -> str:
@@ -78,11 +79,13 @@ def graph_words(result: dict) -> list[str]:
     eager_k, compiled_k = result.get("eager_kernels_per_step"), result.get("compiled_kernels_per_step")
     if eager_k is not None and compiled_k is not None:
         cpu = result.get("device") == "cpu"
+        # only where the page draws the bars: a run whose profiled steps ran far off the timed ones shows none
+        bars = ("the bars below show where the time went" if breakdown.shown_ms(result) else
+                "Where the time goes says why it shows no bars for this run")
         same = (" (no fewer: on the CPU this counts the operators the profiler sees in a step, and the fused C++ "
                 "kernels of compiled code only where Inductor marks them for it, so a count that holds still does not "
-                "say fusion did nothing; the bars below show where the time went)." if cpu else
-                " (no fewer: fusion did not cut the kernels one step launches; the bars below show where the time "
-                "went).")
+                f"say fusion did nothing; {bars})." if cpu else
+                f" (no fewer: fusion did not cut the kernels one step launches; {bars}).")
         lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled"
                      + (" (fusion merged them)." if compiled_k < eager_k else same))
     if skips := result.get("cudagraph_skip_count"):

@@ -48,7 +48,7 @@ class RunState:
 
     def words(self) -> str:
         """'#2 in the queue · starts in about 40 s' / 'running: Compiling (first call)' / 'finished, 1.32x eager' /
-        'failed: timeout' / 'cancelled by the instructor'."""
+        'failed: timeout' / 'cancelled by the instructor' / 'cancelled by you'."""
         queued = f"#{self.queue_position or '?'} in the queue · {wait_words(self.wait)[0]}"
         shared = f" · {self.device}" if self.device else ""
         if self.followed:
@@ -59,6 +59,8 @@ class RunState:
             return f"running{shared}" if self.status == "running" else queued
         if self.cancelled_by == "instructor":
             return BY_INSTRUCTOR  # not the owner's doing: say whose
+        if self.cancelled_by == "owner":
+            return "cancelled by you"  # a cancel is no failure of the run's
         if self.status == "failed" and self.error_kind:
             return f"failed: {self.error_kind}"
         if self.status == "finished" and self.speedup is not None:

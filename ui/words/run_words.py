@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcore import figures
+from tcore.lab.queue.waiting import duration_words
 
 
 def baseline_words(spec: dict, device: str | None, speedup: float | None = None) -> str:
@@ -50,14 +51,22 @@ def breakdown_words(result: dict) -> list[str]:
     shown = as_timed(result)
     words = []
     off = ", ".join(f"{v} {s['off_pct']:+.0f}%" for v, s in shown.items() if s["shown"] != "profiled")
+    # Why they ran off, by sign: the profiler's overhead slows a step; a profiled step faster than the timed one
+    # was not slowed by it (the timed steps were, by other load, or the steps changed between the two).
+    off_by = {v: s["off_pct"] for v, s in shown.items() if s["shown"] != "profiled"}
+    slowed, faster = [v for v, o in off_by.items() if o > 0], [v for v, o in off_by.items() if o < 0]
+    why = "; ".join(
+        ([f"the profiler's own overhead slowed the {' and '.join(slowed)} steps (most on the CPU, where it records "
+          "every op)"] if slowed else [])
+        + ([f"the {' and '.join(faster)} steps ran faster under the profiler, which its overhead cannot do: the "
+            "machine's load or the steps themselves changed between the two"] if faster else []))
     if any(s["shown"] == "withheld" for s in shown.values()):  # said first: the bars are missing because of it
-        words.append(f"**No bars: the profiled steps ran far off the timed ones** ({off}). The profiler's own overhead "
-                     "(largest on the CPU, where it records every op) changed the steps it measured, so their split "
-                     "would contradict the speedup above; the timed figures stand.")
+        words.append(f"**No bars: the profiled steps ran far off the timed ones** ({off}). Their split would "
+                     f"contradict the speedup above ({why}); the timed figures stand.")
     elif off:
-        words.append(f"**The bars are scaled to the timed steps.** The profiled steps ran off the timed ones ({off}: "
-                     "the profiler's own overhead), so each bar keeps the profiler's shares but takes the length of the "
-                     "timed median step, which the speedup above uses.")
+        words.append(f"**The bars are scaled to the timed steps.** The profiled steps ran off the timed ones ({off}; "
+                     f"{why}), so each bar keeps the profiler's shares but takes the length of the timed median step, "
+                     "which the speedup above uses.")
     if ("eager" in found and "compiled" in found and all(shown[v]["ms"] for v in ("eager", "compiled"))
             and (changed := differences({**found["eager"], "ms": shown["eager"]["ms"]},
                                         {**found["compiled"], "ms": shown["compiled"]["ms"]}))):
@@ -201,12 +210,24 @@ def noise_advice(result: dict) -> str:
 
 
 def payback_words(result: dict) -> str | None:
-    """Break-even in steps and in seconds of compiled running, with the formula."""
-    steps, sps = result.get("breakeven_steps"), result.get("compiled_steps_per_s")
-    if steps is None or not sps:
+    """Break-even in steps and in time of compiled running, with the formula. Both follow the headline: a compiled
+    step is the eager step over the speedup (tcore.figures.headline_breakeven)."""
+    steps, eager_sps, speedup = (figures.headline_breakeven(result), result.get("eager_steps_per_s"),
+                                 result.get("speedup"))
+    if steps is None or not eager_sps or not speedup:
         return None
-    return (f"Compiling pays back after {steps:,.0f} steps, about {steps / sps:,.0f} s of compiled running "
-            f"(break-even = compile time / (eager step time - compiled step time)).")
+    return (f"Compiling pays back after {steps:,.0f} steps, about {_running(steps / (eager_sps * speedup))} of "
+            "compiled running (break-even = compile time / (eager step time - compiled step time), where a compiled "
+            "step is the eager step over the speedup).")
+
+
+def _running(s: float) -> str:
+    """'40 ms', '3.2 s', '2 min 05 s': never '0 s' for a short pay-back."""
+    if s < 0.001:
+        return "under 1 ms"
+    if s < 1:
+        return f"{s * 1e3:.0f} ms"
+    return f"{s:.1f} s" if s < 10 else duration_words(s)
 
 def env_rows(env: dict, device: str | None) -> list[tuple[str, str]]:
     """The environment a run measured on, as (what, value) rows."""

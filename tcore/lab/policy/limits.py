@@ -179,6 +179,9 @@ def is_instructor(attempt: str | None, environ: Mapping[str, str] | None = None,
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
+THIS_MACHINE = "this machine"  # a try with no address: the server's own machine (loopback), as logs and the panel say
+
+
 class PasscodeGuard:
     """Slows down guessing the instructor passcode, per browser session and per network address, and counts the
     wrong tries for the instructor.
@@ -221,7 +224,7 @@ class PasscodeGuard:
                 wait = None
         if wait is not None:
             LOG.warning("instructor passcode: try refused without checking (session %s at %s must wait %.0f s; %s "
-                        "has had too many wrong tries)", session[:8], address or "?", wait, whose)
+                        "has had too many wrong tries)", session[:8], address or THIS_MACHINE, wait, whose)
             return False, f"Too many wrong passcodes from {whose}: try again in {math.ceil(wait)} s."
         if is_instructor(attempt, environ, cwd):
             with self._lock:
@@ -239,9 +242,9 @@ class PasscodeGuard:
                 if len(self._addresses) > 10_000:
                     self._addresses = {k: v for k, v in self._addresses.items() if v[1] > now}
                 self._addresses[where] = (address_wrong, now + address_delay)
-            self._wrong = [*self._wrong[-999:], (now, address or "?")]
+            self._wrong = [*self._wrong[-999:], (now, address or THIS_MACHINE)]
         LOG.warning("instructor passcode: wrong try refused (session %s at %s, %d wrong in a row; next try allowed in "
-                    "%.0f s)", session[:8], address or "?", wrong, delay)
+                    "%.0f s)", session[:8], address or THIS_MACHINE, wrong, delay)
         return False, "That is not the passcode." + (f" Wait {math.ceil(delay)} s before trying again." if delay else "")
 
     def wrong_tries(self) -> str | None:

@@ -41,6 +41,7 @@ from tcore.lab.queue.waiting import (
     expected_duration,
 )
 from tcore.store import RunRecord, RunStore, StoreError
+from tcore.store.queue import PAUSED
 
 TICK_S = 0.25
 # Set when this process submits a run or one of its runs ends: its schedulers tick at once rather than at the end of
@@ -408,6 +409,7 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
     """run id -> (position, 1 = next; when it should start) for every queued run of `devices` on `host`."""
     out = {}
     held = _HELD.get(str(store.path.resolve()))
+    paused = store.lab_state(PAUSED) is not None  # the instructor's pause: every queued run waits for the resume
     for device in devices:
         queued, running, history = store.queue_state(host, device, recent=HISTORY_RUNS)
         now = time.time()
@@ -416,7 +418,8 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
         queued_ahead = []
         places_here = len(device_slots(device)) * room_plan(device).runs_per_slot  # runs that share a slot each take one
         for position, (run_id, spec, limit) in enumerate(queued, start=1):
-            out[run_id] = (position, estimate_wait(running_ahead, queued_ahead, places_here)._replace(held=held))
+            wait = estimate_wait(running_ahead, queued_ahead, places_here)
+            out[run_id] = (position, wait._replace(held=held, paused=paused))
             queued_ahead.append(Ahead(expected_duration(spec, history), limit))
     return out
 

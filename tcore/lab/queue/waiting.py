@@ -22,11 +22,13 @@ class Ahead(NamedTuple):
 class Wait(NamedTuple):
     """When a queued run should start: eta_s, the estimate (None when it cannot be made honestly); at_most_s,
     the latest it can start if every run ahead uses its whole time limit; overdue, words about a run ahead
-    that has run past what runs like it took (the reason there is no estimate)."""
+    that has run past what runs like it took (the reason there is no estimate); paused, the instructor paused the
+    queue, so it starts only once they resume it, whatever the runs ahead do."""
     eta_s: float | None
     at_most_s: float | None
     overdue: str | None = None
     held: str | None = None   # why no run starts now whatever its turn (the store's disk is full), in words
+    paused: bool = False
 
 
 def estimate_wait(running: list[Ahead], queued_ahead: list[Ahead], n_slots: int) -> Wait:
@@ -73,7 +75,7 @@ def wait_words(wait: Wait | None) -> tuple[str, str]:
     """When a queued run starts, as (what a person needs first, the reason): the Run and System pages show the
     first and put the second on hover; the command line prints the first.
 
-    'starts in about 40 s' / 'no estimate: a run ahead is overdue' /
+    'starts in about 40 s' / 'no estimate: a run ahead is overdue' / 'waits for the instructor to resume the queue' /
     'starts within 3 min 00 s at the
     latest' (no estimate yet) / 'no estimate yet'; never 'now' behind a long run.
     """
@@ -83,6 +85,10 @@ def wait_words(wait: Wait | None) -> tuple[str, str]:
         return "no estimate yet", "The queue has not placed this run yet; it does within a second."
     if wait.held:
         return "waits: no run starts for now", f"No run starts for now: {wait.held}."
+    if wait.paused:
+        return ("waits for the instructor to resume the queue",
+                "The instructor paused the queue: runs under way finish, and waiting runs keep their place and start "
+                "only when it resumes.")
     if wait.overdue:
         # Said of the run ahead, not this one: "late" read as this run being late, and the limit as its start.
         head = "no estimate: a run ahead is overdue"  # when at the latest: the reason, on hover
