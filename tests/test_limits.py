@@ -6,7 +6,7 @@ Real runs use captioner/tiny with backend=eager (tests.helpers.QUICK): about 4 s
 import pytest
 
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.lab.policy import limits, memory
+from tcore.lab.policy import guards, limits, memory
 from tcore.lab.run import runs
 from tcore.lab.settings import config, private
 from tests.helpers import QUICK, hold_cpu_slot, insert_run
@@ -105,13 +105,13 @@ def test_only_the_owner_or_the_instructor_may_cancel_or_delete_a_run(store):
 
 
 def test_the_instructor_passcode_comes_from_the_file_or_the_environment(tmp_path):
-    assert limits.instructor_passcode({}, cwd=tmp_path) is None
-    assert not limits.is_instructor("anything", {}, cwd=tmp_path)  # no passcode set: nobody is instructor
+    assert guards.instructor_passcode({}, cwd=tmp_path) is None
+    assert not guards.is_instructor("anything", {}, cwd=tmp_path)  # no passcode set: nobody is instructor
     (tmp_path / "compile-lab.toml").write_text('[instructor]\npasscode = "sesame"\n')
-    assert limits.is_instructor("sesame", {}, cwd=tmp_path)
-    assert not limits.is_instructor("Sesame", {}, cwd=tmp_path) and not limits.is_instructor("", {}, cwd=tmp_path)
+    assert guards.is_instructor("sesame", {}, cwd=tmp_path)
+    assert not guards.is_instructor("Sesame", {}, cwd=tmp_path) and not guards.is_instructor("", {}, cwd=tmp_path)
     env = {private.PASSCODE_ENV: "open"}
-    assert limits.is_instructor("open", env, cwd=tmp_path) and not limits.is_instructor("sesame", env, cwd=tmp_path)
+    assert guards.is_instructor("open", env, cwd=tmp_path) and not guards.is_instructor("sesame", env, cwd=tmp_path)
 
 
 def test_limits_the_instructor_sets_in_the_app_win_until_reset(store, monkeypatch):
@@ -172,13 +172,13 @@ def test_an_infinite_nan_or_absurd_limit_is_refused_from_the_file_and_the_enviro
     """1e400 is infinity in TOML and in float(): accepted, it would switch the limit off without anyone asking."""
     allowed = {"max_run_s": "at most 604800 (a week)", "max_memory_gib": "at most 100000",
                "max_batch_size": "from 1 to 1000000"}[name]
-    config = tmp_path / "lab.toml"
-    config.write_text(f"[limits]\n{name} = {written}\n")
+    toml = tmp_path / "lab.toml"
+    toml.write_text(f"[limits]\n{name} = {written}\n")
     with pytest.raises(config.LimitsError) as from_file:
-        limits.load({"COMPILE_LAB_CONFIG": str(config)})
+        limits.load({"COMPILE_LAB_CONFIG": str(toml)})
     with pytest.raises(config.LimitsError) as from_environment:
         limits.load({limits.ENV[name]: written}, cwd=tmp_path)
-    for said, where in ((str(from_file.value), str(config)), (str(from_environment.value), limits.ENV[name])):
+    for said, where in ((str(from_file.value), str(toml)), (str(from_environment.value), limits.ENV[name])):
         assert said.startswith(f"{name} = {shown}") and f"(from {where})" in said and allowed in said, said
 
 

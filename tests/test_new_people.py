@@ -1,4 +1,4 @@
-"""A fresh id cannot be had at will (ui.panels.people, tcore.lab.policy.limits.NewPeopleGuard): any well-formed ?me= used to be a new
+"""A fresh id cannot be had at will (ui.panels.people, tcore.lab.policy.guards.NewPeopleGuard): any well-formed ?me= used to be a new
 participant, each with max_queued_per_session runs of their own, so a reload with a made-up id got around the limit.
 Now each network address starts at most max_new_people_per_address participants in a workshop's day; ids the server
 knows (a reload, a bookmark, an id whose runs the store keeps) are not new."""
@@ -7,7 +7,7 @@ import secrets
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab.policy import limits
+from tcore.lab.policy import guards, limits
 from tests.app_harness import db, stored_run, texts  # noqa: F401 (db: the fixture)
 from tests.helpers import QUICK
 from ui.panels import people
@@ -23,7 +23,7 @@ class Clock:
 
 def test_an_address_starts_a_few_participants_a_day_and_loopback_is_not_counted():
     clock = Clock()
-    guard = limits.NewPeopleGuard(window_s=12 * 3600, clock=clock)
+    guard = guards.NewPeopleGuard(window_s=12 * 3600, clock=clock)
     assert [guard.admit("10.0.0.5", 3) for _ in range(4)] == [True, True, True, False]
     assert guard.admit("10.0.0.6", 3)  # another address has its own
     clock.now += 11 * 3600
@@ -52,7 +52,7 @@ def made_up() -> str:
 @pytest.fixture
 def at_address(db, monkeypatch):
     """Pages opened from 10.0.0.9 unless a test says otherwise, with a guard of their own and a limit of 2."""
-    monkeypatch.setattr(limits, "NEW_PEOPLE", limits.NewPeopleGuard())
+    monkeypatch.setattr(guards, "NEW_PEOPLE", guards.NewPeopleGuard())
     monkeypatch.setenv(limits.ENV["max_new_people_per_address"], "2")
     where = {"address": "10.0.0.9"}
     monkeypatch.setattr(people, "client_address", lambda: where["address"])

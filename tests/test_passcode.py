@@ -5,7 +5,7 @@ import re
 
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab.policy import limits
+from tcore.lab.policy import guards
 from tcore.store import RunStore
 
 CODE = {"COMPILE_LAB_INSTRUCTOR_PASSCODE": "sesame"}
@@ -21,7 +21,7 @@ class Clock:
 
 def test_one_session_guessing_waits_longer_after_each_wrong_try(caplog):
     clock = Clock()
-    guard = limits.PasscodeGuard(free=3, first_wait_s=2.0, longest_wait_s=60.0, clock=clock)
+    guard = guards.PasscodeGuard(free=3, first_wait_s=2.0, longest_wait_s=60.0, clock=clock)
     caplog.set_level(logging.WARNING, logger="compile_lab")
     for _ in range(2):  # a typo or two costs nothing
         assert guard.attempt("tab-a", "open up", CODE) == (False, "That is not the passcode.")
@@ -48,7 +48,7 @@ def test_one_session_guessing_waits_longer_after_each_wrong_try(caplog):
 
 def test_many_sessions_guessing_from_one_address_slow_that_address_not_the_instructor():
     clock = Clock()
-    guard = limits.PasscodeGuard(free=3, free_per_address=10, first_wait_s=2.0, clock=clock)
+    guard = guards.PasscodeGuard(free=3, free_per_address=10, first_wait_s=2.0, clock=clock)
     for tab in range(30):  # a new tab per guess gets around the per-session wait ...
         clock.now += 1
         guard.attempt(f"tab-{tab}", "nope", CODE, address="10.0.0.66")
@@ -65,17 +65,17 @@ def test_many_sessions_guessing_from_one_address_slow_that_address_not_the_instr
 
 
 def test_the_passcode_is_compared_as_digests_whatever_its_length():
-    assert limits.is_instructor("sesame", CODE)
-    assert limits.is_instructor(" sesame ", CODE)
-    assert not limits.is_instructor("sesam", CODE)
-    assert not limits.is_instructor("sesame" * 1000, CODE)
-    assert not limits.is_instructor("", CODE) and not limits.is_instructor("x", {})
+    assert guards.is_instructor("sesame", CODE)
+    assert guards.is_instructor(" sesame ", CODE)
+    assert not guards.is_instructor("sesam", CODE)
+    assert not guards.is_instructor("sesame" * 1000, CODE)
+    assert not guards.is_instructor("", CODE) and not guards.is_instructor("x", {})
 
 
 def test_the_system_page_slows_a_guessing_tab_down(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
     monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
-    monkeypatch.setattr(limits, "PASSCODE_GUARD", limits.PasscodeGuard())  # this test's guesses stay its own
+    monkeypatch.setattr(guards, "PASSCODE_GUARD", guards.PasscodeGuard())  # this test's guesses stay its own
     caplog.set_level(logging.WARNING, logger="compile_lab")
     RunStore()
     at = AppTest.from_file("../app.py", default_timeout=300).run()
@@ -95,7 +95,7 @@ def test_the_system_page_slows_a_guessing_tab_down(tmp_path, monkeypatch, caplog
 
 def test_a_wrong_try_from_the_server_s_own_machine_is_said_so_not_as_a_question_mark():
     """Streamlit reports loopback as no address: the panel said "from 1 address(es): ? (1)"."""
-    guard = limits.PasscodeGuard(free=3, free_per_address=10, first_wait_s=2.0, clock=Clock())
+    guard = guards.PasscodeGuard(free=3, free_per_address=10, first_wait_s=2.0, clock=Clock())
     guard.attempt("tab", "nope", CODE, address=None)
     told = guard.wrong_tries()
     assert "from 1 address(es): this machine (1)" in told and "?" not in told

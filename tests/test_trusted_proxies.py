@@ -7,7 +7,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab.policy import limits
+from tcore.lab.policy import guards
 from tcore.lab.queue import room
 from tcore.lab.settings import config, private
 from tests.app_harness import db  # noqa: F401 (db: the fixture)
@@ -45,7 +45,7 @@ def test_without_trusted_proxies_every_header_is_ignored():
 
 
 def test_a_hop_that_is_not_an_address_is_counted_as_itself_not_as_this_machine():
-    assert limits._per_address(room.client_address(None, ["unknown"], LOCAL)) == "unparsed:unknown"
+    assert guards._per_address(room.client_address(None, ["unknown"], LOCAL)) == "unparsed:unknown"
 
 
 def test_trusting_the_whole_internet_is_warned_about_once(caplog, monkeypatch):
@@ -131,7 +131,7 @@ def test_the_system_page_slows_guesses_per_address_behind_the_proxy_and_ignores_
                                                                                                      monkeypatch):
     connect, _ = connection
     monkeypatch.setenv(private.PASSCODE_ENV, "sesame")
-    monkeypatch.setattr(limits, "PASSCODE_GUARD", limits.PasscodeGuard(free=5, free_per_address=2))
+    monkeypatch.setattr(guards, "PASSCODE_GUARD", guards.PasscodeGuard(free=5, free_per_address=2))
 
     def try_passcode(attempt: str) -> list[str]:
         at = AppTest.from_file("../app.py", default_timeout=300).run()

@@ -1,6 +1,6 @@
 """The instructor's panel (System page): unlock with the passcode, pause the queue, change the limits.
 
-The passcode is set in compile-lab.toml or the environment (tcore.lab.policy.limits.instructor_passcode);
+The passcode is set in compile-lab.toml or the environment (tcore.lab.policy.guards.instructor_passcode);
 without one, nobody has these actions. Unlocked, the session may also cancel or delete anyone's run
 (ui.panels.queue, the Compare page).
 """
@@ -11,7 +11,7 @@ import time
 
 import streamlit as st
 
-from tcore.lab.policy import limits
+from tcore.lab.policy import guards, limits
 from tcore.lab.run import runs
 from tcore.lab.settings import config
 from tcore.store import RunStore
@@ -23,8 +23,8 @@ _FIELDS = {
     "max_batch_size": ("Largest batch", "samples", 1, 1, True),
     "max_memory_gib": ("Most memory per run (estimated)", "GiB", 0.5, 0.5, True),
     "max_queued_per_session": ("Runs one person may have waiting", "runs", 1, 1, False),
-    # a room behind one NAT address needs this raised to its head count (tcore.lab.policy.limits.NewPeopleGuard)
-    "max_new_people_per_address": (f"New participants one network address may start in {limits.NEW_PEOPLE_WINDOW_H} h",
+    # a room behind one NAT address needs this raised to its head count (tcore.lab.policy.guards.NewPeopleGuard)
+    "max_new_people_per_address": (f"New participants one network address may start in {guards.NEW_PEOPLE_WINDOW_H} h",
                                    "people", 1, 1, False),
 }
 
@@ -32,7 +32,7 @@ _FIELDS = {
 def panel(store: RunStore) -> None:
     st.markdown("#### Instructor")
     try:
-        code = limits.instructor_passcode()
+        code = guards.instructor_passcode()
     except config.LimitsError as e:
         st.error(f"The lab's settings cannot be read: {e}")
         return
@@ -48,15 +48,15 @@ def panel(store: RunStore) -> None:
                                          "changing the limits, in this browser (tabs opened or reloaded later too) "
                                          f"until Lock, the app's restart or {people.UNLOCK_HOURS} hours.")
             if st.form_submit_button("Unlock", icon=":material/lock_open:"):
-                # guesses are slowed per session and per address, and logged (tcore.lab.policy.limits.PasscodeGuard)
+                # guesses are slowed per session and per address, and logged (tcore.lab.policy.guards.PasscodeGuard)
                 session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
-                unlocked, why = limits.PASSCODE_GUARD.attempt(session, attempt, address=people.client_address())
+                unlocked, why = guards.PASSCODE_GUARD.attempt(session, attempt, address=people.client_address())
                 if unlocked:
                     people.unlock(attempt)
                     st.rerun()
                 st.error(why)
         return
-    if tries := limits.PASSCODE_GUARD.wrong_tries():
+    if tries := guards.PASSCODE_GUARD.wrong_tries():
         st.caption(f":orange[{people.plain(tries)}]")
     # Each action runs in its button's callback, before the page is drawn again: a click followed by st.rerun()
     # in the page's body was seen, in Chromium with the queue's fragments ticking, to change the store while the

@@ -11,10 +11,10 @@ The name is the browser's, not the tab's: this process keeps, per tag and secret
 they go by now (_NOW), so a name typed in one tab is every tab's at its next redraw (the sidebar's "You" line looks
 every FOLLOW_S), and each tab says so; no run changes hands between two tabs of one browser. An id this process has
 not seen (a restart, a bookmark, a made-up ?me=) is looked up in the store by its tag and secret; one new here
-counts against its network address's limit on new participants (tcore.lab.policy.limits.NewPeopleGuard), since
+counts against its network address's limit on new participants (tcore.lab.policy.guards.NewPeopleGuard), since
 max_queued_per_session bounds nothing if fresh ids can be had at will.
 
-The instructor's passcode (tcore.lab.policy.limits.instructor_passcode) is what guards the actions that touch other
+The instructor's passcode (tcore.lab.policy.guards.instructor_passcode) is what guards the actions that touch other
 people's runs; once typed, a random token keeps the browser's tabs opened or reloaded later unlocked, from the same
 address, until Lock, the server's restart or UNLOCK_HOURS (tokens live in its memory). The token reaches a new
 session two ways: this process keeps it under the browser's key (Streamlit's XSRF cookie, which its server sets
@@ -36,7 +36,7 @@ from typing import Iterator, NamedTuple
 
 import streamlit as st
 
-from tcore.lab.policy import limits
+from tcore.lab.policy import guards, limits
 from tcore.lab.queue import room
 from tcore.lab.settings import config
 from tcore.store import RunStore, StoreError, StoreReadOnly
@@ -76,7 +76,7 @@ RENAMED_ELSEWHERE = "people_renamed_elsewhere"  # session_state: what the sideba
 
 
 class TooManyNew(Exception):
-    """A new participant past their network address's limit (tcore.lab.policy.limits.NewPeopleGuard)."""
+    """A new participant past their network address's limit (tcore.lab.policy.guards.NewPeopleGuard)."""
 
 
 def me(store: RunStore | None = None) -> str:
@@ -105,7 +105,7 @@ def _arrive(store: RunStore) -> str:
     else:
         owner = new_guest()
         if not _admit(owner, address, store):
-            raise TooManyNew(limits.new_people_message(limits.load(store=store)))
+            raise TooManyNew(guards.new_people_message(limits.load(store=store)))
     st.session_state.owner = owner
     return owner
 
@@ -127,7 +127,7 @@ def _admit(owner: str, address: str | None, store: RunStore) -> bool:
         bound = limits.load(store=store).max_new_people_per_address
     except config.LimitsError:  # limits written wrongly (an older version saved them): the System page says so, and
         bound = limits.Limits().max_new_people_per_address  # every page still opens, the panel's reset among them
-    if not limits.NEW_PEOPLE.admit(address, bound):
+    if not guards.NEW_PEOPLE.admit(address, bound):
         return False
     _register(owner)
     return True
@@ -260,7 +260,7 @@ def is_instructor() -> bool:
             if token and (attempt := _unlocked_by(token)):
                 st.session_state.instructor, st.session_state.instructor_token = attempt, token
                 break
-    return bool(attempt) and limits.is_instructor(attempt)
+    return bool(attempt) and guards.is_instructor(attempt)
 
 
 def _browser() -> str | None:
@@ -286,7 +286,7 @@ def _unlocked_by(token: str) -> str | None:
     tell ports apart) from unlocking anywhere else."""
     if (held := _UNLOCKED.get(token)) is None:
         return None
-    if time.time() > held.until or held.address != client_address() or not limits.is_instructor(held.attempt):
+    if time.time() > held.until or held.address != client_address() or not guards.is_instructor(held.attempt):
         _UNLOCKED.pop(token, None)
         return None
     return held.attempt

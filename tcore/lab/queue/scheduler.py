@@ -40,6 +40,7 @@ from tcore.lab.queue.waiting import (
     estimate_wait,
     expected_duration,
 )
+from tcore.lab.settings.config import LimitsError
 from tcore.store import RunRecord, RunStore, StoreError
 from tcore.store.queue import PAUSED
 
@@ -322,7 +323,7 @@ class Scheduler:
                 if _disk_full(e):
                     disk_was_full(self.store.path)
                 if self.error != said:  # once per trouble, not every tick while a disk stays full
-                    why = (f"{self.error}\n" if isinstance(e, (sqlite3.Error, StoreError))
+                    why = (f"{self.error}\n" if isinstance(e, (sqlite3.Error, StoreError, LimitsError))
                            else traceback.format_exc(limit=-3))
                     print(f"compile-lab queue ({self.store.path}): {why}(retried every tick; said again only if it "
                           "changes)", file=sys.stderr)
