@@ -4,7 +4,7 @@ import streamlit as st
 from tcore.host import machine
 from tcore.lab import rerun_outlook
 from tcore.store import RunStore
-from ui.panels import generate, knobs, live, model_picker, queue, results
+from ui.panels import generate, knob_values, knobs, live, model_picker, queue, results
 from ui.words import run_state
 
 store = RunStore()
@@ -28,7 +28,7 @@ with knob_col:
         compiler = knobs.compile_knobs("run_", model["model"], model["task"])
     measure = knobs.measure_knobs("run_", with_cache=False)
     pick = model_picker.unpicked("run_")
-    exp, notes, error = knobs.build({**model, **compiler, **measure}, unpicked=pick)
+    exp, notes, error = knob_values.build({**model, **compiler, **measure}, unpicked=pick)
 
 with out_col:
     if exp is not None and (ahead := rerun_outlook.words(exp, store)):  # before the run, as its interval says after
@@ -50,7 +50,7 @@ with out_col:
     for note in notes:
         st.warning(note)
     if exp is not None and exp.cache == "artifacts":
-        source = knobs.artifacts_source(exp, store)
+        source = knob_values.artifacts_source(exp, store)
         st.caption(f"Will load the compile artifacts saved by run {source['run_id']}." if source else
                    "No stored run of these settings has saved compile artifacts yet: this run will compile "
                    "cold (and save them). Run it once with cache=cold first to see a warm start.")

@@ -45,7 +45,7 @@ def four_way(records: list, base: dict) -> dict[tuple[str, str], Any]:
 
     Cold is a run with fresh caches (or artifacts that could not be loaded); "warm" here is one that loaded
     compile artifacts (the page says "artifacts loaded"). Only runs that compile what `base` (the four-way's own
-    experiment) compiles, but for the scope, count (tcore.experiment.spec.same_compile): an aot_eager run, a shape schedule or another batch
+    experiment) compiles, but for the scope, count (tcore.experiment.comparable.same_compile): an aot_eager run, a shape schedule or another batch
     is another compile and would compare unlike with like.
     """
     def temperature(rec) -> str | None:
