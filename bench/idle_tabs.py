@@ -3,17 +3,15 @@
     python bench/idle_tabs.py                       # 1, 5 and 20 Run-page tabs, System and Compare, 20 beside a run
     python bench/idle_tabs.py --scenarios run:20 run:20+run --window 20 --json out.json
 
-Starts `streamlit run serve.py` (as `make app` does) on its own store ($COMPILE_LAB_DB, a fresh temporary file) and a free
-loopback port, seeds the store with one finished tiny CPU run (so the Compare page has something and
-half the tabs are a participant with a run of their own, the other half fresh guests), then, per
-scenario, opens N real Chromium browser contexts (one browser, N contexts, one tab each) on a page,
-waits for each to draw, lets them settle, and reads the Streamlit server's CPU time from
-/proc/<pid>/stat over --window seconds (user + system, all its threads; run workers are other
-processes and are not counted), as % of one core, and how long GET /_stcore/health takes meanwhile (once a
-second). Page load: from the request to the page's title
-drawn by its script, for each tab as it opens and for one more tab opened at the end of the window, and the
-server CPU that last page took (less the idle tabs' share meanwhile), which, unlike the wall time, does not
-depend on what else the machine runs.
+Starts `streamlit run serve.py` (as `make app` does) on its own store ($COMPILE_LAB_DB, a fresh temporary file) and a
+free loopback port, seeds the store with one finished tiny CPU run (so the Compare page has something and half the tabs
+are a participant with a run of their own, the other half fresh guests), then, per scenario, opens N real Chromium
+browser contexts (one browser, N contexts, one tab each) on a page, waits for each to draw, lets them settle, and reads
+the Streamlit server's CPU time from /proc/<pid>/stat over --window seconds (user + system, all its threads; run workers
+are other processes and are not counted), as % of one core, and how long GET /_stcore/health takes meanwhile (once a
+second). Page load: from the request to the page's title drawn by its script, for each tab as it opens and for one more
+tab opened at the end of the window, and the server CPU that last page took (less the idle tabs' share meanwhile),
+which, unlike the wall time, does not depend on what else the machine runs.
 
 A scenario "PAGE:N" is N tabs on PAGE (run, system, compare); "PAGE:N+run" does the same while a
 command-line run on the same store is being timed (captioner tiny, backend eager, timed for longer

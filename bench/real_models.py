@@ -1,5 +1,5 @@
-"""What compile does to real models at their published sizes on a GPU: six models across torchvision, timm, transformers and
-diffusers, each through the command line on one store, and Flux.1 [dev]'s transformer whole against diffusers'
+"""What compile does to real models at their published sizes on a GPU: six models across torchvision, timm, transformers
+and diffusers, each through the command line on one store, and Flux.1 [dev]'s transformer whole against diffusers'
 compile_repeated_blocks, cold and warm.
 
     python bench/real_models.py run --out /tmp/real [--only flux llama ...]   # on the GPU machine; resumable

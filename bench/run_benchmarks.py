@@ -19,8 +19,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# (name, group, CLI options). Rows use bf16 autocast (as the table was first measured); timed_s=10 gives 2 s blocks, long
-# enough for NVML's ~0.1 s energy counter.
+# (name, group, CLI options). Rows use bf16 autocast (as the table was first measured); timed_s=10 gives 2 s blocks,
+# long enough for NVML's ~0.1 s energy counter.
 COMMON = ["--device", "cuda", "--precision", "amp-bf16", "--no-channels-last", "--timed-s", "10", "--rounds", "5"]
 RESNET = ["--model", "resnet50", "--preset", "full", "--batch-size", "128"]
 CAPTIONER = ["--model", "captioner", "--preset", "full", "--batch-size", "64", "--task", "training"]

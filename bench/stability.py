@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO))
 from tcore import figures  # noqa: E402  (this checkout's estimator, whatever engine ran)
 from tcore.figures import paired
 
-# The Run page's timing defaults per device (ui/panels/knobs.py), for an engine with adaptive rounds and for one without.
+# The Run page's timing defaults per device (ui/panels/knobs.py), for an engine with adaptive rounds and for one
+# without.
 TIMING_NEW = {"cpu": ["--timed-s", "2.0", "--rounds", "6", "--round-s", "0.2"],
               "cuda": ["--timed-s", "4.0", "--rounds", "6", "--round-s", "0.2"]}
 TIMING_OLD = {"cpu": ["--timed-s", "2.0", "--rounds", "3"], "cuda": ["--timed-s", "4.0", "--rounds", "5"]}

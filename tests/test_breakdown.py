@@ -1,4 +1,5 @@
-"""Where a step's time goes (tcore.figures.breakdown) over synthetic profiler traces, and GPU peaks (tcore.host.peaks)."""
+"""Where a step's time goes (tcore.figures.breakdown) over synthetic profiler traces, and GPU peaks (tcore.host.peaks).
+"""
 import pytest
 
 from tcore.figures.breakdown import (

@@ -1,5 +1,5 @@
-"""The Diagnose page's charts and queries (ui.charts.diagnose_charts, ui.words.diagnose_queries): compile timelines, shape
-schedules, runs side by side, kernels, the four-way and cold-against-warm cache charts."""
+"""The Diagnose page's charts and queries (ui.charts.diagnose_charts, ui.words.diagnose_queries): compile timelines,
+shape schedules, runs side by side, kernels, the four-way and cold-against-warm cache charts."""
 import math
 
 import pandas as pd

@@ -1,5 +1,5 @@
-"""The fork server (tcore.lab.launch.forkserver): on a machine without a GPU, workers are forked from one process that has
-done the imports, and each is still what `python -m tcore.worker` would be: its own process group, its own
+"""The fork server (tcore.lab.launch.forkserver): on a machine without a GPU, workers are forked from one process that
+has done the imports, and each is still what `python -m tcore.worker` would be: its own process group, its own
 environment, its own TORCH_TRACE, its exit status known (its trace on and off: tests/test_ecosystem.py; a worker killed
 mid-run: tests/test_worker.py; both run forked here too)."""
 import json

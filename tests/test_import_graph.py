@@ -1,9 +1,9 @@
 """No module in tcore/, ui/ or sample_models/ imports, directly or through others, a module that imports it back; each
 package leans only on the layers below it.
 
-Imports inside functions count: a lazy import is a circle postponed (it breaks the day someone moves it to the
-top), so the graph is every import statement in a module's source, wherever it stands. Importing a module inside a
-package runs the package's __init__.py first, so a module that imports from a package it is not part of imports that package too: a
+Imports inside functions count: a lazy import is a circle postponed (it breaks the day someone moves it to the top), so
+the graph is every import statement in a module's source, wherever it stands. Importing a module inside a package runs
+the package's __init__.py first, so a module that imports from a package it is not part of imports that package too: a
 package whose __init__ imports its parts is in a circle with any part's import that leads back to the importer.
 """
 import ast

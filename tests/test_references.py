@@ -1,4 +1,5 @@
-"""Comments, docstrings, the README and docs/ name only modules and names that exist: a dotted tcore or sample_models name in words must resolve."""
+"""Comments, docstrings, the README and docs/ name only modules and names that exist: a dotted tcore or sample_models
+name in words must resolve."""
 import importlib
 import re
 from pathlib import Path

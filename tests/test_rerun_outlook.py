@@ -1,6 +1,6 @@
-"""Before a run, the lab says when its setting cannot be expected to give the same headline within ± 5% again: from
-the store's earlier runs of the setting on this machine (their spread, a host-bound verdict) and the device, the
-same evidence the run's interval uses after it (tcore.figures.rerun.outlook); the Run page shows it above its Run button."""
+"""Before a run, the lab says when its setting cannot be expected to give the same headline within ± 5% again: from the
+store's earlier runs of the setting on this machine (their spread, a host-bound verdict) and the device, the same
+evidence the run's interval uses after it (tcore.figures.rerun.outlook); the Run page shows it above its Run button."""
 import socket
 
 import pytest

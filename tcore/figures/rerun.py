@@ -1,12 +1,12 @@
 """The headline's interval for a rerun: how far the speedup can move when the same setting runs again, in a fresh
 process on the same machine. Pure, tested on the CPU.
 
-The rounds of one run pair eager and compiled back to back, so drift *within* the run cancels (tcore.figures.paired). What
-the rounds cannot see is what stays fixed for a whole process and changes with the next one: which cores the
-scheduler gave the worker, the host CPU's frequency state, the allocator's layout. A launch-bound variant's
-throughput is the host's launch rate, so it moves with all of those: ResNet-50's GPU default read 1.65-2.03x over
-six fresh processes while each run's own interval was ± 2-7% (BENCHMARKS.md). An interval made of the rounds
-alone is about the rounds, not about a rerun.
+The rounds of one run pair eager and compiled back to back, so drift *within* the run cancels (tcore.figures.paired).
+What the rounds cannot see is what stays fixed for a whole process and changes with the next one: which cores the
+scheduler gave the worker, the host CPU's frequency state, the allocator's layout. A launch-bound variant's throughput
+is the host's launch rate, so it moves with all of those: ResNet-50's GPU default read 1.65-2.03x over six fresh
+processes while each run's own interval was ± 2-7% (BENCHMARKS.md). An interval made of the rounds alone is about the
+rounds, not about a rerun.
 
 So the interval adds, in log space (2x and 0.5x sit symmetrically), three independent parts as standard deviations:
   rounds   the paired rounds' order-statistics interval (tcore.figures.paired), turned back into a standard error;

@@ -139,7 +139,8 @@ QUEUE_COLUMNS = {
     "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweeps) ...
     "sweep_index": "INTEGER",      # ... and its place in that sweep
     "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
-    "memory_gib": "REAL",          # its device memory estimate (tcore.lab.policy.memory); NULL: unknown, so it runs alone
+    # its device memory estimate (tcore.lab.policy.memory); NULL: unknown, so it runs alone
+    "memory_gib": "REAL",
 }
 
 

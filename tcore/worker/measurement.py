@@ -55,8 +55,8 @@ class Measurement(StepRounds):
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
         lease = self.lease
         # The build makes the weights and inputs on the device (initialising kernels, copies): work that would land in
-        # another run's timed rounds, so it holds the device too, with the eager warm-up after it. Each phase that
-        # holds the device alone runs on the cores kept for its holder (tcore.lab.queue.room): the eager warm-up gives the
+        # another run's timed rounds, so it holds the device too, with the eager warm-up after it. Each phase that holds
+        # the device alone runs on the cores kept for its holder (tcore.lab.queue.room): the eager warm-up gives the
         # step that compile time is measured against, the profile the idle share.
         with lease.hold("eager"):
             self.phase("building")
@@ -170,7 +170,8 @@ class Measurement(StepRounds):
         diagnostics.reset()
         with compile_errors():
             blocks = w.entry.repeated_blocks(w.model)
-            if exp.compile in ("regional", "hierarchical"):  # class -> copies: the page says what was compiled and what shares it
+            # class -> copies: the page says what was compiled and what shares it
+            if exp.compile in ("regional", "hierarchical"):
                 self.result.details["regional_blocks"] = dict(Counter(type(b).__name__ for b in blocks))
                 self.result.details["regional_call"] = ("nested_compile_region" if exp.compile == "hierarchical"
                                                         else w.entry.repeated_call or "block.compile")

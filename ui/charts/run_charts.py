@@ -1,8 +1,8 @@
 """Plotly figures of one run: pure functions from a result dict and its power trace to go.Figure.
 
-No Streamlit here, so every figure can be unit-tested. A figure that could not be measured is drawn
-as an empty chart that says "n/a" and why (the result's `unavailable` reason), never as a guess. Charts
-across runs are in ui.charts.compare_charts, the Diagnose page's in ui.charts.diagnose_charts; they share ui.charts.style.
+No Streamlit here, so every figure can be unit-tested. A figure that could not be measured is drawn as an empty chart
+that says "n/a" and why (the result's `unavailable` reason), never as a guess. Charts across runs are in
+ui.charts.compare_charts, the Diagnose page's in ui.charts.diagnose_charts; they share ui.charts.style.
 """
 from __future__ import annotations
 

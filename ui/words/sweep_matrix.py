@@ -1,5 +1,5 @@
-"""A sweep's results matrix: one row per setting, named by what varies across the sweep, and the best setting
-in a sentence. The Sweep page draws it live (ui.panels.live) and the Run and Sweep pages' knobs name dynamic shapes alike.
+"""A sweep's results matrix: one row per setting, named by what varies across the sweep, and the best setting in a
+sentence. The Sweep page draws it live (ui.panels.live) and the Run and Sweep pages' knobs name dynamic shapes alike.
 """
 from __future__ import annotations
 

@@ -120,7 +120,8 @@ class RunHandle(RunEvents):
         return self.proc.pid
 
     def grant(self, purpose: str, lab_processes: int) -> bool:
-        """Tell the worker it holds its device now (tcore.lab.queue.lease); False if it can no longer hear it (it ended)."""
+        """Tell the worker it holds its device now (tcore.lab.queue.lease); False if it can no longer hear it (it
+        ended)."""
         with self._stdin_lock:
             try:
                 self.proc.stdin.write(protocol.grant(purpose, lab_processes))

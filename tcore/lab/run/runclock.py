@@ -29,7 +29,8 @@ class RunClock:
         self.result_t: float | None = None
         self.result_received: float | None = None
         self.headline_received: float | None = None  # when the timed figures arrived, before the profiling pass
-        self.device_waits: list[list[float | None]] = []  # [asked, granted] for each ask of the device (tcore.lab.queue.lease)
+        # [asked, granted] for each ask of the device (tcore.lab.queue.lease)
+        self.device_waits: list[list[float | None]] = []
 
     def launch(self) -> None:
         self.launched = time.monotonic()
