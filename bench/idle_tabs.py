@@ -129,7 +129,8 @@ def open_tab(browser, server: str, page_name: str, index: int, timeout_ms: float
 def _until_title(page, title: str, t0: float, timeout_ms: float) -> float | None:
     """Seconds from t0 until the page's title is drawn, or None if it is not within timeout_ms of t0."""
     try:
-        page.get_by_text(title, exact=True).first.wait_for(timeout=max(timeout_ms - 1e3 * (time.perf_counter() - t0), 1))
+        page.get_by_text(title, exact=True).first.wait_for(
+            timeout=max(timeout_ms - 1e3 * (time.perf_counter() - t0), 1))
     except PlaywrightTimeout:  # timed out: a figure of this benchmark, counted as such; anything else is raised
         return None
     return time.perf_counter() - t0
@@ -232,9 +233,10 @@ def main() -> int:
                 print(f"{spec:>12}: server {r['server_cpu_pct']:5.1f}% of a core over {args.window:g} s; health "
                       f"{r['health_median_ms']:.0f} ms median, {r['health_max_ms']:.0f} ms max; page load "
                       f"median {fmt(r['load_median_s'])}, max {fmt(r['load_max_s'])} ({r['loads_timed_out']} timed "
-                      f"out), one more tab {fmt(r['probe_load_s'])} ({r['probe_server_cpu_s']:.2f} s of server CPU; first byte "
-                      f"{fmt(r.get('probe_first_byte_s'))}, document {fmt(r.get('probe_document_s'))}); then another "
-                      f"page from the sidebar {fmt(r.get('probe_sidebar_page_s'))}, a reload {fmt(r.get('probe_reload_s'))}",
+                      f"out), one more tab {fmt(r['probe_load_s'])} ({r['probe_server_cpu_s']:.2f} s of server CPU; "
+                      f"first byte {fmt(r.get('probe_first_byte_s'))}, document {fmt(r.get('probe_document_s'))}); "
+                      f"then another page from the sidebar {fmt(r.get('probe_sidebar_page_s'))}, a reload "
+                      f"{fmt(r.get('probe_reload_s'))}",
                       flush=True)
             browser.close()
     finally:
@@ -243,7 +245,8 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f} at the end; "
           f"total {time.time() - t_start:.0f} s; store {db}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"window_s": args.window, "cores": os.cpu_count(), "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"window_s": args.window, "cores": os.cpu_count(), "rows": rows},
+                                              indent=1))
     return 0
 
 

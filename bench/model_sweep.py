@@ -258,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     done = [json.loads(line) for line in jsonl.read_text().splitlines()] if jsonl.exists() else []
     seen = {(r["model"], r["task"], r.get("sweep_backend")) for r in done}
     header = (f"{machine}, torch {torch.__version__}, backend {backend}"
-              f"{' (aot_eager: Dynamo and AOT autograd without Inductor code generation, to keep a CPU sweep affordable; speedups near 1x are expected; the modes run under inductor)' if backend == 'aot_eager' else ''}; "
+              f"""{' (aot_eager: Dynamo and AOT autograd without Inductor code generation, to keep a CPU sweep '
+                   'affordable; speedups near 1x are expected; the modes run under inductor)'
+                   if backend == 'aot_eager' else ''}; """
               f"the lab's {kind} defaults (preset, batch size, precision); flags `{' '.join(flags)}`, each run "
               f"limited to {timeout_s:g} s, {at_once} pair(s) in the queue at once; {time.strftime('%Y-%m-%d')}. "
               f"Reproduce: `python bench/model_sweep.py"

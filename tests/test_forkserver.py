@@ -88,7 +88,8 @@ def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_e
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM", "0")  # read when Inductor's config is imported
     fresh = launcher.Worker({})
     try:
-        assert fresh.forked and forkserver._SERVER is not old and forkserver._SERVER.key["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"] == "0"
+        assert (fresh.forked and forkserver._SERVER is not old
+                and forkserver._SERVER.key["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"] == "0")
         assert _stat(fresh.proc.pid)[0] == forkserver._SERVER.proc.pid
         assert old.proc.poll() is None  # still has a worker it must report on
     finally:

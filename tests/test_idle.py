@@ -149,7 +149,8 @@ def test_a_shape_schedule_is_estimated_from_runs_that_compiled_like_it_not_from_
 
 def test_runs_that_crashed_or_were_refused_at_start_do_not_shorten_the_estimate(store):
     proc = scheduler.this_process()
-    ids = [store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=600) for _ in range(3)]
+    ids = [store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=600)
+           for _ in range(3)]
     for run_id in ids:
         assert store.claim_next(proc, "cpu", ["cpu"], {run_id})
         if run_id == ids[0]:

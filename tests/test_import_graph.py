@@ -126,7 +126,8 @@ def test_the_cycle_finder_names_a_cycle_and_passes_a_line():
 def test_importing_a_part_of_another_package_runs_that_package_first():
     # verdicts is a part of tcore.figures, whose __init__ imports verdicts: no edge back to its own package
     graph = import_graph()
-    assert "tcore.figures" in graph["tcore.worker.measurement"] and "tcore.figures" not in graph["tcore.figures.verdicts"]
+    assert ("tcore.figures" in graph["tcore.worker.measurement"]
+            and "tcore.figures" not in graph["tcore.figures.verdicts"])
 
 
 # Which of tcore's packages each may import, through any chain: the shared layers (what a run is, the machine, the

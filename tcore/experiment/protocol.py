@@ -117,7 +117,8 @@ def error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "kind": kind, "message": message, **extra}
 
 
-# --- the launch environment: compile artifacts (tcore.lab.outputs.artifacts hands them over, tcore.worker.artifacts uses them)
+# --- the launch environment: compile artifacts (tcore.lab.outputs.artifacts hands them over,
+# tcore.worker.artifacts uses them)
 SAVE_ARTIFACTS_TO = "TCORE_SAVE_ARTIFACTS"      # where the worker writes the artifacts of this run
 LOAD_ARTIFACTS_FROM = "TCORE_LOAD_ARTIFACTS"    # artifacts to load before the first compile
 ARTIFACTS_MADE_ON = "TCORE_ARTIFACTS_MADE_ON"   # JSON: the torch/triton/device (and run) the artifacts came from

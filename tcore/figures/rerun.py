@@ -86,8 +86,8 @@ class Rerun:
                  "a single round (no interval of its own)"]
         if self.drift_pct is not None:
             parts.append(f"the drift between the run's halves ({self.drift_pct:.1f}%)")
-        prior = (f"what this machine has shown for {KIND_WORDS.get(self.kind, self.kind)} ({self.machine_runs} reruns of "
-                 f"{self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})"
+        prior = (f"what this machine has shown for {KIND_WORDS.get(self.kind, self.kind)} ({self.machine_runs} "
+                 f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})"
                  if self.machine_runs else "a documented default")
         if self.between_source == "history":
             parts.append(f"the spread between fresh processes, {prior} pooled with {self.history_runs} earlier runs of "
@@ -97,8 +97,8 @@ class Rerun:
                          f"{KIND_WORDS.get(self.kind, self.kind)} (σ {self.between_pct:.1f}%, from {self.machine_runs} "
                          f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})")
         else:
-            parts.append(f"a documented default spread between fresh processes (σ {self.between_pct:.1f}%: this machine "
-                         f"has too few reruns of {KIND_WORDS.get(self.kind, self.kind)} to learn it from; "
+            parts.append(f"a documented default spread between fresh processes (σ {self.between_pct:.1f}%: this "
+                         f"machine has too few reruns of {KIND_WORDS.get(self.kind, self.kind)} to learn it from; "
                          "`python -m tcore calibrate` makes them)")
         return ", ".join(parts[:-1]) + " and " + parts[-1]
 

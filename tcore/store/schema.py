@@ -121,7 +121,8 @@ CREATE TABLE IF NOT EXISTS model_cards (  -- a model file as a worker read it (t
 );
 CREATE TABLE IF NOT EXISTS torch_traces (
     run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
-    data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads (tcore.lab.outputs.tlparse)
+    data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads
+                                  -- (tcore.lab.outputs.tlparse)
 );
 """
 # The queue's columns of `runs`: added with ALTER TABLE, so a store written before the queue keeps its runs.

@@ -139,7 +139,8 @@ class Measurement(StepRounds):
         if w.schedule:
             self.result.details.update(schedule_sizes=w.schedule.sizes, schedule_dim=w.schedule.dim_name,
                                        schedule_buckets=w.schedule.buckets)
-            self.result.unavailable["flops_per_step"] = "the shapes vary: FLOPs are counted at the preset's default shape only"
+            self.result.unavailable["flops_per_step"] = ("the shapes vary: FLOPs are counted at the preset's default "
+                                                         "shape only")
             run.flops_per_step = None
 
     def eager_warmup(self, w: Workload, eager_step: Step):
@@ -212,7 +213,8 @@ class Measurement(StepRounds):
         with compile_errors():
             if w.schedule and w.schedule.buckets:  # compile every bucket before the schedule starts
                 for size in w.schedule.buckets:
-                    first = next(b for b, s in zip(w.compiled_batches, w.schedule.sizes) if w.schedule.padded(s) == size)
+                    first = next(b for b, s in zip(w.compiled_batches, w.schedule.sizes)
+                                 if w.schedule.padded(s) == size)
                     compiled_step(first)
             for i in range(self.exp.warmup_steps):
                 compiled_step(w.compiled_batches[0])

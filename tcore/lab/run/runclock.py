@@ -83,7 +83,8 @@ class RunClock:
         if "ready_wait_s" in self.startup:
             ready = anchor - self.startup["ready_wait_s"]
             imports = ready - self.startup.get("imports_s", 0.0)
-            marks += [("imports (torch, the engine; while idle, model libraries and the profiler's start)", LAB, imports),
+            marks += [("imports (torch, the engine; while idle, model libraries and the profiler's start)",
+                       LAB, imports),
                       ("hand-over to the worker (imports done)", LAB, ready)]
         marks.append(("worker setup (torch settings, environment, power meter)", LAB, lab(self.started_t)))
         for phase, t in self.phases:
