@@ -13,8 +13,8 @@ SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further 
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
                  "compile time / (eager step time - compiled step time): how many steps it takes to earn the compile "
                  "time back.")
-COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a bar, and a second "
-                   "run of the same settings and cache a bar of its own (named by run id). "
+COLD_WARM_WORDS = ("Compile time: cold vs warm groups the chosen runs by what they compiled; each cache mode is a bar, "
+                   "and a second run of the same settings and cache a bar of its own (named by run id). "
                    "Cold compiles from scratch, warm reuses this machine's local cache folder, which earlier runs "
                    "filled (a cold run adds its compile once it has measured), artifacts loads what an earlier run of "
                    "the same settings saved. Hover a bar for its cache hits.")
@@ -123,8 +123,8 @@ down[0].download_button("Download the chosen runs (CSV)", lambda: picked.to_csv(
 down[1].download_button("Download every run (CSV)", lambda: frame.to_csv(index=False), "compile-lab-all-runs.csv",
                         "text/csv", key="compare_csv_all", on_click="ignore")
 down[2].download_button(
-    "Download this comparison (HTML)", key="compare_html", disabled=picked.empty, file_name="compile-lab-comparison.html",
-    mime="text/html", icon=":material/download:", on_click="ignore",
+    "Download this comparison (HTML)", key="compare_html", disabled=picked.empty,
+    file_name="compile-lab-comparison.html", mime="text/html", icon=":material/download:", on_click="ignore",
     data=(lambda: exports.html_report(f"Compile Lab: {len(picked)} run{'s' * (len(picked) != 1)} compared",
                                       export_table(picked, chosen_records),
                                       [(build(), CHART_WORDS[name]) if name in CHART_WORDS else build()

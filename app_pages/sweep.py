@@ -82,8 +82,9 @@ with out_col:
     # Started in the click's callback, so the page drawn next shows the sweep and greys the button out.
     st.button("Start sweep", key="sweep_start", type="primary", icon=":material/play_arrow:", width="stretch",
               disabled=not experiments or busy, on_click=start_sweep,
-              args=(experiments, skipped, f"{base.model}/{base.preset}: " + " × ".join(k for k, v in axes.items()
-                                                                                      if len(v) > 1) if base else "", store),
+              args=(experiments, skipped,
+                    f"{base.model}/{base.preset}: " + " × ".join(k for k, v in axes.items() if len(v) > 1)
+                    if base else "", store),
               help="One sweep at a time: start this one when the current sweep has ended." if busy else None)
     queue.show_refusal("sweep")
 

@@ -9,10 +9,11 @@ starts when its run does) and one with them on (the app's default), or only the 
   1. open the Run page, choose the model and leave every other knob at its default (on the CPU: the tiny presets);
   2. with spares on, wait until the spare worker has done its imports (an idle room);
   3. click Run and rerun the page every 0.25 s until the result's Speedup metric is drawn: click to result. An engine
-     that sends the headline before its profiling pass draws it then, from the live run (`result_drawn_from`
-     says which); the record is saved a profile later (click to saved). The first figure the live view draws (the eager warm-up step, the compile's progress or the compile time, whichever
-     the engine shows first) is click to first figure; the first power sample the run receives is click to first
-     trace (the page's live chart draws it at its next refresh, every 1 s);
+     that sends the headline before its profiling pass draws it then, from the live run (`result_drawn_from` says
+     which); the record is saved a profile later (click to saved). The first figure the live view draws (the eager
+     warm-up step, the compile's progress or the compile time, whichever the engine shows first) is click to first
+     figure; the first power sample the run receives is click to first trace (the page's live chart draws it at its next
+     refresh, every 1 s);
   4. click Run again the moment the result is drawn (a busy room: the next run queued behind, here possibly behind
      the previous run's profiling pass); each row is written once its run is saved.
 Each row also has the run's compile time, its timeline (the phases from submit to saved, each in seconds, where the

@@ -3,17 +3,15 @@
     python bench/idle_tabs.py                       # 1, 5 and 20 Run-page tabs, System and Compare, 20 beside a run
     python bench/idle_tabs.py --scenarios run:20 run:20+run --window 20 --json out.json
 
-Starts `streamlit run serve.py` (as `make app` does) on its own store ($COMPILE_LAB_DB, a fresh temporary file) and a free
-loopback port, seeds the store with one finished tiny CPU run (so the Compare page has something and
-half the tabs are a participant with a run of their own, the other half fresh guests), then, per
-scenario, opens N real Chromium browser contexts (one browser, N contexts, one tab each) on a page,
-waits for each to draw, lets them settle, and reads the Streamlit server's CPU time from
-/proc/<pid>/stat over --window seconds (user + system, all its threads; run workers are other
-processes and are not counted), as % of one core, and how long GET /_stcore/health takes meanwhile (once a
-second). Page load: from the request to the page's title
-drawn by its script, for each tab as it opens and for one more tab opened at the end of the window, and the
-server CPU that last page took (less the idle tabs' share meanwhile), which, unlike the wall time, does not
-depend on what else the machine runs.
+Starts `streamlit run serve.py` (as `make app` does) on its own store ($COMPILE_LAB_DB, a fresh temporary file) and a
+free loopback port, seeds the store with one finished tiny CPU run (so the Compare page has something and half the tabs
+are a participant with a run of their own, the other half fresh guests), then, per scenario, opens N real Chromium
+browser contexts (one browser, N contexts, one tab each) on a page, waits for each to draw, lets them settle, and reads
+the Streamlit server's CPU time from /proc/<pid>/stat over --window seconds (user + system, all its threads; run workers
+are other processes and are not counted), as % of one core, and how long GET /_stcore/health takes meanwhile (once a
+second). Page load: from the request to the page's title drawn by its script, for each tab as it opens and for one more
+tab opened at the end of the window, and the server CPU that last page took (less the idle tabs' share meanwhile),
+which, unlike the wall time, does not depend on what else the machine runs.
 
 A scenario "PAGE:N" is N tabs on PAGE (run, system, compare); "PAGE:N+run" does the same while a
 command-line run on the same store is being timed (captioner tiny, backend eager, timed for longer
@@ -131,7 +129,8 @@ def open_tab(browser, server: str, page_name: str, index: int, timeout_ms: float
 def _until_title(page, title: str, t0: float, timeout_ms: float) -> float | None:
     """Seconds from t0 until the page's title is drawn, or None if it is not within timeout_ms of t0."""
     try:
-        page.get_by_text(title, exact=True).first.wait_for(timeout=max(timeout_ms - 1e3 * (time.perf_counter() - t0), 1))
+        page.get_by_text(title, exact=True).first.wait_for(
+            timeout=max(timeout_ms - 1e3 * (time.perf_counter() - t0), 1))
     except PlaywrightTimeout:  # timed out: a figure of this benchmark, counted as such; anything else is raised
         return None
     return time.perf_counter() - t0
@@ -234,9 +233,10 @@ def main() -> int:
                 print(f"{spec:>12}: server {r['server_cpu_pct']:5.1f}% of a core over {args.window:g} s; health "
                       f"{r['health_median_ms']:.0f} ms median, {r['health_max_ms']:.0f} ms max; page load "
                       f"median {fmt(r['load_median_s'])}, max {fmt(r['load_max_s'])} ({r['loads_timed_out']} timed "
-                      f"out), one more tab {fmt(r['probe_load_s'])} ({r['probe_server_cpu_s']:.2f} s of server CPU; first byte "
-                      f"{fmt(r.get('probe_first_byte_s'))}, document {fmt(r.get('probe_document_s'))}); then another "
-                      f"page from the sidebar {fmt(r.get('probe_sidebar_page_s'))}, a reload {fmt(r.get('probe_reload_s'))}",
+                      f"out), one more tab {fmt(r['probe_load_s'])} ({r['probe_server_cpu_s']:.2f} s of server CPU; "
+                      f"first byte {fmt(r.get('probe_first_byte_s'))}, document {fmt(r.get('probe_document_s'))}); "
+                      f"then another page from the sidebar {fmt(r.get('probe_sidebar_page_s'))}, a reload "
+                      f"{fmt(r.get('probe_reload_s'))}",
                       flush=True)
             browser.close()
     finally:
@@ -245,7 +245,8 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f} at the end; "
           f"total {time.time() - t_start:.0f} s; store {db}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"window_s": args.window, "cores": os.cpu_count(), "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"window_s": args.window, "cores": os.cpu_count(), "rows": rows},
+                                              indent=1))
     return 0
 
 

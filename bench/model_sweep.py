@@ -16,9 +16,9 @@ each on a small CPU) and inductor on a GPU; the output says which. A mode is Ind
 inductor whatever the sweep's backend (on the CPU reduce-overhead then behaves as the default mode).
 
 --at-once N keeps N pairs in the lab's queue at once (default: as many as the lab's room runs on this machine's
-GPUs, tcore.lab.queue.room; one on a CPU, where runs take turns whole anyway): on a shared GPU they compile side by side and
-each holds the GPU alone to measure, as a room of people clicking Run does. A row then counts its time from leaving the
-queue. --part K/N takes the K-th of N shares of the pairs, so N processes can sweep side by side (each row records
+GPUs, tcore.lab.queue.room; one on a CPU, where runs take turns whole anyway): on a shared GPU they compile side by side
+and each holds the GPU alone to measure, as a room of people clicking Run does. A row then counts its time from leaving
+the queue. --part K/N takes the K-th of N shares of the pairs, so N processes can sweep side by side (each row records
 how many shared the machine: then the speedups and compile times are not figures to quote). They append to the same
 results file, and the last to finish writes the whole table.
 
@@ -258,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     done = [json.loads(line) for line in jsonl.read_text().splitlines()] if jsonl.exists() else []
     seen = {(r["model"], r["task"], r.get("sweep_backend")) for r in done}
     header = (f"{machine}, torch {torch.__version__}, backend {backend}"
-              f"{' (aot_eager: Dynamo and AOT autograd without Inductor code generation, to keep a CPU sweep affordable; speedups near 1x are expected; the modes run under inductor)' if backend == 'aot_eager' else ''}; "
+              f"""{' (aot_eager: Dynamo and AOT autograd without Inductor code generation, to keep a CPU sweep '
+                   'affordable; speedups near 1x are expected; the modes run under inductor)'
+                   if backend == 'aot_eager' else ''}; """
               f"the lab's {kind} defaults (preset, batch size, precision); flags `{' '.join(flags)}`, each run "
               f"limited to {timeout_s:g} s, {at_once} pair(s) in the queue at once; {time.strftime('%Y-%m-%d')}. "
               f"Reproduce: `python bench/model_sweep.py"

@@ -115,7 +115,8 @@ def seed(env: dict, backend: str) -> subprocess.Popen:
     """A finished tiny CPU run of SEED_OWNER's, submitted as the app does (runs.execute)."""
     exp = (f"Experiment(model='captioner', preset='tiny', batch_size=2, device='cpu', backend={backend!r}, "
            "warmup_steps=1, timed_steps=4, rounds=2)")
-    code = ("from tcore.lab.run import runs; from tcore.experiment.spec import Experiment; from tcore.store import RunStore; "
+    code = ("from tcore.lab.run import runs; from tcore.experiment.spec import Experiment; "
+            "from tcore.store import RunStore; "
             f"runs.execute({exp}, RunStore(), owner={SEED_OWNER!r})")
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

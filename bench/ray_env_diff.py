@@ -1,6 +1,7 @@
 """What differs between a worker started by a local run and one started by a Ray task: prints every difference.
 
-    python bench/ray_env_diff.py                      # on the GPU machine: ResNet-50 eager, where eager through Ray read slower
+    python bench/ray_env_diff.py                      # on the GPU machine: ResNet-50 eager, where eager through \
+Ray read slower
     python bench/ray_env_diff.py --device cpu --model captioner --batch-size 2 --timed-steps 200   # a CPU machine
 
 In one process (as bench/ray_vs_local.py does): one run through local worker processes, then the same run through a
@@ -125,8 +126,8 @@ def one_run(exp, store, mode: str) -> dict[str, object]:
     record = run.wait(3600)
     if record.status != "finished":
         raise SystemExit(f"the {mode} run failed: {record.error}")
-    facts.update(torch_threads=record.env.get("torch_threads"), eager_samples_per_s=record.result["eager_samples_per_s"],
-                 notes=list(run.notes))
+    facts.update(torch_threads=record.env.get("torch_threads"),
+                 eager_samples_per_s=record.result["eager_samples_per_s"], notes=list(run.notes))
     return facts
 
 
@@ -193,7 +194,8 @@ def main() -> int:
         print(f"    {who} imports torch: local {local[who]['imports_torch']}, ray {ray[who]['imports_torch']}; "
               f"RSS local {local[who]['rss_mib']} MiB, ray {ray[who]['rss_mib']} MiB; threads local "
               f"{local[who]['threads']}, ray {ray[who]['threads']}")
-    print(f"    eager samples/s            local {local['eager_samples_per_s']:.4g}  ray {ray['eager_samples_per_s']:.4g}"
+    print(f"    eager samples/s            local {local['eager_samples_per_s']:.4g}  "
+          f"ray {ray['eager_samples_per_s']:.4g}"
           "  (one run each: a hint, not a measurement; bench/ray_vs_local.py measures)")
     for note in ray["notes"]:
         print(f"    note on the Ray run: {note}")

@@ -71,7 +71,8 @@ def one_run(exp, store, mode: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wheel", default=os.environ.get(WHEEL_ENV), help=f"the ray wheel (or ${WHEEL_ENV})")
-    parser.add_argument("--model", default="resnet50", help="resnet50 (steady figures) or captioner (launch-bound, noisy)")
+    parser.add_argument("--model", default="resnet50",
+                        help="resnet50 (steady figures) or captioner (launch-bound, noisy)")
     parser.add_argument("--device", default="cuda", help="cpu: a dry run of this script on a machine without a GPU")
     parser.add_argument("--backend", default="inductor", help="eager: a quick dry run (Dynamo only, nothing to time)")
     parser.add_argument("--pairs", type=int, default=2, help="runs of each mode, alternating L R R L ...")

@@ -1,5 +1,5 @@
-"""What compile does to real models at their published sizes on a GPU: six models across torchvision, timm, transformers and
-diffusers, each through the command line on one store, and Flux.1 [dev]'s transformer whole against diffusers'
+"""What compile does to real models at their published sizes on a GPU: six models across torchvision, timm, transformers
+and diffusers, each through the command line on one store, and Flux.1 [dev]'s transformer whole against diffusers'
 compile_repeated_blocks, cold and warm.
 
     python bench/real_models.py run --out /tmp/real [--only flux llama ...]   # on the GPU machine; resumable
@@ -54,7 +54,8 @@ def render(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     env = next((r["env"] for r in rows if r.get("env")), {})
     out = [f"{env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}; one sitting, one store; "
-           "bf16 weights, inference; paired rounds (adaptive, at most 5 s per variant), the median ratio with its interval; cold compile caches unless warm.", "",
+           "bf16 weights, inference; paired rounds (adaptive, at most 5 s per variant), the median ratio with its "
+           "interval; cold compile caches unless warm.", "",
            "| run | parameters | compile s | speedup (interval) | eager / compiled samples/s | compiled % of peak "
            "| graphs | breaks | recompiles | regional blocks | wall s |", "|" + "---|" * 11]
     notes = []
@@ -63,25 +64,29 @@ def render(path: Path) -> str:
         if row["status"] != "finished":
             error = row.get("error")
             message = error.get("message", "") if isinstance(error, dict) else error
-            out.append(f"| {row['name']} | failed: {str(message).splitlines()[0][:150] if message else ''} |" + " |" * 9)
+            out.append(f"| {row['name']} | failed: "
+                       f"{str(message).splitlines()[0][:150] if message else ''} |" + " |" * 9)
             continue
         params = sample_models.get(spec["model"]).param_count(spec["preset"])
         blocks = ", ".join(f"{k} x{v}" for k, v in (r.get("regional_blocks") or {}).items()) or "-"
         out.append(
             f"| {row['name']} | {_count(params)} | {_f(r.get('compile_s'), '{:.1f}')} "
-            f"| {_f(r.get('speedup'), '{:.2f}x')} ({_f(r.get('speedup_low'), '{:.2f}')}-{_f(r.get('speedup_high'), '{:.2f}')}) "
+            f"| {_f(r.get('speedup'), '{:.2f}x')} "
+            f"({_f(r.get('speedup_low'), '{:.2f}')}-{_f(r.get('speedup_high'), '{:.2f}')}) "
             f"| {_f(r.get('eager_samples_per_s'), '{:.1f}')} / {_f(r.get('compiled_samples_per_s'), '{:.1f}')} "
-            f"| {_f(r.get('compiled_peak_pct'), '{:.1f}%')} | {r.get('graph_count', 'n/a')} | {r.get('graph_break_count', 'n/a')} | {r.get('recompile_count', 'n/a')} "
+            f"| {_f(r.get('compiled_peak_pct'), '{:.1f}%')} | {r.get('graph_count', 'n/a')} "
+            f"| {r.get('graph_break_count', 'n/a')} | {r.get('recompile_count', 'n/a')} "
             f"| {blocks} | {row['wall_s']:.0f} |")
         found = r.get("breakdown") or {}
         changed = differences(found["eager"], found["compiled"]) if {"eager", "compiled"} <= set(found) else ""
         breaks = r.get("graph_breaks") or []
-        first_break = f" First graph break: {breaks[0].get('reason')} ({breaks[0].get('file')}:{breaks[0].get('line')})." \
-            if breaks else ""
+        first_break = (f" First graph break: {breaks[0].get('reason')} "
+                       f"({breaks[0].get('file')}:{breaks[0].get('line')})." if breaks else "")
         tips = advice.suggest(spec, r, row.get("device"))
         tip = f" Advisor: **{tips[0].title}**: {tips[0].evidence}" if tips else " Advisor: nothing to suggest."
         notes.append(f"- **{row['name']}**: {changed or 'no breakdown'}.{first_break}{tip}")
-    return "\n".join(out + ["", "Where the time went (eager -> compiled), breaks and the first suggestion:", ""] + notes)
+    return "\n".join(out + ["", "Where the time went (eager -> compiled), breaks and the first suggestion:", ""]
+                     + notes)
 
 
 def main() -> int:

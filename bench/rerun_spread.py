@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO))
 from tcore.figures import paired  # noqa: E402
 
 # The settings the lab's defaults name: the model and device; everything else is the command line's default for them
-# (tcore.experiment.device.practical_defaults: on a GPU ResNet-50 full bs64 bf16 channels_last, the captioner small bs256 bf16,
-# hf:gpt2 at its GPU default; on the CPU the tiny presets in fp32).
+# (tcore.experiment.device.practical_defaults: on a GPU ResNet-50 full bs64 bf16 channels_last, the captioner small
+# bs256 bf16, hf:gpt2 at its GPU default; on the CPU the tiny presets in fp32).
 SETTINGS = {
     "captioner-cpu": ["--model", "captioner", "--device", "cpu"],
     "captioner-gpu": ["--model", "captioner", "--device", "cuda"],

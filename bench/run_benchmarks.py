@@ -19,8 +19,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# (name, group, CLI options). Rows use bf16 autocast (as the table was first measured); timed_s=10 gives 2 s blocks, long
-# enough for NVML's ~0.1 s energy counter.
+# (name, group, CLI options). Rows use bf16 autocast (as the table was first measured); timed_s=10 gives 2 s blocks,
+# long enough for NVML's ~0.1 s energy counter.
 COMMON = ["--device", "cuda", "--precision", "amp-bf16", "--no-channels-last", "--timed-s", "10", "--rounds", "5"]
 RESNET = ["--model", "resnet50", "--preset", "full", "--batch-size", "128"]
 CAPTIONER = ["--model", "captioner", "--preset", "full", "--batch-size", "64", "--task", "training"]
@@ -38,7 +38,8 @@ EXPERIMENTS = [
     ("flux regional cold", "Flux.1-size stack inference", FLUX + ["--compile", "regional"]),
     ("flux whole warm", "Flux.1-size stack inference", FLUX + ["--compile", "whole", "--cache", "artifacts"]),
     ("flux regional warm", "Flux.1-size stack inference", FLUX + ["--compile", "regional", "--cache", "artifacts"]),
-    ("flux regional reduce-overhead", "Flux.1-size stack inference", FLUX + ["--compile", "regional", "--mode", "reduce-overhead"]),
+    ("flux regional reduce-overhead", "Flux.1-size stack inference",
+     FLUX + ["--compile", "regional", "--mode", "reduce-overhead"]),
 ]
 
 # Datasheet dense bf16 matrix rates (TFLOP/s) of the GPUs this was run on; the fraction of peak
@@ -95,8 +96,9 @@ def render(results_path: Path) -> str:
     rows = [json.loads(line) for line in results_path.read_text().splitlines()]
     env = next(r["env"] for r in rows if r.get("env"))
     peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in (env.get("gpu") or "")), None)
-    lines = [f"Measured on {env.get('gpu')} ({env.get('gpu_memory_gib')} GiB, power limit {env.get('power_limit_w')} W), "
-             f"driver {env.get('driver')}, torch {env.get('torch')}, triton {env.get('triton')}, CUDA {env.get('cuda')}, "
+    lines = [f"Measured on {env.get('gpu')} ({env.get('gpu_memory_gib')} GiB, power limit "
+             f"{env.get('power_limit_w')} W), driver {env.get('driver')}, torch {env.get('torch')}, "
+             f"triton {env.get('triton')}, CUDA {env.get('cuda')}, "
              f"Python {env.get('python')}; bf16 autocast, 5 alternating 2 s blocks per variant, medians.", ""]
     group = None
     header = ("| setting | compile s | eager steps/s | compiled steps/s | speedup | eager W | compiled W "
@@ -109,15 +111,18 @@ def render(results_path: Path) -> str:
                       header, "|" + "---|" * 11]
         r = row.get("result") or {}
         if row["status"] != "finished":
-            message = (row.get("error") or {}).get("message", "") if isinstance(row.get("error"), dict) else row.get("error")
-            lines.append(f"| {row['name']} | failed: {str(message).splitlines()[0][:120] if message else ''} |" + " |" * 9)
+            message = ((row.get("error") or {}).get("message", "") if isinstance(row.get("error"), dict)
+                       else row.get("error"))
+            lines.append(f"| {row['name']} | failed: "
+                         f"{str(message).splitlines()[0][:120] if message else ''} |" + " |" * 9)
             continue
         fraction = (100 * r["compiled_tflops"] / peak) if peak and r.get("compiled_tflops") else None
         lines.append(
             f"| {row['name']} | {_num(r.get('compile_s'), '{:.1f}')} | {_num(r.get('eager_steps_per_s'), '{:.2f}')} "
             f"| {_num(r.get('compiled_steps_per_s'), '{:.2f}')} | {_num(r.get('speedup'), '{:.2f}x')} "
             f"| {_num(r.get('eager_power_w'), '{:.0f}')} | {_num(r.get('compiled_power_w'), '{:.0f}')} "
-            f"| {_num(r.get('eager_energy_j_per_step'), '{:.3g}')} | {_num(r.get('compiled_energy_j_per_step'), '{:.3g}')} "
+            f"| {_num(r.get('eager_energy_j_per_step'), '{:.3g}')} "
+            f"| {_num(r.get('compiled_energy_j_per_step'), '{:.3g}')} "
             f"| {_num(r.get('compiled_peak_mem_gib'), '{:.1f}')} | {_num(fraction, '{:.1f}')} |")
     return "\n".join(lines)
 

@@ -3,7 +3,8 @@
     python bench/stability.py --runs 5 --out bench/results/default-run-stability-cpu.json
     python bench/stability.py --runs 5 --engine /tmp/before --out /tmp/default-run-stability-before-cpu.json
     python bench/stability.py --device cuda --runs 10 --out bench/results/default-run-stability-h200.json
-    python bench/stability.py --device cuda --runs 3 -- --model resnet50 --preset full --batch-size 64 --precision bf16 --channels-last
+    python bench/stability.py --device cuda --runs 3 -- --model resnet50 --preset full --batch-size 64 \
+--precision bf16 --channels-last
 
 Each run is what a newcomer gets by pressing Run (the captioner at the device's preset, cold compile
 caches), started with `python -m tcore run` from `--engine` (this checkout by default; any version of the
@@ -32,7 +33,8 @@ sys.path.insert(0, str(REPO))
 from tcore import figures  # noqa: E402  (this checkout's estimator, whatever engine ran)
 from tcore.figures import paired
 
-# The Run page's timing defaults per device (ui/panels/knobs.py), for an engine with adaptive rounds and for one without.
+# The Run page's timing defaults per device (ui/panels/knobs.py), for an engine with adaptive rounds and for one
+# without.
 TIMING_NEW = {"cpu": ["--timed-s", "2.0", "--rounds", "6", "--round-s", "0.2"],
               "cuda": ["--timed-s", "4.0", "--rounds", "6", "--round-s", "0.2"]}
 TIMING_OLD = {"cpu": ["--timed-s", "2.0", "--rounds", "3"], "cuda": ["--timed-s", "4.0", "--rounds", "5"]}
@@ -109,8 +111,8 @@ def main() -> int:
                "wall_s_median": statistics.median(r["wall_s"] for r in rows)}
     for name in ("old_headline", "paired"):
         b = summary[name]
-        print(f"{name:12}: {b['min']:.2f}-{b['max']:.2f}x, median {b['median']:.2f}x, all within ±{b['within_pct']:.1f}% "
-              "of it")
+        print(f"{name:12}: {b['min']:.2f}-{b['max']:.2f}x, median {b['median']:.2f}x, "
+              f"all within ±{b['within_pct']:.1f}% of it")
     print(f"flagged noisy: {summary['noisy_old_rule']} of {len(rows)} by the old rule, {summary['noisy_now']} now; "
           f"median interval ±{summary['median_pm_pct']:.1f}%; median run {summary['wall_s_median']:.0f} s")
     if args.out:

@@ -64,8 +64,8 @@ def one_way(runs: int, fork_server: bool, backend: str) -> list[dict]:
     env = dict(os.environ, PYTHONPATH=str(REPO), COMPILE_LAB_SPARE_WORKERS="0")
     if not fork_server:
         env["COMPILE_LAB_FORK_SERVER"] = "0"
-    done = subprocess.run([sys.executable, "-c", CHILD, str(runs), backend], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=1800)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(runs), backend], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=1800)
     if done.returncode != 0:
         sys.exit(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])

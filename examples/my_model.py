@@ -1,4 +1,5 @@
-"""A two-block MLP regressor: an example of the `file:PATH.py` interface (python -m tcore run --model file:examples/my_model.py).
+"""A two-block MLP regressor: an example of the `file:PATH.py` interface (python -m tcore run --model
+file:examples/my_model.py).
 
 The lab imports this file and calls what it defines:
     PRESETS          optional: preset name -> whatever build() and make_batch() need, small to large

@@ -88,7 +88,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(file=sys.stderr)
     if run.elsewhere:  # said even with --quiet: the run ended in another process than this one
         print(f"note: {run.notes[-1]}", file=sys.stderr)
-    if registry.adopted_left():  # this process owns them now: it runs them before it exits (tcore.lab.run.runs.run_adopted)
+    # this process owns them now: it runs them before it exits (tcore.lab.run.runs.run_adopted)
+    if registry.adopted_left():
         print("this process took over runs queued by a process that ended; it runs them before it exits "
               "(Ctrl-C leaves them queued for the next process that opens this store)", file=sys.stderr)
         for adopted in runs.run_adopted(lambda r: print(f"  running {r.run_id} ({r.exp.label})", file=sys.stderr)):

@@ -22,9 +22,10 @@ from tcore.store import RunStore
 # the suite up alone. Only how long the suite takes depends on this order; a file not named runs after them, in the
 # order collected.
 LONGEST_FIRST = ("test_snippet.py", "test_queue.py", "test_generate.py", "test_cluster.py", "test_diagnostics.py",
-                 "test_ladder.py", "test_worker.py", "test_ownership.py", "test_ladder_aot_compile.py", "test_ladder_aoti.py",
-                 "test_real_models.py", "test_caches.py", "test_sweep_queue.py", "test_timeouts.py", "test_snippet_real.py",
-                 "test_app.py", "test_app_diagnose.py", "test_failures.py", "test_serve.py", "test_full_disk.py")
+                 "test_ladder.py", "test_worker.py", "test_ownership.py", "test_ladder_aot_compile.py",
+                 "test_ladder_aoti.py", "test_real_models.py", "test_caches.py", "test_sweep_queue.py",
+                 "test_timeouts.py", "test_snippet_real.py", "test_app.py", "test_app_diagnose.py", "test_failures.py",
+                 "test_serve.py", "test_full_disk.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -116,7 +116,8 @@ def check_page(at, where: str) -> int:
             if pm:
                 assert abs(float(pm) - max(hi / s - 1, 1 - lo / s) * 100) <= 1.0, (where, t)
             else:
-                assert abs(int(down) - (1 - lo / s) * 100) <= 1.5 and abs(int(up) - (hi / s - 1) * 100) <= 1.5, (where, t)
+                assert (abs(int(down) - (1 - lo / s) * 100) <= 1.5
+                        and abs(int(up) - (hi / s - 1) * 100) <= 1.5), (where, t)
             checked += 1
     # Per-category ms quoted in sentences are the bars drawn; none is quoted where the page draws no bars.
     bars = bars_on(at)

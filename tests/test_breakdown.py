@@ -1,4 +1,5 @@
-"""Where a step's time goes (tcore.figures.breakdown) over synthetic profiler traces, and GPU peaks (tcore.host.peaks)."""
+"""Where a step's time goes (tcore.figures.breakdown) over synthetic profiler traces, and GPU peaks (tcore.host.peaks).
+"""
 import pytest
 
 from tcore.figures.breakdown import (
@@ -96,7 +97,8 @@ def test_a_timing_trace_without_host_ops_takes_its_launchers_from_a_detailed_tra
     same steps says which op launched each kernel, so a generic kernel still lands in the right category."""
     detail = [cpu_op(STEP_MARK, 0, 100, cat="user_annotation"), cpu_op("aten::_to_copy", 10, 10), launch(12, 1),
               cpu_op(OPTIMIZER_MARK, 30, 30, cat="user_annotation"), cpu_op("aten::add_", 35, 5), launch(36, 2),
-              kernel("vectorized_elementwise_kernel<copy>", 40, 5, 1), kernel("vectorized_elementwise_kernel<add>", 50, 5, 2)]
+              kernel("vectorized_elementwise_kernel<copy>", 40, 5, 1),
+              kernel("vectorized_elementwise_kernel<add>", 50, 5, 2)]
     timing = [kernel("vectorized_elementwise_kernel<copy>", 1000, 4, 91), kernel("vectorized_elementwise_kernel<add>",
                                                                                    1006, 4, 92)]
     b = analyze(timing, steps=1, launched_by=launchers(detail))
@@ -149,7 +151,8 @@ def test_kernel_names_lose_their_template_arguments():
 
 @pytest.mark.parametrize("name, expected", [
     ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
-    ("NVIDIA H200", "H200 SXM"), ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"), ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB"),
+    ("NVIDIA H200", "H200 SXM"),
+    ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"), ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB"),
     ("NVIDIA L40S", "L40S"), ("NVIDIA L4", "L4"), ("NVIDIA GeForce RTX 4090", None), (None, None),
 ])
 def test_known_gpus_have_peaks_and_others_say_so(name, expected):

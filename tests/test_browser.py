@@ -322,7 +322,8 @@ def test_a_deep_link_on_a_fresh_server_opens_with_the_router(server):
         assert names == ["Run", "Diagnose", "Compare", "Sweep", "System"]
         assert page.locator('[data-testid="stException"]').count() == 0
         assert watch.problems() == []  # the page-path probes of a deep link are the exception Watch explains
-        assert {url[len(server):] for _, url in watch.refused} == {"/system/_stcore/health", "/system/_stcore/host-config"}
+        assert ({url[len(server):] for _, url in watch.refused}
+                == {"/system/_stcore/health", "/system/_stcore/host-config"})
         browser.close()
 
 
@@ -405,16 +406,19 @@ def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
 
 
 # Text cut short: a metric's label, value or delta wider than its box (Streamlit ends it with an ellipsis).
-CLIPPED_METRICS = """() => Array.from(document.querySelectorAll(
-    '[data-testid=stMetricLabel] *, [data-testid=stMetricValue], [data-testid=stMetricValue] *, [data-testid=stMetricDelta] *'))
+CLIPPED_METRICS = ("""() => Array.from(document.querySelectorAll(
+    '[data-testid=stMetricLabel] *, [data-testid=stMetricValue], """
+                   """[data-testid=stMetricValue] *, [data-testid=stMetricDelta] *'))
   .filter(e => e.innerText && e.scrollWidth > e.clientWidth + 1)
-  .map(e => `${e.closest('[data-testid^=stMetric]').dataset.testid}: '${e.innerText}' needs ${e.scrollWidth} px, has ${e.clientWidth}`)"""
+  .map(e => `${e.closest('[data-testid^=stMetric]').dataset.testid}: '${e.innerText}' """
+                   """needs ${e.scrollWidth} px, has ${e.clientWidth}`)""")
 
 # In each chart: titles, subtitles, legends, axis titles and annotations inside the figure and clear of each
 # other, and no bar's label over another's.
-CHART_TEXT = """() => {
+CHART_TEXT = ("""() => {
   const found = [];
-  const overlap = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const overlap = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && """
+              """a.top < b.bottom - 1 && b.top < a.bottom - 1;
   document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
     const svg = plot.querySelector('.main-svg');
     if (!svg) return;
@@ -437,7 +441,7 @@ CHART_TEXT = """() => {
           found.push(`${name}: ${parts[a].kind} '${parts[a].text}' overlaps ${parts[b].kind} '${parts[b].text}'`);
   });
   return found;
-}"""
+}""")
 
 
 def test_stored_runs_fit_a_laptop_screen(server, tmp_path):

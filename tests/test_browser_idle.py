@@ -28,7 +28,8 @@ PASSCODE = "sesame"
 @pytest.fixture
 def lab(tmp_path):
     """The app with an instructor passcode, and a command-line run on its store being timed for minutes."""
-    with serve(tmp_path, COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE, COMPILE_LAB_CACHE_DIR=str(tmp_path / "cache")) as url:
+    with serve(tmp_path, COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE,
+               COMPILE_LAB_CACHE_DIR=str(tmp_path / "cache")) as url:
         cli = subprocess.Popen(
             [sys.executable, "-m", "tcore", "run", "--model", "captioner", "--preset", "tiny", "--batch-size", "2",
              "--device", "cpu", "--backend", "eager", "--timed-s", "300", "--rounds", "2", "--quiet"],

@@ -55,7 +55,8 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
             report.wait_for_load_state()
             # on the store's own shelf (reports live beside the store, not in the app's folder),
             # with a query so tlparse's script logs no ReferenceError
-            assert re.search(rf"/app/static/tlparse/\w+/{record.id}/index\.html\?run={record.id}$", report.url), report.url
+            assert re.search(rf"/app/static/tlparse/\w+/{record.id}/index\.html\?run={record.id}$",
+                             report.url), report.url
             report.get_by_text("Stack trie").first.wait_for(timeout=WAIT_MS)  # tlparse's index: the compile stack
             assert report.locator("a", has_text="dynamo_output_graph").count() >= 1
             report.locator("a", has_text="dynamo_output_graph").first.click()  # a page inside the report, served too

@@ -1,5 +1,5 @@
-"""The Cancel button's answer (ui.panels.queue.cancel): "Cancelled" only once the cancel is done; a cancel still under way
-when the click stops waiting says "Cancelling", and if it then fails, the person who clicked is told at their next
+"""The Cancel button's answer (ui.panels.queue.cancel): "Cancelled" only once the cancel is done; a cancel still under
+way when the click stops waiting says "Cancelling", and if it then fails, the person who clicked is told at their next
 redraw, not only the server's log. Driven in Streamlit's bare mode: the click's callback is a plain call here."""
 import threading
 

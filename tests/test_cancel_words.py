@@ -21,7 +21,8 @@ def test_the_instructor_cancelling_a_queued_run_is_named_in_its_message(store):
 
 def test_the_owner_cancelling_their_own_run_reads_as_before(store):
     run_id = store.enqueue(EXP, device="cpu", owner="ada~1a2b", proc=ELSEWHERE, timeout_s=None)
-    runs.cancel(run_id, store, owner="ada~1a2b", instructor=True)  # the instructor's own run: theirs, not "by the instructor"
+    # the instructor's own run: theirs, not "by the instructor"
+    runs.cancel(run_id, store, owner="ada~1a2b", instructor=True)
     assert store.get(run_id).error["message"] == CANCELLED_IN_QUEUE
 
 

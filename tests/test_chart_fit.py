@@ -18,7 +18,8 @@ def lab_results() -> dict[str, dict]:
     steady = [{"step": i, "size": n, "padded_to": n, "eager_ms": 1.2 + 0.05 * i, "compiled_ms": 1.1 + 0.04 * i,
                "compiles": [], "hit_limit": False} for i, n in enumerate([3, 5, 8, 11])]
     return {"flux": flux, "captioner": gpu_like_result(samples_per_s=4700.0, speedup=1.41, compile_s=9.8, batch=64),
-            "cpu": recorded_run()["result"], "steady_schedule": {"schedule": steady, "schedule_dim": "caption length (tokens)"}}
+            "cpu": recorded_run()["result"],
+            "steady_schedule": {"schedule": steady, "schedule_dim": "caption length (tokens)"}}
 
 
 def lab_frame() -> pd.DataFrame:
@@ -26,8 +27,9 @@ def lab_frame() -> pd.DataFrame:
     rows = []
     for i, (model, name) in enumerate([("flux", "flux"), ("captioner", "captioner"), ("resnet50", "cpu")]):
         r = results[name]
-        rows.append({"id": f"20260101-00000{i}-{name[:6]:a<6}", "model": model, "label": f"{model}/x bs2 bf16 inference, whole default",
-                     "cache": "cold", "cache_artifacts": None, **{k: v for k, v in r.items() if not isinstance(v, (list, dict))}})
+        rows.append({"id": f"20260101-00000{i}-{name[:6]:a<6}", "model": model,
+                     "label": f"{model}/x bs2 bf16 inference, whole default", "cache": "cold", "cache_artifacts": None,
+                     **{k: v for k, v in r.items() if not isinstance(v, (list, dict))}})
     return pd.DataFrame(rows)
 
 
@@ -44,14 +46,16 @@ def every_chart() -> dict[str, go.Figure]:
         "compare_energy": compare_charts.compare_variants(frame, "energy_j_per_step"),
         "scatter": compare_charts.tradeoff_scatter(frame), "breakdown": charts.variant_breakdown_chart(results["cpu"]),
         "runs_breakdown": compare_charts.runs_breakdown_chart([("flux/x bs2, whole", "run-0a1b2c", results["cpu"])]),
-        "break_pair": diagnose_charts.side_by_side(items, ["compiled_samples_per_s", "speedup", "graph_count", "compile_s",
-                                                           "compiled_kernels_per_step"], title="What the break costs",
+        "break_pair": diagnose_charts.side_by_side(items, ["compiled_samples_per_s", "speedup", "graph_count",
+                                                           "compile_s", "compiled_kernels_per_step"],
+                                                   title="What the break costs",
                                                    subtitle="each panel: one figure, both runs"),
         "schedule": diagnose_charts.schedule_chart(results["steady_schedule"]),
         "timeline": diagnose_charts.compile_timeline(results["cpu"]),
         "four_way": diagnose_charts.four_way_chart({("whole", "cold"): 20.0, ("regional", "cold"): 8.0}),
         "cold_warm": diagnose_charts.cold_warm_chart(frame),
-        "kernels": diagnose_charts.kernels_chart(results["cpu"]), "ops": diagnose_charts.graph_ops_chart(results["cpu"]),
+        "kernels": diagnose_charts.kernels_chart(results["cpu"]),
+        "ops": diagnose_charts.graph_ops_chart(results["cpu"]),
     }
 
 

@@ -26,7 +26,8 @@ from tests.helpers import wait_until  # noqa: E402
 
 QUICK = helpers.QUICK.replace(cache="cold")  # each run on a node starts with empty caches (tcore.lab.launch.remote)
 REPO = Path(__file__).resolve().parent.parent
-LONG = QUICK.replace(timed_steps=100_000)  # the most steps a spec allows (minutes): still measuring when it is cancelled or times out
+# the most steps a spec allows (minutes): still measuring when it is cancelled or times out
+LONG = QUICK.replace(timed_steps=100_000)
 # The waits below end as soon as what they wait for happens; their bound only stops a hang, and is long enough for a
 # machine whose cores are all taken by something else (the suite's parallel part, or another user).
 HANG_S = 180
@@ -186,7 +187,8 @@ def test_an_app_that_restarts_recovers_the_queue_and_its_remote_runs_end(ray_clu
     crashed = [r for r in store.list() if r.owner in ("fay", "gus")]
     assert [r.error_kind for r in crashed] == ["crashed", "crashed"]
     assert [r.owner for r in adopted] == ["hal"]
-    wait_until(lambda: all(gone(p) for p in pids), HANG_S, "the dead app's remote workers gone")  # Ray ends a dead driver's tasks
+    # Ray ends a dead driver's tasks
+    wait_until(lambda: all(gone(p) for p in pids), HANG_S, "the dead app's remote workers gone")
     wait_until(lambda: not any(w.exists() for w in workdirs), HANG_S, "the dead app's tasks' folders removed")
     assert adopted[0].wait(HANG_S).status == "finished"
 

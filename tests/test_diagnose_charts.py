@@ -1,5 +1,5 @@
-"""The Diagnose page's charts and queries (ui.charts.diagnose_charts, ui.words.diagnose_queries): compile timelines, shape
-schedules, runs side by side, kernels, the four-way and cold-against-warm cache charts."""
+"""The Diagnose page's charts and queries (ui.charts.diagnose_charts, ui.words.diagnose_queries): compile timelines,
+shape schedules, runs side by side, kernels, the four-way and cold-against-warm cache charts."""
 import math
 
 import pandas as pd
@@ -51,7 +51,8 @@ def test_timeline_one_trace_per_event_kind_with_markers_and_the_guard_in_the_hov
 
 
 def test_timeline_without_events_says_why():
-    fig = diagnose_charts.compile_timeline({"unavailable": {"compile_s": "nothing is compiled in this run (compile=off)"}})
+    fig = diagnose_charts.compile_timeline(
+        {"unavailable": {"compile_s": "nothing is compiled in this run (compile=off)"}})
     assert not fig.data and "compile=off" in annotation_text(fig)
 
 

@@ -161,8 +161,8 @@ def test_a_host_bound_verdict_widens_the_interval_so_the_final_record_can_differ
 
 
 def test_a_page_redraw_waiting_for_the_headline_wakes_when_it_arrives(quick, store):
-    """The live view's redraw blocks on the headline's arrival (ui.panels.live.NEWS_WAIT_S) rather than drawing it a redraw
-    later: the wait ends when the lab reads the headline, not when it times out."""
+    """The live view's redraw blocks on the headline's arrival (ui.panels.live.NEWS_WAIT_S) rather than drawing it a
+    redraw later: the wait ends when the lab reads the headline, not when it times out."""
     from tcore.lab.run.liverun import LiveRun
 
     live = LiveRun(quick, store, run_id="r1", device="cpu", notes=[], owner="me", timeout_s=None)

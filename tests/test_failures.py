@@ -66,7 +66,8 @@ def test_the_command_line_points_at_the_trace_instead_of_printing_it(tmp_path):
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1
     assert "past the end of embed" in done.stderr and "--json" in done.stderr
-    assert "Traceback (most recent call last)" not in done.stderr and "last lines of the worker's log" not in done.stderr
+    assert ("Traceback (most recent call last)" not in done.stderr
+            and "last lines of the worker's log" not in done.stderr)
 
 
 def test_the_page_shows_the_message_and_keeps_the_trace_folded(db):

@@ -1,5 +1,5 @@
-"""The fork server (tcore.lab.launch.forkserver): on a machine without a GPU, workers are forked from one process that has
-done the imports, and each is still what `python -m tcore.worker` would be: its own process group, its own
+"""The fork server (tcore.lab.launch.forkserver): on a machine without a GPU, workers are forked from one process that
+has done the imports, and each is still what `python -m tcore.worker` would be: its own process group, its own
 environment, its own TORCH_TRACE, its exit status known (its trace on and off: tests/test_ecosystem.py; a worker killed
 mid-run: tests/test_worker.py; both run forked here too)."""
 import json
@@ -88,7 +88,8 @@ def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_e
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM", "0")  # read when Inductor's config is imported
     fresh = launcher.Worker({})
     try:
-        assert fresh.forked and forkserver._SERVER is not old and forkserver._SERVER.key["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"] == "0"
+        assert (fresh.forked and forkserver._SERVER is not old
+                and forkserver._SERVER.key["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"] == "0")
         assert _stat(fresh.proc.pid)[0] == forkserver._SERVER.proc.pid
         assert old.proc.poll() is None  # still has a worker it must report on
     finally:

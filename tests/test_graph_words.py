@@ -24,8 +24,10 @@ GRAPH_BREAK_RUN = {
         {"reason": ITEM, "file": PATH, "line": 74, "count": 1, "skipped_frame": False, "source": SOURCE},
         {"reason": ITEM, "file": PATH, "line": 97, "count": 1, "skipped_frame": False, "source": SOURCE}],
     "recompiles": [
-        {"compile_id": "2/1", "frame": "torch_dynamo_resume_in_forward_at_74", "reason": _guard(2, "0.46689173579216003", 74)},
-        {"compile_id": "4/1", "frame": "torch_dynamo_resume_in_forward_at_97", "reason": _guard(4, "1.111936092376709", 97)}],
+        {"compile_id": "2/1", "frame": "torch_dynamo_resume_in_forward_at_74",
+         "reason": _guard(2, "0.46689173579216003", 74)},
+        {"compile_id": "4/1", "frame": "torch_dynamo_resume_in_forward_at_97",
+         "reason": _guard(4, "1.111936092376709", 97)}],
 }
 
 

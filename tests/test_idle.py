@@ -28,7 +28,8 @@ def test_the_store_is_read_once_per_change_for_every_session(store):
     for _ in range(20):
         assert reads(RunStore(store.path)).running_and_queued(proc.host) == []
     assert store_reads(store) == before + 1
-    run_id = store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=60)  # another connection
+    # another connection
+    run_id = store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=60)
     assert [r.id for r in reads(store).running_and_queued(proc.host)] == [run_id]  # the change is seen at once
     assert store_reads(store) == before + 2
     with sqlite3.connect(store.path) as db:  # a write from anywhere else, e.g. another process
@@ -148,7 +149,8 @@ def test_a_shape_schedule_is_estimated_from_runs_that_compiled_like_it_not_from_
 
 def test_runs_that_crashed_or_were_refused_at_start_do_not_shorten_the_estimate(store):
     proc = scheduler.this_process()
-    ids = [store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=600) for _ in range(3)]
+    ids = [store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=600)
+           for _ in range(3)]
     for run_id in ids:
         assert store.claim_next(proc, "cpu", ["cpu"], {run_id})
         if run_id == ids[0]:

@@ -1,9 +1,9 @@
 """No module in tcore/, ui/ or sample_models/ imports, directly or through others, a module that imports it back; each
 package leans only on the layers below it.
 
-Imports inside functions count: a lazy import is a circle postponed (it breaks the day someone moves it to the
-top), so the graph is every import statement in a module's source, wherever it stands. Importing a module inside a
-package runs the package's __init__.py first, so a module that imports from a package it is not part of imports that package too: a
+Imports inside functions count: a lazy import is a circle postponed (it breaks the day someone moves it to the top), so
+the graph is every import statement in a module's source, wherever it stands. Importing a module inside a package runs
+the package's __init__.py first, so a module that imports from a package it is not part of imports that package too: a
 package whose __init__ imports its parts is in a circle with any part's import that leads back to the importer.
 """
 import ast
@@ -126,7 +126,8 @@ def test_the_cycle_finder_names_a_cycle_and_passes_a_line():
 def test_importing_a_part_of_another_package_runs_that_package_first():
     # verdicts is a part of tcore.figures, whose __init__ imports verdicts: no edge back to its own package
     graph = import_graph()
-    assert "tcore.figures" in graph["tcore.worker.measurement"] and "tcore.figures" not in graph["tcore.figures.verdicts"]
+    assert ("tcore.figures" in graph["tcore.worker.measurement"]
+            and "tcore.figures" not in graph["tcore.figures.verdicts"])
 
 
 # Which of tcore's packages each may import, through any chain: the shared layers (what a run is, the machine, the

@@ -98,7 +98,8 @@ def test_a_torch_without_aot_compile_greys_the_rung_with_the_release_that_brings
 
 
 def test_the_command_line_takes_the_ladder():
-    out = subprocess.run([sys.executable, "-m", "tcore", "ladder", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "tcore", "ladder", "--help"], capture_output=True, text=True,
+                         check=True)
     assert "--rungs" in out.stdout and "aot_compile" in out.stdout
 
 

@@ -14,7 +14,8 @@ def test_a_launch_bound_run_says_its_speed_follows_the_cpu_and_suggests_cuda_gra
     assert "follows the host CPU" in words and "its compiled rounds moved by 41%" in words
     (s,) = suggest(spec(), r, "cuda")
     assert s.rule == "idle" and s.changes == {"mode": "reduce-overhead"} and "removes exactly this wait" in s.evidence
-    assert "host-bound: Compiled is host-bound: the GPU sat idle 50% of each compiled step" in report.text_table(r, spec(), "cuda")
+    assert ("host-bound: Compiled is host-bound: the GPU sat idle 50% of each compiled step"
+            in report.text_table(r, spec(), "cuda"))
 
 
 def test_the_busy_share_alone_is_evidence_and_a_busy_gpu_or_a_cpu_is_not_launch_bound():

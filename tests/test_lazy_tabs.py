@@ -142,8 +142,8 @@ def test_recompilations_draws_one_strategys_timeline_at_a_time(db, tmp_path):
 
 
 def test_each_session_has_the_browser_load_the_chart_component_once(db):
-    """ui.panels.exports.warm_charts: the first script run puts one import of Streamlit's Plotly and table components in the
-    sidebar (run when the browser is idle); the session's later runs send nothing more."""
+    """ui.panels.exports.warm_charts: the first script run puts one import of Streamlit's Plotly and table components in
+    the sidebar (run when the browser is idle); the session's later runs send nothing more."""
     at = app()  # its first run
     first = [h.proto.body for h in at.sidebar.get("html") if "PlotlyChart." in h.proto.body]
     assert len(first) == 1 and "requestIdleCallback" in first[0] and "import('./static/js/PlotlyChart." in first[0]

@@ -22,7 +22,8 @@ def _run(store: RunStore, run_id: str) -> LiveRun:
 
 
 def _end(run: LiveRun, status: str = "finished") -> LiveRun:
-    run.record = SimpleNamespace(id=run.run_id, status=status, error=None, finished_at=time.time())  # what the store says once it is recorded
+    # what the store says once it is recorded
+    run.record = SimpleNamespace(id=run.run_id, status=status, error=None, finished_at=time.time())
     run._release()
     return run
 

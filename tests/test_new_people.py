@@ -1,7 +1,7 @@
-"""A fresh id cannot be had at will (ui.panels.people, tcore.lab.policy.guards.NewPeopleGuard): any well-formed ?me= used to be a new
-participant, each with max_queued_per_session runs of their own, so a reload with a made-up id got around the limit.
-Now each network address starts at most max_new_people_per_address participants in a workshop's day; ids the server
-knows (a reload, a bookmark, an id whose runs the store keeps) are not new."""
+"""A fresh id cannot be had at will (ui.panels.people, tcore.lab.policy.guards.NewPeopleGuard): any well-formed ?me=
+used to be a new participant, each with max_queued_per_session runs of their own, so a reload with a made-up id got
+around the limit. Now each network address starts at most max_new_people_per_address participants in a workshop's day;
+ids the server knows (a reload, a bookmark, an id whose runs the store keeps) are not new."""
 import secrets
 
 import pytest

@@ -142,7 +142,8 @@ def test_an_old_record_opens_with_the_paired_speedup_recomputed_from_its_blocks(
     # A record without blocks (an eager-only run, or a hand-made one) opens as it was stored, and so does one whose
     # only round was stored as 0 s (walls were rounded to 0.1 ms).
     assert figures.upgrade_result({"speedup": 1.7}) == {"speedup": 1.7}
-    zero = {"speedup": 2.0, "variants": ["eager", "compiled"], "blocks": {"eager": [[1, 0.0001]], "compiled": [[1, 0.0]]}}
+    zero = {"speedup": 2.0, "variants": ["eager", "compiled"],
+            "blocks": {"eager": [[1, 0.0001]], "compiled": [[1, 0.0]]}}
     assert figures.upgrade_result(zero) == zero
 
 

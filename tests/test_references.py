@@ -1,4 +1,5 @@
-"""Comments, docstrings, the README and docs/ name only modules and names that exist: a dotted tcore or sample_models name in words must resolve."""
+"""Comments, docstrings, the README and docs/ name only modules and names that exist: a dotted tcore or sample_models
+name in words must resolve."""
 import importlib
 import re
 from pathlib import Path
@@ -43,6 +44,7 @@ def test_every_named_module_and_name_exists():
 
 def test_no_words_point_at_files_outside_the_repository():
     """NOTES.md and 'the walk-through' are a session's notes, not in the repository: a reader cannot follow them."""
-    stale = [f"{path.relative_to(ROOT)}:{n}" for path in SCANNED for n, line in enumerate(path.read_text().splitlines(), 1)
+    stale = [f"{path.relative_to(ROOT)}:{n}" for path in SCANNED
+             for n, line in enumerate(path.read_text().splitlines(), 1)
              if ("NOTES.md" in line or "walk-through" in line) and path != Path(__file__)]
     assert stale == []

@@ -1,5 +1,5 @@
-"""The Ray task's side of a cluster run (tcore.lab.launch.remote.run_on_node), without a Ray cluster: its folder on the node
-goes however the task ends, its worker runs at the node's niceness, not at Ray's +15, and it finds the code even
+"""The Ray task's side of a cluster run (tcore.lab.launch.remote.run_on_node), without a Ray cluster: its folder on the
+node goes however the task ends, its worker runs at the node's niceness, not at Ray's +15, and it finds the code even
 when the folder Ray started it in has been deleted.
 
 run_on_node is driven here in a plain process that plays the Ray worker (node_facts stubbed); the test kills that

@@ -1,6 +1,6 @@
-"""The headline's interval covers a rerun, not only the rounds of its own run: tcore.figures.rerun's arithmetic on runs with a
-known shift between processes, the drift between a run's halves, the floor learned from the store's history or the
-default, the host-bound verdict on recorded figures, and the history of the same setting (query, words, dots)."""
+"""The headline's interval covers a rerun, not only the rounds of its own run: tcore.figures.rerun's arithmetic on runs
+with a known shift between processes, the drift between a run's halves, the floor learned from the store's history or
+the default, the host-bound verdict on recorded figures, and the history of the same setting (query, words, dots)."""
 import math
 import random
 import statistics

@@ -1,6 +1,6 @@
-"""Before a run, the lab says when its setting cannot be expected to give the same headline within ± 5% again: from
-the store's earlier runs of the setting on this machine (their spread, a host-bound verdict) and the device, the
-same evidence the run's interval uses after it (tcore.figures.rerun.outlook); the Run page shows it above its Run button."""
+"""Before a run, the lab says when its setting cannot be expected to give the same headline within ± 5% again: from the
+store's earlier runs of the setting on this machine (their spread, a host-bound verdict) and the device, the same
+evidence the run's interval uses after it (tcore.figures.rerun.outlook); the Run page shows it above its Run button."""
 import socket
 
 import pytest
@@ -22,7 +22,8 @@ def test_a_cpu_setting_is_expected_to_move_and_a_busy_gpu_setting_to_hold():
     assert not cpu.holds and cpu.between_pct == pytest.approx(rerun.DEFAULT_BETWEEN_PCT["cpu"])
     words = cpu.words()
     assert words.startswith(f"**{NOTE}**: on the CPU the run shares the machine's cores")
-    assert "σ 10% between fresh processes" in words and "90% of reruns should land within ± 17% of their median" in words
+    assert ("σ 10% between fresh processes" in words
+            and "90% of reruns should land within ± 17% of their median" in words)
     # A GPU setting with no evidence against it, or with earlier runs that agreed (the captioner small's four reruns
     # on an H100, 1.517-1.531x), is expected to hold: no note.
     assert rerun.outlook([], "cuda").words() is None

@@ -1,6 +1,6 @@
-"""A room on one device, with real workers: runs share the slot, compile side by side, and hold the device alone in
-turn for the phases that need it (tcore.lab.queue.room, tcore.lab.queue.lease, tcore.worker.lease); a crash, a cancel or a time
-limit while holding or waiting frees it for the others.
+"""A room on one device, with real workers: runs share the slot, compile side by side, and hold the device alone in turn
+for the phases that need it (tcore.lab.queue.room, tcore.lab.queue.lease, tcore.worker.lease); a crash, a cancel or a
+time limit while holding or waiting frees it for the others.
 
 On a machine without a GPU the lab never shares the CPU (a compile beside a CPU measurement would share its cores),
 so these tests give the cpu slot a room of several, as a GPU slot has, by the plan alone: the workers, the lease and
@@ -63,8 +63,8 @@ def test_three_runs_share_the_slot_and_hold_the_device_alone_exactly_in_their_li
             if purpose is None or phase["s"] < 0.05 or phase["name"].endswith(timeline.CONTINUED):
                 continue  # a phase's piece after a wait belongs to what the wait was for (the profile's start)
             start = rec.queued_at + phase["start_s"]
-            assert any(s.purpose == purpose and s.taken_at - 0.25 <= start and start + phase["s"] <= s.released_at + 0.25
-                       for s in mine), (phase, mine)
+            assert any(s.purpose == purpose and s.taken_at - 0.25 <= start
+                       and start + phase["s"] <= s.released_at + 0.25 for s in mine), (phase, mine)
     # they overlapped in the slot: the second started before the first ended
     firsts = sorted(records, key=lambda r: r.started_at)
     assert firsts[1].started_at < firsts[0].finished_at

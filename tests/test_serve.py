@@ -53,7 +53,8 @@ def test_a_restarted_server_recovers_its_queue_before_any_page_is_opened(store, 
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.time() + 300  # only against a hang; no page is opened: only the server's own start-up can do this
+        # only against a hang; no page is opened: only the server's own start-up can do this
+        deadline = time.time() + 300
         while store.get(queued).status != "finished":
             assert server.poll() is None, (tmp_path / "server.log").read_text()
             assert time.time() < deadline, f"the queue was not recovered: {store.get(queued)}"

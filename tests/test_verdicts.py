@@ -72,7 +72,8 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
 def test_compare_scatter_draws_each_runs_interval():
     frame = pd.DataFrame([{"id": "run-aaaaaa", "label": "a", "compile_s": 10.0, "speedup": 1.4, "speedup_low": 1.3,
                            "speedup_high": 1.6, "breakeven_steps": 100.0},
-                          {"id": "run-bbbbbb", "label": "b", "compile_s": 5.0, "speedup": 1.1, "breakeven_steps": None}])
+                          {"id": "run-bbbbbb", "label": "b", "compile_s": 5.0, "speedup": 1.1,
+                           "breakeven_steps": None}])
     err = compare_charts.tradeoff_scatter(frame).data[0].error_y
     assert list(err.array) == pytest.approx([0.2, 0.0]) and list(err.arrayminus) == pytest.approx([0.1, 0.0])
 

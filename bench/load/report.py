@@ -76,8 +76,8 @@ def report(args, *, out: list[dict], records: list, final: dict[str, dict], stuc
     pairs = sorted((etas[i], started[i] - seen[i]) for i in seen if i in started and etas[i] is not None)
     if pairs:
         ratios = [actual / max(estimate, 1.0) for estimate, actual in pairs]
-        print(f"estimated against actual wait, {len(pairs)} runs: actual/estimate median {statistics.median(ratios):.2f}, "
-              f"range {min(ratios):.2f}-{max(ratios):.2f}; within a factor of 1.5: "
+        print(f"estimated against actual wait, {len(pairs)} runs: actual/estimate median "
+              f"{statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}; within a factor of 1.5: "
               f"{sum(1 / 1.5 <= r <= 1.5 for r in ratios)} of {len(ratios)}; (estimate s, actual s): "
               + ", ".join(f"({e:.0f}, {a:.0f})" for e, a in pairs))
     for line in faults.faults:
@@ -101,5 +101,6 @@ def report(args, *, out: list[dict], records: list, final: dict[str, dict], stuc
               f"the app's restart included): p50 {pct(latencies, 50):.1f} ms, p95 {pct(latencies, 95):.1f} ms, "
               f"max {max(latencies):.1f} ms")
     print(f"total wall time: {time.time() - t0:.1f} s   store: {db}   app log: {tmp / 'app.log'}")
-    return 1 if overlapping or lost or duplicated or stuck or touched or cancelled_not_by_owner or faults.disagreements else 0
+    return 1 if (overlapping or lost or duplicated or stuck or touched or cancelled_not_by_owner
+                 or faults.disagreements) else 0
 

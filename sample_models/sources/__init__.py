@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import functools
 
-# the names the rest of the lab reaches here, as sample_models.sources.quiet_dropout and so on (the snippet's code calls quiet_dropout)
+# the names the rest of the lab reaches here, as sample_models.sources.quiet_dropout and so on (the snippet's code calls
+# quiet_dropout)
 from sample_models.sources.common import (  # noqa: F401
     LAB,
     OFFLINE,

@@ -197,7 +197,8 @@ def quiet_dropout(model: nn.Module) -> None:
     """Dropout and stochastic depth at probability 1e-30, as PyTorch's dynamo harness sets them for training: the
     random ops stay in the graph, but eager and compiled (whose random numbers differ) give the same output."""
     for m in model.modules():
-        if isinstance(m, nn.modules.dropout._DropoutNd) or "Drop" in type(m).__name__ or "Stochastic" in type(m).__name__:
+        if (isinstance(m, nn.modules.dropout._DropoutNd) or "Drop" in type(m).__name__
+                or "Stochastic" in type(m).__name__):
             for attr in ("p", "drop_prob"):
                 if isinstance(getattr(m, attr, None), float) and getattr(m, attr) > 0:
                     setattr(m, attr, QUIET)

@@ -64,7 +64,8 @@ class HfSource(Source):
             MODEL_FOR_MASKED_LM_MAPPING_NAMES,
             MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
         )
-        return MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES, MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+        return (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+                MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
 
     def names(self) -> list[str]:
         return sorted(set().union(*self._mappings()))
@@ -120,7 +121,8 @@ class HfSource(Source):
                 if not isinstance(getattr(self.config(ref, sizes), "vocab_size", None), int):
                     raise ValueError("its config has no vocab_size of its own (a composite of other configs)")
                 model = _build_on("meta", lambda: self.build(ref, sizes))
-            except (TypeError, ValueError, AttributeError, KeyError, RuntimeError) as e:  # a config class that needs more than sizes
+            # a config class that needs more than sizes
+            except (TypeError, ValueError, AttributeError, KeyError, RuntimeError) as e:
                 raise UnknownModel(f"hf:{ref} cannot be built from its config class alone ({type(e).__name__}: {e}); "
                                    "the lab builds models from AutoConfig.for_model(model_type) with no file") from e
             counts[name] = sum(p.numel() for p in model.parameters())

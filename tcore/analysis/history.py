@@ -1,8 +1,8 @@
 """Earlier runs of the same setting on the same machine: which runs count, and what their headlines say together.
 
 A rerun that disagrees with the runs before it should be seen at once, beside the headline; and the spread of those
-headlines is what tcore.figures.rerun learns the spread between processes from. Pure, tested on the CPU; the store's query
-(tcore.store.runs.Runs.same_setting) applies these.
+headlines is what tcore.figures.rerun learns the spread between processes from. Pure, tested on the CPU; the store's
+query (tcore.store.runs.Runs.same_setting) applies these.
 """
 from __future__ import annotations
 

@@ -109,7 +109,8 @@ def _check_weights_and_shapes(exp, entry) -> None:
     if exp.shape_remedy == "buckets" and not 1 <= exp.buckets < exp.shape_count:
         raise SpecError(f"buckets must be between 1 and shape_count - 1 ({exp.shape_count - 1}), not {exp.buckets}")
     if exp.cache == "artifacts" and not exp.has_compiled_variant:
-        raise SpecError("cache=artifacts warms up a compile: it needs something compiled (compile or compile_optimizer)")
+        raise SpecError("cache=artifacts warms up a compile: it needs something compiled "
+                        "(compile or compile_optimizer)")
     if exp.timed_steps is not None and exp.timed_steps < exp.rounds:
         raise SpecError(f"timed_steps ({exp.timed_steps}) must be at least rounds ({exp.rounds})")
 

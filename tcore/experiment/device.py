@@ -20,9 +20,9 @@ def resolve_device(requested: str, cuda_available: bool) -> str:
 def practical_defaults(model: str, device: str, task: str) -> dict[str, Any]:
     """What a practitioner would pick for `model` on `device` ("cuda" or "cpu"): the app's and the CLI's defaults.
 
-    On a GPU: bf16 weights for inference and generation (at batch 1), autocast to bf16 for training (people keep float32 master
-    weights), and channels_last for a convolutional model, so the eager baseline is eager as people
-    tune it. On the CPU: the tiny presets in float32, which stay quick there.
+    On a GPU: bf16 weights for inference and generation (at batch 1), autocast to bf16 for training (people keep float32
+    master weights), and channels_last for a convolutional model, so the eager baseline is eager as people tune it. On
+    the CPU: the tiny presets in float32, which stay quick there.
     """
     import sample_models
 

@@ -117,7 +117,8 @@ def error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "kind": kind, "message": message, **extra}
 
 
-# --- the launch environment: compile artifacts (tcore.lab.outputs.artifacts hands them over, tcore.worker.artifacts uses them)
+# --- the launch environment: compile artifacts (tcore.lab.outputs.artifacts hands them over,
+# tcore.worker.artifacts uses them)
 SAVE_ARTIFACTS_TO = "TCORE_SAVE_ARTIFACTS"      # where the worker writes the artifacts of this run
 LOAD_ARTIFACTS_FROM = "TCORE_LOAD_ARTIFACTS"    # artifacts to load before the first compile
 ARTIFACTS_MADE_ON = "TCORE_ARTIFACTS_MADE_ON"   # JSON: the torch/triton/device (and run) the artifacts came from
@@ -126,8 +127,8 @@ SAVE_TRACES_TO = "TCORE_SAVE_TRACES"            # a folder for the profiler trac
 # The worker's own folder (tcore.lab.launch.launcher): a worker handed no run (a spare let go, or one whose lab process
 # died, even by SIGKILL) removes it itself as it exits, so no clean-up in the lab process has to outlive it.
 WORKER_DIR = "TCORE_WORKER_DIR"
-# "1" for a spare (tcore.lab.launch.launcher.SparePool), started before any run: it may use its wait to do what a run would
-# otherwise pay for (tcore.worker.__main__.while_idle); a worker started for a run goes straight to it.
+# "1" for a spare (tcore.lab.launch.launcher.SparePool), started before any run: it may use its wait to do what a run
+# would otherwise pay for (tcore.worker.__main__.while_idle); a worker started for a run goes straight to it.
 SPARE_WORKER = "TCORE_SPARE_WORKER"
 # The device lease (tcore.worker.lease): "1" when other runs share this run's device, so the worker asks the lab
 # for it (a device event) and waits for the grant on its stdin; and the cores the lab keeps for the run that holds

@@ -96,8 +96,8 @@ def code_for(exp: Experiment, device: str, opening: list[str]) -> str:
     lines += _GENERATE
     if not exp.compiles:
         lines += [
-            'print(f"eager: {(NEW - 1) / eager_decode:.1f} tokens/s per sequence, {BATCH * (NEW - 1) / eager_decode:.1f} '
-            'for the batch, first token {eager_ttft * 1e3:.2f} ms")']
+            'print(f"eager: {(NEW - 1) / eager_decode:.1f} tokens/s per sequence, '
+            '{BATCH * (NEW - 1) / eager_decode:.1f} for the batch, first token {eager_ttft * 1e3:.2f} ms")']
         return "\n".join(lines) + "\n"
     lines += _compiled_and_paired_rounds(exp)
     return "\n".join(lines) + "\n"
@@ -108,7 +108,8 @@ def _compiled_and_paired_rounds(exp: Experiment) -> list[str]:
     return [
         "compiled_cache = decoder.new_cache(BATCH, PROMPT + NEW, STATIC, CACHE_DTYPE, device)",
         "tokens, first_ttft, first_decode = generate(compiled_prefill, compiled_decode, compiled_cache, True)",
-        'print(f"compile: prefill {max(first_ttft - eager_ttft, 0):.1f} s, decode {max(first_decode - eager_decode, 0):.1f} s")',
+        ('print(f"compile: prefill {max(first_ttft - eager_ttft, 0):.1f} s, '
+         'decode {max(first_decode - eager_decode, 0):.1f} s")'),
         'print(f"same tokens as eager: {torch.equal(tokens, eager_tokens)}")',
         "generate(compiled_prefill, compiled_decode, compiled_cache)  # CUDA graphs recorded by now",
         "",

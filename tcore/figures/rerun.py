@@ -1,12 +1,12 @@
 """The headline's interval for a rerun: how far the speedup can move when the same setting runs again, in a fresh
 process on the same machine. Pure, tested on the CPU.
 
-The rounds of one run pair eager and compiled back to back, so drift *within* the run cancels (tcore.figures.paired). What
-the rounds cannot see is what stays fixed for a whole process and changes with the next one: which cores the
-scheduler gave the worker, the host CPU's frequency state, the allocator's layout. A launch-bound variant's
-throughput is the host's launch rate, so it moves with all of those: ResNet-50's GPU default read 1.65-2.03x over
-six fresh processes while each run's own interval was ± 2-7% (BENCHMARKS.md). An interval made of the rounds
-alone is about the rounds, not about a rerun.
+The rounds of one run pair eager and compiled back to back, so drift *within* the run cancels (tcore.figures.paired).
+What the rounds cannot see is what stays fixed for a whole process and changes with the next one: which cores the
+scheduler gave the worker, the host CPU's frequency state, the allocator's layout. A launch-bound variant's throughput
+is the host's launch rate, so it moves with all of those: ResNet-50's GPU default read 1.65-2.03x over six fresh
+processes while each run's own interval was ± 2-7% (BENCHMARKS.md). An interval made of the rounds alone is about the
+rounds, not about a rerun.
 
 So the interval adds, in log space (2x and 0.5x sit symmetrically), three independent parts as standard deviations:
   rounds   the paired rounds' order-statistics interval (tcore.figures.paired), turned back into a standard error;
@@ -86,8 +86,8 @@ class Rerun:
                  "a single round (no interval of its own)"]
         if self.drift_pct is not None:
             parts.append(f"the drift between the run's halves ({self.drift_pct:.1f}%)")
-        prior = (f"what this machine has shown for {KIND_WORDS.get(self.kind, self.kind)} ({self.machine_runs} reruns of "
-                 f"{self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})"
+        prior = (f"what this machine has shown for {KIND_WORDS.get(self.kind, self.kind)} ({self.machine_runs} "
+                 f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})"
                  if self.machine_runs else "a documented default")
         if self.between_source == "history":
             parts.append(f"the spread between fresh processes, {prior} pooled with {self.history_runs} earlier runs of "
@@ -97,8 +97,8 @@ class Rerun:
                          f"{KIND_WORDS.get(self.kind, self.kind)} (σ {self.between_pct:.1f}%, from {self.machine_runs} "
                          f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})")
         else:
-            parts.append(f"a documented default spread between fresh processes (σ {self.between_pct:.1f}%: this machine "
-                         f"has too few reruns of {KIND_WORDS.get(self.kind, self.kind)} to learn it from; "
+            parts.append(f"a documented default spread between fresh processes (σ {self.between_pct:.1f}%: this "
+                         f"machine has too few reruns of {KIND_WORDS.get(self.kind, self.kind)} to learn it from; "
                          "`python -m tcore calibrate` makes them)")
         return ", ".join(parts[:-1]) + " and " + parts[-1]
 

@@ -153,4 +153,5 @@ def caption(result: dict[str, Any]) -> str:
     return (f"{wall:.1f} s from submit to saved: {waited}{compile_s:.1f} s ({100 * compile_s / wall:.0f}%) the "
             f"compile{whole}, {lab_s:.1f} s ({100 * lab_s / wall:.0f}%) the lab's own overhead, the rest the "
             "measurement."
-            + (f" The speedup reached the page at {shown:.1f} s, before the profiling pass and the save." if shown else ""))
+            + (f" The speedup reached the page at {shown:.1f} s, before the profiling pass and the save."
+               if shown else ""))

@@ -43,8 +43,8 @@ def calibrate(store: RunStore, device: str, runs_each: int = 5,
               on_end: Callable[[RunRecord], None] | None = None) -> dict[str, history.Spread | None]:
     """Queue `runs_each` runs of each reference at once (they share the device as a room's runs do), wait for them,
     and return what the machine now shows for each kind (None where too few finished)."""
-    queued = [runs.start(exp, store, owner=OWNER, for_the_lab=True) for exps in references(device).values() for exp in exps
-              for _ in range(runs_each)]
+    queued = [runs.start(exp, store, owner=OWNER, for_the_lab=True) for exps in references(device).values()
+              for exp in exps for _ in range(runs_each)]
     for run in queued:
         record = run.wait()
         if on_end is not None and record is not None:

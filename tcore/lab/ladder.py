@@ -81,7 +81,8 @@ def exit_words(returncode: int) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        return f"was killed by {name}" + (" (a segmentation fault: a crash in native code)" if name == "SIGSEGV" else "")
+        return f"was killed by {name}" + (" (a segmentation fault: a crash in native code)" if name == "SIGSEGV"
+                                          else "")
     return f"exited with {returncode}"
 
 
@@ -137,8 +138,8 @@ def summarize(steps: dict[str, dict[str, Any]], rungs: list[str]) -> list[dict[s
                    throughput_vs_cold=(round(ran["samples_per_s"] / cold, 4) if cold and ran.get("samples_per_s")
                                        else None),
                    artifact_bytes=ran.get("artifact_bytes") or ran.get("mega_cache_bytes"),
-                   correctness_ok=ran.get("correctness_ok"), correctness_max_abs_diff=ran.get("correctness_max_abs_diff"),
-                   notes=ran.get("notes", []))
+                   correctness_ok=ran.get("correctness_ok"),
+                   correctness_max_abs_diff=ran.get("correctness_max_abs_diff"), notes=ran.get("notes", []))
         if built:
             row["build"] = {"phases": built["phases"], "process_wall_s": built.get("process_wall_s"),
                             "artifact_bytes": built.get("artifact_bytes")}

@@ -1,7 +1,8 @@
 """What a run's compile left behind, in the store: its compile artifacts (the "mega-cache"), its profiled steps'
 Chrome traces and its compile's TORCH_TRACE log, each kept beside the run and deleted with it.
 
-Which artifacts a run should load, and reading what its worker saved from disk, is the lab's (tcore.lab.outputs.artifacts).
+Which artifacts a run should load, and reading what its worker saved from disk, is the lab's
+(tcore.lab.outputs.artifacts).
 """
 from __future__ import annotations
 

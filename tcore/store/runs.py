@@ -70,9 +70,9 @@ class Runs(Part):
     def same_setting(self, spec: dict, device: str | None, env: dict, *, before: float | None = None,
                      exclude: str | None = None, limit: int = 200,
                      ignoring: frozenset[str] = frozenset()) -> list[RunRecord]:
-        """Finished runs of the same setting on the same machine (tcore.analysis.history), newest `limit` of them, oldest
-        first; with `before`, only those created earlier; `exclude` leaves one run out (the run itself); `ignoring`
-        names fields that may differ (the batch size, for the runs of a setting at other batches)."""
+        """Finished runs of the same setting on the same machine (tcore.analysis.history), newest `limit` of them,
+        oldest first; with `before`, only those created earlier; `exclude` leaves one run out (the run itself);
+        `ignoring` names fields that may differ (the batch size, for the runs of a setting at other batches)."""
         from tcore.analysis import history
 
         # The model and batch narrow the rows in SQL; the whole setting and the machine are compared below.

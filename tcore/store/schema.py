@@ -121,7 +121,8 @@ CREATE TABLE IF NOT EXISTS model_cards (  -- a model file as a worker read it (t
 );
 CREATE TABLE IF NOT EXISTS torch_traces (
     run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
-    data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads (tcore.lab.outputs.tlparse)
+    data BLOB NOT NULL            -- the compile's TORCH_TRACE log, gzipped: what tlparse reads
+                                  -- (tcore.lab.outputs.tlparse)
 );
 """
 # The queue's columns of `runs`: added with ALTER TABLE, so a store written before the queue keeps its runs.
@@ -139,7 +140,8 @@ QUEUE_COLUMNS = {
     "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweeps) ...
     "sweep_index": "INTEGER",      # ... and its place in that sweep
     "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
-    "memory_gib": "REAL",          # its device memory estimate (tcore.lab.policy.memory); NULL: unknown, so it runs alone
+    # its device memory estimate (tcore.lab.policy.memory); NULL: unknown, so it runs alone
+    "memory_gib": "REAL",
 }
 
 

@@ -221,7 +221,8 @@ def error_event(exc: BaseException, exp, *, began: bool) -> dict:
             try:
                 known["cpu_rerun"] = failures.cpu_rerun(exp)
             except Exception as rerun_exc:  # noqa: BLE001 (a help; the run's own error comes first)
-                known["cpu_rerun"] = f"The rerun on the CPU could not be done ({type(rerun_exc).__name__}: {rerun_exc})."
+                known["cpu_rerun"] = ("The rerun on the CPU could not be done "
+                                      f"({type(rerun_exc).__name__}: {rerun_exc}).")
             known["message"] = known["message"].replace("The raw traceback", known["cpu_rerun"] + " The raw traceback")
     message = known.pop("message", None) or str(exc).strip() or type(exc).__name__
     return error(kind, message, exception=type(cause).__name__, **known,

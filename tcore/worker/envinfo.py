@@ -61,7 +61,8 @@ def collect(device: str, torch_device_index: int = 0) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(torch_device_index)
         env.update(
             gpu=props.name,
-            # without NVML: the UUID CUDA reports, and the GPU this worker was pinned to (tcore.lab.queue.scheduler.slot_env)
+            # without NVML: the UUID CUDA reports, and the GPU this worker was pinned to
+            # (tcore.lab.queue.scheduler.slot_env)
             gpu_uuid=f"GPU-{props.uuid}" if getattr(props, "uuid", None) else None,
             gpu_index=_pinned_gpu(),
             gpu_sm_count=props.multi_processor_count,

@@ -180,7 +180,8 @@ class GenerateMeasurement(DecodeRounds):
         self.phase("profiling")
         if self.device != "cuda":
             for name in self.result.variants:
-                self.not_profiled(name, "on the CPU the host runs the ops itself: there is no device waiting on launches")
+                self.not_profiled(name, "on the CPU the host runs the ops itself: there is no device waiting on "
+                                        "launches")
             return
         for name, gen in (("eager", eager), ("compiled", compiled)):
             if gen is None:

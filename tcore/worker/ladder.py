@@ -210,8 +210,10 @@ class Step:
         if "first_call_s" in phases:
             # process start to first result: the imports, the model, any artifact load, the first call
             phases["first_result_s"] = round(sum(phases.get(k, 0.0) for k in
-                                                 ("interpreter_s", "imports_s", "build_s", "load_s", "first_call_s")), 4)
-            if "step_ms" in self.out:  # what the first call cost beyond one steady step: the compile, or the load's rest
+                                                 ("interpreter_s", "imports_s", "build_s", "load_s",
+                                                  "first_call_s")), 4)
+            # what the first call cost beyond one steady step: the compile, or the load's rest
+            if "step_ms" in self.out:
                 phases["first_call_extra_s"] = round(max(phases["first_call_s"] - self.out["step_ms"] / 1e3, 0.0), 4)
         self.out["phases"] = phases
         return self.out

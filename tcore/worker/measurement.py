@@ -55,8 +55,8 @@ class Measurement(StepRounds):
     def measure(self, breaks: diagnostics.BreakRecorder) -> Result:
         lease = self.lease
         # The build makes the weights and inputs on the device (initialising kernels, copies): work that would land in
-        # another run's timed rounds, so it holds the device too, with the eager warm-up after it. Each phase that
-        # holds the device alone runs on the cores kept for its holder (tcore.lab.queue.room): the eager warm-up gives the
+        # another run's timed rounds, so it holds the device too, with the eager warm-up after it. Each phase that holds
+        # the device alone runs on the cores kept for its holder (tcore.lab.queue.room): the eager warm-up gives the
         # step that compile time is measured against, the profile the idle share.
         with lease.hold("eager"):
             self.phase("building")
@@ -139,7 +139,8 @@ class Measurement(StepRounds):
         if w.schedule:
             self.result.details.update(schedule_sizes=w.schedule.sizes, schedule_dim=w.schedule.dim_name,
                                        schedule_buckets=w.schedule.buckets)
-            self.result.unavailable["flops_per_step"] = "the shapes vary: FLOPs are counted at the preset's default shape only"
+            self.result.unavailable["flops_per_step"] = ("the shapes vary: FLOPs are counted at the preset's default "
+                                                         "shape only")
             run.flops_per_step = None
 
     def eager_warmup(self, w: Workload, eager_step: Step):
@@ -170,7 +171,8 @@ class Measurement(StepRounds):
         diagnostics.reset()
         with compile_errors():
             blocks = w.entry.repeated_blocks(w.model)
-            if exp.compile in ("regional", "hierarchical"):  # class -> copies: the page says what was compiled and what shares it
+            # class -> copies: the page says what was compiled and what shares it
+            if exp.compile in ("regional", "hierarchical"):
                 self.result.details["regional_blocks"] = dict(Counter(type(b).__name__ for b in blocks))
                 self.result.details["regional_call"] = ("nested_compile_region" if exp.compile == "hierarchical"
                                                         else w.entry.repeated_call or "block.compile")
@@ -211,7 +213,8 @@ class Measurement(StepRounds):
         with compile_errors():
             if w.schedule and w.schedule.buckets:  # compile every bucket before the schedule starts
                 for size in w.schedule.buckets:
-                    first = next(b for b, s in zip(w.compiled_batches, w.schedule.sizes) if w.schedule.padded(s) == size)
+                    first = next(b for b, s in zip(w.compiled_batches, w.schedule.sizes)
+                                 if w.schedule.padded(s) == size)
                     compiled_step(first)
             for i in range(self.exp.warmup_steps):
                 compiled_step(w.compiled_batches[0])

@@ -133,7 +133,8 @@ class StepRounds(Phases):
         run.speedup_p50 = result.eager.latency_ms_p50 / result.compiled.latency_ms_p50
         late = diagnostics.collect()["recompile_count"] - recompiles_before
         if late:
-            result.notes.append(f"{late} recompilation(s) happened during the timed blocks; their cost is in the timings")
+            result.notes.append(f"{late} recompilation(s) happened during the timed blocks; "
+                                "their cost is in the timings")
         if result.details.get("recompile_limit_hit"):
             result.notes.append(f"the recompile limit ({exp.recompile_limit}) was hit: from then on Dynamo runs the "
                                 "affected code eagerly, so new shapes get no compiled speed")

@@ -185,9 +185,9 @@ def _current_cpu() -> int | None:
 
 @contextlib.contextmanager
 def pinned_launch_thread(device: str, kept: tuple[int, ...] = ()) -> Iterator[tuple[int | None, str | None]]:
-    """Pin the calling (launch) thread to one core for the block, then give it back its cores: yields (the core,
-    None), or (None, why not). GPU runs only: on the CPU the intra-op threads, which inherit a thread's cores,
-    need all of them. `kept`: the cores the lab keeps for the run that holds the device (tcore.lab.queue.room), the first
+    """Pin the calling (launch) thread to one core for the block, then give it back its cores: yields (the core, None),
+    or (None, why not). GPU runs only: on the CPU the intra-op threads, which inherit a thread's cores, need all of
+    them. `kept`: the cores the lab keeps for the run that holds the device (tcore.lab.queue.room), the first
     for the launch thread; without them, the core the thread runs on now, unless that is the first allowed core
     (where the kernel tends to put interrupts). Linux's sched_setaffinity(0, ...) applies to the calling thread only,
     and may name a core outside the process's other threads' (the lab starts workers off the kept cores)."""

@@ -129,8 +129,8 @@ def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
         x=points.compile_s, y=points.speedup, mode="markers+text", text=points.id.str[-6:],
         textposition=label_positions(list(points.compile_s), list(points.speedup), 1.06 * right, high - low + 2 * pad),
         hovertext=hover, hoverinfo="text", cliponaxis=False,
-        error_y=dict(type="data", array=(ends[1] - points.speedup).fillna(0), arrayminus=(points.speedup - ends[0]).fillna(0),
-                     color="#999", thickness=1.2, width=4),
+        error_y=dict(type="data", array=(ends[1] - points.speedup).fillna(0),
+                     arrayminus=(points.speedup - ends[0]).fillna(0), color="#999", thickness=1.2, width=4),
         marker=dict(size=13, color=COMPILED_COLOR, line=dict(color="white", width=1))))
     fig.add_hline(y=1.0, line_dash="dash", line_color="#888", annotation_text="as fast as eager",
                   annotation_position="bottom right")

@@ -123,7 +123,8 @@ def schedule_chart(result: dict) -> go.Figure:
                       annotation_align="right", annotation_font_color="#d62728")
     padded = any(r.get("padded_to") not in (None, r["size"]) for r in rows)
     # Short enough for half a page: "Caption length (tokens) at each step", the padding on a line of its own.
-    fig.update_xaxes(title_text=f"{dim[:1].upper()}{dim[1:]} at each step" + ("<br>(size → padded to)" if padded else ""),
+    fig.update_xaxes(title_text=(f"{dim[:1].upper()}{dim[1:]} at each step"
+                                 + ("<br>(size → padded to)" if padded else "")),
                      tickvals=steps, ticktext=ticks,
                      # fixed: autorange would widen the axis to hold the shaded stretch's label, squeezing the steps
                      range=[steps[0] - 0.5, steps[-1] + 0.5])
@@ -196,7 +197,8 @@ def kernels_chart(result: dict) -> go.Figure:
         return not_available(title, result.get("unavailable", {}).get("compile_s")
                              or "kernels are counted only in runs that compile something")
     fig = go.Figure(go.Bar(x=["Eager", "Compiled"], y=[eager, compiled], marker_color=[EAGER_COLOR, COMPILED_COLOR],
-                           text=[bar_label(str(eager), "kernels"), bar_label(str(compiled), "kernels")], textposition="auto"))
+                           text=[bar_label(str(eager), "kernels"), bar_label(str(compiled), "kernels")],
+                           textposition="auto"))
     fig.update_yaxes(title_text="Kernels launched per step", rangemode="tozero")
     fewer = f"{eager / compiled:.1f}x fewer launches compiled" if compiled and compiled < eager else "no fewer launches"
     return style(fig, title, f"lower is better · {fewer}")

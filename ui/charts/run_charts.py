@@ -1,8 +1,8 @@
 """Plotly figures of one run: pure functions from a result dict and its power trace to go.Figure.
 
-No Streamlit here, so every figure can be unit-tested. A figure that could not be measured is drawn
-as an empty chart that says "n/a" and why (the result's `unavailable` reason), never as a guess. Charts
-across runs are in ui.charts.compare_charts, the Diagnose page's in ui.charts.diagnose_charts; they share ui.charts.style.
+No Streamlit here, so every figure can be unit-tested. A figure that could not be measured is drawn as an empty chart
+that says "n/a" and why (the result's `unavailable` reason), never as a guess. Charts across runs are in
+ui.charts.compare_charts, the Diagnose page's in ui.charts.diagnose_charts; they share ui.charts.style.
 """
 from __future__ import annotations
 
@@ -139,8 +139,8 @@ def compile_phases_chart(result: dict) -> go.Figure:
     if total is None:
         return not_available("Compile time by phase (s)", _reason(result, ["compile_s"]))
     phases = result.get("compile_phases_s") or {}
-    parts = [(title, phases.get(key), color) for (key, title), color in zip(COMPILE_PHASES.items(), COMPILE_PHASE_COLORS)
-             if phases.get(key)]
+    parts = [(title, phases.get(key), color)
+             for (key, title), color in zip(COMPILE_PHASES.items(), COMPILE_PHASE_COLORS) if phases.get(key)]
     # The phase timers cover Dynamo and the compiler; the rest of the first call (running the step,
     # guards, Python) is compile_s minus their sum. Shown only when positive: timers can overlap.
     rest = total - sum(v for v in phases.values() if v)

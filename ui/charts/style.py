@@ -14,7 +14,8 @@ PHASE_COLORS = {"idle": "#b0b0b0", "building": "#9467bd", "eager": EAGER_COLOR, 
 COMPILE_PHASE_COLORS = ("#4c78a8", "#72b7b2", "#f58518", "#e45756")
 PHASE_LABEL_MIN_SHARE = 0.12  # a compile phase narrower than this share of the bar is named in the legend only
 OTHER_PHASE_COLOR = "#cfcfcf"
-# The time-breakdown categories (tcore.figures.breakdown): compute in blues, memory-bound work in warm colours, idle grey.
+# The time-breakdown categories (tcore.figures.breakdown): compute in blues, memory-bound work in warm colours, idle
+# grey.
 CATEGORY_COLORS = {"matmul": "#4c78a8", "attention": "#72b7b2", "pointwise": "#f58518", "copy": "#e45756",
                    "optimizer": "#b279a2", "other": "#bab0ac", "idle": "#d9d9d9"}
 HEIGHT = 330

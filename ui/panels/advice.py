@@ -46,7 +46,8 @@ def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None
             # Short: the button is half of the Run page's result column; the help says what the file is.
             col.download_button(f"{variant.capitalize()} trace", data or b"",
                                 file_name=f"{rec.id}-{variant}.json.gz", mime="application/gzip",
-                                disabled=data is None, key=f"{key}_profiler_trace_{variant}", icon=":material/download:",
+                                disabled=data is None, key=f"{key}_profiler_trace_{variant}",
+                                icon=":material/download:",
                                 help="The profiled steps as a Chrome trace (.json.gz): open it at ui.perfetto.dev or "
                                      "chrome://tracing (both read it locally; nothing is uploaded).")
 

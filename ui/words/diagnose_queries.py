@@ -43,10 +43,10 @@ def strategy_of(spec: dict) -> str | None:
 def four_way(records: list, base: dict) -> dict[tuple[str, str], Any]:
     """(scope, "cold" | "warm") -> the newest finished run of each, from `records` (newest first).
 
-    Cold is a run with fresh caches (or artifacts that could not be loaded); "warm" here is one that loaded
-    compile artifacts (the page says "artifacts loaded"). Only runs that compile what `base` (the four-way's own
-    experiment) compiles, but for the scope, count (tcore.experiment.comparable.same_compile): an aot_eager run, a shape schedule or another batch
-    is another compile and would compare unlike with like.
+    Cold is a run with fresh caches (or artifacts that could not be loaded); "warm" here is one that loaded compile
+    artifacts (the page says "artifacts loaded"). Only runs that compile what `base` (the four-way's own experiment)
+    compiles, but for the scope, count (tcore.experiment.comparable.same_compile): an aot_eager run, a shape schedule or
+    another batch is another compile and would compare unlike with like.
     """
     def temperature(rec) -> str | None:
         cache, loaded = rec.spec.get("cache", "cold"), rec.result.get("cache_artifacts")

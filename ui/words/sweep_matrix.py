@@ -1,5 +1,5 @@
-"""A sweep's results matrix: one row per setting, named by what varies across the sweep, and the best setting
-in a sentence. The Sweep page draws it live (ui.panels.live) and the Run and Sweep pages' knobs name dynamic shapes alike.
+"""A sweep's results matrix: one row per setting, named by what varies across the sweep, and the best setting in a
+sentence. The Sweep page draws it live (ui.panels.live) and the Run and Sweep pages' knobs name dynamic shapes alike.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from tcore.figures import LEVEL_PCT, interval_name
 from ui.words.graph_words import first_line
 
 # The figures in a sweep's matrix, as stored columns (tcore.figures).
-SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s", "breakeven_steps",
-                 "compiled_tokens_per_s", "compiled_ttft_ms"]  # the last two: generation runs only
+SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s",
+                 "breakeven_steps", "compiled_tokens_per_s", "compiled_ttft_ms"]  # the last two: generation runs only
 
 # The "Dynamic shapes" choices as the Run and Sweep pages name them, and the sweep matrix too.
 DYNAMIC_NAMES = {None: "auto", True: "always dynamic", False: "always static"}

@@ -218,9 +218,9 @@ def describe(records: list, whose: Callable[[str | None], str] = str) -> list[di
 class RayRunHandle(RunEvents):
     """A run as a Ray task on one slot's node; like tcore.lab.launch.handles.RunHandle, iterate over it for events.
 
-    workdir: a local folder; what the remote worker saves (artifacts, profiler traces, TORCH_TRACE) is brought back into it,
-    and what is in it when the run starts (compile artifacts to load) travels to the node.
-    remote: where it runs ({ray_node_id, node_ip, hostname, pid, ray_gpu_ids}) once the task has started.
+    workdir: a local folder; what the remote worker saves (artifacts, profiler traces, TORCH_TRACE) is brought back into
+    it, and what is in it when the run starts (compile artifacts to load) travels to the node. remote: where it runs
+    ({ray_node_id, node_ip, hostname, pid, ray_gpu_ids}) once the task has started.
     """
 
     pid = None  # the worker's pid is on another machine: the store keeps none (recover() must not kill a local pid)

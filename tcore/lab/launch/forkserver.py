@@ -69,7 +69,8 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """One running `python -m tcore.worker.forkserver`, started with `env`; `key` is what of it torch reads at import."""
+    """One running `python -m tcore.worker.forkserver`, started with `env`; `key` is what of it torch reads at import.
+    """
 
     def __init__(self, env: dict[str, str], key: dict[str, str], cwd: str) -> None:
         self.key = key

@@ -120,7 +120,8 @@ class RunHandle(RunEvents):
         return self.proc.pid
 
     def grant(self, purpose: str, lab_processes: int) -> bool:
-        """Tell the worker it holds its device now (tcore.lab.queue.lease); False if it can no longer hear it (it ended)."""
+        """Tell the worker it holds its device now (tcore.lab.queue.lease); False if it can no longer hear it (it
+        ended)."""
         with self._stdin_lock:
             try:
                 self.proc.stdin.write(protocol.grant(purpose, lab_processes))
@@ -191,7 +192,8 @@ def timeout_message(limit_s: float, phase: str | None, waiting_for_device: bool 
 
 def _death_message(returncode: int) -> str:
     if returncode == forkserver.STATUS_LOST:
-        return "the worker process ended before reporting a result (how, nobody knows: the fork server that started it ended first)"
+        return ("the worker process ended before reporting a result (how, nobody knows: the fork server that started "
+                "it ended first)")
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = " (the kernel's OOM killer sends SIGKILL when memory runs out)" if name == "SIGKILL" else ""

@@ -108,7 +108,8 @@ class Worker:
 
     @property
     def forked(self) -> bool:
-        """Whether it came from the fork server (tcore.lab.launch.forkserver) rather than its own `python -m tcore.worker`."""
+        """Whether it came from the fork server (tcore.lab.launch.forkserver) rather than its own `python -m
+        tcore.worker`."""
         return isinstance(self.proc, forkserver.ForkedProcess)
 
     @property
@@ -122,7 +123,8 @@ class Worker:
 
     @property
     def usable(self) -> bool:
-        """Still waiting, and started with the settings torch and the engine read at import that this process has now."""
+        """Still waiting, and started with the settings torch and the engine read at import that this process has now.
+        """
         return self.proc.poll() is None and self.lab_env == _import_time_env()
 
     def dismiss(self) -> None:

@@ -71,7 +71,8 @@ if "done" not in said:
 
 
 def _start_guard(workdir: Path) -> int:
-    """Start the folder's guard; returns the pipe's writing end: write the worker's pid to it, and "done" once cleaned up."""
+    """Start the folder's guard; returns the pipe's writing end: write the worker's pid to it, and "done" once cleaned
+    up."""
     read_end, write_end = os.pipe()  # both not inherited by anything this process starts (PEP 446)
     try:
         subprocess.run([sys.executable, "-I", "-S", "-c", _GUARD, str(workdir)], stdin=read_end, check=True,
@@ -94,7 +95,8 @@ def _node_niceness() -> int:
 
 
 def _as_nice_as_the_node() -> str | None:
-    """Put this thread (and so the worker it starts, and its event reader) back at the node's niceness; a note if it cannot.
+    """Put this thread (and so the worker it starts, and its event reader) back at the node's niceness; a note if it
+    cannot.
 
     Ray starts its workers at +15 over the raylet (RAY_worker_niceness) so that its own processes come first; a
     worker running a launch-bound eager loop at +15 loses the CPU to every ordinary process on the machine.

@@ -80,7 +80,8 @@ def keep_torch_trace(run_id: str, store: RunStore, workdir: Path | None) -> bool
     return True
 
 
-# The cache folders a worker compiles into (tcore.lab.launch.launcher.Worker: TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR).
+# The cache folders a worker compiles into (tcore.lab.launch.launcher.Worker: TORCHINDUCTOR_CACHE_DIR,
+# TRITON_CACHE_DIR).
 CACHE_FOLDERS = ("inductor", "triton")
 
 

@@ -1,8 +1,8 @@
 """The device lease, lab side: a worker asks for its device, and this process takes it for the run in the store when
 it is that run's turn, then tells the worker.
 
-Runs that share a device slot (tcore.lab.queue.room) hold it alone, one at a time, for the phases that need it alone; the
-worker's side (tcore.worker.lease) says when. A hold is a row of the store (tcore.store.devices), so every process
+Runs that share a device slot (tcore.lab.queue.room) hold it alone, one at a time, for the phases that need it alone;
+the worker's side (tcore.worker.lease) says when. A hold is a row of the store (tcore.store.devices), so every process
 that runs a queue on this host sees the same holder, a crash frees it (the run's end drops its hold in the same
 transaction), and the pages can say who holds the device and since when. Of the runs waiting, the lowest rank goes
 first, then the run queued first:

@@ -47,8 +47,8 @@ MIN_CORES_TO_KEEP = 4   # with fewer cores than this per slot, none is kept apar
 # cuDNN eager steps are host-heavy), for a round 22% faster. The figures come first: four.
 CORES_PER_COMPILE = 3
 MAX_AUTO = 4            # "auto" shares a GPU among at most this many runs
-# What a run's memory estimate (tcore.lab.policy.memory) leaves out, counted when runs share a GPU: a CUDA context and the
-# allocator's slack (about 1 GiB), compile workspaces and autotuning buffers; and the estimate's own error.
+# What a run's memory estimate (tcore.lab.policy.memory) leaves out, counted when runs share a GPU: a CUDA context and
+# the allocator's slack (about 1 GiB), compile workspaces and autotuning buffers; and the estimate's own error.
 SHARED_EXTRA_GIB, SHARED_MARGIN = 2.0, 1.25
 DEVICE_MEMORY_USABLE = 0.9  # of the GPU's memory, what sharing runs may count on together
 

@@ -1,5 +1,5 @@
-"""The spare workers (tcore.lab.launch.launcher.SparePool) that start runs sooner: one waits in each free device slot with
-its imports done, for the device kinds keep_spares() named (the app's)."""
+"""The spare workers (tcore.lab.launch.launcher.SparePool) that start runs sooner: one waits in each free device slot
+with its imports done, for the device kinds keep_spares() named (the app's)."""
 from __future__ import annotations
 
 import atexit

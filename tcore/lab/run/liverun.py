@@ -60,7 +60,8 @@ class LiveRun(Launching, Following, Ending):
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
         self.queue_wait: waiting.Wait | None = None  # when it should start (an estimate, and the latest it can)
-        # The device lease (tcore.lab.queue.lease), when other runs share its device: what it waits for or holds, since when
+        # The device lease (tcore.lab.queue.lease), when other runs share its device: what it waits for or holds, since
+        # when
         self.device_asked: tuple[str, float] | None = None
         self.device_held: tuple[str, float] | None = None
         self.lease_env: dict[str, str] = {}  # what the worker is told of the lease and the cores kept for it

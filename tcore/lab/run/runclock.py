@@ -29,7 +29,8 @@ class RunClock:
         self.result_t: float | None = None
         self.result_received: float | None = None
         self.headline_received: float | None = None  # when the timed figures arrived, before the profiling pass
-        self.device_waits: list[list[float | None]] = []  # [asked, granted] for each ask of the device (tcore.lab.queue.lease)
+        # [asked, granted] for each ask of the device (tcore.lab.queue.lease)
+        self.device_waits: list[list[float | None]] = []
 
     def launch(self) -> None:
         self.launched = time.monotonic()
@@ -82,7 +83,8 @@ class RunClock:
         if "ready_wait_s" in self.startup:
             ready = anchor - self.startup["ready_wait_s"]
             imports = ready - self.startup.get("imports_s", 0.0)
-            marks += [("imports (torch, the engine; while idle, model libraries and the profiler's start)", LAB, imports),
+            marks += [("imports (torch, the engine; while idle, model libraries and the profiler's start)",
+                       LAB, imports),
                       ("hand-over to the worker (imports done)", LAB, ready)]
         marks.append(("worker setup (torch settings, environment, power meter)", LAB, lab(self.started_t)))
         for phase, t in self.phases:

@@ -112,8 +112,8 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
 
 
 def _sweep_width(device: str) -> int:
-    """How many runs of one sweep may be in the queue at once: one per run the device slots take at once (one per
-    slot on a Ray cluster; runs_per_gpu per GPU here, tcore.lab.queue.room), so a sweep spreads over its GPUs and compiles
+    """How many runs of one sweep may be in the queue at once: one per run the device slots take at once (one per slot
+    on a Ray cluster; runs_per_gpu per GPU here, tcore.lab.queue.room), so a sweep spreads over its GPUs and compiles
     its next runs while one measures; one on a CPU."""
     return len(scheduler.device_slots(device)) * scheduler.room_plan(device).runs_per_slot
 

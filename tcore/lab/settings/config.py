@@ -1,9 +1,9 @@
 """The lab's configuration file and the constants several lab modules share: one home that they all import.
 
-compile-lab.toml (in the working directory, or the file named by $COMPILE_LAB_CONFIG) holds a table per
-concern, each read by the module it configures (TABLES): [limits] and [instructor] (tcore.lab.policy.limits), [models]
-(tcore.lab.policy.limits.files_allowed), [cluster] (tcore.lab.launch.cluster), [room] (tcore.lab.queue.room). This module only finds
-and parses the file; it imports no other lab module, so any of them can import it.
+compile-lab.toml (in the working directory, or the file named by $COMPILE_LAB_CONFIG) holds a table per concern, each
+read by the module it configures (TABLES): [limits] and [instructor] (tcore.lab.policy.limits), [models]
+(tcore.lab.policy.limits.files_allowed), [cluster] (tcore.lab.launch.cluster), [room] (tcore.lab.queue.room). This
+module only finds and parses the file; it imports no other lab module, so any of them can import it.
 """
 from __future__ import annotations
 
