@@ -11,7 +11,8 @@ ADDRESS ?= 0.0.0.0
 app: $(VENV)/.app-installed
 	FORWARDED_ALLOW_IPS= $(PY) -m streamlit run serve.py --server.address $(ADDRESS)
 
-# The suite in two parts: most of it on TEST_WORKERS processes, a file to each (its module fixtures stay whole), the
+# The linter first (ruff, configured in pyproject.toml: a lint error fails the target before any test runs), then
+# the suite in two parts: most of it on TEST_WORKERS processes, a file to each (its module fixtures stay whole), the
 # longest files first (tests/conftest.py: LONGEST_FIRST; --no-loadscope-reorder keeps that order); then the real
 # browser tests on BROWSER_WORKERS processes, a file to each (each test serves its own app on a free port, with its
 # own store, and drives its own Chromium; on two cores two at a time took 202 s against 275 s one at a time, and
@@ -25,6 +26,7 @@ app: $(VENV)/.app-installed
 TEST_WORKERS ?= 3
 BROWSER_WORKERS ?= 2
 test: $(VENV)/.test-installed
+	$(VENV)/bin/ruff check . || exit 1; \
 	COMPILE_LAB_SPARE_WORKERS=0 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		-m "not browser" --durations=25; first=$$?; \
 	$(PY) -m pytest -n $(BROWSER_WORKERS) --dist loadfile -m browser; second=$$?; \

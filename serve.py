@@ -36,12 +36,12 @@ def start_queue() -> int:
     page opened once it is mended. A server that refused to start left participants with "connection refused"."""
     import sqlite3
 
-    from tcore.lab.settings import config as lab_config
-    from tcore.lab.settings import private
     from tcore.lab.launch import cluster
     from tcore.lab.outputs import model_cards
     from tcore.lab.policy import limits
     from tcore.lab.run import runs
+    from tcore.lab.settings import config as lab_config
+    from tcore.lab.settings import private
     from tcore.store import RunStore, StoreError, default_path
 
     private.hide_environment()  # the passcode in this process's environment, out of a worker's reach

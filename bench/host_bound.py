@@ -207,7 +207,8 @@ def conditions(args) -> dict:
     n = steps_for(step, args.block_s)
     out = {"spec": exp.to_dict(), "launch_cpu": launch, "launch_siblings": sorted(mine), "steps_per_block": n,
            "rows": {}}
-    nothing = (lambda: None)
+    def nothing() -> None:
+        return None
 
     def row(name: str, on, off, cpu=launch, settle=args.settle_s):
         t0 = time.perf_counter()

@@ -170,9 +170,8 @@ def main() -> int:
     os.environ.setdefault("COMPILE_LAB_CACHE_DIR", str(out / "cache"))
     os.environ.setdefault("COMPILE_LAB_SPARE_WORKERS", "0")
 
-    from tcore.experiment.spec import Experiment
-
     from tcore.experiment.device import practical_defaults
+    from tcore.experiment.spec import Experiment
     from tcore.store import RunStore
 
     knobs = practical_defaults(args.model, args.device, "inference")

@@ -82,9 +82,9 @@ def main() -> int:
     installed = ensure_ray(args.wheel)
     os.environ.setdefault("COMPILE_LAB_CACHE_DIR", str(args.out / "cache"))
 
-    from tcore.lab.launch import cluster
-    from tcore.experiment.spec import Experiment
     from tcore.experiment.device import practical_defaults
+    from tcore.experiment.spec import Experiment
+    from tcore.lab.launch import cluster
     from tcore.store import RunStore
 
     exp = Experiment(model=args.model, device=args.device, cache="cold", backend=args.backend,

@@ -21,8 +21,9 @@ def result(**figures):
     base.update(eager_matmul_ms=9.0, eager_idle_ms=1.0, compiled_matmul_ms=5.5, compiled_idle_ms=0.5)  # 10 and 6 ms
     out = {**base, **figures}
     # The breakdown the page draws its bars from, as the worker stores it beside the columns.
-    out.setdefault("breakdown", {v: {"ms": {k: out[f"{v}_{k}_ms"] for k in CATEGORIES}, "step_ms": out[f"{v}_profiled_step_ms"],
-                                     "steps": 3, "source": "trace", "top": []} for v in ("eager", "compiled")})
+    out.setdefault("breakdown", {v: {"ms": {k: out[f"{v}_{k}_ms"] for k in CATEGORIES},
+                                     "step_ms": out[f"{v}_profiled_step_ms"], "steps": 3, "source": "trace", "top": []}
+                                 for v in ("eager", "compiled")})
     return out
 
 
@@ -62,7 +63,8 @@ def test_autocast_casts_suggest_cast_weights_for_inference():
 
 
 def test_recompiles_suggest_automatic_dynamic_quoting_the_reason():
-    r = result(recompile_count=3, recompiles=[{"compile_id": "0/1", "reason": "size mismatch at index 1. expected 8, actual 12"}])
+    r = result(recompile_count=3,
+               recompiles=[{"compile_id": "0/1", "reason": "size mismatch at index 1. expected 8, actual 12"}])
     found = suggest(spec(dynamic=False, shape_count=4), r, "cpu")
     assert rules(found) == ["recompiles"] and found[0].changes == {"dynamic": None}
     assert "3 recompilation(s)" in found[0].evidence and "expected 8, actual 12" in found[0].evidence

@@ -271,8 +271,9 @@ def test_the_batch_box_takes_the_labs_limit_and_shows_what_will_run(db, monkeypa
 
 
 # What tcore.host.machine.facts() returned on an H200 (recorded), for the pages' GPU branches on a CPU machine.
-H200 = {"name": "NVIDIA H200", "index": 0, "uuid": "GPU-5a1f0c3e-0000-4000-8000-00000000h200", "driver": "580.159.04", "memory_total_gib": 140.4, "memory_used_gib": 0.6,
-        "power_limit_w": 700.0, "power_w": 79.9, "utilization_pct": 0.0}
+H200 = {"name": "NVIDIA H200", "index": 0, "uuid": "GPU-5a1f0c3e-0000-4000-8000-00000000h200", "driver": "580.159.04",
+        "memory_total_gib": 140.4, "memory_used_gib": 0.6, "power_limit_w": 700.0, "power_w": 79.9,
+        "utilization_pct": 0.0}
 
 
 def test_gpu_machine_pages(db, monkeypatch):

@@ -47,7 +47,8 @@ def test_bars_close_to_the_timed_steps_are_drawn_as_profiled():
     r = result(220.0)  # +3%
     assert {s["shown"] for s in as_timed(r).values()} == {"profiled"}
     assert not run_words.breakdown_words(r)[0].startswith("**")
-    both = compare_charts.runs_breakdown_chart([("a run", "run-aaaaaa", r), ("the issue's run", "run-bbbbbb", result(889.0))])
+    both = compare_charts.runs_breakdown_chart([("a run", "run-aaaaaa", r),
+                                                ("the issue's run", "run-bbbbbb", result(889.0))])
     assert "1 run(s) left out" in both.layout.title.subtitle.text and len(both.data[0].y) == 2  # a run's two rows
 
 

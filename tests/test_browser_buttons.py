@@ -151,7 +151,8 @@ def short_stage(page) -> None:
     from playwright.sync_api import expect
 
     page.get_by_text("Advanced: how long and how carefully to measure").click()
-    page.locator('[data-testid="stRadio"]').filter(has_text="Timed stage length").get_by_text("steps", exact=True).click()
+    radio = page.locator('[data-testid="stRadio"]').filter(has_text="Timed stage length")
+    radio.get_by_text("steps", exact=True).click()
     for label, value in (("Timed steps per variant", "2"), ("Rounds", "1"), ("Warm-up steps", "1")):
         box = page.get_by_label(label, exact=True)
         box.fill(value)
@@ -192,7 +193,8 @@ def resumed_after(lab):
     runs.pause(lab["store"], False)
 
 
-# The cancel's toast: done within the click, or still under way (a loaded machine) and shown as cancelling (ui.panels.queue)
+# The cancel's toast: done within the click, or still under way (a loaded machine) and shown as cancelling
+# (ui.panels.queue)
 CANCEL_TAKEN = re.compile(r"^(Cancelled: a queued run never starts|Cancelling: it takes longer)")
 
 
@@ -283,7 +285,8 @@ def test_run_then_queue_the_suggested_counterpart_and_see_the_two_side_by_side(b
 
     suggestion = page.locator('[data-testid="stHorizontalBlock"]').filter(
         has_text="Try without the deliberate graph break").last
-    expect(page.get_by_role("combobox", name="Show below")).to_have_count(1)  # drawn above the button: the crash's cause
+    # drawn above the button: the crash's cause
+    expect(page.get_by_role("combobox", name="Show below")).to_have_count(1)
     suggestion.get_by_role("button", name="Queue it").click()
     page.get_by_text("Side by side with the run that suggested it").wait_for(timeout=RUN_MS)
     page.get_by_text("graph_break: True → False").wait_for()

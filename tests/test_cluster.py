@@ -17,10 +17,10 @@ ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r require
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from tcore.lab.launch import cluster  # noqa: E402
-from tcore.lab.policy import limits
-from tcore.lab.queue import scheduler
-from tcore.lab.run import runs
-from tcore.lab.settings import config
+from tcore.lab.policy import limits  # noqa: E402
+from tcore.lab.queue import scheduler  # noqa: E402
+from tcore.lab.run import runs  # noqa: E402
+from tcore.lab.settings import config  # noqa: E402
 from tests import helpers  # noqa: E402
 from tests.helpers import wait_until  # noqa: E402
 

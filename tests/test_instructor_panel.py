@@ -1,4 +1,5 @@
-"""The instructor's panel on the System page (ui.panels.instructor): what it says stays true while the page sits open."""
+"""The instructor's panel on the System page (ui.panels.instructor): what it says stays true while the page sits open.
+"""
 import time
 
 from streamlit.testing.v1 import AppTest

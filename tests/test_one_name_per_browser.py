@@ -1,5 +1,5 @@
-"""A name is the browser's, not the tab's (ui.panels.people): a name typed in one tab is every tab's, each tab says so, and no
-run changes hands between two tabs of one browser. Two tabs here are two AppTest sessions opened from the same
+"""A name is the browser's, not the tab's (ui.panels.people): a name typed in one tab is every tab's, each tab says so,
+and no run changes hands between two tabs of one browser. Two tabs here are two AppTest sessions opened from the same
 address (?me=), as a second tab of the browser is; tests/test_browser_people.py does the same in Chromium."""
 import secrets
 

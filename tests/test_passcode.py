@@ -60,8 +60,8 @@ def test_many_sessions_guessing_from_one_address_slow_that_address_not_the_instr
     assert guard.attempt("instructor", "sesame", CODE, address="10.0.0.2") == (True, None)
     assert guard.attempt("instructor-here", "sesame", CODE, address="127.0.0.1") == (True, None)
     told = guard.wrong_tries()
-    assert re.match(r"\d{3} wrong passcode tries since the server started, from 251 address\(es\): 10\.0\.0\.66 \(1\d\)",
-                    told), told
+    assert re.match(r"\d{3} wrong passcode tries since the server started, from 251 address\(es\): "
+                    r"10\.0\.0\.66 \(1\d\)", told), told
 
 
 def test_the_passcode_is_compared_as_digests_whatever_its_length():

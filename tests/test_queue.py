@@ -18,8 +18,15 @@ from tcore.lab.queue import scheduler, waiting
 from tcore.lab.run import registry, runs
 from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
-from tests.helpers import (HANG_S, QUICK, assert_no_overlap, hold_cpu_slot, killed_after_it_reports, last_heartbeat,
-                           wait_until)
+from tests.helpers import (
+    HANG_S,
+    QUICK,
+    assert_no_overlap,
+    hold_cpu_slot,
+    killed_after_it_reports,
+    last_heartbeat,
+    wait_until,
+)
 from ui.panels import queue
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")

@@ -4,8 +4,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tcore.store import RunStore
-from tcore.store import queue
+from tcore.store import RunStore, queue
 from tests.helpers import QUICK
 
 

@@ -98,7 +98,8 @@ def test_the_snippet_times_by_the_run_s_own_rule():
     from tcore.experiment.spec import Experiment
     from tcore.export.snippet import code_for
 
-    exp = Experiment(model="captioner", preset="tiny", device="cpu", timed_s=2.0, round_s=0.25, target_pct=4.0, rounds=8)
+    exp = Experiment(model="captioner", preset="tiny", device="cpu", timed_s=2.0, round_s=0.25, target_pct=4.0,
+                     rounds=8)
     code = code_for(exp.to_dict(), "cpu")
     assert "within ± 4% (from 8 rounds on) or until another round would pass 2 s per" in code
     # As tcore.worker.pacing.stop_timing: the seconds stop it first, however few its rounds ("at least 6" was wrong).

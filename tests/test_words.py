@@ -1,5 +1,5 @@
-"""The words beside the charts (ui.words.run_words, ui.words.graph_words, ui.words.sweep_matrix, ui.words.run_state's queue words), on
-hand-made results: what compile did, correctness, payback, the best setting, graph breaks."""
+"""The words beside the charts (ui.words.run_words, ui.words.graph_words, ui.words.sweep_matrix, ui.words.run_state's
+queue words), on hand-made results: what compile did, correctness, payback, the best setting, graph breaks."""
 import pandas as pd
 import pytest
 
@@ -112,15 +112,16 @@ def test_break_grouping_strategies_and_queue_words():
     assert [(b["line"], b["count"], b["skipped_frame"]) for b in grouped] == [(74, 2, True), (97, 1, False)]
     assert graph_words.break_title(grouped[0]) == "`captioner.py:74`: Unsupported Tensor.item() call (hit 2 times)"
 
-    assert [diagnose_queries.strategy_of({"shape_count": 6, **changes}) for _, changes, _ in diagnose_queries.STRATEGIES.values()] \
-        == list(diagnose_queries.STRATEGIES)
+    assert [diagnose_queries.strategy_of({"shape_count": 6, **changes})
+            for _, changes, _ in diagnose_queries.STRATEGIES.values()] == list(diagnose_queries.STRATEGIES)
     assert diagnose_queries.strategy_of({"shape_count": 0, "dynamic": False}) is None
     assert figures.compile_totals([{"kind": "compile", "duration_s": 0.5}, {"kind": "recompile", "duration_s": 0.25},
                                    {"kind": "limit", "duration_s": 0.01}]) == {"compilations": 2, "compiling_s": 0.75}
 
     from tcore.lab.queue.waiting import Wait, wait_words
 
-    assert run_state.queue_words(2, Wait(95.0, 1200.0), 12.0) == "#2 in the queue · starts in about 1 min 35 s · waited 12 s"
+    assert (run_state.queue_words(2, Wait(95.0, 1200.0), 12.0)
+            == "#2 in the queue · starts in about 1 min 35 s · waited 12 s")
     assert "no estimate yet" in run_state.queue_words(1, None, 0.0)
     assert wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s that runs like it took"))[0] \
         == "no estimate: a run ahead is overdue"  # about the run ahead: not "late", which read as this run being late
@@ -177,7 +178,8 @@ def test_a_break_inside_pytorch_says_so_instead_of_torchs_hint():
     assert inside_torch(optimizer["file"]) == "torch/optim/optimizer.py"
     assert "on purpose, before every optimizer step" in graph_words.torch_break_words(optimizer)
     other = {"file": "/opt/venv/lib/python3.11/dist-packages/torch/nn/modules/module.py", "line": 1}
-    assert "inside PyTorch itself (torch/nn/modules/module.py), not in your code" in graph_words.torch_break_words(other)
+    assert ("inside PyTorch itself (torch/nn/modules/module.py), not in your code"
+            in graph_words.torch_break_words(other))
     assert graph_words.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None
 
 
@@ -281,7 +283,8 @@ def test_torch_s_own_optimizer_break_is_labelled_as_torch_s_in_the_list_of_break
         {"reason": "Call to `torch._dynamo.graph_break()`", "count": 1, "line": 78,
          "file": "/work/main/.venv/lib/python3.11/site-packages/torch/optim/optimizer.py",
          "source": "torch._dynamo.graph_break()"},
-        {"reason": "Unsupported Tensor.item() call", "count": 1, "line": 74, "file": "/work/sample_models/captioner.py"}]}
+        {"reason": "Unsupported Tensor.item() call", "count": 1, "line": 74,
+         "file": "/work/sample_models/captioner.py"}]}
     words = "\n".join(graph_words.graph_words(result))
     assert "1 inside PyTorch itself, not in the model" in words
     torch_line = next(w for w in graph_words.graph_words(result) if "optimizer.py" in w)

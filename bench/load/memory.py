@@ -21,8 +21,8 @@ def server_memory(run_count: int, device: str = "cpu", every: int = 25) -> int:
     What a workshop day costs the server: its registry must stop growing (tcore.lab.run.registry). On "cuda" the runs
     compile with Inductor and sample power, so each ended run would hold its generated code and power samples
     were they not let go."""
-    from tcore.lab.run import registry, runs
     from tcore.experiment.spec import Experiment
+    from tcore.lab.run import registry, runs
     from tcore.store import RunStore
 
     tmp = Path(tempfile.mkdtemp(prefix="compile-lab-memory-"))

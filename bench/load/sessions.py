@@ -23,8 +23,8 @@ def owner_of(index: int) -> str:
 
 def session(index: int, runs_per_session: int, db: str, out) -> None:
     """One person: submit runs, watch them, wait; a few sessions make the mistakes people make."""
-    from tcore.lab.run import runs
     from tcore.experiment.spec import Experiment, SpecError
+    from tcore.lab.run import runs
     from tcore.store import RunStore
 
     store, owner = RunStore(db), owner_of(index)

@@ -249,8 +249,8 @@ def _precision_rule(run: _Run) -> Suggestion | None:
 
 
 # Every rule, each a function of one run that returns its suggestion or None; suggest() ranks what they return.
-RULES = (_slower_rule, _backend_rule, _idle_rule, _layout_rule, _recompiles_rule, _graph_breaks_rule, _compile_time_rule,
-         _optimizer_rule, _precision_rule, _small_batch_rule)
+RULES = (_slower_rule, _backend_rule, _idle_rule, _layout_rule, _recompiles_rule, _graph_breaks_rule,
+         _compile_time_rule, _optimizer_rule, _precision_rule, _small_batch_rule)
 
 
 def launch_bound(result: dict, device: str | None) -> str | None:

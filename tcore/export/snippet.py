@@ -60,7 +60,8 @@ def _header(exp: Experiment, entry: sample_models.SampleModel, run_id: str) -> l
         lines += [f"# Runs wherever it is pasted: it needs torch and {snippet_sources.requirement(entry)}.",
                   "# For your own model, keep the lines marked <-- and put your model, batch and loss where these are."]
     if exp.cache == "warm":
-        lines += ["# This run reused the compile caches of earlier runs: give your process a lasting cache folder, e.g.",
+        lines += ["# This run reused the compile caches of earlier runs: give your process a lasting cache folder, "
+                  "e.g.",
                   "#   TORCHINDUCTOR_CACHE_DIR=~/.cache/my-inductor python this.py"]
     return lines
 
@@ -213,7 +214,8 @@ def _compile(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
 
 
 def _compile_calls(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
-    """The torch.compile or block.compile calls, with the arguments the worker passes (tcore.experiment.compile_args)."""
+    """The torch.compile or block.compile calls, with the arguments the worker passes (tcore.experiment.compile_args).
+    """
     args = call_args(exp)
     if exp.compile == "whole":
         return ["", "# compile=whole: the whole model, into as few graphs as Dynamo can",
@@ -273,8 +275,8 @@ def _step(exp: Experiment, device: str, entry: sample_models.SampleModel) -> lis
     lines = ["", "@torch.no_grad()"] if exp.task == "inference" else [""]
     lines.append("def step(batch):")
     if cuda_graphs:
-        lines.append("    torch.compiler.cudagraph_mark_step_begin()  # <-- CUDA graphs reuse output memory: a new step "
-                     "begins")
+        lines.append("    torch.compiler.cudagraph_mark_step_begin()  # <-- CUDA graphs reuse output memory: a new "
+                     "step begins")
     inner = "    "
     if autocast:
         lines.append(f"    with {autocast}:  # <-- precision={exp.precision}")
@@ -307,10 +309,11 @@ def _first_calls(exp: Experiment, shapes: _Shapes) -> list[str]:
 
 
 def _timing_lines(device: str, exp: Experiment) -> list[str]:
-    """The snippet's last section: eager against compiled as the lab times them (tcore.worker.rounds.StepRounds.time_blocks),
-    with the paired speedup and its order-statistics interval (tcore.figures.paired), printed. The rule is the run's own
-    (its seconds per round, its target, its seconds per variant at most, its fewest rounds), so the program and the
-    run it copies time alike; a run timed by a fixed number of steps is copied as its seconds rule."""
+    """The snippet's last section: eager against compiled as the lab times them
+    (tcore.worker.rounds.StepRounds.time_blocks), with the paired speedup and its order-statistics interval
+    (tcore.figures.paired), printed. The rule is the run's own (its seconds per round, its target, its seconds per
+    variant at most, its fewest rounds), so the program and the run it copies time alike; a run timed by a fixed number
+    of steps is copied as its seconds rule."""
     from tcore.figures import paired
 
     sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
@@ -349,8 +352,10 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
             "    return math.sqrt(r[(n - 1) // 2] * r[n // 2]), r[k - 1], r[n - k]",
             "",
             "",
-            "per_step = {eager: min(seconds_per_step(len(batches), eager) for _ in range(3)) for eager in (True, False)}",
-            f"steps = {{eager: max(1, round({round_s:g} / s)) for eager, s in per_step.items()}}  # ~{round_s:g} s blocks",
+            "per_step = {eager: min(seconds_per_step(len(batches), eager) for _ in range(3)) "
+            "for eager in (True, False)}",
+            f"steps = {{eager: max(1, round({round_s:g} / s)) for eager, s in per_step.items()}}  "
+            f"# ~{round_s:g} s blocks",
             "rounds, spent = [], 0.0  # each round: {eager: seconds per step}",
             "while True:",
             "    order = (True, False) if len(rounds) % 2 == 0 else (False, True)",

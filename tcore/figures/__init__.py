@@ -18,17 +18,68 @@ Beside them, the arithmetic the worker measures with and every reader reads back
 from paired rounds), rerun.py (its interval for a rerun) and breakdown.py (where a step's time goes, from a
 profiler trace). The worker, the app, the command line and the store all import this package.
 """
-from tcore.figures.fields import (BUSY_CORES, COMPILE_PHASES, DISAGREE_PCT, GENERATE_RUN,  # noqa: F401
-                                  GENERATE_VARIANT, HIGHER, HOST_BUSY_PCT, HOST_IDLE_SHARE, LOWER, NOISY_SPREAD_PCT,
+from tcore.figures.derived import (  # noqa: F401
+                                  NEVER_PAYS,
+                                  Block,
+                                  bandwidth_pct,
+                                  breakeven_steps,
+                                  change_pct,
+                                  compile_totals,
+                                  copy_bandwidth_tb_s,
+                                  decode_bandwidth,
+                                  decode_read_bytes,
+                                  energy_error_pct,
+                                  gpu_time_samples_per_s,
+                                  headline_breakeven,
+                                  paired_figures,
+                                  peak_shares,
+                                  percentile,
+                                  read_tb_s,
+                                  round_speedups,
+                                  same_tokens_pct,
+                                  slow_step_places,
+                                  speedup,
+                                  summarize,
+                                  upgrade_result,
+)
+from tcore.figures.fields import (  # noqa: F401
+                                  BUSY_CORES,
+                                  COMPILE_PHASES,
+                                  DISAGREE_PCT,
+                                  GENERATE_RUN,
+                                  GENERATE_VARIANT,
+                                  HIGHER,
+                                  HOST_BUSY_PCT,
+                                  HOST_IDLE_SHARE,
+                                  LOWER,
+                                  NOISY_SPREAD_PCT,
                                   PROFILED,
-                                  RUN_FIGURES, SLOW_STEP_FACTOR, SLOW_TIME_PCT, SUMMARY_RUN, SUMMARY_VARIANT,
-                                  UNPAIRED_GAP_PCT, VARIANT_FIGURES, VARIANTS, Figure, Result, RunFigures,
-                                  VariantFigures, column_label, figure, lookup, summary_keys, text)
-from tcore.figures.derived import (NEVER_PAYS, Block, bandwidth_pct, breakeven_steps, change_pct,  # noqa: F401
-                                   compile_totals, headline_breakeven,
-                                   copy_bandwidth_tb_s, decode_bandwidth, decode_read_bytes, energy_error_pct,
-                                   gpu_time_samples_per_s, paired_figures, peak_shares, percentile, read_tb_s,
-                                   round_speedups, same_tokens_pct, slow_step_places, speedup, summarize,
-                                   upgrade_result)
-from tcore.figures.verdicts import (LEVEL_PCT, disagreement, host_bound, interval_name,  # noqa: F401
-                                    interval_reach, noise_reasons, speedup_words, told_apart, unpaired_gap)
+                                  RUN_FIGURES,
+                                  SLOW_STEP_FACTOR,
+                                  SLOW_TIME_PCT,
+                                  SUMMARY_RUN,
+                                  SUMMARY_VARIANT,
+                                  UNPAIRED_GAP_PCT,
+                                  VARIANT_FIGURES,
+                                  VARIANTS,
+                                  Figure,
+                                  Result,
+                                  RunFigures,
+                                  VariantFigures,
+                                  column_label,
+                                  figure,
+                                  lookup,
+                                  summary_keys,
+                                  text,
+)
+from tcore.figures.verdicts import (  # noqa: F401
+                                  LEVEL_PCT,
+                                  disagreement,
+                                  host_bound,
+                                  interval_name,
+                                  interval_reach,
+                                  noise_reasons,
+                                  speedup_words,
+                                  told_apart,
+                                  unpaired_gap,
+)

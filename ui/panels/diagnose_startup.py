@@ -161,7 +161,8 @@ def call_rows(found: dict) -> list[dict]:
     """One row per call of a probe: its size, the stance it ran under, what it compiled, its time, its output."""
     return [{"call": n, "size": c["size"], "under": c["stance"],
              "compiled": ", ".join(c.get("where") or c["frames"]) if c["compiled"] else "nothing",
-             "time": _unit(c["ms"], "{:.1f} ms"), "output": "matches eager" if c["correctness_ok"] else "DIFFERS from eager",
+             "time": _unit(c["ms"], "{:.1f} ms"),
+             "output": "matches eager" if c["correctness_ok"] else "DIFFERS from eager",
              "what happened": c.get("note", "")} for n, c in enumerate(found["calls"], 1)]
 
 

@@ -87,7 +87,8 @@ def bandwidth_tile(result: dict) -> dict[str, Any]:
                                   ("datasheet", "compiled_decode_bw_pct", "mem_bw_datasheet_tb_s")):
         if result.get(pct_key) is not None:  # a record from before the TB/s were kept has the share alone
             pct, tb = result[pct_key], result.get(tb_key)
-            shares.append((f"{pct:.1f}% {name}", f"{pct:.1f}% of {f'{tb:.3g} TB/s ' if tb is not None else 'the '}{name}"))
+            rate = f"{tb:.3g} TB/s " if tb is not None else "the "
+            shares.append((f"{pct:.1f}% {name}", f"{pct:.1f}% of {rate}{name}"))
         elif pct_key in unavailable:
             why.append(f"{name}: n/a, {unavailable[pct_key]}")
     rate = result.get("compiled_decode_tb_s")

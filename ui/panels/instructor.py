@@ -65,14 +65,16 @@ def panel(store: RunStore) -> None:
     since = runs.paused_since(store)
     if since is None:
         left.button("Pause the queue", icon=":material/pause:", key="instructor_pause", on_click=runs.pause,
-                    args=(store, True), help="Runs under way finish; waiting runs keep their place; nothing new starts.")
+                    args=(store, True),
+                    help="Runs under way finish; waiting runs keep their place; nothing new starts.")
     else:
         # A clock time, not "N s ago": this panel is drawn once, while the queue box beside it ticks on.
         left.markdown(f":orange[Paused since {time.strftime('%H:%M:%S', time.localtime(since))} (the server's clock).]")
         left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume", on_click=runs.pause,
                     args=(store, False))
     right.button("Lock", icon=":material/lock:", key="instructor_lock", on_click=people.lock,
-                 help="Give up the instructor's actions in every tab unlocked on this app; the passcode unlocks them again.")
+                 help="Give up the instructor's actions in every tab unlocked on this app; the passcode unlocks "
+                      "them again.")
     limits_form(store)
 
 

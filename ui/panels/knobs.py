@@ -1,4 +1,5 @@
-"""The experiment knobs: the widgets that build an Experiment, each captioned with its field's own sentence (tcore.experiment.spec).
+"""The experiment knobs: the widgets that build an Experiment, each captioned with its field's own sentence
+(tcore.experiment.spec).
 
 Widgets carry explicit keys under a page prefix ("run_", "sweep_"), so pages don't collide and
 tests can set them. Defaults follow the device (tcore.experiment.device.practical_defaults): on a CPU the tiny

@@ -216,7 +216,8 @@ def so_far(figures: dict[str, dict]) -> None:
         interval = (f"interval {speedup['low']:.2f}–{speedup['high']:.2f} x" if speedup.get("low") is not None
                     else None)
         cols[2].metric("Speedup so far", f"{speedup['value']:.2f} x", delta=interval, delta_color="off",
-                       delta_arrow="off", help=f"Provisional, after round {speedup['rounds']} (at most {speedup['of']}): the median of "
+                       delta_arrow="off",
+                       help=f"Provisional, after round {speedup['rounds']} (at most {speedup['of']}): the median of "
                             "the rounds' compiled/eager ratios so far, with its interval. Timing stops once the "
                             "interval is narrow enough; the result's figure replaces this one.")
 
@@ -266,12 +267,14 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     failed = sum(1 for r in sweep.runs if r.status == "failed") - cancelled
     ended = "".join(f", {n} {what}" for n, what in ((failed, "failed"), (cancelled, "cancelled")) if n)
     st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs finished{ended}")
-    st.caption(f"{sweep.label} · {sweep_settings(sweep)} · started {time.strftime('%H:%M', time.localtime(sweep.created_at))}")
+    started = time.strftime("%H:%M", time.localtime(sweep.created_at))
+    st.caption(f"{sweep.label} · {sweep_settings(sweep)} · started {started}")
     st.progress(sweep.ended_count / max(sweep.size, 1))
     if best := sweep_matrix.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
     exports.show(st, compare_charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
-    st.dataframe(matrix.drop(columns=["row", "col", "interval_name"], errors="ignore"), hide_index=True, width="stretch",
+    st.dataframe(matrix.drop(columns=["row", "col", "interval_name"], errors="ignore"), hide_index=True,
+                 width="stretch",
                  key=f"sweep_matrix_{sweep.id}",
                  column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",
                                 **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)

@@ -293,9 +293,9 @@ def _unlocked_by(token: str) -> str | None:
 
 
 def client_address() -> str | None:
-    """The network address of the browser behind this session: the connection's, or, where that is a trusted
-    reverse proxy ([room] trusted_proxies), the one its X-Forwarded-For gives (tcore.lab.queue.room.client_address). None:
-    this machine (Streamlit reports loopback so), or none known (AppTest's context is a stand-in object)."""
+    """The network address of the browser behind this session: the connection's, or, where that is a trusted reverse
+    proxy ([room] trusted_proxies), the one its X-Forwarded-For gives (tcore.lab.queue.room.client_address). None: this
+    machine (Streamlit reports loopback so), or none known (AppTest's context is a stand-in object)."""
     peer = st.context.ip_address
     if peer is not None and not isinstance(peer, str):
         return None

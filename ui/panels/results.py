@@ -110,7 +110,8 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     # Lazy, as the chart tabs: the script draws an expander's table only while it is open.
     with st.expander("All figures, eager vs compiled", key=f"{key}_figures_open", on_change="rerun") as box:
         if box.open:
-            st.dataframe(pd.DataFrame(report.variant_rows(r, rec.spec.get("task")), columns=["figure", "eager", "compiled"]),
+            table = pd.DataFrame(report.variant_rows(r, rec.spec.get("task")), columns=["figure", "eager", "compiled"])
+            st.dataframe(table,
                          hide_index=True, width="stretch", key=f"{key}_figures")
     with st.expander("Environment", key=f"{key}_env_open", on_change="rerun") as box:
         if box.open:

@@ -33,7 +33,8 @@ def graph_words(result: dict) -> list[str]:
             lines.append(f"Dynamo compiled **{graphs} graph{'s' if graphs != 1 else ''}**"
                          + (f": {pieces} piece{'s' if pieces != 1 else ''} of the model between its graph breaks, "
                             f"plus {compiled_again} recompilation{'s' if compiled_again != 1 else ''} of them (below)."
-                            if compiled_again and pieces > 0 else ", the pieces of the model between its graph breaks."))
+                            if compiled_again and pieces > 0
+                            else ", the pieces of the model between its graph breaks."))
     theirs = sum(1 for b in breaks if inside_torch(b.get("file")))
     if breaks:
         lines.append(f"**{len(breaks)} graph break{'s' if len(breaks) != 1 else ''}**, counted by place in the code "
@@ -98,7 +99,8 @@ def graph_words(result: dict) -> list[str]:
 
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
 # A guard on a Python number: "___stack0 == 0.46689173579216003   # if x.abs().mean().item() > 1e4:  # path:74 in ..."
-_VALUE_GUARD = re.compile(r"^(?:\d+/\d+: )?(?P<name>___stack\d+|[\w.\[\]'\"]+) == (?P<value>-?\d+\.\d*(?:e[-+]?\d+)?)\s*"
+_VALUE_GUARD = re.compile(r"^(?:\d+/\d+: )?(?P<name>___stack\d+|[\w.\[\]'\"]+) == "
+                          r"(?P<value>-?\d+\.\d*(?:e[-+]?\d+)?)\s*"
                           r"(?:#\s*(?P<source>.*?)\s*#\s*(?P<file>\S+):(?P<line>\d+))?")
 
 
@@ -117,7 +119,8 @@ def value_guard(reason: str) -> dict | None:
     if m is None:
         return None
     place = f"{Path(m['file']).name}:{m['line']}" if m["file"] else None
-    return {"guard": f"{m['name']} == {float(m['value']):.4g}", "value": m["value"], "source": (m["source"] or "").strip(),
+    return {"guard": f"{m['name']} == {float(m['value']):.4g}", "value": m["value"],
+            "source": (m["source"] or "").strip(),
             "place": place, "item": ".item()" in (m["source"] or "") or m["name"].startswith("___stack")}
 
 

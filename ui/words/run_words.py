@@ -235,7 +235,8 @@ def env_rows(env: dict, device: str | None) -> list[tuple[str, str]]:
             ("triton", env.get("triton") or "not installed"), ("python", env.get("python"))]
     if env.get("gpu"):
         which = f"GPU {env['gpu_index']}: " if env.get("gpu_index") is not None else ""
-        rows += [("GPU", f"{which}{env['gpu']}"), ("GPU UUID", env.get("gpu_uuid")), ("CUDA", env.get("cuda")), ("driver", env.get("driver")),
+        rows += [("GPU", f"{which}{env['gpu']}"), ("GPU UUID", env.get("gpu_uuid")), ("CUDA", env.get("cuda")),
+                 ("driver", env.get("driver")),
                  ("GPU memory", f"{env['gpu_memory_gib']} GiB" if env.get("gpu_memory_gib") else None),
                  ("power limit", f"{env['power_limit_w']:.0f} W" if env.get("power_limit_w") else None),
                  ("compute capability", env.get("compute_capability"))]

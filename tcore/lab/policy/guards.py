@@ -44,7 +44,8 @@ def is_instructor(attempt: str | None, environ: Mapping[str, str] | None = None,
     code = instructor_passcode(environ, cwd)
     if not (code and attempt):
         return False
-    return hmac.compare_digest(hashlib.sha256(code.encode()).digest(), hashlib.sha256(attempt.strip().encode()).digest())
+    return hmac.compare_digest(hashlib.sha256(code.encode()).digest(),
+                               hashlib.sha256(attempt.strip().encode()).digest())
 
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -116,7 +117,8 @@ class PasscodeGuard:
             self._wrong = [*self._wrong[-999:], (now, address or THIS_MACHINE)]
         LOG.warning("instructor passcode: wrong try refused (session %s at %s, %d wrong in a row; next try allowed in "
                     "%.0f s)", session[:8], address or THIS_MACHINE, wrong, delay)
-        return False, "That is not the passcode." + (f" Wait {math.ceil(delay)} s before trying again." if delay else "")
+        return False, ("That is not the passcode."
+                       + (f" Wait {math.ceil(delay)} s before trying again." if delay else ""))
 
     def wrong_tries(self) -> str | None:
         """For the instructor: how many wrong tries this server has seen, from where, and how recently; None if none."""

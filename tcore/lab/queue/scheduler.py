@@ -151,8 +151,8 @@ PLAN_FRESH_S = 2.0  # the room's configuration is read again at most this often:
 
 
 def room_plan(device: str) -> room.RoomPlan:
-    """How this machine shares its `device` slots among runs now (tcore.lab.queue.room): runs per slot, the cores kept for
-    the run that holds a device. On a Ray cluster a run holds its node's GPU whole, as before: the lease lives in
+    """How this machine shares its `device` slots among runs now (tcore.lab.queue.room): runs per slot, the cores kept
+    for the run that holds a device. On a Ray cluster a run holds its node's GPU whole, as before: the lease lives in
     this machine's store, which a node does not reach."""
     now = time.monotonic()
     if (cached := _PLANS.get(device)) is not None and now - cached[0] < PLAN_FRESH_S:
@@ -284,8 +284,8 @@ class Scheduler:
     def start(self) -> list[Job]:
         """Recover the store (see recover()), then start ticking; returns the runs adopted.
 
-        On a GPU machine whose slots keep cores for the measuring run (tcore.lab.queue.room), this process moves off them
-        first, so that the workers it starts, and their compiles, begin on the other cores."""
+        On a GPU machine whose slots keep cores for the measuring run (tcore.lab.queue.room), this process moves off
+        them first, so that the workers it starts, and their compiles, begin on the other cores."""
         if (trouble := keep_off_measuring_cores()) is not None:
             print(f"compile-lab: {trouble}", file=sys.stderr, flush=True)
         adopted = self.recover()
@@ -375,8 +375,8 @@ class Scheduler:
         """A spare worker in each slot with room for another run, so the next run there skips the imports.
 
         On the CPU only free slots: a spare importing beside a run that is being measured would share its cores. On a
-        GPU whose slots keep cores for the measuring run, a spare imports on the others (tcore.lab.queue.room), where such
-        work moved nothing measurable. (A GPU run also starts the next spare once it reaches its profiling pass:
+        GPU whose slots keep cores for the measuring run, a spare imports on the others (tcore.lab.queue.room), where
+        such work moved nothing measurable. (A GPU run also starts the next spare once it reaches its profiling pass:
         tcore.lab.run.liverun.)
         """
         if self.spares is None or not self.spare_devices:
@@ -417,7 +417,8 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
         running_ahead = [Ahead(expected_duration(spec, history), limit, now - started)
                          for spec, limit, started in running]
         queued_ahead = []
-        places_here = len(device_slots(device)) * room_plan(device).runs_per_slot  # runs that share a slot each take one
+        # runs that share a slot each take one
+        places_here = len(device_slots(device)) * room_plan(device).runs_per_slot
         for position, (run_id, spec, limit) in enumerate(queued, start=1):
             wait = estimate_wait(running_ahead, queued_ahead, places_here)
             out[run_id] = (position, wait._replace(held=held, paused=paused))
