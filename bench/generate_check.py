@@ -130,7 +130,18 @@ def hf_generate(args, device: str, way: str) -> dict:
         return {"unavailable": why_not, "how": GENERATE_WAYS[way]}
     if way == "generate_compiled_forward":
         mode = {"mode": args.mode} if args.backend == "inductor" else {}
-        model.forward = torch.compile(model.forward, backend=args.backend, fullgraph=True, **mode)
+        compiled_forward = torch.compile(model.forward, backend=args.backend, fullgraph=True, **mode)
+        if args.backend == "inductor" and (args.mode or "").startswith(("reduce-overhead", "max-autotune")):
+            # CUDA graphs reuse their outputs' memory, and transformers' StaticCache updates a counter in place
+            # (cumulative_length.add_) between calls: without a new step per call the second call reads the first
+            # call's overwritten output (transformers 5.17, torch 2.11, on an H100)
+            def forward(*a, **kw):
+                torch.compiler.cudagraph_mark_step_begin()
+                return compiled_forward(*a, **kw)
+
+            model.forward = forward
+        else:
+            model.forward = compiled_forward
 
     def generate(n):
         with torch.no_grad():
@@ -302,7 +313,12 @@ def main(argv: list[str] | None = None) -> int:
         found["loop_compiled"] = plain_loop(args, device, compiled=True)
     if "generate" not in args.skip:
         for way in GENERATE_WAYS:
-            found[way] = hf_generate(args, device, way)
+            try:
+                found[way] = hf_generate(args, device, way)
+            except Exception as e:  # noqa: BLE001 (one way failing says why and leaves the other figures)
+                text = str(e).strip().splitlines()
+                found[way] = {"unavailable": f"{type(e).__name__}: {text[0][:300] if text else ''}",
+                              "how": GENERATE_WAYS[way]}
     if "lab" not in args.skip:
         found["lab"] = lab(args)
     print(f"{args.model}/{args.preset} bs{args.batch_size} {args.precision} {args.prompt_len}+{args.new_tokens} "

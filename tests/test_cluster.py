@@ -121,7 +121,8 @@ def test_the_system_page_lists_the_nodes_their_gpus_and_what_each_runs(ray_clust
     assert "Ray cluster" in [h.value for h in at.subheader]
     table = at.dataframe[0].value
     assert len(table) == 2 and set(table["GPU"]) == {"GPU"}
-    assert sorted(table["running"]) == sorted(["idle", f"{LONG.label} · erin"])  # named as the queue names owners
+    # named as the queue names owners
+    assert sorted(table["running"]) == sorted(["idle", f"{LONG.label} · erin (3f9a)"])
     run.cancel()
     assert run.wait(HANG_S).error_kind == "cancelled"
 

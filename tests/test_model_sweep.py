@@ -101,12 +101,12 @@ def test_the_table_has_a_cell_per_pair_and_lists_the_reasons():
 
 
 def test_a_check_that_raises_is_a_row_with_its_traceback_and_the_sweep_goes_on(store, monkeypatch):
-    from tcore import cli
+    from tcore.lab.run import flags
 
     def raises(args):
         raise RuntimeError("a check before the run raised")
 
-    monkeypatch.setattr(cli, "experiment_from_args", raises)
+    monkeypatch.setattr(flags, "experiment_from_args", raises)
     rows = list(sweep.sweep([("captioner", "inference"), ("resnet50", "inference")], {"tasks": {"inference": []}},
                             ["--device", "cpu"], store, 60, 1))
     assert [r["status"] for r in rows] == ["raised", "raised"]

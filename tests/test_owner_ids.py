@@ -68,4 +68,4 @@ def test_an_id_with_a_trailing_newline_is_no_ones():
 
     for good in ("guest-3f9a.0123456789abcdef", "ada~3f9a.0123456789abcdef"):
         assert people._OWNER.match(good) and not people._OWNER.match(good + "\n")
-    assert people.display_name("ada~3f9a") == "ada" and people.display_name("ada~3f9a\n") == "another session"
+    assert people.display_name("ada~3f9a") == "ada (3f9a)" and people.display_name("ada~3f9a\n") == "another session"

@@ -27,7 +27,6 @@ from tests.helpers import (
     last_heartbeat,
     wait_until,
 )
-from ui.panels import queue
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
 
@@ -239,6 +238,8 @@ def test_a_paused_queue_starts_nothing_until_the_instructor_resumes_it(store, cl
     # Its place says it waits for the resume, not "starts as soon as the device is free" with the device idle.
     row = next(r for r in runs.under_way(store) if r["run_id"] == run.run_id)
     assert row["wait"].paused and waiting.wait_words(row["wait"])[0] == "waits for the instructor to resume the queue"
+    from ui.panels import queue  # here, not at the top: the spawned submitters import this module (see conftest)
+
     assert "resume" in queue.empty_queue_words(paused=True) and "at once" not in queue.empty_queue_words(paused=True)
     runs.pause(store, False)
     assert run.wait(HANG_S).status == "finished"

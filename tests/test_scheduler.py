@@ -8,9 +8,9 @@ from tcore.lab.queue import scheduler, waiting
 
 def test_wait_estimate_counts_the_runs_ahead_and_the_running_ones():
     Ahead, wait = waiting.Ahead, waiting.estimate_wait
-    assert wait([], [], 1) == (0.0, 0.0, None, None)  # nothing ahead
-    assert wait([Ahead(None, 900.0, 4.0)], [], 1) == (None, 896.0, None, None)  # nothing finished yet: no guess
-    assert wait([Ahead(10.0, 900.0, 4.0)], [], 1) == (6.0, 896.0, None, None)
+    assert wait([], [], 1) == (0.0, 0.0, None, None, False)  # nothing ahead
+    assert wait([Ahead(None, 900.0, 4.0)], [], 1) == (None, 896.0, None, None, False)  # nothing finished yet: no guess
+    assert wait([Ahead(10.0, 900.0, 4.0)], [], 1) == (6.0, 896.0, None, None, False)
     assert wait([Ahead(10.0, 900.0, 4.0)], [Ahead(10.0, 600.0), Ahead(30.0, 600.0)], 1)[:2] == (46.0, 2096.0)
     two_gpus = wait([Ahead(10.0, 900.0, 4.0)], [Ahead(10.0, 600.0), Ahead(30.0, 600.0)], 2)
     assert two_gpus[:2] == (10.0, 896.0)  # the second GPU is free: the runs ahead share it and the first

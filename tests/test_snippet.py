@@ -72,8 +72,8 @@ def test_the_snippet_says_each_setting_in_torch_s_own_words():
 def test_a_snippet_runs_verbatim_through_inductor_and_prints_the_speedup_with_its_interval(tmp_path):
     """As a person runs it: `python snippet.py` from the lab's folder, real code generation (about 30 s cold), and
     it prints the effect: the speedup of paired rounds with its interval, as the lab reports it. One run checks both:
-    each is a cold Inductor compile on the CPU. At most 1 s per variant: the fewest rounds (6 of 0.2 s) take that
-    already, so timing stops at the rounds' count instead of at the default's 4 s per variant on a noisy machine."""
+    each is a cold Inductor compile on the CPU. At most 1 s per variant, instead of the default's 4 s: the snippet
+    stops adding rounds when another would pass that, as the lab's own runs do."""
     path = tmp_path / "snippet.py"
     exp = TINY.replace(batch_size=1, timed_s=1.0)
     path.write_text(code_for(exp.to_dict(), "cpu") + "print('shape', tuple(out.shape))\n")
@@ -85,7 +85,9 @@ def test_a_snippet_runs_verbatim_through_inductor_and_prints_the_speedup_with_it
                       r"\d+\.\d+ ms/step, compiled \d+\.\d+ ms/step", done.stdout)
     assert found, done.stdout
     speedup, low, high, rounds = float(found[1]), float(found[2]), float(found[3]), int(found[4])
-    assert low <= speedup <= high and rounds >= 6
+    # the snippet stops as the run does, when another round would pass the timed seconds (test_snippet_timing):
+    # how many rounds fit in 1 s depends on this machine's speed, so only that there was one is asserted
+    assert low <= speedup <= high and rounds >= 1
 
 
 def _with_repo_on_path(**extra):

@@ -177,9 +177,11 @@ def headline_breakeven(result: Mapping[str, Any]) -> float | None:
 def _breakeven_upgraded(result: dict[str, Any]) -> dict[str, Any]:
     """A stored result whose break-even follows its headline (one stored before break-even did came from the
     unpaired medians, and could say "never pays back" beside a 1.1x headline, or 1,554 steps beside 0.74x)."""
-    steps = headline_breakeven(result)
-    if steps == result.get("breakeven_steps") or "breakeven_steps" not in result:
+    steps, stored = headline_breakeven(result), result.get("breakeven_steps")
+    if "breakeven_steps" not in result or steps == stored:
         return result
+    if steps is not None and stored is not None and abs(steps - stored) <= 1e-3 * stored:
+        return result  # the same figure, from the stored (rounded) inputs: the record keeps what the page showed
     result = dict(result)
     result["breakeven_steps"] = steps
     unavailable = dict(result.get("unavailable") or {})
