@@ -3,6 +3,7 @@ exports, delete."""
 import streamlit as st
 
 from tcore import figures
+from tcore.experiment.comparable import same_compile
 from tcore.lab.run import runs
 from tcore.store import RunStore
 from ui.charts import compare_charts, diagnose_charts
@@ -93,8 +94,9 @@ else:
     }
     work = {tuple(r.spec.get(k) for k in ("model", "preset", "batch_size", "task", "precision"))
             for r in chosen_records}
+    one_setting = all(same_compile(r.spec, chosen_records[0].spec) for r in chosen_records)
     verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run",
-                                       same_work=len(work) == 1)
+                                       same_work=len(work) == 1, reruns=one_setting)
     if verdict:
         st.markdown(verdict)
     # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).

@@ -94,7 +94,12 @@ with out_col:
     if sweep is None:
         st.markdown("Pick the settings to cross, then press **Start sweep**. A matrix of speedups and compile "
                     "times fills in as the runs finish, and the best setting is named at the end.")
-    elif sweep.done:
-        live.draw_sweep(sweep)
     else:
-        live.sweep_panel(sweep.id, store)
+        if sweep.owner != people.me() and sweep.id != st.session_state.sweep_id:
+            # the latest of anyone's: say whose, so no one takes it for their own
+            st.info(f"This is the latest sweep here, started by {people.display_name(sweep.owner)}; you have not "
+                    "started one in this session.", icon=":material/group:")
+        if sweep.done:
+            live.draw_sweep(sweep)
+        else:
+            live.sweep_panel(sweep.id, store)

@@ -129,3 +129,26 @@ def test_a_runs_page_shows_the_paired_headline_its_interval_and_a_launch_bound_w
     assert ("2 earlier runs of this setting on this machine: 1.31–1.52x, median 1.42x (σ 11.1%); this run 1.38x"
             in captions)
     assert "Earlier runs of this setting" in " ".join(m.value for m in at.markdown)
+
+
+def test_reruns_of_one_setting_are_said_as_reruns_not_ranked():
+    a = {"speedup": 2.54, "speedup_low": 2.40, "speedup_high": 2.70}
+    b = {"speedup": 2.50, "speedup_low": 2.36, "speedup_high": 2.66}
+    said = verdicts.ranking_verdict([("x · f83988", a), ("x · 74e593", b)], what="run", reruns=True)
+    assert said.startswith("These 2 runs are reruns of **one setting**, so none of them is a faster setting: their "
+                           "headlines read 2.50–2.54x, 1.6% apart")
+    assert "Fastest" not in said and "inside the others' intervals" in said
+    far = {"speedup": 3.5, "speedup_low": 3.4, "speedup_high": 3.6}
+    assert "lie outside each other's intervals" in verdicts.ranking_verdict([("a", a), ("c", far)], reruns=True)
+
+
+def test_the_history_axis_holds_the_points_and_cuts_a_runaway_whisker():
+    from tcore.analysis.history import Point
+    from ui.panels.history import axis_range
+
+    steady = [Point("a", 0.0, 1.51, 1.45, 1.57), Point("b", 1.0, 1.49, 1.43, 1.55)]
+    low, high, cut = axis_range(steady)
+    assert low <= 1.43 and high >= 1.57 and not cut  # whiskers this short are drawn whole
+    runaway = [*steady, Point("c", 2.0, 2.54, 0.01, 121.5)]
+    low, high, cut = axis_range(runaway)
+    assert cut and high < 10 and low <= 1.49  # the points are readable, and the page says the whisker is cut

@@ -34,10 +34,37 @@ def history_figure(earlier: history.History, rec: RunRecord) -> go.Figure:
                              hovertemplate="this run: %{y:.2f}x<extra></extra>"))
     if earlier.median is not None:
         fig.add_hline(y=earlier.median, line_dash="dot", annotation_text=f"median {earlier.median:.2f}x")
+    low, high, cut = axis_range([*earlier.points, mine])
+    fig.update_yaxes(range=[low, high])
+    if cut:
+        fig.add_annotation(text="whiskers past the axis are cut", xref="paper", yref="paper", x=1, y=1.02,
+                           showarrow=False, xanchor="right", font=dict(size=10, color="#888"))
     fig.update_layout(height=260, margin=dict(l=10, r=10, t=30, b=10), yaxis_title="Speedup (x)",
                       title=dict(text="This setting on this machine, run after run", font=dict(size=14)),
                       legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+# An interval this many times the points' own spread (or more) is cut at the axis: one run with a 0.01-121x
+# interval drew every dot onto the axis's floor.
+WHISKER_SPAN = 2.0
+
+
+def axis_range(points: list[history.Point]) -> tuple[float, float, bool]:
+    """(low, high, whether a whisker is cut) for the speedup axis: the points themselves with a margin, widened to
+    take each interval unless that would reach past WHISKER_SPAN times the points' span."""
+    values = [p.speedup for p in points]
+    top, bottom = max(values), min(values)
+    margin = max(0.1 * (top - bottom), 0.05 * top, 0.01)
+    low, high = bottom - margin, top + margin
+    span = high - low
+    ends_low = [p.low for p in points if p.low is not None]
+    ends_high = [p.high for p in points if p.high is not None]
+    want_low, want_high = min(ends_low, default=low), max(ends_high, default=high)
+    cut = want_low < low - WHISKER_SPAN * span or want_high > high + WHISKER_SPAN * span
+    low = max(min(low, want_low), low - WHISKER_SPAN * span)
+    high = min(max(high, want_high), high + WHISKER_SPAN * span)
+    return max(low, 0.0), high, cut
 
 
 def show(rec: RunRecord, store: RunStore, *, key: str) -> None:

@@ -79,8 +79,9 @@ def show_refusal(key: str) -> None:
         st.warning(message)
 
 
-def my_runs(store: RunStore, limit: int = MY_RUNS_SHOWN) -> list:
-    """This session's latest runs, newest first: queued, running and ended."""
+def my_runs(store: RunStore, limit: int | None = MY_RUNS_SHOWN) -> list:
+    """This session's latest runs (all of the store's latest 200 with limit None), newest first: queued, running
+    and ended."""
     me = people.me()
     return [r for r in reads(store).list(limit=200) if r.owner == me][:limit]
 
@@ -120,6 +121,8 @@ def runs_table(store: RunStore, mine: list | None = None) -> None:
                                 "Id": st.column_config.TextColumn(width=56),
                                 "Run": st.column_config.TextColumn(width="medium"),
                                 "State": st.column_config.TextColumn(width=STATE_COLUMN_PX)})
+    if len(mine) == MY_RUNS_SHOWN and (count := len(my_runs(store, limit=None))) > MY_RUNS_SHOWN:
+        st.caption(f"Your latest {MY_RUNS_SHOWN} of {count} runs; every one of them is on the Compare page.")
 
 
 @st.fragment(run_every=IDLE_S)

@@ -15,8 +15,11 @@ RUN_TABLE_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s",
                      "compiled_tokens_per_s", "compiled_ttft_ms", "compiled_decode_bw_measured_pct",
                      "compiled_decode_bw_pct"]
 # The run table: (column of RunStore.dataframe(), title with unit).
-RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("status", "Status"), ("device", "Device"),
-               *[(c, figures.column_label(c)) for c in RUN_TABLE_FIGURES], ("error_kind", "Error"), ("id", "Run id")]
+# The id right beside the label: two runs of one setting share their label, and only it (and the time) tells
+# them apart where a wide table is cut.
+RUN_COLUMNS = [("created_at", "Started"), ("label", "Run"), ("id", "Run id"), ("status", "Status"),
+               ("device", "Device"), *[(c, figures.column_label(c)) for c in RUN_TABLE_FIGURES],
+               ("error_kind", "Error")]
 
 
 def number_formats(columns: list[str]) -> dict[str, tuple[str, str]]:

@@ -56,14 +56,17 @@ def break_verdict(clean: dict[str, Any], broken: dict[str, Any]) -> str:
 
 
 def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "setting",
-                    same_work: bool = True) -> str | None:
+                    same_work: bool = True, reruns: bool = False) -> str | None:
     """The fastest of several runs by paired speedup, those it cannot be told apart from, and a note when compiled
     throughput orders them otherwise: each speedup divides by its own run's eager, which moved between runs of the
     same work (`same_work`: one model, size, batch, task and precision); runs of different work time different
-    steps, so their throughputs were never comparable."""
+    steps, so their throughputs were never comparable. `reruns`: every run is of one setting, so none is faster
+    than another; what they show is how far a rerun moves (rerun_verdict)."""
     done = [(n, r) for n, r in named if r.get("speedup") is not None]
     if len(done) < 2:  # one run is not a ranking; its own page says how sure its figure is
         return None
+    if reruns:
+        return rerun_verdict(done)
     ranked = sorted(done, key=lambda nr: nr[1]["speedup"], reverse=True)
     best_name, best = ranked[0]
     text = f"Fastest {what}: **{best_name}**, {interval_text(best)} eager."
@@ -82,6 +85,24 @@ def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "set
         text += (f" By compiled samples/s alone the order differs ({' > '.join(by_rate)}): each run's throughput "
                  f"also carries the machine's speed at its time{moved}, which the speedup, paired with eager "
                  "round by round inside each run, cancels. The speedup is the figure to compare.")
+    if noisy := noisy_names(done):
+        text += " " + noisy
+    return text
+
+
+def rerun_verdict(done: list[tuple[str, dict[str, Any]]]) -> str:
+    """Reruns of one setting: how far apart their headlines are, and whether their intervals hold each other."""
+    speedups = [r["speedup"] for _, r in done]
+    low, high = min(speedups), max(speedups)
+    text = (f"These {len(done)} runs are reruns of **one setting**, so none of them is a faster setting: their "
+            f"headlines read {low:.2f}–{high:.2f}x, {100 * (high / low - 1):.1f}% apart, which is how far a rerun "
+            "moves here.")
+    apart = [(a, b) for i, (a, ra) in enumerate(done) for b, rb in done[i + 1:] if figures.told_apart(ra, rb)]
+    if apart:
+        text += (f" **{apart[0][0]}** and **{apart[0][1]}** lie outside each other's intervals: the machine moved "
+                 "between them by more than a run can see in itself (another load, another clock).")
+    elif all(r.get("speedup_low") is not None for _, r in done):
+        text += " Each lies inside the others' intervals, as reruns should."
     if noisy := noisy_names(done):
         text += " " + noisy
     return text
