@@ -16,6 +16,7 @@ from tcore.lab.run import runs
 from tcore.lab.settings import config, private
 from tcore.store import RunStore, StoreError, default_path
 from ui.panels import exports, knobs, people
+from ui.words import store_words
 
 
 @st.cache_resource(show_spinner=False)
@@ -51,7 +52,7 @@ try:
     page.run()
 except (StoreError, sqlite3.Error) as e:  # a store deleted, corrupted, full or locked: a sentence, not a traceback
     traceback.print_exc()  # the whole story is in the server's log, for the instructor
-    st.error(people.store_trouble(e))
+    st.error(store_words.store_trouble(e))
     st.stop()
 except config.LimitsError as e:  # compile-lab.toml written wrongly: its one line, which names the setting
     st.error(f"The lab's settings cannot be read: {e}")

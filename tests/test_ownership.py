@@ -13,6 +13,7 @@ from tcore import cli
 from tcore.lab.queue import scheduler
 from tcore.lab.run import runs
 from tcore.lab.settings.config import REPO_ROOT
+from tcore.store import owners as store_owners
 from tcore.store import queue as store_queue
 from tests.helpers import (
     QUICK,
@@ -118,7 +119,7 @@ def test_a_command_line_that_adopted_runs_runs_them_before_it_exits(store):
 def test_a_stopped_command_line_whose_run_was_taken_over_reports_how_it_really_ended(store, monkeypatch):
     """Ctrl-Z on a queued CLI run past OWNER_SILENT_S, then fg: it used to print 'failed: None: None' and exit 1
     while its run was still queued. Now it follows the run where it went and reports its result."""
-    monkeypatch.setattr(store_queue, "OWNER_SILENT_S", 3.0)
+    monkeypatch.setattr(store_owners, "OWNER_SILENT_S", 3.0)
     holder = hold_cpu_slot(store, worker_started=True)
     command_line = cli_run(store)
     try:

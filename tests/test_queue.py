@@ -143,9 +143,9 @@ def test_a_stopped_owner_loses_its_runs_once_it_has_been_silent_too_long(store, 
     """Ctrl-Z on a command-line run: the process lives on but no longer moves its runs. Once it has not
     said it is alive for OWNER_SILENT_S, its running run is ended with the reason and its queued runs
     are taken over, so the room is not held."""
-    from tcore.store import queue
+    from tcore.store import owners
 
-    monkeypatch.setattr(queue, "OWNER_SILENT_S", 3.0)
+    monkeypatch.setattr(owners, "OWNER_SILENT_S", 3.0)
     child = subprocess.Popen([sys.executable, "-c", SUBMIT_AND_HANG, str(store.path), QUICK.to_json()],
                              stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                              env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))

@@ -4,7 +4,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tcore.store import RunStore, queue
+from tcore.store import RunStore, owners, queue
 from tests.helpers import QUICK
 
 
@@ -67,7 +67,8 @@ class Clocks:
 def test_a_wall_clock_step_makes_no_live_owner_silent_but_a_silent_one_still_loses_its_run(store, monkeypatch):
     clocks = Clocks()
     monkeypatch.setattr(queue, "time", clocks)
-    monkeypatch.setattr(queue, "_HEARD", {}, raising=False)
+    monkeypatch.setattr(owners, "time", clocks)
+    monkeypatch.setattr(owners, "_HEARD", {}, raising=False)
     owner, watcher = Proc("h", 2000, "22"), Proc("h", 3000, "33")
     run = store.enqueue(QUICK, device="cpu", owner="ada", proc=owner, timeout_s=None)
     assert store.claim_next(owner, "cpu", ["cpu"], {run}) == (run, "cpu")
@@ -86,6 +87,6 @@ def test_a_wall_clock_step_makes_no_live_owner_silent_but_a_silent_one_still_los
     clocks.mono += 2.0
     assert recover() == ([], [])
 
-    clocks.mono += queue.OWNER_SILENT_S + 1.0  # the owner stops (Ctrl-Z): 31 s since its heartbeat last changed
+    clocks.mono += owners.OWNER_SILENT_S + 1.0  # the owner stops (Ctrl-Z): 31 s since its heartbeat last changed
     assert recover() == ([run], [])
     assert stopped == [4000] and "not heard from for 31 s" in store.get(run).error["message"]

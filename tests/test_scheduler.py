@@ -3,7 +3,7 @@ processes apart, GPU slots."""
 import subprocess
 import sys
 
-from tcore.lab.queue import scheduler, waiting
+from tcore.lab.queue import disk, scheduler, waiting
 
 
 def test_wait_estimate_counts_the_runs_ahead_and_the_running_ones():
@@ -72,9 +72,9 @@ def test_no_run_starts_while_the_stores_disk_is_nearly_full_or_filled_up_and_the
 
     store = RunStore(tmp_path / "runs.sqlite")
     monkeypatch.setattr(scheduler, "_HELD", {}, raising=False)
-    monkeypatch.setattr(scheduler, "_FILLED", set(), raising=False)
+    monkeypatch.setattr(disk, "_FILLED", set(), raising=False)
     free = {"bytes": (16 << 20) - 1}
-    monkeypatch.setattr(scheduler, "free_bytes", lambda folder: free["bytes"], raising=False)
+    monkeypatch.setattr(disk, "free_bytes", lambda folder: free["bytes"], raising=False)
     sched = scheduler.Scheduler(store, adopt=lambda record: None)
     job = FakeJob(store.enqueue(QUICK, device="cpu", owner="ada", proc=sched.proc, timeout_s=None))
     sched.submit(job)
@@ -89,10 +89,10 @@ def test_no_run_starts_while_the_stores_disk_is_nearly_full_or_filled_up_and_the
         job.wait)[1]
 
     free["bytes"] = 1 << 40  # room again, but a record was cut short by a full disk: a test write decides
-    scheduler.disk_was_full(store.path)
-    monkeypatch.setattr(scheduler, "_test_write", lambda folder: False)
+    disk.was_full(store.path)
+    monkeypatch.setattr(disk, "_test_write", lambda folder: False)
     tick()
     assert not job.started and "filled up while a run was recorded" in sched.held
-    monkeypatch.setattr(scheduler, "_test_write", lambda folder: True)
+    monkeypatch.setattr(disk, "_test_write", lambda folder: True)
     tick()
     assert job.started and sched.held is None

@@ -123,7 +123,7 @@ class Faults:
                                   f"{stopped_at - self.t0:.0f} s for {held:.0f} s", at))
 
     def command_line(self, kind: str) -> None:
-        from tcore.store import queue as store_queue
+        from tcore.store import owners as store_owners
 
         # started once the submitters' runs fill the queue, so that its run waits
         self.store.wait_for(lambda rows: sum(r["status"] == "queued" for r in rows.values()) >= 3, 300)
@@ -146,7 +146,7 @@ class Faults:
             return
         cli.send_signal(signal.SIGSTOP)
         stopped_at = time.time()
-        time.sleep(store_queue.OWNER_SILENT_S + 15)
+        time.sleep(store_owners.OWNER_SILENT_S + 15)
         cli.send_signal(signal.SIGCONT)
         _, err = cli.communicate(timeout=3600)  # it follows its run, taken over, to its end
         (run_id,) = mine
@@ -159,7 +159,7 @@ class Faults:
         if not agrees:
             self.disagreements.append(run_id)
         self.report_later.append((f"stopped command line (pid {cli.pid}) at {stopped_at - self.t0:.0f} s for "
-                                  f"{store_queue.OWNER_SILENT_S + 15:.0f} s", at))
+                                  f"{store_owners.OWNER_SILENT_S + 15:.0f} s", at))
 
     def kill_app(self) -> None:
         app = self.app

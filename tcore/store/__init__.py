@@ -7,7 +7,8 @@ that holds that concern's methods; RunStore is all of them over one file:
     connection.py  StoreFile   the file: its path, its checks, its connections (_connect, _write)
     schema.py                  every table, created or upgraded once per file per process, when opened
     runs.py        Runs        how a run ended, and reading runs back
-    queue.py       Queue       queue, claim a device slot, cancel, take over what dead processes left
+    queue.py       Queue       queue, claim a device slot, cancel
+    owners.py      Owners      each lab process's heartbeat; the runs of one that died or went silent taken over
     devices.py     Devices     the device lease: who holds each device alone, who waits, when each held it
     sweeps.py      Sweeps      a batch of queued runs known by one id; its next run released as one ends
     lab_state.py   LabState    what the instructor set: the queue paused, the limits
@@ -26,6 +27,7 @@ from tcore.store.connection import StoreError, StoreFile, StoreReadOnly, default
 from tcore.store.devices import Ask, Devices, Hold, Span
 from tcore.store.lab_state import LabState
 from tcore.store.model_cards import ModelCards
+from tcore.store.owners import Owners
 from tcore.store.people import People
 from tcore.store.queue import Queue, QueueFull, SlotRoom
 from tcore.store.records import RunRecord
@@ -33,7 +35,7 @@ from tcore.store.runs import NoSuchRun, Runs
 from tcore.store.sweeps import Sweeps
 
 
-class RunStore(StoreFile, Runs, Queue, Devices, Sweeps, LabState, People, Artifacts, ModelCards):
+class RunStore(StoreFile, Runs, Queue, Owners, Devices, Sweeps, LabState, People, Artifacts, ModelCards):
     """The run store at `path` (default: default_path()), its tables made or upgraded on opening."""
 
 

@@ -17,14 +17,6 @@ from typing import Callable, NamedTuple, Protocol
 from tcore.store.connection import Part
 from tcore.store.records import RunRecord, new_id, to_json
 
-# An owner that is alive but has not said so for this long (stopped with Ctrl-Z or SIGSTOP, or hung)
-# loses its runs: the queue must not wait on a process that does not move.
-OWNER_SILENT_S = 30.0
-OWNERS_KEPT_S = 86400.0  # a heartbeat older than a day is dropped; recover() then judges by is_alive alone
-# (store, host, owner pid, owner start) -> (its heartbeat as last read, this process's monotonic time when that value
-# was first read). Silence is judged on the observer's own clock since the heartbeat last changed, never by comparing
-# wall-clock times: a wall clock stepped forward 30 s would make every live owner look silent and lose its runs.
-_HEARD: dict[tuple, tuple[float, float]] = {}
 PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
 CLUSTER_SLOT_PREFIX = "ray:"  # device slots of a Ray cluster (tcore.lab.launch.cluster): no local worker pid
 CANCELLED_IN_QUEUE = "cancelled while waiting in the queue; it never started"
@@ -261,102 +253,9 @@ class Queue(Part):
                 "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
                 " ORDER BY status DESC, rowid", (host,))]
 
-    def heartbeat(self, proc: Proc) -> None:
-        """`proc` is alive and ticking: recover() leaves its runs alone while it keeps saying so."""
-        now = time.time()
-        with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO owners (host, pid, started, seen_at) VALUES (?,?,?,?)",
-                       (proc.host, proc.pid, proc.started or "", now))
-            db.execute("DELETE FROM owners WHERE seen_at < ?", (now - OWNERS_KEPT_S,))  # long gone: forget them
-
-    def recover(self, proc: Proc, is_alive: Callable[[int, str | None], bool],
-                stop_worker: Callable[[int, str | None], bool],
-                silent_s: float | None = None, *, adopt: bool = True) -> tuple[list[str], list[str]]:
-        """Fix the runs of owners on proc's host that have died or gone silent; returns (ids ended, ids adopted).
-
-        Gone silent: alive, but its heartbeat unchanged for `silent_s` on this process's own clock since this
-        process first read that heartbeat (a process stopped with Ctrl-Z holds its runs without moving them); so only
-        a process that calls this over time, as a queue does, finds one silent. A running run is marked failed, kind
-        "crashed", with the reason (its worker, if still alive, is stopped first, so it cannot overlap the next run);
-        a queued run is adopted by `proc`: it stays queued, in its place. A run claimed whose worker never started
-        was never measured: it goes back to the queue, in its place, and is adopted like a queued one.
-        adopt=False (a process that will not run them: `tcore list`) ends what must end and leaves queued
-        runs where they are, for the next process that runs a queue.
-        """
-        silent_s = OWNER_SILENT_S if silent_s is None else silent_s
-        crashed, adopted = [], []
-        now = time.monotonic()
-        with self._write() as db:
-            rows = db.execute(
-                "SELECT id, status, owner_pid, owner_started, pid, worker_started, device_slot FROM runs"
-                " WHERE status IN ('queued', 'running') AND host=? AND owner_pid IS NOT NULL", (proc.host,)).fetchall()
-            heard = {(r["pid"], r["started"] or None): r["seen_at"] for r in db.execute(
-                "SELECT pid, started, seen_at FROM owners WHERE host=?", (proc.host,))}
-            verdicts: dict[tuple, str | None] = {}  # owner -> None (fine) or why it lost its runs
-            for row in rows:
-                owner = (row["owner_pid"], row["owner_started"])
-                if owner == (proc.pid, proc.started):
-                    continue
-                if owner not in verdicts:
-                    silent_for = self._silent_for(proc.host, owner, heard.get(owner), now)
-                    verdicts[owner] = _gone(owner, is_alive, silent_for, silent_s, proc.host)
-                if verdicts[owner] is None:
-                    continue
-                # Claimed, but no worker ever started. A run on a cluster slot has no local worker to record: its
-                # Ray task was submitted once it was claimed, and Ray ends a dead owner's tasks, so it ended mid-run.
-                never_started = (row["status"] == "running" and row["pid"] is None
-                                 and not (row["device_slot"] or "").startswith(CLUSTER_SLOT_PREFIX))
-                if never_started:
-                    db.execute("UPDATE runs SET status='queued', device_slot=NULL, started_at=NULL WHERE id=?",
-                               (row["id"],))
-                if row["status"] == "queued" or never_started:
-                    if adopt:
-                        db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?",
-                                   (proc.pid, proc.started, row["id"]))
-                        adopted.append(row["id"])
-                    continue
-                stopped = row["pid"] is not None and stop_worker(row["pid"], row["worker_started"])
-                message = verdicts[owner] + ("; its worker, left behind, was stopped" if stopped else "")
-                db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='crashed', error=? WHERE id=?",
-                           (time.time(), to_json({"type": "error", "kind": "crashed", "message": message}), row["id"]))
-                self._release_next(db, row["id"])  # tcore.store.sweeps
-                self._free_device(db, row["id"])  # tcore.store.devices
-                crashed.append(row["id"])
-        for key in [k for k in _HEARD if k[:2] == (str(self.path), proc.host) and k[2:] not in heard]:
-            del _HEARD[key]  # its heartbeat row is gone (dropped after a day): nothing left to judge it by
-        return crashed, adopted
-
-    def _silent_for(self, host: str, owner: tuple, seen_at: float | None, now: float) -> float | None:
-        """How long (s, on this process's monotonic clock `now`) the owner's heartbeat has read `seen_at`; None for an
-        owner that never sent one. The first read of a value counts as hearing from it."""
-        if seen_at is None:
-            return None
-        key = (str(self.path), host, *owner)
-        last = _HEARD.get(key)
-        if last is None or last[0] != seen_at:
-            _HEARD[key] = (seen_at, now)
-            return 0.0
-        return now - last[1]
-
-
 def _residents(db: sqlite3.Connection, host: str) -> dict[str, list[float | None]]:
     out: dict[str, list[float | None]] = {}
     for slot, memory in db.execute("SELECT device_slot, memory_gib FROM runs WHERE status='running' AND host=?"
                                    " AND device_slot IS NOT NULL", (host,)):
         out.setdefault(slot, []).append(memory)
     return out
-
-
-def _gone(owner: tuple[int, str | None], is_alive: Callable[[int, str | None], bool], silent_for: float | None,
-          silent_s: float, host: str) -> str | None:
-    """Why an owner's runs must be taken from it, or None while it is alive and heard from."""
-    pid = owner[0]
-    if not is_alive(*owner):
-        return (f"the process that ran it (pid {pid} on {host}) ended before it recorded how the run ended, "
-                "e.g. the app was restarted, the command line was stopped, or the store could not be written then "
-                "(a full disk)")
-    if silent_for is not None and silent_for > silent_s:
-        return (f"the process that ran it (pid {pid} on {host}) stopped answering: not heard from for "
-                f"{silent_for:.0f} s (more than {silent_s:g} s), e.g. stopped with Ctrl-Z; "
-                "the queue went on without it")
-    return None  # an owner that never sent a heartbeat (an older version) is judged by is_alive alone

@@ -39,7 +39,8 @@ import streamlit as st
 from tcore.lab.policy import guards, limits
 from tcore.lab.queue import room
 from tcore.lab.settings import config
-from tcore.store import RunStore, StoreError, StoreReadOnly
+from tcore.store import RunStore, StoreError
+from ui.words.store_words import plain, store_trouble
 
 PARAM = "me"  # the query parameter that carries the owner id
 # name tag (shown) . secret (never shown): guest-3f9a.0123456789abcdef, ada~3f9a.0123456789abcdef; \Z, not $: an id
@@ -188,14 +189,6 @@ def owner_for(name: str, current: str) -> str | None:
     return f"{slug}~{_key(current)}"
 
 
-def plain(text: str) -> str:
-    """`text` as it was typed, for a string Streamlit renders as Markdown (toasts, captions, st.markdown): every
-    ASCII punctuation mark backslash-escaped (CommonMark allows it for all of them), so a name such as
-    `![x](http://host/a.png)` or `:red[big]` shows as typed rather than as an image the browser fetches, a
-    link, a colour or LaTeX."""
-    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
-
-
 def display_name(owner: str | None, *, digits: bool = True) -> str:
     """How a run's owner reads on a page: 'ada (3f9a)', 'guest 3f9a', 'the command line or a sweep', 'another
     session'. The four digits tell two people of one name apart (docs/room.md); `digits=False` gives the name alone,
@@ -210,29 +203,6 @@ def display_name(owner: str | None, *, digits: bool = True) -> str:
     if ":" in owner:  # tcore.lab.queue.scheduler.Proc.name, "host:pid": queued without a browser session
         return "the command line or a sweep"
     return "another session"  # an older session id
-
-
-def store_trouble(e: Exception) -> str:
-    """What a participant reads when the run store fails under a page: what happened, in a sentence, and who can
-    mend it (the server's log has the traceback)."""
-    text = str(e)
-    if isinstance(e, StoreReadOnly):
-        return (f"The lab's run store can only be read ({plain(e.reason)}): its runs can be looked at and compared, "
-                "but no run can be started, changed or deleted in it. Tell the instructor.")
-    if "malformed" in text or "not a database" in text or "cut short" in text or "not a SQLite" in text:
-        # nothing mends it in place: a new store beside the damaged one, which is kept for whoever recovers it
-        return ("The lab's run store cannot be used right now: its file is damaged. Please tell the instructor: on "
-                "the server, `python -m tcore store set-aside` (with the server's COMPILE_LAB_DB, or --db naming the "
-                "store) moves the damaged file aside, renamed and kept, and the lab starts a new, empty store; then "
-                "reload the page.")
-    if "full" in text:
-        why = "the disk that holds it is full"
-    elif "locked" in text:
-        why = "another process holds it locked"
-    else:
-        why = text.split(": ", 1)[-1].rstrip(".") if isinstance(e, StoreError) else "SQLite could not use it"
-    return (f"The lab's run store cannot be used right now: {plain(why)}. Runs already recorded are kept where "
-            "they can be; tell the instructor (the server's log says more), then reload the page.")
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ owner that queued a run from a later process that happens to get the same pid.
 """
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import shutil
@@ -32,7 +31,7 @@ from typing import Callable, NamedTuple, Protocol
 from tcore.lab.launch import cluster, launcher
 from tcore.lab.launch.launcher import SparePool
 from tcore.lab.policy.limits import device_memory_gib
-from tcore.lab.queue import room
+from tcore.lab.queue import disk, room
 from tcore.lab.queue.waiting import (
     HISTORY_RUNS,
     Ahead,
@@ -56,11 +55,6 @@ def wake() -> None:
     for event in list(_WAKES):
         event.set()
 RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.heartbeat)
-# Below this much free space on the store's disk no run starts: it could run to its end and not be recorded (its
-# result, profiles and TORCH_TRACE take up to a few MiB).
-MIN_FREE_BYTES = 16 << 20
-TEST_WRITE_BYTES = 1 << 20  # after a disk-full, runs start again once a write of this much succeeds there
-_FILLED: set[str] = set()  # stores whose disk filled while a run was recorded (disk_was_full)
 _HELD: dict[str, str] = {}  # store path -> why its queue here starts no run now (the waiting words say it)
 
 
@@ -216,51 +210,6 @@ class Job(Protocol):
     def cancel(self) -> None: ...
 
 
-def disk_was_full(store_path: str | Path) -> None:
-    """Recording into the store at `store_path` hit a full disk: its queue starts no run until a test write succeeds."""
-    _FILLED.add(str(Path(store_path).resolve()))
-
-
-def free_bytes(folder: Path) -> int:
-    return shutil.disk_usage(folder).free
-
-
-def disk_hold(store_path: str | Path) -> str | None:
-    """Why no run may start now for the store at `store_path`, or None: its disk has too little room for a record,
-    or filled up while one was written and a test write there still fails."""
-    path = Path(store_path).resolve()
-    try:
-        free = free_bytes(path.parent)
-    except OSError:
-        return None  # cannot tell: the store's own errors say what is wrong
-    if free < MIN_FREE_BYTES:
-        return (f"the disk that holds the run store has {free / 2**20:.1f} MiB free, under the "
-                f"{MIN_FREE_BYTES >> 20} MiB a run's record may need; runs start again once there is room")
-    if str(path) in _FILLED:
-        if not _test_write(path.parent):
-            return ("the disk that holds the run store filled up while a run was recorded; runs start again once "
-                    "there is room")
-        _FILLED.discard(str(path))
-    return None
-
-
-def _test_write(folder: Path) -> bool:
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".compile-lab-room-") as f:
-            f.write(bytes(TEST_WRITE_BYTES))
-            f.flush()
-            os.fsync(f.fileno())
-        return True
-    except OSError:
-        return False
-
-
-def _disk_full(e: BaseException) -> bool:
-    """SQLITE_FULL ("database or disk is full") or ENOSPC."""
-    return (isinstance(e, sqlite3.OperationalError) and "full" in str(e)) or \
-        (isinstance(e, OSError) and e.errno == errno.ENOSPC)
-
-
 class Scheduler:
     """Starts this process's queued runs of one store when their turn comes; repairs dead owners' runs."""
 
@@ -320,8 +269,8 @@ class Scheduler:
                 self.error = None
             except Exception as e:  # a locked or vanished store must not stop the queue for good: retry next tick
                 said, self.error = self.error, f"{type(e).__name__}: {e}"
-                if _disk_full(e):
-                    disk_was_full(self.store.path)
+                if disk.full(e):
+                    disk.was_full(self.store.path)
                 if self.error != said:  # once per trouble, not every tick while a disk stays full
                     why = (f"{self.error}\n" if isinstance(e, (sqlite3.Error, StoreError, LimitsError))
                            else traceback.format_exc(limit=-3))
@@ -364,7 +313,7 @@ class Scheduler:
         return _HELD.get(str(self.store.path.resolve()))
 
     def _hold(self) -> None:
-        key, why = str(self.store.path.resolve()), disk_hold(self.store.path)
+        key, why = str(self.store.path.resolve()), disk.hold(self.store.path)
         if why is None:
             _HELD.pop(key, None)
         elif _HELD.get(key) != why:

@@ -12,7 +12,7 @@ import traceback
 from typing import Any
 
 from tcore.experiment.protocol import error as error_event
-from tcore.lab.queue import scheduler
+from tcore.lab.queue import disk, scheduler
 from tcore.lab.run.recording import store_failure
 from tcore.store import RunRecord, StoreError
 
@@ -37,7 +37,7 @@ class Ending:
             # ended mid-run as crashed, never runs it again), and its waiters go on
             self._say_store_trouble(e)
             if store_failure(e, self.store).startswith("the disk that holds the run store is full"):
-                scheduler.disk_was_full(self.store.path)  # the queue starts no run it could not record either
+                disk.was_full(self.store.path)  # the queue starts no run it could not record either
             self._unrecorded = error
             threading.Thread(target=self._record_when_writable, args=(error,), name=f"record-{self.run_id}",
                              daemon=True).start()
