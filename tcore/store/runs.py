@@ -30,7 +30,7 @@ class Runs(Part):
         """Record how a run ended: a result (finished) or an error event (failed), its power samples
         ([[t_s, watts, phase, util_pct], ...]) and the code Inductor generated for it. False if it had ended
         already, or, with `owner`, if another process owns it now: it took the run over
-        (tcore.store.queue.Queue.recover) and its word stands."""
+        (tcore.store.owners.Owners.recover) and its word stands."""
         status = "failed" if error else "finished"
         device = (result or {}).get("device") or (env or {}).get("device")
         mine = " AND owner_pid=? AND owner_started IS ?" if owner else ""

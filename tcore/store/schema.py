@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS meta (  -- facts about the store itself: store_id
 );
 
 -- The queue (tcore.store.queue): the processes that own runs say they are alive.
-CREATE TABLE IF NOT EXISTS owners (  -- each process that owns runs says it is alive (Queue.heartbeat)
+CREATE TABLE IF NOT EXISTS owners (  -- each process that owns runs says it is alive (Owners.heartbeat)
     host TEXT NOT NULL,
     pid INTEGER NOT NULL,
     started TEXT NOT NULL,           -- the process's start time ('' where there is no /proc)
