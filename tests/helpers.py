@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -181,3 +182,15 @@ def killed_after_it_reports(script: str, store: RunStore, env: dict[str, str] | 
         child.kill()
         child.wait()
     return json.loads(line)
+
+
+def stop_group(proc: subprocess.Popen, wait_s: float = 15.0) -> None:
+    """End a server started in a process group of its own: SIGTERM, then SIGKILL if it has not ended in `wait_s`
+    (a run worker has its own group and ends by itself)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # already gone

@@ -32,17 +32,7 @@ def test_a_paused_queue_says_since_when_by_the_clock_not_how_long_ago(tmp_path, 
 
 
 def test_an_absurd_limit_typed_in_the_panel_is_refused_in_a_sentence_and_not_applied(tmp_path, monkeypatch):
-    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
-    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
-    for var in limits.ENV.values():
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "none.toml"))
-    (tmp_path / "none.toml").write_text("")
-    store = RunStore()
-    at = AppTest.from_file("../app.py", default_timeout=300).run()
-    at.switch_page("app_pages/system.py").run()
-    at.text_input(key="instructor_attempt").set_value("sesame")
-    next(b for b in at.button if b.label == "Unlock").click().run()
+    store, at = _unlocked_with_the_files_limits(tmp_path, monkeypatch)
     at.number_input(key="instructor_max_run_s").set_value(1e12)
     next(b for b in at.button if b.label == "Apply to everyone").click().run()
     assert not at.exception, at.exception
@@ -51,22 +41,11 @@ def test_an_absurd_limit_typed_in_the_panel_is_refused_in_a_sentence_and_not_app
     assert limits.load(store=store).max_run_s == limits.Limits().max_run_s
 
 
-
 def test_the_limits_form_shows_the_limits_in_force_after_apply_and_after_going_back_to_the_file(tmp_path,
                                                                                                monkeypatch):
     """The fields kept the applied values after "Back to the file's limits", and Most memory showed 0.50 beside a
     ticked "No limit": they are refilled from the limits in force, and a field with no limit is empty."""
-    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
-    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
-    for var in limits.ENV.values():
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "none.toml"))
-    (tmp_path / "none.toml").write_text("")
-    store = RunStore()
-    at = AppTest.from_file("../app.py", default_timeout=300).run()
-    at.switch_page("app_pages/system.py").run()
-    at.text_input(key="instructor_attempt").set_value("sesame")
-    next(b for b in at.button if b.label == "Unlock").click().run()
+    store, at = _unlocked_with_the_files_limits(tmp_path, monkeypatch)
     default = limits.Limits()
     assert at.number_input(key="instructor_max_memory_gib").value is None  # no limit: empty, not 0.50
     assert at.checkbox(key="instructor_max_memory_gib_none").value is True
@@ -84,3 +63,20 @@ def test_the_limits_form_shows_the_limits_in_force_after_apply_and_after_going_b
     assert at.number_input(key="instructor_max_run_s").value == default.max_run_s  # not the 600 applied before
     assert at.number_input(key="instructor_max_memory_gib").value is None
     assert at.checkbox(key="instructor_max_memory_gib_none").value is True
+
+
+def _unlocked_with_the_files_limits(tmp_path, monkeypatch) -> tuple[RunStore, AppTest]:
+    """The System page, unlocked, in a lab whose limits are the defaults: an empty settings file, none from the
+    environment."""
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
+    for var in limits.ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COMPILE_LAB_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("")
+    store = RunStore()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
+    at.switch_page("app_pages/system.py").run()
+    at.text_input(key="instructor_attempt").set_value("sesame")
+    next(b for b in at.button if b.label == "Unlock").click().run()
+    return store, at

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from tcore.lab.settings.config import REPO_ROOT
-from tests.helpers import QUICK
+from tests.helpers import QUICK, stop_group
 
 ONE_RUNNING_ONE_QUEUED = """
 import json, sys, time
@@ -68,11 +68,7 @@ def test_a_restarted_server_recovers_its_queue_before_any_page_is_opened(store, 
             assert r.headers.get("Access-Control-Allow-Origin") is None, dict(r.headers)
     finally:
         report.unlink(missing_ok=True)
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_group(server)
         log.close()
     said = (tmp_path / "server.log").read_text()
     assert "run queue started with the server; 1 queued run(s) taken over" in said

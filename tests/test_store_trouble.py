@@ -15,17 +15,22 @@ import pytest
 from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
 from tests.app_harness import app, texts
-from tests.helpers import QUICK, insert_run
+from tests.helpers import QUICK, insert_run, stop_group
 
 
-def damaged(path):
-    """A store whose header is fine and whose tables are not: SQLite says 'database disk image is malformed'."""
+def _thirty_runs(path) -> bytes:
+    """A store of 30 runs at `path`, its WAL folded into the file; the file's bytes."""
     store = RunStore(path)
     for _ in range(30):
         insert_run(store, QUICK)
     with store._connect() as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    data = bytearray(path.read_bytes())
+    return path.read_bytes()
+
+
+def damaged(path):
+    """A store whose header is fine and whose tables are not: SQLite says 'database disk image is malformed'."""
+    data = bytearray(_thirty_runs(path))
     page = int.from_bytes(data[16:18], "big")
     data[page:] = b"\xff" * (len(data) - page)  # every page after the first: garbage
     path.write_bytes(bytes(data))
@@ -75,12 +80,7 @@ def random_bytes(path):
 
 
 def truncated(path):
-    store = RunStore(path)
-    for _ in range(30):
-        insert_run(store, QUICK)
-    with store._connect() as db:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    data = path.read_bytes()
+    data = _thirty_runs(path)
     path.write_bytes(data[:len(data) // 2])
 
 
@@ -161,11 +161,7 @@ def test_the_server_starts_on_a_damaged_store_and_says_what_to_do(tmp_path):
             assert time.time() < deadline, (tmp_path / "server.log").read_text()
             time.sleep(0.5)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_group(server)
         log.close()
     said = (tmp_path / "server.log").read_text()
     assert "the run queue did not start: the run store cannot be used" in said

@@ -92,11 +92,7 @@ def _read_only_uri(path: Path) -> str:
     when the last connection closed cleanly and removed its -wal)."""
     base = path.resolve().as_uri()
     try:
-        db = sqlite3.connect(f"{base}?mode=ro", uri=True, timeout=30)
-        try:
-            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        finally:
-            db.close()
+        _read_schema(f"{base}?mode=ro")
         return f"{base}?mode=ro"
     except sqlite3.OperationalError as e:
         if "unable to open" not in str(e):
@@ -163,13 +159,18 @@ def check_path(path: Path) -> None:
         raise StoreError(f"{where}: it is cut short ({size} bytes; its header says {expected})")
     try:
         # immutable: read the file as it lies, making no -wal or -shm beside it (nothing touched if it is bad)
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, timeout=30)
-        try:
-            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        finally:
-            db.close()
+        _read_schema(f"{path.resolve().as_uri()}?mode=ro&immutable=1")
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{where}: SQLite cannot read it: {e}") from None
+
+
+def _read_schema(uri: str) -> None:
+    """Open the store at `uri` and read its list of tables, which is where a file that is not a store fails."""
+    db = sqlite3.connect(uri, uri=True, timeout=30)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    finally:
+        db.close()
 
 
 def _wal_size(path: Path) -> int:

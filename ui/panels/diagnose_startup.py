@@ -8,6 +8,7 @@ warm rung), "artifacts loaded" the Mega-Cache (the Run page's cache=artifacts, t
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import streamlit as st
 
@@ -69,16 +70,28 @@ def ladder_part() -> None:
     st.caption("Each rung is a fresh process: on this CPU a cold compile takes tens of seconds, and AOTInductor "
                "builds the whole model's C++ (minutes). The eager rung always runs first: the others compare their "
                "output with its.")
-    if st.button("Climb the ladder", key="diag_ladder_start", type="primary", icon=":material/play_arrow:",
-                 disabled=not rungs):
+    started = st.button("Climb the ladder", key="diag_ladder_start", type="primary", icon=":material/play_arrow:",
+                        disabled=not rungs)
+    start_and_follow("ladder", started, lambda: probes.start_ladder(_exp(model, timed_s=2.0), rungs), show_ladder)
+
+
+# The probe each section follows, by kind, in session_state: the one this session started.
+FOLLOWED_PROBE = {"ladder": "diag_ladder_probe", "stances": "diag_stance_probe"}
+
+
+def start_and_follow(kind: str, started: bool, start: Callable[[], probes.Probe],
+                     show: Callable[[probes.Probe], None]) -> None:
+    """Start a probe of `kind` when its button was pressed (a refusal said in a line), then follow the one this
+    session started, else the latest anyone started."""
+    key = FOLLOWED_PROBE[kind]
+    if started:
         try:
-            exp = _exp(model, timed_s=2.0)
-            st.session_state.diag_ladder_probe = probes.start_ladder(exp, rungs).id
+            st.session_state[key] = start().id
         except (SpecError, probes.Busy) as e:
             st.error(str(e))
-    probe = probes.get(st.session_state.get("diag_ladder_probe")) or probes.latest("ladder")
+    probe = probes.get(st.session_state.get(key)) or probes.latest(kind)
     if probe is not None:
-        follow(probe, show_ladder)
+        follow(probe, show)
 
 
 def show_ladder(probe: probes.Probe) -> None:
@@ -136,15 +149,9 @@ def stances_part() -> None:
     st.session_state.setdefault("diag_stance_backend", "eager" if knobs.target_device("auto") == "cpu" else "inductor")
     backend = cols[2].selectbox("Backend", backends, persist_state="page", key="diag_stance_backend")
     st.caption(knobs.explain("backend", backend) + " The stances change Dynamo's side, which every backend shares.")
-    if st.button("Probe the stances", key="diag_stance_start", type="primary", icon=":material/play_arrow:"):
-        try:
-            exp = _exp(model, backend=backend, shape_count=int(count))
-            st.session_state.diag_stance_probe = probes.start_stances(exp).id
-        except (SpecError, probes.Busy) as e:
-            st.error(str(e))
-    probe = probes.get(st.session_state.get("diag_stance_probe")) or probes.latest("stances")
-    if probe is not None:
-        follow(probe, show_stances)
+    started = st.button("Probe the stances", key="diag_stance_start", type="primary", icon=":material/play_arrow:")
+    start_and_follow("stances", started,
+                     lambda: probes.start_stances(_exp(model, backend=backend, shape_count=int(count))), show_stances)
 
 
 def show_stances(probe: probes.Probe) -> None:
