@@ -29,6 +29,7 @@ import argparse
 import inspect
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -226,8 +227,9 @@ def lab(args) -> dict:
                "--device", args.device, "--backend", args.backend, "--db", str(db), "--json", "--quiet"] \
         + (["--coordinate-descent"] if args.coordinate_descent else [])
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
-    if out.returncode:
-        raise SystemExit(f"the lab's run failed:\n{out.stderr[-3000:]}")
+    if out.returncode:  # a reason, not an exit: the ways already timed keep their figures
+        last = [line for line in out.stderr.splitlines() if line.strip()]
+        return {"failed": f"the lab's run exited with {out.returncode}: {last[-1][:300] if last else ''}"}
     r = json.loads(out.stdout)["result"]
     return {key: r.get(key) for key in ("eager_decode_tokens_per_s", "compiled_decode_tokens_per_s", "speedup",
                                         "speedup_low", "speedup_high", "eager_ttft_ms", "compiled_ttft_ms",
@@ -292,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="Inductor's coordinate-descent tuning in the compiled loop and the lab (gpt-fast turns "
                              "it on; on an H100 the lab's compile of a 1B decoder with it ran past 240 s)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--one", choices=["loop_eager", "loop_compiled", *GENERATE_WAYS], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     import torch
 
@@ -308,17 +311,19 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     found["transformers"] = transformers.__version__
-    if "loop" not in args.skip:
-        found["loop_eager"] = plain_loop(args, device, compiled=False)
-        found["loop_compiled"] = plain_loop(args, device, compiled=True)
-    if "generate" not in args.skip:
-        for way in GENERATE_WAYS:
-            try:
-                found[way] = hf_generate(args, device, way)
-            except Exception as e:  # noqa: BLE001 (one way failing says why and leaves the other figures)
-                text = str(e).strip().splitlines()
-                found[way] = {"unavailable": f"{type(e).__name__}: {text[0][:300] if text else ''}",
-                              "how": GENERATE_WAYS[way]}
+    if args.one:  # one way, in a process of its own (below): its figures as the last line
+        print(RESULT + json.dumps(one_way(args, device, args.one)), flush=True)
+        return 0
+    tuned = "-coordinate-descent" if args.coordinate_descent else ""
+    name = f"generate-check-{args.model.replace(':', '-')}-{args.preset}{tuned}-{found['machine']}"
+    out = args.out or REPO / "bench" / "results" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ways = [*(("loop_eager", "loop_compiled") if "loop" not in args.skip else ()),
+            *(GENERATE_WAYS if "generate" not in args.skip else ())]
+    for way in ways:  # each in a fresh process: every way compiles from nothing, and a crash costs one way only
+        found[way] = in_own_process(way, argv if argv is not None else sys.argv[1:])
+        print(way_line(way, found[way]), flush=True)
+        out.write_text(json.dumps(found, indent=2))  # a call cut short keeps the ways that finished
     if "lab" not in args.skip:
         found["lab"] = lab(args)
     print(f"{args.model}/{args.preset} bs{args.batch_size} {args.precision} {args.prompt_len}+{args.new_tokens} "
@@ -327,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     timed_ways = [w for w in ("loop_eager", "loop_compiled", *GENERATE_WAYS) if w in found]
     for way in timed_ways:
         print(way_line(way, found[way]))
-    if "lab" in found:
+    if found.get("lab", {}).get("failed"):
+        print(f"  {'lab':22} n/a ({found['lab']['failed']})")
+    elif "lab" in found:
         lab_figs = found["lab"]
         print("\n".join(lab_lines(lab_figs)))
         for way in ("loop_compiled", "generate_auto_compile", "generate_compiled_forward"):
@@ -340,13 +347,39 @@ def main(argv: list[str] | None = None) -> int:
         found["same_tokens"] = {w: found[w]["tokens"] == reference for w in timed_ways if "tokens" in found[w]}
         print(f"  same tokens as {'loop_eager' if 'loop_eager' in found else 'generate_static'}: "
               + ", ".join(f"{w} {same}" for w, same in found["same_tokens"].items()))
-    tuned = "-coordinate-descent" if args.coordinate_descent else ""
-    name = f"generate-check-{args.model.replace(':', '-')}-{args.preset}{tuned}-{found['machine']}"
-    out = args.out or REPO / "bench" / "results" / f"{name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(found, indent=2))
     print(f"wrote {out}")
     return 0
+
+
+RESULT = "WAY-RESULT "  # the line a way's own process ends with: its figures as JSON
+
+
+def one_way(args, device: str, way: str) -> dict:
+    """One way's figures (in the process of its own that in_own_process starts); an exception is its reason."""
+    try:
+        if way in ("loop_eager", "loop_compiled"):
+            return plain_loop(args, device, compiled=way == "loop_compiled")
+        return hf_generate(args, device, way)
+    except Exception as e:  # noqa: BLE001 (one way failing says why and leaves the other figures)
+        text = str(e).strip().splitlines()
+        return {"unavailable": f"{type(e).__name__}: {text[0][:300] if text else ''}",
+                "how": GENERATE_WAYS.get(way, way)}
+
+
+def in_own_process(way: str, argv: list[str]) -> dict:
+    """`way` timed in a fresh process (this script with --one WAY): its figures, or why there are none, also where the
+    process died (a segmentation fault in a compiled CUDA-graph step once took every figure of the check along)."""
+    out = subprocess.run([sys.executable, "-u", __file__, *argv, "--one", way], cwd=REPO, capture_output=True,
+                         text=True)
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith(RESULT):
+            return json.loads(line[len(RESULT):])
+    died = (f"the process died of {signal.Signals(-out.returncode).name}" if out.returncode < 0 else
+            f"the process exited with {out.returncode}")
+    last = [line for line in out.stderr.splitlines() if line.strip() and not line.startswith(("W1", "  warnings"))]
+    return {"unavailable": f"{died}: {last[-1][:300] if last else 'it said nothing'}",
+            "how": GENERATE_WAYS.get(way, way)}
 
 
 def way_line(way: str, figs: dict) -> str:

@@ -67,8 +67,8 @@ def wait_for_spares(timeout_s: float = 120.0) -> None:
 
     deadline = time.time() + timeout_s
     while time.time() < deadline:
-        spares = getattr(spares.SPARES, "_spares", {})
-        workers = [w for v in spares.values() for w in (v if isinstance(v, list) else [v])]
+        kept = getattr(spares.SPARES, "_spares", {})
+        workers = [w for v in kept.values() for w in (v if isinstance(v, list) else [v])]
         if workers and all(w.ready for w in workers):
             return
         time.sleep(0.25)
@@ -77,6 +77,7 @@ def wait_for_spares(timeout_s: float = 120.0) -> None:
 def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str, backend: str,
              db: str | None) -> list[dict]:
     """In a lab process: submit the part's runs as pages do and wait for them; one row per run."""
+    from tcore.figures import noise_reasons
     from tcore.lab.policy import memory
     from tcore.lab.run import runs
     from tcore.store import RunStore
@@ -108,7 +109,12 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str,
                          "click_to_saved_s": round((rec.finished_at or time.time()) - clicked, 2),
                          "compile_s": result.get("compile_s"), "speedup": result.get("speedup"),
                          "low": result.get("speedup_low"), "high": result.get("speedup_high"),
-                         "pm_pct": result.get("speedup_pm_pct"), "noisy": bool(result.get("noise_reasons")),
+                         "pm_pct": result.get("speedup_pm_pct"), "noisy": bool(result and noise_reasons(result)),
+                         "rounds_pm_pct": result.get("speedup_rounds_pm_pct"),
+                         "within_pct": result.get("speedup_within_pct"),
+                         "between_pct": result.get("speedup_between_pct"),
+                         "between_source": result.get("speedup_between_source"),
+                         "kind": result.get("speedup_kind"),
                          "eager_samples_per_s": result.get("eager_samples_per_s"),
                          "compiled_samples_per_s": result.get("compiled_samples_per_s"),
                          "device_wait_s": result.get("device_wait_s"), "wait_s": result.get("timeline_wait_s"),
@@ -149,6 +155,30 @@ def compare(rows: list[dict]) -> list[dict]:
     return out
 
 
+def reruns(rows: list[dict]) -> dict:
+    """The round's runs of each setting as reruns of one another (the sure-figures table): their headlines, how far
+    apart, how many stated intervals hold the median of them all, each interval's half-width against what the
+    spread allows (max(5%, 3x the half-range, the half-range over the median)), and how many were flagged Noisy."""
+    out = {}
+    for name in dict.fromkeys(r["setting"] for r in rows if r["part"] == "round"):
+        mine = [r for r in rows if r["part"] == "round" and r["setting"] == name and r["speedup"]]
+        if len(mine) < 2:
+            continue
+        heads = [r["speedup"] for r in mine]
+        median = sorted(heads)[len(heads) // 2] if len(heads) % 2 else sum(sorted(heads)[len(heads) // 2 - 1:
+                                                                                     len(heads) // 2 + 1]) / 2
+        half_range_pct = 100 * (max(heads) - min(heads)) / 2 / median
+        allowed = max(HOLD_PCT, 3 * half_range_pct)
+        out[name] = {"runs": len(mine), "headlines": [round(h, 3) for h in heads], "median": round(median, 3),
+                     "half_range_pct": round(half_range_pct, 2),
+                     "stated_pm_pct": [round(r["pm_pct"], 1) if r["pm_pct"] else None for r in mine],
+                     "hold_median": sum(bool(r["low"] and r["low"] <= median <= r["high"]) for r in mine),
+                     "allowed_pm_pct": round(allowed, 2),
+                     "within_allowed": sum(bool(r["pm_pct"] and r["pm_pct"] <= allowed) for r in mine),
+                     "noisy": sum(r["noisy"] for r in mine)}
+    return out
+
+
 def summary(rows: list[dict]) -> dict:
     out = {}
     for part in ("solo", "round", "pair"):
@@ -163,6 +193,14 @@ def summary(rows: list[dict]) -> dict:
                                                         - first, 1))
         if part == "pair" and len(mine) == 2 and mine[1]["compile_s"] is not None:
             out[part]["second_over_its_compile_s"] = round(mine[1]["click_to_result_s"] - mine[1]["compile_s"], 1)
+    table = reruns(rows)
+    if table:
+        out["reruns"] = table
+        out["reruns_total"] = {"runs": sum(t["runs"] for t in table.values()),
+                               "hold_median": sum(t["hold_median"] for t in table.values()),
+                               "within_allowed": sum(t["within_allowed"] for t in table.values()),
+                               "settings_not_noisy": sum(t["noisy"] == 0 for t in table.values()),
+                               "settings": len(table)}
     checks = compare(rows)
     if checks:
         out["against_solo"] = {"runs": len(checks), "all_targets": sum(c["ok"] for c in checks),

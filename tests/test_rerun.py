@@ -261,3 +261,33 @@ def test_the_machines_reruns_of_other_settings_replace_the_default_once_there_ar
     assert own.between_source == "history" and "pooled with 3 earlier runs" in own.basis()
     # the run's own setting is left out of the machine's, so it is never counted twice
     assert history.machine_spread(rows, env, "cuda", "cuda-host-bound", exclude=rows[0][0]).settings == 1
+
+
+def test_the_spread_between_processes_leaves_out_what_each_runs_own_rounds_explain(store):
+    """Headlines scatter by their own rounds and by what a fresh process adds; the interval counts the rounds once,
+    in the run's own part, so the machine's spread is the scatter the rounds do not explain (never below zero). A
+    setting that scatters exactly as its rounds say adds nothing between processes; one that scatters further keeps
+    the excess, so its reruns' intervals stay as wide as they must."""
+    env = {"hostname": "h1", "gpu": "NVIDIA H100", "cpu": "x"}
+    spec = Experiment(model="captioner", preset="tiny", batch_size=1, precision="bf16").to_dict()
+    logs = [math.log(1.4 * (1 + 0.04 * d)) for d in (-1, 0, 1, -1, 1, 0, -1, 1)]  # σ about 3.7% apart
+    noisy_rounds = [(spec, env, math.exp(x), "cuda-host-bound", math.log1p(0.05)) for x in logs]  # rounds say 5%
+    steady_rounds = [(spec, env, math.exp(x), "cuda-host-bound", math.log1p(0.005)) for x in logs]  # rounds say 0.5%
+    older = [(spec, env, math.exp(x), "cuda-host-bound") for x in logs]  # records before the runs' own σ was kept
+    explained = history.machine_spread(noisy_rounds, env, "cuda", "cuda-host-bound")
+    unexplained = history.machine_spread(steady_rounds, env, "cuda", "cuda-host-bound")
+    assert explained.sigma_pct == 0.0 and explained.dof == 7  # the rounds explain all of it
+    assert 3.0 < unexplained.sigma_pct < history.machine_spread(older, env, "cuda", "cuda-host-bound").sigma_pct
+    assert rerun.between_variance([0.0, 0.1], []) == statistics.variance([0.0, 0.1])
+    assert rerun.between_variance([0.0, 0.1], [1.0, 1.0]) == 0.0
+    # a stored result says its own σ, and a later run of the setting takes it out of the history's scatter
+    ratios = [1.4, 1.42, 1.38, 1.41, 1.39, 1.4, 1.41, 1.39]
+    first = rerun.figures_of(rerun.interval(ratios, device="cuda", host_bound=True))
+    assert first["speedup_within_pct"] > 0
+    assert rerun.within_sigma(first) == pytest.approx(math.log1p(first["speedup_within_pct"] / 100))
+    earlier = [1.36, 1.40, 1.44]
+    counted = rerun.interval(ratios, device="cuda", host_bound=True, history=earlier)
+    explained_away = rerun.interval(ratios, device="cuda", host_bound=True, history=earlier,
+                                    history_within=[math.log1p(0.03)] * 3)
+    assert explained_away.between_pct < counted.between_pct and explained_away.pm_pct < counted.pm_pct
+    assert "beyond each run's own rounds" in explained_away.basis()

@@ -35,6 +35,7 @@ class Point:
     speedup: float
     low: float | None
     high: float | None
+    within: float = 0.0  # the run's own σ in log space (tcore.figures.rerun.within_sigma)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class History:
     @property
     def speedups(self) -> list[float]:
         return [p.speedup for p in self.points]
+
+    @property
+    def withins(self) -> list[float]:
+        return [p.within for p in self.points]
 
     @property
     def median(self) -> float | None:
@@ -75,7 +80,10 @@ class History:
 
 def history(records: Sequence[Any]) -> History:
     """The finished runs with a speedup among `records` (RunRecords), oldest first."""
-    points = [Point(r.id, r.created_at, r.result["speedup"], r.result.get("speedup_low"), r.result.get("speedup_high"))
+    from tcore.figures.rerun import within_sigma
+
+    points = [Point(r.id, r.created_at, r.result["speedup"], r.result.get("speedup_low"), r.result.get("speedup_high"),
+                    within_sigma(r.result))
               for r in records if r.status == "finished" and (r.result or {}).get("speedup")]
     return History(sorted(points, key=lambda p: p.created_at))
 
@@ -98,7 +106,8 @@ def dots(h: History, current: float | None = None, width: int = 40) -> str:
 @dataclass(frozen=True)
 class Spread:
     """How far one kind of run's headline moves between fresh processes on one machine, learned from every setting it
-    has run more than once: the pooled variance of their log-speedups about each setting's own mean."""
+    has run more than once: the variance of their log-speedups about each setting's own mean, less what each run's
+    own rounds explain (tcore.figures.rerun.between_variance), pooled over the settings."""
 
     sigma_log: float  # the pooled standard deviation, in log space
     dof: int          # its degrees of freedom: the runs less one per setting
@@ -114,25 +123,26 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
                    env: Mapping[str, Any], device: str | None, kind: str,
                    exclude: Mapping[str, Any] | None = None) -> Spread | None:
     """The spread between processes of runs of `kind` on this machine, from `rows` (store.headlines: spec, env,
-    speedup, kind), or None where no setting of that kind ran twice here. `exclude`: a setting left out (the run's
-    own, whose history is pooled on its own terms)."""
+    speedup, kind and, where stored, the run's own σ), or None where no setting of that kind ran twice here.
+    `exclude`: a setting left out (the run's own, whose history is pooled on its own terms)."""
+    from tcore.figures.rerun import between_variance
+
     here = machine(env, device)
-    groups: dict[str, list[float]] = {}
-    for spec, their_env, speedup, their_kind in rows:
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for spec, their_env, speedup, their_kind, *own in rows:
         if their_kind != kind or not speedup or speedup <= 0 or machine(their_env, device) != here:
             continue
         if exclude is not None and same_setting(spec, exclude):
             continue
         key = repr(sorted(settings(dict(spec), ignoring=PROVENANCE_FIELDS).items()))
-        groups.setdefault(key, []).append(math.log(speedup))
+        groups.setdefault(key, []).append((math.log(speedup), own[0] if own and own[0] else 0.0))
     squares = dof = runs = counted = 0
-    for logs in groups.values():
-        if len(logs) < 2:
+    for pairs in groups.values():
+        if len(pairs) < 2:
             continue
-        mean = statistics.fmean(logs)
-        squares += sum((x - mean) ** 2 for x in logs)
-        dof += len(logs) - 1
-        runs += len(logs)
+        squares += (len(pairs) - 1) * between_variance([x for x, _ in pairs], [w for _, w in pairs])
+        dof += len(pairs) - 1
+        runs += len(pairs)
         counted += 1
     if dof == 0:
         return None

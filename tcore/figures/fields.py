@@ -194,10 +194,15 @@ class RunFigures:
     speedup_drift_pct: float | None = figure(
         "Drift within the run", "%", "%.1f", LOWER,
         "How far apart the median ratios of the first and the second half of the rounds are.")
+    speedup_within_pct: float | None = figure(
+        "The run's own spread", "%", "%.1f", LOWER,
+        "The standard deviation of the headline that the run's own rounds and drift give: the part of its scatter "
+        "that a later run's interval does not count again as spread between processes.")
     speedup_between_pct: float | None = figure(
         "Spread between processes", "%", "%.1f", LOWER,
         "The standard deviation of the headline between fresh processes of this setting that the interval "
-        "allows for: learned from earlier runs on this machine, or a default (tcore.figures.rerun).")
+        "allows for, beyond each run's own spread: learned from earlier runs on this machine, or a default "
+        "(tcore.figures.rerun).")
     speedup_history_runs: int | None = figure(
         "Earlier runs of this setting", "runs", "%d", None,
         "Earlier runs of the same setting on this machine that the spread between processes was learned from.")

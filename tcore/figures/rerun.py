@@ -13,7 +13,11 @@ So the interval adds, in log space (2x and 0.5x sit symmetrically), three indepe
   drift    half the difference between the median ratio of the first and of the second half of the rounds: a
            run whose ratio moved while it ran has no single value that a rerun would find again;
   between  the spread of the headline between processes, for the kind of run (kind(): the device, and whether a
-           variant is host-bound). Its prior is what this machine has shown for that kind (tcore.analysis.history.
+           variant is host-bound), beyond what each run's own rounds and drift already explain: earlier headlines
+           scatter by both, so their variance less the runs' mean own variance (within_sigma, stored with each
+           result) is the part a fresh process adds (between_variance; never below zero). Counting the rounds
+           twice, once in each run's rounds and again in the headlines' scatter, made a steady setting read as
+           wide as its noisiest reference. Its prior is what this machine has shown for that kind (tcore.analysis.history.
            machine_spread: every setting of the kind it has run more than once, pooled, e.g. the reruns of
            `python -m tcore calibrate`) once that holds MIN_MACHINE_DOF degrees of freedom, else a documented default
            (DEFAULT_BETWEEN_PCT). The prior is pooled with the earlier runs of the same setting on the same machine
@@ -28,7 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from tcore.figures import paired
 
@@ -74,6 +78,7 @@ class Rerun:
     kind: str = "cpu"            # kind(): which spread between processes applies
     machine_runs: int = 0        # the machine's reruns the prior was learned from (0: the documented default)
     machine_settings: int = 0
+    within_pct: float = 0.0      # the run's own σ: its rounds and drift together (within_sigma), %
 
     @property
     def pm_pct(self) -> float:
@@ -91,10 +96,11 @@ class Rerun:
                  if self.machine_runs else "a documented default")
         if self.between_source == "history":
             parts.append(f"the spread between fresh processes, {prior} pooled with {self.history_runs} earlier runs of "
-                         f"this setting on this machine (σ {self.between_pct:.1f}%)")
+                         f"this setting on this machine (σ {self.between_pct:.1f}% beyond each run's own rounds)")
         elif self.between_source == "machine":
             parts.append(f"the spread between fresh processes that this machine has shown for "
-                         f"{KIND_WORDS.get(self.kind, self.kind)} (σ {self.between_pct:.1f}%, from {self.machine_runs} "
+                         f"{KIND_WORDS.get(self.kind, self.kind)} beyond each run's own rounds (σ "
+                         f"{self.between_pct:.1f}%, from {self.machine_runs} "
                          f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})")
         else:
             parts.append(f"a documented default spread between fresh processes (σ {self.between_pct:.1f}%: this "
@@ -130,6 +136,22 @@ def drift_sigma(ratios: Sequence[float]) -> tuple[float, float | None]:
     return apart / 2, 100 * (math.exp(apart) - 1)
 
 
+def within_sigma(result: Mapping[str, Any]) -> float:
+    """σ in log space of a stored headline about what its own process would read again: its rounds and its drift
+    together (speedup_within_pct); 0 for a record that does not say (then none of its scatter is explained away)."""
+    pct = result.get("speedup_within_pct")
+    return math.log1p(pct / 100) if pct else 0.0
+
+
+def between_variance(logs: Sequence[float], withins: Sequence[float]) -> float:
+    """The variance of one setting's log-headlines that fresh processes add: their sample variance less the mean of
+    the runs' own variances (`withins`, σ in log space, as within_sigma), never below zero."""
+    if len(logs) < 2:
+        return 0.0
+    own = statistics.fmean(w * w for w in withins) if withins else 0.0
+    return max(0.0, statistics.variance(logs) - own)
+
+
 def chi2_quantile(p: float, k: int) -> float:
     """The p-quantile of a chi-square with k degrees of freedom (Wilson-Hilferty; within 1-2% from k = 2)."""
     z = statistics.NormalDist().inv_cdf(p)
@@ -147,7 +169,7 @@ def _upper(sigma: float, dof: int) -> float:
 
 
 def between_sigma(history: Sequence[float], device: str, host_bound: bool,
-                  machine: Spread | None = None) -> tuple[float, str, int]:
+                  machine: Spread | None = None, history_within: Sequence[float] = ()) -> tuple[float, str, int]:
     """(σ in log space, "history", "machine" or "default", earlier runs of the setting used) between processes.
 
     `history` holds the headline speedups of earlier runs of the same setting on the same machine; `machine`, what
@@ -155,7 +177,7 @@ def between_sigma(history: Sequence[float], device: str, host_bound: bool,
     MIN_MACHINE_DOF degrees of freedom (else the documented default, weighing PRIOR_RUNS). From MIN_HISTORY earlier
     runs of the setting: the prior's variance pooled with their sample variance of log-speedups (n - 1), raised to
     its one-sided HISTORY_UPPER bound, never below MIN_BETWEEN_PCT. Fewer: the prior alone (a learned one raised to
-    its bound)."""
+    its bound). `history_within`: those runs' own σ (within_sigma), taken out of their variance (between_variance)."""
     default = math.log1p(DEFAULT_BETWEEN_PCT[kind(device, host_bound)] / 100)
     learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
     prior, prior_dof = (machine.sigma_log, machine.dof) if learned else (default, PRIOR_RUNS)
@@ -166,26 +188,29 @@ def between_sigma(history: Sequence[float], device: str, host_bound: bool,
             return max(_upper(prior, prior_dof), floor), "machine", 0
         return default, "default", 0
     logs = [math.log(s) for s in speedups]
+    withins = [w for s, w in zip(history, history_within) if s and s > 0] if history_within else []
     k = len(logs) - 1
     dof = prior_dof + k
-    pooled = math.sqrt((prior_dof * prior ** 2 + k * statistics.variance(logs)) / dof)
+    pooled = math.sqrt((prior_dof * prior ** 2 + k * between_variance(logs, withins)) / dof)
     return max(_upper(pooled, dof), floor), "history", len(speedups)
 
 
 def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, history: Sequence[float] = (),
-             machine: Spread | None = None, confidence: float = CONFIDENCE) -> Rerun:
+             machine: Spread | None = None, confidence: float = CONFIDENCE,
+             history_within: Sequence[float] = ()) -> Rerun:
     """The headline (the median paired ratio) and its CONFIDENCE interval for a rerun of the same setting."""
     if not ratios:
         raise ValueError("no rounds to estimate a speedup from")
     center = paired.estimate(ratios).speedup
     s_rounds, rounds_pm = rounds_sigma(ratios)
     s_drift, drift_pct = drift_sigma(ratios)
-    s_between, source, n = between_sigma(history, device, host_bound, machine)
+    s_between, source, n = between_sigma(history, device, host_bound, machine, history_within)
     learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
     half = z_value(confidence) * math.sqrt(s_rounds ** 2 + s_drift ** 2 + s_between ** 2)
     return Rerun(center, center * math.exp(-half), center * math.exp(half), confidence, rounds_pm, drift_pct,
                  100 * (math.exp(s_between) - 1), source, n, kind(device, host_bound),
-                 machine.runs if learned else 0, machine.settings if learned else 0)
+                 machine.runs if learned else 0, machine.settings if learned else 0,
+                 100 * (math.exp(math.hypot(s_rounds, s_drift)) - 1))
 
 
 def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
@@ -194,10 +219,12 @@ def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
             "speedup_confidence_pct": 100 * r.confidence, "speedup_rounds_pm_pct": r.rounds_pm_pct,
             "speedup_drift_pct": r.drift_pct, "speedup_between_pct": r.between_pct,
             "speedup_between_source": r.between_source, "speedup_history_runs": r.history_runs,
-            "speedup_kind": r.kind, "speedup_machine_runs": r.machine_runs, "speedup_interval_words": r.basis()}
+            "speedup_kind": r.kind, "speedup_machine_runs": r.machine_runs, "speedup_within_pct": r.within_pct,
+            "speedup_interval_words": r.basis()}
 
 
-def restate(result: dict, history: Sequence[float], host_bound: bool, machine: Spread | None = None) -> dict:
+def restate(result: dict, history: Sequence[float], host_bound: bool, machine: Spread | None = None,
+            history_within: Sequence[float] = ()) -> dict:
     """A finished result's headline interval again, with the store's earlier runs of the same setting as `history` and
     what the machine has shown for its kind of run as `machine`; the result unchanged where it has no paired rounds."""
     blocks = result.get("blocks") or {}
@@ -207,7 +234,7 @@ def restate(result: dict, history: Sequence[float], host_bound: bool, machine: S
     if not ratios:
         return result
     return {**result, **figures_of(interval(ratios, device=result.get("device", "cpu"), host_bound=host_bound,
-                                            history=history, machine=machine))}
+                                            history=history, machine=machine, history_within=history_within))}
 
 
 # Before a run: whether the setting can be expected to hold. A headline "holds" when a rerun lands within ± HOLD_PCT
@@ -245,14 +272,15 @@ class Outlook:
 
 
 def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
-            bound_at_batch: tuple[int, int] | None = None, machine: Spread | None = None) -> Outlook:
+            bound_at_batch: tuple[int, int] | None = None, machine: Spread | None = None,
+            history_within: Sequence[float] = ()) -> Outlook:
     """The outlook for a rerun of a setting, from the headlines of its earlier runs on this machine (`history`), how
     many of those were host-bound, and the device: between_sigma's σ, as the run's interval will use it.
     `bound_at_batch` (that batch, this batch): an earlier run of the setting at a larger batch here was host-bound;
     at a smaller batch each launch carries less work, so this one will be too. `machine`: what this machine's reruns
     of that kind of run say (tcore.analysis.history.machine_spread)."""
     bound = device == "cuda" and (host_bound_runs > 0 or bound_at_batch is not None)
-    s, source, n = between_sigma(history, device, bound, machine)
+    s, source, n = between_sigma(history, device, bound, machine, history_within)
     default = DEFAULT_BETWEEN_PCT["cuda-host-bound" if bound else "cuda" if device == "cuda" else "cpu"]
     speedups = [x for x in history if x and x > 0]
     median = statistics.median(speedups) if speedups else None

@@ -62,4 +62,5 @@ def words(kind: str, spread: history.Spread | None) -> str:
     used = ("replaces the documented default" if spread.dof >= rerun.MIN_MACHINE_DOF else
             f"too few yet to replace the default ({spread.dof} of {rerun.MIN_MACHINE_DOF} degrees of freedom)")
     return (f"{what}: σ {spread.sigma_pct:.2f}% between fresh processes, from {spread.runs} reruns of "
-            f"{spread.settings} setting(s); {used} (default σ {rerun.DEFAULT_BETWEEN_PCT[kind]:g}%)")
+            f"{spread.settings} setting(s); {used} (default σ {rerun.DEFAULT_BETWEEN_PCT[kind]:g}%); the part of "
+            "their scatter that each run's own rounds do not explain")

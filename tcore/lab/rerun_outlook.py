@@ -50,7 +50,8 @@ def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None) -> r
     larger = bound_at_larger_batch(exp, store, device) if not bound else None
     spread = history.machine_spread(store.headlines(device), machine_env(device), device,
                                     rerun.kind(device, bool(bound or larger)), exclude=exp.to_dict())
-    return rerun.outlook(past.speedups, device, bound, (larger, exp.batch_size) if larger else None, spread)
+    return rerun.outlook(past.speedups, device, bound, (larger, exp.batch_size) if larger else None, spread,
+                          past.withins)
 
 
 def words(exp: Experiment, store: RunStore, found: Earlier | None = None) -> str | None:
