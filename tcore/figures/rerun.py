@@ -12,19 +12,19 @@ So the interval adds, in log space (2x and 0.5x sit symmetrically), three indepe
   rounds   the paired rounds' order-statistics interval (tcore.figures.paired), turned back into a standard error;
   drift    half the difference between the median ratio of the first and of the second half of the rounds: a
            run whose ratio moved while it ran has no single value that a rerun would find again;
-  between  the spread of the headline between processes, for the kind of run (kind(): the device, and whether a
-           variant is host-bound), beyond what each run's own rounds and drift already explain: earlier headlines
-           scatter by both, so their variance less the runs' mean own variance (within_sigma, stored with each
-           result) is the part a fresh process adds (between_variance; never below zero). Counting the rounds
-           twice, once in each run's rounds and again in the headlines' scatter, made a steady setting read as
-           wide as its noisiest reference. Its prior is what this machine has shown for that kind (tcore.analysis.history.
-           machine_spread: every setting of the kind it has run more than once, pooled, e.g. the reruns of
-           `python -m tcore calibrate`) once that holds MIN_MACHINE_DOF degrees of freedom, else a documented default
-           (DEFAULT_BETWEEN_PCT). The prior is pooled with the earlier runs of the same setting on the same machine
-           once the store holds at least MIN_HISTORY of them; the default counts as PRIOR_RUNS runs' worth of
-           evidence, so three earlier runs that agreed by luck cannot shrink it to nothing (on an H100, three
-           ResNet-50 reruns agreed within 0.6%, and the fifth read 7.5% above them). A learned standard deviation is
-           raised to a one-sided 80% upper bound on its degrees of freedom, since a few runs understate it.
+  between  the spread of the headline between processes, for the kind of run (kind(): the device, and whether a variant
+           is host-bound), beyond what each run's own rounds and drift already explain: earlier headlines scatter by
+           both, so their variance less the runs' mean own variance (within_sigma, stored with each result) is the part
+           a fresh process adds (between_variance; never below zero). Counting the rounds twice, once in each run's
+           rounds and again in the headlines' scatter, made a steady setting read as wide as its noisiest reference. Its
+           prior is what this machine has shown for that kind (tcore.analysis.history.machine_spread: every setting of
+           the kind it has run more than once, pooled, e.g. the reruns of `python -m tcore calibrate`) once that holds
+           MIN_MACHINE_DOF degrees of freedom, else a documented default (DEFAULT_BETWEEN_PCT). The prior is pooled with
+           the earlier runs of the same setting on the same machine once the store holds at least MIN_HISTORY of them;
+           the default counts as PRIOR_RUNS runs' worth of evidence, so three earlier runs that agreed by luck cannot
+           shrink it to nothing (on an H100, three ResNet-50 reruns agreed within 0.6%, and the fifth read 7.5% above
+           them). A learned standard deviation is raised to a one-sided 80% upper bound on its degrees of freedom, since
+           a few runs understate it.
 The interval is speedup × exp(± z · sqrt(rounds² + drift² + between²)) at one level, CONFIDENCE (95%), everywhere.
 """
 from __future__ import annotations
