@@ -370,16 +370,20 @@ def one_way(args, device: str, way: str) -> dict:
 def in_own_process(way: str, argv: list[str]) -> dict:
     """`way` timed in a fresh process (this script with --one WAY): its figures, or why there are none, also where the
     process died (a segmentation fault in a compiled CUDA-graph step once took every figure of the check along)."""
-    out = subprocess.run([sys.executable, "-u", __file__, *argv, "--one", way], cwd=REPO, capture_output=True,
-                         text=True)
+    out = subprocess.run([sys.executable, "-u", "-X", "faulthandler", __file__, *argv, "--one", way], cwd=REPO,
+                         capture_output=True, text=True)
     for line in reversed(out.stdout.splitlines()):
         if line.startswith(RESULT):
             return json.loads(line[len(RESULT):])
     died = (f"the process died of {signal.Signals(-out.returncode).name}" if out.returncode < 0 else
             f"the process exited with {out.returncode}")
-    last = [line for line in out.stderr.splitlines() if line.strip() and not line.startswith(("W1", "  warnings"))]
-    return {"unavailable": f"{died}: {last[-1][:300] if last else 'it said nothing'}",
-            "how": GENERATE_WAYS.get(way, way)}
+    lines = out.stderr.splitlines()
+    crashed_in = next((lines[i + 1].strip() for i, line in enumerate(lines[:-1])
+                       if "most recent call first" in line), None)  # faulthandler's innermost frame
+    said = [line for line in lines if line.strip() and "Warning" not in line
+            and not line.startswith(("W1", "  warnings"))]
+    why = f"in {crashed_in}" if crashed_in else (said[-1][:300] if said else "it said nothing")
+    return {"unavailable": f"{died}: {why}", "how": GENERATE_WAYS.get(way, way)}
 
 
 def way_line(way: str, figs: dict) -> str:
