@@ -41,7 +41,7 @@ def test_the_tab_names_each_rung_and_stance_in_the_run_pages_words(db):
 
 
 def test_a_ladder_started_on_the_page_shows_its_steps_then_its_table(db, monkeypatch):
-    def climbed(spec_json, rungs, *, timeout_s=None, on_step=None):
+    def climbed(spec_json, rungs, *, timeout_s=None, on_step=None, stop=None):
         steps = {"eager": report("eager", 2.0, 50.0), "cold": report("cold", 40.0, 100.0),
                  "warm": report("warm", 10.0, 100.0)}
         for step, found in steps.items():
@@ -67,6 +67,36 @@ def test_a_ladder_started_on_the_page_shows_its_steps_then_its_table(db, monkeyp
             in texts(at.markdown))
 
 
+def test_the_person_who_started_a_ladder_can_stop_it_and_keeps_the_steps_it_finished(db, monkeypatch):
+    """A climb takes minutes on a CPU (AOTInductor builds the whole model's C++): the session that started it has a
+    Stop button while it runs; a stop ends it at once and the page says so with the steps that finished. Another
+    session following the same climb sees its steps but no Stop."""
+    def climbed(spec_json, rungs, *, timeout_s=None, on_step=None, stop=None):
+        on_step("eager", {**report("eager", 2.0, 50.0), "process_wall_s": 2.0})
+        assert stop.wait(60), "the page's Stop never reached the climb"
+        return ladder.climb(spec_json, ["cold"], step_runner=lambda *a, **kw: (_ for _ in ()).throw(
+            ladder.Stopped(ladder.STOPPED_WORDS)), stop=None)
+
+    monkeypatch.setattr(ladder, "ladder", climbed)
+    at = opened(app())
+    at.button(key="diag_ladder_start").click().run()
+    probe_id = at.session_state["diag_ladder_probe"]
+    deadline = time.time() + 30
+    while not probes.get(probe_id).steps:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    at.run()
+    other = opened(app())
+    assert f"diag_stop_{probe_id}" not in {b.key for b in other.button}  # following it is not owning it
+    at.button(key=f"diag_stop_{probe_id}").click().run()
+    probe = wait_done(probe_id, 30)
+    assert probe.stopped and probe.error == ladder.STOPPED_WORDS and probe.steps == ["eager: 2.0 s"]
+    at.run()
+    assert not at.exception
+    said = texts(at.info)
+    assert "was stopped by the person who started it" in said and "- eager: 2.0 s" in said
+
+
 CANNED = [
     {"stance": "fail_on_recompile", "sizes": [5, 11], "top": "captioner.py:185 forward", "raised": True,
      "error": "Detected recompile when torch.compile stance is 'fail_on_recompile'.",
@@ -90,7 +120,7 @@ CANNED = [
 def test_stance_probes_started_on_the_page_show_each_call_and_what_it_means(db, monkeypatch):
     seen = []
 
-    def probed(exp, *, timeout_s, on_line):
+    def probed(exp, *, timeout_s, on_line, stop=None):
         seen.append(exp)
         on_line("fail_on_recompile: done")
         return CANNED
@@ -114,7 +144,7 @@ def test_stance_probes_started_on_the_page_show_each_call_and_what_it_means(db, 
 
 
 def test_one_probe_of_a_kind_at_a_time(monkeypatch):
-    monkeypatch.setattr(probes, "run_stances", lambda exp, *, timeout_s, on_line: time.sleep(1) or [])
+    monkeypatch.setattr(probes, "run_stances", lambda exp, *, timeout_s, on_line, stop=None: time.sleep(1) or [])
     exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager", shape_count=2)
     first = probes.start_stances(exp)
     with pytest.raises(probes.Busy, match="one at a time"):

@@ -131,3 +131,42 @@ def test_a_model_with_a_graph_break_has_no_aot_compile_rung_and_says_why(tmp_pat
     torch._dynamo.reset()
     out = worker_ladder.run_step("aot_build", exp, tmp_path)
     assert out["unavailable"].startswith("aot_compile needs the model in one graph"), out
+
+
+def test_a_stopped_step_ends_at_once_and_takes_its_process_group_along(tmp_path):
+    """Stop on the Diagnose page must not wait for a minutes-long rung: the step's process and whatever it started
+    (Inductor's compile workers) are killed as soon as the stop is set, and the climb starts no later step."""
+    import os
+    import threading
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    fake_python = tmp_path / "python"
+    fake_python.write_text(f"#!/bin/sh\nsleep 120 & echo $! > {pid_file}\nwait\n")
+    fake_python.chmod(0o755)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(ladder.Stopped):
+        ladder.run_step("cold", "{}", tmp_path, tmp_path / "caches", 600, python=str(fake_python), stop=stop)
+    assert time.monotonic() - started < 10
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the step's own child outlived the stop")
+
+    ran = []
+
+    def runner(step, spec_json, workdir, cache_dir, timeout_s, stop=None):
+        ran.append(step)
+        stop.set()
+        raise ladder.Stopped(ladder.STOPPED_WORDS)
+
+    result = ladder.climb(SPEC, ["eager", "cold", "warm"], step_runner=runner, stop=threading.Event())
+    assert ran == ["eager"] and result["steps"]["eager"]["failed"] == ladder.STOPPED_WORDS

@@ -20,6 +20,7 @@ it costs is shown beside what loading it saves. A rung this torch or this model 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -27,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -54,22 +56,51 @@ class LadderError(RuntimeError):
     """A step's process failed; the message has the end of its output."""
 
 
+class Stopped(RuntimeError):
+    """The person who started the climb stopped it; the step's process (and what it started) is gone."""
+
+
+STOPPED_WORDS = "stopped by the person who started it"
+POLL_S = 0.25  # how often a step's wait looks at its stop
+
+
+def wait_or_stop(proc: subprocess.Popen, timeout_s: float | None,
+                 stop: threading.Event | None) -> tuple[str, str]:
+    """proc's (stdout, stderr) once it ends; its process group killed and Stopped raised as soon as `stop` is set,
+    subprocess.TimeoutExpired past `timeout_s`."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        try:
+            return proc.communicate(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            stopped = stop is not None and stop.is_set()
+            if stopped or (deadline is not None and time.monotonic() > deadline):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                if stopped:
+                    raise Stopped(STOPPED_WORDS) from None
+                raise subprocess.TimeoutExpired(proc.args, timeout_s) from None
+
+
 def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_s: float | None, *,
-             python: str | None = None) -> dict[str, Any]:
+             python: str | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
     """One step in a fresh Python process (`python`, this one's interpreter unless given) whose Inductor and Triton
-    caches live under `cache_dir`."""
+    caches live under `cache_dir`; `stop` set ends it at once (Stopped), its compile workers with it."""
     # PYTHONFAULTHANDLER: a step that dies of a signal (a segfault in a compiled artifact's loader, say) still says
     # where, as the Python stack faulthandler prints on its stderr, which the error below ends with.
     env = {**private.without_private(os.environ), "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
            "TRITON_CACHE_DIR": str(cache_dir / "triton"), LAUNCHED_AT: repr(time.time()), "PYTHONFAULTHANDLER": "1"}
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)  # the warm and artifact rungs are made of caches
     t0 = time.perf_counter()
-    proc = subprocess.run([python or sys.executable, "-m", "tcore.worker.ladder", step, spec_json, str(workdir)],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.Popen([python or sys.executable, "-m", "tcore.worker.ladder", step, spec_json, str(workdir)],
+                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group: a stop kills Inductor's compile workers too
+    stdout, stderr = wait_or_stop(proc, timeout_s, stop)
     wall_s = time.perf_counter() - t0
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("LADDER ")), None)
+    line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith("LADDER ")), None)
     if proc.returncode != 0 or line is None:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        tail = "\n".join((stdout + stderr).strip().splitlines()[-25:])
         raise LadderError(f"ladder step {step} {exit_words(proc.returncode)}:\n{tail}")
     return {**json.loads(line.removeprefix("LADDER ")), "process_wall_s": round(wall_s, 3)}
 
@@ -88,8 +119,10 @@ def exit_words(returncode: int) -> str:
 
 def climb(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float | None = None,
           on_step: Callable[[str, dict[str, Any]], None] | None = None,
-          step_runner: Callable[..., dict[str, Any]] = run_step) -> dict[str, Any]:
-    """Run the rungs in order (eager first: the others compare their output with its); return their steps' reports."""
+          step_runner: Callable[..., dict[str, Any]] = run_step,
+          stop: threading.Event | None = None) -> dict[str, Any]:
+    """Run the rungs in order (eager first: the others compare their output with its); return their steps' reports.
+    `stop` set: the step under way ends at once, says so, and no later step starts."""
     rungs = rungs or list(RUNGS)
     unknown = [r for r in rungs if r not in RUNGS]
     if unknown:
@@ -102,8 +135,13 @@ def climb(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float | 
             how = RUNGS[rung]
             for step in filter(None, (how["build"], how["run"])):
                 cache = caches / (how["caches"] if how["caches"] != "fresh" else f"fresh-{step}")
+                if stop is not None and stop.is_set():
+                    break
                 try:
-                    steps[step] = step_runner(step, spec_json, workdir, cache, timeout_s)
+                    steps[step] = step_runner(step, spec_json, workdir, cache, timeout_s,
+                                              **({"stop": stop} if stop is not None else {}))
+                except Stopped:
+                    steps[step] = {"step": step, "failed": STOPPED_WORDS}
                 except subprocess.TimeoutExpired:
                     steps[step] = {"step": step, "failed": f"ran past the ladder's {timeout_s:.0f} s limit per step"}
                 except LadderError as e:
@@ -243,7 +281,8 @@ def cmd_ladder(args) -> int:
 
 
 def ladder(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float | None = None,
-           on_step: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+           on_step: Callable[[str, dict[str, Any]], None] | None = None,
+           stop: threading.Event | None = None) -> dict[str, Any]:
     """climb() with a progress line per step (on stderr, unless on_step takes each step's report instead: the
     Diagnose page's, tcore.lab.probes), and what the result was measured with."""
     def said(step: str, report: dict[str, Any]) -> None:
@@ -255,7 +294,7 @@ def ladder(spec_json: str, rungs: list[str] | None = None, *, timeout_s: float |
     if on_step is None:
         print(f"start-up ladder: {spec['model']}/{spec['preset']} bs{spec['batch_size']} {spec['precision']}",
               file=sys.stderr, flush=True)
-    result = climb(spec_json, rungs, timeout_s=timeout_s, on_step=on_step or said)
+    result = climb(spec_json, rungs, timeout_s=timeout_s, on_step=on_step or said, stop=stop)
     first = next((s for s in result["steps"].values() if "device" in s), {})
     device_name = first.get("device_name", "cpu")
     return {"spec": spec, "device": first.get("device"), "device_name": device_name, "torch": first.get("torch"),

@@ -40,10 +40,19 @@ class Probe:
     result: Any = None       # ladder: tcore.lab.ladder.ladder()'s dict; stances: the list of probes
     error: str | None = None  # why it ended without a result
     ended_at: float | None = None
+    stop: threading.Event = field(default_factory=threading.Event, repr=False)  # set by stop_now(): end it now
 
     @property
     def done(self) -> bool:
         return self.ended_at is not None
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop.is_set()
+
+    def stop_now(self) -> None:
+        """End it at once: the step under way is killed with what it started, no later step starts."""
+        self.stop.set()
 
 
 _PROBES: dict[str, Probe] = {}
@@ -71,7 +80,7 @@ def start_ladder(exp: Experiment, rungs: list[str], *, timeout_s: float = STEP_T
     for a model file the lab does not allow (its code would run here), Busy while another ladder runs."""
     limits.check_app_model(exp.model)
     def climb(probe: Probe) -> Any:
-        return ladder.ladder(exp.to_json(), rungs, timeout_s=timeout_s,
+        return ladder.ladder(exp.to_json(), rungs, timeout_s=timeout_s, stop=probe.stop,
                              on_step=lambda step, report: probe.steps.append(step_words(step, report)))
     return _start("ladder", f"{exp.label}: {', '.join(rungs)}", climb)
 
@@ -81,7 +90,7 @@ def start_stances(exp: Experiment, *, timeout_s: float = STEP_TIMEOUT_S) -> Prob
     SpecError for a model file the lab does not allow, Busy while other probes run."""
     limits.check_app_model(exp.model)
     def probe_all(probe: Probe) -> Any:
-        return run_stances(exp, timeout_s=timeout_s, on_line=probe.steps.append)
+        return run_stances(exp, timeout_s=timeout_s, on_line=probe.steps.append, stop=probe.stop)
     return _start("stances", exp.label, probe_all)
 
 
@@ -92,13 +101,24 @@ def stance_command(exp: Experiment) -> list[str]:
             "--device", exp.device]
 
 
-def run_stances(exp: Experiment, *, timeout_s: float, on_line: Callable[[str], None]) -> list[dict[str, Any]]:
+def run_stances(exp: Experiment, *, timeout_s: float, on_line: Callable[[str], None],
+                stop: threading.Event | None = None) -> list[dict[str, Any]]:
     """The stance probes' list, from a fresh process (without the lab's private environment); each line it says on
-    stderr (a probe done) goes to on_line. RuntimeError with the end of its output if it fails."""
+    stderr (a probe done) goes to on_line. RuntimeError with the end of its output if it fails; ladder.Stopped if
+    `stop` was set."""
     env = {**private.without_private(dict(os.environ)), "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(stance_command(exp), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    timer = threading.Timer(timeout_s, proc.kill)
+    stop = stop or threading.Event()
+
+    def kill_on_stop_or_limit() -> None:
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None and time.monotonic() < deadline and not stop.wait(ladder.POLL_S):
+            pass
+        if proc.poll() is None:
+            proc.kill()
+
+    timer = threading.Thread(target=kill_on_stop_or_limit, name="stances-watch", daemon=True)
     timer.start()
     said: list[str] = []
     try:
@@ -109,7 +129,9 @@ def run_stances(exp: Experiment, *, timeout_s: float, on_line: Callable[[str], N
         out = proc.stdout.read()
         code = proc.wait()
     finally:
-        timer.cancel()
+        timer.join(timeout=2 * ladder.POLL_S)
+    if stop.is_set():
+        raise ladder.Stopped(ladder.STOPPED_WORDS)
     if code != 0:
         tail = "\n".join(said[-15:])
         raise RuntimeError(f"the stance probes' process {ladder.exit_words(code)}:\n{tail}")
@@ -136,6 +158,10 @@ def _start(kind: str, title: str, work: Callable[[Probe], Any]) -> Probe:
     def body() -> None:
         try:
             probe.result = work(probe)
+            if probe.stopped:
+                probe.error = ladder.STOPPED_WORDS
+        except ladder.Stopped:
+            probe.error = ladder.STOPPED_WORDS
         except Exception as e:  # noqa: BLE001 (said on the page, which is where the person is)
             probe.error = f"{type(e).__name__}: {e}"
         finally:

@@ -91,7 +91,7 @@ def start_and_follow(kind: str, started: bool, start: Callable[[], probes.Probe]
             st.error(str(e))
     probe = probes.get(st.session_state.get(key)) or probes.latest(kind)
     if probe is not None:
-        follow(probe, show)
+        follow(probe, show, mine=probe.id == st.session_state.get(key))
 
 
 def show_ladder(probe: probes.Probe) -> None:
@@ -175,11 +175,15 @@ def call_rows(found: dict) -> list[dict]:
 
 # --- following one ----------------------------------------------------------------------------------------------------
 
-def follow(probe: probes.Probe, show) -> None:
-    """A probe still running: its steps so far, redrawn every FOLLOW_S, until it ends and the page draws the result;
-    an ended one: its result, or why it has none."""
+def follow(probe: probes.Probe, show, mine: bool = False) -> None:
+    """A probe still running: its steps so far, redrawn every FOLLOW_S, until it ends and the page draws the result,
+    with a Stop button for the session that started it (`mine`); an ended one: its result, or why it has none."""
     if probe.done:
-        if probe.error:
+        if probe.stopped:
+            st.info(f"**{probe.title}** was {probe.error or 'stopped'}, after "
+                    f"{(probe.ended_at or time.time()) - probe.started_at:.0f} s; the steps it finished:\n\n"
+                    + ("\n".join(f"- {line}" for line in probe.steps) or "none"))
+        elif probe.error:
             st.error(f"**{probe.title}** failed: {probe.error}")
         else:
             show(probe)
@@ -191,5 +195,9 @@ def follow(probe: probes.Probe, show) -> None:
         with st.status(f"Running {probe.kind}: {probe.title}", expanded=True):
             st.markdown("\n".join(f"- {line}" for line in probe.steps) or "Starting its first process...")
             st.caption(f"{time.time() - probe.started_at:.0f} s so far")
+        if mine and st.button("Stop", key=f"diag_stop_{probe.id}", icon=":material/stop:", disabled=probe.stopped,
+                              help="End it now: the step under way is killed with its compile workers, and no "
+                                   "later step starts. The steps that finished stay on the page."):
+            probe.stop_now()  # the probe ends within a moment; the next redraw shows what it finished
 
     st.fragment(progress, run_every=FOLLOW_S)()
