@@ -118,20 +118,22 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_its_runs_stay_it
 
 
 def test_an_unlock_holds_for_a_session_started_before_the_page_wrote_its_cookie(browser, lab):
-    """CI once waited 300 s for "instructor" after Unlock and a click on Compare: on a loaded machine the move
-    came before the page's script had written the unlock's cookie, and the session it started was locked."""
+    """A reload or a new tab after Unlock but before the page's script has written the unlock's cookie (late on a
+    loaded machine) starts a session that the server unlocks by the browser's XSRF cookie. (A click on a page link
+    keeps the session: tests/test_instructor_panel.py has an Unlock followed at once by such a move.)"""
     url, watches = lab["url"], []
     context = browser.new_context(viewport={"width": 1440, "height": 2400})
     context.add_init_script(NO_INSTRUCTOR_COOKIE)
     system = open_tab(context, watches, f"{url}/system?me={TEACHER}", "System")
     system.get_by_label("Instructor passcode", exact=True).fill(PASSCODE)
     system.get_by_role("button", name="Unlock").click()
-    system.get_by_role("button", name="Lock").wait_for()
+    # exact: "Lock" alone also names the Unlock button (a substring), and the reload must come after the unlock
+    system.get_by_role("button", name="Lock", exact=True).wait_for()
 
     system.reload()  # a new session, as a reconnect the server did not match to the old one starts
     system.get_by_role("heading", name="System").wait_for()
     sidebar(system).get_by_text("instructor", exact=True).wait_for()
-    system.get_by_role("button", name="Lock").wait_for()
+    system.get_by_role("button", name="Lock", exact=True).wait_for()
     other = open_tab(context, watches, f"{url}/compare?me={TEACHER}", "Compare runs")  # and a new tab
     sidebar(other).get_by_text("instructor", exact=True).wait_for()
     assert "compile_lab_instructor" not in {c["name"] for c in context.cookies()}  # the page never wrote it
@@ -140,7 +142,7 @@ def test_an_unlock_holds_for_a_session_started_before_the_page_wrote_its_cookie(
     elsewhere = open_tab(stranger, watches, f"{url}/system", "System")
     elsewhere.get_by_label("Instructor passcode", exact=True).wait_for()
 
-    system.get_by_role("button", name="Lock").click()
+    system.get_by_role("button", name="Lock", exact=True).click()
     system.get_by_label("Instructor passcode", exact=True).wait_for()
     other.reload()  # Lock revokes it for the browser's key too
     other.get_by_role("heading", name="Compare runs").wait_for()

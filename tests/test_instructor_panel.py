@@ -4,7 +4,7 @@ import time
 
 from streamlit.testing.v1 import AppTest
 
-from tcore.lab.policy import limits
+from tcore.lab.policy import guards, limits
 from tcore.lab.run import runs
 from tcore.store import RunStore
 
@@ -80,3 +80,32 @@ def _unlocked_with_the_files_limits(tmp_path, monkeypatch) -> tuple[RunStore, Ap
     at.text_input(key="instructor_attempt").set_value("sesame")
     next(b for b in at.button if b.label == "Unlock").click().run()
     return store, at
+
+
+def test_an_unlock_clicked_just_before_a_move_to_another_page_holds_there(tmp_path, monkeypatch):
+    """Unlock, then at once a click on Compare in the sidebar: the server handled both clicks in one run of the
+    Compare page (Streamlit merges a rerun request that comes in before the last one ran), which never reads the
+    System page's button, so the unlock was lost and the sidebar never said "instructor" (a browser test on a loaded
+    machine). The button's callback runs before whichever page is drawn; a wrong passcode is still said on the System
+    page, and the guard still counts it."""
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
+    monkeypatch.setattr(guards, "PASSCODE_GUARD", guards.PasscodeGuard())  # this test's tries stay its own
+    RunStore()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
+
+    def unlock_then_compare(attempt: str) -> str:
+        """What the sidebar's "You" line says on Compare after Unlock and the move, handled in one run."""
+        at.switch_page("app_pages/system.py").run()
+        at.text_input(key="instructor_attempt").set_value(attempt)
+        next(b for b in at.button if b.label == "Unlock").click()
+        at.switch_page("app_pages/compare.py").run()
+        assert not at.exception, at.exception
+        return next(str(c.value) for c in at.sidebar.caption if str(c.value).startswith("You: "))
+
+    assert "instructor" not in unlock_then_compare("wrong")
+    at.switch_page("app_pages/system.py").run()
+    assert [e.value for e in at.error] == ["That is not the passcode."]  # said where it was typed
+    assert "instructor" in unlock_then_compare("sesame")
+    at.switch_page("app_pages/system.py").run()
+    assert "instructor_pause" in [b.key for b in at.button] and not at.error

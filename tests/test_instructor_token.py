@@ -129,9 +129,9 @@ def xsrf(token: bytes, mask: bytes = b"\x01\x02\x03\x04") -> str:
 def test_a_session_that_starts_before_the_page_wrote_the_cookie_is_unlocked_by_the_browsers_xsrf_token(browser,
                                                                                                      monkeypatch):
     """A reload, a new tab or a reconnect right after Unlock, before the page's script has written the unlock's
-    cookie (late on a loaded machine; CI once waited 300 s for "instructor" after Unlock and a click on Compare),
-    started a session that was locked. The server keeps the unlock under the browser's XSRF token, which Streamlit's
-    server sets before any page's script runs; the address, the hours and Lock bind it as they bind the cookie."""
+    cookie (late on a loaded machine), started a session that was locked. The server keeps the unlock under the
+    browser's XSRF token, which Streamlit's server sets before any page's script runs; the address, the hours and Lock
+    bind it as they bind the cookie."""
     token = bytes(range(16))
     browser[people.XSRF_COOKIE] = xsrf(token)
     people.unlock(CODE)  # no page drawn after it: the cookie is never written

@@ -43,17 +43,12 @@ def panel(store: RunStore) -> None:
         return
     if not people.is_instructor():
         with st.form("instructor_unlock", border=False):
-            attempt = st.text_input("Instructor passcode", type="password", key="instructor_attempt",
-                                    help="Unlocks cancelling or deleting anyone's run, pausing the queue and "
-                                         "changing the limits, in this browser (tabs opened or reloaded later too) "
-                                         f"until Lock, the app's restart or {people.UNLOCK_HOURS} hours.")
-            if st.form_submit_button("Unlock", icon=":material/lock_open:"):
-                # guesses are slowed per session and per address, and logged (tcore.lab.policy.guards.PasscodeGuard)
-                session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
-                unlocked, why = guards.PASSCODE_GUARD.attempt(session, attempt, address=people.client_address())
-                if unlocked:
-                    people.unlock(attempt)
-                    st.rerun()
+            st.text_input("Instructor passcode", type="password", key="instructor_attempt",
+                          help="Unlocks cancelling or deleting anyone's run, pausing the queue and changing the "
+                               "limits, in this browser (tabs opened or reloaded later too) until Lock, the app's "
+                               f"restart or {people.UNLOCK_HOURS} hours.")
+            st.form_submit_button("Unlock", icon=":material/lock_open:", on_click=_try_passcode)
+            if why := st.session_state.pop(_REFUSED, None):
                 st.error(why)
         return
     if tries := guards.PASSCODE_GUARD.wrong_tries():
@@ -76,6 +71,24 @@ def panel(store: RunStore) -> None:
                  help="Give up the instructor's actions in every tab unlocked on this app; the passcode unlocks "
                       "them again.")
     limits_form(store)
+
+
+_REFUSED = "instructor_refused"  # session_state: why the last passcode tried did not unlock, said under the form
+
+
+def _try_passcode() -> None:
+    """Unlock's callback. It runs before the next page is drawn, whichever page that is: read in the System page's
+    body, a click on Unlock followed at once by a click on another page (both handled in one run on a loaded
+    server) was never seen, and the browser stayed locked."""
+    # guesses are slowed per session and per address, and logged (tcore.lab.policy.guards.PasscodeGuard)
+    attempt = st.session_state.get("instructor_attempt", "")
+    session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
+    unlocked, why = guards.PASSCODE_GUARD.attempt(session, attempt, address=people.client_address())
+    if unlocked:
+        people.unlock(attempt)
+        st.session_state.pop(_REFUSED, None)  # a wrong try's sentence not yet shown: stale once unlocked
+    else:
+        st.session_state[_REFUSED] = why
 
 
 # Set when the limits in force changed from this form: its fields are refilled from them on the next run, before
