@@ -151,3 +151,27 @@ def test_the_ladder_climbs_from_the_diagnose_page_and_shows_its_table(server):
         assert page.locator('[data-testid="stException"]').count() == 0
         assert watch.problems() == []
         browser.close()
+
+
+def test_a_ladder_climb_can_be_stopped_from_the_page_and_keeps_what_finished(server):
+    """A climb on a CPU takes minutes once a compile rung runs: the person who started it stops it from the page, the
+    rung under way ends at once, and the page says it was stopped with the steps that finished."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page, watch = open_run_page(p, server)
+        go(page, "Diagnose")
+        page.get_by_role("tab", name="Start-up and stances").click()
+        rungs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Rungs")
+        rungs.wait_for(timeout=WAIT_MS)
+        for rung in ("warm", "mega_cache", "aot_compile", "aoti"):
+            rungs.get_by_label(f"Remove {rung}").first.click()
+            rungs.get_by_label(f"Remove {rung}").first.wait_for(state="detached", timeout=WAIT_MS)
+        page.get_by_role("button", name="Climb the ladder").click()
+        page.get_by_text(re.compile(r"^eager: [\d.]+ s$")).wait_for(timeout=WAIT_MS)  # the cold rung is compiling now
+        page.get_by_role("button", name="Stop", exact=True).click()
+        page.get_by_text(re.compile(r"was stopped by the person who started it")).wait_for(timeout=WAIT_MS)
+        assert page.get_by_text("As the command line prints it").count() == 0  # no table of a climb cut short
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert watch.problems() == []
+        browser.close()
