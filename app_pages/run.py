@@ -28,7 +28,7 @@ with knob_col:
         compiler = knobs.compile_knobs("run_", model["model"], model["task"])
     measure = knobs.measure_knobs("run_", with_cache=False)
     pick = model_picker.unpicked("run_")
-    exp, notes, error = knob_values.build({**model, **compiler, **measure}, unpicked=pick)
+    exp, notes, error = knobs.build({**model, **compiler, **measure}, unpicked=pick)
 
 with out_col:
     if exp is not None and (ahead := rerun_outlook.words(exp, store)):  # before the run, as its interval says after

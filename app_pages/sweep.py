@@ -6,7 +6,7 @@ from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, SpecError
 from tcore.lab import sweeps
 from tcore.store import RunStore
-from ui.panels import generate, knob_values, knobs, live, model_picker, people, queue
+from ui.panels import generate, knobs, live, model_picker, people, queue
 
 
 def start_sweep(experiments: list, skipped: list[str], label: str, store: RunStore) -> None:
@@ -58,7 +58,7 @@ with knob_col:
         st.caption(knobs.explain("backend", backend))
     measure = knobs.measure_knobs("sweep_")
     pick = model_picker.unpicked("sweep_")
-    base, _, error = knob_values.build({**model, **measure, "backend": backend}, unpicked=pick)
+    base, _, error = knobs.build({**model, **measure, "backend": backend}, unpicked=pick)
 
 with out_col:
     experiments, skipped = sweeps.cross(base, axes) if base else ([], [])

@@ -1,8 +1,7 @@
 """torch.compile's arguments are one dict: what the worker passes is what copy-as-code writes out."""
 import pytest
 
-from tcore.experiment.compile_args import TORCH_DEFAULTS, call_args, compile_kwargs
-from tcore.experiment.spec import Experiment
+from tcore.experiment.spec import TORCH_DEFAULTS, Experiment, call_args, compile_kwargs
 from tcore.export.snippet import code_for
 
 EXPS = [Experiment(), Experiment(backend="aot_eager"), Experiment(mode="max-autotune", fullgraph=True),

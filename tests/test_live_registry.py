@@ -63,3 +63,12 @@ def test_ended_runs_are_dropped_after_a_while(tmp_path, empty_registry, monkeypa
     registry.register(old)
     registry.register(_end(_run(store, "new")))
     assert registry.live("old") is None and registry.live("new") is not None
+
+
+def test_a_note_said_when_the_run_queued_is_not_repeated_when_its_worker_says_it(tmp_path):
+    said = "precision=tf32 changes GPU matmuls only: on the CPU it runs as fp32"
+    run = LiveRun(EXP, RunStore(tmp_path / "runs.sqlite"), run_id="r1", device="cpu", notes=[said], owner="test",
+                  timeout_s=None)
+    run.handle = [{"type": "note", "text": said}, {"type": "note", "text": "a note only the worker knows"}]
+    run._read_events()
+    assert run.notes == [said, "a note only the worker knows"]  # what the live panel shows (snapshot)

@@ -36,16 +36,16 @@ def test_the_limit_ends_a_run_stuck_in_any_phase(phase, store, tiny, monkeypatch
 
 def test_the_limit_counts_the_workers_start(store, tiny, monkeypatch):
     """A worker that takes its time to start (imports, a fork server still importing) spends the run's time."""
-    from tcore.lab.run import launching
+    from tcore.lab.run import liverun
 
-    started = launching.Worker
+    started = liverun.Worker
 
     def slow_worker(*args, **kwargs):
         time.sleep(4)
         return started(*args, **kwargs)
 
-    monkeypatch.setattr(launching, "Worker", slow_worker)
-    monkeypatch.setattr(launching.SPARES, "take", lambda slot, env: None)
+    monkeypatch.setattr(liverun, "Worker", slow_worker)
+    monkeypatch.setattr(liverun.SPARES, "take", lambda slot, env: None)
     monkeypatch.setenv(STALL_ENV, "building:600")
     live = runs.start(tiny.replace(backend="eager"), store, timeout_s=LIMIT_S)
     record = live.wait(timeout=120)
@@ -54,16 +54,16 @@ def test_the_limit_counts_the_workers_start(store, tiny, monkeypatch):
 
 
 def test_a_worker_still_starting_at_the_limit_ends_then(store, tiny, monkeypatch):
-    from tcore.lab.run import launching
+    from tcore.lab.run import liverun
 
-    started = launching.Worker
+    started = liverun.Worker
 
     def slower_than_the_limit(*args, **kwargs):
         time.sleep(LIMIT_S + 4)
         return started(*args, **kwargs)
 
-    monkeypatch.setattr(launching, "Worker", slower_than_the_limit)
-    monkeypatch.setattr(launching.SPARES, "take", lambda slot, env: None)
+    monkeypatch.setattr(liverun, "Worker", slower_than_the_limit)
+    monkeypatch.setattr(liverun.SPARES, "take", lambda slot, env: None)
     t0 = time.time()
     live = runs.start(tiny.replace(backend="eager"), store, timeout_s=LIMIT_S)
     record = live.wait(timeout=120)

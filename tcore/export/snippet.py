@@ -24,8 +24,7 @@ import torch
 
 import sample_models
 from tcore.experiment import schedule as schedules
-from tcore.experiment.compile_args import call_args
-from tcore.experiment.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment
+from tcore.experiment.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment, call_args
 from tcore.export import snippet_generate, snippet_sources
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
@@ -214,7 +213,8 @@ def _compile(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
 
 
 def _compile_calls(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
-    """The torch.compile or block.compile calls, with the arguments the worker passes (tcore.experiment.compile_args).
+    """The torch.compile or block.compile calls, with the arguments the worker passes
+    (tcore.experiment.spec.compile_kwargs).
     """
     args = call_args(exp)
     if exp.compile == "whole":

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import sample_models
 from sample_models import decoding
-from tcore.experiment.compile_args import generate_kwargs, kwargs_source
-from tcore.experiment.spec import PRECISIONS, Experiment
+from tcore.experiment.spec import PRECISIONS, Experiment, generate_kwargs, kwargs_source
 from tcore.export import snippet_sources
 
 TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}

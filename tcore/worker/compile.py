@@ -6,10 +6,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from tcore.experiment.compile_args import (
-    compile_kwargs,  # one dict for the run and its copy-as-code (tcore.export.snippet)
-)
-from tcore.experiment.spec import LR, Experiment
+from tcore.experiment.spec import LR, Experiment, compile_kwargs  # one dict for the run and its copy-as-code
 
 
 def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module], repeated_call: str = "") -> nn.Module:

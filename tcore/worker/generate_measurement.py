@@ -16,8 +16,7 @@ import torch
 import sample_models
 from sample_models import decoding
 from tcore import figures
-from tcore.experiment.compile_args import NO_CUDAGRAPHS
-from tcore.experiment.spec import PRECISIONS, Experiment
+from tcore.experiment.spec import NO_CUDAGRAPHS, PRECISIONS, Experiment
 from tcore.figures import Result, breakdown
 from tcore.host.power import PowerMeter, PowerSampler
 from tcore.worker import artifacts, diagnostics, membw, profiling

@@ -12,8 +12,7 @@ from typing import Callable
 import torch
 
 from sample_models import decoding
-from tcore.experiment.compile_args import generate_kwargs
-from tcore.experiment.spec import PRECISIONS, Experiment
+from tcore.experiment.spec import PRECISIONS, Experiment, generate_kwargs
 from tcore.worker.build import DTYPES
 from tcore.worker.timing import sync
 
@@ -33,7 +32,7 @@ class Generation:
 
 
 def compile_pair(decoder: decoding.Decoder, exp: Experiment) -> tuple[Callable, Callable]:
-    """(prefill, decode) compiled as `exp` asks (tcore.experiment.compile_args.generate_kwargs)."""
+    """(prefill, decode) compiled as `exp` asks (tcore.experiment.spec.generate_kwargs)."""
     prefill_kwargs, decode_kwargs = generate_kwargs(exp)
     return torch.compile(decoder.prefill, **prefill_kwargs), torch.compile(decoder.decode, **decode_kwargs)
 

@@ -1,6 +1,6 @@
-"""What the Run and Sweep pages' knob values make, apart from the widgets that hold them (ui.panels.knobs): the
-Experiment or the reason it cannot run (build), this lab's limits as the boxes apply them, the note before a run far
-past the model's practical batch (its memory and how long its steps take), and the artifacts a warm run would load.
+"""The lab's side of the Run and Sweep pages' knobs, apart from the widgets that hold them and the Experiment they build
+(ui.panels.knobs): this lab's limits as the boxes apply them (refused_by_lab), the note before a run far past the
+model's practical batch (its memory and how long its steps take: cost_note), and the artifacts a warm run would load.
 No Streamlit here.
 """
 from __future__ import annotations
@@ -50,23 +50,6 @@ def artifacts_source(exp: Experiment, store) -> dict | None:
     return artifacts.artifacts_for(exp.to_dict(), device, store)
 
 
-def build(values: dict, unpicked: str | None = None) -> tuple[Experiment | None, list[str], str | None]:
-    """(experiment, notes, None), or (None, [], why these values cannot run), or (None, [], `unpicked`) while the
-    model list has no pick (unpicked(prefix)). The notes say which knobs do nothing here, and what a run far past
-    the model's practical batch will cost (cost_note). `values` may hold the page's time limit (timeout_min)."""
-    if unpicked:
-        return None, [], unpicked
-    values = dict(values)
-    timeout = {"timeout_min": values.pop("timeout_min")} if "timeout_min" in values else {}
-    try:
-        refused_by_lab(values, **timeout)
-        exp = Experiment(**values)
-        _, notes = preflight(exp)
-    except SpecError as e:  # returned for the page to show: the message says what to change
-        return None, [], str(e)
-    return exp, notes + ([note] if (note := cost_note(exp)) else []), None
-
-
 # The number boxes whose emptied value (None) is refused; timed_steps is None in seconds mode, 0 when emptied.
 BOXES = ("batch_size", "timed_s", "rounds", "round_s", "target_pct", "warmup_steps", "max_fusion_size")
 
@@ -96,11 +79,11 @@ def refused_by_lab(values: dict, **given) -> None:
 FAR_PAST_DEFAULT = 8
 
 
-def cost_note(exp: Experiment) -> str | None:
-    """Before a run far past the model's practical batch here: its memory estimate against the memory there is, and
-    how long its steps should take, scaled from the eager speed of this machine's earlier runs of the model. None for
-    a run near the practical batch (a generate run counts sequences, and has its own defaults)."""
-    device, _ = preflight(exp)
+def cost_note(exp: Experiment, device: str) -> str | None:
+    """Before a run far past the model's practical batch on `device` (where it runs: preflight's answer): its memory
+    estimate against the memory there is, and how long its steps should take, scaled from the eager speed of this
+    machine's earlier runs of the model. None for a run near the practical batch (a generate run counts sequences,
+    and has its own defaults)."""
     usual = practical_defaults(exp.model, device, exp.task)["batch_size"]
     if exp.task == "generate" or exp.batch_size < FAR_PAST_DEFAULT * usual:
         return None

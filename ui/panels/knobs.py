@@ -1,5 +1,5 @@
-"""The experiment knobs: the widgets that build an Experiment, each captioned with its field's own sentence
-(tcore.experiment.spec).
+"""The experiment knobs: the widgets, each captioned with its field's own sentence (tcore.experiment.spec), and the
+Experiment their values build (build), checked against this lab's limits (ui.panels.knob_values) and this machine.
 
 Widgets carry explicit keys under a page prefix ("run_", "sweep_"), so pages don't collide and
 tests can set them. Defaults follow the device (tcore.experiment.device.practical_defaults): on a CPU the tiny
@@ -16,12 +16,15 @@ from tcore.experiment.spec import (
     CHOICES,
     DEFAULTS,
     INDUCTOR_OPTIONS,
+    Experiment,
+    SpecError,
     choice_docs,
     describe,
 )
 from tcore.host import features, machine
+from tcore.lab.run.runs import preflight
 from ui.panels import model_picker
-from ui.panels.knob_values import lab_limit, longest_run_min
+from ui.panels.knob_values import cost_note, lab_limit, longest_run_min, refused_by_lab
 from ui.words import sweep_matrix
 
 # Knobs of the page that are not fields of the experiment; every field explains itself in tcore.experiment.spec.
@@ -305,6 +308,23 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
                  timed_steps=(timed_steps or 0) if by == "steps" else None, warmup_steps=warmup,
                  torch_trace=bool(trace), timeout_min=timeout)
     return knobs if cache is None else {**knobs, "cache": cache}
+
+
+def build(values: dict, unpicked: str | None = None) -> tuple[Experiment | None, list[str], str | None]:
+    """(experiment, notes, None), or (None, [], why these values cannot run), or (None, [], `unpicked`) while the
+    model list has no pick (unpicked(prefix)). The notes say which knobs do nothing here, and what a run far past
+    the model's practical batch will cost (cost_note). `values` may hold the page's time limit (timeout_min)."""
+    if unpicked:
+        return None, [], unpicked
+    values = dict(values)
+    timeout = {"timeout_min": values.pop("timeout_min")} if "timeout_min" in values else {}
+    try:
+        refused_by_lab(values, **timeout)
+        exp = Experiment(**values)
+        device, notes = preflight(exp)  # the device check, once: cost_note is told its answer
+    except SpecError as e:  # returned for the page to show: the message says what to change
+        return None, [], str(e)
+    return exp, notes + ([note] if (note := cost_note(exp, device)) else []), None
 
 
 def _millions(n: int) -> str:

@@ -156,7 +156,9 @@ class Following:
                     self.progress[event["phase"]] = (event["done"], event["total"])
                 elif kind == "power":
                     self.power_samples.extend(event["samples"])
-                elif kind == "note":
+                elif kind == "note" and event["text"] not in self.notes:
+                    # the device's notes were said when the run queued (runs.preflight); the worker, which checks the
+                    # device it runs on, says them again: the panel shows each once
                     self.notes.append(event["text"])
                 elif kind == "code":
                     self.code = event["sources"]
