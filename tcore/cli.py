@@ -209,10 +209,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     device, _ = runs.preflight(Experiment(device=args.device))
     kinds = calibrate.references(device)
     count = sum(len(exps) for exps in kinds.values())
-    print(f"Calibrating {device}: {args.runs} fresh runs of each of {count} reference setting(s), queued at once.")
+    print(f"Calibrating {device}: fresh runs of {count} reference setting(s), queued at once.")
     for kind, exps in kinds.items():
         for exp in exps:
-            print(f"  {kind}: {exp.label}")
+            print(f"  {kind}: {exp.label}, {calibrate.runs_for(len(exps), args.runs)} runs")
 
     def ended(record) -> None:
         res = record.result or {}
@@ -327,7 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cal = sub.add_parser("calibrate", parents=[common], help="reruns of reference settings: the spread between fresh "
                          "processes this machine shows, which the headlines' intervals then use")
-    cal.add_argument("--runs", type=int, default=5, help="fresh runs of each reference (default 5)")
+    cal.add_argument("--runs", type=int, default=5, help="fresh runs of each reference (default 5; a kind of run "
+                                                         "with one reference gets 7, enough to replace its default)")
     cal.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     cal.set_defaults(func=cmd_calibrate)
 

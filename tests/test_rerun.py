@@ -278,8 +278,10 @@ def test_the_spread_between_processes_leaves_out_what_each_runs_own_rounds_expla
     unexplained = history.machine_spread(steady_rounds, env, "cuda", "cuda-host-bound")
     assert explained.sigma_pct == 0.0 and explained.dof == 7  # the rounds explain all of it
     assert 3.0 < unexplained.sigma_pct < history.machine_spread(older, env, "cuda", "cuda-host-bound").sigma_pct
-    assert rerun.between_variance([0.0, 0.1], []) == statistics.variance([0.0, 0.1])
-    assert rerun.between_variance([0.0, 0.1], [1.0, 1.0]) == 0.0
+    # the upper bound is taken of the scatter, then the runs' own part comes out: never below zero
+    assert rerun.between_of(0.02, 0.0, 6) > 0.02 and rerun.between_of(0.02, 0.05, 6) == 0.0
+    bound = rerun.between_of(0.03, 0.02, 6)
+    assert bound ** 2 == pytest.approx(rerun.between_of(0.03, 0.0, 6) ** 2 - 0.02 ** 2)
     # a stored result says its own σ, and a later run of the setting takes it out of the history's scatter
     ratios = [1.4, 1.42, 1.38, 1.41, 1.39, 1.4, 1.41, 1.39]
     first = rerun.figures_of(rerun.interval(ratios, device="cuda", host_bound=True))
@@ -291,3 +293,25 @@ def test_the_spread_between_processes_leaves_out_what_each_runs_own_rounds_expla
                                     history_within=[math.log1p(0.03)] * 3)
     assert explained_away.between_pct < counted.between_pct and explained_away.pm_pct < counted.pm_pct
     assert "beyond each run's own rounds" in explained_away.basis()
+
+
+def test_a_settings_own_reruns_replace_the_default_once_they_are_evidence_enough():
+    """Seven quiet reruns of the CPU default read 1.28-1.31x (2-core CPU, 2026-11-26) while each stated ± 21-24%, all
+    of it the 10% default spread: once a setting's own reruns hold the degrees of freedom that would replace the
+    default from other settings, they replace it for that setting too, and a steady setting reads as narrow as its
+    rounds. Under that, the default still weighs in, so three runs that agree by luck cannot narrow it."""
+    quiet = [1.298, 1.279, 1.282, 1.313, 1.304, 1.29, 1.30]
+    ratios = [1.29, 1.30, 1.28, 1.31, 1.29, 1.30, 1.30, 1.29]
+    own = [math.log1p(0.015)] * len(quiet)
+    learned = rerun.interval(ratios, device="cpu", history=quiet, history_within=own)
+    assert learned.between_source == "history" and learned.pm_pct < 5.0
+    few = rerun.interval(ratios, device="cpu", history=quiet[:3], history_within=own[:3])
+    assert few.pm_pct > 10.0  # the 10% default, pooled with three runs, still speaks
+    assert rerun.between_sigma(quiet, "cpu", False, None, own)[0] < rerun.between_sigma(quiet[:6], "cpu", False)[0]
+
+
+def test_calibrate_runs_enough_of_a_kinds_only_reference_to_replace_its_default():
+    from tcore.lab import calibrate
+
+    assert calibrate.runs_for(1, 5) == 7  # 5 runs of one setting give 4 degrees of freedom, short of 6
+    assert calibrate.runs_for(2, 5) == 5 and calibrate.runs_for(2, 2) == 4 and calibrate.runs_for(1, 9) == 9

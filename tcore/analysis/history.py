@@ -106,13 +106,20 @@ def dots(h: History, current: float | None = None, width: int = 40) -> str:
 @dataclass(frozen=True)
 class Spread:
     """How far one kind of run's headline moves between fresh processes on one machine, learned from every setting it
-    has run more than once: the variance of their log-speedups about each setting's own mean, less what each run's
-    own rounds explain (tcore.figures.rerun.between_variance), pooled over the settings."""
+    has run more than once: the variance of their log-speedups about each setting's own mean (the scatter), less
+    what each run's own rounds and drift explain (within), each pooled over the settings (tcore.figures.rerun.
+    between_of takes the within out of the scatter's upper bound)."""
 
-    sigma_log: float  # the pooled standard deviation, in log space
+    sigma_log: float  # the pooled standard deviation between processes, in log space: scatter less within
     dof: int          # its degrees of freedom: the runs less one per setting
     runs: int
     settings: int
+    scatter_log: float | None = None  # the headlines' pooled scatter about their settings' means (None: sigma_log)
+    within_log: float = 0.0           # the root mean square of the runs' own σ (rerun.within_sigma), pooled alike
+
+    @property
+    def scatter(self) -> float:
+        return self.sigma_log if self.scatter_log is None else self.scatter_log
 
     @property
     def sigma_pct(self) -> float:
@@ -125,8 +132,6 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
     """The spread between processes of runs of `kind` on this machine, from `rows` (store.headlines: spec, env,
     speedup, kind and, where stored, the run's own σ), or None where no setting of that kind ran twice here.
     `exclude`: a setting left out (the run's own, whose history is pooled on its own terms)."""
-    from tcore.figures.rerun import between_variance
-
     here = machine(env, device)
     groups: dict[str, list[tuple[float, float]]] = {}
     for spec, their_env, speedup, their_kind, *own in rows:
@@ -136,14 +141,17 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
             continue
         key = repr(sorted(settings(dict(spec), ignoring=PROVENANCE_FIELDS).items()))
         groups.setdefault(key, []).append((math.log(speedup), own[0] if own and own[0] else 0.0))
-    squares = dof = runs = counted = 0
+    squares = owns = dof = runs = counted = 0
     for pairs in groups.values():
         if len(pairs) < 2:
             continue
-        squares += (len(pairs) - 1) * between_variance([x for x, _ in pairs], [w for _, w in pairs])
+        logs = [x for x, _ in pairs]
+        squares += (len(pairs) - 1) * statistics.variance(logs)
+        owns += (len(pairs) - 1) * statistics.fmean(w * w for _, w in pairs)
         dof += len(pairs) - 1
         runs += len(pairs)
         counted += 1
     if dof == 0:
         return None
-    return Spread(math.sqrt(squares / dof), dof, runs, counted)
+    scatter, within = math.sqrt(squares / dof), math.sqrt(owns / dof)
+    return Spread(math.sqrt(max(0.0, scatter ** 2 - within ** 2)), dof, runs, counted, scatter, within)

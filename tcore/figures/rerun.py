@@ -15,16 +15,16 @@ So the interval adds, in log space (2x and 0.5x sit symmetrically), three indepe
   between  the spread of the headline between processes, for the kind of run (kind(): the device, and whether a variant
            is host-bound), beyond what each run's own rounds and drift already explain: earlier headlines scatter by
            both, so their variance less the runs' mean own variance (within_sigma, stored with each result) is the part
-           a fresh process adds (between_variance; never below zero). Counting the rounds twice, once in each run's
-           rounds and again in the headlines' scatter, made a steady setting read as wide as its noisiest reference. Its
-           prior is what this machine has shown for that kind (tcore.analysis.history.machine_spread: every setting of
-           the kind it has run more than once, pooled, e.g. the reruns of `python -m tcore calibrate`) once that holds
-           MIN_MACHINE_DOF degrees of freedom, else a documented default (DEFAULT_BETWEEN_PCT). The prior is pooled with
-           the earlier runs of the same setting on the same machine once the store holds at least MIN_HISTORY of them;
-           the default counts as PRIOR_RUNS runs' worth of evidence, so three earlier runs that agreed by luck cannot
-           shrink it to nothing (on an H100, three ResNet-50 reruns agreed within 0.6%, and the fifth read 7.5% above
-           them). A learned standard deviation is raised to a one-sided 80% upper bound on its degrees of freedom, since
-           a few runs understate it.
+           a fresh process adds (between_of: the scatter raised to its upper bound first; never below zero). Counting
+           the rounds twice, once in each run's rounds and again in the headlines' scatter, made a steady setting read
+           as wide as its noisiest reference. Its prior is what this machine has shown for that kind
+           (tcore.analysis.history.machine_spread: every setting of the kind it has run more than once, pooled, e.g. the
+           reruns of `python -m tcore calibrate`) once that holds MIN_MACHINE_DOF degrees of freedom, else a documented
+           default (DEFAULT_BETWEEN_PCT). The prior is pooled with the earlier runs of the same setting on the same
+           machine once the store holds at least MIN_HISTORY of them; the default counts as PRIOR_RUNS runs' worth of
+           evidence, so three earlier runs that agreed by luck cannot shrink it to nothing (on an H100, three ResNet-50
+           reruns agreed within 0.6%, and the fifth read 7.5% above them). A learned standard deviation is raised to a
+           one-sided 80% upper bound on its degrees of freedom, since a few runs understate it.
 The interval is speedup × exp(± z · sqrt(rounds² + drift² + between²)) at one level, CONFIDENCE (95%), everywhere.
 """
 from __future__ import annotations
@@ -143,15 +143,6 @@ def within_sigma(result: Mapping[str, Any]) -> float:
     return math.log1p(pct / 100) if pct else 0.0
 
 
-def between_variance(logs: Sequence[float], withins: Sequence[float]) -> float:
-    """The variance of one setting's log-headlines that fresh processes add: their sample variance less the mean of
-    the runs' own variances (`withins`, σ in log space, as within_sigma), never below zero."""
-    if len(logs) < 2:
-        return 0.0
-    own = statistics.fmean(w * w for w in withins) if withins else 0.0
-    return max(0.0, statistics.variance(logs) - own)
-
-
 def chi2_quantile(p: float, k: int) -> float:
     """The p-quantile of a chi-square with k degrees of freedom (Wilson-Hilferty; within 1-2% from k = 2)."""
     z = statistics.NormalDist().inv_cdf(p)
@@ -175,24 +166,38 @@ def between_sigma(history: Sequence[float], device: str, host_bound: bool,
     `history` holds the headline speedups of earlier runs of the same setting on the same machine; `machine`, what
     the machine has shown for runs of this kind (tcore.analysis.history.machine_spread), the prior once it holds
     MIN_MACHINE_DOF degrees of freedom (else the documented default, weighing PRIOR_RUNS). From MIN_HISTORY earlier
-    runs of the setting: the prior's variance pooled with their sample variance of log-speedups (n - 1), raised to
-    its one-sided HISTORY_UPPER bound, never below MIN_BETWEEN_PCT. Fewer: the prior alone (a learned one raised to
-    its bound). `history_within`: those runs' own σ (within_sigma), taken out of their variance (between_variance)."""
+    runs of the setting: the prior pooled with their sample variance of log-speedups (n - 1); a documented default
+    steps aside once they hold MIN_MACHINE_DOF degrees of freedom themselves. Fewer: the prior alone.
+    `history_within`: those runs' own σ (within_sigma). What is learned is the headlines' scatter, raised to its
+    one-sided HISTORY_UPPER bound, less the runs' own variance, which their rounds already state (a learned prior
+    brings its own, tcore.analysis.history.Spread.within_log; the default is a spread between processes already);
+    never below MIN_BETWEEN_PCT."""
     default = math.log1p(DEFAULT_BETWEEN_PCT[kind(device, host_bound)] / 100)
     learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
-    prior, prior_dof = (machine.sigma_log, machine.dof) if learned else (default, PRIOR_RUNS)
+    scatter, own, prior_dof = ((machine.scatter, machine.within_log, machine.dof) if learned
+                               else (default, 0.0, PRIOR_RUNS))
     floor = math.log1p(MIN_BETWEEN_PCT / 100)
     speedups = [s for s in history if s and s > 0]
     if len(speedups) < MIN_HISTORY:
         if learned:
-            return max(_upper(prior, prior_dof), floor), "machine", 0
+            return max(between_of(scatter, own, prior_dof), floor), "machine", 0
         return default, "default", 0
     logs = [math.log(s) for s in speedups]
     withins = [w for s, w in zip(history, history_within) if s and s > 0] if history_within else []
     k = len(logs) - 1
+    if not learned and k >= MIN_MACHINE_DOF:  # the setting's own reruns are evidence enough: the default steps aside
+        scatter, own, prior_dof = 0.0, 0.0, 0
     dof = prior_dof + k
-    pooled = math.sqrt((prior_dof * prior ** 2 + k * between_variance(logs, withins)) / dof)
-    return max(_upper(pooled, dof), floor), "history", len(speedups)
+    pooled = math.sqrt((prior_dof * scatter ** 2 + k * statistics.variance(logs)) / dof)
+    their_own = statistics.fmean(w * w for w in withins) if withins else 0.0
+    pooled_own = math.sqrt((prior_dof * own ** 2 + k * their_own) / dof)
+    return max(between_of(pooled, pooled_own, dof), floor), "history", len(speedups)
+
+
+def between_of(scatter: float, own: float, dof: int) -> float:
+    """The σ between processes that headlines scattering by `scatter` (learned with `dof` degrees of freedom, raised
+    to its one-sided HISTORY_UPPER bound) leave once the runs' own σ (`own`, root mean square) is taken out."""
+    return math.sqrt(max(0.0, _upper(scatter, dof) ** 2 - own ** 2))
 
 
 def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, history: Sequence[float] = (),

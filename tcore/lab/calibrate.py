@@ -2,7 +2,7 @@
 apart, so that the spread between fresh processes the machine shows replaces the documented default
 (tcore.figures.rerun: its prior is tcore.analysis.history.machine_spread over the store's reruns).
 
-    python -m tcore calibrate            # 5 fresh runs of each reference on this machine's device
+    python -m tcore calibrate            # 5 fresh runs of each reference (7 of a kind's only one) on this device
     python -m tcore calibrate --runs 8   # more runs: a tighter bound on the spread
 
 The references are ordinary runs, queued under the owner "calibration" and kept like any other: every later run on
@@ -13,6 +13,7 @@ extreme's alone; the Run page's GPU default keeps the GPU busy; on the CPU, the 
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from tcore.analysis import history
@@ -39,12 +40,19 @@ def references(device: str) -> dict[str, list[Experiment]]:
                                   "device": "cpu"})]}
 
 
+def runs_for(kind_refs: int, runs_each: int) -> int:
+    """Runs of each of a kind's `kind_refs` references: `runs_each`, or more where that many would leave the kind
+    short of the degrees of freedom that replace its default (a kind with one reference needs 7, since 5 give 4)."""
+    return max(runs_each, 1 + math.ceil(rerun.MIN_MACHINE_DOF / max(kind_refs, 1)))
+
+
 def calibrate(store: RunStore, device: str, runs_each: int = 5,
               on_end: Callable[[RunRecord], None] | None = None) -> dict[str, history.Spread | None]:
-    """Queue `runs_each` runs of each reference at once (they share the device as a room's runs do), wait for them,
-    and return what the machine now shows for each kind (None where too few finished)."""
+    """Queue the runs of each reference at once (runs_for: `runs_each`, or enough to replace the default; they share
+    the device as a room's runs do), wait for them, and return what the machine now shows for each kind (None where
+    too few finished)."""
     queued = [runs.start(exp, store, owner=OWNER, for_the_lab=True) for exps in references(device).values()
-              for exp in exps for _ in range(runs_each)]
+              for exp in exps for _ in range(runs_for(len(exps), runs_each))]
     for run in queued:
         record = run.wait()
         if on_end is not None and record is not None:
