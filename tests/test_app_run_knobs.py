@@ -99,3 +99,22 @@ def test_the_timeline_table_puts_its_seconds_first_and_its_subtitle_reads_with_s
     text = timeline_bar.timeline_chart({"timeline": phases}).layout.title.subtitle.text
     assert "<br>" in text and "<br>" not in text.replace(" <br>", "")
     assert text.replace(" <br>", " ") == timeline_bar.SUBTITLE
+
+
+def test_on_the_cpu_the_page_offers_the_measurement_a_solid_figure_needs_and_says_what_else_it_needs(db):
+    """A CPU run's interval rests on a 10% default until the machine's spread is learned, and 2 s a variant is short:
+    the page offers the longer measurement with one button, which sets the boxes (in its callback, before they
+    exist: a live session refuses a widget's value set after it is drawn), and says the rest in words."""
+    from ui.panels import knobs
+
+    at = app()
+    assert at.session_state["run_device"] in ("auto", "cpu")  # this machine has no GPU: the CPU is the device
+    assert "A solid figure on this CPU" in texts(at.caption)
+    at.button(key="run_solid_cpu").click().run()
+    assert not at.exception
+    assert at.number_input(key="run_timed_s").value == knobs.SOLID_CPU_TIMED_S
+    assert at.number_input(key="run_target_pct").value == 0.0
+    assert at.button(key="run_solid_cpu").disabled  # set: nothing more to press
+    said = texts(at.caption)
+    assert "a quiet machine" in said and "python -m tcore calibrate" in said and "set)" in said
+    assert will_run(at) and not at.button(key="run_start").disabled

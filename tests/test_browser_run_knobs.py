@@ -175,3 +175,23 @@ def test_a_ladder_climb_can_be_stopped_from_the_page_and_keeps_what_finished(ser
         assert page.locator('[data-testid="stException"]').count() == 0
         assert watch.problems() == []
         browser.close()
+
+
+def test_the_solid_figure_button_sets_the_cpu_measurement_in_a_live_session(server):
+    """The button sets the measurement boxes from its callback: a live session (not AppTest) is where Streamlit would
+    refuse a widget's value set after the widget is drawn."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page, watch = open_run_page(p, server)
+        page.get_by_role("button", name="Measure for a solid figure").click()
+        page.get_by_text(re.compile(r"a measurement long enough \(10 s a variant, all of it: set\)")).wait_for(
+            timeout=WAIT_MS)
+        assert page.get_by_role("button", name="Measure for a solid figure").is_disabled()
+        page.get_by_text("Advanced: how long and how carefully to measure").click()
+        box = page.get_by_label("Timed seconds per variant, at most (s)")
+        box.wait_for(timeout=WAIT_MS)
+        assert box.input_value() == "10.00"
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert watch.problems() == []
+        browser.close()

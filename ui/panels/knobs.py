@@ -267,8 +267,39 @@ def cache_knob(prefix: str) -> str:
     return cache
 
 
+# A solid figure on the CPU: every one of these seconds per variant, in the default 0.2 s rounds (about 25 pairs).
+# Longer rounds read worse there: 1 s rounds drifted apart by up to 25% (BENCHMARKS.md, "The CPU").
+SOLID_CPU_TIMED_S = 10.0
+
+
+def _solid_cpu(prefix: str) -> None:
+    """The button's callback (before the boxes exist, so it may set them): the CPU's solid-figure measurement."""
+    st.session_state[prefix + "timed_by"] = "seconds"
+    st.session_state[prefix + "timed_s"] = SOLID_CPU_TIMED_S
+    st.session_state[prefix + "round_s"] = DEFAULTS["round_s"]
+    st.session_state[prefix + "target_pct"] = 0.0
+
+
+def solid_cpu_offer(prefix: str) -> None:
+    """On the CPU: a button that sets the measurement a solid figure needs, and what else it needs, said plainly."""
+    if target_device(st.session_state.get(prefix + "device", "auto")) != "cpu":
+        return
+    solid = (st.session_state.get(prefix + "timed_s") == SOLID_CPU_TIMED_S
+             and st.session_state.get(prefix + "target_pct") == 0.0)
+    st.button("Measure for a solid figure", key=prefix + "solid_cpu", on_click=_solid_cpu, args=(prefix,),
+              icon=":material/straighten:", disabled=solid,
+              help=f"Times each variant for all of {SOLID_CPU_TIMED_S:g} s (about a minute a run with its compile).")
+    st.caption(f"**A solid figure on this CPU** needs three things: a measurement long enough "
+               f"({SOLID_CPU_TIMED_S:g} s a variant, all of it: {'set' if solid else 'the button sets it'}), a quiet "
+               "machine (nothing else busy on its cores while it times; the run says if something was), and this "
+               "machine's spread between fresh processes, which the lab learns from seven runs of the setting or "
+               "from `python -m tcore calibrate` once. Until then each interval rests on a 10% default and reads "
+               "about ± 20%.")
+
+
 def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
     """The timed stage, warm-up, time limit and (unless the page shows it elsewhere) the cache, in an expander."""
+    solid_cpu_offer(prefix)
     with st.expander("Advanced: how long and how carefully to measure"):
         by = st.radio("Timed stage length", ["seconds", "steps"], key=prefix + "timed_by", horizontal=True)
         # Both stay on the page (one greyed out): a widget left out of a rerun loses its value.
