@@ -28,15 +28,17 @@ with knob_col:
         compiler = knobs.compile_knobs("run_", model["model"], model["task"])
     measure = knobs.measure_knobs("run_", with_cache=False)
     pick = model_picker.unpicked("run_")
-    exp, notes, error = knobs.build({**model, **compiler, **measure}, unpicked=pick)
+    exp, notes, error, checked = knobs.build({**model, **compiler, **measure}, unpicked=pick)
 
 with out_col:
-    if exp is not None and (ahead := rerun_outlook.words(exp, store)):  # before the run, as its interval says after
+    # before the run, as its interval says after; the device as build() found it
+    if exp is not None and (ahead := rerun_outlook.words(exp, store, device=checked[0])):
         st.info(ahead, icon=":material/swap_vert:")
     # Runs wait their turn in the machine's queue, so Run is never greyed out for someone else's run.
     if st.button("Run", key="run_start", type="primary", icon=":material/play_arrow:", width="stretch",
                  disabled=exp is None) and exp is not None:
-        queued = queue.submit([exp], store, key="run", timeout_s=60 * st.session_state["run_timeout_min"])
+        queued = queue.submit([exp], store, key="run", timeout_s=60 * st.session_state["run_timeout_min"],
+                              checked=checked)
         if queued:
             st.session_state.run_shown = queued[0]
         st.rerun()
@@ -50,7 +52,7 @@ with out_col:
     for note in notes:
         st.warning(note)
     if exp is not None and exp.cache == "artifacts":
-        source = knob_values.artifacts_source(exp, store)
+        source = knob_values.artifacts_source(exp, store, device=checked[0])
         st.caption(f"Will load the compile artifacts saved by run {source['run_id']}." if source else
                    "No stored run of these settings has saved compile artifacts yet: this run will compile "
                    "cold (and save them). Run it once with cache=cold first to see a warm start.")

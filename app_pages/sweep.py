@@ -58,7 +58,7 @@ with knob_col:
         st.caption(knobs.explain("backend", backend))
     measure = knobs.measure_knobs("sweep_")
     pick = model_picker.unpicked("sweep_")
-    base, _, error = knobs.build({**model, **measure, "backend": backend}, unpicked=pick)
+    base, _, error, _ = knobs.build({**model, **measure, "backend": backend}, unpicked=pick)
 
 with out_col:
     experiments, skipped = sweeps.cross(base, axes) if base else ([], [])

@@ -23,9 +23,10 @@ def machine_env(device: str) -> dict:
 Earlier = tuple[str, history.History, int]  # earlier()'s answer: device, the runs' history, how many host-bound
 
 
-def earlier(exp: Experiment, store: RunStore) -> Earlier:
-    """(device, the finished runs of `exp`'s setting on this machine, how many of them were host-bound)."""
-    device, _ = preflight(exp)
+def earlier(exp: Experiment, store: RunStore, device: str | None = None) -> Earlier:
+    """(device, the finished runs of `exp`'s setting on this machine, how many of them were host-bound); `device`:
+    the device check's answer where the caller has it (the Run page's), else checked here."""
+    device = device or preflight(exp)[0]
     records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device)) if r.result.get("speedup")]
     bound = sum(bool(figures.host_bound(r.result, r.device, r.spec.get("mode"))) for r in records)
     return device, history.history(records), bound
@@ -41,12 +42,13 @@ def bound_at_larger_batch(exp: Experiment, store: RunStore, device: str) -> int 
     return min(batches) if batches else None
 
 
-def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None) -> rerun.Outlook | None:
+def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None,
+            device: str | None = None) -> rerun.Outlook | None:
     """What the lab expects of reruns of `exp` here; None when nothing compiled gives a speedup to rerun. found: what
     earlier() answered already (the command line prints it too), so the store is not asked twice."""
     if not exp.has_compiled_variant:
         return None
-    device, past, bound = found or earlier(exp, store)
+    device, past, bound = found or earlier(exp, store, device)
     larger = bound_at_larger_batch(exp, store, device) if not bound else None
     spread = history.machine_spread(store.headlines(device), machine_env(device), device,
                                     rerun.kind(device, bool(bound or larger)), exclude=exp.to_dict())
@@ -54,7 +56,8 @@ def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None) -> r
                           past.withins)
 
 
-def words(exp: Experiment, store: RunStore, found: Earlier | None = None) -> str | None:
+def words(exp: Experiment, store: RunStore, found: Earlier | None = None,
+          device: str | None = None) -> str | None:
     """The note said before a run of `exp` whose headline may move by more than ± HOLD_PCT between reruns."""
-    ahead = outlook(exp, store, found)
+    ahead = outlook(exp, store, found, device)
     return ahead.words() if ahead is not None else None

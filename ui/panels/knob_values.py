@@ -41,12 +41,13 @@ def longest_run_min() -> int:
     return max(int((lab_limit("max_run_s") or 36000 * 60) // 60), 1)
 
 
-def artifacts_source(exp: Experiment, store) -> dict | None:
-    """The stored artifacts a cache=artifacts run of `exp` would load ({run_id, torch, ...}), or None.
+def artifacts_source(exp: Experiment, store, device: str | None = None) -> dict | None:
+    """The stored artifacts a cache=artifacts run of `exp` would load ({run_id, torch, ...}), or None; `device`: the
+    device check's answer where the caller has it.
 
     Whether their torch and device match this machine is checked by the run itself.
     """
-    device, _ = preflight(exp)
+    device = device or preflight(exp)[0]
     return artifacts.artifacts_for(exp.to_dict(), device, store)
 
 

@@ -341,12 +341,18 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
     return knobs if cache is None else {**knobs, "cache": cache}
 
 
-def build(values: dict, unpicked: str | None = None) -> tuple[Experiment | None, list[str], str | None]:
-    """(experiment, notes, None), or (None, [], why these values cannot run), or (None, [], `unpicked`) while the
-    model list has no pick (unpicked(prefix)). The notes say which knobs do nothing here, and what a run far past
-    the model's practical batch will cost (cost_note). `values` may hold the page's time limit (timeout_min)."""
+Checked = tuple[str, list[str]]  # the device check's answer (tcore.lab.run.runs.preflight): device, its notes
+
+
+def build(values: dict, unpicked: str | None = None
+          ) -> tuple[Experiment | None, list[str], str | None, Checked | None]:
+    """(experiment, notes, None, checked), or (None, [], why these values cannot run, None), or (None, [],
+    `unpicked`, None) while the model list has no pick (unpicked(prefix)). The notes say which knobs do nothing here,
+    and what a run far past the model's practical batch will cost (cost_note). `checked`: the device check's answer,
+    which the page hands to what it calls next (the outlook, the queue), so a submit checks the device once.
+    `values` may hold the page's time limit (timeout_min)."""
     if unpicked:
-        return None, [], unpicked
+        return None, [], unpicked, None
     values = dict(values)
     timeout = {"timeout_min": values.pop("timeout_min")} if "timeout_min" in values else {}
     try:
@@ -354,8 +360,8 @@ def build(values: dict, unpicked: str | None = None) -> tuple[Experiment | None,
         exp = Experiment(**values)
         device, notes = preflight(exp)  # the device check, once: cost_note is told its answer
     except SpecError as e:  # returned for the page to show: the message says what to change
-        return None, [], str(e)
-    return exp, notes + ([note] if (note := cost_note(exp, device)) else []), None
+        return None, [], str(e), None
+    return exp, notes + ([note] if (note := cost_note(exp, device)) else []), None, (device, notes)
 
 
 def _millions(n: int) -> str:

@@ -43,9 +43,10 @@ def whose(owner: str | None, me: str) -> str:
     return "yours" if owner == me else people.display_name(owner)
 
 
-def submit(experiments: list[Experiment], store: RunStore, *, key: str,
-           timeout_s: float | None = None) -> list[str]:
-    """Queue the experiments in order for this session; returns the ids queued.
+def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_s: float | None = None,
+           checked: tuple[str, list[str]] | None = None) -> list[str]:
+    """Queue the experiments in order for this session; returns the ids queued. `checked`: the device check's answer
+    for a single experiment, made by the page as it drew (knobs.build), so the submit does not check again.
 
     A refusal (batch too big, too much memory, too many queued runs) stops the rest, and
     show_refusal(key) shows it after the rerun; what was queued before it stays queued.
@@ -53,7 +54,8 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str,
     queued = []
     for exp in experiments:
         try:
-            queued.append(runs.start(exp, store, owner=people.me(), timeout_s=timeout_s, from_app=True).run_id)
+            queued.append(runs.start(exp, store, owner=people.me(), timeout_s=timeout_s, from_app=True,
+                                     checked=checked if len(experiments) == 1 else None).run_id)
         except SpecError as e:
             st.session_state[f"{key}_refusal"] = (f"**{exp.label} cannot be queued:** {e}"
                                               + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))

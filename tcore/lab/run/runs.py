@@ -78,7 +78,8 @@ def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
 
 def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout_s: float | None = None,
           on_event: Callable[[dict[str, Any]], None] | None = None, sweep: tuple[str, int] | None = None,
-          for_the_lab: bool = False, from_app: bool = False) -> LiveRun:
+          for_the_lab: bool = False, from_app: bool = False,
+          checked: tuple[str, list[str]] | None = None) -> LiveRun:
     """Check `exp` against this machine and the lab's limits, then queue it; returns at once, phase "queued".
 
     owner: the submitting session (the app passes its browser session id); it bounds how many runs
@@ -87,9 +88,11 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     once): no per-session bound either.
     from_app: queued by a page of the app, where a `file:` model runs only if the lab allows files.
     sweep: (sweep id, place in it) for a run of a sweep (tcore.lab.sweeps).
+    checked: preflight's answer for `exp`, where the caller made it moments ago in this process (the Run page, as it
+    drew): the device check runs once on a submit's path. The lab's limits are checked here whatever the caller.
     Raises SpecError, with what to change, before anything is queued.
     """
-    device, notes = preflight(exp)
+    device, notes = checked if checked is not None else preflight(exp)
     lab = limits.load(store=store)
     bounded = None if for_the_lab else owner  # whose queue the per-session bound counts
     timeout_s, lowered = lab.run_time(timeout_s)
