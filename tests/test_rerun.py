@@ -305,6 +305,7 @@ def test_a_settings_own_reruns_replace_the_default_once_they_are_evidence_enough
     own = [math.log1p(0.015)] * len(quiet)
     learned = rerun.interval(ratios, device="cpu", history=quiet, history_within=own)
     assert learned.between_source == "history" and learned.pm_pct < 5.0
+    assert "learned from 7 earlier runs of this setting" in learned.basis() and "default" not in learned.basis()
     few = rerun.interval(ratios, device="cpu", history=quiet[:3], history_within=own[:3])
     assert few.pm_pct > 10.0  # the 10% default, pooled with three runs, still speaks
     assert rerun.between_sigma(quiet, "cpu", False, None, own)[0] < rerun.between_sigma(quiet[:6], "cpu", False)[0]

@@ -94,7 +94,10 @@ class Rerun:
         prior = (f"what this machine has shown for {KIND_WORDS.get(self.kind, self.kind)} ({self.machine_runs} "
                  f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})"
                  if self.machine_runs else "a documented default")
-        if self.between_source == "history":
+        if self.between_source == "history" and not self.machine_runs and self.history_runs - 1 >= MIN_MACHINE_DOF:
+            parts.append(f"the spread between fresh processes learned from {self.history_runs} earlier runs of this "
+                         f"setting on this machine (σ {self.between_pct:.1f}% beyond each run's own rounds)")
+        elif self.between_source == "history":
             parts.append(f"the spread between fresh processes, {prior} pooled with {self.history_runs} earlier runs of "
                          f"this setting on this machine (σ {self.between_pct:.1f}% beyond each run's own rounds)")
         elif self.between_source == "machine":
