@@ -7,7 +7,14 @@ import time
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, WAIT_MS, open_run_page, server, settle_charts  # noqa: F401 (the fixture)
+from tests.test_browser import (  # noqa: F401 (the fixture)
+    ARTIFACTS,
+    WAIT_MS,
+    click_until_shown,
+    open_run_page,
+    server,
+    settle_charts,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -18,22 +25,6 @@ def batch_box(page):
 
 def will_run(page) -> list[str]:
     return [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts() if t.startswith("Will run")]
-
-
-def click_until_shown(page, target, text: str, attempts: int = 5) -> None:
-    """Click `target` until the page shows `text`. Once in a full loaded run a click on a radio's label landed while
-    the page redrew and was lost (a person clicks again); clicking a choice already made changes nothing, so a click
-    that was only slow costs nothing either."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    for _ in range(attempts):
-        target.click()
-        try:
-            page.get_by_text(text).wait_for(timeout=WAIT_MS // attempts)
-            return
-        except PlaywrightTimeout:
-            continue
-    raise AssertionError(f"{text!r} never showed after {attempts} clicks")
 
 
 def go(page, name: str) -> None:
