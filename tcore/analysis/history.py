@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from tcore.experiment.comparable import PROVENANCE_FIELDS, settings
+from tcore.figures.rerun import within_sigma
 
 
 def machine(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str | None, str | None]:
@@ -80,10 +81,8 @@ class History:
 
 def history(records: Sequence[Any]) -> History:
     """The finished runs with a speedup among `records` (RunRecords), oldest first."""
-    from tcore.figures.rerun import within_sigma
-
     points = [Point(r.id, r.created_at, r.result["speedup"], r.result.get("speedup_low"), r.result.get("speedup_high"),
-                    within_sigma(r.result))
+                    within_sigma(r.result.get("speedup_within_pct")))
               for r in records if r.status == "finished" and (r.result or {}).get("speedup")]
     return History(sorted(points, key=lambda p: p.created_at))
 
@@ -130,7 +129,7 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
                    env: Mapping[str, Any], device: str | None, kind: str,
                    exclude: Mapping[str, Any] | None = None) -> Spread | None:
     """The spread between processes of runs of `kind` on this machine, from `rows` (store.headlines: spec, env,
-    speedup, kind and, where stored, the run's own σ), or None where no setting of that kind ran twice here.
+    speedup, kind and, where stored, the run's own spread in %), or None where no setting of that kind ran twice here.
     `exclude`: a setting left out (the run's own, whose history is pooled on its own terms)."""
     here = machine(env, device)
     groups: dict[str, list[tuple[float, float]]] = {}
@@ -140,7 +139,7 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
         if exclude is not None and same_setting(spec, exclude):
             continue
         key = repr(sorted(settings(dict(spec), ignoring=PROVENANCE_FIELDS).items()))
-        groups.setdefault(key, []).append((math.log(speedup), own[0] if own and own[0] else 0.0))
+        groups.setdefault(key, []).append((math.log(speedup), within_sigma(own[0] if own else None)))
     squares = owns = dof = runs = counted = 0
     for pairs in groups.values():
         if len(pairs) < 2:

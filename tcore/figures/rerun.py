@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from tcore.figures import paired
 
@@ -139,10 +139,10 @@ def drift_sigma(ratios: Sequence[float]) -> tuple[float, float | None]:
     return apart / 2, 100 * (math.exp(apart) - 1)
 
 
-def within_sigma(result: Mapping[str, Any]) -> float:
-    """σ in log space of a stored headline about what its own process would read again: its rounds and its drift
-    together (speedup_within_pct); 0 for a record that does not say (then none of its scatter is explained away)."""
-    pct = result.get("speedup_within_pct")
+def within_sigma(pct: float | None) -> float:
+    """σ in log space of a stored headline about what its own process would read again, from its result's
+    speedup_within_pct (its rounds and its drift together); 0 for a record that does not say (then none of its
+    scatter is explained away)."""
     return math.log1p(pct / 100) if pct else 0.0
 
 

@@ -96,21 +96,18 @@ class Runs(Part):
         return found[::-1]
 
     def headlines(self, device: str | None, *,
-                  limit: int = 500) -> list[tuple[dict, dict, float, str | None, float]]:
+                  limit: int = 500) -> list[tuple[dict, dict, float, str | None, float | None]]:
         """The latest `limit` finished runs on `device` with a headline, newest first, as (spec, env, speedup, the
-        kind of run its interval was made for: tcore.figures.rerun.kind, the run's own σ: rerun.within_sigma): what
-        the machine's spread between processes is learned from (tcore.analysis.history.machine_spread). Reads only
-        those columns' parts, not whole results."""
-        from tcore.figures.rerun import within_sigma
-
+        kind of run its interval was made for: tcore.figures.rerun.kind, the run's own spread in %:
+        speedup_within_pct): what the machine's spread between processes is learned from
+        (tcore.analysis.history.machine_spread). Reads only those columns' parts, not whole results."""
         with self._connect() as db:
             rows = db.execute(
                 "SELECT spec, env, json_extract(result, '$.speedup'), json_extract(result, '$.speedup_kind'),"
                 " json_extract(result, '$.speedup_within_pct')"
                 " FROM runs WHERE status='finished' AND device IS ? AND json_extract(result, '$.speedup') IS NOT NULL"
                 " ORDER BY created_at DESC LIMIT ?", (device, limit)).fetchall()
-        return [(json.loads(r[0]), json.loads(r[1] or "{}"), r[2], r[3], within_sigma({"speedup_within_pct": r[4]}))
-                for r in rows]
+        return [(json.loads(r[0]), json.loads(r[1] or "{}"), r[2], r[3], r[4]) for r in rows]
 
     def power_samples(self, run_id: str) -> list[list]:
         """The run's power samples, [[t_s, watts, phase, util_pct], ...], or [] if it kept none."""
