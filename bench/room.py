@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -165,8 +166,7 @@ def reruns(rows: list[dict]) -> dict:
         if len(mine) < 2:
             continue
         heads = [r["speedup"] for r in mine]
-        median = sorted(heads)[len(heads) // 2] if len(heads) % 2 else sum(sorted(heads)[len(heads) // 2 - 1:
-                                                                                     len(heads) // 2 + 1]) / 2
+        median = statistics.median(heads)
         half_range_pct = 100 * (max(heads) - min(heads)) / 2 / median
         allowed = max(HOLD_PCT, 3 * half_range_pct)
         out[name] = {"runs": len(mine), "headlines": [round(h, 3) for h in heads], "median": round(median, 3),
