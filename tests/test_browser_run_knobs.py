@@ -1,12 +1,14 @@
 """The Run page's knobs and the Diagnose page's start-up tab as a person meets them, in Chromium: a batch kept across a
 visit to another page while a run is followed live, a batch the box refuses turning Run off, a search followed as it
-is typed, the timeline's subtitle read with its spaces, and the stance probes started, followed and read on Diagnose.
-(tests/test_app_run_knobs.py and tests/test_diagnose_startup.py check the page's side headless.)"""
+is typed, the timeline's subtitle read with its spaces, the CPU's solid-figure button, and on Diagnose the stance
+probes and the ladder started, followed, read, and stopped. (tests/test_app_run_knobs.py and
+tests/test_diagnose_startup.py check the page's side headless.)"""
 import re
 import time
 
 import pytest
 
+from tcore.lab import ladder
 from tests.test_browser import (  # noqa: F401 (the fixture)
     ARTIFACTS,
     WAIT_MS,
@@ -136,20 +138,26 @@ def test_the_stances_run_from_the_diagnose_page_and_say_what_happened(server):
         browser.close()
 
 
+def climb(page, keep: list[str]) -> None:
+    """On Diagnose's start-up tab, the rungs not in `keep` taken out of the picker, then Climb the ladder."""
+    go(page, "Diagnose")
+    page.get_by_role("tab", name="Start-up and stances").click()
+    rungs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Rungs")
+    rungs.wait_for(timeout=WAIT_MS)
+    for rung in ladder.RUNGS:
+        if rung not in keep:
+            rungs.get_by_label(f"Remove {rung}").first.click()
+            rungs.get_by_label(f"Remove {rung}").first.wait_for(state="detached", timeout=WAIT_MS)
+    page.get_by_role("button", name="Climb the ladder").click()
+
+
 def test_the_ladder_climbs_from_the_diagnose_page_and_shows_its_table(server):
     """The eager rung alone (a fresh process, seconds): started, followed step by step, then its row in the table."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser, page, watch = open_run_page(p, server)
-        go(page, "Diagnose")
-        page.get_by_role("tab", name="Start-up and stances").click()
-        rungs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Rungs")
-        rungs.wait_for(timeout=WAIT_MS)
-        for rung in ("cold", "warm", "mega_cache", "aot_compile", "aoti"):
-            rungs.get_by_label(f"Remove {rung}").first.click()
-            rungs.get_by_label(f"Remove {rung}").first.wait_for(state="detached", timeout=WAIT_MS)
-        page.get_by_role("button", name="Climb the ladder").click()
+        climb(page, keep=["eager"])
         page.get_by_text(re.compile(r"Running ladder: captioner/tiny .*: eager")).wait_for(timeout=WAIT_MS)
         page.get_by_text("As the command line prints it").wait_for(timeout=WAIT_MS)
         # the table's cells, from the grid's accessible copy of its canvas
@@ -168,14 +176,7 @@ def test_a_ladder_climb_can_be_stopped_from_the_page_and_keeps_what_finished(ser
 
     with sync_playwright() as p:
         browser, page, watch = open_run_page(p, server)
-        go(page, "Diagnose")
-        page.get_by_role("tab", name="Start-up and stances").click()
-        rungs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Rungs")
-        rungs.wait_for(timeout=WAIT_MS)
-        for rung in ("warm", "mega_cache", "aot_compile", "aoti"):
-            rungs.get_by_label(f"Remove {rung}").first.click()
-            rungs.get_by_label(f"Remove {rung}").first.wait_for(state="detached", timeout=WAIT_MS)
-        page.get_by_role("button", name="Climb the ladder").click()
+        climb(page, keep=["eager", "cold"])
         page.get_by_text(re.compile(r"^eager: [\d.]+ s$")).wait_for(timeout=WAIT_MS)  # the cold rung is compiling now
         page.get_by_role("button", name="Stop", exact=True).click()
         page.get_by_text(re.compile(r"was stopped by the person who started it")).wait_for(timeout=WAIT_MS)
