@@ -64,6 +64,12 @@ STOPPED_WORDS = "stopped by the person who started it"
 POLL_S = 0.25  # how often a step's wait looks at its stop
 
 
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill a process started in a session of its own, with everything it started (Inductor's compile workers)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def wait_or_stop(proc: subprocess.Popen, timeout_s: float | None,
                  stop: threading.Event | None) -> tuple[str, str]:
     """proc's (stdout, stderr) once it ends; its process group killed and Stopped raised as soon as `stop` is set,
@@ -75,8 +81,7 @@ def wait_or_stop(proc: subprocess.Popen, timeout_s: float | None,
         except subprocess.TimeoutExpired:
             stopped = stop is not None and stop.is_set()
             if stopped or (deadline is not None and time.monotonic() > deadline):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                kill_group(proc)
                 proc.communicate()
                 if stopped:
                     raise Stopped(STOPPED_WORDS) from None

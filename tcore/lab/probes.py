@@ -116,7 +116,7 @@ def run_stances(exp: Experiment, *, timeout_s: float, on_line: Callable[[str], N
         while proc.poll() is None and time.monotonic() < deadline and not stop.wait(ladder.POLL_S):
             pass
         if proc.poll() is None:
-            proc.kill()
+            ladder.kill_group(proc)  # its session: what it started goes too
 
     timer = threading.Thread(target=kill_on_stop_or_limit, name="stances-watch", daemon=True)
     timer.start()
