@@ -22,7 +22,7 @@ from tcore.experiment.spec import (
     describe,
 )
 from tcore.host import features, machine
-from tcore.lab.run.runs import preflight
+from tcore.lab.run.runs import Checked, preflight
 from ui.panels import model_picker
 from ui.panels.knob_values import cost_note, lab_limit, longest_run_min, refused_by_lab
 from ui.words import sweep_matrix
@@ -339,9 +339,6 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
                  timed_steps=(timed_steps or 0) if by == "steps" else None, warmup_steps=warmup,
                  torch_trace=bool(trace), timeout_min=timeout)
     return knobs if cache is None else {**knobs, "cache": cache}
-
-
-Checked = tuple[str, list[str]]  # the device check's answer (tcore.lab.run.runs.preflight): device, its notes
 
 
 def build(values: dict, unpicked: str | None = None

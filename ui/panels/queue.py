@@ -44,7 +44,7 @@ def whose(owner: str | None, me: str) -> str:
 
 
 def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_s: float | None = None,
-           checked: tuple[str, list[str]] | None = None) -> list[str]:
+           checked: runs.Checked | None = None) -> list[str]:
     """Queue the experiments in order for this session; returns the ids queued. `checked`: the device check's answer
     for a single experiment, made by the page as it drew (knobs.build), so the submit does not check again.
 

@@ -28,8 +28,10 @@ from tcore.lab.run.registry import adopted_left, live, register
 from tcore.store import QueueFull, RunRecord, RunStore, StoreReadOnly
 from tcore.store.queue import PAUSED
 
+Checked = tuple[str, list[str]]  # preflight's answer: the device, its notes
 
-def preflight(exp: Experiment) -> tuple[str, list[str]]:
+
+def preflight(exp: Experiment) -> Checked:
     """Refuse, before anything runs, what this machine cannot run; return (device, notes)."""
     import torch
 
@@ -79,7 +81,7 @@ def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
 def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout_s: float | None = None,
           on_event: Callable[[dict[str, Any]], None] | None = None, sweep: tuple[str, int] | None = None,
           for_the_lab: bool = False, from_app: bool = False,
-          checked: tuple[str, list[str]] | None = None) -> LiveRun:
+          checked: Checked | None = None) -> LiveRun:
     """Check `exp` against this machine and the lab's limits, then queue it; returns at once, phase "queued".
 
     owner: the submitting session (the app passes its browser session id); it bounds how many runs
