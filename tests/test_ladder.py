@@ -146,12 +146,10 @@ def test_a_stopped_step_ends_at_once_and_takes_its_process_group_along(tmp_path)
     fake_python.chmod(0o755)
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
-    started = time.monotonic()
-    with pytest.raises(ladder.Stopped):
+    with pytest.raises(ladder.Stopped):  # unstopped, the step would end after its sleep with no report: LadderError
         ladder.run_step("cold", "{}", tmp_path, tmp_path / "caches", 600, python=str(fake_python), stop=stop)
-    assert time.monotonic() - started < 10
     child = int(pid_file.read_text())
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # unkilled, the child sleeps 120 s: a slow machine cannot pass for a live one
     while time.monotonic() < deadline:
         try:
             os.kill(child, 0)
