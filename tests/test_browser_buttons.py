@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Watch, serve
+from tests.browser_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Watch, serve
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.test_browser import (
+from tests.browser_harness import (
     ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,

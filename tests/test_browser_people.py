@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, WAIT_MS, Watch, serve
+from tests.browser_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, WAIT_MS, Watch, serve
 from tests.test_browser_buttons import CANCEL_TAKEN, no_exception, queue_row
 
 pytestmark = pytest.mark.browser

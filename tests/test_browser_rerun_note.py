@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from tests.test_browser import (
+from tests.browser_harness import (
     ARTIFACTS,
     WAIT_MS,
     open_run_page,

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tcore.lab import ladder
-from tests.test_browser import (  # noqa: F401 (the fixture)
+from tests.browser_harness import (  # noqa: F401 (the fixture)
     ARTIFACTS,
     WAIT_MS,
     click_until_shown,

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.test_browser import (
+from tests.browser_harness import (
     ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
