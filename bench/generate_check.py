@@ -14,7 +14,8 @@ and by the lab, side by side, each in tokens/s.
    Argument names are feature-detected: a way this transformers lacks says so instead of a figure.
 2. A plain loop written here: transformers' StaticCache, a compiled one-token step (the same mode, fullgraph), and the
    same loop eager; decode speed is the decode steps over their time, synchronized at both ends only.
-3. The lab: `python -m tcore run --task generate` with the same settings, in a fresh process; its decode tokens/s,
+3. The lab (first: the figure the others are held against): `python -m tcore run --task generate` with the same
+   settings, in a fresh process; its decode tokens/s,
    eager and compiled, and how far compiled decode is from the memory-bound limit: the bytes a step reads per second
    (TB/s) and their share of the bandwidth the lab's worker measured on this GPU (a device-to-device copy of a buffer
    far larger than L2, read + write bytes) and of the datasheet's.
@@ -224,7 +225,10 @@ def lab(args) -> dict:
                str(args.prompt_len), "--new-tokens", str(args.new_tokens), "--mode", args.mode, "--kv-cache", "static",
                "--device", args.device, "--backend", args.backend, "--db", str(db), "--json", "--quiet"] \
         + (["--coordinate-descent"] if args.coordinate_descent else [])
-    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    try:
+        out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=args.lab_timeout)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"the lab's run passed this check's --lab-timeout of {args.lab_timeout:g} s"}
     if out.returncode:  # a reason, not an exit: the ways already timed keep their figures
         last = [line for line in out.stderr.splitlines() if line.strip()]
         return {"failed": f"the lab's run exited with {out.returncode}: {last[-1][:300] if last else ''}"}
@@ -236,7 +240,13 @@ def lab(args) -> dict:
                                         "mem_bw_measured_tb_s", "mem_bw_datasheet_tb_s", "mem_bw_method",
                                         "compiled_decode_bw_measured_pct", "compiled_decode_bw_pct",
                                         "eager_decode_idle_pct", "compiled_decode_idle_pct", "kv_cache_gib",
-                                        "compiled_tokens", "unavailable")}
+                                        "compiled_tokens", "unavailable",
+                                        *(f"compiled_{part}_ms" for part in ("profiled_step", *STEP_PARTS)))}
+
+
+# Where a profiled compiled decode step's time goes, as the lab's result splits it (tcore.figures.breakdown).
+STEP_PARTS = {"matmul": "matmuls", "attention": "attention", "pointwise": "pointwise and norms", "copy": "copies",
+              "other": "other kernels", "idle": "device idle"}
 
 
 def share(pct: float | None, tb_s: float | None, what: str, unavailable: dict, key: str) -> str:
@@ -265,7 +275,20 @@ def lab_lines(lab_figs: dict) -> list[str]:
             f"({lab_figs.get('mem_bw_method') or unavailable.get('mem_bw_measured_tb_s')}), datasheet "
             f"{f'{datasheet:.3g} TB/s' if datasheet else 'n/a'}",
             f"  {'lab compiled decode':22} reads {rate:.3g} TB/s ({step_ms:.3f} ms a step): {', '.join(shares)}; "
-            f"device idle {idle}"]
+            f"device idle {idle}",
+            f"  {'its profiled step':22} " + step_parts(lab_figs)]
+
+
+def step_parts(lab_figs: dict) -> str:
+    """A profiled compiled decode step (one token per sequence) split by kernel class, in µs: what keeps it from the
+    bandwidth limit."""
+    step = lab_figs.get("compiled_profiled_step_ms")
+    if not step:
+        why = (lab_figs.get("unavailable") or {}).get("compiled_profiled_step_ms", "not recorded")
+        return f"n/a ({why})"
+    parts = [f"{words} {1e3 * lab_figs[f'compiled_{part}_ms']:.0f}" for part, words in STEP_PARTS.items()
+             if lab_figs.get(f"compiled_{part}_ms") is not None]
+    return f"{1e3 * step:.0f} µs a token: " + ", ".join(parts) + " (µs)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -291,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinate-descent", action="store_true",
                         help="Inductor's coordinate-descent tuning in the compiled loop and the lab (gpt-fast turns "
                              "it on; on an H100 the lab's compile of a 1B decoder with it ran past 240 s)")
+    parser.add_argument("--lab-timeout", type=float, default=None, metavar="S",
+                        help="the lab's run ends after this many seconds with a reason, so the ways still run")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--one", choices=["loop_eager", "loop_compiled", *GENERATE_WAYS], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -318,12 +343,15 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     ways = [*(("loop_eager", "loop_compiled") if "loop" not in args.skip else ()),
             *(GENERATE_WAYS if "generate" not in args.skip else ())]
+    if "lab" not in args.skip:  # first: the figure the others are held against, kept if the call is cut later
+        found["lab"] = lab(args)
+        out.write_text(json.dumps(found, indent=2))
+        print(f"  {'lab':22} " + ("done" if not found["lab"].get("failed") else f"n/a ({found['lab']['failed']})"),
+              flush=True)
     for way in ways:  # each in a fresh process: every way compiles from nothing, and a crash costs one way only
         found[way] = in_own_process(way, argv if argv is not None else sys.argv[1:])
         print(way_line(way, found[way]), flush=True)
         out.write_text(json.dumps(found, indent=2))  # a call cut short keeps the ways that finished
-    if "lab" not in args.skip:
-        found["lab"] = lab(args)
     print(f"{args.model}/{args.preset} bs{args.batch_size} {args.precision} {args.prompt_len}+{args.new_tokens} "
           f"tokens, mode={args.mode}, backend={args.backend}, on {found['device']}, transformers "
           f"{transformers.__version__}")

@@ -112,6 +112,8 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str,
                          "low": result.get("speedup_low"), "high": result.get("speedup_high"),
                          "pm_pct": result.get("speedup_pm_pct"), "noisy": bool(result and noise_reasons(result)),
                          "rounds_pm_pct": result.get("speedup_rounds_pm_pct"),
+                         "drift_pct": result.get("speedup_drift_pct"), "rounds": result.get("paired_rounds"),
+                         "timed_stop": result.get("timed_stop"),
                          "within_pct": result.get("speedup_within_pct"),
                          "between_pct": result.get("speedup_between_pct"),
                          "between_source": result.get("speedup_between_source"),
@@ -216,6 +218,14 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def write(out: Path | None, engine: str, rows: list[dict]) -> None:
+    """The result so far (rows, checks, summary) to --out, where one was given."""
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"engine": engine, "rows": rows, "checks": compare(rows), "summary": summary(rows)},
+                                  indent=1))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -256,12 +266,13 @@ def main() -> int:
                       f"{row['click_to_result_s']:6.1f} s, compile {row['compile_s'] or 0:5.1f} s, "
                       f"{row['speedup'] or 0:.3f}x ±{row['pm_pct'] or 0:.1f}%, eager "
                       f"{row['eager_samples_per_s'] or 0:.0f}/s, GPU wait {row['device_wait_s'] or 0:.1f} s"
+                      + (f" (rounds ±{row['rounds_pm_pct'] or 0:.1f}% over {row.get('rounds')}, drift "
+                         f"{row.get('drift_pct') or 0:.1f}%, between σ {row['between_pct'] or 0:.1f}% "
+                         f"[{row['between_source']}])" if row["speedup"] else "")
                       + (f" [{row['error'][:120]}]" if row["error"] else ""), flush=True)
+                write(args.out, engine, rows)  # after each run: a call cut short keeps the runs that finished
         proc.wait()
-        if args.out:  # after each part: a call cut short still keeps the parts that finished
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"engine": engine, "rows": rows, "checks": compare(rows),
-                                            "summary": summary(rows)}, indent=1))
+        write(args.out, engine, rows)
     print(json.dumps(summary(rows), indent=1))
     return 0
 

@@ -102,6 +102,12 @@ def test_adaptive_stop_settles_a_steady_run_early_and_a_drifting_one_uses_its_bu
     assert not paired.settled(steady, 0.0, 6)      # target 0: always the whole budget
     noisy = paired.round_ratios(*drifting_rounds(6, drift=lambda t: 1.0, jitter=0.08).values())
     assert not paired.settled(noisy, 3.0, 6)
+    # The rounds must reach 60% of the target, not all of it: the stated interval adds the spread between
+    # processes, and rounds that took the whole target left the run wider than it (Noisy) once that was added.
+    six = [1.00, 1.02, 1.03, 1.04, 1.05, 1.07]  # 6 rounds: the interval is [x(1), x(6)], about ± 3.4%
+    assert 3.0 < paired.estimate(six).half_width_pct < 4.0
+    assert not paired.settled(six, 5.0, 6) and paired.settled(six, 6.0, 6)
+    assert paired.rounds_target(5.0) == pytest.approx(3.0)
 
 
 def test_the_worker_stops_when_settled_or_when_another_round_would_pass_timed_s():

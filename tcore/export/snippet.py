@@ -318,6 +318,7 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
 
     sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
     round_s, timed_s, target = exp.round_s, exp.timed_s, exp.target_pct
+    within = paired.rounds_target(target)
     fewest = max(exp.rounds, paired.MIN_ROUNDS)
     return ["", "",
             "# --- The effect: eager against compiled, timed as the lab times them ---------------------------------",
@@ -325,8 +326,11 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
             "# order alternating, so the machine's drift hits both alike; eager is the same callables run with",
             "# torch.compiler.set_stance('force_eager'). The speedup is the median of the rounds' ratios, with a",
             "# distribution-free interval from their order statistics; as the run did, rounds are added until it is",
-            f"# within ± {target:g}% (from {fewest} rounds on) or until another round would pass {timed_s:g} s per",
-            "# variant, which may stop it with fewer rounds and a wider interval.",
+            f"# within ± {within:g}% (from {fewest} rounds on; the run's ± {target:g}% target "
+            "less room for the",
+            f"# spread between processes) or until another round would pass {timed_s:g} s per variant, which may "
+            "stop it",
+            "# with fewer rounds and a wider interval.",
             "import math",
             "import time",
             "",
@@ -365,7 +369,7 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
             "    speedup, low, high = median_and_interval([r[True] / r[False] for r in rounds])",
             f"    if spent + block > {timed_s * 1.05:g}:  # another round would pass the timed seconds (5% slack)",
             "        break",
-            f"    if len(rounds) >= {fewest} and max(high / speedup - 1, 1 - low / speedup) <= {target / 100:g}:",
+            f"    if len(rounds) >= {fewest} and max(high / speedup - 1, 1 - low / speedup) <= {within / 100:g}:",
             "        break",
             "eager_ms, compiled_ms = (sorted(r[e] for r in rounds)[len(rounds) // 2] * 1e3 for e in (True, False))",
             "print(f'speedup {speedup:.2f}x (interval {low:.2f}-{high:.2f}x, {len(rounds)} paired rounds; eager '",

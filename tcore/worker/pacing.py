@@ -53,7 +53,8 @@ def stop_words(exp: Experiment, why: str, ratios: list[float], spent_s: float) -
     said = "" if width is None else f" ± {width:.1f}%"
     if why == "settled":
         return (f"Timing stopped after {rounds} ({spent_s:.1f} of at most {exp.timed_s:g} s per variant): the "
-                f"speedup's interval reached{said}, within the ± {exp.target_pct:g}% target.")
+                f"rounds' own interval reached{said}, within ± {paired.rounds_target(exp.target_pct):g}%, which "
+                f"leaves the rest of the ± {exp.target_pct:g}% target for the spread between processes.")
     if why == "budget":
         target = f" against the ± {exp.target_pct:g}% target" if exp.target_pct > 0 and ratios else ""
         return (f"Timing used its {exp.timed_s:g} s per variant over {rounds}; the speedup's interval stayed "

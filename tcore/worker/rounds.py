@@ -41,10 +41,10 @@ class StepRounds(Phases):
 
         The order alternates between rounds (eager first, then compiled first), so a steady drift of the
         machine's speed favours neither variant. Each round's ratio of the two throughputs is one paired
-        measurement (tcore.figures.paired); rounds are added until their interval is within ± target_pct, or until
-        another would take a variant past timed_s. Each variant's first block is sized from a steady-state
-        calibration, each later one from the median step so far, so blocks last what was asked whatever
-        the warm-up did.
+        measurement (tcore.figures.paired); rounds are added until their interval is within paired.rounds_target
+        (the target less room for the spread between processes), or until another would take a variant past
+        timed_s. Each variant's first block is sized from a steady-state calibration, each later one from the
+        median step so far, so blocks last what was asked whatever the warm-up did.
         """
         self.phase("measuring")
         exp, memory = self.exp, PeakMemory(self.device)
@@ -166,7 +166,7 @@ class DecodeRounds(Phases):
 
         A generation lasts seconds on a large model, far past round_s: a block holds as many whole generations as
         fill round_s (at least one), and the fewest rounds (`rounds`) always run, so the interval has its 95%;
-        more are added until it is within target_pct or timed_s is spent.
+        more are added until it is within paired.rounds_target or timed_s is spent.
         """
         self.phase("measuring")
         exp, memory = self.exp, PeakMemory(self.device)
@@ -206,7 +206,7 @@ class DecodeRounds(Phases):
         self.result.details.update(
             timed_stop=why, generations_per_block=per_block,
             timed_stop_words=f"{done} rounds of {', '.join(f'{n} {name}' for name, n in per_block.items())} "
-                             f"generation(s) each; " + ("the speedup's interval reached its target."
+                             f"generation(s) each; " + ("the rounds' interval reached its share of the target."
                                                         if why == "settled" else "the timed seconds were spent."),
             blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks] for name, blocks in self.blocks.items()})
 

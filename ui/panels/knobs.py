@@ -318,7 +318,7 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
         round_s = st.number_input("Seconds per round, each variant (s)", step=0.05,
                                   key=prefix + "round_s", disabled=by != "seconds")
         st.caption(explain("round_s"))
-        target_pct = st.number_input("Stop once the speedup is known within ± (%)", step=0.5,
+        target_pct = st.number_input("Aim the speedup's interval within ± (%)", step=0.5,
                                      key=prefix + "target_pct", disabled=by != "seconds")
         st.caption(explain("target_pct"))
         st.session_state.setdefault(prefix + "warmup_steps", DEFAULTS["warmup_steps"])
