@@ -5,6 +5,7 @@
     python bench/room.py --parts pair --out R.json       # two clicks at once: the second's result over its compile
     python bench/room.py --parts round --solo-from S.json --out R.json   # against the solo runs of an earlier call
     python bench/room.py --parts round --runs 30 --mix default resnet50 gpt2 bert-train llama-generate convnext
+    python bench/room.py --parts round --runs 18 --mix ... --db S --rounds-from A.json --out B.json  # a second call
 
 Each part runs in a lab process of its own, as the app's server is one (tcore.lab.run.runs.serve: its queue, its spare
 workers), on a fresh store and fresh compile caches, so every compile is cold. A run is submitted as a page submits
@@ -243,6 +244,9 @@ def main() -> int:
                     help="an earlier result of this machine whose solo runs the room's runs are held against (a round "
                          "too long to share a call with its solo part: the two calls one after the other on one "
                          "machine)")
+    ap.add_argument("--rounds-from", type=Path, default=None,
+                    help="an earlier result of this sitting, on the same --db, whose round runs count with this call's "
+                         "as reruns (the six-by-five table in two calls of one machine)")
     ap.add_argument("--part", help=argparse.SUPPRESS)  # how the parent runs one part in a lab process of its own
     args = ap.parse_args()
     if args.part:
@@ -251,6 +255,8 @@ def main() -> int:
         return 0
     engine = str((args.engine or REPO).resolve())
     rows = [r for r in json.loads(args.solo_from.read_text())["rows"] if r["part"] == "solo"] if args.solo_from else []
+    if args.rounds_from:
+        rows += [r for r in json.loads(args.rounds_from.read_text())["rows"] if r["part"] == "round"]
     for part in args.parts:
         env = dict(os.environ, **{ENGINE_ENV: engine}, PYTHONPATH=engine, PYTHONUNBUFFERED="1",
                    COMPILE_LAB_CACHE_DIR=tempfile.mkdtemp(prefix="room-cache-"))

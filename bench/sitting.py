@@ -12,6 +12,7 @@ bash from the repository's root, with these replaced first:
     {result}   OUT/NAME-MACHINE.json, the file a benchmark that writes one result should write
     {jsonl}    OUT/NAME-MACHINE.jsonl, the same for one that writes JSON lines
     {dir}      OUT/NAME-MACHINE/, a folder for one that writes several (made before it starts)
+    {of:NAME}  OUT/NAME-MACHINE.json, an earlier row's result (a row that goes on from it, in a later call)
 Everything it prints goes to OUT/NAME-MACHINE.log. MACHINE is the GPU's short name from nvidia-smi (h100, h200, a100,
 ...) or `cpu`; --machine overrides it. Before the first benchmark the runner writes OUT/machine-MACHINE.json (the
 GPU, driver, the versions of torch and the model libraries, the commit, the cores, the date).
@@ -152,6 +153,7 @@ def run(list_path: Path, out: Path, machine: str | None, only: list[str], archiv
                   .replace("{result}", shlex.quote(str(out / f"{stem}.json")))
                   .replace("{jsonl}", shlex.quote(str(out / f"{stem}.jsonl")))
                   .replace("{dir}", shlex.quote(str(out / stem))))
+        filled = re.sub(r"\{of:([\w.-]+)\}", lambda m: shlex.quote(str(out / f"{m[1]}-{machine}.json")), filled)
         started = time.monotonic()
         with log.open("w") as f:
             f.write(f"$ {filled}\n")
