@@ -10,7 +10,8 @@ throughput is the launch rate of one CPU thread (bench/host_bound.py; BENCHMARKS
     busy loops, memory streams or real Inductor compiles on the other cores: 0 to -3.5%; the launch thread unpinned,
     the NVML sampler, the garbage collector, an idle CUDA context beside it: nothing measurable.
 So each GPU slot keeps MEASURE_CORES cores for its lease holder (the first for the launch thread), and everything
-else the lab starts (compiles, spare workers, the app itself) runs on the other cores.
+else the lab starts (compiles, spare workers, the app itself) runs on the other cores, and while a run is timed the
+runs beside it on its GPU hold still (tcore.lab.queue.quiet): the kept cores alone left host-bound rounds ± 11-21%.
 
 On a machine without a GPU the CPU is the device: a compile beside a CPU measurement shares its cores, so there runs
 take turns whole, as before, and nothing is reserved.

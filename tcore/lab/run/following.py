@@ -15,7 +15,7 @@ from tcore.experiment import protocol
 from tcore.experiment.protocol import TERMINAL
 from tcore.experiment.protocol import error as error_event
 from tcore.lab.outputs import artifacts, model_cards
-from tcore.lab.queue import lease, scheduler
+from tcore.lab.queue import lease, quiet, scheduler
 from tcore.lab.queue.spares import SPARES, _spare_for_next
 from tcore.lab.run.recording import store_failure, with_history
 from tcore.store import RunStore, StoreError
@@ -40,8 +40,11 @@ class Following:
 
     def _follow(self) -> None:
         """Follow the worker's events; at its end, record the outcome, whatever goes wrong while recording it."""
+        if self.lease_env.get(protocol.DEVICE_LEASE):  # it shares its GPU: its neighbours hold still while it is timed
+            quiet.join(self.run_id, self.device_slot, self.handle.pid)
         try:
             self._read_events()
+            quiet.leave(self.run_id)
             final = self.handle.final
             self._keep_torch_trace()
             if final["type"] != "result" and (kept := self._headline_kept(final)) is not None:
@@ -50,7 +53,7 @@ class Following:
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store, self.workdir)
                 result = with_history(self.store, self.run_id, self.exp.to_dict(), final["result"], final["env"])
-                result.update(self.clock.timeline(result))
+                result.update(self.clock.timeline(result), neighbours_held=self.neighbours_held)
                 self.store.finish(self.run_id, result=result, env=final["env"],
                                   power_samples=self.power_samples, code=self.code, owner=scheduler.this_process())
                 self._collect_record()
@@ -69,8 +72,19 @@ class Following:
                                                  f"{type(e).__name__}: {e}"))
         finally:
             if self.lease_env.get(protocol.DEVICE_LEASE):
+                quiet.leave(self.run_id)
                 self._broker().forget(self.run_id)
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
+
+    def _quiet_neighbours(self, timed: bool) -> None:
+        """Its timed rounds begin (the runs beside it on its GPU hold still, tcore.lab.queue.quiet) or end (they go
+        on); the most held still at once is kept for its result."""
+        if not self.lease_env.get(protocol.DEVICE_LEASE):
+            return
+        if timed:
+            self.neighbours_held = max(self.neighbours_held, quiet.hold(self.run_id))
+        else:
+            quiet.release(self.run_id)
 
     def _headline_kept(self, final: dict[str, Any]) -> dict[str, Any] | None:
         """A run that failed after its headline (in the profiling pass: the worker died, ran out of memory or time)
@@ -149,6 +163,7 @@ class Following:
                     self._headline_in.set()
                 elif kind == "phase":
                     self.phase = event["phase"]
+                    self._quiet_neighbours(self.phase == "measuring")
                     self.phase_started_at[self.phase] = time.time()
                     if self.phase == "profiling":
                         _spare_for_next(self.device, self.device_slot)
@@ -168,5 +183,7 @@ class Following:
                     self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
                 elif kind in TERMINAL:
                     self.final = event
+            if kind in ("headline", *TERMINAL):  # the timed rounds are over
+                self._quiet_neighbours(False)
             if self._on_event:
                 self._on_event(event)

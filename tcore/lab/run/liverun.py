@@ -214,6 +214,7 @@ class LiveRun(Launching, Following, Ending):
         self.ended_at: float | None = None  # when this process saw it end (tcore.lab.run.registry keeps it a while)
         self.record: RunRecord | None = None
         self.handle: RunHandle | None = None  # the worker, once the run has left the queue
+        self.neighbours_held = 0  # the most runs beside it on its GPU held still at once while it was timed (quiet)
         self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
