@@ -73,6 +73,18 @@ def test_a_held_run_that_ends_goes_on_and_a_hold_lasts_at_most_its_limit(workers
     assert not quiet.held("b")
 
 
+def test_the_slots_spares_hold_still_too_and_a_spare_taken_meanwhile_goes_on_at_the_release(workers, monkeypatch):
+    a, spare, other = workers
+    monkeypatch.setattr(quiet, "_spares", [lambda slot: {"cuda:0": [spare.pid], "cuda:1": [other.pid]}[slot]])
+    quiet.join("a", "cuda:0", a.pid)
+    assert quiet.hold("a") == 0  # no run beside it; its slot's spare is stopped all the same
+    wait_until(lambda: state(spare.pid) == "T", what="the state")
+    assert state(other.pid) != "T"
+    quiet.join("b", "cuda:0", spare.pid)  # the spare was taken for a run while a was timed
+    quiet.release("a")
+    wait_until(lambda: state(spare.pid) != "T", what="the state")
+
+
 def test_switched_off_no_one_is_stopped(workers, monkeypatch):
     a, b, _ = workers
     monkeypatch.setenv(quiet.SWITCH_ENV, "0")

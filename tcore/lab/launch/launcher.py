@@ -239,6 +239,12 @@ class SparePool:
             spare.dismiss()
         return None
 
+    def groups(self, slot: str) -> list[int]:
+        """The process groups of the spares of `slot` that still run (each spare leads its own)."""
+        with self._lock:
+            return [w.proc.pid for k, w in self._spares.items()
+                    if k.partition("#")[0] == slot and w.proc.poll() is None]
+
     def waiting(self, slot: str) -> int:
         """How many spares wait in `slot`: each holds a CUDA context on its GPU, computing nothing."""
         with self._lock:

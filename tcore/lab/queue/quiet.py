@@ -12,26 +12,34 @@ the other workers of its GPU slot, each with its process group (its compile jobs
 phase ends, when the run ends, or after MAX_HOLD_S, whichever comes first. A compile beside it is those seconds
 later; the room's round barely is, since its GPU, held by one run at a time, is what the round waits on. Only the
 runs of the same slot hold still: on a host of several GPUs each slot's runs compile while another slot measures.
-A spare worker (tcore.lab.queue.spares) is not stopped. $COMPILE_LAB_QUIET_ROUNDS=0 turns this off.
+The slot's spare workers (tcore.lab.queue.spares) hold still too: one importing torch is seconds of a busy core, and a
+spare taken for a run meanwhile goes on with the rest. $COMPILE_LAB_QUIET_ROUNDS=0 turns this off.
 """
 from __future__ import annotations
 
 import os
 import signal
 import threading
+from typing import Callable
 
 SWITCH_ENV = "COMPILE_LAB_QUIET_ROUNDS"
 MAX_HOLD_S = 180.0  # the longest the neighbours stay stopped for one run's rounds, whatever happens to that run
 
 _lock = threading.Lock()
-_members: dict[str, tuple[str, int]] = {}          # run id -> (its slot, its worker's process group)
-_holds: dict[str, tuple[list[str], threading.Timer]] = {}  # run id timed -> the runs it stopped, its time limit
+_members: dict[str, tuple[str, int]] = {}  # run id -> (its slot, its worker's process group)
+_holds: dict[str, tuple[list[tuple[str, int]], threading.Timer]] = {}  # run timed -> (who, group) it stopped, limit
+_spares: list[Callable[[str], list[int]]] = []  # a slot's spare workers' process groups (tcore.lab.queue.spares)
 
 
 def enabled() -> bool:
     """Whether timed runs hold their neighbours still: not where switched off, nor without POSIX signals."""
     return hasattr(signal, "SIGSTOP") and hasattr(os, "killpg") and \
         os.environ.get(SWITCH_ENV, "").strip().lower() not in ("0", "off", "false", "no")
+
+
+def spares_from(groups: Callable[[str], list[int]]) -> None:
+    """Where a slot's spare workers are found: they hold still too (one importing torch is seconds of a busy core)."""
+    _spares[:] = [groups]
 
 
 def join(run_id: str, slot: str, pgid: int) -> None:
@@ -46,45 +54,47 @@ def leave(run_id: str) -> None:
     with _lock:
         member = _members.pop(run_id, None)
         for stopped, _ in _holds.values():
-            if run_id in stopped:
-                stopped.remove(run_id)
+            stopped[:] = [(who, group) for who, group in stopped if who != run_id]
     if member is not None:
         _signal(member[1], signal.SIGCONT)
 
 
 def hold(run_id: str) -> int:
-    """`run_id` is about to be timed: stop the other runs of its slot until release(run_id); how many were stopped."""
+    """`run_id` is about to be timed: stop the other runs of its slot, and its spares, until release(run_id); how many
+    runs were stopped."""
     if not enabled():
         return 0
+    spares = [group for find in _spares for group in find(_members.get(run_id, ("", 0))[0])]
     with _lock:
         if run_id not in _members or run_id in _holds:
-            return len(_holds.get(run_id, ([], None))[0])
-        slot = _members[run_id][0]
-        held_already = {r for stopped, _ in _holds.values() for r in stopped}
-        others = [r for r, (s, _) in _members.items() if s == slot and r != run_id and r not in held_already]
-        stopped = [r for r in others if _signal(_members[r][1], signal.SIGSTOP)]
+            return sum(not who.startswith("spare:") for who, _ in _holds.get(run_id, ([], None))[0])
+        slot, mine = _members[run_id]
+        held_already = {group for stopped, _ in _holds.values() for _, group in stopped}
+        others = [(r, group) for r, (s, group) in _members.items() if s == slot and r != run_id] + \
+            [(f"spare:{group}", group) for group in spares]
+        stopped = [(who, group) for who, group in others
+                   if group != mine and group not in held_already and _signal(group, signal.SIGSTOP)]
         timer = threading.Timer(MAX_HOLD_S, release, args=(run_id,))
         timer.daemon = True
         _holds[run_id] = (stopped, timer)
     timer.start()
-    return len(stopped)
+    return sum(not who.startswith("spare:") for who, _ in stopped)
 
 
 def release(run_id: str) -> None:
-    """`run_id`'s rounds are over (or its time to hold others ran out): the runs it stopped go on."""
+    """`run_id`'s rounds are over (or its time to hold others ran out): the workers it stopped go on."""
     with _lock:
         stopped, timer = _holds.pop(run_id, ([], None))
-        groups = [_members[r][1] for r in stopped if r in _members]
     if timer is not None:
         timer.cancel()
-    for pgid in groups:
-        _signal(pgid, signal.SIGCONT)
+    for _, group in stopped:
+        _signal(group, signal.SIGCONT)
 
 
 def held(run_id: str) -> bool:
     """Whether another run's rounds hold `run_id` still now."""
     with _lock:
-        return any(run_id in stopped for stopped, _ in _holds.values())
+        return any(who == run_id for stopped, _ in _holds.values() for who, _ in stopped)
 
 
 def _signal(pgid: int, sig: int) -> bool:

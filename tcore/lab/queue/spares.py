@@ -8,13 +8,14 @@ import threading
 
 from tcore.lab.launch import cluster
 from tcore.lab.launch.launcher import SparePool
-from tcore.lab.queue import scheduler
+from tcore.lab.queue import quiet, scheduler
 
 # Spare workers (tcore.lab.launch.launcher.SparePool) for the device kinds keep_spares() named: the app's.
 SPARES = SparePool()
 SPARES_OFF_ENV = "COMPILE_LAB_SPARE_WORKERS"  # "0": start each worker when its run starts
 _SPARE_DEVICES: set[str] = set()
 atexit.register(SPARES.clear)
+quiet.spares_from(SPARES.groups)  # a slot's spares hold still while a run of that slot is timed
 
 
 def keep_spares(device: str) -> bool:
