@@ -114,7 +114,7 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str,
                          "pm_pct": result.get("speedup_pm_pct"), "noisy": bool(result and noise_reasons(result)),
                          "rounds_pm_pct": result.get("speedup_rounds_pm_pct"),
                          "drift_pct": result.get("speedup_drift_pct"), "rounds": result.get("paired_rounds"),
-                         "timed_stop": result.get("timed_stop"),
+                         "timed_stop": result.get("timed_stop"), "neighbours_held": result.get("neighbours_held"),
                          "within_pct": result.get("speedup_within_pct"),
                          "between_pct": result.get("speedup_between_pct"),
                          "between_source": result.get("speedup_between_source"),
@@ -274,7 +274,8 @@ def main() -> int:
                       f"{row['eager_samples_per_s'] or 0:.0f}/s, GPU wait {row['device_wait_s'] or 0:.1f} s"
                       + (f" (rounds ±{row['rounds_pm_pct'] or 0:.1f}% over {row.get('rounds')}, drift "
                          f"{row.get('drift_pct') or 0:.1f}%, between σ {row['between_pct'] or 0:.1f}% "
-                         f"[{row['between_source']}])" if row["speedup"] else "")
+                         f"[{row['between_source']}], {row.get('neighbours_held')} held still)"
+                         if row["speedup"] else "")
                       + (f" [{row['error'][:120]}]" if row["error"] else ""), flush=True)
                 write(args.out, engine, rows)  # after each run: a call cut short keeps the runs that finished
         proc.wait()
