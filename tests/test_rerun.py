@@ -259,6 +259,14 @@ def test_the_machines_reruns_of_other_settings_replace_the_default_once_there_ar
     # the setting's own history, once there, is pooled with the machine's prior
     own = rerun.interval(steady, device="cuda", host_bound=True, machine=spread, history=[1.4, 1.41, 1.39])
     assert own.between_source == "history" and "pooled with 3 earlier runs" in own.basis()
+    # seven earlier runs of its own stand alone: a machine prior that moves more (or less) steps aside, as a default
+    wide = history.machine_spread([(r[0], r[1], r[2] * (1 + 0.1 * (i % 2)), r[3]) for i, r in enumerate(rows[:10])],
+                                  env, "cuda", "cuda-host-bound")
+    own7 = [1.4, 1.41, 1.39, 1.4, 1.405, 1.395, 1.4]
+    pooled = rerun.interval(steady, device="cuda", host_bound=True, machine=wide, history=own7[:6])
+    alone7 = rerun.interval(steady, device="cuda", host_bound=True, machine=wide, history=own7)
+    assert alone7.pm_pct < 5.0 < pooled.pm_pct
+    assert "learned from 7 earlier runs of this setting" in alone7.basis() and "pooled" not in alone7.basis()
     # the run's own setting is left out of the machine's, so it is never counted twice
     assert history.machine_spread(rows, env, "cuda", "cuda-host-bound", exclude=rows[0][0]).settings == 1
 
