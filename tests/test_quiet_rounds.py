@@ -1,5 +1,6 @@
 """While a run that shares its GPU is timed, the runs beside it on that GPU hold still (tcore.lab.queue.quiet): real
 processes, each the leader of its own process group as the lab starts workers, stopped and continued by signal."""
+import os
 import subprocess
 import sys
 import time
@@ -117,3 +118,17 @@ def test_the_lab_holds_the_neighbours_for_the_measuring_phase_only(workers):
     run._quiet_neighbours(True)
     time.sleep(0.2)
     assert state(b.pid) != "T"
+
+
+def test_a_held_worker_that_is_stopped_for_good_hears_its_sigterm_at_once():
+    """A worker held still by another run's rounds and then cancelled (or out of time) ends by its SIGTERM, not by the
+    SIGKILL after the grace: the lab continues the group as it terminates it."""
+    import signal
+
+    from tcore.lab.launch import launcher
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    os.killpg(proc.pid, signal.SIGSTOP)
+    wait_until(lambda: state(proc.pid) == "T", what="the state")
+    launcher._kill_group(proc, grace_s=120.0)
+    assert proc.wait() == -signal.SIGTERM

@@ -265,9 +265,11 @@ def _end_group(proc: subprocess.Popen) -> None:
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
-    """SIGTERM the process group, then SIGKILL it if anything is left after `grace_s`."""
+    """SIGTERM the process group, then SIGKILL it if anything is left after `grace_s`. A group held still while
+    another run is timed (tcore.lab.queue.quiet) is continued, so that it hears the SIGTERM at once."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGCONT)
     except ProcessLookupError:
         return
     try:

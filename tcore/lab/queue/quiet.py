@@ -17,6 +17,7 @@ spare taken for a run meanwhile goes on with the rest. $COMPILE_LAB_QUIET_ROUNDS
 """
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import threading
@@ -95,6 +96,13 @@ def held(run_id: str) -> bool:
     """Whether another run's rounds hold `run_id` still now."""
     with _lock:
         return any(who == run_id for stopped, _ in _holds.values() for who, _ in stopped)
+
+
+@atexit.register
+def _release_all() -> None:
+    """A lab process that ends leaves no worker stopped behind it."""
+    for run_id in list(_holds):
+        release(run_id)
 
 
 def _signal(pgid: int, sig: int) -> bool:
