@@ -224,11 +224,19 @@ def lab(args) -> dict:
                args.preset, "--batch-size", str(args.batch_size), "--precision", args.precision, "--prompt-len",
                str(args.prompt_len), "--new-tokens", str(args.new_tokens), "--mode", args.mode, "--kv-cache", "static",
                "--device", args.device, "--backend", args.backend, "--db", str(db), "--json", "--quiet"] \
-        + (["--coordinate-descent"] if args.coordinate_descent else [])
+        + (["--coordinate-descent"] if args.coordinate_descent else []) \
+        + (["--timeout", f"{args.lab_timeout:g}"] if args.lab_timeout else [])
+    # The lab ends its own worker at --timeout (the worker leads a process group of its own, which killing the command
+    # line alone would leave running beside the ways timed next); the group kill a minute later is the backstop.
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=args.lab_timeout)
+        stdout, stderr = proc.communicate(timeout=args.lab_timeout + 60 if args.lab_timeout else None)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return {"failed": f"the lab's run passed this check's --lab-timeout of {args.lab_timeout:g} s"}
+    out = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
     if out.returncode:  # a reason, not an exit: the ways already timed keep their figures
         last = [line for line in out.stderr.splitlines() if line.strip()]
         return {"failed": f"the lab's run exited with {out.returncode}: {last[-1][:300] if last else ''}"}

@@ -153,6 +153,12 @@ def run(list_path: Path, out: Path, machine: str | None, only: list[str], archiv
                   .replace("{result}", shlex.quote(str(out / f"{stem}.json")))
                   .replace("{jsonl}", shlex.quote(str(out / f"{stem}.jsonl")))
                   .replace("{dir}", shlex.quote(str(out / stem))))
+        earlier = [out / f"{m}-{machine}.json" for m in re.findall(r"\{of:([\w.-]+)\}", filled)]
+        if missing := [str(e) for e in earlier if not e.exists()]:  # another machine's name, or the row never ran
+            print(f"{name}: skipped: it goes on from {', '.join(missing)}, which this sitting's OUT lacks on this "
+                  f"machine ({machine})", flush=True)
+            failed += 1
+            continue
         filled = re.sub(r"\{of:([\w.-]+)\}", lambda m: shlex.quote(str(out / f"{m[1]}-{machine}.json")), filled)
         started = time.monotonic()
         with log.open("w") as f:

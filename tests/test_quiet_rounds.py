@@ -104,7 +104,6 @@ def test_the_lab_holds_the_neighbours_for_the_measuring_phase_only(workers):
 
     a, b, _ = workers
     quiet.join("b", "cuda:0", b.pid)
-
     run = Following.__new__(Following)
     run.run_id, run.device_slot, run.neighbours_held = "a", "cuda:0", 0
     run.lease_env = {protocol.DEVICE_LEASE: "1"}
@@ -132,3 +131,130 @@ def test_a_held_worker_that_is_stopped_for_good_hears_its_sigterm_at_once():
     wait_until(lambda: state(proc.pid) == "T", what="the state")
     launcher._kill_group(proc, grace_s=120.0)
     assert proc.wait() == -signal.SIGTERM
+
+
+def test_a_held_run_gets_its_held_time_back_in_its_limit_its_timeline_and_its_compile(workers):
+    """The run held still is told when it goes on: its time limit moves by the held seconds, its timeline shows them
+    as held still, and unless it was waiting for the device then (a wait already), its next grant says them to its
+    worker, whose compile leaves them out (tcore.worker.lease); the grant after says none."""
+    import io
+    import json
+    import threading
+
+    from tcore.experiment import protocol
+    from tcore.figures import timeline
+    from tcore.lab.run.following import Following
+    from tcore.lab.run.runclock import RunClock
+    from tcore.worker.lease import DeviceLease
+
+    a, b, c = workers
+
+    class Handle:
+        extended, lines = [], []
+
+        def extend_limit(self, s):
+            self.extended.append(s)
+
+        def grant(self, purpose, lab_processes, held_s=0.0):
+            self.lines.append(protocol.grant(purpose, lab_processes, held_s))
+
+    held = Following.__new__(Following)
+    held.run_id, held.device_slot, held.device_asked, held.held_owed_s = "b", "cuda:0", None, 0.0
+    held._lock, held.clock, held.handle = threading.Lock(), RunClock(), Handle()
+    waiting = Following.__new__(Following)  # waits for the device: held time is part of its wait already
+    waiting.run_id, waiting.device_slot, waiting.device_asked, waiting.held_owed_s = "c", "cuda:0", ("compiled", 0), 0.0
+    waiting._lock, waiting.clock, waiting.handle = threading.Lock(), RunClock(), Handle()
+    quiet.join("a", "cuda:0", a.pid)
+    for run, proc in ((held, b), (waiting, c)):
+        quiet.join(run.run_id, "cuda:0", proc.pid, waiting=lambda r=run: r.device_asked is not None,
+                   continued=run._was_held)
+    assert quiet.hold("a") == 2
+    time.sleep(0.3)
+    quiet.release("a")
+    assert held.held_owed_s >= 0.3 and waiting.held_owed_s == 0.0
+    assert Handle.extended[0] >= 0.3 and len(Handle.extended) == 2  # both get the time back in their limits
+    spans = held.clock.held_spans
+    assert len(spans) == 1 and spans[0][1] - spans[0][0] >= 0.3
+    cut = timeline.cut_out([{"name": "compiling", "kind": "lab", "start_s": 0.0, "s": 10.0}], [], [(2.0, 2.5)])
+    assert [p["name"] for p in cut] == ["compiling", timeline.HELD_STILL, "compiling" + timeline.CONTINUED]
+    # the grant line says the owed seconds (following.py's granted() hands them on and zeroes them), and the worker's
+    # side counts them as idle time, not as a wait for the device
+    owed = held.held_owed_s
+    held.handle.grant("compiled", 0, owed)
+    line = Handle.lines[-1]
+    assert json.loads(line)["held_s"] == pytest.approx(owed, abs=1e-3)
+    lease = DeviceLease(lambda e: None, io.StringIO(line))
+    assert lease.take("compiled") >= owed - 1e-3
+    assert lease.held_still_s == pytest.approx(owed, abs=1e-3) and lease.waited_s < lease.idle_s
+    assert "held_s" not in json.loads(protocol.grant("compiled", 0))  # nothing held: the line as before
+
+
+def test_a_run_that_starts_while_its_slot_is_timed_holds_still_with_the_rest(workers):
+    a, b, c = workers
+    quiet.join("a", "cuda:0", a.pid)
+    quiet.join("b", "cuda:0", b.pid)
+    assert quiet.hold("a") == 1
+    quiet.join("c", "cuda:0", c.pid)  # launched into the slot meanwhile
+    wait_until(lambda: state(c.pid) == "T", what="the state")
+    quiet.release("a")
+    wait_until(lambda: state(b.pid) != "T" and state(c.pid) != "T", what="the state")
+
+
+def test_a_lab_killed_outright_leaves_no_worker_stopped(workers):
+    """SIGKILL runs no atexit: the guard process the lab started at its first hold continues what it held."""
+    import signal
+
+    a, b, _ = workers
+    lab = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom tcore.lab.queue import quiet\n"
+        f"quiet.join('a', 'cuda:0', {a.pid})\nquiet.join('b', 'cuda:0', {b.pid})\n"
+        "print(quiet.hold('a'), flush=True)\ntime.sleep(120)\n")], stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parent.parent)
+    assert lab.stdout.readline().strip() == "1"
+    wait_until(lambda: state(b.pid) == "T", what="the state")
+    lab.send_signal(signal.SIGKILL)
+    lab.wait()
+    wait_until(lambda: state(b.pid) != "T", what="the state")
+
+
+def test_the_worker_events_hold_the_neighbours_from_measuring_to_the_headline(workers):
+    """A shared run's events as tcore.lab.run.following reads them: its neighbour is stopped from the 'measuring' phase
+    to the headline, goes on for the profiling pass, and the most held at once is kept for the result."""
+    import threading
+
+    from tcore.experiment import protocol
+    from tcore.lab.run.following import Following
+    from tcore.lab.run.runclock import RunClock
+
+    a, b, _ = workers
+    seen = {}
+
+    def events():
+        yield {"type": "phase", "phase": "warmup", "t": 1.0}
+        seen["warmup"] = state(b.pid)
+        yield {"type": "phase", "phase": "measuring", "t": 2.0}
+        wait_until(lambda: state(b.pid) == "T", what="the state")
+        yield {"type": "progress", "phase": "measuring", "done": 3, "total": 6, "t": 3.0}
+        seen["rounds"] = state(b.pid)
+        yield {"type": "headline", "result": {}, "env": {}, "t": 4.0}
+        wait_until(lambda: state(b.pid) != "T", what="the state")
+        yield {"type": "phase", "phase": "profiling", "t": 5.0}
+        seen["profiling"] = state(b.pid)
+
+    class Handle:
+        pid = a.pid
+
+        def __iter__(self):
+            return events()
+
+    run = Following.__new__(Following)
+    run.run_id, run.device, run.device_slot, run.neighbours_held = "a", "cuda", "cuda:0", 0
+    run.lease_env, run.handle, run.clock = {protocol.DEVICE_LEASE: "1"}, Handle(), RunClock()
+    run._lock, run._headline_in, run._on_event = threading.Lock(), threading.Event(), None
+    run.phase_started_at, run.progress = {}, {}
+    run._shown_headline = lambda event: None
+    quiet.join("a", "cuda:0", a.pid)
+    quiet.join("b", "cuda:0", b.pid)
+    run._read_events()
+    assert seen == {"warmup": seen["warmup"], "rounds": "T", "profiling": seen["profiling"]}
+    assert "T" not in (seen["warmup"], seen["profiling"]) and run.neighbours_held == 1

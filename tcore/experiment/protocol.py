@@ -98,9 +98,12 @@ def open_envelope(text: str) -> tuple[str, dict[str, str]]:
     return text, {}
 
 
-def grant(purpose: str, lab_processes: int) -> str:
-    """The line the lab writes on a worker's stdin when it holds the device for that run (tcore.lab.queue.lease)."""
-    return json.dumps({"granted": purpose, "lab_processes": lab_processes}) + "\n"
+def grant(purpose: str, lab_processes: int, held_s: float = 0.0) -> str:
+    """The line the lab writes on a worker's stdin when it holds the device for that run (tcore.lab.queue.lease);
+    held_s: the seconds the lab held it still since its last grant, while another run was timed (tcore.lab.queue.quiet),
+    which its compile time leaves out as it leaves out a wait for the device."""
+    return json.dumps({"granted": purpose, "lab_processes": lab_processes,
+                       **({"held_s": round(held_s, 3)} if held_s > 0 else {})}) + "\n"
 
 
 def parse(line: str) -> dict[str, Any]:

@@ -169,8 +169,9 @@ class Experiment:
 
     warmup_steps: int = knob(3, "Untimed steps before timing each variant; the first eager one is the "
                                 "compile-time baseline.", bounds=(1, 100))
-    timed_s: float = knob(4.0, "The most timed seconds per variant (eager and compiled): rounds are added until the "
-                               "speedup's interval is within the target, or until this is spent.", bounds=(0.1, 3600.0))
+    timed_s: float = knob(4.0, "The most timed seconds per variant (eager and compiled): rounds are added until their "
+                               "interval is within its share of the target, or until this is spent.",
+                          bounds=(0.1, 3600.0))
     timed_steps: int | None = knob(None, "Timed steps per variant, instead of seconds: for a fixed, quick "
                                          "measurement (exactly `rounds` rounds, no early stop).", bounds=(1, 100_000))
     rounds: int = knob(6, "The rounds before timing may stop on a narrow interval (with timed_steps: exactly these). "

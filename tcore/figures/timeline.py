@@ -17,6 +17,7 @@ KIND_WORDS = {COMPILE: "the compile", MEASURE: "the measurement", LAB: "the lab'
               WAIT: "waiting for its turn (the queue, the GPU)"}
 QUEUE = "queue (waiting for a place on the device)"
 DEVICE_WAIT = "waiting for the GPU (another run held it)"
+HELD_STILL = "held still while another run was timed"  # tcore.lab.queue.quiet
 CONTINUED = " (continued)"
 NOT_RECORDED = "n/a: recorded before the lab kept a timeline"
 
@@ -91,19 +92,21 @@ def split(phase: dict[str, Any], parts: list[tuple[str, str, float]], rest: str)
     return out
 
 
-def cut_out(phases: list[dict[str, Any]], waits: list[tuple[float, float]]) -> list[dict[str, Any]]:
+def cut_out(phases: list[dict[str, Any]], waits: list[tuple[float, float]],
+            held: list[tuple[float, float]] = ()) -> list[dict[str, Any]]:
     """The phases with each wait (start, end in s from the timeline's start) cut out as a phase of its own, kind WAIT:
-    the phase it fell in goes on after it, named with CONTINUED. Waits past the end are clipped; the phases still
-    touch end to end and add up to the same span."""
+    the phase it fell in goes on after it, named with CONTINUED. `held`: spans held still while another run was timed,
+    cut out the same way under their own name. Waits past the end are clipped; the phases still touch end to end and
+    add up to the same span."""
     out = [dict(p) for p in phases]
-    for start, end in sorted(waits):
+    for start, end, name in sorted([(a, b, DEVICE_WAIT) for a, b in waits] + [(a, b, HELD_STILL) for a, b in held]):
         for i, p in enumerate(out):
             p_end = p["start_s"] + p["s"]
             if not (p["start_s"] <= start < p_end) or p["kind"] == WAIT:
                 continue
             end = min(end, p_end)
             pieces = [dict(p, s=start - p["start_s"]),
-                      {"name": DEVICE_WAIT, "kind": WAIT, "start_s": start, "s": end - start},
+                      {"name": name, "kind": WAIT, "start_s": start, "s": end - start},
                       dict(p, name=p["name"] if p["name"].endswith(CONTINUED) else p["name"] + CONTINUED,
                            start_s=end, s=p_end - end)]
             out[i:i + 1] = [dict(q, start_s=round(q["start_s"], 4), s=round(q["s"], 4)) for q in pieces

@@ -49,6 +49,7 @@ class DeviceLease:
         # (compile id, "dynamo" | "aot") -> time waited inside that compile's timers (tcore.worker.diagnostics.Waits)
         self.compile_waits_s: dict[tuple[str, str], float] = {}
         self.lab_processes = 0                     # the lab's own processes on the GPU at the last grant
+        self.held_still_s = 0.0                    # the time the lab held it still while another run was timed
 
     @classmethod
     def from_environment(cls, emit: Emit, stdin: IO[str]) -> DeviceLease:
@@ -60,8 +61,16 @@ class DeviceLease:
     def shared(self) -> bool:
         return self._answers is not None
 
+    @property
+    def idle_s(self) -> float:
+        """All the time this worker did not work for the lab's sake: waiting for the device, or held still while
+        another run was timed (tcore.lab.queue.quiet). A compile's time leaves it out."""
+        return self.waited_s + self.held_still_s
+
     def take(self, purpose: str) -> float:
-        """Hold the device for `purpose`, waiting for the lab's grant; returns the seconds waited (0 if held)."""
+        """Hold the device for `purpose`, waiting for the lab's grant; returns the seconds waited (0 if held) and held
+        still since the last grant: the worker was stopped then only while it did not hold the device, in the CPU work
+        between two holds (a compile), so those seconds belong where the wait's do."""
         if self.held is not None and self.held == purpose:
             return 0.0
         if self.held is not None:
@@ -79,7 +88,9 @@ class DeviceLease:
         self.waited_s += waited
         self.held = grant.get("granted", purpose)
         self.lab_processes = int(grant.get("lab_processes") or 0)
-        return waited
+        held = float(grant.get("held_s") or 0.0)
+        self.held_still_s += held
+        return waited + held
 
     def release(self) -> None:
         """Let the device go (nothing if it was not held)."""
@@ -144,6 +155,7 @@ class DeviceLease:
         """What the record says of the lease: whether the device was shared, how long the run waited for it."""
         return {"device_shared": self.shared, "device_wait_s": round(self.waited_s, 3),
                 "device_wait_in_compile_s": round(sum(self.compile_waits_s.values()), 3),
+                "held_still_s": round(self.held_still_s, 3),
                 "measure_cpus": list(self.measure_cpus)}
 
 

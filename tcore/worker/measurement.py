@@ -182,11 +182,12 @@ class Measurement(StepRounds):
             if exp.shape_remedy == "mark_dynamic":
                 shapes.mark_dynamic(w.compiled_batches[0], w.dims)
             saved = snapshot(w.model) if w.optimizer else None
-            waited = self.lease.waited_s
+            waited = self.lease.idle_s
             with diagnostics.progress_events(self.emit):
                 compiled_out, first_call_s = timed_call(lambda: compiled_step(w.compiled_batches[0]), self.device)
-            # what the call would have taken alone: the time it waited for the device is not the compile's
-            waited = self.lease.waited_s - waited
+            # what the call would have taken alone: the time it waited for the device, or was held still while another
+            # run was timed, is not the compile's
+            waited = self.lease.idle_s - waited
             run.compiled_first_call_s = max(first_call_s - waited, 0.0)
             self.result.details["first_call_device_wait_s"] = round(waited, 3)
             compiled_out = clone(compiled_out)

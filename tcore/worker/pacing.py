@@ -56,7 +56,8 @@ def stop_words(exp: Experiment, why: str, ratios: list[float], spent_s: float) -
                 f"rounds' own interval reached{said}, within ± {paired.rounds_target(exp.target_pct):g}%, which "
                 f"leaves the rest of the ± {exp.target_pct:g}% target for the spread between processes.")
     if why == "budget":
-        target = f" against the ± {exp.target_pct:g}% target" if exp.target_pct > 0 and ratios else ""
-        return (f"Timing used its {exp.timed_s:g} s per variant over {rounds}; the speedup's interval stayed "
+        target = (f" against their ± {paired.rounds_target(exp.target_pct):g}% share of the ± {exp.target_pct:g}% "
+                  "target" if exp.target_pct > 0 and ratios else "")
+        return (f"Timing used its {exp.timed_s:g} s per variant over {rounds}; the rounds' interval stayed "
                 f"at{said}{target}." if said else f"Timing used its {exp.timed_s:g} s per variant over {rounds}.")
     return f"Timed {exp.timed_steps} steps per variant in {rounds}, as set."

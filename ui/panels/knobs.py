@@ -62,7 +62,8 @@ def _reset_sizes(prefix: str) -> None:
         st.session_state[prefix + "batch_size"] = min(st.session_state[prefix + "batch_size"], most)
     # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
     st.session_state[prefix + "timed_s"] = 2.0 if dev == "cpu" else 4.0
-    # At least 6 paired rounds of 0.2 s (the fewest whose interval reaches 95%); more until it is within ± 5%.
+    # At least 6 paired rounds of 0.2 s (the fewest whose interval reaches 95%); more until theirs is within ± 3%, the
+    # rounds' share of the ± 5% target (tcore.figures.paired.rounds_target).
     st.session_state[prefix + "rounds"] = DEFAULTS["rounds"]
     st.session_state[prefix + "round_s"] = DEFAULTS["round_s"]
     st.session_state[prefix + "target_pct"] = DEFAULTS["target_pct"]

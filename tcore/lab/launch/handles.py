@@ -44,9 +44,19 @@ class RunEvents:
         self._timer: threading.Timer | None = None
 
     def _start_timer(self, left_s: float) -> None:
+        self._deadline = time.monotonic() + left_s
         self._timer = threading.Timer(left_s, self._stop, args=("timeout",))
         self._timer.daemon = True
         self._timer.start()
+
+    def extend_limit(self, s: float) -> None:
+        """Push the time limit `s` later: the seconds another run's timed rounds held this worker still
+        (tcore.lab.queue.quiet) are not the run's to spend."""
+        timer = self._timer
+        if timer is None or not timer.is_alive() or s <= 0:
+            return
+        timer.cancel()
+        self._start_timer(max(0.0, self._deadline - time.monotonic()) + s)
 
     def cancel(self) -> None:
         self._stop("cancelled")
@@ -119,12 +129,12 @@ class RunHandle(RunEvents):
     def pid(self) -> int:
         return self.proc.pid
 
-    def grant(self, purpose: str, lab_processes: int) -> bool:
-        """Tell the worker it holds its device now (tcore.lab.queue.lease); False if it can no longer hear it (it
-        ended)."""
+    def grant(self, purpose: str, lab_processes: int, held_s: float = 0.0) -> bool:
+        """Tell the worker it holds its device now (tcore.lab.queue.lease), and how long it was held still since its
+        last grant (tcore.lab.queue.quiet); False if it can no longer hear it (it ended)."""
         with self._stdin_lock:
             try:
-                self.proc.stdin.write(protocol.grant(purpose, lab_processes))
+                self.proc.stdin.write(protocol.grant(purpose, lab_processes, held_s))
                 self.proc.stdin.flush()
                 return True
             except (BrokenPipeError, ValueError, OSError):  # ended, or its stdin closed at its end

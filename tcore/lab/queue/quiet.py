@@ -20,15 +20,37 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
+from dataclasses import dataclass
 from typing import Callable
 
 SWITCH_ENV = "COMPILE_LAB_QUIET_ROUNDS"
 MAX_HOLD_S = 180.0  # the longest the neighbours stay stopped for one run's rounds, whatever happens to that run
 
 _lock = threading.Lock()
-_members: dict[str, tuple[str, int]] = {}  # run id -> (its slot, its worker's process group)
-_holds: dict[str, tuple[list[tuple[str, int]], threading.Timer]] = {}  # run timed -> (who, group) it stopped, limit
+
+
+@dataclass
+class _Member:
+    slot: str
+    pgid: int
+    waiting: Callable[[], bool] = lambda: False          # whether it waits for the device now
+    continued: Callable[[float, float, bool], None] | None = None  # (stopped at, continued at, owed) once it goes on
+
+
+@dataclass
+class _Stopped:
+    who: str            # a run id, or "spare:PGID"
+    pgid: int
+    at: float           # time.monotonic() when stopped
+    owed: bool          # not waiting for the device then: the held time is the worker's to leave out of its compile
+
+
+_members: dict[str, _Member] = {}
+_holds: dict[str, tuple[list[_Stopped], threading.Timer]] = {}  # run timed -> whom it stopped, its time limit
 _spares: list[Callable[[str], list[int]]] = []  # a slot's spare workers' process groups (tcore.lab.queue.spares)
 
 
@@ -43,10 +65,19 @@ def spares_from(groups: Callable[[str], list[int]]) -> None:
     _spares[:] = [groups]
 
 
-def join(run_id: str, slot: str, pgid: int) -> None:
-    """`run_id`'s worker (the leader of process group `pgid`) shares `slot` with other runs from now on."""
+def join(run_id: str, slot: str, pgid: int, waiting: Callable[[], bool] = lambda: False,
+         continued: Callable[[float, float, bool], None] | None = None) -> None:
+    """`run_id`'s worker (the leader of process group `pgid`) shares `slot` with other runs from now on.
+    waiting: whether it waits for the device (time held then is a wait already); continued(stopped at, continued at,
+    owed): told each time it goes on after being held, so the run can leave the time out of its compile, its time
+    limit and its timeline."""
     with _lock:
-        _members[run_id] = (slot, pgid)
+        _members[run_id] = _Member(slot, pgid, waiting, continued)
+        # a run that starts while another of its slot is timed holds still with the rest
+        timing = next((r for r in _holds if r in _members and _members[r].slot == slot and r != run_id), None)
+        if timing is not None and enabled() and _signal(pgid, signal.SIGSTOP):
+            _holds[timing][0].append(_Stopped(run_id, pgid, time.monotonic(), not waiting()))
+            _guard(f"+{pgid}")
 
 
 def leave(run_id: str) -> None:
@@ -54,10 +85,13 @@ def leave(run_id: str) -> None:
     release(run_id)
     with _lock:
         member = _members.pop(run_id, None)
+        mine = [x for stopped, _ in _holds.values() for x in stopped if x.who == run_id]
         for stopped, _ in _holds.values():
-            stopped[:] = [(who, group) for who, group in stopped if who != run_id]
+            stopped[:] = [x for x in stopped if x.who != run_id]
     if member is not None:
-        _signal(member[1], signal.SIGCONT)
+        _signal(member.pgid, signal.SIGCONT)
+        _guard(f"-{member.pgid}")
+        _tell(member, mine)
 
 
 def hold(run_id: str) -> int:
@@ -65,37 +99,79 @@ def hold(run_id: str) -> int:
     runs were stopped."""
     if not enabled():
         return 0
-    spares = [group for find in _spares for group in find(_members.get(run_id, ("", 0))[0])]
+    with _lock:
+        slot = _members[run_id].slot if run_id in _members else None
+    spares = [group for find in _spares for group in find(slot)] if slot is not None else []
     with _lock:
         if run_id not in _members or run_id in _holds:
-            return sum(not who.startswith("spare:") for who, _ in _holds.get(run_id, ([], None))[0])
-        slot, mine = _members[run_id]
-        held_already = {group for stopped, _ in _holds.values() for _, group in stopped}
-        others = [(r, group) for r, (s, group) in _members.items() if s == slot and r != run_id] + \
-            [(f"spare:{group}", group) for group in spares]
-        stopped = [(who, group) for who, group in others
-                   if group != mine and group not in held_already and _signal(group, signal.SIGSTOP)]
+            return sum(not x.who.startswith("spare:") for x in _holds.get(run_id, ([], None))[0])
+        mine = _members[run_id].pgid
+        held_already = {x.pgid for stopped, _ in _holds.values() for x in stopped}
+        others = [(r, m.pgid, m.waiting) for r, m in _members.items() if m.slot == slot and r != run_id] + \
+            [(f"spare:{group}", group, lambda: False) for group in spares]
+        stopped = []
+        for who, group, waiting in others:
+            if group == mine or group in held_already:
+                continue
+            owed = not waiting()
+            if _signal(group, signal.SIGSTOP):
+                stopped.append(_Stopped(who, group, time.monotonic(), owed))
+                _guard(f"+{group}")
         timer = threading.Timer(MAX_HOLD_S, release, args=(run_id,))
         timer.daemon = True
         _holds[run_id] = (stopped, timer)
     timer.start()
-    return sum(not who.startswith("spare:") for who, _ in stopped)
+    return sum(not x.who.startswith("spare:") for x in stopped)
 
 
 def release(run_id: str) -> None:
-    """`run_id`'s rounds are over (or its time to hold others ran out): the workers it stopped go on."""
+    """`run_id`'s rounds are over (or its time to hold others ran out): the workers it stopped go on, and each run
+    among them is told for how long it was held."""
     with _lock:
         stopped, timer = _holds.pop(run_id, ([], None))
+        told = [(_members.get(x.who), x) for x in stopped]
     if timer is not None:
         timer.cancel()
-    for _, group in stopped:
-        _signal(group, signal.SIGCONT)
+    for x in stopped:
+        _signal(x.pgid, signal.SIGCONT)
+        _guard(f"-{x.pgid}")
+    for member, x in told:
+        if member is not None:
+            _tell(member, [x])
 
 
 def held(run_id: str) -> bool:
     """Whether another run's rounds hold `run_id` still now."""
     with _lock:
-        return any(who == run_id for stopped, _ in _holds.values() for who, _ in stopped)
+        return any(x.who == run_id for stopped, _ in _holds.values() for x in stopped)
+
+
+def _tell(member: _Member, spans: list[_Stopped]) -> None:
+    now = time.monotonic()
+    for x in spans:
+        if member.continued is not None:
+            member.continued(x.at, now, x.owed)
+
+
+# A process of its own that continues every group this lab process still holds once the lab is gone: atexit does not
+# run when the lab is killed (SIGKILL, the kernel's OOM killer, a command line ended by its caller), and a worker left
+# stopped would hold its GPU memory until someone killed it. It reads "+PGID" (stopped) and "-PGID" (continued).
+GUARD = ("import os, signal, sys\nheld = set()\nfor line in sys.stdin:\n    g = int(line[1:])\n"
+         "    held.add(g) if line[0] == '+' else held.discard(g)\nfor g in held:\n    try:\n"
+         "        os.killpg(g, signal.SIGCONT)\n    except OSError:\n        pass\n")
+_guard_proc: list[subprocess.Popen] = []
+
+
+def _guard(line: str) -> None:
+    """Tell the guard what this process holds still now (started at the first hold)."""
+    try:
+        if not _guard_proc or _guard_proc[0].poll() is not None:
+            _guard_proc[:] = [subprocess.Popen([sys.executable, "-c", GUARD], stdin=subprocess.PIPE, text=True,
+                                               start_new_session=True)]
+        _guard_proc[0].stdin.write(line + "\n")
+        _guard_proc[0].stdin.flush()
+    except (OSError, ValueError):
+        pass  # without a guard the holds still end with this process's atexit and their time limit
 
 
 @atexit.register

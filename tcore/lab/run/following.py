@@ -41,7 +41,8 @@ class Following:
     def _follow(self) -> None:
         """Follow the worker's events; at its end, record the outcome, whatever goes wrong while recording it."""
         if self.lease_env.get(protocol.DEVICE_LEASE):  # it shares its GPU: its neighbours hold still while it is timed
-            quiet.join(self.run_id, self.device_slot, self.handle.pid)
+            quiet.join(self.run_id, self.device_slot, self.handle.pid, waiting=lambda: self.device_asked is not None,
+                       continued=self._was_held)
         try:
             self._read_events()
             quiet.leave(self.run_id)
@@ -75,6 +76,16 @@ class Following:
                 quiet.leave(self.run_id)
                 self._broker().forget(self.run_id)
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
+
+    def _was_held(self, stopped_at: float, continued_at: float, owed: bool) -> None:
+        """Another run's timed rounds held this one still from `stopped_at` to `continued_at` (time.monotonic()): its
+        time limit gets the time back, its timeline shows it, and, unless it was waiting for the device then (a wait
+        already), its next grant tells the worker, whose compile time leaves it out (tcore.worker.lease)."""
+        held = continued_at - stopped_at
+        with self._lock:
+            self.held_owed_s += held if owed else 0.0
+        self.clock.held(stopped_at, continued_at)
+        self.handle.extend_limit(held)
 
     def _quiet_neighbours(self, timed: bool) -> None:
         """Its timed rounds begin (the runs beside it on its GPU hold still, tcore.lab.queue.quiet) or end (they go
@@ -146,7 +157,9 @@ class Following:
                 self.device_asked, self.device_held = None, (purpose, time.time())
             self.handle.waiting_for_device = False
             self.clock.granted()
-            self.handle.grant(purpose, _lab_processes(self.store, self.device, self.device_slot))
+            with self._lock:
+                held, self.held_owed_s = self.held_owed_s, 0.0
+            self.handle.grant(purpose, _lab_processes(self.store, self.device, self.device_slot), held)
 
         broker.ask(self.run_id, self.device_slot, purpose, granted)
 
@@ -163,7 +176,6 @@ class Following:
                     self._headline_in.set()
                 elif kind == "phase":
                     self.phase = event["phase"]
-                    self._quiet_neighbours(self.phase == "measuring")
                     self.phase_started_at[self.phase] = time.time()
                     if self.phase == "profiling":
                         _spare_for_next(self.device, self.device_slot)
@@ -183,7 +195,7 @@ class Following:
                     self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
                 elif kind in TERMINAL:
                     self.final = event
-            if kind in ("headline", *TERMINAL):  # the timed rounds are over
-                self._quiet_neighbours(False)
+            if kind == "phase" or kind in ("headline", *TERMINAL):  # outside the lock: it signals other runs' workers
+                self._quiet_neighbours(kind == "phase" and event["phase"] == "measuring")
             if self._on_event:
                 self._on_event(event)

@@ -215,6 +215,7 @@ class LiveRun(Launching, Following, Ending):
         self.record: RunRecord | None = None
         self.handle: RunHandle | None = None  # the worker, once the run has left the queue
         self.neighbours_held = 0  # the most runs beside it on its GPU held still at once while it was timed (quiet)
+        self.held_owed_s = 0.0    # held still by another's rounds since its last grant, to tell its worker (quiet)
         self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
         self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start

@@ -31,6 +31,7 @@ class RunClock:
         self.headline_received: float | None = None  # when the timed figures arrived, before the profiling pass
         # [asked, granted] for each ask of the device (tcore.lab.queue.lease)
         self.device_waits: list[list[float | None]] = []
+        self.held_spans: list[tuple[float, float]] = []  # held still while another run was timed (quiet)
 
     def launch(self) -> None:
         self.launched = time.monotonic()
@@ -70,6 +71,10 @@ class RunClock:
         if self.device_waits and self.device_waits[-1][1] is None:
             self.device_waits[-1][1] = time.monotonic()
 
+    def held(self, stopped_at: float, continued_at: float) -> None:
+        """Another run's timed rounds held this one's worker still (tcore.lab.queue.quiet), on this clock."""
+        self.held_spans.append((stopped_at, continued_at))
+
     def timeline(self, result: dict[str, Any]) -> dict[str, Any]:
         """The timeline and its totals, up to now (the moment before the record is written); {} when the run's
         start was not seen (its worker's events never came with a clock)."""
@@ -95,7 +100,8 @@ class RunClock:
         end = time.monotonic()
         waits = [(asked - self.submitted, (granted or end) - self.submitted) for asked, granted in self.device_waits
                  if (granted or end) - asked > 1e-3]
-        phases = timeline.refine(timeline.cut_out(timeline.assemble(marks, end, self.submitted), waits), result)
+        held = [(a - self.submitted, b - self.submitted) for a, b in self.held_spans]
+        phases = timeline.refine(timeline.cut_out(timeline.assemble(marks, end, self.submitted), waits, held), result)
         # submit to the headline's arrival: what a person waits for the speedup (the rest is profiling and saving)
         shown = {} if self.headline_received is None else {
             "headline_at_s": round(self.headline_received - self.submitted, 3)}
