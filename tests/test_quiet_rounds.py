@@ -29,7 +29,11 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.fixture
-def workers():
+def workers(monkeypatch):
+    # this file's own room: no run or spare another test file left in this process takes part
+    monkeypatch.setattr(quiet, "_members", {})
+    monkeypatch.setattr(quiet, "_holds", {})
+    monkeypatch.setattr(quiet, "_spares", [])
     procs = [subprocess.Popen([sys.executable, "-c", CHILD], start_new_session=True) for _ in range(3)]
     wait_until(lambda: all(children(p.pid) for p in procs), what="the children")
     yield procs
