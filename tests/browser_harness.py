@@ -166,7 +166,13 @@ def click_until_shown(page, target, text: str, attempts: int = 5) -> None:
             return
         except PlaywrightTimeout:
             continue
-    raise AssertionError(f"{text!r} never showed after {attempts} clicks")
+    # What the page showed instead, for the next time this happens (twice in loaded full runs, never alone): the
+    # screenshot, and the page's text in the failure itself
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "click-until-shown-failed.png"
+    page.screenshot(path=str(shot), full_page=True)
+    shown = " | ".join(line for line in page.inner_text("body").splitlines() if line.strip())[:3000]
+    raise AssertionError(f"{text!r} never showed after {attempts} clicks ({shot}); the page said: {shown}")
 
 
 def open_run_page(p, server: str):

@@ -239,3 +239,21 @@ def test_the_advisor_suggests_regional_compilation_for_a_whole_compiled_real_mod
     result = {"variants": ["eager", "compiled"], "speedup": 1.2, "compile_s": 20.0, "breakeven_steps": 1e6}
     titles = [s.title for s in advice.suggest(spec, result, "cpu")]
     assert "Try regional compilation" in titles
+
+
+def test_models_read_in_parallel_threads_of_a_fresh_process_all_build():
+    """Two people's pages (threads of one server) reading library models for the first time at once: in a fresh
+    process without the library lock, torchvision raised "partially initialized module 'torchvision.models'" for one
+    of them, and the Run page kept a pick it could not make (seen as a flaky browser test)."""
+    code = (
+        "import threading\nfrom sample_models import sources\n"
+        "names = ['torchvision:resnet18', 'torchvision:vit_b_16', 'torchvision:convnext_tiny', 'timm:resnet50',\n"
+        "         'torchvision:mobilenet_v3_small', 'timm:efficientnet_b0']\nerrors = []\n"
+        "def build(n):\n    try:\n        sources.entry(n)\n    except Exception as e:\n"
+        "        errors.append(f'{n}: {type(e).__name__}: {e}')\n"
+        "threads = [threading.Thread(target=build, args=(n,)) for n in names]\n"
+        "[t.start() for t in threads]\n[t.join() for t in threads]\nprint(errors)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": REPO})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
