@@ -45,7 +45,6 @@ class Following:
                        continued=self._was_held)
         try:
             self._read_events()
-            quiet.leave(self.run_id)
             final = self.handle.final
             self._keep_torch_trace()
             if final["type"] != "result" and (kept := self._headline_kept(final)) is not None:
