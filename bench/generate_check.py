@@ -23,6 +23,9 @@ and by the lab, side by side, each in tokens/s.
 Prints one line per figure and writes bench/results/generate-check-<model>-<preset>-<machine>.json. The ways should
 agree within a few percent on a quiet machine; the lab's eager/compiled ratio is its headline. --coordinate-descent
 turns on Inductor's coordinate-descent tuning (gpt-fast's setting) in the loop and the lab: a much longer compile.
+--resume FILE goes on from an earlier call of the same settings on the same machine (a sitting split over two calls
+of a lent machine: the lab and the loop in one, transformers' ways in the next): the ways FILE holds are kept, the
+rest are timed, and the lines at the end cover them all.
 """
 from __future__ import annotations
 
@@ -325,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab-timeout", type=float, default=None, metavar="S",
                         help="the lab's run ends after this many seconds with a reason, so the ways still run")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--resume", type=Path, default=None, metavar="FILE",
+                        help="keep the ways an earlier call of the same settings on this machine wrote to FILE and "
+                             "time only the rest")
     parser.add_argument("--one", choices=["loop_eager", "loop_compiled", *GENERATE_WAYS], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     import torch
@@ -349,9 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     name = f"generate-check-{args.model.replace(':', '-')}-{args.preset}{tuned}-{found['machine']}"
     out = args.out or REPO / "bench" / "results" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    ways = [*(("loop_eager", "loop_compiled") if "loop" not in args.skip else ()),
-            *(GENERATE_WAYS if "generate" not in args.skip else ())]
-    if "lab" not in args.skip:  # first: the figure the others are held against, kept if the call is cut later
+    if args.resume:
+        found = resumed(args.resume, found, parser)
+    ways = [w for w in (*(("loop_eager", "loop_compiled") if "loop" not in args.skip else ()),
+                        *(GENERATE_WAYS if "generate" not in args.skip else ())) if w not in found]
+    if "lab" not in args.skip and "lab" not in found:  # first: the figure the others are held against, kept if the call is cut later
         found["lab"] = lab(args)
         out.write_text(json.dumps(found, indent=2))
         print(f"  {'lab':22} " + ("done" if not found["lab"].get("failed") else f"n/a ({found['lab']['failed']})"),
@@ -382,6 +390,27 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(found, indent=2))
     print(f"wrote {out}")
     return 0
+
+
+WAY_NAMES = ("loop_eager", "loop_compiled", *GENERATE_WAYS)
+# What may differ between two calls that make one check: which ways each times, its limits, where it writes.
+PER_CALL = ("skip", "lab_timeout", "out", "resume", "one")
+
+
+def resumed(path: Path, found: dict, parser: argparse.ArgumentParser) -> dict:
+    """An earlier call's figures to go on from: refused (before anything runs) unless it timed the same settings on
+    the same GPU, so that every figure printed at the end comes from one machine."""
+    if not path.is_file():
+        parser.error(f"--resume {path}: no such file (the earlier call's --out)")
+    earlier = json.loads(path.read_text())
+    ours, theirs = ({k: v for k, v in d.get("settings", {}).items() if k not in PER_CALL} for d in (found, earlier))
+    if ours != theirs:
+        differ = sorted(k for k in {*ours, *theirs} if ours.get(k) != theirs.get(k))
+        parser.error(f"--resume {path}: timed with other settings ({', '.join(differ)})")
+    if (earlier.get("machine"), earlier.get("device")) != (found["machine"], found["device"]):
+        parser.error(f"--resume {path}: timed on {earlier.get('device')}, not on this {found['device']}")
+    return {**earlier, "settings": found["settings"],
+            "resumed_from": {"file": str(path), "ways": [w for w in earlier if w in ("lab", *WAY_NAMES)]}}
 
 
 RESULT = "WAY-RESULT "  # the line a way's own process ends with: its figures as JSON

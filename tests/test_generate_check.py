@@ -53,3 +53,25 @@ def test_a_transformers_without_the_automatic_compile_says_so_instead_of_a_figur
     assert "disable_compile" not in static
     line = check.way_line("generate_auto_compile", {"unavailable": why_not})
     assert line.strip().startswith("generate_auto_compile") and "n/a (transformers" in line
+
+
+def test_a_check_split_over_two_calls_goes_on_only_from_the_same_settings_on_the_same_gpu(tmp_path):
+    """--resume keeps the first call's ways (the lab and the loop) so that the end covers them all, and refuses, before
+    anything runs, a file timed with other settings or on another machine: every figure printed comes from one GPU."""
+    import argparse
+    import json
+
+    settings = {"model": "hf:llama", "new_tokens": "256", "skip": "['generate']", "lab_timeout": "420"}
+    first = {"machine": "h100", "device": "NVIDIA H100", "settings": settings, "lab": {"speedup": 9.0},
+             "loop_eager": {"decode_tokens_per_s": 40.0}}
+    path = tmp_path / "first.json"
+    path.write_text(json.dumps(first))
+    parser = argparse.ArgumentParser()
+    now = {"machine": "h100", "device": "NVIDIA H100", "settings": {**settings, "skip": "['lab', 'loop']",
+                                                                   "lab_timeout": "None"}}
+    kept = check.resumed(path, now, parser)
+    assert kept["lab"] == {"speedup": 9.0} and kept["loop_eager"] == {"decode_tokens_per_s": 40.0}
+    assert kept["resumed_from"]["ways"] == ["lab", "loop_eager"] and kept["settings"] == now["settings"]
+    for other in ({**now, "settings": {**now["settings"], "new_tokens": "128"}}, {**now, "device": "NVIDIA H200"}):
+        with pytest.raises(SystemExit):
+            check.resumed(path, other, parser)
