@@ -252,7 +252,8 @@ def lab(args) -> dict:
                                         "compiled_decode_bw_measured_pct", "compiled_decode_bw_pct",
                                         "eager_decode_idle_pct", "compiled_decode_idle_pct", "kv_cache_gib",
                                         "compiled_tokens", "unavailable",
-                                        *(f"compiled_{part}_ms" for part in ("profiled_step", *STEP_PARTS)))}
+                                        *(f"compiled_{part}_ms" for part in ("profiled_step", *STEP_PARTS)),
+                                        "breakdown")}  # each class's kernels, the longest first ("top")
 
 
 # Where a profiled compiled decode step's time goes, as the lab's result splits it (tcore.figures.breakdown).
@@ -291,15 +292,23 @@ def lab_lines(lab_figs: dict) -> list[str]:
 
 
 def step_parts(lab_figs: dict) -> str:
-    """A profiled compiled decode step (one token per sequence) split by kernel class, in µs: what keeps it from the
-    bandwidth limit."""
-    step = lab_figs.get("compiled_profiled_step_ms")
-    if not step:
+    """A compiled decode step (one token per sequence) split by kernel class, in µs per token: the kernels' times as
+    the profiler measured them, the device's idle as the timed step leaves it (tcore.figures.breakdown), and beside
+    them the time the step's bytes would take at the measured copy rate: what keeps it from the bandwidth limit."""
+    if not lab_figs.get("compiled_profiled_step_ms"):
         why = (lab_figs.get("unavailable") or {}).get("compiled_profiled_step_ms", "not recorded")
         return f"n/a ({why})"
     parts = [f"{words} {1e3 * lab_figs[f'compiled_{part}_ms']:.0f}" for part, words in STEP_PARTS.items()
              if lab_figs.get(f"compiled_{part}_ms") is not None]
-    return f"{1e3 * step:.0f} µs a token: " + ", ".join(parts) + " (µs)"
+    profiled = f"profiled step {1e3 * lab_figs['compiled_profiled_step_ms']:.0f} µs"
+    if not parts:
+        return f"n/a (the lab's result has no kernel classes: {profiled})"
+    step, rate, measured = (lab_figs.get(k) for k in ("compiled_decode_ms_per_token", "compiled_decode_tb_s",
+                                                      "mem_bw_measured_tb_s"))
+    floor = f"; its bytes at the measured copy rate: {1e3 * step * rate / measured:.0f} µs" if step and rate and \
+        measured else ""
+    timed = f"timed {1e3 * step:.0f} µs a token" if step else "a token"
+    return f"{timed}: " + ", ".join(parts) + f" (µs; {profiled}{floor})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -359,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         found = resumed(args.resume, found, parser)
     ways = [w for w in (*(("loop_eager", "loop_compiled") if "loop" not in args.skip else ()),
                         *(GENERATE_WAYS if "generate" not in args.skip else ())) if w not in found]
-    if "lab" not in args.skip and "lab" not in found:  # first: the figure the others are held against, kept if the call is cut later
+    if "lab" not in args.skip and "lab" not in found:  # first: the figure the others are held against, kept if the
+        # call is cut later
         found["lab"] = lab(args)
         out.write_text(json.dumps(found, indent=2))
         print(f"  {'lab':22} " + ("done" if not found["lab"].get("failed") else f"n/a ({found['lab']['failed']})"),

@@ -213,6 +213,8 @@ class GenerateMeasurement(DecodeRounds):
                     found = breakdown.against_timed(found, step_ms)
                 figs.decode_idle_pct = 100 * found.ms.get("idle", 0.0) / step_ms
                 figs.profiled_step_ms = found.step_ms
+                for category, ms in found.ms.items():  # a decode step's time by kernel class, the idle its timed
+                    setattr(figs, f"{category}_ms", ms)  # step leaves: what keeps it from the bandwidth limit
                 self.result.details.setdefault("breakdown", {})[name] = found.to_dict()
         if compiled is not None and self.result.compiled.decode_idle_pct is not None:
             idle = self.result.eager.decode_idle_pct, self.result.compiled.decode_idle_pct
