@@ -39,6 +39,10 @@ def launch(ts, correlation, tid=1):
     ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "", "attention"),
     ("triton_poi_fused_add_native_layer_norm_relu_3", "", "pointwise"),
     ("triton_red_fused_native_batch_norm_legit_no_training_5", "", "pointwise"),
+    # coordinate descent's batch-1 matrix-vector products, written as reductions fused with the norm (Llama decode)
+    ("triton_red_fused__to_copy_add_mean_mm_mul_pow_rsqrt_t_view_15", "", "matmul"),
+    ("triton_red_fused_mm_t_view_9", "## Call CompiledFxGraph abc ##", "matmul"),
+    ("triton_poi_fused_mul_silu_3", "", "pointwise"),  # "silu" holds no "mm" of its own
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "aten::add", "pointwise"),
     ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", "aten::copy_", "copy"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda>", "aten::_to_copy",

@@ -22,8 +22,10 @@ OPTIMIZER_MARK = "compile_lab.optimizer"
 
 # key -> (title, what the time is and what changes it); in the order a stacked bar draws them.
 CATEGORIES: dict[str, tuple[str, str]] = {
-    "matmul": ("Matmuls and convolutions", "compute-bound: cuBLAS, cuDNN or Inductor's templates; "
-                                           "precision and autotuning change them"),
+    "matmul": ("Matmuls and convolutions", "compute-bound: cuBLAS, cuDNN or Inductor's templates, or, at batch 1, "
+                                           "bound by reading the weights (Inductor may write such a product as a "
+                                           "reduction fused with the norm beside it); precision and autotuning "
+                                           "change them"),
     "attention": ("Attention", "fused attention kernels (flash or memory-efficient)"),
     "pointwise": ("Pointwise, norms and reductions", "memory-bound: every kernel reads and writes its tensors, "
                                                      "which is what fusion removes"),
@@ -73,6 +75,16 @@ def _only_moves_data(name: str) -> bool:
     return bool(match) and set(filter(None, match.group(1).split("_"))) <= _COPY_OPS
 
 
+_MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addmv", "mv"}
+
+
+def _fuses_a_matmul(name: str) -> bool:
+    """An Inductor kernel with a matrix product among its fused ops: a batch-1 product it wrote as a reduction
+    (coordinate descent does so for decoding), with the norm or activation around it; its time is the weights'."""
+    match = _FUSED.search(name)
+    return bool(match) and not _MATMUL_OPS.isdisjoint(match.group(1).split("_"))
+
+
 def categorize(name: str, op: str = "", *, in_optimizer: bool = False) -> str:
     """The category of a kernel (GPU) or op (CPU) `name`, launched by the op `op` where known.
 
@@ -85,6 +97,8 @@ def categorize(name: str, op: str = "", *, in_optimizer: bool = False) -> str:
         return "attention"
     if _only_moves_data(name) or _COPY.search(name):
         return "copy"
+    if _fuses_a_matmul(name):
+        return "matmul"
     if _NORM.search(name):
         return "pointwise"
     if _MATMUL.search(name):
