@@ -123,3 +123,23 @@ def apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
     if None in (a.get("speedup_low"), a.get("speedup_high"), b.get("speedup_low"), b.get("speedup_high")):
         return None
     return a["speedup_high"] < b["speedup_low"] or b["speedup_high"] < a["speedup_low"]
+
+
+# Before the timed rounds, untimed blocks of each variant (the rounds' size, the order alternating) until the last
+# SETTLE_BLOCKS of each agree within SETTLE_PCT, or each has run tcore.worker.pacing.settle_seconds(): host-bound
+# loops on an H100 ran 7-17% faster over their first seconds of timed blocks (ResNet-50 bs64 bf16's eager 6.53 ->
+# 5.52 ms a step over five blocks; Llama-3.2-1B's eager decode 1.05 -> 0.95 s a generation over six; bench/results),
+# which the rounds took as spread and drift; GPU-bound ones held within 0.5% from the first block (Flux, ViT).
+SETTLE_BLOCKS = 4
+SETTLE_PCT = 1.5
+SETTLE_S = 2.0
+
+
+def steady(step_s: list[float], blocks: int = SETTLE_BLOCKS, pct: float = SETTLE_PCT) -> bool:
+    """Whether a variant's blocks have stopped speeding up or slowing down: its last `blocks` blocks' mean step times
+    lie within `pct` of their median (a ramp of a fifth of that per block shows across them)."""
+    last = step_s[-blocks:]
+    if len(last) < blocks:
+        return False
+    middle = sorted(last)[len(last) // 2]
+    return (max(last) - min(last)) / middle * 100 <= pct

@@ -7,6 +7,12 @@ from tcore.experiment.spec import Experiment
 from tcore.figures import paired
 
 
+def settle_seconds(exp: Experiment) -> float:
+    """The most untimed seconds per variant before the timed rounds (paired.steady): SETTLE_S, at most half the timed
+    seconds; none with timed_steps (a fixed, quick measurement)."""
+    return 0.0 if exp.timed_steps is not None else min(paired.SETTLE_S, exp.timed_s / 2)
+
+
 def round_seconds(exp: Experiment) -> float:
     """Seconds per variant per round: round_s, shortened where the fewest rounds would not fit the timed seconds."""
     return min(exp.round_s, exp.timed_s / exp.rounds)

@@ -19,6 +19,7 @@ from tcore.worker.generation import Generation, Generator, new_steps
 from tcore.worker.pacing import (
     most_rounds,
     round_seconds,
+    settle_seconds,
     steps_per_block,
     stop_timing,
     stop_words,
@@ -57,6 +58,7 @@ class StepRounds(Phases):
         # the steps before cannot hold it to its time (seen: 66 steps sized for 0.2 s took 37 s on a loaded CPU).
         deadline = None if exp.timed_steps is not None else 3 * target_s
         step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
+        self._settle(variants, step_s, multiple, deadline)
         self.blocks = {name: [] for name, *_ in variants}
         load = self.load_beside()
         sharing, ratios, why, busy = [], [], None, {}
@@ -87,6 +89,38 @@ class StepRounds(Phases):
                                    timed_stop=why, timed_stop_words=stop_words(exp, why, ratios, spent),
                                    blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks]
                                            for name, blocks in self.blocks.items()})
+
+    def _settle(self, variants: list, step_s: dict[str, float], multiple: int, deadline: float | None) -> None:
+        """Untimed blocks of each variant, the rounds' size and order, until each runs steady (paired.steady) or has
+        spent pacing.settle_seconds(): the timed rounds then begin on a machine that has stopped speeding up (the
+        GPU's clocks, the host's launch thread). What happened is kept in details["settle"], and a note says so where
+        a variant was still changing."""
+        most_s = settle_seconds(self.exp)
+        if most_s <= 0:
+            return
+        seen: dict[str, list[float]] = {name: [] for name, *_ in variants}
+        spent = dict.fromkeys(seen, 0.0)
+        done = 0
+        while not all(paired.steady(seen[name]) or spent[name] >= most_s for name in seen):
+            for name, step, inputs in variants if done % 2 == 0 else variants[::-1]:
+                cycle = itertools.cycle(inputs)
+                with eager() if name == "eager" else nullcontext():
+                    block = time_block(lambda: step(next(cycle)), steps_per_block(self.exp, step_s[name], multiple),
+                                       self.device, self.meter, deadline)
+                seen[name].append(block.wall_s / block.steps)
+                spent[name] += block.wall_s
+                step_s[name] = statistics.median(block.step_s)  # the first timed block's size, from the steady state
+            done += 1
+        settle = {name: {"blocks": len(times), "s": round(spent[name], 3), "steady": paired.steady(times),
+                         "change_pct": round(100 * (times[-1] / times[0] - 1), 2)} for name, times in seen.items()}
+        self.result.details["settle"] = settle
+        moving = [f"{name} {v['change_pct']:+.1f}% over {v['s']:.1f} s" for name, v in settle.items()
+                  if not v["steady"] and abs(v["change_pct"]) >= 2 * paired.SETTLE_PCT]  # a trend, not a noisy machine
+        if moving:
+            self.result.notes.append(
+                f"The steps had not settled when timing began ({', '.join(moving)} of untimed blocks, their last "
+                f"{paired.SETTLE_BLOCKS} still more than {paired.SETTLE_PCT:g}% apart): the machine was still speeding "
+                "up or slowing down, which the rounds' drift shows.")
 
     def _steady_step_s(self, name: str, step: Step, inputs: list, target_s: float) -> float:
         """A steady-state step of one variant, for sizing its first block (nothing to size with timed_steps)."""
