@@ -4,11 +4,13 @@ their first seconds (BENCHMARKS.md), and not later than the settle seconds allow
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired
 from tcore.host.power import PowerMeter
 from tcore.worker import pacing
-from tcore.worker.rounds import StepRounds
+from tcore.worker.rounds import DecodeRounds, StepRounds
 
 
 def test_blocks_are_steady_once_their_last_few_agree_and_not_while_they_ramp():
@@ -21,9 +23,15 @@ def test_blocks_are_steady_once_their_last_few_agree_and_not_while_they_ramp():
     assert pacing.settle_seconds(Experiment(device="cpu", timed_steps=12)) == 0.0  # a fixed, quick measurement
 
 
+def _rounds(kind, exp):
+    rounds = kind.__new__(kind)  # the phases' state that settling reads, without a worker around it
+    rounds.exp, rounds.device, rounds.meter = exp, "cpu", PowerMeter("no meter in this test")
+    rounds.result = SimpleNamespace(details={}, notes=[])
+    return rounds
+
+
 def _settle(step, exp):
-    rounds = SimpleNamespace(exp=exp, device="cpu", meter=PowerMeter("no meter in this test"),
-                             result=SimpleNamespace(details={}, notes=[]))
+    rounds = _rounds(StepRounds, exp)
     step_s = {"eager": 0.002, "compiled": 0.002}
     StepRounds._settle(rounds, [("eager", step, [None]), ("compiled", lambda _: time.sleep(0.001), [None])],
                        step_s, 1, None)
@@ -53,3 +61,35 @@ def test_steady_variants_settle_in_a_few_blocks():
         assert done["blocks"] >= paired.SETTLE_BLOCKS and done["s"] <= pacing.settle_seconds(
             Experiment(device="cpu", timed_s=4.0)) + 3 * 0.05
     assert not result.notes or "had not settled" in result.notes[0]  # a busy machine may leave it unsettled, said
+
+
+class _Generations:
+    """Generations whose decode speeds up for the first `ramp` of them, as Llama-3.2-1B's eager decode did on an H100
+    (1.05 -> 0.95 s a generation of 64 tokens over six), then holds."""
+
+    def __init__(self, decode_s, ramp=0, new=65):
+        self.new, self.made, self._decode_s, self._ramp = new, 0, decode_s, ramp
+
+    def run(self):
+        self.made += 1
+        slower = 1 + 0.05 * max(self._ramp - self.made, 0)
+        return SimpleNamespace(decode_s=self._decode_s * slower, total_s=self._decode_s * slower + 0.01)
+
+
+def test_generations_settle_before_the_timed_rounds_and_the_last_one_sizes_the_blocks():
+    rounds = _rounds(DecodeRounds, Experiment(device="cpu", task="generate", timed_s=4.0))
+    eager, compiled = _Generations(0.1, ramp=6), _Generations(0.01)
+    last_s = rounds._settle([("eager", eager), ("compiled", compiled)])
+    settle = rounds.result.details["settle"]
+    assert eager.made >= 6 + paired.SETTLE_BLOCKS - 1 and settle["eager"]["steady"]  # past the ramp, then four alike
+    assert settle["eager"]["change_pct"] < -15 and last_s["eager"] == pytest.approx(0.11)
+    # a generation longer than the settle seconds runs once, as the one that sized the blocks before
+    slow = _rounds(DecodeRounds, Experiment(device="cpu", task="generate", timed_s=4.0))
+    long = _Generations(5.0, ramp=6)
+    slow._settle([("eager", long)])
+    assert long.made == 1 and not slow.result.notes  # one block says nothing of a trend
+    # a fixed, quick measurement (timed_steps) sizes from one generation each and keeps no settle record
+    quick = _rounds(DecodeRounds, Experiment(device="cpu", task="generate", timed_steps=6))
+    one = _Generations(0.1, ramp=6)
+    quick._settle([("eager", one)])
+    assert one.made == 1 and "settle" not in quick.result.details

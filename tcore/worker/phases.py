@@ -64,6 +64,20 @@ class Phases:
         on the whole machine."""
         return CpuLoad(core_times_reader(self.lease.measure_cpus[:1])) if self.lease.measure_cpus else CpuLoad()
 
+    def settled(self, seen: dict[str, list[float]], spent: dict[str, float]) -> None:
+        """What the untimed blocks before the timed rounds did (each variant's step times, block by block, and its
+        seconds), kept in details["settle"]; a note where a variant was still moving when timing began."""
+        settle = {name: {"blocks": len(times), "s": round(spent[name], 3), "steady": paired.steady(times),
+                         "change_pct": round(100 * (times[-1] / times[0] - 1), 2)} for name, times in seen.items()}
+        self.result.details["settle"] = settle
+        moving = [f"{name} {v['change_pct']:+.1f}% over {v['s']:.1f} s" for name, v in settle.items()
+                  if not v["steady"] and abs(v["change_pct"]) >= 2 * paired.SETTLE_PCT]  # a trend, not a noisy machine
+        if moving:
+            self.result.notes.append(
+                f"The steps had not settled when timing began ({', '.join(moving)} of untimed blocks, their last "
+                f"{paired.SETTLE_BLOCKS} still more than {paired.SETTLE_PCT:g}% apart): the machine was still speeding "
+                "up or slowing down, which the rounds' drift shows.")
+
     def round_done(self, ratios: list[float], done: int) -> None:
         """A timed round's paired ratio (compiled over eager, its last blocks), and the speedup so far for the live
         view; derive() makes the real one."""

@@ -111,16 +111,7 @@ class StepRounds(Phases):
                 spent[name] += block.wall_s
                 step_s[name] = statistics.median(block.step_s)  # the first timed block's size, from the steady state
             done += 1
-        settle = {name: {"blocks": len(times), "s": round(spent[name], 3), "steady": paired.steady(times),
-                         "change_pct": round(100 * (times[-1] / times[0] - 1), 2)} for name, times in seen.items()}
-        self.result.details["settle"] = settle
-        moving = [f"{name} {v['change_pct']:+.1f}% over {v['s']:.1f} s" for name, v in settle.items()
-                  if not v["steady"] and abs(v["change_pct"]) >= 2 * paired.SETTLE_PCT]  # a trend, not a noisy machine
-        if moving:
-            self.result.notes.append(
-                f"The steps had not settled when timing began ({', '.join(moving)} of untimed blocks, their last "
-                f"{paired.SETTLE_BLOCKS} still more than {paired.SETTLE_PCT:g}% apart): the machine was still speeding "
-                "up or slowing down, which the rounds' drift shows.")
+        self.settled(seen, spent)
 
     def _steady_step_s(self, name: str, step: Step, inputs: list, target_s: float) -> float:
         """A steady-state step of one variant, for sizing its first block (nothing to size with timed_steps)."""
@@ -205,7 +196,8 @@ class DecodeRounds(Phases):
         self.phase("measuring")
         exp, memory = self.exp, PeakMemory(self.device)
         variants = [("eager", eager)] + ([("compiled", compiled)] if compiled else [])
-        per_block = {name: max(1, round(round_seconds(exp) / g.run().total_s)) for name, g in variants}
+        last_s = self._settle(variants)
+        per_block = {name: max(1, round(round_seconds(exp) / last_s[name])) for name, _ in variants}
         self.gens: dict[str, list[Generation]] = {name: [] for name, _ in variants}
         self.blocks = {name: [] for name, _ in variants}
         load = self.load_beside()
@@ -243,6 +235,25 @@ class DecodeRounds(Phases):
                              f"generation(s) each; " + ("the rounds' interval reached its share of the target."
                                                         if why == "settled" else "the timed seconds were spent."),
             blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks] for name, blocks in self.blocks.items()})
+
+    def _settle(self, variants: list[tuple[str, Generator]]) -> dict[str, float]:
+        """Untimed generations of each variant, the order alternating, until each one's last decode rates agree
+        (paired.steady) or it has run pacing.settle_seconds(), and one at least: the last one's seconds size the
+        blocks. A generation of seconds (Llama-3.2-1B eager) stops at one, as before; short ones settle."""
+        most_s = settle_seconds(self.exp)
+        seen: dict[str, list[float]] = {name: [] for name, _ in variants}
+        spent, last_s = dict.fromkeys(seen, 0.0), {}
+        done = 0
+        while not all(seen[name] and (paired.steady(seen[name]) or spent[name] >= most_s) for name in seen):
+            for name, gen in variants if done % 2 == 0 else variants[::-1]:
+                run = gen.run()
+                seen[name].append(run.decode_s / new_steps(gen))
+                spent[name] += run.total_s
+                last_s[name] = run.total_s
+            done += 1
+        if most_s > 0:
+            self.settled(seen, spent)
+        return last_s
 
     def derive(self, eager: Generator, compiled: Generator | None) -> None:
         exp, result, run = self.exp, self.result, self.result.run
