@@ -20,6 +20,15 @@ from tcore.worker.timing import CpuLoad, core_times_reader
 Emit = Callable[[dict[str, Any]], None]
 
 
+def _ends(times: list[float]) -> tuple[float, float]:
+    """The first and the last of a variant's settling blocks, as medians of SETTLE_BLOCKS where there are twice as
+    many (a trend, not one block's noise), else the first and the last block."""
+    n = paired.SETTLE_BLOCKS
+    if len(times) < 2 * n:
+        return times[0], times[-1]
+    return statistics.median(times[:n]), statistics.median(times[-n:])
+
+
 class Phases:
     """A run's phases say themselves to the lab and fill `self.result`; the subclass says what they are (measure())."""
 
@@ -68,7 +77,8 @@ class Phases:
         """What the untimed blocks before the timed rounds did (each variant's step times, block by block, and its
         seconds), kept in details["settle"]; a note where a variant was still moving when timing began."""
         settle = {name: {"blocks": len(times), "s": round(spent[name], 3), "steady": paired.steady(times),
-                         "change_pct": round(100 * (times[-1] / times[0] - 1), 2)} for name, times in seen.items()}
+                         "change_pct": round(100 * (_ends(times)[1] / _ends(times)[0] - 1), 2)}
+                  for name, times in seen.items()}
         self.result.details["settle"] = settle
         moving = [f"{name} {v['change_pct']:+.1f}% over {v['s']:.1f} s" for name, v in settle.items()
                   if not v["steady"] and abs(v["change_pct"]) >= 2 * paired.SETTLE_PCT]  # a trend, not a noisy machine

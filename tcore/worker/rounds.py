@@ -101,8 +101,8 @@ class StepRounds(Phases):
         seen: dict[str, list[float]] = {name: [] for name, *_ in variants}
         spent = dict.fromkeys(seen, 0.0)
         done = 0
-        while not all(paired.steady(seen[name]) or spent[name] >= most_s for name in seen):
-            for name, step, inputs in variants if done % 2 == 0 else variants[::-1]:
+        while moving := [v for v in variants if not (paired.steady(seen[v[0]]) or spent[v[0]] >= most_s)]:
+            for name, step, inputs in moving if done % 2 == 0 else moving[::-1]:
                 cycle = itertools.cycle(inputs)
                 with eager() if name == "eager" else nullcontext():
                     block = time_block(lambda: step(next(cycle)), steps_per_block(self.exp, step_s[name], multiple),
@@ -196,8 +196,7 @@ class DecodeRounds(Phases):
         self.phase("measuring")
         exp, memory = self.exp, PeakMemory(self.device)
         variants = [("eager", eager)] + ([("compiled", compiled)] if compiled else [])
-        last_s = self._settle(variants)
-        per_block = {name: max(1, round(round_seconds(exp) / last_s[name])) for name, _ in variants}
+        per_block = self._settle(variants)
         self.gens: dict[str, list[Generation]] = {name: [] for name, _ in variants}
         self.blocks = {name: [] for name, _ in variants}
         load = self.load_beside()
@@ -236,24 +235,26 @@ class DecodeRounds(Phases):
                                                         if why == "settled" else "the timed seconds were spent."),
             blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks] for name, blocks in self.blocks.items()})
 
-    def _settle(self, variants: list[tuple[str, Generator]]) -> dict[str, float]:
-        """Untimed generations of each variant, the order alternating, until each one's last decode rates agree
-        (paired.steady) or it has run pacing.settle_seconds(), and one at least: the last one's seconds size the
-        blocks. A generation of seconds (Llama-3.2-1B eager) stops at one, as before; short ones settle."""
-        most_s = settle_seconds(self.exp)
-        seen: dict[str, list[float]] = {name: [] for name, _ in variants}
-        spent, last_s = dict.fromkeys(seen, 0.0), {}
+    def _settle(self, variants: list[tuple[str, Generator]]) -> dict[str, int]:
+        """Generations per block for each variant (enough to fill round_s, one at least, sized from a first untimed
+        generation as before), after untimed blocks of them, the order alternating, until each variant's last decode
+        rates agree (paired.steady) or it has run pacing.settle_seconds(). A generation of seconds (Llama-3.2-1B's
+        eager) is past that after the first, so it adds nothing there; short ones settle."""
+        exp, most_s = self.exp, settle_seconds(self.exp)
+        first = {name: gen.run() for name, gen in variants}
+        per_block = {name: max(1, round(round_seconds(exp) / run.total_s)) for name, run in first.items()}
+        seen = {name: [run.decode_s / new_steps(gen)] for (name, gen), run in zip(variants, first.values())}
+        spent = {name: run.total_s for name, run in first.items()}
         done = 0
-        while not all(seen[name] and (paired.steady(seen[name]) or spent[name] >= most_s) for name in seen):
-            for name, gen in variants if done % 2 == 0 else variants[::-1]:
-                run = gen.run()
-                seen[name].append(run.decode_s / new_steps(gen))
-                spent[name] += run.total_s
-                last_s[name] = run.total_s
+        while moving := [v for v in variants if not (paired.steady(seen[v[0]]) or spent[v[0]] >= most_s)]:
+            for name, gen in moving if done % 2 == 0 else moving[::-1]:
+                runs = [gen.run() for _ in range(per_block[name])]
+                seen[name].append(sum(r.decode_s for r in runs) / (len(runs) * new_steps(gen)))
+                spent[name] += sum(r.total_s for r in runs)
             done += 1
         if most_s > 0:
             self.settled(seen, spent)
-        return last_s
+        return per_block
 
     def derive(self, eager: Generator, compiled: Generator | None) -> None:
         exp, result, run = self.exp, self.result, self.result.run
