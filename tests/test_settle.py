@@ -84,7 +84,7 @@ def test_generations_settle_before_the_timed_rounds_and_the_last_one_sizes_the_b
     assert eager.made >= 6 + paired.SETTLE_BLOCKS - 1 and settle["eager"]["steady"]  # past the ramp, then four alike
     assert settle["eager"]["change_pct"] < -10  # the first four blocks against the last four
     # blocks of generations that fill a round (0.2 s), sized from the first as before: 0.135 s eager, 0.02 compiled
-    assert per_block == {"eager": 1, "compiled": 10} and compiled.made == 1 + 10 * paired.SETTLE_BLOCKS
+    assert per_block == {"eager": 1, "compiled": 10} and compiled.made == 1 + 10 * (paired.SETTLE_BLOCKS - 1)
     # a generation longer than the settle seconds runs once, as the one that sized the blocks before
     slow = _rounds(DecodeRounds, Experiment(device="cpu", task="generate", timed_s=4.0))
     long = _Generations(5.0, ramp=6)
