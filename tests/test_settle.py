@@ -23,6 +23,11 @@ def test_blocks_are_steady_once_their_last_few_agree_and_not_while_they_ramp():
     assert pacing.settle_seconds(Experiment(device="cpu", timed_steps=12)) == 0.0  # a fixed, quick measurement
 
 
+def test_the_switch_turns_settling_off_to_measure_what_it_does(monkeypatch):
+    monkeypatch.setenv(pacing.SETTLE_ENV, "0")
+    assert pacing.settle_seconds(Experiment(device="cuda", timed_s=4.0)) == 0.0
+
+
 def _rounds(kind, exp):
     rounds = kind.__new__(kind)  # the phases' state that settling reads, without a worker around it
     rounds.exp, rounds.device, rounds.meter = exp, "cpu", PowerMeter("no meter in this test")

@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 import math
+import os
 
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired
 
+SETTLE_ENV = "COMPILE_LAB_SETTLE"  # "0": the timed rounds begin at once, as before settling (to measure its effect)
+
 
 def settle_seconds(exp: Experiment) -> float:
     """The most untimed seconds per variant before the timed rounds (paired.steady): SETTLE_S, at most half the timed
-    seconds; none with timed_steps (a fixed, quick measurement)."""
-    return 0.0 if exp.timed_steps is not None else min(paired.SETTLE_S, exp.timed_s / 2)
+    seconds; none with timed_steps (a fixed, quick measurement) or with $COMPILE_LAB_SETTLE=0."""
+    if exp.timed_steps is not None or os.environ.get(SETTLE_ENV) == "0":
+        return 0.0
+    return min(paired.SETTLE_S, exp.timed_s / 2)
 
 
 def round_seconds(exp: Experiment) -> float:
