@@ -123,6 +123,9 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str,
                          "compiled_samples_per_s": result.get("compiled_samples_per_s"),
                          "device_wait_s": result.get("device_wait_s"), "wait_s": result.get("timeline_wait_s"),
                          "busy_cores": result.get("busy_cores"), "gpu_processes": result.get("gpu_processes"),
+                         # each timed block [steps, seconds] and what settling did: the rounds' drift, block by
+                         # block, comes back with the result (the store, with its compile artifacts, may not)
+                         "blocks": result.get("blocks"), "settle": result.get("settle"),
                          # where its time went: the timeline's longer phases, and how long it held the GPU for what
                          "phases": [[p["name"][:40], round(p["s"], 1)] for p in result.get("timeline") or []
                                     if p["s"] >= 0.5],
