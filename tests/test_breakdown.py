@@ -43,6 +43,8 @@ def launch(ts, correlation, tid=1):
     ("triton_red_fused__to_copy_add_mean_mm_mul_pow_rsqrt_t_view_15", "", "matmul"),
     ("triton_red_fused_mm_t_view_9", "## Call CompiledFxGraph abc ##", "matmul"),
     ("triton_poi_fused_mul_silu_3", "", "pointwise"),  # "silu" holds no "mm" of its own
+    # the bias of a cuBLAS addmm, split off into the layer norm after it (Flux on an H100): a norm, not a product
+    ("triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_28", "", "pointwise"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "aten::add", "pointwise"),
     ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", "aten::copy_", "copy"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda>", "aten::_to_copy",

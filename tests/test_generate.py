@@ -337,7 +337,7 @@ def test_attention_far_above_its_bytes_is_named_as_what_keeps_decode_from_the_ba
                                                 "idle": 0.043}}}}
     said = decode_words.words(result, {"mode": "reduce-overhead", "kv_cache": "static", "coordinate_descent": True})
     named = [s for s in said if s.startswith("Attention takes")]
-    assert named == [named[0]] and named[0].startswith("Attention takes 12% of the step for 0.3% of the bytes")
+    assert named == [named[0]] and named[0].startswith("Attention takes 12% of the step for 0.25% of the bytes")
     # attention in proportion to a long cache's bytes is not singled out, nor a small attention
     long_cache = {**result, "kv_cache_gib": 0.5}
     assert not any(s.startswith("Attention") for s in decode_words.words(long_cache, {}))

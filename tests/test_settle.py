@@ -1,7 +1,7 @@
-"""The untimed blocks before the timed rounds (tcore.worker.rounds.StepRounds._settle, tcore.worker.paired.steady):
+"""The untimed blocks before the timed rounds (tcore.worker.rounds.StepRounds._settle, tcore.figures.paired.steady):
 the timed rounds begin once each variant's blocks have stopped speeding up, as host-bound loops on an H100 did over
 their first seconds (BENCHMARKS.md), and not later than the settle seconds allow."""
-import time
+import functools
 from types import SimpleNamespace
 
 import pytest
@@ -10,7 +10,10 @@ from tcore.experiment.spec import Experiment
 from tcore.figures import paired
 from tcore.host.power import PowerMeter
 from tcore.worker import pacing
+from tcore.worker import rounds as rounds_module
 from tcore.worker.rounds import DecodeRounds, StepRounds
+from tcore.worker.timing import time_block
+from tests.helpers import StepClock
 
 
 def test_blocks_are_steady_once_their_last_few_agree_and_not_while_they_ramp():
@@ -35,37 +38,48 @@ def _rounds(kind, exp):
     return rounds
 
 
-def _settle(step, exp):
+@pytest.fixture(autouse=True)
+def _settling_on(monkeypatch):  # a shell that ran the settle-ab sitting row may have it off
+    monkeypatch.delenv(pacing.SETTLE_ENV, raising=False)
+
+
+def _settle(step_seconds, exp, monkeypatch):
+    """StepRounds._settle over an eager step that takes step_seconds(now) and a compiled one of 1 ms, timed on a
+    clock that moves only by the steps' own seconds: the same figures on a quiet machine and a loaded one."""
+    clock = StepClock()
+    monkeypatch.setattr(rounds_module, "time_block", functools.partial(time_block, clock=clock))
     rounds = _rounds(StepRounds, exp)
-    step_s = {"eager": 0.002, "compiled": 0.002}
-    StepRounds._settle(rounds, [("eager", step, [None]), ("compiled", lambda _: time.sleep(0.001), [None])],
-                       step_s, 1, None)
+    step_s = {"eager": step_seconds(0.0), "compiled": 0.001}
+    StepRounds._settle(rounds, [("eager", lambda _: clock.advance(step_seconds(clock())), [None]),
+                                ("compiled", lambda _: clock.advance(0.001), [None])], step_s, 1, None)
     return rounds.result, step_s
 
 
-def test_the_timed_rounds_wait_for_a_ramping_variant_and_size_their_first_block_from_its_steady_step():
+def test_the_timed_rounds_wait_for_a_ramping_variant_and_size_their_first_block_from_its_steady_step(monkeypatch):
     exp = Experiment(device="cpu", timed_s=4.0, round_s=0.05)
-    begun = time.perf_counter()
 
-    def ramping(_):  # 3 ms a step, falling to 1 ms over its first 0.6 s, then steady: a host that speeds up
-        time.sleep(max(0.003 - 0.002 * (time.perf_counter() - begun) / 0.6, 0.001))
+    def ramping(now):  # 3 ms a step, falling to 1 ms over its first 0.6 s, then steady: a host that speeds up
+        return max(0.003 - 0.002 * now / 0.6, 0.001)
 
-    result, step_s = _settle(ramping, exp)
+    result, step_s = _settle(ramping, exp, monkeypatch)
     eager = result.details["settle"]["eager"]
-    # it ran past the ramp (or to its limit): the rounds never begin on blocks that are still speeding up
-    assert eager["s"] >= 0.6 * 0.8 or eager["s"] >= pacing.settle_seconds(exp)
-    assert eager["change_pct"] < -20  # the first block's steps against the last's
-    assert eager["s"] <= pacing.settle_seconds(exp) + 3 * exp.round_s  # bounded: a block more at most
-    assert step_s["eager"] < 0.0025  # the first timed block is sized from the settled step, not the ramp's first
+    assert eager["steady"] and eager["s"] >= 0.6  # it ran past the ramp: the rounds never begin while it speeds up
+    assert eager["change_pct"] < -50  # the first four blocks' steps against the last four's
+    assert step_s["eager"] == pytest.approx(0.001)  # the first timed block is sized from the settled step
+    assert not result.notes
 
 
-def test_steady_variants_settle_in_a_few_blocks():
-    result, _ = _settle(lambda _: time.sleep(0.002), Experiment(device="cpu", timed_s=4.0, round_s=0.05))
-    for name in ("eager", "compiled"):
-        done = result.details["settle"][name]
-        assert done["blocks"] >= paired.SETTLE_BLOCKS and done["s"] <= pacing.settle_seconds(
-            Experiment(device="cpu", timed_s=4.0)) + 3 * 0.05
-    assert not result.notes or "had not settled" in result.notes[0]  # a busy machine may leave it unsettled, said
+def test_steady_variants_settle_in_four_blocks_and_a_variant_that_keeps_moving_stops_at_its_seconds(monkeypatch):
+    exp = Experiment(device="cpu", timed_s=4.0, round_s=0.05)
+    result, _ = _settle(lambda now: 0.002, exp, monkeypatch)
+    assert [result.details["settle"][v]["blocks"] for v in ("eager", "compiled")] == [paired.SETTLE_BLOCKS] * 2
+    assert not result.notes
+    # a host that slows down all along: stopped at the settle seconds (a block more at most), and said
+    slowing, _ = _settle(lambda now: 0.002 * (1 + now), exp, monkeypatch)
+    eager = slowing.details["settle"]["eager"]
+    assert not eager["steady"] and pacing.settle_seconds(exp) <= eager["s"] <= pacing.settle_seconds(exp) + 0.1
+    assert slowing.details["settle"]["compiled"]["blocks"] == paired.SETTLE_BLOCKS  # the steady one stopped early
+    assert "had not settled" in slowing.notes[0] and "eager +" in slowing.notes[0]
 
 
 class _Generations:

@@ -367,9 +367,13 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
             f"steady = lambda t: len(t) >= {paired.SETTLE_BLOCKS} and (max(t[-{paired.SETTLE_BLOCKS}:]) - "
             f"min(t[-{paired.SETTLE_BLOCKS}:])) / sorted(t[-{paired.SETTLE_BLOCKS}:])[{paired.SETTLE_BLOCKS // 2}] "
             f"<= {paired.SETTLE_PCT / 100:g}",
-            f"while not all(steady(t) or sum(t) * steps[e] >= {settle_s:g} for e, t in settle.items()):",
-            "    for eager in (True, False) if len(settle[True]) % 2 == 0 else (False, True):",
+            "n = 0",
+            f"while moving := [e for e, t in settle.items() if not (steady(t) or sum(t) * steps[e] >= {settle_s:g})]:",
+            "    for eager in moving if n % 2 == 0 else moving[::-1]:",
             "        settle[eager].append(seconds_per_step(steps[eager], eager))",
+            "    n += 1",
+            f"steps = {{eager: max(1, round({round_s:g} / t[-1])) for eager, t in settle.items()}}  "
+            "# sized from the settled steps",
             "rounds, spent = [], 0.0  # each round: {eager: seconds per step}",
             "while True:",
             "    order = (True, False) if len(rounds) % 2 == 0 else (False, True)",

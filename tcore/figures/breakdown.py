@@ -75,14 +75,17 @@ def _only_moves_data(name: str) -> bool:
     return bool(match) and set(filter(None, match.group(1).split("_"))) <= _COPY_OPS
 
 
-_MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "addmv", "mv"}
+# Ops of a product Inductor wrote itself, as a reduction: "addmm" and the like also name the bias add Inductor splits
+# off a cuBLAS product and fuses into the next kernel (a layer norm, a GELU), which is not the product.
+_MATMUL_OPS = {"mm", "bmm", "mv"}
 
 
 def _fuses_a_matmul(name: str) -> bool:
     """An Inductor kernel with a matrix product among its fused ops: a batch-1 product it wrote as a reduction
     (coordinate descent does so for decoding), with the norm or activation around it; its time is the weights'."""
     match = _FUSED.search(name)
-    return bool(match) and not _MATMUL_OPS.isdisjoint(match.group(1).split("_"))
+    return bool(match) and name.startswith(("triton_red_", "triton_per_")) and \
+        not _MATMUL_OPS.isdisjoint(match.group(1).split("_"))
 
 
 def categorize(name: str, op: str = "", *, in_optimizer: bool = False) -> str:

@@ -137,9 +137,9 @@ SETTLE_S = 2.0
 
 def steady(step_s: list[float], blocks: int = SETTLE_BLOCKS, pct: float = SETTLE_PCT) -> bool:
     """Whether a variant's blocks have stopped speeding up or slowing down: its last `blocks` blocks' mean step times
-    lie within `pct` of their median (a ramp of a fifth of that per block shows across them)."""
+    lie within `pct` of their median (a ramp of a third of that per block shows across them)."""
     last = step_s[-blocks:]
     if len(last) < blocks:
         return False
     middle = sorted(last)[len(last) // 2]
-    return (max(last) - min(last)) / middle * 100 <= pct
+    return (max(last) - min(last)) <= pct / 100 * max(middle, 1e-12)

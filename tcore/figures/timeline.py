@@ -124,6 +124,8 @@ def refine(phases: list[dict[str, Any]], result: dict[str, Any]) -> list[dict[st
         elif p["name"] == WORKER_PHASES["measuring"][0] and isinstance(result.get("blocks"), dict):
             walls = [(f"{v} timed rounds (interleaved)", MEASURE, sum(w for _, w in blocks))
                      for v, blocks in result["blocks"].items()]
+            walls += [(f"{v} untimed blocks until it settled", MEASURE, done.get("s"))
+                      for v, done in (result.get("settle") or {}).items()]
             out += split(p, walls, "calibration and time between the timed blocks")
         else:
             out.append(p)

@@ -191,7 +191,9 @@ def host_bound(result: Mapping[str, Any], device: str | None, mode: str | None =
             evidence.append(f"NVML saw it busy {busy:.0f}% of the timed time")
         if not evidence:
             continue
-        rate, unit = result.get(f"{v}_samples_per_s"), "samples/s"
+        rate, unit = ((result.get(f"{v}_decode_tokens_per_s"), "decode tokens/s")
+                      if result.get(f"{v}_decode_tokens_per_s") is not None else
+                      (result.get(f"{v}_samples_per_s"), "samples/s"))
         words = (f"**{v.capitalize()} is host-bound**: {' and '.join(evidence)}, so its "
                  f"{rate:,.0f} {unit} is the host CPU's launch rate, not the GPU's speed" if rate is not None else
                  f"**{v.capitalize()} is host-bound**: {' and '.join(evidence)}, so its figure is the host CPU's "

@@ -24,9 +24,9 @@ def _ends(times: list[float]) -> tuple[float, float]:
     """The first and the last of a variant's settling blocks, as medians of SETTLE_BLOCKS where there are twice as
     many (a trend, not one block's noise), else the first and the last block."""
     n = paired.SETTLE_BLOCKS
-    if len(times) < 2 * n:
-        return times[0], times[-1]
-    return statistics.median(times[:n]), statistics.median(times[-n:])
+    first, last = (times[0], times[-1]) if len(times) < 2 * n else \
+        (statistics.median(times[:n]), statistics.median(times[-n:]))
+    return max(first, 1e-12), last
 
 
 class Phases:

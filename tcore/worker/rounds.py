@@ -44,8 +44,9 @@ class StepRounds(Phases):
         machine's speed favours neither variant. Each round's ratio of the two throughputs is one paired
         measurement (tcore.figures.paired); rounds are added until their interval is within paired.rounds_target
         (the target less room for the spread between processes), or until another would take a variant past
-        timed_s. Each variant's first block is sized from a steady-state calibration, each later one from the
-        median step so far, so blocks last what was asked whatever the warm-up did.
+        timed_s. Each variant's blocks are sized from a steady-state calibration, then run untimed until they settle
+        (_settle), the first timed one sized from the last of those, each later one from the median step so far,
+        so blocks last what was asked whatever the warm-up did.
         """
         self.phase("measuring")
         exp, memory = self.exp, PeakMemory(self.device)

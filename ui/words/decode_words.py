@@ -87,7 +87,7 @@ def attention_words(result: dict, classes: dict[str, float], total: float) -> li
     kv_pct = 100 * kv_gib * 2**30 / (read_tb_s * 1e12 * step_ms / 1e3)
     if 100 * ms / total < ATTENTION_OVER_BYTES * kv_pct:
         return []
-    return [f"Attention takes {100 * ms / total:.0f}% of the step for {kv_pct:.1g}% of the bytes it reads (the KV "
+    return [f"Attention takes {100 * ms / total:.0f}% of the step for {kv_pct:.2g}% of the bytes it reads (the KV "
             "cache): its kernels cost a fixed time per layer, the attention kernel and the mask built for it, not "
             "the bytes. A decoding attention kernel (split over the cache, as FlashDecoding's) is the lever; no knob "
             "of the lab changes it."]

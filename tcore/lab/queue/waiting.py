@@ -8,6 +8,8 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
+from tcore.figures import paired
+
 RECENT_RUNS = 10  # a run's expected duration is the median of this many latest runs like it ...
 HISTORY_RUNS = 200  # ... found among this many latest runs on the same device kind
 
@@ -137,12 +139,14 @@ def expected_duration(spec: dict, history: list[tuple[dict, float]]) -> float | 
 
 
 def timed_stage_s(spec: dict) -> float:
-    """The seconds a run of `spec` spends in its timed blocks by the clock: each variant's timed_s (0 when it
+    """The seconds a run of `spec` spends in its timed blocks by the clock, and in the untimed ones that settle them
+    first (tcore.worker.pacing.settle_seconds): each variant's timed_s and its settle seconds at most (0 when it
     counts steps instead, or the spec does not say)."""
     if spec.get("timed_steps") is not None or not spec.get("timed_s"):
         return 0.0
     compiled = spec.get("compile", "off") != "off" or spec.get("compile_optimizer")
-    return (2 if compiled else 1) * float(spec["timed_s"])
+    timed_s = float(spec["timed_s"])
+    return (2 if compiled else 1) * (timed_s + min(paired.SETTLE_S, timed_s / 2))
 
 
 # What makes two runs take about as long, when no earlier run had exactly the same settings: what is built,
