@@ -419,6 +419,8 @@ def resumed(path: Path, found: dict, parser: argparse.ArgumentParser) -> dict:
         parser.error(f"--resume {path}: timed with other settings ({', '.join(differ)})")
     if (earlier.get("machine"), earlier.get("device")) != (found["machine"], found["device"]):
         parser.error(f"--resume {path}: timed on {earlier.get('device')}, not on this {found['device']}")
+    if (earlier.get("lab") or {}).get("failed"):  # a lab that ran out of its time is timed again, not kept
+        earlier = {k: v for k, v in earlier.items() if k != "lab"}
     return {**earlier, "settings": found["settings"],
             "resumed_from": {"file": str(path), "ways": [w for w in earlier if w in ("lab", *WAY_NAMES)]}}
 
