@@ -21,14 +21,15 @@ def test_blocks_are_steady_once_their_last_few_agree_and_not_while_they_ramp():
     assert paired.steady([1.3, 1.0, 1.005, 0.998, 1.002])  # a slow first block, then steady
     assert not paired.steady([1.06, 1.04, 1.02, 1.0])  # 2% a block: a ramp, though each step from the last is small
     assert not paired.steady([1.0, 1.0, 1.0, 1.05])  # a late change
-    assert pacing.settle_seconds(Experiment(device="cpu", timed_s=2.0)) == 1.0  # at most half the timed seconds
-    assert pacing.settle_seconds(Experiment(device="cuda", timed_s=4.0)) == paired.SETTLE_S
-    assert pacing.settle_seconds(Experiment(device="cpu", timed_steps=12)) == 0.0  # a fixed, quick measurement
+    assert pacing.settle_seconds(Experiment(timed_s=2.0), "cuda") == 1.0  # at most half the timed seconds
+    assert pacing.settle_seconds(Experiment(timed_s=4.0), "cuda") == paired.SETTLE_S
+    assert pacing.settle_seconds(Experiment(timed_steps=12), "cuda") == 0.0  # a fixed, quick measurement
+    assert pacing.settle_seconds(Experiment(timed_s=4.0), "cpu") == 0.0  # GPU runs only, where the ramp was seen
 
 
 def test_the_switch_turns_settling_off_to_measure_what_it_does(monkeypatch):
     monkeypatch.setenv(pacing.SETTLE_ENV, "0")
-    assert pacing.settle_seconds(Experiment(device="cuda", timed_s=4.0)) == 0.0
+    assert pacing.settle_seconds(Experiment(timed_s=4.0), "cuda") == 0.0
 
 
 def _rounds(kind, exp):
@@ -39,8 +40,11 @@ def _rounds(kind, exp):
 
 
 @pytest.fixture(autouse=True)
-def _settling_on(monkeypatch):  # a shell that ran the settle-ab sitting row may have it off
+def _settling_on(monkeypatch):
+    """Settle as a GPU run does (the steps here run on the host clock), whatever the shell says (one that ran the
+    settle-ab sitting row may have it off)."""
     monkeypatch.delenv(pacing.SETTLE_ENV, raising=False)
+    monkeypatch.setattr(rounds_module, "settle_seconds", lambda exp, device: pacing.settle_seconds(exp, "cuda"))
 
 
 def _settle(step_seconds, exp, monkeypatch):
@@ -77,7 +81,8 @@ def test_steady_variants_settle_in_four_blocks_and_a_variant_that_keeps_moving_s
     # a host that slows down all along: stopped at the settle seconds (a block more at most), and said
     slowing, _ = _settle(lambda now: 0.002 * (1 + now), exp, monkeypatch)
     eager = slowing.details["settle"]["eager"]
-    assert not eager["steady"] and pacing.settle_seconds(exp) <= eager["s"] <= pacing.settle_seconds(exp) + 0.1
+    most_s = pacing.settle_seconds(exp, "cuda")
+    assert not eager["steady"] and most_s <= eager["s"] <= most_s + 0.1
     assert slowing.details["settle"]["compiled"]["blocks"] == paired.SETTLE_BLOCKS  # the steady one stopped early
     assert "had not settled" in slowing.notes[0] and "eager +" in slowing.notes[0]
 

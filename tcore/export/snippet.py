@@ -315,9 +315,26 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
     variant at most, its fewest rounds), so the program and the run it copies time alike; a run timed by a fixed number
     of steps is copied as its seconds rule."""
     from tcore.figures import paired
-    settle_s = min(paired.SETTLE_S, exp.timed_s / 2)  # a run of fixed steps is copied as its seconds rule
     sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
     round_s, timed_s, target = exp.round_s, exp.timed_s, exp.target_pct
+    # GPU runs settle first, as the run (a run of fixed steps is copied as its seconds rule); the CPU's do not
+    settle_s = min(paired.SETTLE_S, exp.timed_s / 2)
+    settle_lines = [
+        f"settle = {{True: [], False: []}}  # untimed blocks first, as the run: until each variant's last "
+        f"{paired.SETTLE_BLOCKS} agree",
+        f"# within {paired.SETTLE_PCT:g}% or it has run {settle_s:g} s (a host-bound loop speeds up over its first "
+        "seconds)",
+        f"steady = lambda t: len(t) >= {paired.SETTLE_BLOCKS} and (max(t[-{paired.SETTLE_BLOCKS}:]) - "
+        f"min(t[-{paired.SETTLE_BLOCKS}:])) / sorted(t[-{paired.SETTLE_BLOCKS}:])[{paired.SETTLE_BLOCKS // 2}] "
+        f"<= {paired.SETTLE_PCT / 100:g}",
+        "n = 0",
+        f"while moving := [e for e, t in settle.items() if not (steady(t) or sum(t) * steps[e] >= {settle_s:g})]:",
+        "    for eager in moving if n % 2 == 0 else moving[::-1]:",
+        "        settle[eager].append(seconds_per_step(steps[eager], eager))",
+        "    n += 1",
+        f"steps = {{eager: max(1, round({round_s:g} / t[-1])) for eager, t in settle.items()}}  "
+        "# sized from the settled steps",
+    ] if device == "cuda" else []
     within = paired.rounds_target(target)
     fewest = max(exp.rounds, paired.MIN_ROUNDS)
     return ["", "",
@@ -360,20 +377,7 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
             "for eager in (True, False)}",
             f"steps = {{eager: max(1, round({round_s:g} / s)) for eager, s in per_step.items()}}  "
             f"# ~{round_s:g} s blocks",
-            f"settle = {{True: [], False: []}}  # untimed blocks first, as the run: until each variant's last "
-            f"{paired.SETTLE_BLOCKS} agree",
-            f"# within {paired.SETTLE_PCT:g}% or it has run {settle_s:g} s (a host-bound loop speeds up over its first "
-            "seconds)",
-            f"steady = lambda t: len(t) >= {paired.SETTLE_BLOCKS} and (max(t[-{paired.SETTLE_BLOCKS}:]) - "
-            f"min(t[-{paired.SETTLE_BLOCKS}:])) / sorted(t[-{paired.SETTLE_BLOCKS}:])[{paired.SETTLE_BLOCKS // 2}] "
-            f"<= {paired.SETTLE_PCT / 100:g}",
-            "n = 0",
-            f"while moving := [e for e, t in settle.items() if not (steady(t) or sum(t) * steps[e] >= {settle_s:g})]:",
-            "    for eager in moving if n % 2 == 0 else moving[::-1]:",
-            "        settle[eager].append(seconds_per_step(steps[eager], eager))",
-            "    n += 1",
-            f"steps = {{eager: max(1, round({round_s:g} / t[-1])) for eager, t in settle.items()}}  "
-            "# sized from the settled steps",
+            *settle_lines,
             "rounds, spent = [], 0.0  # each round: {eager: seconds per step}",
             "while True:",
             "    order = (True, False) if len(rounds) % 2 == 0 else (False, True)",

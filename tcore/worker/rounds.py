@@ -96,7 +96,7 @@ class StepRounds(Phases):
         spent pacing.settle_seconds(): the timed rounds then begin on a machine that has stopped speeding up (the
         GPU's clocks, the host's launch thread). What happened is kept in details["settle"], and a note says so where
         a variant was still changing."""
-        most_s = settle_seconds(self.exp)
+        most_s = settle_seconds(self.exp, self.device)
         if most_s <= 0:
             return
         seen: dict[str, list[float]] = {name: [] for name, *_ in variants}
@@ -241,7 +241,7 @@ class DecodeRounds(Phases):
         generation as before), after untimed blocks of them, the order alternating, until each variant's last decode
         rates agree (paired.steady) or it has run pacing.settle_seconds(). A generation of seconds (Llama-3.2-1B's
         eager) is past that after the first, so it adds nothing there; short ones settle."""
-        exp, most_s = self.exp, settle_seconds(self.exp)
+        exp, most_s = self.exp, settle_seconds(self.exp, self.device)
         first = {name: gen.run() for name, gen in variants}
         per_block = {name: max(1, round(round_seconds(exp) / run.total_s)) for name, run in first.items()}
         seen = {name: [run.decode_s / new_steps(gen)] for (name, gen), run in zip(variants, first.values())}

@@ -35,8 +35,8 @@ PHASE_EXPLAIN = {
                  "generates kernels (on a CPU it runs a C++ compiler: tens of seconds, with no progress to show).",
     "warmup": "A few compiled steps, untimed, so caches and the memory allocator settle.",
     "schedule": "One pass over batches of different sizes: each new shape may recompile, and this counts how often.",
-    "measuring": "Untimed blocks of each variant until its speed settles (2 s at most), then rounds of an eager and a "
-                 "compiled block back to back, added until the speedup's interval is narrow "
+    "measuring": "On a GPU, untimed blocks of each variant until its speed settles (2 s at most); then rounds of an "
+                 "eager and a compiled block back to back, added until the speedup's interval is narrow "
                  "enough (after {rounds} rounds at the fewest) or the timed seconds are spent, which may stop it "
                  "with fewer rounds and a wider interval.",
     "new_prompt": "One more compiled generation from a prompt a token shorter: does a new prompt length recompile, "

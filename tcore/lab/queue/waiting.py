@@ -146,7 +146,8 @@ def timed_stage_s(spec: dict) -> float:
         return 0.0
     compiled = spec.get("compile", "off") != "off" or spec.get("compile_optimizer")
     timed_s = float(spec["timed_s"])
-    return (2 if compiled else 1) * (timed_s + min(paired.SETTLE_S, timed_s / 2))
+    settle_s = min(paired.SETTLE_S, timed_s / 2) if spec.get("device") == "cuda" else 0.0  # GPU runs settle
+    return (2 if compiled else 1) * (timed_s + settle_s)
 
 
 # What makes two runs take about as long, when no earlier run had exactly the same settings: what is built,
