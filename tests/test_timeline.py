@@ -33,6 +33,12 @@ def test_the_timed_rounds_are_their_blocks_walls_and_the_rest_is_calibration():
     phases = timeline.assemble([(timeline.WORKER_PHASES["measuring"][0], MEASURE, 0.0)], end=5.0, start=0.0)
     cut = timeline.refine(phases, {"blocks": {"eager": [[10, 1.0], [10, 1.5]], "compiled": [[10, 0.5], [10, 0.5]]}})
     assert [p["s"] for p in cut] == [2.5, 1.0, 1.5] and cut[-1]["name"].startswith("calibration")
+    # a GPU run's untimed settling blocks come first, as they ran, each variant's seconds its own part
+    settled = timeline.refine(phases, {"blocks": {"eager": [[10, 1.0]], "compiled": [[10, 0.5]]},
+                                       "settle": {"eager": {"s": 0.8}, "compiled": {"s": 0.4}}})
+    assert [(p["name"], p["s"]) for p in settled][:2] == [("eager untimed blocks until it settled", 0.8),
+                                                         ("compiled untimed blocks until it settled", 0.4)]
+    assert [p["s"] for p in settled[2:]] == [1.0, 0.5, 2.3]
 
 
 def test_the_clock_puts_the_workers_clock_on_the_labs_and_splits_the_workers_start(monkeypatch):

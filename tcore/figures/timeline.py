@@ -122,10 +122,10 @@ def refine(phases: list[dict[str, Any]], result: dict[str, Any]) -> list[dict[st
         if p["name"] == WORKER_PHASES["compiling"][0] and (timers := result.get("first_call_phases_s")):
             out += split(p, [(title, COMPILE, timers.get(key)) for key, title in COMPILE_TIMERS.items()], COMPILE_REST)
         elif p["name"] == WORKER_PHASES["measuring"][0] and isinstance(result.get("blocks"), dict):
-            walls = [(f"{v} timed rounds (interleaved)", MEASURE, sum(w for _, w in blocks))
-                     for v, blocks in result["blocks"].items()]
-            walls += [(f"{v} untimed blocks until it settled", MEASURE, done.get("s"))
-                      for v, done in (result.get("settle") or {}).items()]
+            walls = [(f"{v} untimed blocks until it settled", MEASURE, done.get("s"))  # first, as they ran
+                     for v, done in (result.get("settle") or {}).items()]
+            walls += [(f"{v} timed rounds (interleaved)", MEASURE, sum(w for _, w in blocks))
+                      for v, blocks in result["blocks"].items()]
             out += split(p, walls, "calibration and time between the timed blocks")
         else:
             out.append(p)
