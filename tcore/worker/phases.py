@@ -73,12 +73,28 @@ class Phases:
         on the whole machine."""
         return CpuLoad(core_times_reader(self.lease.measure_cpus[:1])) if self.lease.measure_cpus else CpuLoad()
 
+    def settle(self, block: Callable[[str], tuple[float, float]], seen: dict[str, list[float]],
+               spent: dict[str, float], most_s: float) -> None:
+        """Untimed blocks before the timed rounds, the order alternating: `block(name)` runs one of that variant and
+        gives (its step time, its seconds), until each variant runs steady (paired.steady) or has spent `most_s`;
+        then settled() keeps what they did. `seen` and `spent` may start with blocks already run."""
+        done = 0
+        while moving := [name for name in seen if not (paired.steady(seen[name]) or spent[name] >= most_s)]:
+            for name in moving if done % 2 == 0 else moving[::-1]:
+                step_s, wall_s = block(name)
+                seen[name].append(step_s)
+                spent[name] += wall_s
+            done += 1
+        self.settled(seen, spent)
+
     def settled(self, seen: dict[str, list[float]], spent: dict[str, float]) -> None:
         """What the untimed blocks before the timed rounds did (each variant's step times, block by block, and its
         seconds), kept in details["settle"]; a note where a variant was still moving when timing began."""
-        settle = {name: {"blocks": len(times), "s": round(spent[name], 3), "steady": paired.steady(times),
-                         "change_pct": round(100 * (_ends(times)[1] / _ends(times)[0] - 1), 2)}
-                  for name, times in seen.items()}
+        settle = {}
+        for name, times in seen.items():
+            first, last = _ends(times)
+            settle[name] = {"blocks": len(times), "s": round(spent[name], 3), "steady": paired.steady(times),
+                            "change_pct": round(100 * (last / first - 1), 2)}
         self.result.details["settle"] = settle
         moving = [f"{name} {v['change_pct']:+.1f}% over {v['s']:.1f} s" for name, v in settle.items()
                   if not v["steady"] and abs(v["change_pct"]) >= 2 * paired.SETTLE_PCT]  # a trend, not a noisy machine

@@ -99,20 +99,18 @@ class StepRounds(Phases):
         most_s = settle_seconds(self.exp, self.device)
         if most_s <= 0:
             return
-        seen: dict[str, list[float]] = {name: [] for name, *_ in variants}
-        spent = dict.fromkeys(seen, 0.0)
-        done = 0
-        while moving := [v for v in variants if not (paired.steady(seen[v[0]]) or spent[v[0]] >= most_s)]:
-            for name, step, inputs in moving if done % 2 == 0 else moving[::-1]:
-                cycle = itertools.cycle(inputs)
-                with eager() if name == "eager" else nullcontext():
-                    block = time_block(lambda: step(next(cycle)), steps_per_block(self.exp, step_s[name], multiple),
-                                       self.device, self.meter, deadline)
-                seen[name].append(block.wall_s / block.steps)
-                spent[name] += block.wall_s
-                step_s[name] = statistics.median(block.step_s)  # the first timed block's size, from the steady state
-            done += 1
-        self.settled(seen, spent)
+        by_name = {name: (step, inputs) for name, step, inputs in variants}
+
+        def one(name: str) -> tuple[float, float]:
+            step, inputs = by_name[name]
+            cycle = itertools.cycle(inputs)
+            with eager() if name == "eager" else nullcontext():
+                block = time_block(lambda: step(next(cycle)), steps_per_block(self.exp, step_s[name], multiple),
+                                   self.device, self.meter, deadline)
+            step_s[name] = statistics.median(block.step_s)  # the first timed block's size, from the steady state
+            return block.wall_s / block.steps, block.wall_s
+
+        self.settle(one, {name: [] for name in by_name}, dict.fromkeys(by_name, 0.0), most_s)
 
     def _steady_step_s(self, name: str, step: Step, inputs: list, target_s: float) -> float:
         """A steady-state step of one variant, for sizing its first block (nothing to size with timed_steps)."""
@@ -246,15 +244,15 @@ class DecodeRounds(Phases):
         per_block = {name: max(1, round(round_seconds(exp) / run.total_s)) for name, run in first.items()}
         seen = {name: [run.decode_s / new_steps(gen)] for (name, gen), run in zip(variants, first.values())}
         spent = {name: run.total_s for name, run in first.items()}
-        done = 0
-        while moving := [v for v in variants if not (paired.steady(seen[v[0]]) or spent[v[0]] >= most_s)]:
-            for name, gen in moving if done % 2 == 0 else moving[::-1]:
-                runs = [gen.run() for _ in range(per_block[name])]
-                seen[name].append(sum(r.decode_s for r in runs) / (len(runs) * new_steps(gen)))
-                spent[name] += sum(r.total_s for r in runs)
-            done += 1
-        if most_s > 0:
-            self.settled(seen, spent)
+        gens = dict(variants)
+
+        def one(name: str) -> tuple[float, float]:
+            runs = [gens[name].run() for _ in range(per_block[name])]
+            return (sum(r.decode_s for r in runs) / (len(runs) * new_steps(gens[name])),
+                    sum(r.total_s for r in runs))
+
+        if most_s > 0:  # else the first generation, which sized the blocks, is all there is
+            self.settle(one, seen, spent, most_s)
         return per_block
 
     def derive(self, eager: Generator, compiled: Generator | None) -> None:
