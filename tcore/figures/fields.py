@@ -207,7 +207,16 @@ class RunFigures:
         "Earlier runs of this setting", "runs", "%d", None,
         "Earlier runs of the same setting on this machine that the spread between processes was learned from.")
     paired_rounds: int | None = figure(
-        "Paired rounds", "rounds", "%d", None, "Rounds timed, each an eager and a compiled block back to back.")
+        "Paired rounds", "rounds", "%d", None, "Rounds the headline is made of, each an eager and a compiled block "
+        "back to back (those the host disturbed left out).")
+    speedup_rounds_left_out: int | None = figure(
+        "Rounds left out as disturbed", "rounds", "%d", LOWER,
+        "Timed rounds left out of the headline because a block ran more than 5% slower than its variant's fastest "
+        "(tcore.figures.paired.undisturbed): only the host's other work slows a steady loop that far.")
+    speedup_floor: float | None = figure(
+        "Fastest blocks' ratio", "x", "%.2f", None,
+        "Where the host disturbed too many rounds to leave them out: the ratio of each variant's fastest block, which "
+        "the interval was stretched to reach (what the run may read undisturbed).")
     speedup_of_medians: float | None = figure(
         "Speedup of median throughputs", "x", "%.2f", HIGHER,
         "Compiled's median throughput over eager's, the rounds unpaired: the headline before paired rounds; "

@@ -79,6 +79,8 @@ class Rerun:
     machine_runs: int = 0        # the machine's reruns the prior was learned from (0: the documented default)
     machine_settings: int = 0
     within_pct: float = 0.0      # the run's own σ: its rounds and drift together (within_sigma), %
+    left_out: int = 0            # rounds left out as disturbed (tcore.figures.paired.undisturbed)
+    floor: float | None = None   # the fastest blocks' ratio the interval was stretched to reach (disturbed throughout)
 
     @property
     def pm_pct(self) -> float:
@@ -89,6 +91,13 @@ class Rerun:
         """What the interval is made of, in a clause: 'the rounds (± 1.2%), drift 0.4%, and ...'."""
         parts = [f"the rounds (± {self.rounds_pm_pct:.1f}%)" if self.rounds_pm_pct is not None else
                  "a single round (no interval of its own)"]
+        if self.left_out:
+            parts[0] = (f"the undisturbed rounds (± {self.rounds_pm_pct:.1f}%; {self.left_out} round"
+                        f"{'s' if self.left_out != 1 else ''} left out, where a block ran more than "
+                        f"{paired.DISTURBED_PCT:g}% slower than its variant's fastest: the host interfered)")
+        elif self.floor is not None:
+            parts[0] += (f", stretched to the ratio of the two variants' fastest blocks ({self.floor:.2f}x: the host "
+                         "disturbed too many rounds to leave them out, and undisturbed the run may read that)")
         if self.drift_pct is not None:
             parts.append(f"the drift between the run's halves ({self.drift_pct:.1f}%)")
         prior = (f"what this machine has shown for {KIND_WORDS.get(self.kind, self.kind)} ({self.machine_runs} "
@@ -208,8 +217,11 @@ def between_of(scatter: float, own: float, dof: int) -> float:
 
 def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, history: Sequence[float] = (),
              machine: Spread | None = None, confidence: float = CONFIDENCE,
-             history_within: Sequence[float] = ()) -> Rerun:
-    """The headline (the median paired ratio) and its CONFIDENCE interval for a rerun of the same setting."""
+             history_within: Sequence[float] = (), left_out: int = 0, floor: float | None = None) -> Rerun:
+    """The headline (the median paired ratio) and its CONFIDENCE interval for a rerun of the same setting.
+    `ratios`: the rounds the headline is made of, `left_out` disturbed ones already taken out; `floor`: the fastest
+    blocks' ratio that the interval must reach, where too many were disturbed to leave out
+    (tcore.figures.paired.undisturbed)."""
     if not ratios:
         raise ValueError("no rounds to estimate a speedup from")
     center = paired.estimate(ratios).speedup
@@ -218,10 +230,15 @@ def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, 
     s_between, source, n = between_sigma(history, device, host_bound, machine, history_within)
     learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
     half = z_value(confidence) * math.sqrt(s_rounds ** 2 + s_drift ** 2 + s_between ** 2)
-    return Rerun(center, center * math.exp(-half), center * math.exp(half), confidence, rounds_pm, drift_pct,
+    low, high = center * math.exp(-half), center * math.exp(half)
+    if floor is not None and not low <= floor <= high:
+        low, high = min(low, floor), max(high, floor)
+    else:
+        floor = None
+    return Rerun(center, low, high, confidence, rounds_pm, drift_pct,
                  100 * (math.exp(s_between) - 1), source, n, kind(device, host_bound),
                  machine.runs if learned else 0, machine.settings if learned else 0,
-                 100 * (math.exp(math.hypot(s_rounds, s_drift)) - 1))
+                 100 * (math.exp(math.hypot(s_rounds, s_drift)) - 1), left_out, floor)
 
 
 def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
@@ -231,6 +248,7 @@ def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
             "speedup_drift_pct": r.drift_pct, "speedup_between_pct": r.between_pct,
             "speedup_between_source": r.between_source, "speedup_history_runs": r.history_runs,
             "speedup_kind": r.kind, "speedup_machine_runs": r.machine_runs, "speedup_within_pct": r.within_pct,
+            "speedup_rounds_left_out": r.left_out, "speedup_floor": r.floor,
             "speedup_interval_words": r.basis()}
 
 
@@ -241,11 +259,12 @@ def restate(result: dict, history: Sequence[float], host_bound: bool, machine: S
     blocks = result.get("blocks") or {}
     if not blocks.get("eager") or not blocks.get("compiled"):
         return result
-    ratios = paired.round_ratios(blocks["eager"], blocks["compiled"])
-    if not ratios:
+    rounds = paired.undisturbed(blocks["eager"], blocks["compiled"])
+    if not rounds.ratios:
         return result
-    return {**result, **figures_of(interval(ratios, device=result.get("device", "cpu"), host_bound=host_bound,
-                                            history=history, machine=machine, history_within=history_within))}
+    return {**result, **figures_of(interval(rounds.ratios, device=result.get("device", "cpu"), host_bound=host_bound,
+                                            history=history, machine=machine, history_within=history_within,
+                                            left_out=rounds.left_out, floor=rounds.floor))}
 
 
 # Before a run: whether the setting can be expected to hold. A headline "holds" when a rerun lands within ± HOLD_PCT

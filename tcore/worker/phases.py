@@ -122,14 +122,26 @@ class Phases:
         self.busy_pct = {name: statistics.median(read) for name, values in busy.items()
                          if (read := [u for u in values if u is not None])}
 
+    def headline_rounds(self) -> paired.Rounds:
+        """The rounds the headline is made of, those the host disturbed left out (paired.undisturbed)."""
+        return paired.undisturbed([(b.steps, b.wall_s) for b in self.blocks["eager"]],
+                                  [(b.steps, b.wall_s) for b in self.blocks["compiled"]])
+
     def paired_speedup(self, never_pays: str) -> None:
         """The run's speedup from its paired rounds (tcore.figures.paired), beside the ratio of medians, the rounds'
         range and the steps that pay the compile back (never, said as `never_pays`, when the headline says compiled
         is not faster)."""
         result, run = self.result, self.result.run
         per_round = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
-        for key, value in figures.paired_figures(paired.estimate(per_round)).items():
+        rounds = self.headline_rounds()
+        for key, value in figures.paired_figures(paired.estimate(rounds.ratios)).items():
             setattr(run, key, value)
+        if rounds.left_out:
+            result.notes.append(
+                f"{rounds.left_out} of {len(per_round)} timed rounds were left out of the speedup: a block ran more "
+                f"than {paired.DISTURBED_PCT:g}% slower than its variant's fastest, which only the host's other work "
+                f"does to a steady loop. The speedup is of the {len(rounds.ratios)} undisturbed rounds, what a rerun "
+                "finds again.")
         run.speedup_of_medians = figures.speedup(result.eager, result.compiled)
         run.speedup_min, run.speedup_max = min(per_round), max(per_round)
         # From the headline, so the two never disagree: a compiled step is the eager one over the paired speedup.

@@ -174,8 +174,9 @@ class StepRounds(Phases):
             return
         record = self.result.to_record()
         bound = bool(figures.host_bound(record, self.device, self.exp.mode))
-        ratios = figures.round_speedups(self.blocks["eager"], self.blocks["compiled"])
-        for key, value in rerun.figures_of(rerun.interval(ratios, device=self.device, host_bound=bound)).items():
+        rounds = self.headline_rounds()
+        for key, value in rerun.figures_of(rerun.interval(rounds.ratios, device=self.device, host_bound=bound,
+                                                          left_out=rounds.left_out, floor=rounds.floor)).items():
             if key in figures.RUN_FIGURES:
                 setattr(self.result.run, key, value)
             else:
