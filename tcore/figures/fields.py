@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tcore.figures.breakdown import CATEGORIES
+from tcore.figures.paired import DISTURBED_PCT
 
 VARIANTS = ("eager", "compiled")
 HIGHER, LOWER = "higher", "lower"
@@ -211,8 +212,9 @@ class RunFigures:
         "back to back (those the host disturbed left out).")
     speedup_rounds_left_out: int | None = figure(
         "Rounds left out as disturbed", "rounds", "%d", LOWER,
-        "Timed rounds left out of the headline because a block ran more than 5% slower than its variant's fastest "
-        "(tcore.figures.paired.undisturbed): only the host's other work slows a steady loop that far.")
+        f"Timed rounds left out of the headline because a block ran more than {DISTURBED_PCT:g}% slower than its "
+        "variant's fastest (tcore.figures.paired.undisturbed): only the host's other work slows a steady loop that "
+        "far.")
     speedup_floor: float | None = figure(
         "Fastest blocks' ratio", "x", "%.2f", None,
         "Where the host disturbed too many rounds to leave them out: the ratio of each variant's fastest block, which "

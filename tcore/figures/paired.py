@@ -55,12 +55,21 @@ class Paired:
                 f"{self.rounds} rounds)")
 
 
+def _timed_pairs(eager: Iterable[Sequence[float]],
+                 compiled: Iterable[Sequence[float]]) -> list[tuple[Sequence[float], Sequence[float]]]:
+    """Each round's (eager, compiled) blocks as stored, [steps, wall_s]; a round with a block stored as 0 s (older
+    records rounded walls to 0.1 ms, so one very short step could read 0) has no ratio to give and is left out."""
+    return [(e, c) for e, c in zip(eager, compiled) if e[1] > 0 and c[1] > 0 and e[0] > 0 and c[0] > 0]
+
+
+def _ratio(eager: Sequence[float], compiled: Sequence[float]) -> float:
+    """Compiled over eager throughput of one round's blocks, [steps, wall_s] each."""
+    return (compiled[0] / compiled[1]) / (eager[0] / eager[1])
+
+
 def round_ratios(eager: Iterable[Sequence[float]], compiled: Iterable[Sequence[float]]) -> list[float]:
-    """Compiled over eager throughput per round, from blocks as stored: [steps, wall_s] each. A round with a
-    block stored as 0 s (older records rounded walls to 0.1 ms, so one very short step could read 0) has no
-    ratio to give and is left out."""
-    return [(c[0] / c[1]) / (e[0] / e[1]) for e, c in zip(eager, compiled) if e[1] > 0 and c[1] > 0 and e[0] > 0
-            and c[0] > 0]
+    """Compiled over eager throughput per round, from blocks as stored: [steps, wall_s] each (_timed_pairs)."""
+    return [_ratio(e, c) for e, c in _timed_pairs(eager, compiled)]
 
 
 # A host-bound loop on a lent machine runs at its floor most of the time and in bursts far slower: ResNet-50's GPU
@@ -89,8 +98,8 @@ def undisturbed(eager: Iterable[Sequence[float]], compiled: Iterable[Sequence[fl
     """The rounds the headline is made of, from blocks [steps, wall_s]: those whose two blocks both ran within `pct`
     of their variant's fastest step time, where at least MIN_ROUNDS did and some did not; else every round, with the
     fastest blocks' ratio as `floor` where some round was disturbed."""
-    pairs = [(e, c) for e, c in zip(eager, compiled) if e[1] > 0 and c[1] > 0 and e[0] > 0 and c[0] > 0]
-    ratios = [(c[0] / c[1]) / (e[0] / e[1]) for e, c in pairs]
+    pairs = _timed_pairs(eager, compiled)
+    ratios = [_ratio(e, c) for e, c in pairs]
     if len(pairs) < 2:
         return Rounds(ratios)
     floor_e = min(e[1] / e[0] for e, _ in pairs)
