@@ -33,10 +33,10 @@ under FakeTensorMode (`abstract()`).
 from __future__ import annotations
 
 import functools
-import threading
 
 # the names the rest of the lab reaches here, as sample_models.sources.quiet_dropout and so on (the snippet's code calls
 # quiet_dropout)
+from sample_models.first_imports import IMPORT_LOCK
 from sample_models.sources.common import (  # noqa: F401
     LAB,
     OFFLINE,
@@ -72,7 +72,7 @@ def entry(name: str) -> RealModel:
     library raises while building it on "meta" to read its sizes is said in one line (CannotBuild), never a
     traceback in place of the check before a run."""
     try:
-        with LIBRARY_LOCK:
+        with IMPORT_LOCK:  # the library's first import, one thread at a time (sample_models.first_imports)
             if name.startswith("file:") and name[5:]:  # not cached by name: a file changes, and its card with it
                 return SOURCES_FILE.entry(name[5:])
             return _entry(name)
@@ -82,13 +82,6 @@ def entry(name: str) -> RealModel:
         text = str(e).strip().splitlines()[0][:300] if str(e).strip() else "no message"
         raise CannotBuild(f"{name} could not be built here to read its sizes ({type(e).__name__}: {text}); "
                           "pick another model, or another version of its library") from e
-
-
-# Two threads that import one library for the first time at once (two people's pages, or a page's pick and its
-# list) can meet it half imported: on this CPU, eight real models built in eight threads of a fresh process had
-# torchvision raise "partially initialized module 'torchvision.models' has no attribute 'list_models'" for three of
-# them (2026-11-27), and the Run page kept the pick it could not make. One thread reads the libraries at a time.
-LIBRARY_LOCK = threading.RLock()
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,7 +98,7 @@ def catalog(source: str, pattern: str = "") -> list[str]:
     import fnmatch
     if source not in SOURCES:
         raise UnknownModel(f"unknown source {source!r}; choose one of: {', '.join(SOURCES)}")
-    with LIBRARY_LOCK:
+    with IMPORT_LOCK:
         names = _names(source)
     if pattern:
         p = pattern.lower()

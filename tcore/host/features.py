@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from sample_models.first_imports import IMPORT_LOCK
+
 
 def _has(dotted: str) -> Callable[[], bool]:
     """A detector for an attribute path under torch, e.g. "compiler.set_stance"."""
@@ -71,7 +73,8 @@ class Feature:
 
     @property
     def available(self) -> bool:
-        return self.detect()
+        with IMPORT_LOCK:  # a check may import torch._dynamo or torch._inductor for the first time, in a page's thread
+            return self.detect()
 
     def missing_words(self) -> str:
         """Why an option is greyed out: what this torch lacks and which torch brings it."""
