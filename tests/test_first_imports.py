@@ -1,5 +1,6 @@
 """The app's threads make their first imports of torch's compiler and the model libraries one at a time
-(sample_models.first_imports): a feature check, a source's catalog and a model's entry each hold IMPORT_LOCK.
+(sample_models.first_imports): the feature checks the first time, a source's catalog and a model's entry hold
+IMPORT_LOCK.
 bench/import_race.py shows what happens without it (a page's run and its replacement importing at once)."""
 from __future__ import annotations
 
@@ -29,12 +30,25 @@ def held_by_another_thread() -> bool:
     return not free[0]
 
 
-def test_a_feature_check_holds_the_import_lock_while_it_detects():
-    assert not held_by_another_thread()
+def test_the_feature_checks_import_under_the_lock_once_and_then_take_no_lock(monkeypatch):
+    """The first check runs every check under the lock, for their imports; later ones take no lock, so a page does
+    not wait while another person's model is read."""
     seen = []
-    feature = features.Feature("probe", "a probe", "2.0", lambda: seen.append(held_by_another_thread()) or True)
-    assert feature.available
-    assert seen == [True]
+    probe = features.Feature("probe", "a probe", "2.0", lambda: seen.append(held_by_another_thread()) or True)
+    monkeypatch.setitem(features.FEATURES, "probe", probe)
+    monkeypatch.setattr(features, "_imported", threading.Event())  # as in a fresh process
+    assert not held_by_another_thread()
+    assert features.available("probe") and features.missing("set_stance") is None
+    assert seen == [True, False]  # once among every check, under the lock; then its own, without it
+    IMPORT_LOCK.acquire()  # a model being read in this thread: another thread's check goes on
+    try:
+        done = threading.Thread(target=lambda: seen.append(features.available("probe")))
+        done.start()
+        done.join(timeout=60)  # ends at once; were it waiting for the lock, it would wait for ever
+        assert not done.is_alive()
+    finally:
+        IMPORT_LOCK.release()
+    assert seen == [True, False, True, True]
 
 
 class ProbeSource(sources.Source):
@@ -70,3 +84,18 @@ def test_a_sources_catalog_and_a_models_entry_hold_the_import_lock(probe_source)
         sample_models.get("probe:two")
     assert probe_source.seen == [("names", True), ("entry", True)]
     assert not held_by_another_thread()  # and let go after, the entry's error included
+
+
+def test_a_files_card_is_read_without_the_lock(monkeypatch):
+    """The app never imports a model file; its card may come from a child reading the file for seconds, which must
+    not hold up every other page's model."""
+    seen = []
+
+    def entry(ref):
+        seen.append(held_by_another_thread())
+        raise sources.UnknownModel("no such file")
+
+    monkeypatch.setattr(sources.SOURCES_FILE, "entry", entry)
+    with pytest.raises(sources.UnknownModel):
+        sample_models.get("file:m.py")
+    assert seen == [False]

@@ -72,9 +72,11 @@ def entry(name: str) -> RealModel:
     library raises while building it on "meta" to read its sizes is said in one line (CannotBuild), never a
     traceback in place of the check before a run."""
     try:
+        if name.startswith("file:") and name[5:]:  # not cached by name: a file changes, and its card with it
+            # Outside the lock: the app's process never imports a file, and its card may come from a child that
+            # reads the file for seconds; a worker, which does import it, has one thread.
+            return SOURCES_FILE.entry(name[5:])
         with IMPORT_LOCK:  # the library's first import, one thread at a time (sample_models.first_imports)
-            if name.startswith("file:") and name[5:]:  # not cached by name: a file changes, and its card with it
-                return SOURCES_FILE.entry(name[5:])
             return _entry(name)
     except ValueError:  # UnknownModel, NeedsDownload, ...: already in words
         raise

@@ -6,6 +6,8 @@ when each became usable from Python as named here (torch's release notes and doc
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -73,8 +75,8 @@ class Feature:
 
     @property
     def available(self) -> bool:
-        with IMPORT_LOCK:  # a check may import torch._dynamo or torch._inductor for the first time, in a page's thread
-            return self.detect()
+        _import_once()
+        return self.detect()
 
     def missing_words(self) -> str:
         """Why an option is greyed out: what this torch lacks and which torch brings it."""
@@ -99,6 +101,23 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
             _has("_dynamo.exc.get_gbid_documentation_link")),
     Feature("error_on_graph_break", "torch._dynamo.error_on_graph_break", "2.9", _has("_dynamo.error_on_graph_break")),
 )}
+
+
+_imported = threading.Event()
+
+
+def _import_once() -> None:
+    """Run every check once under IMPORT_LOCK (sample_models.first_imports), for the imports they make: torch._dynamo
+    and torch._inductor, first imported in a page's thread. Later checks import nothing and take no lock, so a
+    page never waits for another person's model being read."""
+    if _imported.is_set():
+        return
+    with IMPORT_LOCK:
+        if not _imported.is_set():
+            for feature in FEATURES.values():
+                with contextlib.suppress(Exception):  # one that raises does so again when asked, in its own words
+                    feature.detect()
+            _imported.set()
 
 
 def available(name: str) -> bool:
