@@ -13,9 +13,9 @@ does; on the 2-core CPU (2026-11-27, Python 3.11, torch 2.13) bare imports faile
 held a lock for the sources but not for the feature checks in 2 of 42, this code in 0 of 60
 (bench/results/import-race-*-2core.json).
 
-Code that may first import those trees in the app's threads holds IMPORT_LOCK while it does: the feature checks, the
-first time (tcore.host.features), and every library source's catalog and model entry (sample_models.sources; not a
-file's, which the app never imports). Reentrant, so code that holds it may call code that takes it.
+Code that may first import those trees in the app's threads holds IMPORT_LOCK while it does: each feature's first
+check (tcore.host.features), and every library source's catalog and model entry (sample_models.sources; not a file's,
+which the app never imports). Reentrant, so code that holds it may call code that takes it.
 """
 from __future__ import annotations
 

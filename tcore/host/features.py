@@ -6,8 +6,6 @@ when each became usable from Python as named here (torch's release notes and doc
 """
 from __future__ import annotations
 
-import contextlib
-import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -66,6 +64,11 @@ def _aot_compile() -> bool:
     return hasattr(torch.compile(lambda: None, fullgraph=True), "aot_compile")  # compiles nothing until called
 
 
+# The features whose check has run once in this process, under IMPORT_LOCK (sample_models.first_imports): only a
+# first check imports anything.
+_checked_once: set[str] = set()
+
+
 @dataclass(frozen=True)
 class Feature:
     name: str
@@ -75,8 +78,12 @@ class Feature:
 
     @property
     def available(self) -> bool:
-        _import_once()
-        return self.detect()
+        if self.name in _checked_once:
+            return self.detect()  # imports nothing now, and takes no lock: a page never waits for another's model
+        with IMPORT_LOCK:  # its first check may import torch._dynamo or torch._inductor, in a page's thread
+            found = self.detect()
+            _checked_once.add(self.name)
+            return found
 
     def missing_words(self) -> str:
         """Why an option is greyed out: what this torch lacks and which torch brings it."""
@@ -101,23 +108,6 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
             _has("_dynamo.exc.get_gbid_documentation_link")),
     Feature("error_on_graph_break", "torch._dynamo.error_on_graph_break", "2.9", _has("_dynamo.error_on_graph_break")),
 )}
-
-
-_imported = threading.Event()
-
-
-def _import_once() -> None:
-    """Run every check once under IMPORT_LOCK (sample_models.first_imports), for the imports they make: torch._dynamo
-    and torch._inductor, first imported in a page's thread. Later checks import nothing and take no lock, so a
-    page never waits for another person's model being read."""
-    if _imported.is_set():
-        return
-    with IMPORT_LOCK:
-        if not _imported.is_set():
-            for feature in FEATURES.values():
-                with contextlib.suppress(Exception):  # one that raises does so again when asked, in its own words
-                    feature.detect()
-            _imported.set()
 
 
 def available(name: str) -> bool:
