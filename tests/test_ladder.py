@@ -4,6 +4,7 @@ climb in test_ladder_aot_compile.py and test_ladder_aoti.py, beside this file: t
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -95,6 +96,19 @@ def test_a_torch_without_aot_compile_greys_the_rung_with_the_release_that_brings
     out = worker_ladder.run_step("aot_load", Experiment.from_json(SPEC), tmp_path)
     assert "2.12" in out["unavailable"] and "load_compiled_function" in out["unavailable"]
     assert "samples_per_s" not in out  # reported, not run
+
+
+def test_what_a_ways_feature_check_imports_counts_with_the_steps_imports(monkeypatch, tmp_path):
+    """AOTInductor's check imports torch._inductor, which a load in a fresh process pays: the first result counts it."""
+    step = worker_ladder.Step("aoti_load", Experiment.from_json(SPEC), tmp_path)
+    before = step.phases["imports_s"]
+
+    def importing(feature):
+        time.sleep(0.2)  # what importing torch._inductor takes, at least
+        return None
+    monkeypatch.setattr(worker_ladder.features, "missing", importing)
+    step._require("aoti")
+    assert step.phases["imports_s"] >= before + 0.2
 
 
 def test_the_command_line_takes_the_ladder():
