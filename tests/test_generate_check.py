@@ -1,5 +1,6 @@
-"""The decode check's three ways through transformers' own generate() (bench/generate_check.py): the arguments each
-gets, feature-detected on the installed transformers, and a way this transformers lacks said instead of a figure."""
+"""The decode check's three ways through transformers' own generate() (bench/generate_ways.py, which
+bench/generate_check.py runs): the arguments each gets, feature-detected on the installed transformers, and a way this
+transformers lacks said instead of a figure."""
 import importlib.util
 from types import SimpleNamespace
 
@@ -7,9 +8,16 @@ import pytest
 
 from tcore.lab.settings.config import REPO_ROOT
 
-spec = importlib.util.spec_from_file_location("generate_check", REPO_ROOT / "bench" / "generate_check.py")
-check = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check)
+
+def script(name: str):
+    """bench/NAME.py as a module (bench/ is a folder of scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check, ways = script("generate_check"), script("generate_ways")  # the driver and its report; what a way's process runs
 transformers = pytest.importorskip("transformers")
 
 
@@ -21,9 +29,9 @@ def model(generation_config=None):
     return SimpleNamespace(generation_config=generation_config or transformers.GenerationConfig())
 
 
-@pytest.mark.parametrize("way", list(check.GENERATE_WAYS))
+@pytest.mark.parametrize("way", list(ways.GENERATE_WAYS))
 def test_every_way_generates_exactly_n_greedy_tokens_with_a_static_cache(way):
-    kwargs, why_not = check.generate_kwargs(model(), args(), way)
+    kwargs, why_not = ways.generate_kwargs(model(), args(), way)
     assert why_not is None
     assert kwargs["do_sample"] is False and kwargs["max_new_tokens"] == kwargs["min_new_tokens"] == 8
     assert kwargs["cache_implementation"] == "static"
@@ -31,13 +39,13 @@ def test_every_way_generates_exactly_n_greedy_tokens_with_a_static_cache(way):
 
 def test_the_uncompiled_way_and_the_recipe_turn_the_automatic_compile_off_and_the_automatic_way_keeps_it():
     for way in ("generate_static", "generate_compiled_forward"):
-        assert check.generate_kwargs(model(), args(device="cuda"), way)[0]["disable_compile"] is True
-    on_gpu, _ = check.generate_kwargs(model(), args(device="cuda", mode="reduce-overhead"), "generate_auto_compile")
+        assert ways.generate_kwargs(model(), args(device="cuda"), way)[0]["disable_compile"] is True
+    on_gpu, _ = ways.generate_kwargs(model(), args(device="cuda", mode="reduce-overhead"), "generate_auto_compile")
     assert "disable_compile" not in on_gpu and "compile_config" not in on_gpu  # transformers' own defaults there
 
 
 def test_on_the_cpu_the_automatic_compile_is_asked_for_with_the_backend_of_the_check():
-    kwargs, _ = check.generate_kwargs(model(), args(backend="aot_eager"), "generate_auto_compile")
+    kwargs, _ = ways.generate_kwargs(model(), args(backend="aot_eager"), "generate_auto_compile")
     config = kwargs["compile_config"]
     assert isinstance(config, transformers.CompileConfig) and config._compile_all_devices is True
     assert config.backend == "aot_eager" and config.mode is None  # a mode is Inductor's
@@ -47,9 +55,9 @@ def test_a_transformers_without_the_automatic_compile_says_so_instead_of_a_figur
     class Old:  # a generation config from before disable_compile and CompileConfig
         cache_implementation = None
 
-    kwargs, why_not = check.generate_kwargs(model(Old()), args(), "generate_auto_compile")
+    kwargs, why_not = ways.generate_kwargs(model(Old()), args(), "generate_auto_compile")
     assert kwargs is None and "has no automatic compile in generate()" in why_not
-    static, _ = check.generate_kwargs(model(Old()), args(), "generate_static")
+    static, _ = ways.generate_kwargs(model(Old()), args(), "generate_static")
     assert "disable_compile" not in static
     line = check.way_line("generate_auto_compile", {"unavailable": why_not})
     assert line.strip().startswith("generate_auto_compile") and "n/a (transformers" in line
