@@ -108,7 +108,7 @@ def test_what_a_ways_feature_check_imports_counts_with_the_steps_imports(monkeyp
         return None
     monkeypatch.setattr(worker_ladder.features, "missing", importing)
     step._require("aoti")
-    assert step.phases["imports_s"] >= before + 0.2
+    assert step.phases["imports_s"] >= before + 0.2 - 1e-4  # stored to 0.1 ms; a busy machine only adds to it
 
 
 def test_the_command_line_takes_the_ladder():
