@@ -62,10 +62,10 @@ def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
 
 
 def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
-    clean = runs.execute(EAGER_TINY, db, timeout_s=120)
-    broken = runs.execute(EAGER_TINY.replace(graph_break=True), db, timeout_s=120)
-    strict = runs.execute(EAGER_TINY.replace(graph_break=True, fullgraph=True), db, timeout_s=120)
-    static = runs.execute(EAGER_TINY.replace(dynamic=False, shape_count=4, recompile_limit=2), db, timeout_s=120)
+    clean = runs.execute(EAGER_TINY, db)
+    broken = runs.execute(EAGER_TINY.replace(graph_break=True), db)
+    strict = runs.execute(EAGER_TINY.replace(graph_break=True, fullgraph=True), db)
+    static = runs.execute(EAGER_TINY.replace(dynamic=False, shape_count=4, recompile_limit=2), db)
     assert [r.status for r in (clean, broken, static)] == ["finished"] * 3 and strict.error_kind == "compile_error"
 
     at = app().switch_page("app_pages/diagnose.py").run()

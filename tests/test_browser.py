@@ -30,7 +30,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_tiny_cpu_run_in_a_real_browser(server):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
@@ -59,20 +59,21 @@ def test_tiny_cpu_run_in_a_real_browser(server):
 
         # The run's timeline, Where the time goes, then the Speed tab: throughput and latency; the other tabs draw
         # when clicked.
-        assert page.locator(".js-plotly-plot").count() == 4
+        expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=WAIT_MS)
         bar = page.locator(".js-plotly-plot").filter(has_text="The run's timeline")
-        assert bar.count() == 1 and bar.locator("g.trace.bars").count() >= 8  # queue, build, ..., compile, saving
+        expect(bar).to_have_count(1, timeout=WAIT_MS)
+        bar.locator("g.trace.bars").nth(7).wait_for(timeout=WAIT_MS)  # at least 8: queue, build, ..., compile, saving
         page.get_by_text(re.compile(r"s from submit to saved: .* the compile")).wait_for(timeout=WAIT_MS)
         assert page.locator('[data-testid="stException"]').count() == 0
-        assert page.get_by_text("Speedup", exact=True).count() == 1
+        expect(page.get_by_text("Speedup", exact=True)).to_have_count(1, timeout=WAIT_MS)
         for title in ("Throughput (samples/s)", "Step latency (ms)"):
-            assert page.locator(".js-plotly-plot").filter(has_text=title).count() == 1, title
+            expect(page.locator(".js-plotly-plot").filter(has_text=title)).to_have_count(1, timeout=WAIT_MS)
         for tab, titles in (("Memory and energy", ("Peak memory (GiB)", "Power and energy per step")),
                             ("Compile phases", ("Compile time by phase",))):
             page.get_by_role("tab", name=tab).click()
             for title in titles:
                 page.locator(".js-plotly-plot").filter(has_text=title).wait_for(timeout=WAIT_MS)
-            assert page.locator(".js-plotly-plot").count() == 2 + len(titles), tab
+            expect(page.locator(".js-plotly-plot")).to_have_count(2 + len(titles), timeout=WAIT_MS)
         settle_charts(page)
         page.screenshot(path=ARTIFACTS / "run-page-compile-phases-tab.png")
         assert page.locator('[data-testid="stException"]').count() == 0
@@ -251,8 +252,8 @@ def test_the_diagnose_page_in_a_real_browser(server, tmp_path):
         page.get_by_role("tab", name="Recompilations").click()
         plots = page.locator(".js-plotly-plot")
         plots.filter(has_text="Every compilation, over the run").first.wait_for(timeout=WAIT_MS)
-        assert plots.filter(has_text="Recompile limit hit: eager from here").count() >= 1  # the legend
-        assert plots.filter(has_text="Step time over the shape schedule").count() >= 1
+        plots.filter(has_text="Recompile limit hit: eager from here").first.wait_for(timeout=WAIT_MS)  # the legend
+        plots.filter(has_text="Step time over the shape schedule").first.wait_for(timeout=WAIT_MS)
         settle_charts(page)
         page.screenshot(path=ARTIFACTS / "diagnose-recompilations-handmade.png")
 

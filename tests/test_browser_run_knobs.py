@@ -117,7 +117,7 @@ def test_will_run_follows_a_search_as_it_is_typed(server):
 def test_the_stances_run_from_the_diagnose_page_and_say_what_happened(server):
     """The ladder and the stances lived on the command line alone: here a person opens the tab, starts the stance
     probes, sees them run, and reads each stance's calls and what they mean."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
@@ -131,7 +131,7 @@ def test_the_stances_run_from_the_diagnose_page_and_say_what_happened(server):
         page.get_by_text("A new size raised instead of recompiling").wait_for(timeout=WAIT_MS)
         page.get_by_text(re.compile(r"ran eagerly on call 1 and compiled on call 2")).wait_for(timeout=WAIT_MS)
         page.get_by_text(re.compile(r"Yet call 1 was not all eager")).wait_for(timeout=WAIT_MS)
-        assert page.locator('[data-testid="stDataFrame"]').count() == 3  # each stance's calls
+        expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(3, timeout=WAIT_MS)  # each stance's calls
         page.screenshot(path=ARTIFACTS / "diagnose-stances.png")
         assert page.locator('[data-testid="stException"]').count() == 0
         assert watch.problems() == []

@@ -29,7 +29,7 @@ def test_a_run_as_code_its_tlparse_report_and_the_html_export(server, tmp_path):
     store = RunStore(tmp_path / "runs.sqlite")  # the store the server fixture opened
     exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="aot_eager",
                      graph_break=True, warmup_steps=1, timed_steps=2, rounds=1)
-    record = runs.execute(exp, store, timeout_s=180)
+    record = runs.execute(exp, store)
     assert record.status == "finished", record.error
     ARTIFACTS.mkdir(exist_ok=True)
     try:

@@ -27,11 +27,11 @@ def test_compile_key_ignores_timing_but_not_compile_settings():
 def test_artifacts_from_a_cold_run_spare_the_next_start_its_compile(store, tmp_path, monkeypatch):
     exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1,
                      timed_steps=2, rounds=1, cache="cold")
-    cold = runs.execute(exp, store, timeout_s=300)
+    cold = runs.execute(exp, store)
     assert cold.status == "finished", cold.error
     assert cold.result["cache_artifacts_bytes"] > 0
 
-    warm = runs.execute(exp.replace(cache="artifacts"), store, timeout_s=300)
+    warm = runs.execute(exp.replace(cache="artifacts"), store)
     assert warm.status == "finished", warm.error
     assert warm.result["cache_artifacts"] == "loaded"
     assert cold.result["fx_graph_cache_misses"] > 0  # the cold run built its graphs ...
@@ -56,7 +56,7 @@ def test_artifacts_from_a_cold_run_spare_the_next_start_its_compile(store, tmp_p
 def test_artifacts_without_an_earlier_run_say_so(store):
     exp = Experiment(model="resnet50", preset="tiny", device="cpu", backend="eager", warmup_steps=1,
                      timed_steps=2, rounds=1, cache="artifacts")
-    record = runs.execute(exp, store, timeout_s=300)
+    record = runs.execute(exp, store)
     assert record.result["cache_artifacts"] == "cold"
     assert any("run it once cold first" in n for n in record.result["notes"])
 
@@ -94,12 +94,12 @@ def test_the_first_warm_run_after_a_cold_one_finds_its_compile(store, tmp_path, 
     monkeypatch.setenv("COMPILE_LAB_CACHE_DIR", str(tmp_path / "shared"))  # empty: nothing warm before the cold run
     exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1,
                      timed_steps=2, rounds=1, cache="cold", seed=7)
-    cold = runs.execute(exp, store, timeout_s=300)
+    cold = runs.execute(exp, store)
     assert cold.status == "finished", cold.error
     assert cold.result["fx_graph_cache_hits"] == 0 and cold.result["fx_graph_cache_misses"] > 0
     assert list((tmp_path / "shared" / "inductor").rglob("*")), "the cold run left nothing for warm runs"
 
-    warm = runs.execute(exp.replace(cache="warm"), store, timeout_s=300)
+    warm = runs.execute(exp.replace(cache="warm"), store)
     assert warm.status == "finished", warm.error
     assert warm.result["fx_graph_cache_misses"] == 0
     assert warm.result["fx_graph_cache_hits"] > 0

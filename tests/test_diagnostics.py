@@ -22,7 +22,7 @@ def _exp(**changes):
 
 
 def test_a_deliberate_break_is_reported_with_its_reason_and_source_line(store):
-    record = runs.execute(_exp(model="flux", graph_break=True), store, timeout_s=300)
+    record = runs.execute(_exp(model="flux", graph_break=True), store)
     result = record.result
     assert record.status == "finished", record.error
     assert result["graph_break_count"] >= 1 and result["graph_count"] >= 2
@@ -33,7 +33,7 @@ def test_a_deliberate_break_is_reported_with_its_reason_and_source_line(store):
 
 
 def test_fullgraph_turns_the_break_into_a_readable_compile_error(store):
-    record = runs.execute(_exp(graph_break=True, fullgraph=True), store, timeout_s=300)
+    record = runs.execute(_exp(graph_break=True, fullgraph=True), store)
     assert record.error_kind == "compile_error"
     message = record.error["message"]
     assert "sample_models/captioner.py:" in message and ".item()" in message
@@ -42,7 +42,7 @@ def test_fullgraph_turns_the_break_into_a_readable_compile_error(store):
 
 
 def test_static_shapes_recompile_until_the_limit_then_fall_back_to_eager(store):
-    record = runs.execute(_exp(dynamic=False, shape_count=10, recompile_limit=4), store, timeout_s=300)
+    record = runs.execute(_exp(dynamic=False, shape_count=10, recompile_limit=4), store)
     result = record.result
     kinds = [e["kind"] for e in result["compile_events"]]
     assert kinds == ["compile", "recompile", "recompile", "recompile", "limit"]
@@ -57,14 +57,14 @@ def test_static_shapes_recompile_until_the_limit_then_fall_back_to_eager(store):
 
 def test_marking_the_dimension_dynamic_compiles_once(store):
     result = runs.execute(_exp(dynamic=False, shape_count=10, shape_remedy="mark_dynamic"),
-                          store, timeout_s=300).result
+                          store).result
     assert [e["kind"] for e in result["compile_events"]] == ["compile"]
     assert result["recompile_count"] == 0 and not result["recompile_limit_hit"]
 
 
 def test_buckets_compile_each_bucket_before_the_schedule(store):
     result = runs.execute(_exp(model="resnet50", batch_size=4, dynamic=False, shape_count=6, shape_remedy="buckets",
-                               buckets=2, shape_order="shuffled"), store, timeout_s=300).result
+                               buckets=2, shape_order="shuffled"), store).result
     assert len(result["schedule_buckets"]) == 2
     assert result["recompile_count"] == 1  # the second bucket, compiled during warm-up
     assert all(not row["compiles"] for row in result["schedule"])  # nothing compiles once the schedule runs
@@ -76,7 +76,7 @@ def test_inductor_launches_fewer_kernels_than_eager_and_each_step_is_accounted_f
     """One real Inductor run on the CPU: fewer kernels, and a time breakdown of each variant that adds up."""
     from tcore.figures.breakdown import CATEGORIES
 
-    rec = runs.execute(_exp(backend="inductor"), store, timeout_s=300)
+    rec = runs.execute(_exp(backend="inductor"), store)
     result = rec.result
     assert 0 < result["compiled_kernels_per_step"] < result["eager_kernels_per_step"]
     assert result["generated_graph_count"] == result["graph_count"] == 1

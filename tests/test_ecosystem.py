@@ -21,8 +21,8 @@ TRACED = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu"
 def traced_run(tmp_path_factory):
     """One real aot_eager run with a graph break (seconds on the CPU), and one with its trace switched off."""
     store = RunStore(tmp_path_factory.mktemp("store") / "runs.sqlite")
-    on = runs.execute(TRACED, store, timeout_s=180)
-    off = runs.execute(TRACED.replace(torch_trace=False), store, timeout_s=180)
+    on = runs.execute(TRACED, store)
+    off = runs.execute(TRACED.replace(torch_trace=False), store)
     assert on.status == off.status == "finished", (on.error, off.error)
     return store, on, off
 

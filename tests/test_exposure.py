@@ -58,6 +58,6 @@ def test_the_instructor_passcode_never_reaches_a_worker(store, monkeypatch):
     monkeypatch.setattr(protocol, "envelope", lambda spec, env: handed.append(env) or envelope(spec, env))
     monkeypatch.setenv(private.PASSCODE_ENV, "changed-since")  # set after the worker started: handed over, once
     monkeypatch.setenv("COMPILE_LAB_SPARE_WORKERS", "0")
-    record = runs.execute(QUICK.replace(torch_trace=False), store, timeout_s=120)
+    record = runs.execute(QUICK.replace(torch_trace=False), store)
     assert record.status == "finished", record.error
     assert handed and all(private.PASSCODE_ENV not in env for env in handed)

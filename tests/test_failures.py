@@ -23,7 +23,7 @@ def _failed(store, preset):
     model_cards.install(store, files_allowed=lambda: True)  # as the command line does: a child reads the file
     exp = Experiment(model=MODEL, preset=preset, batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
                      rounds=1, compile="off")
-    live = runs.start(exp, store, timeout_s=120)
+    live = runs.start(exp, store)
     record = live.wait()
     assert record.status == "failed", record.result
     assert _gone(live.handle.pid)  # the worker that hit the error is discarded

@@ -72,7 +72,7 @@ def test_a_forked_worker_runs_with_its_own_environment_and_fresh_compile_caches(
     monkeypatch.setenv("SET_AFTER_THE_SERVER", "seen")  # not read at import: the same server serves the run
     server = forkserver._SERVER
     model_cards.install(store, files_allowed=lambda: True)  # as the command line does: a child reads the file
-    probed = runs.execute(QUICK.replace(model=f"file:{probe}", preset="tiny", cache="cold"), store, timeout_s=180)
+    probed = runs.execute(QUICK.replace(model=f"file:{probe}", preset="tiny", cache="cold"), store)
     assert probed.status == "finished", probed.error
     seen = json.loads(Path(f"{probe}.json").read_text())
     assert forkserver._SERVER is server

@@ -18,6 +18,7 @@ from tcore.lab.queue import scheduler, waiting
 from tcore.lab.run import registry, runs
 from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import RunStore
+from tcore.worker.failures import STALL_ENV
 from tests.helpers import (
     HANG_S,
     QUICK,
@@ -108,6 +109,7 @@ import json, sys, time
 from tcore.experiment.spec import Experiment
 from tcore.lab.run import runs
 from tcore.store import RunStore
+from tcore.worker.failures import STALL_ENV
 from tests.helpers import insert_run
 store = RunStore(sys.argv[1])
 exp = Experiment.from_json(sys.argv[2])
@@ -120,7 +122,11 @@ time.sleep(600)
 
 
 def test_after_an_app_restart_queued_runs_are_adopted_and_a_running_one_is_marked_crashed(store):
-    state = killed_after_it_reports(SUBMIT_AND_HANG, store)  # the "app" dies with one run running, two queued
+    # the "app" dies with one run running, two queued. Its worker stays stuck building (it writes nothing more), so it
+    # is still there to be stopped however fast the machine is: one that wrote an event after the app died would end
+    # on the broken pipe by itself, sooner or later.
+    stuck = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **{STALL_ENV: "building:600"})
+    state = killed_after_it_reports(SUBMIT_AND_HANG, store, env=stuck)
     running, *queued = state["ids"]
     assert [store.get(i).status for i in state["ids"]] == ["running", "queued", "queued"]
 
