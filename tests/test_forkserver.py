@@ -126,3 +126,37 @@ def test_a_spare_does_not_wait_for_a_server_still_importing_nor_starts_afresh(mo
         assert spare is not None and spare.forked
     finally:
         spare.dismiss()
+
+
+def test_a_reply_that_comes_too_late_is_never_taken_for_the_next_requests_worker(monkeypatch):
+    """A fork server that does not answer in time (stopped here; a loaded machine can do it too): the run starts its
+    worker the usual way, and the reply that comes once the server goes on names a worker that nobody was handed. The
+    next request gets its own worker, never that one, and the unclaimed one is stopped."""
+    import signal
+
+    launcher.Worker({}).dismiss()  # the server's imports done
+    server = forkserver._SERVER
+    stopped: list[int] = []
+    stop = forkserver._stop_unclaimed
+    monkeypatch.setattr(forkserver, "_stop_unclaimed", lambda pid: (stopped.append(pid), stop(pid)))
+    monkeypatch.setattr(forkserver, "REPLY_TIMEOUT_S", 1.0)
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        fallback = launcher.Worker({})  # the server says nothing within the reply's time
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    monkeypatch.setattr(forkserver, "REPLY_TIMEOUT_S", 180.0)  # only against a hang from here
+    following = launcher.Worker({})  # asked at once: the late reply may come while this one waits
+    try:
+        assert not fallback.forked and _stat(fallback.proc.pid)[0] == os.getpid()
+        assert following.forked and _stat(following.proc.pid)[0] == server.proc.pid
+        assert forkserver._SERVER is server
+        assert _wait_for(lambda: len(stopped) == 1)
+        assert stopped[0] != following.proc.pid
+        assert _wait_for(lambda: not Path(f"/proc/{stopped[0]}").exists()
+                         or Path(f"/proc/{stopped[0]}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
+        assert _wait_for(lambda: following.ready)  # it reads its own run, not another's
+    finally:
+        fallback.dismiss()
+        following.dismiss()
+    assert following.proc.wait(120) == 0

@@ -12,11 +12,12 @@ CPU only: CUDA cannot be used in a child forked from a process that has touched 
 starts this server on a machine with an NVIDIA device (tcore.lab.launch.forkserver.available); GPU runs keep
 their spare workers, which also start CUDA ahead.
 
-Messages are JSON, one per packet. From the lab: {"env": {...}, "cwd": "..."} with three file
+Messages are JSON, one per packet. From the lab: {"id": n, "env": {...}, "cwd": "..."} with three file
 descriptors attached (the worker's stdin, stdout and stderr). From here: {"hello": true} once the
-imports are done (or {"refused": why}), {"forked": pid} for each request in order (or {"failed":
-why}), and {"exited": pid, "status": waitstatus} when a worker ends, since only this process, its
-parent, can read that status. An empty read means the lab process has gone: this server exits and
+imports are done (or {"refused": why}), {"id": n, "forked": pid} for each request (or {"id": n,
+"failed": why}), the request's id echoed so that a reply the lab stopped waiting for is never taken
+for the next request's, and {"exited": pid, "status": waitstatus} when a worker ends, since only this
+process, its parent, can read that status. An empty read means the lab process has gone: this server exits and
 leaves its workers running (a lab process that starts next recovers their runs, as it does for
 workers started any other way).
 """
@@ -68,6 +69,14 @@ def _in_child(sock: socket.socket, wake: tuple[int, int], fds: list[int], env: d
     return worker.main()
 
 
+def _request_id(data: bytes):
+    """The id of a request that could not be read as a whole, if any of it could."""
+    try:
+        return json.loads(data).get("id")
+    except (ValueError, AttributeError):
+        return None
+
+
 def _reap(sock: socket.socket) -> None:
     while True:
         try:
@@ -102,7 +111,7 @@ def serve(sock: socket.socket) -> None:
         except Exception as e:  # noqa: BLE001 (a request that cannot be served is answered, not fatal)
             for fd in fds:
                 os.close(fd)
-            _send(sock, {"failed": f"{type(e).__name__}: {e}"})
+            _send(sock, {"id": _request_id(data), "failed": f"{type(e).__name__}: {e}"})
             continue
         if pid == 0:
             code = 1
@@ -120,7 +129,7 @@ def serve(sock: socket.socket) -> None:
             pass  # the child did it first, or has already ended
         for fd in fds:
             os.close(fd)  # the worker's ends are the worker's alone: its stdout reaches EOF when it exits
-        _send(sock, {"forked": pid})
+        _send(sock, {"id": request.get("id"), "forked": pid})
 
 
 def main() -> int:

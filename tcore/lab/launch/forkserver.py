@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -85,9 +86,12 @@ class ForkServer:
         self.refused: str | None = None
         self._greeted = threading.Event()
         self._replies: queue.Queue = queue.Queue()
-        self._lock = threading.Lock()  # one request at a time: replies come in the order of the requests
+        self._lock = threading.Lock()  # one request at a time
+        self._next_id = 0
+        self._waiting_for: int | None = None  # the id of the request spawn() waits on; None between requests
         self._workers: dict[int, ForkedProcess | None] = {}  # pid -> its process, None until the requester has it
         self._early: dict[int, int] = {}  # exit statuses that came before the requester built the process
+        self._unclaimed: set[int] = set()  # workers forked for a request that had stopped waiting: stopped here
         self._state = threading.Lock()
         self._retiring = False
         self.alive = True
@@ -102,13 +106,38 @@ class ForkServer:
         if not self._greeted.wait(IMPORTS_TIMEOUT_S) or self.refused or not self.alive:
             return None
         with self._lock:
+            with self._state:
+                self._next_id += 1
+                self._waiting_for = request = self._next_id
             try:
-                socket.send_fds(self._sock, [json.dumps({"env": env, "cwd": cwd}).encode()],
+                socket.send_fds(self._sock, [json.dumps({"id": request, "env": env, "cwd": cwd}).encode()],
                                 [stdin_fd, stdout_fd, stderr_fd])
-                reply = self._replies.get(timeout=REPLY_TIMEOUT_S)
+                reply = self._reply_to(request, time.monotonic() + REPLY_TIMEOUT_S)
             except (OSError, queue.Empty):
-                return None
+                reply = None
+            finally:
+                with self._state:  # from here a reply to this request is late: _read() stops the worker it names
+                    self._waiting_for = None
         return reply.get("forked") if reply else None
+
+    def _reply_to(self, request: int, deadline: float) -> dict | None:
+        """The reply to `request` (None: the server ended); queue.Empty past the deadline. A reply to an earlier
+        request, put here as that request gave up waiting, is not this one's: the worker it names is stopped."""
+        while (reply := self._replies.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+            if reply.get("id") == request:
+                return reply
+            if "forked" in reply:
+                self._unclaim(reply["forked"])
+        return None
+
+    def _unclaim(self, pid: int) -> None:
+        with self._state:
+            self._workers.pop(pid, None)
+            self._unclaimed.add(pid)
+            if pid in self._early:  # it has ended already: nothing more will come of it
+                del self._early[pid]
+                self._unclaimed.discard(pid)
+        _stop_unclaimed(pid)
 
     def process(self, pid: int, stdin_fd: int, stdout_fd: int) -> ForkedProcess:
         """The ForkedProcess for a pid that spawn() returned."""
@@ -135,6 +164,9 @@ class ForkServer:
 
     def _ended(self, pid: int, returncode: int) -> None:
         """Under self._state."""
+        if pid in self._unclaimed:
+            self._unclaimed.discard(pid)
+            return
         proc = self._workers.pop(pid, None)
         if proc is not None:
             proc._end(returncode)
@@ -159,11 +191,15 @@ class ForkServer:
                     done = self._retiring and not self._workers
                 if done:
                     self._close()
-            else:  # "forked" or "failed": the answer to the request waiting in spawn()
-                if "forked" in message:
-                    with self._state:
+            else:  # "forked" or "failed": the answer to a request
+                with self._state:
+                    awaited = message.get("id") is not None and message.get("id") == self._waiting_for
+                    if awaited and "forked" in message:
                         self._workers.setdefault(message["forked"], None)
-                self._replies.put(message)
+                if awaited:
+                    self._replies.put(message)
+                elif "forked" in message:  # its requester gave up waiting and started its worker another way
+                    self._unclaim(message["forked"])
         self.alive = False
         self._greeted.set()
         self._replies.put(None)
@@ -174,6 +210,15 @@ class ForkServer:
         for proc in orphans:
             threading.Thread(target=_follow_orphan, args=(proc,), daemon=True).start()
         self.proc.wait()
+
+
+def _stop_unclaimed(pid: int) -> None:
+    """A worker forked for a request whose reply came too late: nobody will hand it a run, and its run's stdin and
+    stdout ends are closed; end its group (its exit status still comes, and is let go as nobody's)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _follow_orphan(proc: ForkedProcess) -> None:
