@@ -157,10 +157,18 @@ def default_words() -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_cards
     from tcore.lab.run import runs
+    from tcore.lab.run.recording import is_locked
 
     store = RunStore(args.db)
     model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
-    orphaned = runs.notice_dead_owners(store)
+    try:
+        orphaned = runs.notice_dead_owners(store)
+    except sqlite3.OperationalError as e:  # readers are never blocked: list what the store holds now
+        if not is_locked(e):
+            raise
+        orphaned = set()
+        print("compile-lab: another process holds the run store write-locked, so runs whose process ended are listed "
+              "as the store has them (the next process that can write it marks them)", file=sys.stderr)
     records = store.list(limit=args.limit)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in records], indent=2, default=str))

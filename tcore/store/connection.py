@@ -52,6 +52,7 @@ def _use_wal(db: sqlite3.Connection, wait_s: float = 30.0) -> None:
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 30.0  # how long one statement waits for another process's write lock before SQLite says "locked"
 
 
 class StoreError(Exception):
@@ -319,7 +320,7 @@ class StoreFile(Part):
 
     @contextmanager
     def _open(self) -> Iterator[sqlite3.Connection]:
-        db = open_file(self.path, timeout=30, isolation_level=None)
+        db = open_file(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         db.row_factory = sqlite3.Row
         db.execute("PRAGMA foreign_keys=ON")
         try:

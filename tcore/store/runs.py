@@ -54,6 +54,21 @@ class Runs(Part):
                            [(run_id, i, zlib.compress(src.encode())) for i, src in enumerate(code or [])])
         return True
 
+    def write_again(self, record: RunRecord, *, proc: Proc) -> bool:
+        """Write anew, running under `proc`, a run whose row the store lost while proc ran it (its -wal file deleted
+        under the connections that held it: the rows written since the last checkpoint go with it, though the store
+        itself is intact), so that its outcome can be recorded as any run's. False, writing nothing, where the row
+        exists."""
+        spec = record.spec or {}
+        with self._write() as db:
+            return db.execute(
+                "INSERT OR IGNORE INTO runs (id, created_at, status, label, model, preset, device, spec, owner,"
+                " queued_at, started_at, host, owner_pid, owner_started)"
+                " VALUES (?,?,'running',?,?,?,?,?,?,?,?,?,?,?)",
+                (record.id, record.created_at, record.label, spec.get("model"), spec.get("preset"),
+                 record.device or spec.get("device"), json.dumps(spec), record.owner, record.created_at, time.time(),
+                 proc.host, proc.pid, proc.started)).rowcount == 1
+
     def get(self, run_id: str) -> RunRecord:
         with self._connect() as db:
             row = db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()

@@ -159,7 +159,11 @@ def missing(db: sqlite3.Connection) -> list[str]:
 
 
 def create(db: sqlite3.Connection) -> None:
-    """Create the tables a store lacks and add the columns its `runs` lacks, on an autocommit connection."""
+    """Create the tables a store lacks and add the columns its `runs` lacks, on an autocommit connection. A store set up
+    already is only read: one that another process holds write-locked opens all the same."""
+    indexed = db.execute("SELECT 1 FROM sqlite_master WHERE type='index' AND name='runs_queue'").fetchone()
+    if indexed and not missing(db):
+        return
     db.executescript(TABLES)
     db.execute("BEGIN IMMEDIATE")  # one process adds the columns; another opening the store at once waits
     try:

@@ -17,8 +17,11 @@ from tcore.experiment.protocol import error as error_event
 from tcore.lab.outputs import artifacts, model_cards
 from tcore.lab.queue import lease, quiet, scheduler
 from tcore.lab.queue.spares import SPARES, _spare_for_next
-from tcore.lab.run.recording import store_failure, with_history
-from tcore.store import RunStore, StoreError
+from tcore.lab.run.recording import store_failure, through_locks, with_history
+from tcore.store import NoSuchRun, RunRecord, RunStore, StoreError
+
+LOST_ROW_NOTE = ("the store lost this run's record while it ran (its -wal file was removed under it); the lab wrote it "
+                 "again with its result")
 
 
 def _lab_processes(store: RunStore, device: str, slot: str | None) -> int:
@@ -50,12 +53,17 @@ class Following:
             if final["type"] != "result" and (kept := self._headline_kept(final)) is not None:
                 final = kept
             if final["type"] == "result":
+                if self._written_again():
+                    final["result"]["notes"] = [*final["result"].get("notes", []), LOST_ROW_NOTE]
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
                 artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store, self.workdir)
                 result = with_history(self.store, self.run_id, self.exp.to_dict(), final["result"], final["env"])
                 result.update(self.clock.timeline(result), neighbours_held=self.neighbours_held)
-                self.store.finish(self.run_id, result=result, env=final["env"],
-                                  power_samples=self.power_samples, code=self.code, owner=scheduler.this_process())
+                # A store another process holds write-locked is waited for: the result is kept until it is written.
+                through_locks(lambda: self.store.finish(self.run_id, result=result, env=final["env"],
+                                                        power_samples=self.power_samples, code=self.code,
+                                                        owner=scheduler.this_process()),
+                              self._say_store_trouble)
                 self._collect_record()
             else:
                 self._end(final)
@@ -75,6 +83,19 @@ class Following:
                 quiet.leave(self.run_id)
                 self._broker().forget(self.run_id)
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
+
+    def _written_again(self) -> bool:
+        """Whether this run's row was gone from the store, though the store is intact (its -wal file deleted while
+        connections held it), and was written anew, running here, so that its result is recorded as any run's."""
+        try:
+            self.store.get(self.run_id)
+            return False
+        except NoSuchRun:
+            pass
+        lost = RunRecord(id=self.run_id, status="running", created_at=self.queued_at, label=self.exp.label,
+                         spec=self.exp.to_dict(), owner=self.owner, device=self.device)
+        return through_locks(lambda: self.store.write_again(lost, proc=scheduler.this_process()),
+                             self._say_store_trouble)
 
     def _was_held(self, stopped_at: float, continued_at: float, owed: bool) -> None:
         """Another run's timed rounds held this one still from `stopped_at` to `continued_at` (time.monotonic()): its

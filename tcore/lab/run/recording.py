@@ -3,12 +3,38 @@ headline interval restated from the store's earlier runs of the same setting."""
 from __future__ import annotations
 
 import shutil
-from typing import Any
+import sqlite3
+import time
+from typing import Any, Callable, TypeVar
 
 from tcore import figures
 from tcore.analysis import history
 from tcore.figures import rerun
 from tcore.store import RunStore
+
+T = TypeVar("T")
+LOCKED_FOR_S = 3600.0  # how long a finished run waits for a store another process holds write-locked, retrying
+
+
+def is_locked(e: BaseException) -> bool:
+    """Whether SQLite refused for another connection's lock: the store is intact, and the write can be tried again."""
+    return isinstance(e, sqlite3.OperationalError) and ("locked" in str(e) or "busy" in str(e))
+
+
+def through_locks(write: Callable[[], T], on_wait: Callable[[Exception], None], *, for_s: float = LOCKED_FOR_S,
+                  every_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> T:
+    """write(), tried again while another process holds the store write-locked (each try waits SQLite's busy
+    timeout first), for up to `for_s`; on_wait(error) before each new try. Any other error, or a lock that outlasts
+    `for_s`, is raised: what to do then is the caller's."""
+    deadline = clock() + for_s
+    while True:
+        try:
+            return write()
+        except sqlite3.OperationalError as e:
+            if not is_locked(e) or clock() > deadline:
+                raise
+            on_wait(e)
+            time.sleep(every_s)
 
 
 def store_failure(e: Exception, store: RunStore | None = None) -> str:
