@@ -126,6 +126,8 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str,
                          # each timed block [steps, seconds] and what settling did: the rounds' drift, block by
                          # block, comes back with the result (the store, with its compile artifacts, may not)
                          "blocks": result.get("blocks"), "settle": result.get("settle"),
+                         # how much slower than at rest the host ran while its rounds were timed (worker.hostspeed)
+                         "host_speed": result.get("host_speed"),
                          # where its time went: the timeline's longer phases, and how long it held the GPU for what
                          "phases": [[p["name"][:40], round(p["s"], 1)] for p in result.get("timeline") or []
                                     if p["s"] >= 0.5],
@@ -277,7 +279,8 @@ def main() -> int:
                       f"{row['eager_samples_per_s'] or 0:.0f}/s, GPU wait {row['device_wait_s'] or 0:.1f} s"
                       + (f" (rounds ±{row['rounds_pm_pct'] or 0:.1f}% over {row.get('rounds')}, drift "
                          f"{row.get('drift_pct') or 0:.1f}%, between σ {row['between_pct'] or 0:.1f}% "
-                         f"[{row['between_source']}], {row.get('neighbours_held')} held still)"
+                         f"[{row['between_source']}], {row.get('neighbours_held')} held still, host "
+                         f"{(row.get('host_speed') or {}).get('slow_pct')}% slow)"
                          if row["speedup"] else "")
                       + (f" [{row['error'][:120]}]" if row["error"] else ""), flush=True)
                 write(args.out, engine, rows)  # after each run: a call cut short keeps the runs that finished

@@ -12,7 +12,7 @@ from tcore import figures
 from tcore.experiment.spec import Experiment
 from tcore.figures import Result, RunFigures, VariantFigures, paired
 from tcore.host.power import PowerMeter, PowerSampler
-from tcore.worker import diagnostics, failures
+from tcore.worker import diagnostics, failures, hostspeed
 from tcore.worker.lease import DeviceLease
 from tcore.worker.pacing import most_rounds
 from tcore.worker.timing import CpuLoad, core_times_reader
@@ -44,8 +44,10 @@ class Phases:
         self.peak_gib: dict[str, float] = {}  # variant -> peak memory over its timed blocks
         self.weight_bytes: int | None = None  # the weights and buffers, as the run holds them
         self.busy_pct: dict[str, float] = {}  # variant -> NVML's utilization over its timed blocks (median)
+        self.host = hostspeed.HostSpeed()  # the launch thread's single-thread speed, read at each phase and round
 
     def phase(self, name: str) -> None:
+        self.host.note()
         self.emit({"type": "phase", "phase": name})
         if self.sampler:
             self.sampler.phase = name
@@ -103,6 +105,20 @@ class Phases:
                 f"The steps had not settled when timing began ({', '.join(moving)} of untimed blocks, their last "
                 f"{paired.SETTLE_BLOCKS} still more than {paired.SETTLE_PCT:g}% apart): the machine was still speeding "
                 "up or slowing down, which the rounds' drift shows.")
+
+    def host_at_rest(self) -> None:
+        """Before the timed rounds (GPU runs): wait, a bounded time, for the host to read at rest again
+        (tcore.worker.hostspeed). On the CPU the run's own steps are the host's speed, and they settle no better."""
+        if self.device != "cpu":
+            self.host.wait_for_rest()
+
+    def host_during_rounds(self) -> None:
+        """How fast the host ran while the rounds were timed, against its fastest in this run; a note where slower."""
+        details = self.host.details()
+        if details:
+            self.result.details["host_speed"] = details
+        if note := hostspeed.words(details):
+            self.result.notes.append(note)
 
     def round_done(self, ratios: list[float], done: int) -> None:
         """A timed round's paired ratio (compiled over eager, its last blocks), and the speedup so far for the live

@@ -60,6 +60,7 @@ class StepRounds(Phases):
         deadline = None if exp.timed_steps is not None else 3 * target_s
         step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
         self._settle(variants, step_s, multiple, deadline)
+        self.host_at_rest()
         self.blocks = {name: [] for name, *_ in variants}
         load = self.load_beside()
         sharing, ratios, why, busy = [], [], None, {}
@@ -78,6 +79,7 @@ class StepRounds(Phases):
                 step_s[name] = statistics.median(s for b in self.blocks[name] for s in b.step_s)
                 self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
             done += 1
+            self.host.round_done()
             spent = max(sum(b.wall_s for b in blocks) for blocks in self.blocks.values())
             typical = max(statistics.median(b.wall_s for b in blocks) for blocks in self.blocks.values())
             if compiled_step is not None:
@@ -86,6 +88,7 @@ class StepRounds(Phases):
             self.progress("measuring", done, done if why else max(most_rounds(exp), done + 1))
         sync(self.device)
         self.rounds_beside(load, sharing, busy)
+        self.host_during_rounds()
         self.result.details.update(block_target_s=None if exp.timed_steps is not None else target_s,
                                    timed_stop=why, timed_stop_words=stop_words(exp, why, ratios, spent),
                                    blocks={name: [[b.steps, round(b.wall_s, 6)] for b in blocks]
@@ -197,6 +200,7 @@ class DecodeRounds(Phases):
         exp, memory = self.exp, PeakMemory(self.device)
         variants = [("eager", eager)] + ([("compiled", compiled)] if compiled else [])
         per_block = self._settle(variants)
+        self.host_at_rest()
         self.gens: dict[str, list[Generation]] = {name: [] for name, _ in variants}
         self.blocks = {name: [] for name, _ in variants}
         load = self.load_beside()
@@ -215,6 +219,7 @@ class DecodeRounds(Phases):
                 busy.setdefault(name, []).append(self.meter.utilization_pct())
                 self.peak_gib[name] = max(self.peak_gib.get(name, 0.0), memory.peak_gib())
             done += 1
+            self.host.round_done()
             spent = max(sum(g.ttft_s + g.decode_s for g in gens) for gens in self.gens.values())
             if compiled:
                 self.round_done(ratios, done)
@@ -228,6 +233,7 @@ class DecodeRounds(Phases):
             if why:
                 break
         self.rounds_beside(load, sharing, busy)
+        self.host_during_rounds()
         self.result.details.update(
             timed_stop=why, generations_per_block=per_block,
             timed_stop_words=f"{done} rounds of {', '.join(f'{n} {name}' for name, n in per_block.items())} "

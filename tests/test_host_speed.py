@@ -1,0 +1,44 @@
+"""The host's single-thread speed read where a host-bound figure is made (tcore.worker.hostspeed): its fastest reading
+is the host at rest, the timed rounds wait a bounded time for it, and a run timed on a slower host says so."""
+from tcore.worker import hostspeed
+
+
+def _host(readings, clock_step=0.5):
+    readings, now = iter(readings), [0.0]
+
+    def sleep(s):
+        now[0] += s
+
+    return hostspeed.HostSpeed(read=lambda: next(readings), sleep=sleep, clock=lambda: now[0])
+
+
+def test_the_rounds_wait_for_the_host_to_read_at_rest_again():
+    host = _host([10.0, 14.0, 13.5, 10.2, 10.1, 10.2])
+    host.note()  # a phase boundary at rest
+    assert host.wait_for_rest() is True
+    assert host.waited_s == 1.0  # two slow readings, half a second apart, then one at rest
+    for _ in range(2):
+        host.round_done()
+    assert host.details()["slow_pct"] == 1.5 and hostspeed.words(host.details()) is None
+
+
+def test_a_host_slow_throughout_is_waited_for_a_bounded_time_and_the_run_says_so():
+    host = _host([10.0] + [13.0] * 100)
+    host.note()
+    assert host.wait_for_rest(most_s=3.0) is False and host.waited_s == 3.0
+    for _ in range(4):
+        host.round_done()
+    details = host.details()
+    assert details == {"reference_at_rest_ms": 10.0, "reference_rounds_ms": 13.0, "slow_pct": 30.0, "waited_s": 3.0}
+    said = hostspeed.words(details)
+    assert "30% slower than at rest" in said and "not the solo figure" in said and "waited 3 s" in said
+
+
+def test_no_rounds_no_reading():
+    host = _host([10.0])
+    host.note()
+    assert host.details() == {} and hostspeed.words({}) is None
+
+
+def test_the_reference_loop_times_something():
+    assert 0 < hostspeed.reference_ms(loops=1) < 60_000
