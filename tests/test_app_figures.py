@@ -96,13 +96,15 @@ def check_page(at, where: str) -> int:
     """Each percentage and quoted figure on the page against the figures beside it; how many were checked."""
     assert not at.exception, (where, at.exception)
     checked = 0
-    # The compiled throughput tile's percentage is the two throughput tiles beside it.
+    # The compiled throughput tile's percentage is the two throughput tiles beside it, and the Speedup's own.
     tiles = {m.label: m for m in at.metric}
     if "Compiled samples/s" in tiles and tiles["Compiled samples/s"].proto.delta:
         eager = float(tiles["Eager samples/s"].value.replace(",", ""))
         compiled = float(tiles["Compiled samples/s"].value.replace(",", ""))
         pct = int(VS_EAGER.search(tiles["Compiled samples/s"].proto.delta).group(1))
         assert abs(pct - (compiled / eager - 1) * 100) <= 1, (where, pct, eager, compiled)
+        speedup = float(tiles["Speedup"].value.split()[0])
+        assert abs(pct - (speedup - 1) * 100) <= 1, (where, pct, speedup)
         checked += 1
     texts = shown_text(at) + [m.proto.delta for m in at.metric if m.proto.delta]
     # One confidence level on every page.

@@ -157,18 +157,24 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
 
 
 def vs_eager(result: dict, key: str) -> tuple[str | None, str]:
-    """The compiled throughput tile's "+N% vs eager" and the words its help adds: the percentage is compiled over eager
-    of the two figures on the tiles, so a reader can check it against them; it is left off where those two give
-    another speedup than the headline (tcore.figures.unpaired_gap), since a card shows one speedup."""
-    change, speedup, medians = figures.change_pct(result, key), result.get("speedup"), result.get("speedup_of_medians")
+    """The compiled throughput tile's "+N% vs eager" and the words its help adds. A card answers "how much faster" once:
+    the percentage is shown only where the two throughputs on the tiles give the headline's own figure (the same whole
+    percent as the Speedup), so a reader can check it against both. Elsewhere it is left off, and the help says what the
+    two throughputs give and why the Speedup differs: "Speedup 1.55x" above "+43% vs eager" read as two answers."""
+    change, speedup = figures.change_pct(result, key), result.get("speedup")
     if change is None:
         return None, ""
-    if figures.unpaired_gap(result):
-        return None, (f" No percentage against eager here: these two throughputs give {medians:.2f}x, the Speedup "
-                      f"above {speedup:.2f}x; the line under the tiles says why.")
-    return f"{change:+.0f}% vs eager", (
-        f" {change:+.0f}% is compiled over eager of these two figures; the Speedup above ({speedup:.2f}x) is the "
-        "median of each round's own ratio, which drift between rounds does not move." if speedup else "")
+    if not speedup:
+        return f"{change:+.0f}% vs eager", ""
+    said = f"{(speedup - 1) * 100:+.0f}%"
+    if f"{change:+.0f}%" == said:
+        return f"{said} vs eager", (f" {said} is compiled over eager of these two figures, and the Speedup above "
+                                    f"({speedup:.2f}x) gives the same.")
+    return None, (f" No percentage against eager here: these two throughputs give {1 + change / 100:.2f}x, the "
+                  f"Speedup above {speedup:.2f}x, which is the median of each round's own ratio (eager and compiled "
+                  "timed back to back), so drift between rounds does not move it; each throughput is the median of "
+                  "its own rounds."
+                  + (" The line under the tiles says why they differ." if figures.unpaired_gap(result) else ""))
 
 
 def speedup_range(result: dict) -> str | None:
