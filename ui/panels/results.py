@@ -121,7 +121,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
 
 def show_headline(rec: RunRecord) -> None:
     """The metric tiles, why a figure is n/a, how the speedup was made, and whether to trust it."""
-    r = rec.result
+    r = run_words.as_shown(rec.result)  # a single round's without the interval it has not got
     shown, noise = run_words.headline(r), run_words.noise_words(r)
     generating = rec.spec.get("task") == "generate"
     for tiles in (generate.headline_tiles if generating else run_words.headline_tiles)(r):
@@ -132,7 +132,7 @@ def show_headline(rec: RunRecord) -> None:
     for k in ("speedup", "compile_s", "breakeven_steps"):
         if shown[k][1]:
             st.caption(f"{RUN_FIGURES[k].title}: n/a, {shown[k][1]}.")
-    if how := figures.speedup_words(r):
+    if how := run_words.how_words(r):
         st.caption(how + (f" {r['timed_stop_words']}" if r.get("timed_stop_words") else ""))
     if noise:
         st.warning(noise, icon=":material/warning:")
