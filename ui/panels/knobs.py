@@ -85,10 +85,12 @@ def _device_changed(prefix: str) -> None:
 
 
 def _reset_precision(prefix: str) -> None:
-    """Task changed: inference and training have different practical precisions on a GPU."""
+    """Task changed: inference and training have different practical precisions on a GPU, and a generation on the
+    CPU writes fewer tokens than on a GPU."""
     dev = target_device(st.session_state[prefix + "device"])
     defaults = practical_defaults(st.session_state[prefix + "model"], dev, st.session_state[prefix + "task"])
-    st.session_state[prefix + "precision"] = defaults["precision"]
+    for name in ("precision", "prompt_len", "new_tokens"):
+        st.session_state[prefix + name] = defaults[name]
 
 
 def _defaults(prefix: str) -> None:
