@@ -32,7 +32,7 @@ FAILURE_HINTS = {
     "compile_error:backend": "Tracing worked; the backend failed while generating code. Try backend=aot_eager: if "
                              "that works, Inductor's code generation is what failed, and its log below says where.",
     "oom": "Try a smaller preset or batch size, or compile=regional.",
-    "timeout": "Raise 'Stop the run after' under Advanced, or pick a smaller preset.",
+    "timeout": "",  # by the phase it stopped in and what the run can still lower: run_words.timeout_words
     "cancelled": "",
     "crashed": "The worker died without reporting; its log below says why.",
 }
@@ -70,11 +70,14 @@ def show_failure(rec: RunRecord) -> None:
     # a failure the worker explained (its phase, op and inputs are in the message) keeps its log folded away
     explained = kind == "crashed" and rec.error.get("traceback") is not None and "phase" in rec.error
     hint = FAILURE_HINTS.get(f"{kind}:{rec.error.get('compile_phase')}") or FAILURE_HINTS.get(kind)
+    if kind == "timeout":
+        hint = run_words.timeout_words(rec.error, rec.spec)
     if explained:
         hint = "The run raised an error, said above where; the raw traceback is under Traceback below."
     if hint:
         st.caption(hint)
-    with st.expander("Worker log (last lines)", expanded=kind in ("crashed", "compile_error") and not explained):
+    with st.expander("Worker log (last lines)",
+                     expanded=kind in ("crashed", "compile_error", "timeout") and not explained):
         st.code("\n".join(rec.error.get("log_tail") or ["(the log is empty)"]), language=None)
     if rec.error.get("traceback"):
         with st.expander("Traceback"):

@@ -309,3 +309,39 @@ def cache_words(result: dict, spec: dict) -> str | None:
     keep = (f" It saved {saved / 1e6:.1f} MB of compile artifacts: a run of these settings with cache=artifacts "
             "starts warm from them." if saved else "")
     return f"Compile cache: {kind}; {hits}.{keep}"
+
+
+def timeout_words(error: dict, spec: dict) -> str:
+    """What to lower for a run stopped at its time limit, by the phase it was in: only knobs this run can still lower
+    ("pick a smaller preset" was offered for a tiny preset, the smallest there is)."""
+    import sample_models
+
+    phase, task, generating = error.get("phase"), spec.get("task"), spec.get("task") == "generate"
+    lower = []
+    if phase == "compiling":
+        if spec.get("mode") in ("max-autotune", "max-autotune-no-cudagraphs"):
+            lower.append(f"mode=default or lite (mode={spec['mode']} benchmarks many kernels while it compiles)")
+        elif spec.get("mode") != "lite":
+            lower.append("mode=lite (fewer optimisation passes)")
+        if spec.get("compile") == "whole" and task != "generate":
+            lower.append("compile=regional, which compiles one copy of each repeated block")
+        if spec.get("cache") in (None, "cold"):
+            lower.append("the compile cache: run these settings once to the end with a longer limit, then "
+                         "cache=warm reuses that compile")
+    if generating:
+        lower.append("New tokens and Prompt tokens under Generation (every generation writes every token, the first "
+                     "compiled one while it compiles)")
+    elif phase in ("eager", "warmup", "measuring", "schedule", "profiling") and spec.get("batch_size", 1) > 1:
+        lower.append("the batch size")
+    if phase in ("measuring", "schedule"):
+        lower.append("the timed seconds or rounds under Advanced")
+    try:
+        presets = list(sample_models.get(spec.get("model", "")).presets)
+    except ValueError:
+        presets = []
+    if spec.get("preset") in presets and presets.index(spec["preset"]) > 0:
+        lower.append(f"a smaller preset ({presets[0]})")
+    raise_limit = "raise 'Stop the run after' under Advanced"
+    if not lower:
+        return raise_limit[0].upper() + raise_limit[1:] + "."
+    return "To finish within the limit, lower " + "; or ".join(lower) + f". Or {raise_limit}."
