@@ -52,12 +52,19 @@ def target_device(device: str) -> str:
     return "cuda" if device == "cuda" or (device == "auto" and machine.cuda_available()) else "cpu"
 
 
+# A generation's lengths follow the device where a page has them as number boxes (ui.panels.generate.knobs); the
+# Sweep page's "sweep_new_tokens" is an axis, a list of lengths, under the same key.
+LENGTHS = ("prompt_len", "new_tokens")
+LENGTH_BOXES = ("run_",)
+
+
 def _reset_sizes(prefix: str) -> None:
     """Model or device changed: take what a practitioner would pick for that model on the device."""
     dev = target_device(st.session_state[prefix + "device"])
     task = st.session_state.get(prefix + "task", "inference")
     for name, value in practical_defaults(st.session_state[prefix + "model"], dev, task).items():
-        st.session_state[prefix + name] = value
+        if name not in LENGTHS or prefix in LENGTH_BOXES:
+            st.session_state[prefix + name] = value
     if (most := lab_limit("max_batch_size")) is not None:  # a default past the lab's limit would open refused
         st.session_state[prefix + "batch_size"] = min(st.session_state[prefix + "batch_size"], most)
     # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
@@ -89,7 +96,7 @@ def _reset_precision(prefix: str) -> None:
     CPU writes fewer tokens than on a GPU."""
     dev = target_device(st.session_state[prefix + "device"])
     defaults = practical_defaults(st.session_state[prefix + "model"], dev, st.session_state[prefix + "task"])
-    for name in ("precision", "prompt_len", "new_tokens"):
+    for name in ("precision", *(LENGTHS if prefix in LENGTH_BOXES else ())):
         st.session_state[prefix + name] = defaults[name]
 
 
