@@ -219,6 +219,18 @@ def test_a_generate_card_says_no_percentage_beside_another_decode_speedup():
     assert generate.headline_tiles(same)[1][1]["delta"] == "-2% vs eager"
 
 
+def test_time_to_first_token_is_shown_at_three_significant_digits():
+    """"422.01 ms" beside "eager 600.00": hundredths of a millisecond a timer on a busy CPU cannot hold."""
+    pytest.importorskip("streamlit")
+    from ui.panels import generate
+
+    ttft = generate.headline_tiles({"variants": ["eager", "compiled"], "compiled_ttft_ms": 422.01,
+                                    "eager_ttft_ms": 600.0})[0][1]
+    assert (ttft["value"], ttft["delta"]) == ("422", "eager 600")
+    fast = generate.headline_tiles({"compiled_ttft_ms": 8.4213, "eager_ttft_ms": 12.04})[0][1]
+    assert (fast["value"], fast["delta"]) == ("8.42", "eager 12")
+
+
 def far_apart(**more) -> dict:
     """A run whose paired speedup (1.53x) and ratio of median throughputs (100 -> 395 samples/s: 3.95x) disagree."""
     return {"variants": ["eager", "compiled"], "speedup": 1.53, "speedup_low": 1.49, "speedup_high": 1.58,
