@@ -11,8 +11,9 @@ store = RunStore()
 
 st.title("Run an experiment")
 if not machine.cuda_available():
-    st.info("No CUDA GPU on this machine: runs use the **CPU** with the **tiny** presets, so a run takes "
-            "seconds to a minute. Speedups on a CPU are small; the same page on a GPU machine uses the GPU.")
+    st.info("No CUDA GPU on this machine: runs use the **CPU** with the **tiny** presets, and a run takes about a "
+            "minute, most of it compiling (the C++ compiler builds Inductor's code), longer while other runs share "
+            "the machine. Speedups on a CPU are small; the same page on a GPU machine uses the GPU.")
 
 knob_col, out_col = st.columns([2, 3], gap="large")
 with knob_col:

@@ -144,7 +144,6 @@ def test_runs_queue_behind_each_other_from_the_run_page_and_a_queued_one_cancels
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"run_mode": "max-autotune"}, "mode 'max-autotune' applies only to the inductor backend"),
     ({"run_rounds": 9}, "timed_steps (4) must be at least rounds (9)"),
 ])
 def test_invalid_settings_show_the_spec_error_and_start_nothing(db, change, message):

@@ -96,13 +96,15 @@ def check_page(at, where: str) -> int:
     """Each percentage and quoted figure on the page against the figures beside it; how many were checked."""
     assert not at.exception, (where, at.exception)
     checked = 0
-    # The compiled throughput tile's percentage is the two throughput tiles beside it.
+    # The compiled throughput tile's percentage is the two throughput tiles beside it, and the Speedup's own.
     tiles = {m.label: m for m in at.metric}
     if "Compiled samples/s" in tiles and tiles["Compiled samples/s"].proto.delta:
         eager = float(tiles["Eager samples/s"].value.replace(",", ""))
         compiled = float(tiles["Compiled samples/s"].value.replace(",", ""))
         pct = int(VS_EAGER.search(tiles["Compiled samples/s"].proto.delta).group(1))
         assert abs(pct - (compiled / eager - 1) * 100) <= 1, (where, pct, eager, compiled)
+        speedup = float(tiles["Speedup"].value.split()[0])
+        assert abs(pct - (speedup - 1) * 100) <= 1, (where, pct, speedup)
         checked += 1
     texts = shown_text(at) + [m.proto.delta for m in at.metric if m.proto.delta]
     # One confidence level on every page.
@@ -223,3 +225,20 @@ def test_your_runs_rows_lead_with_their_time_and_id(lab, db):
     assert list(table.columns) == ["Started", "Id", "Run", "State"]
     assert set(table.Id) == {run_id[-6:] for run_id in lab.values()}
     assert all(re.fullmatch(r"\d\d:\d\d:\d\d", t) for t in table.Started)
+
+
+def test_the_run_page_shows_a_one_round_run_without_an_interval(db):
+    """Its tile, its words and its warning, on the person's own Run page."""
+    from tests.test_one_round import one_round
+
+    rec = recorded_run()
+    run_id = put(db, rec["spec"], one_round(), rec["env"])
+    at = app_as_owner()
+    at.session_state["run_shown"] = run_id
+    at.run()
+    assert not at.exception
+    tile = next(m for m in at.metric if m.label == "Speedup")
+    assert tile.proto.delta == "1 round: no interval"
+    said = "\n".join(shown_text(at))
+    assert "One round: this speedup has no interval of its own" in said
+    assert "for a rerun 0.11" not in said and "Timing longer will not narrow it" not in said

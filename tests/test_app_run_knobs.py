@@ -118,3 +118,40 @@ def test_on_the_cpu_the_page_offers_the_measurement_a_solid_figure_needs_and_say
     said = texts(at.caption)
     assert "a quiet machine" in said and "python -m tcore calibrate" in said and "set)" in said
     assert will_run(at) and not at.button(key="run_start").disabled
+
+
+def test_mode_is_greyed_out_with_its_reason_for_a_backend_that_takes_none(db):
+    """Mode's words for Inductor ("Inductor's balanced setting") stood beside backend=eager and aot_eager."""
+    at = app()
+    assert not at.selectbox(key="run_mode").disabled
+    at.selectbox(key="run_mode").set_value("max-autotune").run()
+    at.selectbox(key="run_backend").set_value("aot_eager").run()
+    assert at.selectbox(key="run_mode").disabled
+    said = texts(at.caption)
+    assert "backend=aot_eager takes none" in said and "Benchmarks many kernel variants" not in said
+    # greyed out, it does nothing: the run takes the neutral mode, not the one left in the box
+    assert not at.button(key="run_start").disabled and "max-autotune" not in will_run(at)[0]
+
+
+def test_a_generation_draws_no_knob_that_does_nothing_for_it(db):
+    """channels_last and the graph-break toggle were drawn for task=generate, which has no layout to change and
+    refuses the break."""
+    at = app()
+    keys = {t.key for t in at.toggle}
+    assert {"run_channels_last", "run_graph_break"} <= keys
+    at.radio(key="run_task").set_value("generate").run()
+    assert not at.exception
+    assert not {"run_channels_last", "run_graph_break"} & {t.key for t in at.toggle}
+    assert not at.button(key="run_start").disabled  # and the run it builds is one a generation can do
+
+
+def test_a_batch_the_instructors_limit_lowers_says_so_under_the_box(db, monkeypatch):
+    """An instructor's limit of 16 turned a typed 32 into 16 with a toast that went by unseen."""
+    at = app()
+    at.number_input(key="run_batch_size").set_value(32).run()
+    monkeypatch.setenv("COMPILE_LAB_MAX_BATCH_SIZE", "16")
+    at.run()
+    assert at.number_input(key="run_batch_size").value == 16
+    assert "Lowered from 32 to 16: this lab's limit, which the instructor sets." in texts(at.info)
+    at.run()
+    assert "Lowered from 32" not in texts(at.info)  # said once, where it happened

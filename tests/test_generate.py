@@ -90,7 +90,8 @@ def test_the_bandwidth_tile_names_each_yardstick_with_its_figure():
         "compiled_decode_bw_pct": "on the CPU: no GPU memory bandwidth to compare with"}}
     # no yardstick on the CPU: the rate read is the tile's figure, in GB/s (it said "n/a" over "reads 0.001 TB/s")
     assert bandwidth_tile(cpu)["value"] == "reads 1 GB/s" and "measured: n/a, on the CPU" in bandwidth_tile(cpu)["help"]
-    assert bandwidth_tile({"compiled_decode_tb_s": 0.000139})["value"] == "reads 0.139 GB/s"
+    assert bandwidth_tile({"compiled_decode_tb_s": 0.000139})["value"] == "reads 139 MB/s"
+    assert bandwidth_tile({"compiled_decode_tb_s": 1.26e-6})["value"] == "reads 1.26 MB/s"  # not "0.00126 GB/s"
     assert bandwidth_tile({})["value"] == "n/a"
     assert bandwidth_words(cpu).startswith("Memory bandwidth share: n/a, on the CPU")
     old = {"compiled_decode_bw_pct": 41.0}  # a GPU record saved before the lab kept the TB/s: the share it has
@@ -245,7 +246,7 @@ def test_the_run_page_offers_generation_and_shows_its_headline_in_tokens_per_sec
     assert float(metrics["Eager tokens/s"]) > 0 and float(metrics["Compiled tokens/s"]) > 0
     assert float(metrics["Time to first token (ms)"]) > 0
     # the CPU: neither yardstick, so the tile is the rate read, with its unit (not "n/a" above it)
-    assert re.fullmatch(r"reads [\d.]+ GB/s", metrics["Decode memory bandwidth"]), metrics
+    assert re.fullmatch(r"reads [\d.,]+ [KMG]B/s", metrics["Decode memory bandwidth"]), metrics
     assert "Memory bandwidth share: n/a, on the CPU" in texts(at.caption)
     assert "Compiled wrote exactly eager's tokens (a 4-token prompt, 10 new tokens, greedy)." in texts(at.success)
     assert "a prompt one token shorter caused 1 recompilation(s)" in texts(at.caption)

@@ -183,18 +183,52 @@ def test_a_break_inside_pytorch_says_so_instead_of_torchs_hint():
     assert graph_words.torch_break_words({"file": "/work/main/sample_models/captioner.py", "line": 120}) is None
 
 
-def test_the_vs_eager_percentage_is_the_two_throughputs_beside_it():
-    """A paired speedup of 0.54x beside eager 114.7 and compiled 75.4 samples/s: the tile's percentage is what those
-    two give (-34%), and its help says where the headline's other figure comes from."""
-    result = {"variants": ["eager", "compiled"], "speedup": 0.54, "eager_samples_per_s": 114.7,
+def test_a_card_says_one_percentage_per_question_the_speedups():
+    """"Speedup 1.55x" sat beside "Compiled samples/s ... +43% vs eager" (the ratio of the two median throughputs,
+    7% from the paired headline): a card gives its percentage only where it is the Speedup's own, else none, and the
+    tile's help says what the two throughputs give and what the Speedup is."""
+    walk = {"variants": ["eager", "compiled"], "speedup": 1.55, "speedup_of_medians": 1.43,
+            "eager_samples_per_s": 100.0, "compiled_samples_per_s": 143.0}
+    _, (eager, compiled) = run_words.headline_tiles(walk)
+    assert (eager["value"], compiled["value"]) == ("100.0", "143.0")
+    assert compiled["delta"] is None  # not "+43% vs eager" beside 1.55x
+    assert "these two throughputs give 1.43x, the Speedup above 1.55x" in compiled["help"]
+    assert "median of each round's own ratio" in compiled["help"]
+    slower = {"variants": ["eager", "compiled"], "speedup": 0.54, "eager_samples_per_s": 114.7,
               "compiled_samples_per_s": 75.4}
-    _, bottom = run_words.headline_tiles(result)
-    eager, compiled = bottom
-    assert (eager["value"], compiled["value"]) == ("114.7", "75.4")
-    assert compiled["delta"] == "-34% vs eager"
-    assert "0.54x" in compiled["help"] and "median of each round's own ratio" in compiled["help"]
-    assert figures.change_pct(result, "samples_per_s") == pytest.approx(75.4 / 114.7 * 100 - 100)
+    assert run_words.headline_tiles(slower)[1][1]["delta"] is None  # not "-34%" beside 0.54x
+    agreeing = {**walk, "speedup": 1.432}  # the same whole percent both ways: the percentage stands, and is checkable
+    compiled = run_words.headline_tiles(agreeing)[1][1]
+    assert compiled["delta"] == "+43% vs eager" and "gives the same" in compiled["help"]
+    assert figures.change_pct(walk, "samples_per_s") == pytest.approx(43.0)
     assert figures.change_pct({"eager_samples_per_s": None, "compiled_samples_per_s": 3.0}, "samples_per_s") is None
+
+
+def test_a_generate_card_says_no_percentage_beside_another_decode_speedup():
+    """"Decode speedup 0.98x" sat beside "-10% vs eager" on the compiled tokens/s tile."""
+    pytest.importorskip("streamlit")  # the panel's module draws with it (absent on the GPU machine)
+    from ui.panels import generate
+
+    walk = {"variants": ["eager", "compiled"], "speedup": 0.98, "eager_tokens_per_s": 100.0,
+            "compiled_tokens_per_s": 90.0, "eager_decode_tokens_per_s": 100.0}
+    top, bottom = generate.headline_tiles(walk)
+    assert top[0]["label"] == "Decode speedup" and top[0]["value"] == "0.98 x"
+    assert bottom[1]["delta"] is None
+    assert "these two throughputs give 0.90x, the Speedup above 0.98x" in bottom[1]["help"]
+    same = {**walk, "compiled_tokens_per_s": 98.0}
+    assert generate.headline_tiles(same)[1][1]["delta"] == "-2% vs eager"
+
+
+def test_time_to_first_token_is_shown_at_three_significant_digits():
+    """"422.01 ms" beside "eager 600.00": hundredths of a millisecond a timer on a busy CPU cannot hold."""
+    pytest.importorskip("streamlit")
+    from ui.panels import generate
+
+    ttft = generate.headline_tiles({"variants": ["eager", "compiled"], "compiled_ttft_ms": 422.01,
+                                    "eager_ttft_ms": 600.0})[0][1]
+    assert (ttft["value"], ttft["delta"]) == ("422", "eager 600")
+    fast = generate.headline_tiles({"compiled_ttft_ms": 8.4213, "eager_ttft_ms": 12.04})[0][1]
+    assert (fast["value"], fast["delta"]) == ("8.42", "eager 12")
 
 
 def far_apart(**more) -> dict:
@@ -220,9 +254,10 @@ def test_a_card_whose_two_speedups_disagree_shows_one_and_says_why_the_other_dif
     assert "read neither figure as solid" in wide and "so it holds" not in wide
     assert "unpaired, reads" not in figures.speedup_words(far_apart())  # said once, by the sentence above
     assert "By throughput" not in figures.disagreement(far_apart(speedup_p50=2.4))
-    # close together, the percentage stands and is the two tiles' own
+    # close together, no box; the percentage stands only where it is the Speedup's own too
     near = far_apart(speedup_of_medians=1.58, compiled_samples_per_s=158.0)
-    assert figures.unpaired_gap(near) is None and run_words.headline_tiles(near)[1][1]["delta"] == "+58% vs eager"
+    assert figures.unpaired_gap(near) is None and run_words.headline_tiles(near)[1][1]["delta"] is None
+    assert run_words.headline_tiles({**near, "speedup": 1.58})[1][1]["delta"] == "+58% vs eager"
 
 
 def generated(**more) -> dict:
@@ -236,8 +271,9 @@ def generated(**more) -> dict:
 def test_generate_tiles_take_the_percentage_from_the_tokens_shown_and_say_they_are_the_batch_s():
     from ui.panels import generate
 
-    (_, _, compile_tile), (eager, compiled, _) = generate.headline_tiles(generated(speedup=0.45))
-    assert compiled["delta"] == "-56% vs eager"  # 56.1 / 126.4, not the paired speedup's -45%
+    (_, _, compile_tile), (eager, compiled, _) = generate.headline_tiles(generated(speedup=0.444))
+    assert compiled["delta"] == "-56% vs eager"  # 56.1 / 126.4, the paired speedup's own -56% too
+    assert generate.headline_tiles(generated(speedup=0.45))[1][1]["delta"] is None  # not -56% beside 0.45x
     assert eager["delta"] == "all 8 sequences" and "over the whole batch" in eager["help"]
     assert "The timeline's compile phase (13.0 s) is longer" in compile_tile["help"]
     assert "first compiled generation minus an eager one" in compile_tile["help"]

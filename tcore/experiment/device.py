@@ -22,7 +22,8 @@ def practical_defaults(model: str, device: str, task: str) -> dict[str, Any]:
 
     On a GPU: bf16 weights for inference and generation (at batch 1), autocast to bf16 for training (people keep float32
     master weights), and channels_last for a convolutional model, so the eager baseline is eager as people tune it. On
-    the CPU: the tiny presets in float32, which stay quick there.
+    the CPU: the tiny presets in float32, which stay quick there, and a generation of a few dozen tokens
+    (generate_lengths).
     """
     import sample_models
 
@@ -32,7 +33,26 @@ def practical_defaults(model: str, device: str, task: str) -> dict[str, Any]:
                 # generation is timed per sequence at batch 1, as gpt-fast and the transformers recipes do
                 batch_size=1 if task == "generate" else entry.default_batch[device],
                 precision=("amp-bf16" if task == "training" else "bf16") if gpu else "fp32",
-                channels_last=gpu and entry.supports_channels_last)
+                channels_last=gpu and entry.supports_channels_last,
+                **generate_lengths(entry, device, task))
+
+
+# A generation on the CPU: every round writes every token, eager and compiled, and the first compiled call writes
+# them all while it compiles. hf:llama tiny at the GPU's 128 + 256 ran past a 600 s limit in its first compiled
+# call on a loaded 2-core CPU; a few dozen tokens keep the decode step's lesson (its compile, its recompilations,
+# tokens/s) at a fraction of the time.
+CPU_PROMPT_TOKENS, CPU_NEW_TOKENS = 32, 32
+
+
+def generate_lengths(entry, device: str, task: str) -> dict[str, int]:
+    """prompt_len and new_tokens: 0 (the model's defaults, tcore.experiment.spec) but for a generation on the CPU,
+    held to CPU_PROMPT_TOKENS + CPU_NEW_TOKENS (or the model's shorter defaults)."""
+    from sample_models import decoding
+
+    if task != "generate" or device == "cuda" or decoding.cannot_generate(entry) is not None:
+        return dict(prompt_len=0, new_tokens=0)
+    prompt, new = decoding.lengths(entry, entry.default_preset[device], 0, 0)
+    return dict(prompt_len=min(prompt, CPU_PROMPT_TOKENS), new_tokens=min(new, CPU_NEW_TOKENS))
 
 
 def check_on_device(exp: Experiment, device: str) -> list[str]:

@@ -5,10 +5,12 @@ paired rounds (the speedup so far, the load beside them, the paired figures) and
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from typing import Any, Callable
 
 from tcore import figures
+from tcore.experiment import protocol
 from tcore.experiment.spec import Experiment
 from tcore.figures import Result, RunFigures, VariantFigures, paired
 from tcore.host.power import PowerMeter, PowerSampler
@@ -49,6 +51,10 @@ class Phases:
     def phase(self, name: str) -> None:
         self.host.note()
         self.emit({"type": "phase", "phase": name})
+        # The log too: a run stopped at its time limit, or killed, keeps where it was in what the page shows of it
+        # (its log's last lines); the events said it only to whoever followed them.
+        print(f"phase: {protocol.PHASE_TITLES.get(name, name)} (+{time.time() - self.t_start:.1f} s)",
+              file=sys.stderr, flush=True)
         if self.sampler:
             self.sampler.phase = name
         failures.entered(name)  # a failure from here on names this phase

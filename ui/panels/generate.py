@@ -37,10 +37,8 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
     top = run_words.headline_tiles(result)[0][:1]  # the paired speedup, of decode tokens per second
     top[0]["label"] = "Decode speedup"
     ttft = figures.VARIANT_FIGURES["ttft_ms"]
-    top.append({"label": "Time to first token (ms)",
-                "value": figures.text(result, "compiled_ttft_ms", unit=False, reason=False),
-                "delta": (f"eager {figures.text(result, 'eager_ttft_ms', unit=False, reason=False)}"
-                          if result.get("eager_ttft_ms") is not None else None),
+    top.append({"label": "Time to first token (ms)", "value": _ms(result.get("compiled_ttft_ms")),
+                "delta": (f"eager {_ms(result['eager_ttft_ms'])}" if result.get("eager_ttft_ms") is not None else None),
                 "delta_color": "off", "delta_arrow": "off", "help": ttft.means})
     split = (f"prefill {result['compile_prefill_s']:.1f} + decode {result['compile_decode_s']:.1f} s"
              if result.get("compile_prefill_s") is not None else None)
@@ -87,7 +85,7 @@ def bandwidth_tile(result: dict) -> dict[str, Any]:
                                   ("datasheet", "compiled_decode_bw_pct", "mem_bw_datasheet_tb_s")):
         if result.get(pct_key) is not None:  # a record from before the TB/s were kept has the share alone
             pct, tb = result[pct_key], result.get(tb_key)
-            rate = f"{tb:.3g} TB/s " if tb is not None else "the "
+            rate = f"{_bandwidth(tb)} " if tb is not None else "the "
             shares.append((f"{pct:.1f}% {name}", f"{pct:.1f}% of {rate}{name}"))
         elif pct_key in unavailable:
             why.append(f"{name}: n/a, {unavailable[pct_key]}")
@@ -106,8 +104,22 @@ def bandwidth_tile(result: dict) -> dict[str, Any]:
 
 
 def _bandwidth(tb_s: float) -> str:
-    """'1.42 TB/s', '139 GB/s', '0.139 GB/s': GB/s below 1 TB/s, so a CPU's rate is not '0.000139 TB/s'."""
-    return f"{tb_s:.3g} TB/s" if tb_s >= 1 else f"{tb_s * 1e3:.3g} GB/s"
+    """'1.42 TB/s', '139 GB/s', '1.26 MB/s': the unit that keeps the figure between 1 and 1000, three significant
+    digits, so a CPU's rate is not '0.00126 GB/s'."""
+    for unit, scale in (("TB/s", 1.0), ("GB/s", 1e-3), ("MB/s", 1e-6), ("KB/s", 1e-9)):
+        if tb_s >= scale:
+            return f"{_digits(tb_s / scale)} {unit}"
+    return f"{_digits(tb_s / 1e-9)} KB/s"
+
+
+def _digits(x: float) -> str:
+    """Three significant digits without an exponent: '1.26', '42.0', '422', '1,234'."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _ms(ms: float | None) -> str:
+    """A time in ms at three significant digits: '422', '600', '8.42' (not '422.01' or '600.00')."""
+    return "n/a" if ms is None else _digits(ms)
 
 
 def tokens_words(result: dict) -> tuple[bool | None, str]:
@@ -155,7 +167,7 @@ def bandwidth_words(result: dict) -> str | None:
     if not parts:
         why = unavailable.get("compiled_decode_bw_measured_pct") or unavailable.get("compiled_decode_bw_pct")
         return f"Memory bandwidth share: n/a, {why}." if why else None
-    said = f"Compiled decode reads {rate:.3g} TB/s: " if rate is not None else "Compiled decode reaches "
+    said = f"Compiled decode reads {_bandwidth(rate)}: " if rate is not None else "Compiled decode reaches "
     return said + ", and ".join(parts) + "."
 
 

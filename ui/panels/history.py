@@ -9,6 +9,7 @@ import streamlit as st
 
 from tcore.analysis import history
 from tcore.store import RunRecord, RunStore
+from ui.words import run_words
 
 
 def earlier_runs(rec: RunRecord, store: RunStore) -> history.History:
@@ -27,7 +28,7 @@ def history_figure(earlier: history.History, rec: RunRecord) -> go.Figure:
     fig = go.Figure(go.Scatter(x=when, y=earlier.speedups, mode="markers", name="earlier runs", error_y=bars(
         earlier.points), marker=dict(size=9, color="#7f7f7f"), customdata=[p.run_id for p in earlier.points],
         hovertemplate="%{y:.2f}x<br>run %{customdata}<extra></extra>"))
-    r = rec.result
+    r = run_words.as_shown(rec.result)  # a single round: no whisker
     mine = history.Point(rec.id, rec.created_at, r["speedup"], r.get("speedup_low"), r.get("speedup_high"))
     fig.add_trace(go.Scatter(x=[datetime.datetime.fromtimestamp(rec.created_at)], y=[mine.speedup], mode="markers",
                              name="this run", error_y=bars([mine]), marker=dict(size=13, color="#d62728"),

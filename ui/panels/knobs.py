@@ -52,12 +52,19 @@ def target_device(device: str) -> str:
     return "cuda" if device == "cuda" or (device == "auto" and machine.cuda_available()) else "cpu"
 
 
+# A generation's lengths follow the device where a page has them as number boxes (ui.panels.generate.knobs); the
+# Sweep page's "sweep_new_tokens" is an axis, a list of lengths, under the same key.
+LENGTHS = ("prompt_len", "new_tokens")
+LENGTH_BOXES = ("run_",)
+
+
 def _reset_sizes(prefix: str) -> None:
     """Model or device changed: take what a practitioner would pick for that model on the device."""
     dev = target_device(st.session_state[prefix + "device"])
     task = st.session_state.get(prefix + "task", "inference")
     for name, value in practical_defaults(st.session_state[prefix + "model"], dev, task).items():
-        st.session_state[prefix + name] = value
+        if name not in LENGTHS or prefix in LENGTH_BOXES:
+            st.session_state[prefix + name] = value
     if (most := lab_limit("max_batch_size")) is not None:  # a default past the lab's limit would open refused
         st.session_state[prefix + "batch_size"] = min(st.session_state[prefix + "batch_size"], most)
     # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
@@ -85,10 +92,12 @@ def _device_changed(prefix: str) -> None:
 
 
 def _reset_precision(prefix: str) -> None:
-    """Task changed: inference and training have different practical precisions on a GPU."""
+    """Task changed: inference and training have different practical precisions on a GPU, and a generation on the
+    CPU writes fewer tokens than on a GPU."""
     dev = target_device(st.session_state[prefix + "device"])
     defaults = practical_defaults(st.session_state[prefix + "model"], dev, st.session_state[prefix + "task"])
-    st.session_state[prefix + "precision"] = defaults["precision"]
+    for name in ("precision", *(LENGTHS if prefix in LENGTH_BOXES else ())):
+        st.session_state[prefix + name] = defaults[name]
 
 
 def _defaults(prefix: str) -> None:
@@ -139,8 +148,17 @@ def _within_limit(key: str, most: int | None) -> None:
         return
     st.session_state[seen] = most
     if most is not None and st.session_state.get(key) is not None and st.session_state[key] > most:
+        # said under the box, where the number changed (a toast alone went by unseen: 32 became 16 silently)
+        st.session_state[key + "_lowered"] = (f"Lowered from {st.session_state[key]:,} to {most:,}: this lab's "
+                                              "limit, which the instructor sets.")
         st.session_state[key] = most
         st.toast(f"Lowered to {most}, this lab's limit.")
+
+
+def _say_lowered(key: str) -> None:
+    """Under a box that _within_limit lowered: from what, to what and why; once."""
+    if lowered := st.session_state.pop(key + "_lowered", None):
+        st.info(lowered, icon=":material/vertical_align_bottom:")
 
 
 def model_knobs(prefix: str) -> dict:
@@ -159,6 +177,7 @@ def model_knobs(prefix: str) -> dict:
     # showing Run for the value from before; build() refuses it instead, with the reason.
     batch = st.number_input("Batch size (samples per step)", step=1, key=prefix + "batch_size",
                             help=f"At most {most}: this lab's limit (the instructor sets it)." if most else None)
+    _say_lowered(prefix + "batch_size")
     st.caption(explain("batch_size"))
     task = st.radio("Task", CHOICES["task"], key=prefix + "task", horizontal=True, on_change=_reset_precision,
                     args=(prefix,))
@@ -194,8 +213,11 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     off = scope == "off"
     backend = st.selectbox("Backend", CHOICES["backend"], key=prefix + "backend", disabled=off)
     st.caption(explain("backend", backend))
-    mode = st.selectbox("Mode", CHOICES["mode"], key=prefix + "mode", disabled=off)
-    st.caption(explain("mode", mode))
+    inductor = backend == "inductor"
+    mode = st.selectbox("Mode", CHOICES["mode"], key=prefix + "mode", disabled=off or not inductor)
+    st.caption(explain("mode", mode) if inductor else
+               f"Mode tunes Inductor's code: backend={backend} takes none (torch.compile refuses a mode for other "
+               "backends), so it is greyed out here.")
     if st.session_state.get(prefix + "dynamic") not in DYNAMIC_VALUES:  # first draw (or a None kept from before)
         st.session_state[prefix + "dynamic"] = DYNAMIC_NAMES[DEFAULTS["dynamic"]]
     dynamic = DYNAMIC_VALUES[st.radio("Dynamic shapes", list(DYNAMIC_VALUES), key=prefix + "dynamic",
@@ -212,11 +234,15 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     training = task == "training"
     opt = st.toggle("Compile the optimizer step", key=prefix + "compile_optimizer", disabled=not training)
     st.caption(explain("compile_optimizer") + ("" if training else " Switch Task to training to use it."))
-    cl = st.toggle("channels_last memory format", key=prefix + "channels_last",
-                   disabled=not entry.supports_channels_last)
-    st.caption(explain("channels_last") + (CHANNELS_LAST_LESSON if entry.supports_channels_last else ""))
-    gb = st.toggle("Insert a graph break", key=prefix + "graph_break")
-    st.caption(explain("graph_break"))
+    # A generation has no image layout to change, and its fullgraph decode step cannot hold the break: not drawn.
+    generating = task == "generate"
+    cl = gb = False
+    if not generating:
+        cl = st.toggle("channels_last memory format", key=prefix + "channels_last",
+                       disabled=not entry.supports_channels_last)
+        st.caption(explain("channels_last") + (CHANNELS_LAST_LESSON if entry.supports_channels_last else ""))
+        gb = st.toggle("Insert a graph break", key=prefix + "graph_break")
+        st.caption(explain("graph_break"))
     if gb and fullgraph and not off:
         st.warning("This run will fail, on purpose: fullgraph=True makes any graph break an error, and the "
                    "break switched on here is one. Run it to see the error Dynamo gives and the line it names; "
@@ -225,7 +251,7 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     options = inductor_knobs(prefix, disabled=backend != "inductor" or not (not off or (opt and training)),
                              training=training)
     # A greyed-out knob does nothing: the experiment gets its neutral value, not the stale widget state.
-    compiler = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend,
+    compiler = dict(mode=mode if inductor else DEFAULTS["mode"], dynamic=dynamic, fullgraph=fullgraph, backend=backend,
                     error_on_graph_break=error_on_break) if not off else {}
     return dict(compile=scope, **compiler, compile_optimizer=opt and training,
                 channels_last=cl and entry.supports_channels_last, graph_break=gb, cache=cache, **options)
@@ -334,6 +360,7 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
         st.session_state.setdefault(prefix + "timeout_min", min(15, longest))
         timeout = st.number_input("Stop the run after (min)", step=1, key=prefix + "timeout_min",
                                   help=f"At most {longest} min: this lab's longest run.")
+        _say_lowered(prefix + "timeout_min")
         st.caption(explain("timeout_min"))
     # As typed (None for an emptied box): the spec checks each field's bounds, build() the time limit.
     knobs = dict(timed_s=timed_s, rounds=rounds, round_s=round_s, target_pct=target_pct,

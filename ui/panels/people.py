@@ -331,12 +331,18 @@ def identity_sidebar(store: RunStore) -> None:
                      "browser's other tabs take the name too.")
         elif name and not owner_for(name, owner):
             st.caption(":orange[A name needs a letter or a digit.]")
+        st.caption(TWO_PEOPLE)
         if told := st.session_state.get(RENAMED_ELSEWHERE):
             st.caption(f":orange[{told}]")
         is_instructor()  # settings written wrongly raise here, where the page says so (app.py), not in the fragment
         st.fragment(_you, run_every=FOLLOW_S)()
         remember(st.session_state.owner)
         remember_instructor()
+
+
+# The name belongs to the browser (its cookie), so two people sharing one browser would share one name and its runs.
+TWO_PEOPLE = ("Two people need two browsers (or a private window each): every tab of this browser takes the one "
+              "name, and its runs.")
 
 
 def _you() -> None:

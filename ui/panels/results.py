@@ -32,7 +32,7 @@ FAILURE_HINTS = {
     "compile_error:backend": "Tracing worked; the backend failed while generating code. Try backend=aot_eager: if "
                              "that works, Inductor's code generation is what failed, and its log below says where.",
     "oom": "Try a smaller preset or batch size, or compile=regional.",
-    "timeout": "Raise 'Stop the run after' under Advanced, or pick a smaller preset.",
+    "timeout": "",  # by the phase it stopped in and what the run can still lower: run_words.timeout_words
     "cancelled": "",
     "crashed": "The worker died without reporting; its log below says why.",
 }
@@ -70,11 +70,14 @@ def show_failure(rec: RunRecord) -> None:
     # a failure the worker explained (its phase, op and inputs are in the message) keeps its log folded away
     explained = kind == "crashed" and rec.error.get("traceback") is not None and "phase" in rec.error
     hint = FAILURE_HINTS.get(f"{kind}:{rec.error.get('compile_phase')}") or FAILURE_HINTS.get(kind)
+    if kind == "timeout":
+        hint = run_words.timeout_words(rec.error, rec.spec)
     if explained:
         hint = "The run raised an error, said above where; the raw traceback is under Traceback below."
     if hint:
         st.caption(hint)
-    with st.expander("Worker log (last lines)", expanded=kind in ("crashed", "compile_error") and not explained):
+    with st.expander("Worker log (last lines)",
+                     expanded=kind in ("crashed", "compile_error", "timeout") and not explained):
         st.code("\n".join(rec.error.get("log_tail") or ["(the log is empty)"]), language=None)
     if rec.error.get("traceback"):
         with st.expander("Traceback"):
@@ -121,7 +124,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
 
 def show_headline(rec: RunRecord) -> None:
     """The metric tiles, why a figure is n/a, how the speedup was made, and whether to trust it."""
-    r = rec.result
+    r = run_words.as_shown(rec.result)  # a single round's without the interval it has not got
     shown, noise = run_words.headline(r), run_words.noise_words(r)
     generating = rec.spec.get("task") == "generate"
     for tiles in (generate.headline_tiles if generating else run_words.headline_tiles)(r):
@@ -132,7 +135,7 @@ def show_headline(rec: RunRecord) -> None:
     for k in ("speedup", "compile_s", "breakeven_steps"):
         if shown[k][1]:
             st.caption(f"{RUN_FIGURES[k].title}: n/a, {shown[k][1]}.")
-    if how := figures.speedup_words(r):
+    if how := run_words.how_words(r):
         st.caption(how + (f" {r['timed_stop_words']}" if r.get("timed_stop_words") else ""))
     if noise:
         st.warning(noise, icon=":material/warning:")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcore import figures
+from tcore.figures import paired
 from tcore.lab.queue.waiting import duration_words
 
 
@@ -138,10 +139,11 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
     so a value like 59391 is not clipped; the speedup's interval is its delta, orange when noisy, and its help
     says how the figure is made.
     """
+    result = as_shown(result)
     spread = speedup_range(result)
     top = [{"label": "Speedup", "value": figures.text(result, "speedup", reason=False), "delta": spread,
-            "delta_color": "orange" if figures.noise_reasons(result) else "off", "delta_arrow": "off",
-            "help": figures.speedup_words(result) or figures.RUN_FIGURES["speedup"].means}]
+            "delta_color": "orange" if figures.noise_reasons(result) or single_round(result) else "off",
+            "delta_arrow": "off", "help": how_words(result) or figures.RUN_FIGURES["speedup"].means}]
     for name in ("compile_s", "breakeven_steps"):
         fig = figures.RUN_FIGURES[name]
         short = len(fig.unit) <= 1
@@ -157,23 +159,61 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
 
 
 def vs_eager(result: dict, key: str) -> tuple[str | None, str]:
-    """The compiled throughput tile's "+N% vs eager" and the words its help adds: the percentage is compiled over eager
-    of the two figures on the tiles, so a reader can check it against them; it is left off where those two give
-    another speedup than the headline (tcore.figures.unpaired_gap), since a card shows one speedup."""
-    change, speedup, medians = figures.change_pct(result, key), result.get("speedup"), result.get("speedup_of_medians")
+    """The compiled throughput tile's "+N% vs eager" and the words its help adds. A card answers "how much faster" once:
+    the percentage is shown only where the two throughputs on the tiles give the headline's own figure (the same whole
+    percent as the Speedup), so a reader can check it against both. Elsewhere it is left off, and the help says what the
+    two throughputs give and why the Speedup differs: "Speedup 1.55x" above "+43% vs eager" read as two answers."""
+    change, speedup = figures.change_pct(result, key), result.get("speedup")
     if change is None:
         return None, ""
-    if figures.unpaired_gap(result):
-        return None, (f" No percentage against eager here: these two throughputs give {medians:.2f}x, the Speedup "
-                      f"above {speedup:.2f}x; the line under the tiles says why.")
-    return f"{change:+.0f}% vs eager", (
-        f" {change:+.0f}% is compiled over eager of these two figures; the Speedup above ({speedup:.2f}x) is the "
-        "median of each round's own ratio, which drift between rounds does not move." if speedup else "")
+    if not speedup:
+        return f"{change:+.0f}% vs eager", ""
+    said = f"{(speedup - 1) * 100:+.0f}%"
+    if f"{change:+.0f}%" == said:
+        return f"{said} vs eager", (f" {said} is compiled over eager of these two figures, and the Speedup above "
+                                    f"({speedup:.2f}x) gives the same.")
+    return None, (f" No percentage against eager here: these two throughputs give {1 + change / 100:.2f}x, the "
+                  f"Speedup above {speedup:.2f}x, which is the median of each round's own ratio (eager and compiled "
+                  "timed back to back), so drift between rounds does not move it; each throughput is the median of "
+                  "its own rounds."
+                  + (" The line under the tiles says why they differ." if figures.unpaired_gap(result) else ""))
+
+
+# The stored figures that make the headline's interval: a run of one round shows none of them (as_shown).
+INTERVAL_KEYS = ("speedup_low", "speedup_high", "speedup_pm_pct", "speedup_confidence_pct", "speedup_interval_words")
+
+
+def single_round(result: dict) -> bool:
+    """Whether the headline rests on one paired round: one ratio, so no interval of its own, whatever the figures
+    stored beside it (an interval for a rerun made of the spread between fresh processes alone says nothing of how
+    far this run's own figure is from the setting's: it read "95% interval for a rerun 0.11-0.16x" beside a rerun of
+    the setting at 4.15x)."""
+    rounds = result.get("paired_rounds")
+    return rounds is not None and rounds < 2
+
+
+def as_shown(result: dict) -> dict:
+    """The result as a page words it: a single round's without an interval (single_round)."""
+    return {**result, **dict.fromkeys(INTERVAL_KEYS)} if single_round(result) else result
+
+
+def how_words(result: dict) -> str | None:
+    """How the headline speedup was made (tcore.figures.speedup_words), of the result as shown (as_shown)."""
+    return figures.speedup_words(as_shown(result))
+
+
+MORE_ROUNDS = (f"For an interval, time more rounds: under Advanced, raise the timed seconds (the steps spent them "
+               f"before a second round), or time by steps with Rounds at {paired.MIN_ROUNDS} or more, the fewest for a "
+               f"{figures.LEVEL_PCT}% interval.")
+ONE_ROUND = ("**One round: this speedup has no interval of its own.** It is a single round's ratio of compiled to "
+             "eager, so nothing in this run says how far a rerun could read from it. " + MORE_ROUNDS)
 
 
 def speedup_range(result: dict) -> str | None:
-    """'97%: 1.33–1.44 x': the paired speedup's interval, shown under the headline; a run without one (a single
-    round) shows its rounds' range."""
+    """'97%: 1.33–1.44 x': the paired speedup's interval, shown under the headline; '1 round: no interval' for a run
+    of a single round; an eager-only run's rounds' range."""
+    if single_round(result):
+        return "1 round: no interval"
     lo, hi, cover = result.get("speedup_low"), result.get("speedup_high"), result.get("speedup_confidence_pct")
     if lo is not None and hi is not None and cover is not None:
         name = figures.interval_name(result)
@@ -184,11 +224,14 @@ def speedup_range(result: dict) -> str | None:
 
 
 def noise_words(result: dict) -> str | None:
-    """Why the headline is not solid, in a sentence a page shows beside it; None for a steady run."""
-    reasons = figures.noise_reasons(result)
+    """Why the headline is not solid, in a sentence a page shows beside it; None for a steady run. A single round's is
+    never solid: it says so, and how to get an interval."""
+    reasons = figures.noise_reasons(as_shown(result))
+    said = "; ".join(reasons)
+    if single_round(result):
+        return ONE_ROUND + (f" Besides, {said}." if said else "")
     if not reasons:
         return None
-    said = "; ".join(reasons)
     return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". "
             + noise_advice(result))
 
@@ -197,6 +240,10 @@ def noise_advice(result: dict) -> str:
     """What would narrow a noisy run's interval: timing longer narrows only the rounds' part of it; where the spread
     between fresh processes makes most of its width, only reruns of the setting (or a calibration) teach the lab the
     machine's real spread, and on a CPU a step with more work holds stiller."""
+    n = result.get("paired_rounds")
+    if n is not None and n < paired.MIN_ROUNDS:  # its own rounds are too few to say what else makes the width
+        return (f"It has {n} round{'s' if n != 1 else ''}, fewer than the {paired.MIN_ROUNDS} a "
+                f"{figures.LEVEL_PCT}% interval of its own needs. " + MORE_ROUNDS)
     rounds, between = result.get("speedup_rounds_pm_pct"), result.get("speedup_between_pct")
     by_rounds = rounds is not None and (between is None or rounds > 1.96 * between)
     if by_rounds or between is None:
@@ -262,3 +309,39 @@ def cache_words(result: dict, spec: dict) -> str | None:
     keep = (f" It saved {saved / 1e6:.1f} MB of compile artifacts: a run of these settings with cache=artifacts "
             "starts warm from them." if saved else "")
     return f"Compile cache: {kind}; {hits}.{keep}"
+
+
+def timeout_words(error: dict, spec: dict) -> str:
+    """What to lower for a run stopped at its time limit, by the phase it was in: only knobs this run can still lower
+    ("pick a smaller preset" was offered for a tiny preset, the smallest there is)."""
+    import sample_models
+
+    phase, task, generating = error.get("phase"), spec.get("task"), spec.get("task") == "generate"
+    lower = []
+    if phase == "compiling":
+        if spec.get("mode") in ("max-autotune", "max-autotune-no-cudagraphs"):
+            lower.append(f"mode=default or lite (mode={spec['mode']} benchmarks many kernels while it compiles)")
+        elif spec.get("mode") != "lite":
+            lower.append("mode=lite (fewer optimisation passes)")
+        if spec.get("compile") == "whole" and task != "generate":
+            lower.append("compile=regional, which compiles one copy of each repeated block")
+        if spec.get("cache") in (None, "cold"):
+            lower.append("the compile cache: run these settings once to the end with a longer limit, then "
+                         "cache=warm reuses that compile")
+    if generating:
+        lower.append("New tokens and Prompt tokens under Generation (every generation writes every token, the first "
+                     "compiled one while it compiles)")
+    elif phase in ("eager", "warmup", "measuring", "schedule", "profiling") and spec.get("batch_size", 1) > 1:
+        lower.append("the batch size")
+    if phase in ("measuring", "schedule"):
+        lower.append("the timed seconds or rounds under Advanced")
+    try:
+        presets = list(sample_models.get(spec.get("model", "")).presets)
+    except ValueError:
+        presets = []
+    if spec.get("preset") in presets and presets.index(spec["preset"]) > 0:
+        lower.append(f"a smaller preset ({presets[0]})")
+    raise_limit = "raise 'Stop the run after' under Advanced"
+    if not lower:
+        return raise_limit[0].upper() + raise_limit[1:] + "."
+    return "To finish within the limit, lower " + "; or ".join(lower) + f". Or {raise_limit}."

@@ -9,7 +9,7 @@ import dataclasses
 from tcore.experiment.spec import CHOICES, Experiment, choice_docs, describe
 
 # Fields whose default depends on the model, the device and the task (tcore.experiment.device.practical_defaults).
-_DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last")
+_DEVICE_DEFAULTS = ("preset", "batch_size", "precision", "channels_last", "prompt_len", "new_tokens")
 _TRISTATE = {"none": None, "true": True, "false": False}
 _TRISTATE_NAMES = {v: k for k, v in _TRISTATE.items()}
 MODEL_HELP = ("captioner, resnet50 or flux (built in), or SOURCE:NAME: torchvision:vit_b_16, timm:efficientnet_b0, "
@@ -33,7 +33,7 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
             elif f.name == "precision":
                 parser.add_argument(flag, choices=CHOICES[f.name], default=None, help=text)
             else:
-                parser.add_argument(flag, type=int if f.name == "batch_size" else str, default=None, help=text)
+                parser.add_argument(flag, type=str if f.name == "preset" else int, default=None, help=text)
         elif f.name == "model":  # any SOURCE:NAME: the spec checks it and says how to find the right name
             parser.add_argument(flag, default=f.default, help=text + "\n" + MODEL_HELP)
         elif f.name == "dynamic":
