@@ -91,3 +91,24 @@ def test_eager_outputs_are_the_same_with_the_knob(bert):
                        bert(tokens, padded).logits]
     for a, b in zip(plain, skipped):
         torch.testing.assert_close(a, b)
+
+
+def test_the_snippet_writes_the_same_hook_and_it_skips_the_mask(bert, monkeypatch):
+    from tcore.experiment.spec import Experiment
+    from tcore.export.snippet import code_for
+
+    code = code_for(Experiment(model="hf:bert", device="cpu", backend="eager", skip_full_mask=True).to_dict(), "cpu")
+    assert "install()  # <--" in code and "without_full_mask" not in code  # an encoder's batch carries no mask
+    assert "install()" not in code_for(Experiment(model="hf:bert", device="cpu").to_dict(), "cpu")
+    hook = code[code.index("# skip_full_mask"):code.index("install()  # <--")]
+    namespace = {"torch": torch}
+    exec(compile(hook, "snippet", "exec"), namespace)
+    monkeypatch.setattr(masking_utils, "_ignore_bidirectional_mask_sdpa",
+                        declines_under_compile(masking_utils._ignore_bidirectional_mask_sdpa))
+    registry = masking_utils.ALL_MASK_ATTENTION_FUNCTIONS._global_mapping
+    original = registry["sdpa"]
+    try:
+        namespace["install"]()
+        assert traced(bert, ids())["masked"] == 0
+    finally:
+        registry["sdpa"] = original
