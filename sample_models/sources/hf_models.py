@@ -180,6 +180,10 @@ class HfSource(Source):
                                  labels[:, :-1]], dim=1)
         return (tokens, torch.ones_like(tokens), decoder_ids), labels
 
+    def mask_position(self, ref) -> int | None:
+        """Where a batch carries its attention mask: an encoder-decoder's second input; the others carry none."""
+        return 1 if self.kind(ref) == "seq2seq" else None
+
     def loss(self, ref, output, target):
         return F.cross_entropy(output.logits.float().flatten(0, 1), target.flatten())
 

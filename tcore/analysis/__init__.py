@@ -1,5 +1,6 @@
 """Reading a finished run's record: what to try next (advice.py), earlier runs of the same setting (history.py),
-what the generated code holds (codediff.py), and the run as text for the command line (report.py).
+what the generated code holds (codediff.py), where compiled costs more than eager by its kernels (slower.py), and the
+run as text for the command line (report.py).
 
 Imported by the app's pages and the command line (and history.py by the store's query); never by the worker.
 Pure functions of a stored spec and result, tested on the CPU.

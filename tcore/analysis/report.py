@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcore.analysis import advice
+from tcore.analysis import advice, slower
 from tcore.analysis.history import History, dots
 from tcore.figures import (
     RUN_FIGURES,
@@ -83,6 +83,8 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
             {**found["eager"], "ms": shown["eager"]}, {**found["compiled"], "ms": shown["compiled"]})):
         lines.append(f"where the time went, eager -> compiled: {changed}")
     if spec is not None:
+        for line in slower.words(result, spec):  # the same words the Run page shows beside the headline
+            lines.append("why: " + line.replace("**", "").removeprefix("- "))
         for s in advice.suggest(spec, result, device):
             lines.append(f"try next: {s.title}. {s.evidence}")
     return "\n".join(lines)

@@ -58,6 +58,9 @@ def check(exp) -> None:
         raise SpecError(
             f"unknown preset {exp.preset!r} for {exp.model}; choose one of: {', '.join(entry.presets)}"
         )
+    if exp.skip_full_mask and not exp.model.startswith("hf:"):
+        raise SpecError(f"skip_full_mask changes how transformers builds its attention mask; {exp.model} is not a "
+                        "transformers model (hf:NAME): turn it off")
     if exp.channels_last and not entry.supports_channels_last:
         raise SpecError(f"channels_last applies to convolutional models only; turn it off for {exp.model}")
 

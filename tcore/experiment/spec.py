@@ -139,6 +139,12 @@ class Experiment:
 
     channels_last: bool = knob(False, "Store images as NHWC: GPU convolutions prefer this layout (convolutional "
                                       "models only).")
+    skip_full_mask: bool = knob(False, "transformers models only: skip an attention mask that masks nothing while "
+                                       "compiling too, as eager does. transformers builds that all-true mask while "
+                                       "tracing, so SDPA under torch.compile leaves its fused flash kernel for a "
+                                       "slower math path; this passes no mask for a batch without padding and has "
+                                       "transformers' mask builder skip it under compile as in eager (its upstream "
+                                       "fix). A padded batch keeps its mask.")
     graph_break: bool = knob(False, "Switch on a deliberate graph break (a .item() branch) in every block, to see "
                                     "what breaks cost: more graphs, less fusion.")
 
@@ -241,6 +247,8 @@ class Experiment:
             scope += f" dynamic={self.dynamic}"
         if self.graph_break:
             scope += " +break"
+        if self.skip_full_mask:
+            scope += " +skip-full-mask"
         scope += "".join(_option_label(name, getattr(self, name)) for name in INDUCTOR_OPTIONS
                          if getattr(self, name) != DEFAULTS[name])
         if self.shape_count:

@@ -41,7 +41,8 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     shapes = _schedule(exp, entry)
     sections = [_header(exp, entry, run_id), _model(exp, entry, device), _batch_code(exp, entry),
                 _inputs(exp, entry, shapes),
-                _precision(exp, device, _batch_type(entry)), _settings(exp), _compile(exp, entry),
+                _precision(exp, device, _batch_type(entry)), _full_mask(exp, entry), _settings(exp),
+                _compile(exp, entry),
                 _optimizer(exp, device), _step(exp, device, entry), _first_calls(exp, shapes),
                 _timing_lines(device, exp)]
     return "\n".join(line for section in sections for line in section) + "\n"
@@ -183,6 +184,33 @@ def _precision(exp: Experiment, device: str, batch: str = "sample_models.Batch")
                   'allow_tf32 = True)',
                   'torch.backends.cudnn.conv.fp32_precision = "tf32"  # <--']
     return lines + [f"model.train({exp.task == 'training'})"]
+
+
+def _full_mask(exp: Experiment, entry: sample_models.SampleModel) -> list[str]:
+    """skip_full_mask: the worker's own hook (sample_models.sources.hf_masks), its source written out, and for a model
+    whose batches carry an attention mask, an all-true one dropped as the worker drops it."""
+    if not exp.skip_full_mask:
+        return []
+    import inspect
+
+    from sample_models.sources import hf_masks
+
+    position = entry.source.mask_position(entry.ref)
+    hooks = [hf_masks.nothing_to_mask, hf_masks.skip_when_unpadded, hf_masks.install]
+    if position is not None:
+        hooks.append(hf_masks.without_full_mask)
+    lines = ["", "# skip_full_mask: transformers skips an all-true attention mask in eager but builds it while",
+             "# tracing, so SDPA under torch.compile leaves its fused flash kernel for a math path. These make it skip",
+             "# the mask while compiling too, wherever eager would (transformers' upstream fix); a padded batch keeps",
+             "# its mask.",
+             "import functools", ""]
+    for hook in hooks:
+        lines += [*inspect.getsource(hook).rstrip().splitlines(), "", ""]
+    lines.append("install()  # <--")
+    if position is not None:
+        lines.append(f"batches = [{_batch_type(entry)}(without_full_mask(b.inputs, {position}), b.target) "
+                     "for b in batches]  # <-- an all-true mask passed as None, as eager's skip amounts to")
+    return lines
 
 
 def _settings(exp: Experiment) -> list[str]:

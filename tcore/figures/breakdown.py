@@ -13,7 +13,7 @@ Pure functions over lists of trace events, so they are tested on the CPU with sy
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
 # The marks the worker puts in the trace (torch.profiler.record_function).
@@ -26,7 +26,8 @@ CATEGORIES: dict[str, tuple[str, str]] = {
                                            "bound by reading the weights (Inductor may write such a product as a "
                                            "reduction fused with the norm beside it); precision and autotuning "
                                            "change them"),
-    "attention": ("Attention", "fused attention kernels (flash or memory-efficient)"),
+    "attention": ("Attention", "fused attention kernels (flash, cuDNN or memory-efficient), or the math path a "
+                               "compiler writes instead: the softmax and the batched matmuls around it"),
     "pointwise": ("Pointwise, norms and reductions", "memory-bound: every kernel reads and writes its tensors, "
                                                      "which is what fusion removes"),
     "copy": ("Copies and conversions", "memory copies, dtype casts and layout changes (NCHW to NHWC)"),
@@ -69,6 +70,81 @@ _COPY_OPS = {"to", "copy", "clone", "convert", "element", "type", "permute", "vi
              "unsqueeze", "squeeze", "slice", "select", "as", "strided", "contiguous", "constant", "pad", "t"}
 _FUSED = re.compile(r"(?:triton_(?:poi|red|per)|cpp)_fused_(.+?)(?:_\d+)*$")
 
+# --- what kind of attention, and which GEMMs compute in fp32 ---------------------------------------------------
+# Attention takes one of these forms; a compiled step that has left a fused form for "math" is slower for it.
+ATTENTION_FORMS = {
+    "flash": "flash attention (one fused kernel)",
+    "cudnn": "cuDNN's fused attention",
+    "mem_eff": "memory-efficient attention (one fused kernel)",
+    "math": "the math path: a softmax kernel between batched matmuls",
+    "other": "other attention kernels",
+}
+FUSED_ATTENTION = ("flash", "cudnn", "mem_eff")
+_MEM_EFF = re.compile(r"fmha_cutlass|cutlassF|cutlassB|efficient_attention|mem_eff", re.I)
+# cuDNN's SDPA kernels: "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_...", launched by
+# aten::_scaled_dot_product_cudnn_attention; a bare "sm90_flash..." comes from the same engine.
+_CUDNN_ATTENTION = re.compile(r"cudnn.*(?:sdpa|flash|fmha|mha|attention|attn)|(?:sdpa|mha).*cudnn|^sm\d+_flash", re.I)
+_FLASH = re.compile(r"flash|fmha", re.I)
+# The attention's softmax, eager (softmax_warp_forward, cunn_SoftMaxForward) or Inductor's (triton_per_fused__safe_
+# softmax_..., cpp_fused__softmax_...), and its backward; a loss's log-softmax is not attention.
+_SOFTMAX = re.compile(r"softmax", re.I)
+_LOG_SOFTMAX = re.compile(r"log_?softmax", re.I)
+_MATH_ATTENTION = re.compile(r"_scaled_dot_product_attention_math|attention_math", re.I)
+_BMM = re.compile(r"(?:^|[^a-z])(?:baddbmm|bmm)(?:[^a-z]|$)", re.I)
+# A bmm-class GEMM this many kernels or fewer from a softmax kernel, in the step's order, is the math path's
+# product (Q K^T before it, P V after it; in a backward, two each side): only names are known, and this is the
+# shape an attention block leaves in them. A bmm far from any softmax (a batched linear, an MoE) stays a matmul.
+NEAR_SOFTMAX = 4
+# GEMMs whose names say fp32 data: cuBLAS's SIMT and TF32 kernels (ampere_sgemm, cutlass_80_simt_sgemm in
+# cutlass::Kernel2, sm80_xmma_gemm_f32f32_f32f32_f32..., *_s1688gemm), and kernels templated over float. A name with a
+# bf16 or fp16 mark is not flagged ("cutlass_80_tensorop_bf16_s16816gemm": bf16 in, fp32 accumulation), nor one that
+# says nothing of its types: cuBLAS's nvjet kernels (nvjet_tst_..., nvjet_hsh_...) and Inductor's templates.
+_FP32_GEMM = re.compile(r"sgemm|gemm_f32|f32f32_f32f32|s1688gemm|s16816gemm|s884gemm|tf32|gemmSN_|"
+                        r"[<,] ?float, float, float", re.I)
+_LOW_PRECISION = re.compile(r"bf16|f16|h16816|h1688|hgemm|half|e4m3|e5m2", re.I)
+
+
+def is_softmax(name: str, op: str = "") -> bool:
+    """An attention softmax (forward or backward), not a loss's log-softmax."""
+    return bool(_SOFTMAX.search(name) or _SOFTMAX.search(op)) and not (_LOG_SOFTMAX.search(name) or
+                                                                      _LOG_SOFTMAX.search(op))
+
+
+def attention_form(name: str, op: str = "") -> str | None:
+    """Which form of attention a kernel (GPU) or op (CPU) is, from its name and launching op; None: not attention
+    by its name alone (a bmm is, by its place: math_attention_gemms)."""
+    both = f"{name} {op}"
+    if _MEM_EFF.search(both):
+        return "mem_eff"
+    if _CUDNN_ATTENTION.search(name) or (_CUDNN_ATTENTION.search(op) and _ATTENTION.search(name + op)):
+        return "cudnn"
+    if _FLASH.search(both):
+        return "flash"
+    if is_softmax(name, op) or _MATH_ATTENTION.search(both):
+        return "math"
+    if _ATTENTION.search(both):
+        return "other"
+    return None
+
+
+def is_bmm(name: str, op: str = "") -> bool:
+    return bool(_BMM.search(name) or _BMM.search(op))
+
+
+def fp32_gemm(name: str) -> bool:
+    """Whether a GEMM kernel's name says it computes on fp32 data (see _FP32_GEMM for the names it knows)."""
+    return bool(_FP32_GEMM.search(name)) and not _LOW_PRECISION.search(name)
+
+
+def math_attention_gemms(ordered: list[tuple[str, str, str]]) -> set[int]:
+    """The positions of the bmm-class matmuls that sit within NEAR_SOFTMAX kernels of an attention softmax, in one
+    profile's (name, op, category) list in launch order: the batched products of a decomposed attention."""
+    softmax = [i for i, (name, op, _) in enumerate(ordered) if is_softmax(name, op)]
+    if not softmax:
+        return set()
+    return {i for i, (name, op, category) in enumerate(ordered)
+            if category == "matmul" and is_bmm(name, op) and any(abs(i - j) <= NEAR_SOFTMAX for j in softmax)}
+
 
 def _only_moves_data(name: str) -> bool:
     match = _FUSED.search(name)
@@ -96,7 +172,7 @@ def categorize(name: str, op: str = "", *, in_optimizer: bool = False) -> str:
     """
     if in_optimizer or _OPTIMIZER.search(op) or _OPTIMIZER.search(name):
         return "optimizer"
-    if _ATTENTION.search(name) or _ATTENTION.search(op):
+    if attention_form(name, op):
         return "attention"
     if _only_moves_data(name) or _COPY.search(name):
         return "copy"
@@ -136,9 +212,13 @@ class Breakdown:
     ms: dict[str, float]                              # category (WORK and "idle") -> ms per step
     steps: int
     source: str                                       # "gpu kernels" or "cpu ops"
-    top: list[dict[str, Any]] = field(default_factory=list)  # [{name, op, category, ms, share_pct}]
+    top: list[dict[str, Any]] = field(default_factory=list)  # [{name, op, category, form, ms, share_pct}]
     overlap_ms: float = 0.0                           # kernels running at once on several streams, per step
     profiled_idle_ms: float | None = None             # the gaps the profiler saw, when idle was re-based on timing
+    launches: dict[str, float] = field(default_factory=dict)         # category -> kernels (ops) per step
+    attention_forms: dict[str, float] = field(default_factory=dict)  # ATTENTION_FORMS key -> ms per step
+    fp32_gemm_ms: dict[str, float] = field(default_factory=dict)     # category -> ms per step of fp32-named GEMMs
+    by_class: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # category -> its top kernels
 
     @property
     def accounted_ms(self) -> float:
@@ -146,6 +226,10 @@ class Breakdown:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ms": {k: round(v, 4) for k, v in self.ms.items()}, "step_ms": round(self.step_ms, 4)}
+
+
+# The kernels each class keeps by name, for the sentences that say what changed in it.
+TOP_PER_CLASS = 4
 
 
 def _complete(events: Iterable[dict]) -> list[dict]:
@@ -219,20 +303,18 @@ def analyze(events: list[dict], steps: int, *, launched_by: dict[str, tuple[str,
 def _gpu(events: list[dict], device: list[dict], steps: int, top: int,
          launched_by: dict[str, tuple[str, bool]] | None) -> Breakdown:
     known = launched_by if launched_by is not None else launchers(events)
-    ms = dict.fromkeys(CATEGORIES, 0.0)
-    by_kernel: dict[tuple[str, str], list] = {}
+    device = sorted(device, key=lambda k: k["ts"])
+    launches = []
     for k in device:
         op, in_optimizer = known.get(k["name"], ("", False))
-        category = categorize(k["name"], op, in_optimizer=in_optimizer)
-        ms[category] += k["dur"] / 1e3
-        entry = by_kernel.setdefault((short_name(k["name"]), op), [category, 0.0])
-        entry[1] += k["dur"] / 1e3
+        launches.append((k["name"], op, categorize(k["name"], op, in_optimizer=in_optimizer), k["dur"] / 1e3))
     start = min(k["ts"] for k in device)
     window_us = max(k["ts"] + k["dur"] for k in device) - start
     busy_us = _union_us([(k["ts"], k["ts"] + k["dur"]) for k in device])
-    ms["idle"] = (window_us - busy_us) / 1e3
-    overlap = sum(ms[c] for c in WORK) - busy_us / 1e3
-    return _per_step(ms, window_us / 1e3, steps, "gpu kernels", by_kernel, top, overlap)
+    b = _classes(launches, window_us / 1e3, steps, "gpu kernels", top)
+    b.ms["idle"] = (window_us - busy_us) / 1e3 / steps
+    b.overlap_ms = round(max(sum(b.ms[c] for c in WORK) - busy_us / 1e3 / steps, 0.0), 4)
+    return b
 
 
 def _cpu(events: list[dict], steps: int, top: int) -> Breakdown:
@@ -251,29 +333,59 @@ def _cpu(events: list[dict], steps: int, top: int) -> Breakdown:
         if stack:
             self_us[id(stack[-1])] -= e["dur"]
         stack.append(e)
-    ms = dict.fromkeys(CATEGORIES, 0.0)
-    by_op: dict[tuple[str, str], list] = {}
+    launches = []
     for e in ops:
         if _OVERHEAD.search(e["name"]):
             continue
         in_optimizer = any(a <= e["ts"] < b for a, b in optimizer)
-        category = categorize(e["name"], in_optimizer=in_optimizer)
-        t = max(self_us[id(e)], 0.0) / 1e3
-        ms[category] += t
-        by_op.setdefault((e["name"], ""), [category, 0.0])[1] += t
+        launches.append((e["name"], "", categorize(e["name"], in_optimizer=in_optimizer),
+                         max(self_us[id(e)], 0.0) / 1e3))
     window_ms = (stop - start) / 1e3
-    ms["idle"] = max(window_ms - sum(ms[c] for c in WORK), 0.0)
-    return _per_step(ms, window_ms, steps, "cpu ops", by_op, top, 0.0)
+    b = _classes(launches, window_ms, steps, "cpu ops", top)
+    b.ms["idle"] = max(window_ms - sum(t for *_, t in launches), 0.0) / steps
+    return b
 
 
-def _per_step(ms: dict[str, float], window_ms: float, steps: int, source: str, by_name: dict, top: int,
-              overlap_ms: float) -> Breakdown:
-    busy = sum(t for _, t in by_name.values()) or 1.0
-    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]
+def _classes(launches: list[tuple[str, str, str, float]], window_ms: float, steps: int, source: str,
+             top: int) -> Breakdown:
+    """The per-step split of (name, launching op, category, ms) launches in launch order: the bmm-class GEMMs of a
+    decomposed attention move to attention (math_attention_gemms), then each category's time, launches, attention
+    forms, fp32-named GEMMs and top kernels. The idle is the caller's."""
+    math = math_attention_gemms([(name, op, category) for name, op, category, _ in launches])
+    ms, count = dict.fromkeys(CATEGORIES, 0.0), dict.fromkeys(WORK, 0)
+    forms: dict[str, float] = {}
+    fp32: dict[str, float] = {}
+    by_name: dict[tuple[str, str, str], list] = {}  # (name, op, category) -> [form, fp32, ms, launches]
+    for i, (name, op, category, t) in enumerate(launches):
+        category = "attention" if i in math else category
+        form = ("math" if i in math else attention_form(name, op)) if category == "attention" else None
+        gemm32 = category in ("matmul", "attention") and form not in FUSED_ATTENTION and fp32_gemm(name)
+        ms[category] += t
+        count[category] += 1
+        if form:
+            forms[form] = forms.get(form, 0.0) + t
+        if gemm32:
+            fp32[category] = fp32.get(category, 0.0) + t
+        entry = by_name.setdefault((short_name(name), op, category), [form, gemm32, 0.0, 0])
+        entry[2] += t
+        entry[3] += 1
+    busy = sum(e[2] for e in by_name.values()) or 1.0
+
+    def row(key, entry) -> dict[str, Any]:
+        (name, op, category), (form, gemm32, t, n) = key, entry
+        return {"name": name, "op": op, "category": category, "form": form, "fp32": gemm32,
+                "ms": round(t / steps, 4), "launches": round(n / steps, 2), "share_pct": round(100 * t / busy, 1)}
+
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][2])
+    classes: dict[str, list[dict[str, Any]]] = {}
+    for key, entry in ranked:
+        if len(classes.setdefault(key[2], [])) < TOP_PER_CLASS:
+            classes[key[2]].append(row(key, entry))
+    per_step = lambda d: {k: round(v / steps, 4) for k, v in d.items()}  # noqa: E731
     return Breakdown(step_ms=window_ms / steps, ms={k: v / steps for k, v in ms.items()}, steps=steps, source=source,
-                     top=[{"name": name, "op": op, "category": category, "ms": round(t / steps, 4),
-                           "share_pct": round(100 * t / busy, 1)} for (name, op), (category, t) in ranked],
-                     overlap_ms=round(max(overlap_ms, 0.0) / steps, 4))
+                     top=[row(key, entry) for key, entry in ranked[:top]],
+                     launches={k: round(n / steps, 2) for k, n in count.items() if n},
+                     attention_forms=per_step(forms), fp32_gemm_ms=per_step(fp32), by_class=classes)
 
 
 def against_timed(b: Breakdown, timed_ms: float) -> Breakdown:
@@ -285,8 +397,7 @@ def against_timed(b: Breakdown, timed_ms: float) -> Breakdown:
     step leaves over; the profiled gaps are kept beside it.
     """
     busy = sum(b.ms.get(c, 0.0) for c in WORK) - b.overlap_ms
-    return Breakdown(step_ms=b.step_ms, ms={**b.ms, "idle": max(timed_ms - busy, 0.0)}, steps=b.steps,
-                     source=b.source, top=b.top, overlap_ms=b.overlap_ms, profiled_idle_ms=b.ms["idle"])
+    return replace(b, ms={**b.ms, "idle": max(timed_ms - busy, 0.0)}, profiled_idle_ms=b.ms["idle"])
 
 
 # How far a profiled step may be off the timed one (the profiler's own overhead) before its bars are scaled to the

@@ -82,6 +82,13 @@ def build(exp: Experiment, device: str) -> Workload:
         model = model.to(memory_format=torch.channels_last)
         batches = [_channels_last(b) for b in batches]
         compiled_batches = [_channels_last(b) for b in compiled_batches]
+    if exp.skip_full_mask:  # last: a bucket's padding is part of its mask, which then stays
+        from sample_models.sources import hf_masks
+
+        hf_masks.install()
+        position = entry.source.mask_position(entry.ref)
+        batches = [_without_full_mask(b, position) for b in batches]
+        compiled_batches = [_without_full_mask(b, position) for b in compiled_batches]
     model.train(exp.task == "training")
     optimizer = make_optimizer(model, exp, device) if exp.task == "training" else None
     return Workload(model, entry, batches, compiled_batches, schedule, dims, optimizer)
@@ -142,6 +149,12 @@ def _cast(batch: sample_models.Batch, dtype: torch.dtype) -> sample_models.Batch
     def cast(t):
         return t.to(dtype) if t.is_floating_point() else t
     return sample_models.Batch(tuple(cast(t) for t in batch.inputs), cast(batch.target))
+
+
+def _without_full_mask(batch: sample_models.Batch, position: int | None) -> sample_models.Batch:
+    from sample_models.sources import hf_masks
+
+    return sample_models.Batch(hf_masks.without_full_mask(batch.inputs, position), batch.target)
 
 
 def _channels_last(batch: sample_models.Batch) -> sample_models.Batch:  # the images come first

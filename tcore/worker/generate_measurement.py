@@ -99,6 +99,10 @@ class GenerateMeasurement(DecodeRounds):
         entry = sample_models.get(exp.model)
         torch.manual_seed(exp.seed)
         model = entry.build(exp.preset, device=self.device).eval()
+        if exp.skip_full_mask:  # the prefill's and decode step's masks, which transformers builds from none
+            from sample_models.sources import hf_masks
+
+            hf_masks.install()
         weights = DTYPES[PRECISIONS[exp.precision].weights]
         model = model.to(weights)
         compute = PRECISIONS[exp.precision].autocast

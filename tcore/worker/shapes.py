@@ -29,4 +29,5 @@ def pad(batch: sample_models.Batch, dims: list[tuple[int, int]], size: int) -> s
 def mark_dynamic(batch: sample_models.Batch, dims: list[tuple[int, int]]) -> None:
     tensors = [*batch.inputs, batch.target]
     for i, d in dims:
-        torch._dynamo.mark_dynamic(tensors[i], d)
+        if tensors[i] is not None:  # an all-true attention mask skip_full_mask dropped
+            torch._dynamo.mark_dynamic(tensors[i], d)

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from tcore.experiment.protocol import PHASE_TITLES, PHASES
 from tcore.figures import COMPILE_PHASES, VARIANT_FIGURES
-from tcore.figures.breakdown import CATEGORIES, as_timed
+from tcore.figures.breakdown import CATEGORIES, as_timed, shown_ms
 from tcore.figures.breakdown import (
     withheld_words as profiler_withheld,  # the command line withholds the same
 )
@@ -229,3 +229,23 @@ def variant_breakdown_chart(result: dict) -> go.Figure:
                                               "(the profiler slowed its steps)")
     return breakdown_chart(rows, subtitle=f"ms per step, from the profiler's {source}; idle is time between them")
 
+
+
+def class_chart(result: dict, grown: list[str] = ()) -> go.Figure:
+    """Eager and compiled side by side per class of kernels (and the idle), in ms per step as "Where the time goes"
+    draws them; the classes in `grown` (tcore.analysis.slower) are marked."""
+    bars = shown_ms(result)
+    title = "Each class, eager vs compiled"
+    if "eager" not in bars or "compiled" not in bars:
+        return not_available(title, profiler_withheld(as_timed(result)) or "this run has no eager and compiled profile")
+    keys = [k for k in CATEGORIES if bars["eager"].get(k) or bars["compiled"].get(k)]
+    labels = [CATEGORIES[k][0] + (" ▲" if k in grown else "") for k in keys]
+    fig = go.Figure()
+    for variant, name, color in VARIANTS:
+        values = [bars[variant].get(k, 0.0) for k in keys]
+        fig.add_bar(x=labels, y=values, name=name, marker_color=color, text=[f"{v:.2f}" for v in values],
+                    textposition="outside", hovertemplate=f"{name}, %{{x}}: %{{y:.3f}} ms<extra></extra>")
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(rangemode="tozero", ticksuffix=" ms")
+    style(fig, title, "ms per step; ▲ costs compiled more" if grown else "ms per step")
+    return legend_below(fig)

@@ -110,7 +110,8 @@ def _defaults(prefix: str) -> None:
 # The settings of the Run and Sweep pages (prefix + name) and the Sweep page's axes.
 SETTINGS = ("model", "preset", "batch_size", "task", "precision", "device", "compile", "mode", "dynamic", "fullgraph",
             "error_on_graph_break",
-            "backend", "compile_optimizer", "channels_last", "graph_break", "cache", "timed_by", "timed_s",
+            "backend", "compile_optimizer", "channels_last", "skip_full_mask", "graph_break", "cache", "timed_by",
+            "timed_s",
             "timed_steps", "rounds", "round_s", "target_pct", "warmup_steps", "torch_trace", "timeout_min",
             "kv_cache", "prompt_len", "new_tokens", *INDUCTOR_OPTIONS)
 SWEEP_AXES = ("sweep_compile", "sweep_mode", "sweep_dynamic", "sweep_opt", "sweep_precisions", "sweep_layouts",
@@ -241,6 +242,10 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
         cl = st.toggle("channels_last memory format", key=prefix + "channels_last",
                        disabled=not entry.supports_channels_last)
         st.caption(explain("channels_last") + (CHANNELS_LAST_LESSON if entry.supports_channels_last else ""))
+    hf = model.startswith("hf:")
+    skip = st.toggle("Skip an all-true attention mask", key=prefix + "skip_full_mask", disabled=not hf or off)
+    st.caption(explain("skip_full_mask") + ("" if hf else " Pick a transformers model (hf:NAME) to use it."))
+    if not generating:
         gb = st.toggle("Insert a graph break", key=prefix + "graph_break")
         st.caption(explain("graph_break"))
     if gb and fullgraph and not off:
@@ -254,7 +259,8 @@ def compile_knobs(prefix: str, model: str, task: str) -> dict:
     compiler = dict(mode=mode if inductor else DEFAULTS["mode"], dynamic=dynamic, fullgraph=fullgraph, backend=backend,
                     error_on_graph_break=error_on_break) if not off else {}
     return dict(compile=scope, **compiler, compile_optimizer=opt and training,
-                channels_last=cl and entry.supports_channels_last, graph_break=gb, cache=cache, **options)
+                channels_last=cl and entry.supports_channels_last, skip_full_mask=skip and hf and not off,
+                graph_break=gb, cache=cache, **options)
 
 
 def inductor_knobs(prefix: str, *, disabled: bool, training: bool) -> dict:

@@ -18,7 +18,7 @@ from tcore.figures import RUN_FIGURES
 from tcore.store import RunRecord, RunStore
 from ui.charts import diagnose_charts
 from ui.charts import run_charts as charts
-from ui.panels import advice, ecosystem, exports, generate, history, timeline_bar
+from ui.panels import advice, ecosystem, exports, generate, history, kernel_why, timeline_bar
 from ui.words import decode_words, diagnose_queries, graph_words, run_words
 
 # What to try next, per failure kind (tcore.experiment.protocol.ERROR_KINDS).
@@ -89,6 +89,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     r = rec.result
     compiled = "compiled" in r.get("variants", ())
     show_headline(rec)
+    kernel_why.show(rec, key=key)  # beside the headline: which kernels cost compiled more, and why
     timeline_bar.show(r, key=key, run_id=rec.id)  # where the wall time went: the compile, the measurement, the lab
     if store is not None:
         history.show(rec, store, key=key)
