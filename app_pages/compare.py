@@ -121,9 +121,9 @@ else:
 down = st.columns(3)
 # Files built on click: registered on every rerun, each would be fetched as its button draws, and a rerun replacing
 # it meanwhile answers with a 404 in the console.
-down[0].download_button("Download the chosen runs (CSV)", lambda: picked.to_csv(index=False), "compile-lab-runs.csv",
+down[0].download_button("Download the chosen runs (CSV)", lambda: run_table.csv_text(picked), "compile-lab-runs.csv",
                         "text/csv", key="compare_csv_chosen", disabled=picked.empty, on_click="ignore")
-down[1].download_button("Download every run (CSV)", lambda: frame.to_csv(index=False), "compile-lab-all-runs.csv",
+down[1].download_button("Download every run (CSV)", lambda: run_table.csv_text(frame), "compile-lab-all-runs.csv",
                         "text/csv", key="compare_csv_all", on_click="ignore")
 down[2].download_button(
     "Download this comparison (HTML)", key="compare_html", disabled=picked.empty,
