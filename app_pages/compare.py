@@ -95,10 +95,11 @@ else:
     work = {tuple(r.spec.get(k) for k in ("model", "preset", "batch_size", "task", "precision"))
             for r in chosen_records}
     one_setting = all(same_compile(r.spec, chosen_records[0].spec) for r in chosen_records)
-    verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run",
-                                       same_work=len(work) == 1, reruns=one_setting)
-    if verdict:
-        st.markdown(verdict)
+    named = [(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records]
+    verdict = verdicts.ranking_verdict(named, what="run", same_work=len(work) == 1, reruns=one_setting)
+    if verdict:  # the page's Markdown has each run's label escaped (anyone's words); the HTML export escapes its own
+        st.markdown(verdicts.ranking_verdict([(people.plain(n), r) for n, r in named], what="run",
+                                             same_work=len(work) == 1, reruns=one_setting))
     # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).
     speed, energy, breakdown, cold_warm = st.tabs(CHART_TABS, key="compare_charts", on_change="rerun")
     if speed.open:
@@ -120,9 +121,9 @@ else:
 down = st.columns(3)
 # Files built on click: registered on every rerun, each would be fetched as its button draws, and a rerun replacing
 # it meanwhile answers with a 404 in the console.
-down[0].download_button("Download the chosen runs (CSV)", lambda: picked.to_csv(index=False), "compile-lab-runs.csv",
+down[0].download_button("Download the chosen runs (CSV)", lambda: run_table.csv_text(picked), "compile-lab-runs.csv",
                         "text/csv", key="compare_csv_chosen", disabled=picked.empty, on_click="ignore")
-down[1].download_button("Download every run (CSV)", lambda: frame.to_csv(index=False), "compile-lab-all-runs.csv",
+down[1].download_button("Download every run (CSV)", lambda: run_table.csv_text(frame), "compile-lab-all-runs.csv",
                         "text/csv", key="compare_csv_all", on_click="ignore")
 down[2].download_button(
     "Download this comparison (HTML)", key="compare_html", disabled=picked.empty,
@@ -156,7 +157,7 @@ if detail:
                else None if allowed else
                f"This run is {people.display_name(record.owner)}'s: only its owner or the instructor can delete it.")
     with st.popover("Delete this run", icon=":material/delete:", disabled=under_way or not allowed, help=why_not):
-        st.write(f"Delete {labels[detail]} and its power trace from the store? This cannot be undone.")
+        st.write(f"Delete {people.plain(labels[detail])} and its power trace from the store? This cannot be undone.")
         # In the click's callback, so the page drawn next no longer lists the run (no second rerun to lose).
         st.button("Delete", key="compare_delete", type="primary", on_click=delete, args=(detail, store))
     if refusal := st.session_state.pop("compare_delete_refusal", None):

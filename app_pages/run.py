@@ -4,7 +4,7 @@ import streamlit as st
 from tcore.host import machine
 from tcore.lab import rerun_outlook
 from tcore.store import RunStore
-from ui.panels import generate, knob_values, knobs, live, model_picker, queue, results
+from ui.panels import generate, knob_values, knobs, live, model_picker, people, queue, results
 from ui.words import run_state
 
 store = RunStore()
@@ -49,7 +49,7 @@ with out_col:
     elif error:
         st.error(f"**These settings cannot run:** {error}")
     else:
-        st.caption(f"Will run: **{exp.label}**")
+        st.caption(f"Will run: **{people.plain(exp.label)}**")
     for note in notes:
         st.warning(note)
     if exp is not None and exp.cache == "artifacts":

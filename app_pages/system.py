@@ -40,7 +40,7 @@ def _gpu_now(store: RunStore, slot: str) -> None:
         st.markdown(f"**{len(rows)} of {plan.runs_per_slot} places taken** on this GPU")
     for row in rows:
         where = f" · {row['device_state']}" if row.get("device_state") else ""
-        st.markdown(f"**Running** {row['label']} · :gray[{queue.whose(row['owner'], me)}] · for "
+        st.markdown(f"**Running** {people.plain(row['label'])} · :gray[{queue.whose(row['owner'], me)}] · for "
                     f"{duration_words(time.time() - row['started_at'])}{where}")
 
 
@@ -88,7 +88,8 @@ if facts["gpus"]:
         if gpu["index"] in slots:
             gpu_now(store, slots[gpu["index"]])
         if here := done.get(gpu["uuid"]):
-            st.caption(f"{len(here)} of the last 500 stored runs ran on this GPU; the latest: {here[0].label}.")
+            st.caption(f"{len(here)} of the last 500 stored runs ran on this GPU; the latest: "
+                       f"{people.plain(here[0].label)}.")
 else:
     st.subheader(f"CPU: {facts['cpu']}")
     st.metric("Cores", f"{facts['cpu_count']} cores")

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sqlite3
 import sys
 import time
@@ -21,6 +22,9 @@ from tcore.lab.launch.cluster import ClusterError
 from tcore.lab.run.flags import add_spec_args, experiment_from_args
 from tcore.lab.settings.config import LimitsError
 from tcore.store import NoSuchRun, RunStore, StoreError, default_path
+
+INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command ended by Ctrl-C
+CANCEL_WAIT_S = 300.0  # how long Ctrl-C waits for this command's runs to be cancelled: only a bound on a hang
 
 
 class ProgressLine:
@@ -273,7 +277,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs a command; what goes wrong outside a run (a store that cannot be used, an unknown run id, the lab's
-    settings written wrongly, output closed early) is one line on stderr and a non-zero exit, with nothing changed."""
+    settings written wrongly, output closed early) is one line on stderr and a non-zero exit, with nothing changed.
+    Ctrl-C cancels the command's own runs (interrupted) and exits with 130."""
     try:
         return _main(argv)
     except StoreError as e:
@@ -291,10 +296,36 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.DatabaseError as e:  # a store that opened but breaks when read further (a damaged page)
         print(f"python -m tcore: the run store cannot be read: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return interrupted()
     except BrokenPipeError:  # `tcore list | head -1`: the reader has what it wanted; nothing to say
         # Python would report the broken pipe again when it flushes stdout at exit: point stdout at nothing
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+
+
+def interrupted() -> int:
+    """Ctrl-C: this command's own runs, queued or running, are cancelled in the store (one left queued would run
+    later, for no one), and one line says so. Runs it took over from a process that ended stay queued for the next
+    process that opens the store, as `run` said when it took them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while a worker stops would leave its run behind
+    registry = sys.modules.get("tcore.lab.run.registry")  # never imported: this command queued nothing
+    own = [r for r in registry.active() if not r.adopted] if registry else []
+    for run in own:
+        run.cancel()
+    for run in own:
+        run.wait(CANCEL_WAIT_S)
+    said = ", ".join(f"run {r.run_id} {_how_it_ended(r)}" for r in own)
+    print(f"\rinterrupted: {said or 'no run of this command was queued'}\033[K", file=sys.stderr)
+    return INTERRUPTED
+
+
+def _how_it_ended(run) -> str:
+    if not run.done:
+        return f"asked to stop, not stopped after {CANCEL_WAIT_S:.0f} s"
+    if run.record is None or run.record.error_kind == "cancelled":
+        return "cancelled"
+    return "had finished" if run.record.status == "finished" else f"had ended ({run.record.error_kind})"
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from tests.app_harness import (  # noqa: F401 (the db fixture)
     wait_for,
 )
 from tests.helpers import insert_run
+from ui.words.store_words import plain
 
 PAGES = ["app_pages/run.py", "app_pages/diagnose.py", "app_pages/compare.py", "app_pages/sweep.py",
          "app_pages/system.py"]
@@ -48,10 +49,10 @@ def test_run_page_says_cpu_and_tiny_without_a_gpu(db):
 
 def test_tiny_cpu_run_from_the_run_page(db):
     at = set_tiny_fast(app())
-    assert "captioner/tiny bs2 fp32 inference, whole aot_eager" in texts(at.caption)
+    assert plain("captioner/tiny bs2 fp32 inference, whole aot_eager") in texts(at.caption)  # labels are text
     at.button(key="run_start").click().run()
     assert not at.exception
-    assert any(re.match(r"(Queued|Running): captioner/tiny bs2", s.value) for s in at.subheader)
+    assert any(re.match(r"(Queued|Running): " + re.escape(plain("captioner/tiny bs2")), s.value) for s in at.subheader)
     assert not at.button(key="run_start").disabled  # more runs can queue behind it
 
     # A refreshed tab keeps its address, so its owner: the run is still "yours" and can be cancelled there.
@@ -60,10 +61,11 @@ def test_tiny_cpu_run_from_the_run_page(db):
     refreshed = AppTest.from_file("../app.py", default_timeout=300)
     refreshed.query_params["me"] = me
     refreshed.run()
-    assert "captioner/tiny bs2 fp32 inference, whole aot_eager · :gray[yours]" in texts(refreshed.markdown)
+    assert plain("captioner/tiny bs2 fp32 inference, whole aot_eager") + " · :gray[yours]" in texts(refreshed.markdown)
     # Someone else sees whose it is, and has no button to cancel it.
     other = app()
-    assert f"captioner/tiny bs2 fp32 inference, whole aot_eager · :gray[guest {me[6:10]}]" in texts(other.markdown)
+    assert (plain("captioner/tiny bs2 fp32 inference, whole aot_eager") + f" · :gray[guest {me[6:10]}]"
+            in texts(other.markdown))
     assert not other.subheader
     assert not [b for b in other.button if b.key and b.key.startswith("run_queue_cancel_")]
 
@@ -113,13 +115,14 @@ def test_runs_queue_behind_each_other_from_the_run_page_and_a_queued_one_cancels
         at.button(key="run_start").click().run()
         assert not at.exception and not at.button(key="run_start").disabled
     # Identical runs are allowed (a repeat is a measurement too), but not without a word.
-    assert re.search(r"You have [23] identical runs of \*\*captioner/tiny bs2 fp32 inference, whole eager\*\*",
+    assert re.search(r"You have [23] identical runs of \*\*"
+                     + re.escape(plain("captioner/tiny bs2 fp32 inference, whole eager")) + r"\*\*",
                      texts(at.warning))
     first, second, third = sorted(registry.active(), key=lambda r: r.queued_at)
     assert {r.owner for r in registry.active()} == {at.session_state["owner"]}  # submitted as this session
     assert third.status == "queued"
     # The page follows the newest run: waiting, with its place in the queue.
-    assert any(s.value.startswith("Queued: captioner/tiny bs2") for s in at.subheader)
+    assert any(s.value.startswith("Queued: " + plain("captioner/tiny bs2")) for s in at.subheader)
     assert re.search(r"#[123] in the queue · ", texts(at.markdown))
     board = texts(at.markdown)
     assert "in the queue**" in board and board.count(":gray[yours]") == 3
@@ -302,7 +305,7 @@ def test_gpu_machine_pages(db, monkeypatch):
     at.radio(key="run_task").set_value("inference").run()
     at.selectbox(key="run_builtin").set_value("resnet50").run()
     assert at.toggle(key="run_channels_last").value  # eager as people tune a CNN
-    assert "resnet50/full bs64 bf16 inference, whole default" in texts(at.caption)
+    assert plain("resnet50/full bs64 bf16 inference, whole default") in texts(at.caption)
 
     at.switch_page("app_pages/system.py").run()
     assert not at.exception

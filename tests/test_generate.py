@@ -21,6 +21,7 @@ from tcore.worker import membw
 from tcore.worker.generate_measurement import gathered_bytes, launch_words
 from tests.helpers import insert_run
 from ui.words import decode_words
+from ui.words.store_words import plain
 
 
 def test_decode_reads_the_weights_and_a_static_cache_whole_a_dynamic_one_as_it_grows():
@@ -232,7 +233,7 @@ def test_the_run_page_offers_generation_and_shows_its_headline_in_tokens_per_sec
     at.radio(key="run_task").set_value("generate").run()
     at.number_input(key="run_new_tokens").set_value(10).run()
     assert not at.exception
-    assert "captioner/tiny bs8 fp32 generate, whole default, static KV, 4+10 tokens" in texts(at.caption)
+    assert plain("captioner/tiny bs8 fp32 generate, whole default, static KV, 4+10 tokens") in texts(at.caption)
     assert "Reads a 4-token prompt, then writes 10 tokens per sequence" in texts(at.caption)
 
     shown = insert_run(db, Experiment.from_dict(captioner_run.spec))

@@ -109,3 +109,16 @@ def test_an_unlock_clicked_just_before_a_move_to_another_page_holds_there(tmp_pa
     assert "instructor" in unlock_then_compare("sesame")
     at.switch_page("app_pages/system.py").run()
     assert "instructor_pause" in [b.key for b in at.button] and not at.error
+
+
+def test_a_negative_largest_batch_is_refused_in_a_sentence_not_stored_as_no_limit(tmp_path, monkeypatch):
+    """-1 in Largest batch was stored as "no limit": the field's smallest value was its min_value, and Streamlit
+    drops a number below that, which left the field empty, read as none."""
+    store, at = _unlocked_with_the_files_limits(tmp_path, monkeypatch)
+    for bad in (-1, 0):
+        at.number_input(key="instructor_max_batch_size").set_value(bad)
+        next(b for b in at.button if b.label == "Apply to everyone").click().run()
+        assert not at.exception, at.exception
+        said = "\n".join(str(e.value) for e in at.error)
+        assert f"Nothing was changed: Largest batch must be at least 1 samples, not {bad}." in said, said
+        assert limits.load(store=store).max_batch_size == limits.Limits().max_batch_size

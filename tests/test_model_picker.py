@@ -3,6 +3,8 @@ where compile-lab.toml allows it, and the sizes that follow the picked model."""
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.words.store_words import plain
+
 
 @pytest.fixture
 def app(tmp_path, monkeypatch):
@@ -100,7 +102,7 @@ def test_a_search_with_no_pick_runs_nothing_until_a_match_is_picked(app):
     the page says to pick one, rather than running the model the person searched away from."""
     widget(app.radio, "Source").set_value("torchvision").run()
     assert app.session_state["run_model"] == "torchvision:resnet18"
-    assert any("Will run: **torchvision:resnet18" in c.value for c in app.caption)
+    assert any("Will run: **" + plain("torchvision:resnet18") in c.value for c in app.caption)
     widget(app.text_input, "Search names").set_value("resnet").run()
     assert not app.exception, app.exception
     pick = widget(app.selectbox, "Model")
@@ -116,7 +118,7 @@ def test_a_search_with_no_pick_runs_nothing_until_a_match_is_picked(app):
     pick.set_value("torchvision:vgg11").run()
     assert not app.exception, app.exception
     assert not any("Pick a model" in w.value for w in app.warning)
-    assert any("Will run: **torchvision:vgg11" in c.value for c in app.caption)
+    assert any("Will run: **" + plain("torchvision:vgg11") in c.value for c in app.caption)
     assert not next(b for b in app.button if b.label == "Run").disabled
 
 

@@ -99,3 +99,27 @@ def test_a_wrong_try_from_the_server_s_own_machine_is_said_so_not_as_a_question_
     guard.attempt("tab", "nope", CODE, address=None)
     told = guard.wrong_tries()
     assert "from 1 address(es): this machine (1)" in told and "?" not in told
+
+
+def test_both_guards_take_any_loopback_address_for_this_machine_and_only_those():
+    """The passcode guard took only 127.0.0.1 and ::1 for this machine, the new-people guard all of loopback: they
+    disagreed about 127.0.0.2. This machine is where the instructor sits: neither guard bounds it per address."""
+    for here in ("127.0.0.1", "127.0.0.2", "127.255.0.9", "::1", "::ffff:127.0.0.2", "localhost"):
+        clock = Clock()
+        guard = guards.PasscodeGuard(free=3, free_per_address=10, first_wait_s=2.0, clock=clock)
+        for tab in range(30):  # many sessions guessing from this machine slow each session, not the machine
+            clock.now += 1
+            guard.attempt(f"tab-{tab}", "nope", CODE, address=here)
+        assert guard.attempt("instructor", "sesame", CODE, address=here) == (True, None), here
+        people = guards.NewPeopleGuard(clock=clock)
+        assert all(people.admit(here, limit=1) for _ in range(5)), here
+    for elsewhere in ("10.0.0.66", "128.0.0.1", "::2", "::ffff:10.0.0.66"):
+        clock = Clock()
+        guard = guards.PasscodeGuard(free=3, free_per_address=10, first_wait_s=2.0, clock=clock)
+        for tab in range(30):
+            clock.now += 1
+            guard.attempt(f"tab-{tab}", "nope", CODE, address=elsewhere)
+        ok, why = guard.attempt("instructor", "sesame", CODE, address=elsewhere)
+        assert not ok and why.startswith("Too many wrong passcodes from your network address"), elsewhere
+        people = guards.NewPeopleGuard(clock=clock)
+        assert people.admit(elsewhere, limit=1) and not people.admit(elsewhere, limit=1), elsewhere

@@ -112,3 +112,34 @@ def test_the_snippet_times_by_the_run_s_own_rule():
     assert code.index("if spent + block") < code.index("if len(rounds) >= 8")
     assert "round(0.25 / s)" in code
     compile(code, "snippet.py", "exec")
+
+
+INJECTIONS = ["tiny\n import os; os.system('x')", "tiny\nimport os; os.system('x')  #",
+              "tiny\rimport os; os.system('x')  #",
+              "tiny\u2028import os; os.system('x')  #", "tiny\x00\x0bimport os; os.system('x')  #"]
+
+
+@pytest.mark.parametrize("preset", INJECTIONS, ids=["newline-indented", "newline", "cr", "line-separator", "nul-vt"])
+def test_a_file_model_s_preset_name_is_text_in_the_snippet_never_a_line_of_code(preset, monkeypatch):
+    """A file model's preset names are its author's words, and copy-as-code is run by whoever copies it: a line
+    break in one must not end the header comment and turn the rest of the name into a statement."""
+    import ast
+
+    from sample_models.sources import file_models
+    from tcore.experiment.spec import DEFAULTS
+
+    path = "/tmp/models\nimport os; os.system('y')  #/evil.py"  # the file's path is in a comment too
+    card = {"name": f"file:{path}", "ref": path, "title": "evil", "description": "", "presets": [preset],
+            "default_preset": {"cpu": preset, "cuda": preset}, "default_batch": {"cpu": 2, "cuda": 2},
+            "supports_channels_last": False, "param_counts": {preset: 10}}
+    monkeypatch.setattr(file_models, "card_finder", lambda name: card)
+    for task in ("inference", "training"):
+        spec = {**DEFAULTS, "model": f"file:{path}", "preset": preset, "device": "cpu", "batch_size": 2, "task": task}
+        src = code_for(spec, "cpu", run_id="r1")
+        tree = ast.parse(compile(src, "snippet.py", "exec", ast.PyCF_ONLY_AST))
+        calls = {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+        assert "os.system" not in calls, src[:600]
+        assert not any(isinstance(node, ast.Import) and node.names[0].name == "os" for node in ast.walk(tree))
+        # the name still reaches the model's own calls as the very string the run used
+        assert preset in {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)}
+        assert src.splitlines()[0].startswith("# Compile Lab run r1: file:/tmp/models\\nimport os")

@@ -84,7 +84,13 @@ def truncated(path):
     path.write_bytes(data[:len(data) // 2])
 
 
-@pytest.mark.parametrize("spoil", [random_bytes, truncated])
+def overwritten(path):
+    """SQLite's header kept, the rest written over."""
+    data = _thirty_runs(path)
+    path.write_bytes(data[:100] + random.Random(7).randbytes(len(data) - 100))
+
+
+@pytest.mark.parametrize("spoil", [overwritten, truncated])
 def test_every_page_says_the_store_is_damaged_and_how_to_set_it_aside_and_then_works_without_a_restart(
         tmp_path, monkeypatch, capsys, spoil):
     from tcore import cli
@@ -110,6 +116,27 @@ def test_every_page_says_the_store_is_damaged_and_how_to_set_it_aside_and_then_w
         at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception and not at.error, (page, texts(at.error))
     assert RunStore(path).list() == []
+
+
+@pytest.mark.parametrize("content", [b"export PATH=$HOME/bin:$PATH\n", None, b""], ids=["text", "random", "empty"])
+def test_set_aside_leaves_a_file_that_is_not_a_sqlite_database_untouched(tmp_path, monkeypatch, capsys, content):
+    """`--db ~/.bashrc` renamed the file: only a file that starts as SQLite's do is a store to set aside. The pages
+    say the file is not a run store, not that it is a damaged one to set aside."""
+    from tcore import cli
+
+    path = tmp_path / "bashrc"
+    path.write_bytes(random.Random(7).randbytes(40_000) if content is None else content)
+    before = path.read_bytes()
+    assert cli.main(["store", "set-aside", "--db", str(path)]) == 2
+    said = capsys.readouterr().err
+    assert ("is empty" if not before else "is not a SQLite database") in said and "nothing was moved" in said, said
+    assert os.listdir(tmp_path) == ["bashrc"] and path.read_bytes() == before
+    if before:
+        monkeypatch.setenv("COMPILE_LAB_DB", str(path))
+        at = app().switch_page("app_pages/compare.py").run()
+        assert not at.exception, at.exception
+        assert "not a run store" in texts(at.error) and "set-aside" not in texts(at.error), texts(at.error)
+        assert path.read_bytes() == before
 
 
 def test_set_aside_leaves_a_store_sqlite_reads_where_it_is(store, capsys):

@@ -18,6 +18,7 @@ figure can be reproduced on the reader's machine.
 """
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import torch
@@ -48,16 +49,24 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     return "\n".join(line for section in sections for line in section) + "\n"
 
 
+def comment_text(text: str) -> str:
+    """`text` (a preset's or a file's name: anyone's words) made safe inside a # comment: a line break of any kind
+    would end the comment and make the rest code, so each control or line-separator character is written as its
+    escape (a newline reads \\n), as repr() writes it in a string."""
+    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+
+
 def _header(exp: Experiment, entry: sample_models.SampleModel, run_id: str) -> list[str]:
-    lines = [f"# Compile Lab{' run ' + run_id if run_id else ''}: {exp.label}"]
+    lines = [f"# Compile Lab{' run ' + comment_text(run_id) if run_id else ''}: {comment_text(exp.label)}"]
     if entry.builtin:
-        lab = sample_models.sources.LAB
+        lab = comment_text(str(sample_models.sources.LAB))
         lines += ["# It builds one of Compile Lab's sample models, which live in the lab's folder; it puts that folder",
                   f"# ({lab}) on its import path itself, so `python this.py` runs it from anywhere on this machine.",
                   "# For your own model, keep the lines marked <-- and put your model, batch and loss where "
                   "sample_models' are."]
     else:
-        lines += [f"# Runs wherever it is pasted: it needs torch and {snippet_sources.requirement(entry)}.",
+        needs = comment_text(snippet_sources.requirement(entry))
+        lines += [f"# Runs wherever it is pasted: it needs torch and {needs}.",
                   "# For your own model, keep the lines marked <-- and put your model, batch and loss where these are."]
     if exp.cache == "warm":
         lines += ["# This run reused the compile caches of earlier runs: give your process a lasting cache folder, "
@@ -71,13 +80,14 @@ def _model(exp: Experiment, entry: sample_models.SampleModel, device: str) -> li
     if not entry.builtin:
         return _real_model(exp, entry, device)
     lab = str(sample_models.sources.LAB)
+    moved = (f"This program builds a Compile Lab sample model, from the lab's folder ({lab}); it is not there: "
+             "set PYTHONPATH to where the lab is")
     lines = ["import sys", "", "import torch", "",
              f"sys.path.insert(0, {lab!r})  # the lab's folder: Python looks in the script's folder, not the lab's",
              "try:",
              "    import sample_models",
              "except ModuleNotFoundError:  # the lab's folder moved, or this runs on another machine",
-             "    raise SystemExit(\"This program builds a Compile Lab sample model, from the lab's folder \"",
-             f"                     \"({lab}); it is not there: set PYTHONPATH to where the lab is\") from None",
+             f"    raise SystemExit({moved!r}) from None",
              "", f"device = {device!r}", f"torch.manual_seed({exp.seed})"]
     build_args = f"{exp.preset!r}, device=device" + (", graph_break=True" if exp.graph_break else "")
     return lines + [f"entry = sample_models.get({exp.model!r})",

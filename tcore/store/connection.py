@@ -203,11 +203,20 @@ def set_aside(path: Path, now: float | None = None) -> tuple[Path, list[Path], s
     Renamed beside itself with the time, its -wal and -shm files with it (runs.sqlite.damaged-20250101-120000): a -wal
     left behind would be replayed into the new store. Nothing is deleted: a person may get runs back from it
     (`sqlite3 FILE .recover`). Returns (the new path, the files moved, what was wrong). StoreError, with nothing
-    moved, for a missing file, one that is not a file, or a store SQLite reads without error."""
+    moved, for a missing file, one that is not a file, an empty one, one that is not SQLite at all (`--db ~/.bashrc`
+    would have renamed it), or a store SQLite reads without error."""
     if not path.exists():
         raise StoreError(f"there is no run store at {path}: nothing to set aside")
     if not path.is_file():
         raise StoreError(f"{path} is not a file: nothing was moved")
+    with open(path, "rb") as f:
+        header = f.read(len(SQLITE_MAGIC))
+    if not header:
+        raise StoreError(f"{path} is empty: a new store is made in it as it is, so nothing was moved")
+    if header != SQLITE_MAGIC:
+        raise StoreError(f"{path} is not a SQLite database (it does not start with SQLite's header), so not a run "
+                         "store: nothing was moved. Check the path; to start a new store, name another file (--db "
+                         "PATH or COMPILE_LAB_DB) or move this one away yourself")
     why = damage(path)
     if why is None:
         raise StoreError(f"the run store {path} is not damaged (SQLite reads all of it without error): nothing was "

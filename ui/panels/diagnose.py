@@ -18,6 +18,7 @@ from ui.charts import diagnose_charts
 from ui.panels import ecosystem, exports, generate, knobs, queue, results
 from ui.words import diagnose_queries, graph_words, stance_words, verdicts
 from ui.words.diagnose_queries import STRATEGIES, strategy_of, strategy_runs
+from ui.words.store_words import plain
 
 CODE_LINES_SHOWN = 400  # generated source runs to thousands of lines: the rest goes in an expander
 
@@ -87,7 +88,7 @@ def _waiting(key: str, records: list[RunRecord]) -> list[str]:
     for rec in records:
         expected = rec.error_kind == "cancelled" or (rec.spec.get("fullgraph") and rec.spec.get("graph_break"))
         if rec.id in ids and rec.status == "failed" and not expected:
-            st.error(f"**{rec.label}** · {ERROR_KINDS.get(rec.error_kind, rec.error_kind)}: "
+            st.error(f"**{plain(rec.label)}** · {ERROR_KINDS.get(rec.error_kind, rec.error_kind)}: "
                      f"{graph_words.first_line(rec.error.get('message'))}")
     return ids
 
@@ -186,7 +187,7 @@ def show_fullgraph(records: list[RunRecord], chosen: RunRecord, session_id: str 
         st.caption("No such run yet: press the button with this switch on. With fullgraph=True, torch.compile "
                    "refuses to split the model, so the run fails at the break and says where.")
         return
-    st.caption(f"Run {rec.id}: {rec.label}, with fullgraph=True. Instead of splitting the graph quietly, "
+    st.caption(f"Run {rec.id}: {plain(rec.label)}, with fullgraph=True. Instead of splitting the graph quietly, "
                "compile stops at the break, so you learn where it is the first time you run.")
     st.error(f"**{ERROR_KINDS.get(rec.error_kind, rec.error_kind)}**")
     st.code(rec.error.get("message", "no message"), language=None, wrap_lines=True)
@@ -275,7 +276,7 @@ def show_strategies(records: list[RunRecord], session: list[str]) -> None:
             title, _, words = STRATEGIES[strategy_of(rec.spec)]
             with tab:
                 st.markdown(f"#### {title}")
-                st.caption(f"{words} · run {rec.id}: {rec.label}")
+                st.caption(f"{words} · run {rec.id}: {plain(rec.label)}")
                 show_schedule(rec, key=f"diag_shape_{rec.id}")
 
 
@@ -317,7 +318,7 @@ def caches_section(store: RunStore, records: list[RunRecord]) -> None:
     _waiting("diag_fourway", records)
     cells = diagnose_queries.four_way(records, base.to_dict())
     if not cells:
-        st.caption(f"No run of these settings yet ({base.label}, whole or regional): the chart fills in as the "
+        st.caption(f"No run of these settings yet ({plain(base.label)}, whole or regional): the chart fills in as the "
                    "four-way's runs finish. Runs with other settings (another backend, batch or shape schedule) "
                    "compile something else and are not shown here.")
     exports.show(st, diagnose_charts.four_way_chart({k: rec.result.get("compile_s") for k, rec in cells.items()}),

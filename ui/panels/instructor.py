@@ -106,26 +106,34 @@ def limits_form(store: RunStore) -> None:
         st.toast(told)
     with st.form("instructor_limits"):
         st.markdown("**Limits for every run** (they apply to the next run submitted)")
-        values = {}
+        values, too_low = {}, []
         for name, (label, unit, low, step, optional) in _FIELDS.items():
             current = getattr(now, name)
             where = now.origin.get(name, "default")
             cols = st.columns([3, 1], vertical_alignment="bottom")
             # An optional limit's field is empty while it has none (it showed the smallest value beside "No limit").
-            number = cols[0].number_input(f"{label} ({unit})", min_value=low, step=step,
+            # No min_value: Streamlit drops a number below it without a word, which left an optional field empty,
+            # read as no limit (-1 in Largest batch); the form refuses it in a sentence instead.
+            number = cols[0].number_input(f"{label} ({unit})", step=step,
                                           **({"value": None} if optional else {}), key=f"instructor_{name}",
                                           help=f"Now {current if current is not None else 'no limit'} ({where})."
                                                + (" Empty or No limit: none." if optional else ""))
             unlimited = optional and cols[1].checkbox("No limit", key=f"instructor_{name}_none")
             values[name] = None if unlimited or number is None else number
+            if values[name] is not None and values[name] < low:
+                too_low.append(f"{label} must be at least {low:g} {unit}, not {number:g}")
         apply, reset = st.columns(2)
         if apply.form_submit_button("Apply to everyone", type="primary"):
-            try:
-                limits.set_by_instructor(store, values)
-            except config.LimitsError as e:
-                st.error(str(e))  # the typed values stay in the fields, beside the sentence that refuses them
+            # a refusal leaves the typed values in the fields, beside the sentence that refuses them
+            if too_low:
+                st.error("Nothing was changed: " + "; ".join(too_low) + ".")
             else:
-                _refill("The new limits apply to the next run submitted.")
+                try:
+                    limits.set_by_instructor(store, values)
+                except config.LimitsError as e:
+                    st.error(str(e))
+                else:
+                    _refill("The new limits apply to the next run submitted.")
         if reset.form_submit_button("Back to the file's limits"):
             limits.set_by_instructor(store, None)
             _refill("The limits are the config file's and environment's again.")

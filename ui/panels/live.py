@@ -23,6 +23,7 @@ from ui.charts import compare_charts
 from ui.charts import run_charts as charts
 from ui.panels import exports, results
 from ui.words import run_state, run_table, sweep_matrix
+from ui.words.store_words import plain
 
 # What happens in each phase, for an audience watching the progress bar.
 PHASE_EXPLAIN = {
@@ -134,7 +135,7 @@ def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
     in_phase_s = max(time.time() - started, 0.0) if started else snap["elapsed_s"]
 
     queued = snap["status"] == "queued"
-    st.subheader(f"{'Queued' if queued else 'Running'}: {run.exp.label}")
+    st.subheader(f"{'Queued' if queued else 'Running'}: {plain(run.exp.label)}")
     steps = []
     for p in phases:  # Material icons ship with Streamlit; emoji need a font the browser may lack
         if phase in phases and phases.index(p) < phases.index(phase):
@@ -269,7 +270,7 @@ def draw_sweep(sweep: sweeps.SweepRecord) -> None:
     ended = "".join(f", {n} {what}" for n, what in ((failed, "failed"), (cancelled, "cancelled")) if n)
     st.subheader(f"Sweep {state}: {sweep.finished_count} of {sweep.size} runs finished{ended}")
     started = time.strftime("%H:%M", time.localtime(sweep.created_at))
-    st.caption(f"{sweep.label} · {sweep_settings(sweep)} · started {started}")
+    st.caption(f"{plain(sweep.label)} · {sweep_settings(sweep)} · started {started}")
     st.progress(sweep.ended_count / max(sweep.size, 1))
     if best := sweep_matrix.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)

@@ -57,13 +57,13 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_
             queued.append(runs.start(exp, store, owner=people.me(), timeout_s=timeout_s, from_app=True,
                                      checked=checked if len(experiments) == 1 else None).run_id)
         except SpecError as e:
-            st.session_state[f"{key}_refusal"] = (f"**{exp.label} cannot be queued:** {e}"
+            st.session_state[f"{key}_refusal"] = (f"**{people.plain(exp.label)} cannot be queued:** {e}"
                                               + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))
             break
         if (twins := identical_waiting(exp, store)) > 1:
             st.session_state[f"{key}_notice"] = (
-                f"You have {twins} identical runs of **{exp.label}** queued or running: each repeats the same "
-                "measurement. If that was a double click, cancel the extra ones in the queue.")
+                f"You have {twins} identical runs of **{people.plain(exp.label)}** queued or running: each repeats the "
+                "same measurement. If that was a double click, cancel the extra ones in the queue.")
     return queued
 
 
@@ -206,7 +206,8 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
             state = f"**#{row['queue_position'] or '?'} in the queue** · {wait_words(row['wait'])[0]}"
             reason = wait_words(row["wait"])[1]
         # the id's end, as the runs table shows it: two runs of one label tell apart
-        left.markdown(f"{state} · {row['label']} · :gray[{owner}] · :gray[run {row['run_id'][-6:]}]", help=reason)
+        left.markdown(f"{state} · {people.plain(row['label'])} · :gray[{owner}] · :gray[run {row['run_id'][-6:]}]",
+                      help=reason)
         if (owner == "yours" or instructor) and row["run_id"] not in stopping:
             # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself
             right.button("Cancel", key=f"{key}_cancel_{row['run_id']}", icon=":material/cancel:",
@@ -311,6 +312,6 @@ def live_runs_panel(run_ids: list[str], *, key: str) -> None:
             started = snap["phase_started_at"].get(snap["phase"])
             in_phase = f", {duration_words(_since(started))} in this phase" if started else ""
             state = f"Running: {phase}{in_phase}, {duration_words(snap['elapsed_s'])} in all"
-        left.markdown(f"**{run.exp.label}** · {state}")
+        left.markdown(f"**{people.plain(run.exp.label)}** · {state}")
         if right.button("Cancel", key=f"{key}_cancel_{run_id}", icon=":material/cancel:"):
             run.cancel()

@@ -20,6 +20,7 @@ from ui.charts import diagnose_charts
 from ui.charts import run_charts as charts
 from ui.panels import advice, ecosystem, exports, generate, history, kernel_why, timeline_bar
 from ui.words import decode_words, diagnose_queries, graph_words, run_words
+from ui.words.store_words import plain
 
 # What to try next, per failure kind (tcore.experiment.protocol.ERROR_KINDS).
 FAILURE_HINTS = {
@@ -50,7 +51,7 @@ def header_times(rec: RunRecord) -> str:
 
 
 def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
-    st.subheader(rec.label)
+    st.subheader(plain(rec.label))
     st.caption(f"Run {rec.id} · {header_times(rec)} · device {rec.device or rec.spec.get('device')}")
     if rec.status == "failed":
         show_failure(rec)

@@ -22,7 +22,11 @@ def store_trouble(e: Exception) -> str:
     if isinstance(e, StoreReadOnly):
         return (f"The lab's run store can only be read ({plain(e.reason)}): its runs can be looked at and compared, "
                 "but no run can be started, changed or deleted in it. Tell the instructor.")
-    if "malformed" in text or "not a database" in text or "cut short" in text or "not a SQLite" in text:
+    if "not a SQLite" in text:  # not a store at all (its path names some other file): set-aside leaves it be
+        return ("The lab's run store cannot be used right now: the file at its path is not a run store (not a SQLite "
+                "database). Please tell the instructor: on the server, name another file for the store "
+                "(COMPILE_LAB_DB, or --db) or move that file away; then reload the page.")
+    if "malformed" in text or "not a database" in text or "cut short" in text:
         # nothing mends it in place: a new store beside the damaged one, which is kept for whoever recovers it
         return ("The lab's run store cannot be used right now: its file is damaged. Please tell the instructor: on "
                 "the server, `python -m tcore store set-aside` (with the server's COMPILE_LAB_DB, or --db naming the "

@@ -48,7 +48,19 @@ def is_instructor(attempt: str | None, environ: Mapping[str, str] | None = None,
                                hashlib.sha256(attempt.strip().encode()).digest())
 
 
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
+def this_machine(address: str) -> bool:
+    """Whether a request from `address` comes from the server's own machine: any loopback address (all of
+    127.0.0.0/8, ::1, and 127.x written as IPv6, ::ffff:127.0.0.2) or the name localhost. Both guards ask this, so
+    they never disagree about an address (127.0.0.2 was loopback to one and a stranger to the other)."""
+    if address == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 THIS_MACHINE = "this machine"  # a try with no address: the server's own machine (loopback), as logs and the panel say
@@ -84,7 +96,7 @@ class PasscodeGuard:
                 cwd: str | Path | None = None, address: str | None = None) -> tuple[bool, str | None]:
         """(whether `attempt` unlocks the instructor's actions, and if not, what to tell the person)."""
         now = self._clock()
-        where = address if address and address not in LOOPBACK else None  # None: slowed per session only
+        where = address if address and not this_machine(address) else None  # None: slowed per session only
         with self._lock:
             wrong, next_at = self._sessions.get(session, (0, 0.0))
             address_wrong, address_next_at = self._addresses.get(where, (0, 0.0)) if where else (0, 0.0)
@@ -170,14 +182,12 @@ class NewPeopleGuard:
 
 def _per_address(address: str | None) -> str | None:
     """What NewPeopleGuard counts per: the address, its /64 for IPv6; None for loopback or no address."""
-    if not address or address in LOOPBACK:
+    if not address or this_machine(address):
         return None
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return address
-    if ip.is_loopback:
-        return None
     return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else str(ip)
 
 

@@ -1,0 +1,87 @@
+"""Ctrl-C on `python -m tcore run`: its run is cancelled in the store, queued or running, and the command says so in
+one line and exits with 130, as a shell expects. A run left queued used to be run later by the app, for no one, and
+the command printed a KeyboardInterrupt traceback."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import hold_cpu_slot, wait_until
+
+pytestmark = pytest.mark.usefixtures("no_outside_limits")
+
+CLI_QUICK = ["--model", "captioner", "--preset", "tiny", "--batch-size", "2", "--device", "cpu", "--warmup-steps",
+             "1", "--rounds", "1", "--backend", "eager", "--cache", "warm"]
+
+
+def cli_run(store, *extra) -> subprocess.Popen:
+    from tcore.lab.settings.config import REPO_ROOT
+
+    return subprocess.Popen([sys.executable, "-m", "tcore", "run", "--db", str(store.path), *CLI_QUICK, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0"))
+
+
+def interrupted(cli: subprocess.Popen) -> tuple[str, str]:
+    cli.send_signal(signal.SIGINT)
+    try:
+        return cli.communicate(timeout=300)  # only a bound on a hang: a worker stops within seconds
+    finally:
+        cli.kill()
+
+
+def own_run(store):
+    runs = [r for r in store.list() if r.owner and ":" in r.owner]  # queued by a command line: "host:pid"
+    return runs[0] if len(runs) == 1 else None
+
+
+def test_ctrl_c_on_a_queued_run_cancels_it_and_exits_130_without_a_traceback(store):
+    holder = hold_cpu_slot(store, worker_started=True)  # the run waits behind this one
+    cli = cli_run(store, "--timed-steps", "2")
+    try:
+        wait_until(lambda: ((r := own_run(store)) is not None and r.status == "queued") or cli.poll() is not None,
+                   what="the run queued")
+        assert cli.poll() is None, cli.communicate()
+        out, err = interrupted(cli)
+    finally:
+        cli.kill()
+    assert cli.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    run = own_run(store)
+    assert run.status == "failed" and run.error_kind == "cancelled", (run.status, run.error)
+    assert f"interrupted: run {run.id} cancelled" in err.splitlines()[-1]
+    assert store.get(holder).status == "running"  # someone else's run is none of its business
+
+
+def test_ctrl_c_on_a_running_run_stops_its_worker_and_records_it_cancelled(store):
+    cli = cli_run(store, "--timed-s", "400", "--target-pct", "0")  # within the lab's 900 s: it runs until stopped
+    try:
+        wait_until(lambda: worker_pid(store) or cli.poll() is not None, limit_s=300, what="the run's worker started")
+        assert cli.poll() is None, cli.communicate()
+        worker = worker_pid(store)
+        out, err = interrupted(cli)
+    finally:
+        cli.kill()
+    assert cli.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    run = own_run(store)
+    assert run.status == "failed" and run.error_kind == "cancelled", (run.status, run.error)
+    assert f"interrupted: run {run.id} cancelled" in err.splitlines()[-1]
+    wait_until(lambda: not _alive(worker), what="the worker gone")
+
+
+def worker_pid(store) -> int | None:
+    with store._connect() as db:
+        row = db.execute("SELECT pid FROM runs WHERE status='running' AND pid IS NOT NULL").fetchone()
+    return row[0] if row else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie has ended
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
