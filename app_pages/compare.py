@@ -3,7 +3,6 @@ exports, delete."""
 import streamlit as st
 
 from tcore import figures
-from tcore.experiment.comparable import same_compile
 from tcore.lab.run import runs
 from tcore.store import RunStore
 from ui.charts import compare_charts, diagnose_charts
@@ -92,11 +91,7 @@ else:
         "compare_cold_warm": lambda: diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records),
                                                                      every_run=True),
     }
-    work = {tuple(r.spec.get(k) for k in ("model", "preset", "batch_size", "task", "precision"))
-            for r in chosen_records}
-    one_setting = all(same_compile(r.spec, chosen_records[0].spec) for r in chosen_records)
-    verdict = verdicts.ranking_verdict([(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records], what="run",
-                                       same_work=len(work) == 1, reruns=one_setting)
+    verdict = verdicts.compare_verdict(chosen_records)  # newest first, as the table lists them
     if verdict:
         st.markdown(verdict)
     # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).

@@ -152,3 +152,34 @@ def test_the_history_axis_holds_the_points_and_cuts_a_runaway_whisker():
     runaway = [*steady, Point("c", 2.0, 2.54, 0.01, 121.5)]
     low, high, cut = axis_range(runaway)
     assert cut and high < 10 and low <= 1.49  # the points are readable, and the page says the whisker is cut
+
+
+def record(run_id, speedup, low, high, **spec):
+    from tcore.store import RunRecord
+
+    exp = Experiment(model="captioner", device="cpu", **spec)
+    return RunRecord(id=run_id, status="finished", created_at=0.0, label=exp.label, spec=exp.to_dict(), device="cpu",
+                     result={"device": "cpu", **run(speedup, low, high)})
+
+
+def test_compare_crowns_only_a_run_that_compiled_code_of_the_selections_task_and_names_reruns():
+    eager = record("run-eager1", 4.15, 0.5, 30.0, backend="eager")  # compiled nothing, however fast it read
+    eager_again = record("run-eager2", 0.13, 0.11, 0.16, backend="eager")
+    inductor = record("run-induct", 1.30, 1.25, 1.35)
+    generate = record("run-genera", 2.00, 1.90, 2.10, task="generate")
+    text = verdicts.compare_verdict([eager, eager_again, inductor, generate])
+    assert "Fastest" not in text  # one run of this task compiled code: nothing to rank it against
+    assert text.startswith(f"Of the runs of one task here, only **{inductor.label} · induct** compiled code: 1.30x")
+    assert f"**{eager.label} · eager1** (backend eager, 4.15x (0.50–30.00))" in text  # not ranked, and why
+    assert (f"**{eager.label} · eager1** and **{eager_again.label} · eager2** are reruns of one setting: their "
+            "headlines read 0.13–4.15x, about 32 times apart") in text
+    assert f"Left out of the ranking, as another task times other work: **{generate.label} · genera** (generate)" \
+        in text
+
+    # Two runs that compiled code: the faster one is crowned, the eager-backend run still is not.
+    regional = record("run-region", 1.60, 1.55, 1.65, compile="regional")
+    text = verdicts.compare_verdict([eager, regional, inductor])
+    assert text.startswith(f"Fastest run: **{regional.label} · region**, 1.60x (1.55–1.65) eager.")
+    # Nothing compiled in any of them, over two settings: no crown at all.
+    text = verdicts.compare_verdict([eager, record("run-offoff", 1.01, 0.9, 1.1, compile="off")])
+    assert "none is crowned the fastest" in text and "Fastest" not in text
