@@ -203,3 +203,32 @@ def test_two_runs_code_side_by_side_with_the_kernel_change(db):
     diff = next(c.value for c in at.code if c.value.startswith("--- A"))
     assert "-triton_poi_fused_add_0 = async_compile.triton(" in diff
     assert "+triton_per_fused_add_softmax_0 = async_compile.triton(" in diff
+
+
+def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_waiting(db, monkeypatch):
+    """Five strategies against a bound of three waiting runs: three are queued at once, the other two as places free
+    up (here: as two of them are cancelled, the queue paused so that none starts), with no refusal."""
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "3")
+    runs.pause(db, True)
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    at.button(key="diag_shape_start").click().run()
+    assert not at.exception and not at.error
+    me = at.session_state["owner"]
+
+    def waiting():
+        return [r for r in db.list() if r.owner == me and r.status == "queued"]
+
+    assert len(waiting()) == 3
+    assert ("**2 more runs to queue**: this lab lets one person have 3 runs waiting at once, so they go in, in "
+            "order, as yours start.") in texts(at.markdown)
+    for left in (1, 0):
+        assert runs.cancel(waiting()[0].id, db, owner=me)  # a place frees up, as a run's start would free it
+        at.run()
+        assert not at.exception and not at.error
+        assert len(waiting()) == 3
+        assert ("more run" in texts(at.markdown)) == bool(left)
+    strategies = [json.dumps(r.spec["shape_remedy"]) + str(r.spec["dynamic"]) for r in db.list() if r.owner == me]
+    assert len(strategies) == len(set(strategies)) == 5  # each strategy once, none twice
+    runs.pause(db, False)

@@ -71,18 +71,20 @@ def pick_model(key: str, *, builtin_only: bool = False) -> str:
 
 
 def _queue(experiments: list[Experiment], store: RunStore, *, key: str) -> None:
-    ids = queue.submit(experiments, store, key=key)
-    st.session_state[key] = ids
+    """Queue a section's runs: what the person's bound on waiting runs lets in now, the rest as places free up."""
+    st.session_state[key] = queue.submit_in_turn(experiments, store, key=key)
     st.rerun()
 
 
-def _waiting(key: str, records: list[RunRecord]) -> list[str]:
-    """The ids this section queued in this session; draws a live line for those still under way and says
-    why any of them failed (not when cancelled, nor a fullgraph run on the deliberate break: it is meant to)."""
+def _waiting(key: str, records: list[RunRecord], store: RunStore) -> list[str]:
+    """The ids this section queued in this session; draws a live line for those still under way (and queues those
+    still held back by the person's bound as places free up), and says why any of them failed (not when cancelled,
+    nor a fullgraph run on the deliberate break: it is meant to)."""
     ids = st.session_state.get(key, [])
-    if waiting := queue.live_ids(ids):
+    if (waiting := queue.live_ids(ids)) or queue.pending(key):
         with st.container(border=True):
-            queue.live_runs_panel(waiting, key=f"{key}_live")
+            queue.live_runs_panel(waiting, key=f"{key}_live", feed=key, store=store)
+        ids = st.session_state.get(key, [])
     queue.show_refusal(key)
     for rec in records:
         expected = rec.error_kind == "cancelled" or (rec.spec.get("fullgraph") and rec.spec.get("graph_break"))
@@ -119,7 +121,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
         base = base_experiment(model, compile=scope, backend=backend)
         _queue([base, base.replace(graph_break=True)]
                + ([base.replace(graph_break=True, fullgraph=True)] if fullgraph else []), store, key="diag_breaks")
-    session = dict(zip(("without", "with", "fullgraph"), _waiting("diag_breaks", records)))
+    session = dict(zip(("without", "with", "fullgraph"), _waiting("diag_breaks", records, store)))
 
     done = [r for r in records if r.status == "finished" and r.spec.get("compile") != "off"]
     with_break = [r for r in done if r.spec.get("graph_break")]
@@ -203,7 +205,7 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
                 "it: every compilation is a marker on the timeline; past the **recompile limit** Dynamo gives up "
                 "and runs that function eagerly.")
     strategy_form(store, records)
-    session = _waiting("diag_shapes", records)
+    session = _waiting("diag_shapes", records, store)
     show_strategies(records, session)
 
 
@@ -314,7 +316,7 @@ def caches_section(store: RunStore, records: list[RunRecord]) -> None:
         # The cold runs first: each saves the artifacts its warm twin loads when its turn comes.
         _queue([base.replace(compile=scope, cache=cache) for cache in ("cold", "artifacts")
                 for scope in ("whole", "regional")], store, key="diag_fourway")
-    _waiting("diag_fourway", records)
+    _waiting("diag_fourway", records, store)
     cells = diagnose_queries.four_way(records, base.to_dict())
     if not cells:
         st.caption(f"No run of these settings yet ({base.label}, whole or regional): the chart fills in as the "
@@ -356,7 +358,7 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     if rec.spec.get("task") == "generate":  # a new prompt length: recompiles without a static cache, not with one
         generate.prompt_length_section(rec, records, lambda kv: _queue(
             [Experiment.from_dict(rec.spec).replace(kv_cache=kv)], store, key="diag_prompt"))
-        _waiting("diag_prompt", records)
+        _waiting("diag_prompt", records, store)
     left, right = st.columns(2)
     exports.show(left, diagnose_charts.kernels_chart(r), key="diag_run_kernels")
     exports.show(right, diagnose_charts.graph_ops_chart(r), key="diag_run_ops")
