@@ -4,6 +4,7 @@ import time
 
 from tcore.experiment.spec import Experiment
 from tests.app_harness import app, db, stored_run, texts  # noqa: F401
+from tests.helpers import insert_run
 
 
 def interval(speedup, low, high):
@@ -30,3 +31,21 @@ def test_the_default_selection_crowns_no_run_that_compiled_nothing_and_ranks_one
     assert "whole eager · " + made["eager"][-6:] + "** (backend eager, 4.15x" in said  # not ranked, and why
     assert "are reruns of one setting: their headlines read 0.13–4.15x" in said
     assert "Left out of the ranking, as another task times other work" in said and made["generate"][-6:] in said
+
+
+def test_a_cancelled_run_reads_cancelled_in_the_table_the_filter_and_the_csv(db):
+    tiny = Experiment(model="captioner", device="cpu")
+    stored_run(db, tiny, speedup=1.2, compile_s=1.0)
+    cancelled = insert_run(db, tiny.replace(compile="regional"))
+    db.finish(cancelled, error={"type": "error", "kind": "cancelled", "message": "cancelled by its owner"})
+    failed = insert_run(db, tiny.replace(mode="max-autotune"))
+    db.finish(failed, error={"type": "error", "kind": "compile_error", "message": "InductorError: boom"})
+    at = app().switch_page("app_pages/compare.py").run()
+    assert not at.exception
+    assert at.multiselect(key="compare_status").options == ["cancelled", "failed", "finished"]
+    table = at.dataframe[0].value  # the run table, the page's first
+    assert dict(zip(table["Run id"], table["Status"])) == {
+        cancelled: "cancelled", failed: "failed", **{i: "finished" for i in table["Run id"] if i not in (cancelled,
+                                                                                                        failed)}}
+    # "Download every run (CSV)" writes the frame the table is drawn from
+    assert dict(zip(db.dataframe().id, db.dataframe().status))[cancelled] == "cancelled"
