@@ -71,7 +71,10 @@ if "compare_runs" not in st.session_state:
     st.session_state.compare_runs = list(finished.id[:4])  # the newest four
 # Runs hidden by a filter or deleted since leave the selection rather than break the widget.
 st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i in names]
-chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get)
+# Typing part of an id (or label) finds the runs that contain it; Streamlit's default fuzzy search also matched ids
+# holding its characters scattered in order.
+chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get,
+                        filter_mode="contains")
 picked = finished[finished.id.isin(chosen)]
 figures_of, verdict, chosen_records = {}, None, []
 if picked.empty:
@@ -137,7 +140,8 @@ shown_ids = [i for i in chosen if i in labels] + [i for i in labels if i not in 
 if chosen and st.session_state.get("compare_detail_for") != chosen:
     st.session_state.compare_detail = chosen[0]
 st.session_state.compare_detail_for = list(chosen)
-detail = st.selectbox("One run in detail", shown_ids, format_func=labels.get, key="compare_detail")
+detail = st.selectbox("One run in detail", shown_ids, format_func=labels.get, key="compare_detail",
+                      filter_mode="contains")
 if detail:
     with st.container(border=True):
         results.show_run(store.get(detail), store, key="compare_detail_run")

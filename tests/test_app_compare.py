@@ -49,3 +49,13 @@ def test_a_cancelled_run_reads_cancelled_in_the_table_the_filter_and_the_csv(db)
                                                                                                         failed)}}
     # "Download every run (CSV)" writes the frame the table is drawn from
     assert dict(zip(db.dataframe().id, db.dataframe().status))[cancelled] == "cancelled"
+
+
+def test_typing_part_of_an_id_finds_only_the_runs_whose_names_contain_it(db):
+    from streamlit.proto.SelectWidgetFilterMode_pb2 import SelectWidgetFilterMode
+
+    stored_run(db, Experiment(model="captioner", device="cpu"), speedup=1.2, compile_s=1.0)
+    at = app().switch_page("app_pages/compare.py").run()
+    # The browser filters the options as a person types: by substring, not fuzzy (letters scattered in order).
+    assert at.multiselect(key="compare_runs").proto.filter_mode == SelectWidgetFilterMode.FILTER_MODE_CONTAINS
+    assert at.selectbox(key="compare_detail").proto.filter_mode == SelectWidgetFilterMode.FILTER_MODE_CONTAINS
