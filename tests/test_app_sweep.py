@@ -38,7 +38,8 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
     assert any(s.value == "Sweep finished: 2 of 2 runs finished" for s in at.subheader)
     # What every run shared, since the knobs beside it may have moved on (or reset, after a refresh).
     assert "fp32 inference, batch 2, backend aot_eager, 4 steps per variant in 2 rounds" in texts(at.caption)
-    assert texts(at.success).startswith("Fastest: **")
+    # a setting named the fastest, or the two said to be not told apart (these short runs' intervals may overlap)
+    assert texts(at.success).startswith(("Fastest: **", "These runs **cannot tell apart**"))
     assert len(at.get("plotly_chart")) == 1  # the heatmap
     assert at.button(key="sweep_start").disabled is False
 

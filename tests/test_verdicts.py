@@ -39,8 +39,13 @@ def test_the_strategies_get_a_verdict_and_a_word_when_throughput_orders_them_oth
              ("mark_dynamic", run(1.28, 1.22, 1.33, compiled_samples_per_s=1410.0, eager_samples_per_s=1100.0)),
              ("buckets", run(0.90, 0.88, 0.93, compiled_samples_per_s=950.0, eager_samples_per_s=1050.0))]
     text = verdicts.ranking_verdict(items, what="strategy")
-    assert text.startswith("Fastest strategy: **dynamic=False**, 1.30x (1.25–1.34) eager.")
-    assert "**cannot tell it apart** from **mark_dynamic**" in text and "from **buckets**" not in text
+    # The two fastest overlap: neither is crowned, and the slower one beyond them is not among them.
+    assert text.startswith("These runs **cannot tell apart** **dynamic=False** (1.30x (1.25–1.34)), **mark_dynamic** "
+                           "(1.28x (1.22–1.33)): their speedups' intervals overlap, so none of them is named the "
+                           "fastest strategy.")
+    assert "Fastest" not in text and "**buckets** (" not in text
+    clear = verdicts.ranking_verdict([items[0], items[2]], what="strategy")
+    assert clear.startswith("Fastest strategy: **dynamic=False**, 1.30x (1.25–1.34) eager.")
     assert "By compiled samples/s alone the order differs (mark_dynamic > dynamic=False > buckets)" in text
     assert "eager read 1,000–1,100 samples/s across them" in text
     other = verdicts.ranking_verdict(items, what="run", same_work=False)  # different models or tasks on Compare
@@ -61,10 +66,14 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
          "speedup_high": 1.10, "speedup_min": 0.9, "speedup_max": 1.6, "compile_s": 6.0, "breakeven_steps": None},
     ])
     text = sweep_matrix.best_setting(matrix)
-    assert text.startswith("Fastest: **whole · default**, 1.50x eager (95% interval 1.45–1.56x)")
-    # whole · lite's rounds reach 1.6 but its interval stops at 1.10: the interval, not the rounds, decides
-    assert "cannot tell it apart** from **regional · default**: their intervals overlap" in text
-    assert "whole · lite**" not in text
+    # Two settings the runs cannot tell apart: neither is crowned. whole · lite's rounds reach 1.6 but its interval
+    # stops at 1.10: the interval, not the rounds, decides.
+    assert text.startswith("These runs **cannot tell apart** **whole · default** (1.50x, 1.45–1.56x), **regional · "
+                           "default** (1.47x, 1.44–1.49x): their intervals overlap, so none of them is named the "
+                           "fastest.")
+    assert "Fastest" not in text and "whole · lite**" not in text
+    assert sweep_matrix.best_setting(matrix.drop(index=1)).startswith(
+        "Fastest: **whole · default**, 1.50x eager (95% interval 1.45–1.56x)")
     cells = compare_charts.sweep_heatmap(matrix).data[1].text
     assert cells[0][0] == "1.50x ± 4.0%<br>20.0 s"  # as every page writes an interval's reach
 

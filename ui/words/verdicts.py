@@ -71,11 +71,14 @@ def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "set
         return rerun_verdict(done)
     ranked = sorted(done, key=lambda nr: nr[1]["speedup"], reverse=True)
     best_name, best = ranked[0]
-    text = f"Fastest {what}: **{best_name}**, {interval_text(best)} eager."
-    rivals = [n for n, r in ranked[1:] if figures.told_apart(best, r) is False]
-    if rivals:
-        text += (f" These runs **cannot tell it apart** from {', '.join(f'**{n}**' for n in rivals)}: their "
-                 "speedups' intervals overlap. Time them for longer before picking one.")
+    rivals = [(n, r) for n, r in ranked[1:] if figures.told_apart(best, r) is False]
+    if rivals:  # no crown: another run's interval reaches the fastest one's
+        text = ("These runs **cannot tell apart** "
+                + ", ".join(f"**{n}** ({interval_text(r)})" for n, r in ranked[:1] + rivals)
+                + f": their speedups' intervals overlap, so none of them is named the fastest {what}. Time them for "
+                  "longer before picking one.")
+    else:
+        text = f"Fastest {what}: **{best_name}**, {interval_text(best)} eager."
     by_rate = [n for n, _ in sorted(done, key=lambda nr: -(nr[1].get("compiled_samples_per_s") or 0))]
     if len(done) > 1 and by_rate != [n for n, _ in ranked] and not same_work:
         text += (f" By compiled samples/s alone the order differs ({' > '.join(by_rate)}): these runs time different "
