@@ -232,3 +232,24 @@ def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_
     strategies = [json.dumps(r.spec["shape_remedy"]) + str(r.spec["dynamic"]) for r in db.list() if r.owner == me]
     assert len(strategies) == len(set(strategies)) == 5  # each strategy once, none twice
     runs.pause(db, False)
+
+
+def test_the_start_up_tab_counts_running_and_waiting_runs_apart(db):
+    from tcore.lab.queue import scheduler
+    from tests.helpers import QUICK, hold_cpu_slot
+
+    held = hold_cpu_slot(db, worker_started=True)
+    runs.pause(db, True)  # nothing else starts: one run holds the slot, three wait
+    for _ in range(3):
+        db.enqueue(QUICK, device="cpu", owner="ada", proc=scheduler.this_process(), timeout_s=None)
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Start-up and stances"
+    at.run()
+    assert not at.exception
+    assert "On this machine's queue: 1 running, 3 waiting." in texts(at.warning)
+    assert "4 run(s)" not in texts(at.warning)
+    db.finish(held, error={"type": "error", "kind": "cancelled", "message": "cancelled"})
+    for run in db.list():
+        if run.status == "queued":
+            db.cancel_queued(run.id)
+    runs.pause(db, False)
