@@ -245,9 +245,45 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
         # the id's end, as the runs table shows it: two runs of one label tell apart
         left.markdown(f"{state} · {row['label']} · :gray[{owner}] · :gray[run {row['run_id'][-6:]}]", help=reason)
         if (owner == "yours" or instructor) and row["run_id"] not in stopping:
-            # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself
+            # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself.
+            # Another person's run (the instructor's Cancel) is cancelled only once the instructor confirms.
+            theirs = owner != "yours"
             right.button("Cancel", key=f"{key}_cancel_{row['run_id']}", icon=":material/cancel:",
-                         on_click=cancel, args=(row["run_id"], store))
+                         on_click=ask_to_cancel if theirs else cancel,
+                         args=(row["run_id"],) if theirs else (row["run_id"], store),
+                         disabled=st.session_state.get(CONFIRM) == row["run_id"])
+            if theirs and st.session_state.get(CONFIRM) == row["run_id"]:
+                confirm_cancel(row, owner, store, key=key)
+
+
+CONFIRM = "queue_confirm_cancel"  # session_state: the run of another person whose cancel awaits the instructor's yes
+
+
+def ask_to_cancel(run_id: str) -> None:
+    """The instructor's Cancel on another person's run: ask first (the run is someone's work, and may be minutes in)."""
+    st.session_state[CONFIRM] = run_id
+
+
+def keep_run() -> None:
+    st.session_state.pop(CONFIRM, None)
+
+
+def confirm_and_cancel(run_id: str, store: RunStore) -> None:
+    st.session_state.pop(CONFIRM, None)
+    cancel(run_id, store)
+
+
+def confirm_cancel(row: dict, owner: str, store: RunStore, *, key: str) -> None:
+    """Under a row of another person's run: what the instructor's cancel does, Cancel it and Keep it."""
+    with st.container(border=True):
+        what = ("stops now, and its measurements so far are lost" if row["status"] == "running"
+                else "leaves the queue and never starts")
+        st.markdown(f"Cancel {owner}'s run {row['label']} · {row['run_id'][-6:]}? It {what}; {owner} sees that the "
+                    "instructor cancelled it.")
+        yes, no = st.columns(2)
+        yes.button("Cancel their run", key=f"{key}_confirm_{row['run_id']}", type="primary", icon=":material/cancel:",
+                   on_click=confirm_and_cancel, args=(row["run_id"], store))
+        no.button("Keep it", key=f"{key}_keep_{row['run_id']}", on_click=keep_run)
 
 
 def cancel(run_id: str, store: RunStore) -> None:
