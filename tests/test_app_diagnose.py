@@ -2,6 +2,7 @@
 the break pair queued and cancelled, cold against warm, a suggestion's counterpart and two runs' code side by side."""
 import json
 import re
+import time
 from pathlib import Path
 
 from tcore.experiment.spec import Experiment
@@ -252,4 +253,30 @@ def test_the_start_up_tab_counts_running_and_waiting_runs_apart(db):
     for run in db.list():
         if run.status == "queued":
             db.cancel_queued(run.id)
+    runs.pause(db, False)
+
+
+def test_the_break_pair_reuses_a_stored_run_without_the_break_and_says_so(db):
+    from ui.panels.diagnose import base_experiment
+
+    base = base_experiment("captioner", compile="whole", backend="eager")  # what the section queues for these knobs
+    for i in range(3):  # three identical runs stored; the newest is reused
+        newest = stored_run(db, base, speedup=1.0 + i / 100, speedup_low=0.9, speedup_high=1.2)
+        time.sleep(0.01)
+    runs.pause(db, True)  # what is queued stays queued
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.selectbox(key="diag_break_backend").set_value("eager").run()
+    at.button(key="diag_break_start").click().run()
+    assert not at.exception
+    queued = [r for r in db.list() if r.status == "queued"]
+    assert [r.spec["graph_break"] for r in queued] == [True]  # only the run with the break
+    assert (f"The run without the break is run {newest[-6:]} ({base.label}, 1.02x (0.90–1.20)), stored earlier with "
+            "these settings on this machine: reused") in texts(at.info)
+
+    at.toggle(key="diag_break_reuse").set_value(False).run()  # measured again on request
+    at.button(key="diag_break_start").click().run()
+    assert sorted(r.spec["graph_break"] for r in db.list() if r.status == "queued") == [False, True, True]
+    for rec in db.list():
+        if rec.status == "queued":
+            runs.cancel(rec.id, db)
     runs.pause(db, False)

@@ -70,9 +70,10 @@ def pick_model(key: str, *, builtin_only: bool = False) -> str:
                                                        "find any of them; the one picked there is offered here.")
 
 
-def _queue(experiments: list[Experiment], store: RunStore, *, key: str) -> None:
-    """Queue a section's runs: what the person's bound on waiting runs lets in now, the rest as places free up."""
-    st.session_state[key] = queue.submit_in_turn(experiments, store, key=key)
+def _queue(experiments: list[Experiment], store: RunStore, *, key: str, reused: list[str] = ()) -> None:
+    """Queue a section's runs: what the person's bound on waiting runs lets in now, the rest as places free up.
+    reused: ids of stored runs that stand in for the first of the section's runs, in its order."""
+    st.session_state[key] = [*reused, *queue.submit_in_turn(experiments, store, key=key)]
     st.rerun()
 
 
@@ -116,12 +117,26 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
     st.caption(knobs.explain("compile", scope) + " " + knobs.explain("backend", backend))
     fullgraph = st.toggle("Also show what fullgraph=True does: a third run, with the break, that must fail",
                           persist_state="page", key="diag_break_fullgraph")
+    reuse = st.toggle("Reuse a stored run without the break, of these settings on this machine, when there is one",
+                      value=True, persist_state="page", key="diag_break_reuse",
+                      help="Off: the run without the break is measured again, beside the one with it.")
     if st.button("Run without and with the break", key="diag_break_start", type="primary",
                  icon=":material/play_arrow:"):
         base = base_experiment(model, compile=scope, backend=backend)
-        _queue([base, base.replace(graph_break=True)]
-               + ([base.replace(graph_break=True, fullgraph=True)] if fullgraph else []), store, key="diag_breaks")
+        twin = diagnose_queries.stored_twin(base.to_dict(), records, knobs.target_device("auto")) if reuse else None
+        if twin is not None:
+            st.session_state["diag_breaks_reused"] = twin.id
+        _queue(([] if twin else [base]) + [base.replace(graph_break=True)]
+               + ([base.replace(graph_break=True, fullgraph=True)] if fullgraph else []), store, key="diag_breaks",
+               reused=[twin.id] if twin else [])
     session = dict(zip(("without", "with", "fullgraph"), _waiting("diag_breaks", records, store)))
+    if (reused := st.session_state.get("diag_breaks_reused")) and session.get("without") == reused:
+        rec = next((r for r in records if r.id == reused), None)
+        if rec is not None:
+            st.info(f"The run without the break is run {rec.id[-6:]} ({rec.label}, "
+                    f"{verdicts.interval_text(rec.result)}), stored earlier with these settings on this machine: "
+                    "reused, so only the run with the break was queued. Turn off the reuse above to measure it again.",
+                    icon=":material/recycling:")
 
     done = [r for r in records if r.status == "finished" and r.spec.get("compile") != "off"]
     with_break = [r for r in done if r.spec.get("graph_break")]
