@@ -1,9 +1,10 @@
 """Compare stored runs: a filterable table, side-by-side charts, a compile-time vs speedup scatter, CSV and HTML
 exports, delete."""
+import dataclasses
+
 import streamlit as st
 
 from tcore import figures
-from tcore.experiment.comparable import same_compile
 from tcore.lab.run import runs
 from tcore.store import RunStore
 from ui.charts import compare_charts, diagnose_charts
@@ -72,7 +73,10 @@ if "compare_runs" not in st.session_state:
     st.session_state.compare_runs = list(finished.id[:4])  # the newest four
 # Runs hidden by a filter or deleted since leave the selection rather than break the widget.
 st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i in names]
-chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get)
+# Typing part of an id (or label) finds the runs that contain it; Streamlit's default fuzzy search also matched ids
+# holding its characters scattered in order.
+chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get,
+                        filter_mode="contains")
 picked = finished[finished.id.isin(chosen)]
 figures_of, verdict, chosen_records = {}, None, []
 if picked.empty:
@@ -92,14 +96,10 @@ else:
         "compare_cold_warm": lambda: diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records),
                                                                      every_run=True),
     }
-    work = {tuple(r.spec.get(k) for k in ("model", "preset", "batch_size", "task", "precision"))
-            for r in chosen_records}
-    one_setting = all(same_compile(r.spec, chosen_records[0].spec) for r in chosen_records)
-    named = [(f"{r.label} · {r.id[-6:]}", r.result) for r in chosen_records]
-    verdict = verdicts.ranking_verdict(named, what="run", same_work=len(work) == 1, reruns=one_setting)
-    if verdict:  # the page's Markdown has each run's label escaped (anyone's words); the HTML export escapes its own
-        st.markdown(verdicts.ranking_verdict([(people.plain(n), r) for n, r in named], what="run",
-                                             same_work=len(work) == 1, reruns=one_setting))
+    # Each run's label is anyone's words: escaped for the page's Markdown (the HTML export escapes its own)
+    verdict = verdicts.compare_verdict([dataclasses.replace(r, label=people.plain(r.label)) for r in chosen_records])
+    if verdict:  # newest first, as the table lists them
+        st.markdown(verdict)
     # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).
     speed, energy, breakdown, cold_warm = st.tabs(CHART_TABS, key="compare_charts", on_change="rerun")
     if speed.open:
@@ -143,7 +143,8 @@ shown_ids = [i for i in chosen if i in labels] + [i for i in labels if i not in 
 if chosen and st.session_state.get("compare_detail_for") != chosen:
     st.session_state.compare_detail = chosen[0]
 st.session_state.compare_detail_for = list(chosen)
-detail = st.selectbox("One run in detail", shown_ids, format_func=labels.get, key="compare_detail")
+detail = st.selectbox("One run in detail", shown_ids, format_func=labels.get, key="compare_detail",
+                      filter_mode="contains")
 if detail:
     with st.container(border=True):
         results.show_run(store.get(detail), store, key="compare_detail_run")

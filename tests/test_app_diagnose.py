@@ -2,6 +2,7 @@
 the break pair queued and cancelled, cold against warm, a suggestion's counterpart and two runs' code side by side."""
 import json
 import re
+import time
 from pathlib import Path
 
 from tcore.experiment.spec import Experiment
@@ -203,3 +204,79 @@ def test_two_runs_code_side_by_side_with_the_kernel_change(db):
     diff = next(c.value for c in at.code if c.value.startswith("--- A"))
     assert "-triton_poi_fused_add_0 = async_compile.triton(" in diff
     assert "+triton_per_fused_add_softmax_0 = async_compile.triton(" in diff
+
+
+def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_waiting(db, monkeypatch):
+    """Five strategies against a bound of three waiting runs: three are queued at once, the other two as places free
+    up (here: as two of them are cancelled, the queue paused so that none starts), with no refusal."""
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "3")
+    runs.pause(db, True)
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    at.button(key="diag_shape_start").click().run()
+    assert not at.exception and not at.error
+    me = at.session_state["owner"]
+
+    def waiting():
+        return [r for r in db.list() if r.owner == me and r.status == "queued"]
+
+    assert len(waiting()) == 3
+    assert ("**2 more runs to queue**: this lab lets one person have 3 runs waiting at once, so they go in, in "
+            "order, as yours start.") in texts(at.markdown)
+    for left in (1, 0):
+        assert runs.cancel(waiting()[0].id, db, owner=me)  # a place frees up, as a run's start would free it
+        at.run()
+        assert not at.exception and not at.error
+        assert len(waiting()) == 3
+        assert ("more run" in texts(at.markdown)) == bool(left)
+    strategies = [json.dumps(r.spec["shape_remedy"]) + str(r.spec["dynamic"]) for r in db.list() if r.owner == me]
+    assert len(strategies) == len(set(strategies)) == 5  # each strategy once, none twice
+    runs.pause(db, False)
+
+
+def test_the_start_up_tab_counts_running_and_waiting_runs_apart(db):
+    from tcore.lab.queue import scheduler
+    from tests.helpers import QUICK, hold_cpu_slot
+
+    held = hold_cpu_slot(db, worker_started=True)
+    runs.pause(db, True)  # nothing else starts: one run holds the slot, three wait
+    for _ in range(3):
+        db.enqueue(QUICK, device="cpu", owner="ada", proc=scheduler.this_process(), timeout_s=None)
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Start-up and stances"
+    at.run()
+    assert not at.exception
+    assert "On this machine's queue: 1 running, 3 waiting." in texts(at.warning)
+    assert "4 run(s)" not in texts(at.warning)
+    db.finish(held, error={"type": "error", "kind": "cancelled", "message": "cancelled"})
+    for run in db.list():
+        if run.status == "queued":
+            db.cancel_queued(run.id)
+    runs.pause(db, False)
+
+
+def test_the_break_pair_reuses_a_stored_run_without_the_break_and_says_so(db):
+    from ui.panels.diagnose import base_experiment
+
+    base = base_experiment("captioner", compile="whole", backend="eager")  # what the section queues for these knobs
+    for i in range(3):  # three identical runs stored; the newest is reused
+        newest = stored_run(db, base, speedup=1.0 + i / 100, speedup_low=0.9, speedup_high=1.2)
+        time.sleep(0.01)
+    runs.pause(db, True)  # what is queued stays queued
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.selectbox(key="diag_break_backend").set_value("eager").run()
+    at.button(key="diag_break_start").click().run()
+    assert not at.exception
+    queued = [r for r in db.list() if r.status == "queued"]
+    assert [r.spec["graph_break"] for r in queued] == [True]  # only the run with the break
+    assert (f"The run without the break is run {newest[-6:]} ({base.label}, 1.02x (0.90–1.20)), stored earlier with "
+            "these settings on this machine: reused") in texts(at.info)
+
+    at.toggle(key="diag_break_reuse").set_value(False).run()  # measured again on request
+    at.button(key="diag_break_start").click().run()
+    assert sorted(r.spec["graph_break"] for r in db.list() if r.status == "queued") == [False, True, True]
+    for rec in db.list():
+        if rec.status == "queued":
+            runs.cancel(rec.id, db)
+    runs.pause(db, False)

@@ -71,7 +71,8 @@ def test_the_instructors_cancel_shows_and_the_end_reaches_every_tab(lab):
         teacher.get_by_role("link", name="Run").click()
         expect(teacher.get_by_text("running", exact=True).first).to_be_visible(timeout=WAIT_MS)
 
-        teacher.get_by_role("button", name="Cancel").first.click()
+        teacher.get_by_role("button", name="Cancel").first.click()  # another person's run: asked first
+        teacher.get_by_role("button", name="Cancel their run").click()
         clicked = time.monotonic()
         # That the click's own redraw says so, not a refresh tick, is tests/test_idle.py's to prove (AppTest): a wait
         # here would be shorter than a tick only on a quiet machine. This checks it happens in a real browser. On a

@@ -59,8 +59,13 @@ def test_sweep_heatmap_places_settings_and_centres_on_one():
     fig = compare_charts.sweep_heatmap(matrix)
     pending, heat = fig.data
     assert list(heat.y) == ["whole · default", "regional · default", "whole · lite"]
-    assert heat.z[0][0] == 1.5 and math.isnan(heat.z[1][0])
+    assert heat.customdata[0][0] == 1.5 and math.isnan(heat.customdata[1][0])
     assert heat.text[0][0] == "1.50x<br>20.0 s" and heat.text[1][0] == "running"
-    assert heat.zmid == 1.0
+    # The colour scale is the speedup's, centred on 1x and never below zero: log2 of it, labelled in x.
+    assert heat.z[0][0] == math.log2(1.5) and heat.zmid == 0.0 and (heat.zmin, heat.zmax) == (-1.0, 1.0)
+    assert list(heat.colorbar.ticktext) == ["0.5x", "1x", "2x"]
+    slow = sweep_matrix.sweep_matrix(exps[:2], [done, RunRecord(id="r2", status="finished", created_at=0, label="",
+                                                                spec={}, result={"speedup": 0.3, "compile_s": 5.0})])
+    assert list(compare_charts.sweep_heatmap(slow).data[1].colorbar.ticktext) == ["0.25x", "0.5x", "1x", "2x", "4x"]
     # cells without a speedup yet are grey and say why, rather than left blank
     assert math.isnan(pending.z[0][0]) and pending.z[1][0] == 0.0 and pending.z[2][0] == 0.0

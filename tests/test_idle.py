@@ -122,7 +122,8 @@ def test_the_instructors_cancel_of_a_running_run_shows_at_once(db, monkeypatch):
     at = run_page("teacher~0003.00000000c0ffee00")
     at.session_state["instructor"] = "sesame"
     at.run()
-    at.button(key=f"run_queue_cancel_{running}").click().run()
+    at.button(key=f"run_queue_cancel_{running}").click().run()  # another person's run: asked first
+    at.button(key=f"run_queue_confirm_{running}").click().run()
     assert not at.exception
     assert "**cancelling**" in markdown(at)
     assert not [b for b in at.button if b.key == f"run_queue_cancel_{running}"]

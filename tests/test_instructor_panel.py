@@ -122,3 +122,39 @@ def test_a_negative_largest_batch_is_refused_in_a_sentence_not_stored_as_no_limi
         said = "\n".join(str(e.value) for e in at.error)
         assert f"Nothing was changed: Largest batch must be at least 1 samples, not {bad}." in said, said
         assert limits.load(store=store).max_batch_size == limits.Limits().max_batch_size
+
+
+def test_apply_says_what_it_applied_beside_the_form(tmp_path, monkeypatch):
+    store, at = _unlocked_with_the_files_limits(tmp_path, monkeypatch)
+    at.number_input(key="instructor_max_run_s").set_value(600.0)
+    next(b for b in at.button if b.label == "Apply to everyone").click().run()
+    assert not at.exception, at.exception
+    said = "\n".join(str(s.value) for s in at.success)
+    assert "Applied to everyone at " in said and ": Longest run 900 s → 600 s. They apply to the next run" in said
+    next(b for b in at.button if b.label == "Apply to everyone").click().run()  # the same values again
+    assert "no limit changed" in "\n".join(str(s.value) for s in at.success)
+
+
+def test_the_instructors_cancel_of_another_persons_run_asks_first(tmp_path, monkeypatch):
+    from tcore.lab.queue import scheduler
+    from tests.helpers import QUICK
+
+    store, at = _unlocked_with_the_files_limits(tmp_path, monkeypatch)
+    runs.pause(store, True)  # the run stays queued
+    theirs = store.enqueue(QUICK, device="cpu", owner="ada~0123", proc=scheduler.this_process(), timeout_s=60)
+    try:
+        at.run()
+        at.button(key=f"system_queue_cancel_{theirs}").click().run()
+        assert not at.exception, at.exception
+        assert store.get(theirs).status == "queued"  # not yet: the instructor is asked first
+        said = "\n".join(str(m.value) for m in at.markdown)
+        assert f"run {QUICK.label} · {theirs[-6:]}? It leaves the queue and never starts" in said
+        at.button(key=f"system_queue_keep_{theirs}").click().run()
+        assert store.get(theirs).status == "queued" and not [b for b in at.button if "_confirm_" in (b.key or "")]
+        at.button(key=f"system_queue_cancel_{theirs}").click().run()
+        at.button(key=f"system_queue_confirm_{theirs}").click().run()
+        assert not at.exception, at.exception
+        assert store.get(theirs).error_kind == "cancelled"
+        assert "cancelled by the instructor" in store.get(theirs).error["message"]
+    finally:
+        runs.pause(store, False)

@@ -39,8 +39,13 @@ def test_the_strategies_get_a_verdict_and_a_word_when_throughput_orders_them_oth
              ("mark_dynamic", run(1.28, 1.22, 1.33, compiled_samples_per_s=1410.0, eager_samples_per_s=1100.0)),
              ("buckets", run(0.90, 0.88, 0.93, compiled_samples_per_s=950.0, eager_samples_per_s=1050.0))]
     text = verdicts.ranking_verdict(items, what="strategy")
-    assert text.startswith("Fastest strategy: **dynamic=False**, 1.30x (1.25–1.34) eager.")
-    assert "**cannot tell it apart** from **mark_dynamic**" in text and "from **buckets**" not in text
+    # The two fastest overlap: neither is crowned, and the slower one beyond them is not among them.
+    assert text.startswith("These runs **cannot tell apart** **dynamic=False** (1.30x (1.25–1.34)), **mark_dynamic** "
+                           "(1.28x (1.22–1.33)): their speedups' intervals overlap, so none of them is named the "
+                           "fastest strategy.")
+    assert "Fastest" not in text and "**buckets** (" not in text
+    clear = verdicts.ranking_verdict([items[0], items[2]], what="strategy")
+    assert clear.startswith("Fastest strategy: **dynamic=False**, 1.30x (1.25–1.34) eager.")
     assert "By compiled samples/s alone the order differs (mark_dynamic > dynamic=False > buckets)" in text
     assert "eager read 1,000–1,100 samples/s across them" in text
     other = verdicts.ranking_verdict(items, what="run", same_work=False)  # different models or tasks on Compare
@@ -61,10 +66,14 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
          "speedup_high": 1.10, "speedup_min": 0.9, "speedup_max": 1.6, "compile_s": 6.0, "breakeven_steps": None},
     ])
     text = sweep_matrix.best_setting(matrix)
-    assert text.startswith("Fastest: **whole · default**, 1.50x eager (95% interval 1.45–1.56x)")
-    # whole · lite's rounds reach 1.6 but its interval stops at 1.10: the interval, not the rounds, decides
-    assert "cannot tell it apart** from **regional · default**: their intervals overlap" in text
-    assert "whole · lite**" not in text
+    # Two settings the runs cannot tell apart: neither is crowned. whole · lite's rounds reach 1.6 but its interval
+    # stops at 1.10: the interval, not the rounds, decides.
+    assert text.startswith("These runs **cannot tell apart** **whole · default** (1.50x, 1.45–1.56x), **regional · "
+                           "default** (1.47x, 1.44–1.49x): their intervals overlap, so none of them is named the "
+                           "fastest.")
+    assert "Fastest" not in text and "whole · lite**" not in text
+    assert sweep_matrix.best_setting(matrix.drop(index=1)).startswith(
+        "Fastest: **whole · default**, 1.50x eager (95% interval 1.45–1.56x)")
     cells = compare_charts.sweep_heatmap(matrix).data[1].text
     assert cells[0][0] == "1.50x ± 4.0%<br>20.0 s"  # as every page writes an interval's reach
 
@@ -152,3 +161,34 @@ def test_the_history_axis_holds_the_points_and_cuts_a_runaway_whisker():
     runaway = [*steady, Point("c", 2.0, 2.54, 0.01, 121.5)]
     low, high, cut = axis_range(runaway)
     assert cut and high < 10 and low <= 1.49  # the points are readable, and the page says the whisker is cut
+
+
+def record(run_id, speedup, low, high, **spec):
+    from tcore.store import RunRecord
+
+    exp = Experiment(model="captioner", device="cpu", **spec)
+    return RunRecord(id=run_id, status="finished", created_at=0.0, label=exp.label, spec=exp.to_dict(), device="cpu",
+                     result={"device": "cpu", **run(speedup, low, high)})
+
+
+def test_compare_crowns_only_a_run_that_compiled_code_of_the_selections_task_and_names_reruns():
+    eager = record("run-eager1", 4.15, 0.5, 30.0, backend="eager")  # compiled nothing, however fast it read
+    eager_again = record("run-eager2", 0.13, 0.11, 0.16, backend="eager")
+    inductor = record("run-induct", 1.30, 1.25, 1.35)
+    generate = record("run-genera", 2.00, 1.90, 2.10, task="generate")
+    text = verdicts.compare_verdict([eager, eager_again, inductor, generate])
+    assert "Fastest" not in text  # one run of this task compiled code: nothing to rank it against
+    assert text.startswith(f"Of the runs of one task here, only **{inductor.label} · induct** compiled code: 1.30x")
+    assert f"**{eager.label} · eager1** (backend eager, 4.15x (0.50–30.00))" in text  # not ranked, and why
+    assert (f"**{eager.label} · eager1** and **{eager_again.label} · eager2** are reruns of one setting: their "
+            "headlines read 0.13–4.15x, about 32 times apart") in text
+    assert f"Left out of the ranking, as another task times other work: **{generate.label} · genera** (generate)" \
+        in text
+
+    # Two runs that compiled code: the faster one is crowned, the eager-backend run still is not.
+    regional = record("run-region", 1.60, 1.55, 1.65, compile="regional")
+    text = verdicts.compare_verdict([eager, regional, inductor])
+    assert text.startswith(f"Fastest run: **{regional.label} · region**, 1.60x (1.55–1.65) eager.")
+    # Nothing compiled in any of them, over two settings: no crown at all.
+    text = verdicts.compare_verdict([eager, record("run-offoff", 1.01, 0.9, 1.1, compile="off")])
+    assert "none is crowned the fastest" in text and "Fastest" not in text

@@ -96,9 +96,11 @@ def test_best_setting_gives_its_spread_and_names_the_settings_it_cannot_be_told_
          "breakeven_steps": None},
     ])
     text = sweep_matrix.best_setting(matrix)
-    assert text.startswith("Fastest: **whole · default**, 1.50x eager (rounds 1.20–1.90x) after 20.0 s")
-    assert "cannot tell it apart** from **regional · default**: their rounds overlap" in text
+    assert text.startswith("These runs **cannot tell apart** **whole · default** (1.50x, 1.20–1.90x), **regional · "
+                           "default** (1.40x, 1.25–1.45x): their rounds overlap, so none of them is named the fastest.")
     assert "whole · lite**" not in text
+    assert sweep_matrix.best_setting(matrix.drop(index=1)).startswith(
+        "Fastest: **whole · default**, 1.50x eager (rounds 1.20–1.90x) after 20.0 s")
 
 
 def test_break_grouping_strategies_and_queue_words():

@@ -141,12 +141,14 @@ class Runs(Part):
             db.execute("DELETE FROM runs WHERE id=?", (run_id,))
 
     def dataframe(self):
-        """One row per run: id, status, label, times, every spec field and every scalar result field."""
+        """One row per run: id, status, label, times, every spec field and every scalar result field. A cancelled
+        run's status reads "cancelled" (the store keeps it as a failure of kind "cancelled"): nothing went wrong."""
         import pandas as pd
 
         rows = []
         for rec in self.list():
-            row = {"id": rec.id, "status": rec.status, "label": rec.label, "created_at": rec.created_at,
+            status = "cancelled" if rec.status == "failed" and rec.error_kind == "cancelled" else rec.status
+            row = {"id": rec.id, "status": status, "label": rec.label, "created_at": rec.created_at,
                    "error_kind": rec.error_kind, "gpu": rec.env.get("gpu"), **rec.spec,
                    "device": rec.device or rec.spec.get("device")}  # where it ran, not the spec's "auto"
             row.update({k: v for k, v in rec.result.items() if not isinstance(v, (list, dict))})

@@ -164,11 +164,18 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
         else:
             unfinished[i][j] = 0.0
             text[i][j] = getattr(r, "status", "n/a")
+    # Colour by log2 of the speedup, centred on 1x: 2x faster and 2x slower are equally strong, and the scale reads
+    # in speedups (0.5x, 1x, 2x), never below zero as a linear scale centred on 1 would run.
+    logs = [[math.log2(v) if v > 0 else math.nan for v in row] for row in z]
+    reach = max([1.0] + [abs(v) for row in logs for v in row if not math.isnan(v)])
+    ticks = list(range(-math.ceil(reach), math.ceil(reach) + 1))
     fig = go.Figure([
         go.Heatmap(z=unfinished, x=cols, y=rows, text=text, texttemplate="%{text}", showscale=False,
                    colorscale=[[0, "#eeeeee"], [1, "#eeeeee"]], hovertemplate="%{y} / %{x}: %{text}<extra></extra>"),
-        go.Heatmap(z=z, x=cols, y=rows, text=text, texttemplate="%{text}", colorscale="RdBu", zmid=1.0,
-                   colorbar=dict(title="speedup (x)"), hovertemplate="%{y} / %{x}: %{z:.2f}x<extra></extra>"),
+        go.Heatmap(z=logs, customdata=z, x=cols, y=rows, text=text, texttemplate="%{text}", colorscale="RdBu",
+                   zmid=0.0, zmin=-reach, zmax=reach,
+                   colorbar=dict(title="speedup (x)", tickvals=ticks, ticktext=[f"{2.0 ** k:g}x" for k in ticks]),
+                   hovertemplate="%{y} / %{x}: %{customdata:.2f}x<extra></extra>"),
     ])
     fig.update_yaxes(autorange="reversed")
     return style(fig, title, "each cell: speedup (x) ± its interval, then compile time (s); blue is faster than eager",

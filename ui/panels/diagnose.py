@@ -71,19 +71,22 @@ def pick_model(key: str, *, builtin_only: bool = False) -> str:
                                                        "find any of them; the one picked there is offered here.")
 
 
-def _queue(experiments: list[Experiment], store: RunStore, *, key: str) -> None:
-    ids = queue.submit(experiments, store, key=key)
-    st.session_state[key] = ids
+def _queue(experiments: list[Experiment], store: RunStore, *, key: str, reused: list[str] = ()) -> None:
+    """Queue a section's runs: what the person's bound on waiting runs lets in now, the rest as places free up.
+    reused: ids of stored runs that stand in for the first of the section's runs, in its order."""
+    st.session_state[key] = [*reused, *queue.submit_in_turn(experiments, store, key=key)]
     st.rerun()
 
 
-def _waiting(key: str, records: list[RunRecord]) -> list[str]:
-    """The ids this section queued in this session; draws a live line for those still under way and says
-    why any of them failed (not when cancelled, nor a fullgraph run on the deliberate break: it is meant to)."""
+def _waiting(key: str, records: list[RunRecord], store: RunStore) -> list[str]:
+    """The ids this section queued in this session; draws a live line for those still under way (and queues those
+    still held back by the person's bound as places free up), and says why any of them failed (not when cancelled,
+    nor a fullgraph run on the deliberate break: it is meant to)."""
     ids = st.session_state.get(key, [])
-    if waiting := queue.live_ids(ids):
+    if (waiting := queue.live_ids(ids)) or queue.pending(key):
         with st.container(border=True):
-            queue.live_runs_panel(waiting, key=f"{key}_live")
+            queue.live_runs_panel(waiting, key=f"{key}_live", feed=key, store=store)
+        ids = st.session_state.get(key, [])
     queue.show_refusal(key)
     for rec in records:
         expected = rec.error_kind == "cancelled" or (rec.spec.get("fullgraph") and rec.spec.get("graph_break"))
@@ -115,12 +118,26 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
     st.caption(knobs.explain("compile", scope) + " " + knobs.explain("backend", backend))
     fullgraph = st.toggle("Also show what fullgraph=True does: a third run, with the break, that must fail",
                           persist_state="page", key="diag_break_fullgraph")
+    reuse = st.toggle("Reuse a stored run without the break, of these settings on this machine, when there is one",
+                      value=True, persist_state="page", key="diag_break_reuse",
+                      help="Off: the run without the break is measured again, beside the one with it.")
     if st.button("Run without and with the break", key="diag_break_start", type="primary",
                  icon=":material/play_arrow:"):
         base = base_experiment(model, compile=scope, backend=backend)
-        _queue([base, base.replace(graph_break=True)]
-               + ([base.replace(graph_break=True, fullgraph=True)] if fullgraph else []), store, key="diag_breaks")
-    session = dict(zip(("without", "with", "fullgraph"), _waiting("diag_breaks", records)))
+        twin = diagnose_queries.stored_twin(base.to_dict(), records, knobs.target_device("auto")) if reuse else None
+        if twin is not None:
+            st.session_state["diag_breaks_reused"] = twin.id
+        _queue(([] if twin else [base]) + [base.replace(graph_break=True)]
+               + ([base.replace(graph_break=True, fullgraph=True)] if fullgraph else []), store, key="diag_breaks",
+               reused=[twin.id] if twin else [])
+    session = dict(zip(("without", "with", "fullgraph"), _waiting("diag_breaks", records, store)))
+    if (reused := st.session_state.get("diag_breaks_reused")) and session.get("without") == reused:
+        rec = next((r for r in records if r.id == reused), None)
+        if rec is not None:
+            st.info(f"The run without the break is run {rec.id[-6:]} ({rec.label}, "
+                    f"{verdicts.interval_text(rec.result)}), stored earlier with these settings on this machine: "
+                    "reused, so only the run with the break was queued. Turn off the reuse above to measure it again.",
+                    icon=":material/recycling:")
 
     done = [r for r in records if r.status == "finished" and r.spec.get("compile") != "off"]
     with_break = [r for r in done if r.spec.get("graph_break")]
@@ -204,7 +221,7 @@ def shapes_section(store: RunStore, records: list[RunRecord]) -> None:
                 "it: every compilation is a marker on the timeline; past the **recompile limit** Dynamo gives up "
                 "and runs that function eagerly.")
     strategy_form(store, records)
-    session = _waiting("diag_shapes", records)
+    session = _waiting("diag_shapes", records, store)
     show_strategies(records, session)
 
 
@@ -315,7 +332,7 @@ def caches_section(store: RunStore, records: list[RunRecord]) -> None:
         # The cold runs first: each saves the artifacts its warm twin loads when its turn comes.
         _queue([base.replace(compile=scope, cache=cache) for cache in ("cold", "artifacts")
                 for scope in ("whole", "regional")], store, key="diag_fourway")
-    _waiting("diag_fourway", records)
+    _waiting("diag_fourway", records, store)
     cells = diagnose_queries.four_way(records, base.to_dict())
     if not cells:
         st.caption(f"No run of these settings yet ({plain(base.label)}, whole or regional): the chart fills in as the "
@@ -357,7 +374,7 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     if rec.spec.get("task") == "generate":  # a new prompt length: recompiles without a static cache, not with one
         generate.prompt_length_section(rec, records, lambda kv: _queue(
             [Experiment.from_dict(rec.spec).replace(kv_cache=kv)], store, key="diag_prompt"))
-        _waiting("diag_prompt", records)
+        _waiting("diag_prompt", records, store)
     left, right = st.columns(2)
     exports.show(left, diagnose_charts.kernels_chart(r), key="diag_run_kernels")
     exports.show(right, diagnose_charts.graph_ops_chart(r), key="diag_run_ops")

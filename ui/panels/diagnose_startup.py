@@ -40,8 +40,11 @@ def startup_section(store: RunStore) -> None:
                 "input shape. Both run here as on the command line (`python -m tcore ladder`, "
                 "`python -m tcore.worker.stances`), and this section shows each step as it ends.")
     if under_way := runs.under_way(store):
-        st.warning(f"{len(under_way)} run(s) are under way on this machine. The ladder and the probes run beside the "
-                   "queue, not in it: they share the CPU with those runs, and each slows the other's timings.",
+        running = sum(1 for row in under_way if row["status"] == "running")
+        counts = ", ".join(f"{n} {what}" for n, what in ((running, "running"), (len(under_way) - running, "waiting"))
+                           if n)
+        st.warning(f"On this machine's queue: {counts}. The ladder and the probes run beside the queue, not in it: "
+                   "they share the CPU with the runs that run meanwhile, and each slows the other's timings.",
                    icon=":material/warning:")
     with st.container(border=True):
         ladder_part()

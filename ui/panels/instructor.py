@@ -102,8 +102,7 @@ def limits_form(store: RunStore) -> None:
     now = limits.load(store=store)
     if st.session_state.pop(_REFILL, False) or f"instructor_{next(iter(_FIELDS))}" not in st.session_state:
         st.session_state.update(field_values(now))
-    if told := st.session_state.pop(_TOLD, None):
-        st.toast(told)
+    told = st.session_state.pop(_TOLD, None)  # said under the form, where the click was, until the next action
     with st.form("instructor_limits"):
         st.markdown("**Limits for every run** (they apply to the next run submitted)")
         values, too_low = {}, []
@@ -133,10 +132,23 @@ def limits_form(store: RunStore) -> None:
                 except config.LimitsError as e:
                     st.error(str(e))
                 else:
-                    _refill("The new limits apply to the next run submitted.")
+                    _refill(applied_words(now, limits.load(store=store), "Applied to everyone"))
         if reset.form_submit_button("Back to the file's limits"):
             limits.set_by_instructor(store, None)
-            _refill("The limits are the config file's and environment's again.")
+            _refill(applied_words(now, limits.load(store=store), "Back to the config file's and environment's limits"))
+        if told:
+            st.success(told, icon=":material/check_circle:")
+
+
+def applied_words(before: limits.Limits, after: limits.Limits, what: str) -> str:
+    """'Applied to everyone at 14:02:11: Longest run 900 → 600 s. They apply to the next run submitted.'"""
+    def shown(value, unit: str) -> str:
+        return "no limit" if value is None else f"{value:g} {unit}"
+
+    changed = [f"{label} {shown(getattr(before, name), unit)} → {shown(getattr(after, name), unit)}"
+               for name, (label, unit, *_) in _FIELDS.items() if getattr(before, name) != getattr(after, name)]
+    return (f"{what} at {time.strftime('%H:%M:%S')}: " + ("; ".join(changed) if changed else "no limit changed")
+            + ". They apply to the next run submitted.")
 
 
 def field_values(now: limits.Limits) -> dict[str, object]:

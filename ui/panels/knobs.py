@@ -21,6 +21,7 @@ from tcore.experiment.spec import (
     choice_docs,
     describe,
 )
+from tcore.figures import rerun
 from tcore.host import features, machine
 from tcore.lab.run.runs import Checked, preflight
 from ui.panels import model_picker
@@ -325,9 +326,17 @@ def solid_cpu_offer(prefix: str) -> None:
     st.caption(f"**A solid figure on this CPU** needs three things: a measurement long enough "
                f"({SOLID_CPU_TIMED_S:g} s a variant, all of it: {'set' if solid else 'the button sets it'}), a quiet "
                "machine (nothing else busy on its cores while it times; the run says if something was), and this "
-               "machine's spread between fresh processes, which the lab learns from seven runs of the setting or "
-               "from `python -m tcore calibrate` once. Until then each interval rests on a 10% default and reads "
-               "about ± 20%.")
+               "machine's spread between fresh processes, which the lab learns once "
+               f"{rerun.MIN_HISTORY} earlier runs of the setting are stored, or from `python -m tcore calibrate` once. "
+               + default_spread_words())
+
+
+def default_spread_words() -> str:
+    """What the CPU's default spread between processes means for a rerun, in the figure and the words that the outlook
+    before a run uses (tcore.figures.rerun.outlook): one figure for one question."""
+    reach = rerun.outlook([], "cpu").reach_pct
+    return (f"Until then the lab assumes a {rerun.DEFAULT_BETWEEN_PCT['cpu']:g}% default: "
+            f"{rerun.HOLD_SHARE:.0%} of reruns should land within ± {reach:.0f}% of their median.")
 
 
 def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:

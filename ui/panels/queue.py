@@ -67,6 +67,43 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_
     return queued
 
 
+def submit_in_turn(experiments: list[Experiment], store: RunStore, *, key: str) -> list[str]:
+    """Queue as many of `experiments` as this person may have waiting now (the lab's max_queued_per_session); the
+    rest wait in this session (pending(key)) and feed_pending queues them, in order, as places free up: one press
+    queues them all, however low the bound. Returns the ids queued now."""
+    room, _ = runs.places_left(people.me(), store)
+    st.session_state[f"{key}_pending"] = list(experiments[room:])
+    return submit(experiments[:room], store, key=key) if room else []
+
+
+def pending(key: str) -> list[Experiment]:
+    """The runs submit_in_turn(key) holds in this session until this person's queue has room for them."""
+    return st.session_state.get(f"{key}_pending") or []
+
+
+def feed_pending(key: str, store: RunStore) -> list[str]:
+    """Queue what pending(key) holds as far as this person's queue has room; returns the ids queued. A refusal other
+    than a full queue (memory, say) ends the feed: show_refusal(key) says why, and what was queued stays queued."""
+    held = pending(key)
+    room, _ = runs.places_left(people.me(), store) if held else (0, 0)
+    if not room:
+        return []
+    tried = held[:room]
+    queued = submit(tried, store, key=key)
+    st.session_state[f"{key}_pending"] = held[len(tried):] if len(queued) == len(tried) else []
+    return queued
+
+
+def pending_words(key: str, store: RunStore) -> str | None:
+    """'2 more runs wait for a place in your queue ...', while submit_in_turn(key) holds some."""
+    if not (held := pending(key)):
+        return None
+    _, bound = runs.places_left(people.me(), store)
+    return (f"**{len(held)} more run{'s' * (len(held) != 1)} to queue**: this lab lets one person have {bound} "
+            f"run{'s' * (bound != 1)} waiting at once, so {'they go' if len(held) != 1 else 'it goes'} in, in order, "
+            "as yours start. Keep this page open meanwhile.")
+
+
 def identical_waiting(exp: Experiment, store: RunStore) -> int:
     """This session's runs of exactly `exp` that are queued or running."""
     spec = exp.to_dict()
@@ -209,9 +246,45 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
         left.markdown(f"{state} · {people.plain(row['label'])} · :gray[{owner}] · :gray[run {row['run_id'][-6:]}]",
                       help=reason)
         if (owner == "yours" or instructor) and row["run_id"] not in stopping:
-            # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself
+            # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself.
+            # Another person's run (the instructor's Cancel) is cancelled only once the instructor confirms.
+            theirs = owner != "yours"
             right.button("Cancel", key=f"{key}_cancel_{row['run_id']}", icon=":material/cancel:",
-                         on_click=cancel, args=(row["run_id"], store))
+                         on_click=ask_to_cancel if theirs else cancel,
+                         args=(row["run_id"],) if theirs else (row["run_id"], store),
+                         disabled=st.session_state.get(CONFIRM) == row["run_id"])
+            if theirs and st.session_state.get(CONFIRM) == row["run_id"]:
+                confirm_cancel(row, owner, store, key=key)
+
+
+CONFIRM = "queue_confirm_cancel"  # session_state: the run of another person whose cancel awaits the instructor's yes
+
+
+def ask_to_cancel(run_id: str) -> None:
+    """The instructor's Cancel on another person's run: ask first (the run is someone's work, and may be minutes in)."""
+    st.session_state[CONFIRM] = run_id
+
+
+def keep_run() -> None:
+    st.session_state.pop(CONFIRM, None)
+
+
+def confirm_and_cancel(run_id: str, store: RunStore) -> None:
+    st.session_state.pop(CONFIRM, None)
+    cancel(run_id, store)
+
+
+def confirm_cancel(row: dict, owner: str, store: RunStore, *, key: str) -> None:
+    """Under a row of another person's run: what the instructor's cancel does, Cancel it and Keep it."""
+    with st.container(border=True):
+        what = ("stops now, and its measurements so far are lost" if row["status"] == "running"
+                else "leaves the queue and never starts")
+        st.markdown(f"Cancel {owner}'s run {row['label']} · {row['run_id'][-6:]}? It {what}; {owner} sees that the "
+                    "instructor cancelled it.")
+        yes, no = st.columns(2)
+        yes.button("Cancel their run", key=f"{key}_confirm_{row['run_id']}", type="primary", icon=":material/cancel:",
+                   on_click=confirm_and_cancel, args=(row["run_id"], store))
+        no.button("Keep it", key=f"{key}_keep_{row['run_id']}", on_click=keep_run)
 
 
 def cancel(run_id: str, store: RunStore) -> None:
@@ -296,11 +369,18 @@ def live_ids(run_ids: list[str]) -> list[str]:
 
 
 @st.fragment(run_every=2.0)
-def live_runs_panel(run_ids: list[str], *, key: str) -> None:
-    """One line per run still queued or running, with a cancel button; reruns the page when all have ended."""
+def live_runs_panel(run_ids: list[str], *, key: str, feed: str | None = None, store: RunStore | None = None) -> None:
+    """One line per run still queued or running, with a cancel button; reruns the page when all have ended.
+    feed: the submit_in_turn key whose held runs this panel queues as places free up (into session_state[feed])."""
+    if feed is not None:
+        st.session_state[feed] = [*st.session_state.get(feed, []), *feed_pending(feed, store)]
+        run_ids = st.session_state[feed]
     waiting = live_ids(run_ids)
-    if not waiting:
+    held = pending_words(feed, store) if feed is not None else None
+    if not waiting and not held:
         st.rerun()  # the page draws their results now
+    if held:
+        st.markdown(held)
     for run_id in waiting:
         run = registry.live(run_id)
         snap = run.snapshot()

@@ -104,3 +104,10 @@ def counterpart(rec, records: list, **changes):
     """The newest finished run among `records` whose settings (cache included) are `rec`'s with `changes`."""
     want = settings({**rec.spec, **changes})
     return next((r for r in records if r.status == "finished" and r.id != rec.id and settings(r.spec) == want), None)
+
+
+def stored_twin(spec: dict, records: list, device: str):
+    """The newest finished run among `records` (newest first) of `spec`'s setting (what it compiles, whatever its
+    cache and timing) that ran on `device` kind here, or None: a section reuses it rather than measure it again."""
+    return next((r for r in records if r.status == "finished" and r.result.get("speedup") is not None
+                 and (r.device or r.result.get("device")) == device and same_compile(r.spec, spec)), None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcore import figures
-from tcore.figures import paired
+from tcore.figures import paired, rerun
 from tcore.lab.queue.waiting import duration_words
 
 
@@ -251,8 +251,9 @@ def noise_advice(result: dict) -> str:
                 "seconds): its rounds disagree, and more of them narrow the interval.")
     cpu = result.get("device") == "cpu"
     return (f"Timing longer will not narrow it: most of its width is the spread between fresh processes (σ "
-            f"{between:.1f}%), which a longer run cannot see. Rerun the setting (from its third earlier run here the "
-            "interval learns its real spread) or calibrate this machine (`python -m tcore calibrate`)"
+            f"{between:.1f}%), which a longer run cannot see. Rerun the setting (once {rerun.MIN_HISTORY} earlier "
+            "runs of it are stored here, the interval learns its real spread) or calibrate this machine "
+            "(`python -m tcore calibrate`)"
             + ("; on the CPU a step with more work in it (a larger batch or preset) holds stiller." if cpu else "."))
 
 

@@ -73,13 +73,17 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
                        if paired else ("speedup_min", "speedup_max", "rounds"))
     ranged = pd.notna(best.get(low)) and pd.notna(best.get(high))
     spread = f" ({what} {best[low]:.2f}–{best[high]:.2f}x)" if ranged else ""
-    text = f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of compiling."
-    # Another setting whose interval reaches this one's is not told apart by these runs.
+    # Another setting whose interval reaches this one's is not told apart by these runs: then none is crowned.
     rivals = done[(done.setting != best.setting) & (done[high] >= best[low])] if ranged else done[:0]
-    if not rivals.empty:
-        names = ", ".join(f"**{s}**" for s in rivals.setting)
-        text += (f" These runs **cannot tell it apart** from {names}: their {'intervals' if paired else 'rounds'} "
-                 "overlap. Time them for longer before picking one.")
+    if rivals.empty:
+        text = (f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of "
+                "compiling.")
+    else:
+        tied = [best, *(r for _, r in rivals.iterrows())]
+        names = ", ".join(f"**{r.setting}** ({r.speedup:.2f}x" + (f", {r[low]:.2f}–{r[high]:.2f}x" if pd.notna(r[low])
+                                                                    and pd.notna(r[high]) else "") + ")" for r in tied)
+        text = (f"These runs **cannot tell apart** {names}: their {'intervals' if paired else 'rounds'} overlap, so "
+                "none of them is named the fastest. Time them for longer before picking one.")
     paying = done.dropna(subset=["breakeven_steps"])
     if not paying.empty:
         soon = paying.loc[paying.breakeven_steps.idxmin()]

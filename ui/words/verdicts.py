@@ -7,9 +7,11 @@ ordered by speedup, and two whose intervals overlap are said to be not told apar
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from tcore import figures
+from tcore.experiment.comparable import compile_key
 
 
 def interval_text(result: dict[str, Any]) -> str:
@@ -69,11 +71,14 @@ def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "set
         return rerun_verdict(done)
     ranked = sorted(done, key=lambda nr: nr[1]["speedup"], reverse=True)
     best_name, best = ranked[0]
-    text = f"Fastest {what}: **{best_name}**, {interval_text(best)} eager."
-    rivals = [n for n, r in ranked[1:] if figures.told_apart(best, r) is False]
-    if rivals:
-        text += (f" These runs **cannot tell it apart** from {', '.join(f'**{n}**' for n in rivals)}: their "
-                 "speedups' intervals overlap. Time them for longer before picking one.")
+    rivals = [(n, r) for n, r in ranked[1:] if figures.told_apart(best, r) is False]
+    if rivals:  # no crown: another run's interval reaches the fastest one's
+        text = ("These runs **cannot tell apart** "
+                + ", ".join(f"**{n}** ({interval_text(r)})" for n, r in ranked[:1] + rivals)
+                + f": their speedups' intervals overlap, so none of them is named the fastest {what}. Time them for "
+                  "longer before picking one.")
+    else:
+        text = f"Fastest {what}: **{best_name}**, {interval_text(best)} eager."
     by_rate = [n for n, _ in sorted(done, key=lambda nr: -(nr[1].get("compiled_samples_per_s") or 0))]
     if len(done) > 1 and by_rate != [n for n, _ in ranked] and not same_work:
         text += (f" By compiled samples/s alone the order differs ({' > '.join(by_rate)}): these runs time different "
@@ -95,8 +100,7 @@ def rerun_verdict(done: list[tuple[str, dict[str, Any]]]) -> str:
     speedups = [r["speedup"] for _, r in done]
     low, high = min(speedups), max(speedups)
     text = (f"These {len(done)} runs are reruns of **one setting**, so none of them is a faster setting: their "
-            f"headlines read {low:.2f}–{high:.2f}x, {100 * (high / low - 1):.1f}% apart, which is how far a rerun "
-            "moves here.")
+            f"headlines read {low:.2f}–{high:.2f}x, {_apart(low, high)}, which is how far a rerun moves here.")
     apart = [(a, b) for i, (a, ra) in enumerate(done) for b, rb in done[i + 1:] if figures.told_apart(ra, rb)]
     if apart:
         text += (f" **{apart[0][0]}** and **{apart[0][1]}** lie outside each other's intervals: the machine moved "
@@ -106,3 +110,82 @@ def rerun_verdict(done: list[tuple[str, dict[str, Any]]]) -> str:
     if noisy := noisy_names(done):
         text += " " + noisy
     return text
+
+
+# Backends that run the captured graph with eager kernels: Dynamo (and AOT autograd) trace, nothing is generated.
+NO_CODE_BACKENDS = ("eager", "aot_eager")
+
+
+def compiled_nothing(spec: dict[str, Any]) -> str | None:
+    """Why a run compiled no faster code ('compile off', 'backend eager'), or None for a run that did."""
+    if spec.get("compile") == "off":
+        return "compile off"
+    if spec.get("backend") in NO_CODE_BACKENDS:
+        return f"backend {spec['backend']}"
+    return None
+
+
+def compare_verdict(records: list) -> str | None:
+    """The Compare page's verdict over the chosen runs (RunRecords, newest first): the fastest of the runs of one
+    task (the task most of them ran, else the newest's), never a run that compiled nothing (its speedup is eager
+    against eager: the machine's drift); runs of one setting on one device called reruns of each other, with their
+    spread; and the runs left out, with why."""
+    done = [r for r in records if r.result.get("speedup") is not None]
+    if len(done) < 2:  # one run is not a ranking; its own page says how sure its figure is
+        return None
+
+    def name(r) -> str:
+        return f"{r.label} · {r.id[-6:]}"
+
+    def task(r) -> str:
+        return r.spec.get("task", "inference")
+
+    main_task = Counter(task(r) for r in done).most_common(1)[0][0]  # a tie goes to the newest run's task
+    other_task = [r for r in done if task(r) != main_task]
+    same_task = [r for r in done if task(r) == main_task]
+    def setting(r) -> str:  # what a run compiled, on which device: runs of one setting are reruns of each other
+        return compile_key(r.spec, r.device or r.result.get("device") or "cpu")
+
+    settings: dict[str, list] = {}
+    for r in same_task:
+        settings.setdefault(setting(r), []).append(r)
+    contenders = [r for r in same_task if not compiled_nothing(r.spec)]
+    nothing = [r for r in same_task if compiled_nothing(r.spec)]
+    parts = []
+    if len({setting(r) for r in contenders}) > 1:
+        work = {tuple(r.spec.get(k) for k in ("model", "preset", "batch_size", "precision")) for r in contenders}
+        parts.append(ranking_verdict([(name(r), r.result) for r in contenders], what="run", same_work=len(work) == 1))
+    elif len(contenders) == 1:
+        parts.append(f"Of the runs of one task here, only **{name(contenders[0])}** compiled code: "
+                     f"{interval_text(contenders[0].result)} eager. There is no other to rank it against.")
+    elif not contenders and len(settings) > 1:
+        parts.append("None of these runs compiled code (backend eager or aot_eager runs the captured graph with eager "
+                     "kernels; compile off compiles nothing), so none is crowned the fastest: a speedup of theirs is "
+                     "eager against eager, how far the machine moved between the two, not a faster setting.")
+    if nothing and len(settings) > 1:
+        parts.append("Not ranked, as they compiled nothing: " + ", ".join(
+            f"**{name(r)}** ({compiled_nothing(r.spec)}, {interval_text(r.result)})" for r in nothing)
+                     + ". Each of their speedups is eager against eager: the machine's drift, not a gain.")
+    for group in settings.values():  # reruns of one setting, whether ranked or not
+        if len(group) > 1:
+            parts.append(_reruns_sentence([(name(r), r.result) for r in group], whole=len(group) == len(done)))
+    if other_task:
+        parts.append("Left out of the ranking, as another task times other work: " + ", ".join(
+            f"**{name(r)}** ({task(r)})" for r in other_task) + f". The ranking holds the {main_task} runs; choose "
+                     "runs of one task to rank them.")
+    return " ".join(parts) or None
+
+
+def _reruns_sentence(named: list[tuple[str, dict[str, Any]]], *, whole: bool) -> str:
+    """Runs of one setting: reruns of each other, and how far apart their headlines read."""
+    if whole:
+        return rerun_verdict(named)
+    speedups = [r["speedup"] for _, r in named]
+    low, high = min(speedups), max(speedups)
+    return (f"{' and '.join(f'**{n}**' for n, _ in named)} are reruns of one setting: their headlines read "
+            f"{low:.2f}–{high:.2f}x, {_apart(low, high)}, which is how far a rerun moves here.")
+
+
+def _apart(low: float, high: float) -> str:
+    """'8.3% apart'; 'about 32 times apart' where a percentage would run to thousands."""
+    return f"about {high / low:.0f} times apart" if high >= 2 * low else f"{100 * (high / low - 1):.1f}% apart"

@@ -116,6 +116,13 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     return run
 
 
+def places_left(owner: str, store: RunStore) -> tuple[int, int]:
+    """(how many more runs `owner` may queue now, the lab's max_queued_per_session): a page that queues several runs
+    at once queues what fits and the rest as the person's waiting runs start."""
+    bound = limits.load(store=store).max_queued_per_session
+    return max(0, bound - store.queued_count(owner)), bound
+
+
 def _sweep_width(device: str) -> int:
     """How many runs of one sweep may be in the queue at once: one per run the device slots take at once (one per slot
     on a Ray cluster; runs_per_gpu per GPU here, tcore.lab.queue.room), so a sweep spreads over its GPUs and compiles

@@ -1,0 +1,61 @@
+"""The Compare page headless (AppTest) over stored runs: what its verdict crowns, what it calls reruns, which runs it
+leaves out of a ranking; cancelled runs said as cancelled; the run pickers' search."""
+import time
+
+from tcore.experiment.spec import Experiment
+from tests.app_harness import app, db, stored_run, texts  # noqa: F401
+from tests.helpers import insert_run
+
+
+def interval(speedup, low, high):
+    return {"speedup": speedup, "speedup_low": low, "speedup_high": high, "paired_rounds": 12,
+            "speedup_pm_pct": 100 * max(high / speedup - 1, 1 - low / speedup)}
+
+
+def test_the_default_selection_crowns_no_run_that_compiled_nothing_and_ranks_one_task(db):
+    tiny = Experiment(model="captioner", device="cpu")
+    made = {}
+    for name, exp, figures in (("generate", tiny.replace(task="generate"), interval(2.0, 1.9, 2.1)),
+                               ("inductor", tiny, interval(1.3, 1.25, 1.35)),
+                               ("regional", tiny.replace(compile="regional"), interval(1.1, 1.05, 1.15)),
+                               ("eager rerun", tiny.replace(backend="eager"), interval(0.13, 0.11, 0.16)),
+                               ("eager", tiny.replace(backend="eager"), interval(4.15, 3.9, 4.4))):
+        made[name] = stored_run(db, exp, compile_s=1.0, **figures)
+        time.sleep(0.01)  # the newest first
+    at = app().switch_page("app_pages/compare.py").run()
+    assert not at.exception
+    assert len(at.multiselect(key="compare_runs").value) == 4  # the newest four: the generate run is not among them
+    at.multiselect(key="compare_runs").set_value(list(made.values())).run()
+    said = texts(at.markdown)
+    assert f"Fastest run: **{tiny.label} · {made['inductor'][-6:]}**, 1.30x (1.25–1.35) eager." in said
+    assert "whole eager · " + made["eager"][-6:] + "** (backend eager, 4.15x" in said  # not ranked, and why
+    assert "are reruns of one setting: their headlines read 0.13–4.15x" in said
+    assert "Left out of the ranking, as another task times other work" in said and made["generate"][-6:] in said
+
+
+def test_a_cancelled_run_reads_cancelled_in_the_table_the_filter_and_the_csv(db):
+    tiny = Experiment(model="captioner", device="cpu")
+    stored_run(db, tiny, speedup=1.2, compile_s=1.0)
+    cancelled = insert_run(db, tiny.replace(compile="regional"))
+    db.finish(cancelled, error={"type": "error", "kind": "cancelled", "message": "cancelled by its owner"})
+    failed = insert_run(db, tiny.replace(mode="max-autotune"))
+    db.finish(failed, error={"type": "error", "kind": "compile_error", "message": "InductorError: boom"})
+    at = app().switch_page("app_pages/compare.py").run()
+    assert not at.exception
+    assert at.multiselect(key="compare_status").options == ["cancelled", "failed", "finished"]
+    table = at.dataframe[0].value  # the run table, the page's first
+    assert dict(zip(table["Run id"], table["Status"])) == {
+        cancelled: "cancelled", failed: "failed", **{i: "finished" for i in table["Run id"] if i not in (cancelled,
+                                                                                                        failed)}}
+    # "Download every run (CSV)" writes the frame the table is drawn from
+    assert dict(zip(db.dataframe().id, db.dataframe().status))[cancelled] == "cancelled"
+
+
+def test_typing_part_of_an_id_finds_only_the_runs_whose_names_contain_it(db):
+    from streamlit.proto.SelectWidgetFilterMode_pb2 import SelectWidgetFilterMode
+
+    stored_run(db, Experiment(model="captioner", device="cpu"), speedup=1.2, compile_s=1.0)
+    at = app().switch_page("app_pages/compare.py").run()
+    # The browser filters the options as a person types: by substring, not fuzzy (letters scattered in order).
+    assert at.multiselect(key="compare_runs").proto.filter_mode == SelectWidgetFilterMode.FILTER_MODE_CONTAINS
+    assert at.selectbox(key="compare_detail").proto.filter_mode == SelectWidgetFilterMode.FILTER_MODE_CONTAINS
