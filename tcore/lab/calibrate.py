@@ -62,13 +62,15 @@ def calibrate(store: RunStore, device: str, runs_each: int = 5,
     return {kind: history.machine_spread(rows, env, device, kind) for kind in references(device)}
 
 
-def words(kind: str, spread: history.Spread | None) -> str:
-    """One line per kind: the σ learned, from how many runs, and whether it now replaces the default."""
+def words(kind: str, spread: history.Spread | None, gpu: str | None = None) -> str:
+    """One line per kind: the σ learned, from how many runs, and whether it now replaces the starting value."""
     what = rerun.KIND_WORDS.get(kind, kind)
     if spread is None:
         return f"{what}: no setting of this kind has run twice here yet"
-    used = ("replaces the documented default" if spread.dof >= rerun.MIN_MACHINE_DOF else
-            f"too few yet to replace the default ({spread.dof} of {rerun.MIN_MACHINE_DOF} degrees of freedom)")
+    start, where = rerun.starting_between(kind, gpu)
+    used = ("replaces the starting value" if spread.dof >= rerun.MIN_MACHINE_DOF else
+            f"pooled with the starting value until it holds {rerun.MIN_MACHINE_DOF} degrees of freedom (it holds "
+            f"{spread.dof})")
     return (f"{what}: σ {spread.sigma_pct:.2f}% between fresh processes, from {spread.runs} reruns of "
-            f"{spread.settings} setting(s); {used} (default σ {rerun.DEFAULT_BETWEEN_PCT[kind]:g}%); the part of "
+            f"{spread.settings} setting(s); {used} (starting σ {start:g}%, {where}); the part of "
             "their scatter that each run's own rounds do not explain")

@@ -35,4 +35,4 @@ def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dic
     earlier = history.history(store.same_setting(spec, device, env, exclude=run_id))
     bound = bool(figures.host_bound(result, device, spec.get("mode")))
     spread = history.machine_spread(store.headlines(device), env, device, rerun.kind(device, bound), exclude=spec)
-    return rerun.restate(result, earlier.speedups, bound, spread, earlier.withins)
+    return rerun.restate(result, earlier.speedups, bound, spread, earlier.withins, gpu=env.get("gpu"))
