@@ -82,9 +82,6 @@ def test_parts_of_the_interval_drift_history_and_device():
                        (("cpu", False), ("cuda", False), ("cuda", True)))
     assert gpu.pm_pct < bound.pm_pct and gpu.pm_pct < cpu.pm_pct
     assert "a starting value of σ 2%" in gpu.basis() and "It is a starting value" in gpu.basis()
-    # One round: no interval of its own, the floor still gives one.
-    one = rerun.interval([1.5], device="cuda")
-    assert one.rounds_pm_pct is None and one.low < 1.5 < one.high
     with pytest.raises(ValueError):
         rerun.interval([], device="cpu")
 
@@ -352,3 +349,27 @@ def test_a_fresh_lab_starts_from_the_spread_measured_for_its_gpu_model():
         assert "each setting run here again narrows it" in fresh.basis()
     busy = rerun.interval([1.524, 1.53, 1.528, 1.532, 1.526, 1.529], device="cuda", gpu=h100)
     assert busy.pm_pct < 3.5 and busy.low <= 1.528 <= busy.high
+
+
+def test_a_run_of_too_few_rounds_states_no_interval_and_how_to_get_one():
+    """One round said ± 21% on the CPU (the default spread alone) and its rerun landed 30-fold outside, with advice that
+    timing longer would not narrow it. Under MIN_INTERVAL_ROUNDS rounds the run states no interval, says why and that
+    more rounds give one, and is read as rough; from there on it states one."""
+    from ui.words import run_words
+
+    for ratios in ([1.5], [1.5, 1.2]):
+        few = rerun.interval(ratios, device="cpu")
+        assert few.low is None and few.high is None and few.pm_pct is None and few.rounds == len(ratios)
+        stored = {"device": "cpu", "variants": ["eager", "compiled"], "paired_rounds": len(ratios),
+                  **rerun.figures_of(few)}
+        assert stored["speedup_low"] is None and stored["speedup_pm_pct"] is None
+        assert f"Run it with {rerun.MIN_INTERVAL_ROUNDS} rounds or more" in stored["speedup_no_interval"]
+        assert "no interval: " in figures.speedup_words(stored) and "interval for a rerun" not in \
+            figures.speedup_words(stored)
+        assert any("states no interval" in r for r in figures.noise_reasons(stored))
+        said = run_words.noise_words(stored)
+        assert "rounds or more" in said and "Timing longer will not narrow it" not in said
+        assert paired.apart(stored, {"speedup_low": 1.0, "speedup_high": 1.1}) is None  # cannot be told apart
+    enough = rerun.interval([1.5, 1.45, 1.55], device="cpu")
+    assert enough.low < 1.5 < enough.high and enough.no_interval() is None
+    assert rerun.figures_of(enough)["speedup_no_interval"] is None

@@ -83,6 +83,10 @@ def starting_between(kind_: str, gpu: str | None = None) -> tuple[float, str]:
 
 
 MIN_HISTORY = 3          # earlier runs of the same setting needed to learn the spread from them
+# A run of fewer rounds states no interval of its own: one round says nothing of how far the next would land, and an
+# interval made of the spread between processes alone read as if the run had measured it (on the CPU a one-round run
+# stated ± 21%, and its rerun landed 30-fold outside). From 3 the rounds' order statistics and their spread speak.
+MIN_INTERVAL_ROUNDS = 3
 MIN_MACHINE_DOF = 6      # degrees of freedom of the machine's reruns (runs less one per setting) to replace the default
 KIND_WORDS = {"cuda-host-bound": "host-bound GPU runs (the GPU waits on the host's launches)",
               "cuda": "GPU runs that keep the GPU busy", "cpu": "CPU runs"}
@@ -96,8 +100,8 @@ class Rerun:
     """The headline and its interval for a rerun, with the parts the interval is made of (all in %, as σ or ±)."""
 
     speedup: float
-    low: float
-    high: float
+    low: float | None            # None: too few rounds for an interval (MIN_INTERVAL_ROUNDS)
+    high: float | None
     confidence: float          # CONFIDENCE
     rounds_pm_pct: float | None  # the rounds' own interval, ± % (None with a single round)
     drift_pct: float | None      # first-half vs second-half median ratio, % apart (None under 4 rounds)
@@ -114,13 +118,28 @@ class Rerun:
     start_pct: float = FALLBACK_BETWEEN_PCT["cpu"]  # the starting σ between processes for this kind and GPU, %
     start_where: str = ""        # where that starting value comes from (starting_between)
 
+    rounds: int = 0              # the rounds the headline is made of
+
     @property
-    def pm_pct(self) -> float:
-        """How far the interval reaches from the headline, on the wider side, in %."""
+    def pm_pct(self) -> float | None:
+        """How far the interval reaches from the headline, on the wider side, in %; None without an interval."""
+        if self.low is None or self.high is None:
+            return None
         return 100 * max(self.high / self.speedup - 1, 1 - self.low / self.speedup)
+
+    def no_interval(self) -> str | None:
+        """Why the run states no interval, and how to get one; None where it states one."""
+        if self.low is not None:
+            return None
+        few = "1 round cannot" if self.rounds == 1 else f"{self.rounds} rounds cannot"
+        return (f"{few} give an interval of the run's own: so few say nothing of how far the next would land. Run it "
+                f"with {MIN_INTERVAL_ROUNDS} rounds or more (Rounds, or more timed seconds) for an interval; rerunning "
+                "the setting here then also teaches the lab how far it moves between processes")
 
     def basis(self) -> str:
         """What the interval is made of, in a clause: 'the rounds (± 1.2%), drift 0.4%, and ...'."""
+        if (why := self.no_interval()) is not None:
+            return why
         parts = [f"the rounds (± {self.rounds_pm_pct:.1f}%)" if self.rounds_pm_pct is not None else
                  "a single round (no interval of its own)"]
         if self.left_out:
@@ -278,6 +297,10 @@ def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, 
     if not ratios:
         raise ValueError("no rounds to estimate a speedup from")
     center = paired.estimate(ratios).speedup
+    if len(ratios) < MIN_INTERVAL_ROUNDS:
+        start_pct, start_where = starting_between(kind(device, host_bound), gpu)
+        return Rerun(center, None, None, confidence, None, None, start_pct, "default", 0, kind(device, host_bound),
+                     left_out=left_out, start_pct=start_pct, start_where=start_where, rounds=len(ratios))
     s_rounds, rounds_pm = rounds_sigma(ratios)
     s_drift, drift_pct = drift_sigma(ratios)
     s_between, source, n = between_sigma(history, device, host_bound, machine, history_within, gpu)
@@ -293,7 +316,7 @@ def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, 
                  100 * (math.exp(s_between) - 1), source, n, kind(device, host_bound),
                  machine.runs if learned else 0, machine.settings if learned else 0,
                  100 * (math.exp(math.hypot(s_rounds, s_drift)) - 1), left_out, floor,
-                 machine.dof if learned else 0, start_pct, start_where)
+                 machine.dof if learned else 0, start_pct, start_where, len(ratios))
 
 
 def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
@@ -304,7 +327,7 @@ def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
             "speedup_between_source": r.between_source, "speedup_history_runs": r.history_runs,
             "speedup_kind": r.kind, "speedup_machine_runs": r.machine_runs, "speedup_within_pct": r.within_pct,
             "speedup_rounds_left_out": r.left_out, "speedup_floor": r.floor,
-            "speedup_interval_words": r.basis()}
+            "speedup_interval_words": r.basis(), "speedup_no_interval": r.no_interval()}
 
 
 def restate(result: dict, history: Sequence[float], host_bound: bool, machine: Spread | None = None,

@@ -190,13 +190,15 @@ def noise_words(result: dict) -> str | None:
         return None
     said = "; ".join(reasons)
     return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". "
-            + noise_advice(result))
+            + noise_advice(result)).rstrip()
 
 
 def noise_advice(result: dict) -> str:
     """What would narrow a noisy run's interval: timing longer narrows only the rounds' part of it; where the spread
     between fresh processes makes most of its width, only reruns of the setting (or a calibration) teach the lab the
     machine's real spread, and on a CPU a step with more work holds stiller."""
+    if result.get("speedup_no_interval"):  # its reason says how to get one: more rounds, not fewer words
+        return ""
     rounds, between = result.get("speedup_rounds_pm_pct"), result.get("speedup_between_pct")
     by_rounds = rounds is not None and (between is None or rounds > 1.96 * between)
     if by_rounds or between is None:
