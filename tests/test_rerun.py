@@ -238,7 +238,8 @@ def test_the_machines_reruns_of_other_settings_replace_the_default_once_there_ar
         for i in range(5):  # five reruns each, within about ± 1%
             rows.append((spec, env, centre * (1 + 0.01 * ((i % 3) - 1)), "cuda-host-bound"))
     rows.append((rows[0][0], {**env, "hostname": "h2"}, 9.0, "cuda-host-bound"))  # another machine: not counted
-    rows.append((rows[0][0], env, 9.0, "cuda"))  # another kind: not counted
+    other = Experiment(model="flux", preset="tiny", batch_size=8, precision="bf16").to_dict()
+    rows += [(other, env, 9.0, "cuda"), (other, env, 5.0, "cuda")]  # a setting of another kind: not counted
     spread = history.machine_spread(rows, env, "cuda", "cuda-host-bound")
     assert spread.runs == 10 and spread.settings == 2 and spread.dof == 8
     assert 0.5 < spread.sigma_pct < 1.5
@@ -373,3 +374,39 @@ def test_a_run_of_too_few_rounds_states_no_interval_and_how_to_get_one():
     enough = rerun.interval([1.5, 1.45, 1.55], device="cpu")
     assert enough.low < 1.5 < enough.high and enough.no_interval() is None
     assert rerun.figures_of(enough)["speedup_no_interval"] is None
+
+
+def test_a_settings_kind_is_its_historys_majority_so_its_width_does_not_flip(store):
+    """timm:convnext_tiny on an H100 read GPU-busy in one process and host-bound in the next, and its width flipped
+    between ± 4% and ± 20%. The kind is the majority of the setting's runs' own readings here (a tie counts as
+    host-bound, the wider), for the interval, for the machine's spread and for the outlook before a run."""
+    assert rerun.setting_kind("cuda", [True, False, False]) == "cuda"
+    assert rerun.setting_kind("cuda", [True, True, False]) == "cuda-host-bound"
+    assert rerun.setting_kind("cuda", [True, False]) == "cuda-host-bound"  # a tie: coverage first
+    assert rerun.setting_kind("cuda", []) == "cuda" and rerun.setting_kind("cpu", [True]) == "cpu"
+
+    env = {"hostname": "h1", "gpu": "NVIDIA H100 80GB HBM3", "cpu": "x"}
+    exp = Experiment(model="timm:convnext_tiny", preset="full", batch_size=64, precision="bf16")
+    busy = recorded_host_bound_run(eager_gpu_busy_pct=99.0, eager_idle_ms=0.1, device="cuda")
+    bound = recorded_host_bound_run(device="cuda")
+    blocks = {"eager": [[100, 1.0]] * 8, "compiled": [[150, 1.0 + 0.002 * (i % 3)] for i in range(8)]}
+    stated = []
+    for i, reading in enumerate([busy, busy, bound, busy, bound]):
+        run_id = insert_run(store, exp)
+        result = with_history(store, run_id, exp.to_dict(), {**reading, "blocks": blocks}, env)
+        store.finish(run_id, result=result, env=env)
+        stated.append(result)
+    assert [r["speedup_kind"] for r in stated] == ["cuda", "cuda", "cuda", "cuda", "cuda"]
+    assert max(r["speedup_pm_pct"] for r in stated) < 5.0  # no run flipped to the host-bound width
+    assert "This run read as host-bound, but 2 of the 3 runs" in stated[2]["notes"][-1]
+    assert not stated[3].get("notes")
+    # the machine's spread counts every run of the setting for its majority kind
+    rows = store.headlines("cuda")
+    assert history.machine_spread(rows, env, "cuda", "cuda").runs == 5
+    assert history.machine_spread(rows, env, "cuda", "cuda-host-bound") is None
+    # before a run, too: two host-bound readings of five do not make the setting host-bound
+    from tcore.lab import rerun_outlook
+
+    past = history.history(store.same_setting(exp.to_dict(), "cuda", env))
+    assert "host-bound" not in rerun_outlook.outlook(exp, store, found=("cuda", past, 2)).reason
+    assert "3 of them were host-bound" in rerun_outlook.outlook(exp, store, found=("cuda", past, 3)).reason

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from tcore.experiment.comparable import PROVENANCE_FIELDS, settings
-from tcore.figures.rerun import within_sigma
+from tcore.figures.rerun import setting_kind, within_sigma
 
 
 def machine(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str | None, str | None]:
@@ -130,16 +130,22 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
                    exclude: Mapping[str, Any] | None = None) -> Spread | None:
     """The spread between processes of runs of `kind` on this machine, from `rows` (store.headlines: spec, env,
     speedup, kind and, where stored, the run's own spread in %), or None where no setting of that kind ran twice here.
+    A setting is of the kind most of its runs were stated as (tcore.figures.rerun.setting_kind).
     `exclude`: a setting left out (the run's own, whose history is pooled on its own terms)."""
     here = machine(env, device)
-    groups: dict[str, list[tuple[float, float]]] = {}
+    groups: dict[str, list[tuple[float, float, str | None]]] = {}
     for spec, their_env, speedup, their_kind, *own in rows:
-        if their_kind != kind or not speedup or speedup <= 0 or machine(their_env, device) != here:
+        if not speedup or speedup <= 0 or machine(their_env, device) != here:
             continue
         if exclude is not None and same_setting(spec, exclude):
             continue
         key = repr(sorted(settings(dict(spec), ignoring=PROVENANCE_FIELDS).items()))
-        groups.setdefault(key, []).append((math.log(speedup), within_sigma(own[0] if own else None)))
+        groups.setdefault(key, []).append((math.log(speedup), within_sigma(own[0] if own else None), their_kind))
+    # a setting counts for the kind most of its runs were stated as (setting_kind), all its runs with it: a setting
+    # whose runs were split between kinds by one process's reading would otherwise teach each kind half its scatter
+    groups = {key: [(x, w) for x, w, _ in found] for key, found in groups.items()
+              if (kinds := [k for *_, k in found if k]) and setting_kind(
+                  device, [k == "cuda-host-bound" for k in kinds]) == kind}
     squares = owns = dof = runs = counted = 0
     for pairs in groups.values():
         if len(pairs) < 2:

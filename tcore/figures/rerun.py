@@ -227,6 +227,14 @@ def kind(device: str | None, host_bound: bool) -> str:
     return "cuda-host-bound" if device == "cuda" and host_bound else ("cuda" if device == "cuda" else "cpu")
 
 
+def setting_kind(device: str | None, host_bound_readings: Sequence[bool]) -> str:
+    """The kind of a setting on a machine: the majority of its runs' own host-bound readings there (this run's among
+    them), a tie read as host-bound, the wider (coverage first). One process's reading flipped a setting's width between
+    ± 4% and ± 20% from run to run (timm:convnext_tiny on an H100: GPU-busy in one process, host-bound in the next)."""
+    readings = list(host_bound_readings)
+    return kind(device, bool(readings) and 2 * sum(readings) >= len(readings))
+
+
 def _upper(sigma: float, dof: int) -> float:
     """A standard deviation learned with `dof` degrees of freedom, raised to its one-sided HISTORY_UPPER bound."""
     return sigma * math.sqrt(dof / chi2_quantile(1 - HISTORY_UPPER, dof))

@@ -49,6 +49,8 @@ def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None,
     if not exp.has_compiled_variant:
         return None
     device, past, bound = found or earlier(exp, store, device)
+    if bound and 2 * bound < len(past.points):  # the setting's kind is its history's majority (rerun.setting_kind)
+        bound = 0
     larger = bound_at_larger_batch(exp, store, device) if not bound else None
     env = machine_env(device)
     spread = history.machine_spread(store.headlines(device), env, device,
