@@ -1,6 +1,7 @@
 """Calibrating this machine: reruns of reference settings, one per kind of run that the headline's interval tells
-apart, so that the spread between fresh processes the machine shows replaces the documented default
-(tcore.figures.rerun: its prior is tcore.analysis.history.machine_spread over the store's reruns).
+apart, so that the spread between fresh processes the machine shows replaces the measured starting value
+(tcore.figures.rerun: its prior is tcore.analysis.history.machine_spread over the store's reruns). Every rerun a person
+makes teaches it too; standing() is what the System page shows of it, reset() the instructor's fresh start.
 
     python -m tcore calibrate            # 5 fresh runs of each reference (7 of a kind's only one) on this device
     python -m tcore calibrate --runs 8   # more runs: a tighter bound on the spread
@@ -14,6 +15,8 @@ extreme's alone; the Run page's GPU default keeps the GPU busy; on the CPU, the 
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass
 from typing import Callable
 
 from tcore.analysis import history
@@ -23,6 +26,7 @@ from tcore.figures import rerun
 from tcore.lab.rerun_outlook import machine_env
 from tcore.lab.run import runs
 from tcore.store import RunRecord, RunStore
+from tcore.store.lab_state import SPREAD_RESET
 
 OWNER = "calibration"
 
@@ -57,16 +61,67 @@ def calibrate(store: RunStore, device: str, runs_each: int = 5,
         record = run.wait()
         if on_end is not None and record is not None:
             on_end(record)
-    rows = store.headlines(device)
-    env = machine_env(device)
+    return spreads(store, device)
+
+
+def spreads(store: RunStore, device: str) -> dict[str, history.Spread | None]:
+    """What this machine has shown for each kind of run on `device` (None: no setting of that kind ran twice here),
+    from the runs finished since the instructor's last reset."""
+    rows, env = store.headlines(device), machine_env(device)
     return {kind: history.machine_spread(rows, env, device, kind) for kind in references(device)}
+
+
+def reset(store: RunStore) -> None:
+    """The instructor's reset: the machine's spread is learned again from runs finished from now on (after a change of
+    machine, driver or load that the earlier runs no longer describe); until then intervals start from the measured
+    starting value. The runs themselves are kept."""
+    store.set_lab_state(SPREAD_RESET, {"at": time.time()})
+
+
+def reset_at(store: RunStore) -> float | None:
+    """When the machine's spread was last reset, or None."""
+    state = store.lab_state(SPREAD_RESET)
+    return state["at"] if state else None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One kind of run's spread between processes on this machine, as the System page shows it."""
+
+    kind: str
+    what: str                  # the kind in words
+    sigma_pct: float | None    # what the machine's reruns show (None: none yet)
+    used_pct: float            # what a run of a new setting of this kind is given now (the starting value pooled in)
+    runs: int
+    settings: int
+    newest_at: float | None    # when the newest run it rests on was created
+    oldest_at: float | None
+    start_pct: float           # the measured starting value, and where it comes from
+    start_where: str
+    words: str
+
+
+def standing(store: RunStore, device: str) -> list[Standing]:
+    """Each kind of run's spread on this machine: learned, with what it rests on and its age, or the starting value."""
+    gpu = machine_env(device).get("gpu")
+    out = []
+    for kind, spread in spreads(store, device).items():
+        start, where = rerun.starting_between(kind, gpu)
+        used = rerun.between_sigma((), device, kind == "cuda-host-bound", spread, (), gpu)[0]
+        out.append(Standing(kind, rerun.KIND_WORDS.get(kind, kind), spread.sigma_pct if spread else None,
+                            100 * math.expm1(used), spread.runs if spread else 0, spread.settings if spread else 0,
+                            spread.newest_at if spread else None, spread.oldest_at if spread else None, start, where,
+                            words(kind, spread, gpu)))
+    return out
 
 
 def words(kind: str, spread: history.Spread | None, gpu: str | None = None) -> str:
     """One line per kind: the σ learned, from how many runs, and whether it now replaces the starting value."""
     what = rerun.KIND_WORDS.get(kind, kind)
     if spread is None:
-        return f"{what}: no setting of this kind has run twice here yet"
+        start, where = rerun.starting_between(kind, gpu)
+        return (f"{what}: no setting of this kind has run twice here yet; runs start from σ {start:g}% ({where}), "
+                "which each setting run here again narrows")
     start, where = rerun.starting_between(kind, gpu)
     used = ("replaces the starting value" if spread.dof >= rerun.MIN_MACHINE_DOF else
             f"pooled with the starting value until it holds {rerun.MIN_MACHINE_DOF} degrees of freedom (it holds "
