@@ -15,6 +15,7 @@ extreme's alone; the Run page's GPU default keeps the GPU busy; on the CPU, the 
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -27,6 +28,7 @@ from tcore.lab.rerun_outlook import machine_env
 from tcore.lab.run import runs
 from tcore.store import RunRecord, RunStore
 from tcore.store.lab_state import SPREAD_RESET
+from tcore.store.queue import PAUSED
 
 OWNER = "calibration"
 
@@ -129,3 +131,93 @@ def words(kind: str, spread: history.Spread | None, gpu: str | None = None) -> s
     return (f"{what}: σ {spread.sigma_pct:.2f}% between fresh processes, from {spread.runs} reruns of "
             f"{spread.settings} setting(s); {used} (starting σ {start:g}%, {where}); the part of "
             "their scatter that each run's own rounds do not explain")
+
+
+# The lab calibrates itself while idle: once the device has had nothing running or waiting for IDLE_S, the app's lab
+# process queues one reference run (lowest priority in effect: it starts only into an empty queue) and, as soon as any
+# other run is queued or running on this host, cancels it, so a person never waits on it and no run is timed beside
+# it. It stops once every kind holds rerun.MIN_MACHINE_DOF degrees of freedom, and starts again after a reset.
+IDLE_S = 60.0
+# "0": the app's lab process never runs references by itself; "1": on the CPU too, where it is off by default (a CPU
+# reference shares the cores with everything on the machine, the pages' server included)
+SELF_CALIBRATE_ENV = "COMPILE_LAB_SELF_CALIBRATE"
+GIVE_UP_AFTER = 2  # failures of one reference in this process before it is left alone (e.g. it cannot fit here)
+
+
+def next_reference(device: str, have: dict[str, history.Spread | None], counts: dict[str, int],
+                   failed: frozenset[str] = frozenset()) -> Experiment | None:
+    """The reference to run next: of the first kind still short of rerun.MIN_MACHINE_DOF (`have`: the machine's
+    spread per kind), its first reference with fewer runs than runs_for(kind's references, 3) (`counts`: runs stored
+    per reference label), so one reference fills before the next; None when every kind has enough."""
+    for kind, exps in references(device).items():
+        spread = have.get(kind)
+        if spread is not None and spread.dof >= rerun.MIN_MACHINE_DOF:
+            continue
+        for exp in exps:
+            if exp.label not in failed and counts.get(exp.label, 0) < runs_for(len(exps), 3):
+                return exp
+    return None
+
+
+class SelfCalibration:
+    """The app's lab process's idle-time calibration of one store: tick() now and then (the queue's scheduler does,
+    tcore.lab.run.runs.on_idle). `submit` queues a reference and returns its run id; `cancel` cancels one."""
+
+    def __init__(self, store: RunStore, device: str, host: str, submit: Callable[[Experiment], str],
+                 cancel: Callable[[str], object], clock: Callable[[], float] = time.monotonic,
+                 idle_s: float = IDLE_S) -> None:
+        self.store, self.device, self.host, self.idle_s = store, device, host, idle_s
+        self._submit, self._cancel, self._clock = submit, cancel, clock
+        self.run_id: str | None = None       # the reference under way
+        self.idle_since: float | None = None  # since when nothing else ran or waited here
+        self.failures: dict[str, int] = {}
+
+    def tick(self) -> None:
+        others = [r for r in self.store.running_and_queued(self.host)
+                  if r.device == self.device and r.id != self.run_id]
+        if self.run_id is not None:
+            record = self.store.get(self.run_id)
+            if record.status in ("queued", "running") and others:
+                self._cancel(self.run_id)  # a person's run arrived: it goes first, and nothing is timed beside it
+                self.run_id = None
+            elif record.status not in ("queued", "running"):
+                if record.status != "finished":
+                    self.failures[record.label] = self.failures.get(record.label, 0) + 1
+                self.run_id, self.idle_since = None, self._clock()
+            return
+        if others or self.store.lab_state(PAUSED) is not None:
+            self.idle_since = None
+            return
+        now = self._clock()
+        if self.idle_since is None:
+            self.idle_since = now
+        if now - self.idle_since < self.idle_s:
+            return
+        exp = next_reference(self.device, spreads(self.store, self.device), self._counts(),
+                             frozenset(k for k, n in self.failures.items() if n >= GIVE_UP_AFTER))
+        if exp is not None:
+            self.run_id = self._submit(exp)
+
+    def _counts(self) -> dict[str, int]:
+        """Runs stored per reference label since the last reset (those the machine's spread may rest on)."""
+        env, since = machine_env(self.device), reset_at(self.store) or 0.0
+        counts: dict[str, int] = {}
+        for exps in references(self.device).values():
+            for exp in exps:
+                found = self.store.same_setting(exp.to_dict(), self.device, env)
+                counts[exp.label] = sum(r.created_at >= since for r in found)
+        return counts
+
+
+def keep_calibrated(store: RunStore, device: str, idle_s: float = IDLE_S) -> SelfCalibration | None:
+    """Start this process's idle-time calibration of `store` on `device` (the app's server does, at start), ticked by
+    its queue; None where SELF_CALIBRATE_ENV is "0", or on the CPU unless it is "1"."""
+    if os.environ.get(SELF_CALIBRATE_ENV, "1" if device == "cuda" else "0") == "0":
+        return None
+    from tcore.lab.queue.scheduler import this_process
+
+    cal = SelfCalibration(store, device, this_process().host,
+                          submit=lambda exp: runs.start(exp, store, owner=OWNER, for_the_lab=True).run_id,
+                          cancel=lambda run_id: runs.cancel(run_id, store), idle_s=idle_s)
+    runs.on_idle(store, cal.tick)
+    return cal
