@@ -5,7 +5,8 @@ does, plus two things a page script cannot do.
   server started on its own after a restart left a dead server's running run 'running' and its queued
   runs waiting until someone opened a page. st.App's lifespan runs once, when the server starts:
   here it starts the queue for the store and takes those runs over (tcore.lab.run.runs.serve), then imports
-  what the pages import, in the background, so the first visitor of each page does not wait for it.
+  what the pages import, in the background, so the first visitor of each page does not wait for it. On a GPU the
+  queue also calibrates the machine while idle (tcore.lab.calibrate.keep_calibrated), never while a run waits.
 - It says at start who can reach it: by default Streamlit listens on every network interface, which a
   workshop room needs and a laptop on a café's network does not; `--server.address 127.0.0.1` (`make app
   ADDRESS=127.0.0.1`) keeps it to this machine. Error details (tracebacks, source paths) are off for
@@ -53,6 +54,12 @@ def start_queue() -> int:
             return 0  # app.py, at the first page, lets the pages read it without writing
         model_cards.install(store, files_allowed=limits.files_allowed)  # this process never imports a model file
         adopted = runs.serve(store)
+        import torch
+
+        from tcore.lab import calibrate
+
+        if not cluster.configured():  # a cluster's GPUs are not this machine's: its spread is not learned here
+            calibrate.keep_calibrated(store, "cuda" if torch.cuda.is_available() else "cpu")
     except (StoreError, sqlite3.DatabaseError) as e:
         print(f"compile-lab: the run queue did not start: the run store cannot be used: {e}. The server starts "
               "anyway and every page says so. If the file is damaged, keep it aside and start a new store with "

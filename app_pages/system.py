@@ -12,7 +12,7 @@ from tcore.lab.run import runs
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from ui.charts import run_charts as charts
-from ui.panels import exports, instructor, people, queue
+from ui.panels import exports, instructor, people, queue, spread
 
 
 def gpu_slots() -> dict[int, str]:
@@ -118,6 +118,9 @@ with st.container(border=True):
     queue.queue_box(store, key="system_queue")
 if active := sweeps.active_count(store):
     st.caption(f"Sweeps in progress: {active}.")
+
+with st.container(border=True):
+    spread.panel(store, "cuda" if facts["gpus"] else "cpu")
 
 with st.container(border=True):
     instructor.panel(store)

@@ -233,8 +233,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"  {record.id[-6:]} {record.label}: {said}", flush=True)
 
     spreads = calibrate.calibrate(store, device, args.runs, ended)
+    gpu = calibrate.machine_env(device).get("gpu")
     for kind, spread in spreads.items():
-        print(calibrate.words(kind, spread))
+        print(calibrate.words(kind, spread, gpu))
     return 0 if all(s is not None for s in spreads.values()) else 1
 
 

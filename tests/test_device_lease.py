@@ -259,9 +259,11 @@ def test_calibration_teaches_each_kind_from_references_of_that_kind():
     assert set(gpu) == {"cuda-host-bound", "cuda"} and len(gpu["cuda-host-bound"]) == 2  # both ends of host-bound
     assert all(exp.device == "cuda" for exps in gpu.values() for exp in exps)
     assert [exp.device for exp in calibrate.references("cpu")["cpu"]] == ["cpu"]
-    assert "σ 1.96% between fresh processes, from 10 reruns of 2 setting(s); replaces the documented default" in \
+    assert "σ 1.96% between fresh processes, from 10 reruns of 2 setting(s); replaces the starting value" in \
         calibrate.words("cuda-host-bound", Spread(math.log1p(0.0196), 8, 10, 2))
-    assert "too few yet to replace the default (3 of 6" in calibrate.words("cuda", Spread(0.01, 3, 4, 1))
+    assert "pooled with the starting value until it holds 6 degrees of freedom (it holds 3)" in calibrate.words(
+        "cuda", Spread(0.01, 3, 4, 1))
+    assert "starting σ 1.5%, measured on H100s" in calibrate.words("cuda", Spread(0.01, 3, 4, 1), "NVIDIA H100 PCIe")
     assert "no setting of this kind has run twice here yet" in calibrate.words("cpu", None)
 
 

@@ -24,7 +24,7 @@ HEADLINE_KEYS = ("speedup", "speedup_low", "speedup_high", "speedup_pm_pct", "co
 def quick():
     """A real run with a compiled variant that compiles in a moment (backend=eager: Dynamo, no Inductor)."""
     return Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=2, timed_steps=4,
-                      rounds=2, backend="eager")
+                      rounds=4, backend="eager")  # 3 or more state an interval
 
 
 class HoldAtProfiling:

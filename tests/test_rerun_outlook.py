@@ -20,7 +20,7 @@ NOTE = "The headline may move by more than ± 5% between reruns of this setting"
 
 def test_a_cpu_setting_is_expected_to_move_and_a_busy_gpu_setting_to_hold():
     cpu = rerun.outlook([], "cpu")
-    assert not cpu.holds and cpu.between_pct == pytest.approx(rerun.DEFAULT_BETWEEN_PCT["cpu"])
+    assert not cpu.holds and cpu.between_pct == pytest.approx(rerun.FALLBACK_BETWEEN_PCT["cpu"])
     words = cpu.words()
     assert words.startswith(f"**{NOTE}**: on the CPU the run shares the machine's cores")
     assert ("σ 10% between fresh processes" in words
@@ -38,13 +38,13 @@ def test_earlier_host_bound_or_scattered_runs_of_the_setting_are_said_with_their
     words = bound.words()
     assert "its 3 earlier runs on this machine read 1.65–2.03x, up to 14% from their median 1.78x" in words
     assert "all of them were host-bound (the GPU waited on the host CPU's launches)" in words
-    assert bound.between_pct > rerun.DEFAULT_BETWEEN_PCT["cuda-host-bound"] and f"± {bound.reach_pct:.0f}%" in words
+    assert bound.between_pct > rerun.FALLBACK_BETWEEN_PCT["cuda-host-bound"] and f"± {bound.reach_pct:.0f}%" in words
     # Host-bound once, with no spread to learn from yet: the host-bound default alone says it.
     once = rerun.outlook([1.652], "cuda", host_bound_runs=1).words()
     assert "its earlier run here was host-bound" in once and "σ 10% between fresh processes" in once
     # Host-bound at a larger batch only: this batch will be too, and the host-bound default says how far it moves.
     larger = rerun.outlook([], "cuda", bound_at_batch=(512, 256))
-    assert larger.between_pct == pytest.approx(rerun.DEFAULT_BETWEEN_PCT["cuda-host-bound"])
+    assert larger.between_pct == pytest.approx(rerun.FALLBACK_BETWEEN_PCT["cuda-host-bound"])
     assert "an earlier run of this setting here at batch 512 was host-bound" in larger.words()
     # Two runs 12% apart, too few to learn from: the runs themselves are the evidence, and the reading they allow.
     two = rerun.outlook([1.65, 2.03], "cuda")

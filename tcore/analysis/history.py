@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from tcore.experiment.comparable import PROVENANCE_FIELDS, settings
-from tcore.figures.rerun import within_sigma
+from tcore.figures.rerun import setting_kind, within_sigma
 
 
 def machine(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str | None, str | None]:
@@ -115,6 +115,8 @@ class Spread:
     settings: int
     scatter_log: float | None = None  # the headlines' pooled scatter about their settings' means (None: sigma_log)
     within_log: float = 0.0           # the root mean square of the runs' own σ (rerun.within_sigma), pooled alike
+    oldest_at: float | None = None    # when the oldest and the newest run it rests on were created (epoch s)
+    newest_at: float | None = None
 
     @property
     def scatter(self) -> float:
@@ -130,20 +132,30 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
                    exclude: Mapping[str, Any] | None = None) -> Spread | None:
     """The spread between processes of runs of `kind` on this machine, from `rows` (store.headlines: spec, env,
     speedup, kind and, where stored, the run's own spread in %), or None where no setting of that kind ran twice here.
+    A setting is of the kind most of its runs were stated as (tcore.figures.rerun.setting_kind).
     `exclude`: a setting left out (the run's own, whose history is pooled on its own terms)."""
     here = machine(env, device)
-    groups: dict[str, list[tuple[float, float]]] = {}
-    for spec, their_env, speedup, their_kind, *own in rows:
-        if their_kind != kind or not speedup or speedup <= 0 or machine(their_env, device) != here:
+    groups: dict[str, list[tuple[float, float, float | None, str | None]]] = {}
+    for spec, their_env, speedup, their_kind, *more in rows:
+        if not speedup or speedup <= 0 or machine(their_env, device) != here:
             continue
         if exclude is not None and same_setting(spec, exclude):
             continue
         key = repr(sorted(settings(dict(spec), ignoring=PROVENANCE_FIELDS).items()))
-        groups.setdefault(key, []).append((math.log(speedup), within_sigma(own[0] if own else None)))
+        own, created = (more + [None, None])[:2]
+        groups.setdefault(key, []).append((math.log(speedup), within_sigma(own), created, their_kind))
+    # a setting counts for the kind most of its runs were stated as (setting_kind), all its runs with it: a setting
+    # whose runs were split between kinds by one process's reading would otherwise teach each kind half its scatter
+    groups = {key: [(x, w, t) for x, w, t, _ in found] for key, found in groups.items()
+              if (kinds := [k for *_, k in found if k]) and setting_kind(
+                  device, [k == "cuda-host-bound" for k in kinds]) == kind}
     squares = owns = dof = runs = counted = 0
-    for pairs in groups.values():
-        if len(pairs) < 2:
+    times: list[float] = []
+    for found in groups.values():
+        if len(found) < 2:
             continue
+        pairs = [(x, w) for x, w, _ in found]
+        times += [t for *_, t in found if t is not None]
         logs = [x for x, _ in pairs]
         squares += (len(pairs) - 1) * statistics.variance(logs)
         owns += (len(pairs) - 1) * statistics.fmean(w * w for _, w in pairs)
@@ -153,4 +165,5 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
     if dof == 0:
         return None
     scatter, within = math.sqrt(squares / dof), math.sqrt(owns / dof)
-    return Spread(math.sqrt(max(0.0, scatter ** 2 - within ** 2)), dof, runs, counted, scatter, within)
+    return Spread(math.sqrt(max(0.0, scatter ** 2 - within ** 2)), dof, runs, counted, scatter, within,
+                  min(times, default=None), max(times, default=None))

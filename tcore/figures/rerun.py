@@ -19,17 +19,20 @@ So the interval adds, in log space (2x and 0.5x sit symmetrically), three indepe
            the rounds twice, once in each run's rounds and again in the headlines' scatter, made a steady setting read
            as wide as its noisiest reference. Its prior is what this machine has shown for that kind
            (tcore.analysis.history.machine_spread: every setting of the kind it has run more than once, pooled, e.g. the
-           reruns of `python -m tcore calibrate`) once that holds MIN_MACHINE_DOF degrees of freedom, else a documented
-           default (DEFAULT_BETWEEN_PCT). The prior is pooled with the earlier runs of the same setting on the same
-           machine once the store holds at least MIN_HISTORY of them; the default counts as PRIOR_RUNS runs' worth of
-           evidence, so three earlier runs that agreed by luck cannot shrink it to nothing (on an H100, three ResNet-50
-           reruns agreed within 0.6%, and the fifth read 7.5% above them). A learned standard deviation is raised to a
+           reruns of `python -m tcore calibrate` or of the lab's own idle-time references), pooled with a starting
+           value measured for the GPU model and kind (MEASURED_BETWEEN_PCT; FALLBACK_BETWEEN_PCT for one not
+           measured) from its first rerun, alone once it holds MIN_MACHINE_DOF degrees of freedom. The prior is
+           pooled with the earlier runs of the same setting on the same machine once the store holds at least
+           MIN_HISTORY of them; the starting value counts as PRIOR_RUNS runs' worth of evidence, so three earlier
+           runs that agreed by luck cannot shrink it to nothing (on an H100, three ResNet-50 reruns agreed within
+           0.6%, and the fifth read 7.5% above them). A learned standard deviation is raised to a
            one-sided 80% upper bound on its degrees of freedom, since a few runs understate it.
 The interval is speedup × exp(± z · sqrt(rounds² + drift² + between²)) at one level, CONFIDENCE (95%), everywhere.
 """
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -45,15 +48,45 @@ class Spread(Protocol):
     settings: int
 
 CONFIDENCE = paired.CONFIDENCE  # one level for every interval the lab states: 95%
-# The default spread of the headline between fresh processes (a standard deviation, in %), when the store has too
-# few earlier runs of the setting to learn it: what the history rule below gives for reruns measured on the lab's
-# machines. A host-bound GPU run follows the host: ResNet-50's GPU default (batch 64, bf16, eager GPU busy 78-93%)
-# read 1.65-2.03x over six fresh processes on an H100, σ 7.2%, 10% at the 80% upper bound. A GPU run whose
-# variants keep the GPU busy holds still (the captioner small at batch 256: 1.517-1.531x over four, σ 0.4%, 0.7% at
-# the bound); 2% leaves room for GPUs and hosts not seen yet. A CPU run shares its cores with everything else on the
-# machine: 10%, as wide as the host-bound GPU case.
-DEFAULT_BETWEEN_PCT = {"cuda": 2.0, "cuda-host-bound": 10.0, "cpu": 10.0}
+# The spread of the headline between fresh processes a lab starts from, before its own reruns teach it: a standard
+# deviation in %, by GPU model (a pattern of its CUDA name, as tcore.host.peaks matches them) and kind of run, from
+# fresh processes of the lab on that model. H100 (torch 2.11, 2026-11-27, each setting on a fresh store, paired rounds
+# with disturbed rounds left out, BENCHMARKS.md and ../NOTES): host-bound, ResNet-50's GPU default read 1.649, 1.680
+# and 1.696x and hf:gpt2 at batch 8 2.495 and 2.501x, pooled σ 1.2% on 3 degrees of freedom, 2.0% at the 80% upper
+# bound; an independent harness moved ResNet-50 about ± 3% between fresh processes; a calibration on another H100,
+# pooling a launch-only reference (the captioner tiny at batch 1), learned 5.1%. 3% lies between them: coverage first,
+# and this machine's own reruns narrow it. GPU-busy, the GPU default (captioner small, batch 256) read 1.524 and 1.532x
+# and timm:convnext_tiny 1.473 and 1.493x, pooled σ 0.7% on 2 degrees of freedom, 1.5% at the upper bound; in a room
+# of five reruns the default read 1.488-1.535x (one process in twelve 2.5% slower), which 1.5% holds at 95%.
+MEASURED_BETWEEN_PCT: dict[str, dict[str, float]] = {
+    r"H100": {"cuda-host-bound": 3.0, "cuda": 1.5},
+}
+MEASURED_WHERE = {r"H100": "measured on H100s (ResNet-50, gpt2, the GPU default and ConvNeXt in fresh processes)"}
+# A GPU not in the table, and the CPU, start wide: a host-bound GPU run follows its host (ResNet-50's GPU default read
+# 1.65-2.03x over six fresh processes on an H100 before disturbed rounds were left out, σ 7.2%, 10% at the upper
+# bound); a GPU-busy one held within σ 0.4% there, and 2% leaves room for hosts not seen; a CPU run shares its cores
+# with everything else on the machine (seven quiet reruns of the CPU default on 2 cores: 1.28-1.31x, a loaded machine
+# far wider), so 10% as for a host-bound GPU run.
+FALLBACK_BETWEEN_PCT = {"cuda": 2.0, "cuda-host-bound": 10.0, "cpu": 10.0}
+
+
+def starting_between(kind_: str, gpu: str | None = None) -> tuple[float, str]:
+    """(σ in %, where it comes from) of the spread between fresh processes a lab starts from for runs of `kind_` on
+    the GPU named `gpu` (its CUDA name): the measured table's value for that model, else the wide fallback."""
+    if kind_ != "cpu" and gpu:
+        for pattern, by_kind in MEASURED_BETWEEN_PCT.items():
+            if re.search(pattern, gpu) and kind_ in by_kind:
+                return by_kind[kind_], MEASURED_WHERE[pattern]
+    where = ("the CPU's starting value" if kind_ == "cpu" else
+             f"a wide starting value for a GPU not measured yet ({gpu or 'unknown'})")
+    return FALLBACK_BETWEEN_PCT[kind_], where
+
+
 MIN_HISTORY = 3          # earlier runs of the same setting needed to learn the spread from them
+# A run of fewer rounds states no interval of its own: one round says nothing of how far the next would land, and an
+# interval made of the spread between processes alone read as if the run had measured it (on the CPU a one-round run
+# stated ± 21%, and its rerun landed 30-fold outside). From 3 the rounds' order statistics and their spread speak.
+MIN_INTERVAL_ROUNDS = 3
 MIN_MACHINE_DOF = 6      # degrees of freedom of the machine's reruns (runs less one per setting) to replace the default
 KIND_WORDS = {"cuda-host-bound": "host-bound GPU runs (the GPU waits on the host's launches)",
               "cuda": "GPU runs that keep the GPU busy", "cpu": "CPU runs"}
@@ -67,8 +100,8 @@ class Rerun:
     """The headline and its interval for a rerun, with the parts the interval is made of (all in %, as σ or ±)."""
 
     speedup: float
-    low: float
-    high: float
+    low: float | None            # None: too few rounds for an interval (MIN_INTERVAL_ROUNDS)
+    high: float | None
     confidence: float          # CONFIDENCE
     rounds_pm_pct: float | None  # the rounds' own interval, ± % (None with a single round)
     drift_pct: float | None      # first-half vs second-half median ratio, % apart (None under 4 rounds)
@@ -81,14 +114,32 @@ class Rerun:
     within_pct: float = 0.0      # the run's own σ: its rounds and drift together (within_sigma), %
     left_out: int = 0            # rounds left out as disturbed (tcore.figures.paired.undisturbed)
     floor: float | None = None   # the fastest blocks' ratio the interval was stretched to reach (disturbed throughout)
+    machine_dof: int = 0         # the degrees of freedom of the machine's reruns (under MIN_MACHINE_DOF: pooled)
+    start_pct: float = FALLBACK_BETWEEN_PCT["cpu"]  # the starting σ between processes for this kind and GPU, %
+    start_where: str = ""        # where that starting value comes from (starting_between)
+
+    rounds: int = 0              # the rounds the headline is made of
 
     @property
-    def pm_pct(self) -> float:
-        """How far the interval reaches from the headline, on the wider side, in %."""
+    def pm_pct(self) -> float | None:
+        """How far the interval reaches from the headline, on the wider side, in %; None without an interval."""
+        if self.low is None or self.high is None:
+            return None
         return 100 * max(self.high / self.speedup - 1, 1 - self.low / self.speedup)
+
+    def no_interval(self) -> str | None:
+        """Why the run states no interval, and how to get one; None where it states one."""
+        if self.low is not None:
+            return None
+        few = "1 round cannot" if self.rounds == 1 else f"{self.rounds} rounds cannot"
+        return (f"{few} give an interval of the run's own: so few say nothing of how far the next would land. Run it "
+                f"with {MIN_INTERVAL_ROUNDS} rounds or more (Rounds, or more timed seconds) for an interval; rerunning "
+                "the setting here then also teaches the lab how far it moves between processes")
 
     def basis(self) -> str:
         """What the interval is made of, in a clause: 'the rounds (± 1.2%), drift 0.4%, and ...'."""
+        if (why := self.no_interval()) is not None:
+            return why
         parts = [f"the rounds (± {self.rounds_pm_pct:.1f}%)" if self.rounds_pm_pct is not None else
                  "a single round (no interval of its own)"]
         if self.left_out:
@@ -100,24 +151,34 @@ class Rerun:
                          "disturbed too many rounds to leave them out, and undisturbed the run may read that)")
         if self.drift_pct is not None:
             parts.append(f"the drift between the run's halves ({self.drift_pct:.1f}%)")
-        prior = (f"what this machine has shown for {KIND_WORDS.get(self.kind, self.kind)} ({self.machine_runs} "
-                 f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})"
-                 if self.machine_runs else "a documented default")
+        what = KIND_WORDS.get(self.kind, self.kind)
+        reruns = (f"{self.machine_runs} reruns of {self.machine_settings} "
+                  f"setting{'s' if self.machine_settings != 1 else ''}")
+        start = f"a starting value of σ {self.start_pct:g}% ({self.start_where})"
+        if self.machine_runs and self.machine_dof >= MIN_MACHINE_DOF:
+            prior = f"what this machine has shown for {what} ({reruns})"
+        elif self.machine_runs:
+            prior = f"{start} pooled with this machine's first {reruns} of {what}"
+        else:
+            prior = start
         if self.between_source == "history" and self.history_runs - 1 >= MIN_MACHINE_DOF:
             parts.append(f"the spread between fresh processes learned from {self.history_runs} earlier runs of this "
                          f"setting on this machine (σ {self.between_pct:.1f}% beyond each run's own rounds)")
         elif self.between_source == "history":
             parts.append(f"the spread between fresh processes, {prior} pooled with {self.history_runs} earlier runs of "
                          f"this setting on this machine (σ {self.between_pct:.1f}% beyond each run's own rounds)")
+        elif self.between_source == "machine" and self.machine_dof >= MIN_MACHINE_DOF:
+            parts.append(f"the spread between fresh processes that this machine has shown for {what} beyond each "
+                         f"run's own rounds (σ {self.between_pct:.1f}%, from {reruns})")
         elif self.between_source == "machine":
-            parts.append(f"the spread between fresh processes that this machine has shown for "
-                         f"{KIND_WORDS.get(self.kind, self.kind)} beyond each run's own rounds (σ "
-                         f"{self.between_pct:.1f}%, from {self.machine_runs} "
-                         f"reruns of {self.machine_settings} setting{'s' if self.machine_settings != 1 else ''})")
+            parts.append(f"the spread between fresh processes, {prior} (σ {self.between_pct:.1f}%; it narrows to what "
+                         f"this machine shows as more of its runs are stored again, its own alone from "
+                         f"{MIN_MACHINE_DOF + 1} reruns)")
         else:
-            parts.append(f"a documented default spread between fresh processes (σ {self.between_pct:.1f}%: this "
-                         f"machine has too few reruns of {KIND_WORDS.get(self.kind, self.kind)} to learn it from; "
-                         "`python -m tcore calibrate` makes them)")
+            parts.append(f"{start} for the spread between fresh processes: this machine has no rerun of {what} "
+                         "stored yet. It is a starting value: each setting run here again narrows it to what this "
+                         "machine shows (the lab reruns reference settings itself while it is idle; `python -m "
+                         "tcore calibrate` does it now)")
         return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
@@ -166,37 +227,55 @@ def kind(device: str | None, host_bound: bool) -> str:
     return "cuda-host-bound" if device == "cuda" and host_bound else ("cuda" if device == "cuda" else "cpu")
 
 
+def setting_kind(device: str | None, host_bound_readings: Sequence[bool]) -> str:
+    """The kind of a setting on a machine: the majority of its runs' own host-bound readings there (this run's among
+    them), a tie read as host-bound, the wider (coverage first). One process's reading flipped a setting's width between
+    ± 4% and ± 20% from run to run (timm:convnext_tiny on an H100: GPU-busy in one process, host-bound in the next)."""
+    readings = list(host_bound_readings)
+    return kind(device, bool(readings) and 2 * sum(readings) >= len(readings))
+
+
 def _upper(sigma: float, dof: int) -> float:
     """A standard deviation learned with `dof` degrees of freedom, raised to its one-sided HISTORY_UPPER bound."""
     return sigma * math.sqrt(dof / chi2_quantile(1 - HISTORY_UPPER, dof))
 
 
 def between_sigma(history: Sequence[float], device: str, host_bound: bool,
-                  machine: Spread | None = None, history_within: Sequence[float] = ()) -> tuple[float, str, int]:
+                  machine: Spread | None = None, history_within: Sequence[float] = (),
+                  gpu: str | None = None) -> tuple[float, str, int]:
     """(σ in log space, "history", "machine" or "default", earlier runs of the setting used) between processes.
 
     `history` holds the headline speedups of earlier runs of the same setting on the same machine; `machine`, what
-    the machine has shown for runs of this kind (tcore.analysis.history.machine_spread), the prior once it holds
-    MIN_MACHINE_DOF degrees of freedom (else the documented default, weighing PRIOR_RUNS). From MIN_HISTORY earlier
-    runs of the setting: the prior pooled with their sample variance of log-speedups (n - 1); the prior steps aside
-    once they hold MIN_MACHINE_DOF degrees of freedom themselves. A learned prior pools every setting of the kind, and
-    one that moves between processes (ResNet-50's compiled code read 1.69-2.10x over four processes on an H100) would
-    otherwise widen a setting whose own seven reruns agree within 1% (the GPU default, 1.512-1.532x, the same
-    calibration). Fewer: the prior alone.
+    the machine has shown for runs of this kind (tcore.analysis.history.machine_spread); `gpu`, the GPU's CUDA name,
+    which picks the measured starting value (starting_between). The prior: the machine's spread alone once it holds
+    MIN_MACHINE_DOF degrees of freedom; before that, from its first rerun on, the machine's spread (raised to its upper
+    bound, its runs' own σ taken out) pooled with the starting value, which weighs PRIOR_RUNS degrees of freedom, so
+    every finished rerun counts at once and two that agree by luck cannot narrow it to nothing; with no rerun, the
+    starting value. From MIN_HISTORY earlier runs of the setting: the prior pooled with their sample variance of
+    log-speedups (n - 1); the prior steps aside once they hold MIN_MACHINE_DOF degrees of freedom themselves. A
+    learned prior pools every setting of the kind, and one that moves between processes (ResNet-50's compiled code read
+    1.69-2.10x over four processes on an H100) would otherwise widen a setting whose own seven reruns agree within 1%
+    (the GPU default, 1.512-1.532x, the same calibration). Fewer: the prior alone.
     `history_within`: those runs' own σ (within_sigma). What is learned is the headlines' scatter, raised to its
     one-sided HISTORY_UPPER bound, less the runs' own variance, which their rounds already state (a learned prior
-    brings its own, tcore.analysis.history.Spread.within_log; the default is a spread between processes already);
-    never below MIN_BETWEEN_PCT."""
-    default = math.log1p(DEFAULT_BETWEEN_PCT[kind(device, host_bound)] / 100)
-    learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
-    scatter, own, prior_dof = ((machine.scatter, machine.within_log, machine.dof) if learned
-                               else (default, 0.0, PRIOR_RUNS))
+    brings its own, tcore.analysis.history.Spread.within_log; the starting value is a spread between processes
+    already); never below MIN_BETWEEN_PCT."""
+    default = math.log1p(starting_between(kind(device, host_bound), gpu)[0] / 100)
     floor = math.log1p(MIN_BETWEEN_PCT / 100)
+    dof_m = machine.dof if machine is not None else 0
+    if dof_m >= MIN_MACHINE_DOF:
+        scatter, own, prior_dof, source = machine.scatter, machine.within_log, machine.dof, "machine"
+    elif dof_m > 0:
+        learned = between_of(machine.scatter, machine.within_log, dof_m)
+        pooled = math.sqrt((PRIOR_RUNS * default ** 2 + dof_m * learned ** 2) / (PRIOR_RUNS + dof_m))
+        scatter, own, prior_dof, source = max(pooled, floor), 0.0, PRIOR_RUNS, "machine"
+    else:
+        scatter, own, prior_dof, source = default, 0.0, PRIOR_RUNS, "default"
     speedups = [s for s in history if s and s > 0]
     if len(speedups) < MIN_HISTORY:
-        if learned:
-            return max(between_of(scatter, own, prior_dof), floor), "machine", 0
-        return default, "default", 0
+        if source == "machine" and dof_m >= MIN_MACHINE_DOF:
+            return max(between_of(scatter, own, prior_dof), floor), source, 0
+        return scatter, source, 0
     logs = [math.log(s) for s in speedups]
     withins = [w for s, w in zip(history, history_within) if s and s > 0] if history_within else []
     k = len(logs) - 1
@@ -217,18 +296,24 @@ def between_of(scatter: float, own: float, dof: int) -> float:
 
 def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, history: Sequence[float] = (),
              machine: Spread | None = None, confidence: float = CONFIDENCE,
-             history_within: Sequence[float] = (), left_out: int = 0, floor: float | None = None) -> Rerun:
+             history_within: Sequence[float] = (), left_out: int = 0, floor: float | None = None,
+             gpu: str | None = None) -> Rerun:
     """The headline (the median paired ratio) and its CONFIDENCE interval for a rerun of the same setting.
     `ratios`: the rounds the headline is made of, `left_out` disturbed ones already taken out; `floor`: the fastest
     blocks' ratio that the interval must reach, where too many were disturbed to leave out
-    (tcore.figures.paired.undisturbed)."""
+    (tcore.figures.paired.undisturbed); `gpu`: the GPU's CUDA name, which picks the measured starting spread."""
     if not ratios:
         raise ValueError("no rounds to estimate a speedup from")
     center = paired.estimate(ratios).speedup
+    if len(ratios) < MIN_INTERVAL_ROUNDS:
+        start_pct, start_where = starting_between(kind(device, host_bound), gpu)
+        return Rerun(center, None, None, confidence, None, None, start_pct, "default", 0, kind(device, host_bound),
+                     left_out=left_out, start_pct=start_pct, start_where=start_where, rounds=len(ratios))
     s_rounds, rounds_pm = rounds_sigma(ratios)
     s_drift, drift_pct = drift_sigma(ratios)
-    s_between, source, n = between_sigma(history, device, host_bound, machine, history_within)
-    learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
+    s_between, source, n = between_sigma(history, device, host_bound, machine, history_within, gpu)
+    learned = machine is not None and machine.dof > 0
+    start_pct, start_where = starting_between(kind(device, host_bound), gpu)
     half = z_value(confidence) * math.sqrt(s_rounds ** 2 + s_drift ** 2 + s_between ** 2)
     low, high = center * math.exp(-half), center * math.exp(half)
     if floor is not None and not low <= floor <= high:
@@ -238,7 +323,8 @@ def interval(ratios: Sequence[float], *, device: str, host_bound: bool = False, 
     return Rerun(center, low, high, confidence, rounds_pm, drift_pct,
                  100 * (math.exp(s_between) - 1), source, n, kind(device, host_bound),
                  machine.runs if learned else 0, machine.settings if learned else 0,
-                 100 * (math.exp(math.hypot(s_rounds, s_drift)) - 1), left_out, floor)
+                 100 * (math.exp(math.hypot(s_rounds, s_drift)) - 1), left_out, floor,
+                 machine.dof if learned else 0, start_pct, start_where, len(ratios))
 
 
 def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
@@ -249,13 +335,14 @@ def figures_of(r: Rerun) -> dict[str, float | int | str | None]:
             "speedup_between_source": r.between_source, "speedup_history_runs": r.history_runs,
             "speedup_kind": r.kind, "speedup_machine_runs": r.machine_runs, "speedup_within_pct": r.within_pct,
             "speedup_rounds_left_out": r.left_out, "speedup_floor": r.floor,
-            "speedup_interval_words": r.basis()}
+            "speedup_interval_words": r.basis(), "speedup_no_interval": r.no_interval()}
 
 
 def restate(result: dict, history: Sequence[float], host_bound: bool, machine: Spread | None = None,
-            history_within: Sequence[float] = ()) -> dict:
+            history_within: Sequence[float] = (), gpu: str | None = None) -> dict:
     """A finished result's headline interval again, with the store's earlier runs of the same setting as `history` and
-    what the machine has shown for its kind of run as `machine`; the result unchanged where it has no paired rounds."""
+    what the machine has shown for its kind of run as `machine` (`gpu`: its CUDA name, for the starting spread); the
+    result unchanged where it has no paired rounds."""
     blocks = result.get("blocks") or {}
     if not blocks.get("eager") or not blocks.get("compiled"):
         return result
@@ -264,7 +351,7 @@ def restate(result: dict, history: Sequence[float], host_bound: bool, machine: S
         return result
     return {**result, **figures_of(interval(rounds.ratios, device=result.get("device", "cpu"), host_bound=host_bound,
                                             history=history, machine=machine, history_within=history_within,
-                                            left_out=rounds.left_out, floor=rounds.floor))}
+                                            left_out=rounds.left_out, floor=rounds.floor, gpu=gpu))}
 
 
 # Before a run: whether the setting can be expected to hold. A headline "holds" when a rerun lands within ± HOLD_PCT
@@ -303,15 +390,15 @@ class Outlook:
 
 def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
             bound_at_batch: tuple[int, int] | None = None, machine: Spread | None = None,
-            history_within: Sequence[float] = ()) -> Outlook:
+            history_within: Sequence[float] = (), gpu: str | None = None) -> Outlook:
     """The outlook for a rerun of a setting, from the headlines of its earlier runs on this machine (`history`), how
     many of those were host-bound, and the device: between_sigma's σ, as the run's interval will use it.
     `bound_at_batch` (that batch, this batch): an earlier run of the setting at a larger batch here was host-bound;
     at a smaller batch each launch carries less work, so this one will be too. `machine`: what this machine's reruns
-    of that kind of run say (tcore.analysis.history.machine_spread)."""
+    of that kind of run say (tcore.analysis.history.machine_spread); `gpu`: its CUDA name."""
     bound = device == "cuda" and (host_bound_runs > 0 or bound_at_batch is not None)
-    s, source, n = between_sigma(history, device, bound, machine, history_within)
-    default = DEFAULT_BETWEEN_PCT["cuda-host-bound" if bound else "cuda" if device == "cuda" else "cpu"]
+    s, source, n = between_sigma(history, device, bound, machine, history_within, gpu)
+    default = starting_between(kind(device, bound), gpu)[0]
     speedups = [x for x in history if x and x > 0]
     median = statistics.median(speedups) if speedups else None
     moved = 100 * max(max(x / median, median / x) - 1 for x in speedups) if len(speedups) > 1 else None
@@ -333,8 +420,10 @@ def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
         parts.append("on the CPU the run shares the machine's cores with everything else running on it")
     between = 100 * (math.exp(s) - 1)
     learned = machine is not None and machine.dof >= MIN_MACHINE_DOF
-    prior = (f"what this machine's {machine.runs} reruns of {KIND_WORDS[kind(device, bound)]} showed"
-             if learned else f"its default of {default:.0f}%")
+    prior = (f"what this machine's {machine.runs} reruns of {KIND_WORDS[kind(device, bound)]} showed" if learned else
+             f"its starting value of {default:g}% pooled with this machine's first {machine.runs} reruns of "
+             f"{KIND_WORDS[kind(device, bound)]}" if machine is not None and machine.dof > 0 else
+             f"its starting value of {default:g}%")
     expect = f"the lab expects σ {between:.0f}% between fresh processes" + (
         f" (learned from those {n} runs)" if source == "history" and n - 1 >= MIN_MACHINE_DOF else
         f" ({prior} pooled with those {n} runs)" if source == "history" else

@@ -60,6 +60,8 @@ def speedup_words(result: Mapping[str, Any]) -> str | None:
                   "from the rounds' order statistics (this older run's interval covers its rounds only, not a rerun)")
         if not interval_name(result).endswith("% interval"):
             words += f" ({paired.MIN_ROUNDS} rounds are the fewest for a {LEVEL_PCT}% interval)"
+    elif result.get("speedup_no_interval"):
+        words += f"; no interval: {result['speedup_no_interval']}"
     else:
         words += "; one round gives no interval"
     medians = result.get("speedup_of_medians")
@@ -113,6 +115,8 @@ def noise_reasons(result: Mapping[str, Any]) -> list[str]:
     eager-only run, a single round) the rounds' spread speaks.
     """
     reasons = []
+    if result.get("speedup_no_interval"):  # too few rounds: rough by construction, whatever they happened to read
+        reasons.append(f"it states no interval: {result['speedup_no_interval']}")
     width = result.get("speedup_pm_pct")
     rounds_width = result.get("speedup_rounds_pm_pct")  # None in older records: their interval was the rounds'
     if width is not None and width > paired.WIDE_PCT:

@@ -1,6 +1,7 @@
 """Calibrating this machine: reruns of reference settings, one per kind of run that the headline's interval tells
-apart, so that the spread between fresh processes the machine shows replaces the documented default
-(tcore.figures.rerun: its prior is tcore.analysis.history.machine_spread over the store's reruns).
+apart, so that the spread between fresh processes the machine shows replaces the measured starting value
+(tcore.figures.rerun: its prior is tcore.analysis.history.machine_spread over the store's reruns). Every rerun a person
+makes teaches it too; standing() is what the System page shows of it, reset() the instructor's fresh start.
 
     python -m tcore calibrate            # 5 fresh runs of each reference (7 of a kind's only one) on this device
     python -m tcore calibrate --runs 8   # more runs: a tighter bound on the spread
@@ -14,6 +15,9 @@ extreme's alone; the Run page's GPU default keeps the GPU busy; on the CPU, the 
 from __future__ import annotations
 
 import math
+import os
+import time
+from dataclasses import dataclass
 from typing import Callable
 
 from tcore.analysis import history
@@ -23,6 +27,8 @@ from tcore.figures import rerun
 from tcore.lab.rerun_outlook import machine_env
 from tcore.lab.run import runs
 from tcore.store import RunRecord, RunStore
+from tcore.store.lab_state import SPREAD_RESET
+from tcore.store.queue import PAUSED
 
 OWNER = "calibration"
 
@@ -57,18 +63,161 @@ def calibrate(store: RunStore, device: str, runs_each: int = 5,
         record = run.wait()
         if on_end is not None and record is not None:
             on_end(record)
-    rows = store.headlines(device)
-    env = machine_env(device)
+    return spreads(store, device)
+
+
+def spreads(store: RunStore, device: str) -> dict[str, history.Spread | None]:
+    """What this machine has shown for each kind of run on `device` (None: no setting of that kind ran twice here),
+    from the runs finished since the instructor's last reset."""
+    rows, env = store.headlines(device), machine_env(device)
     return {kind: history.machine_spread(rows, env, device, kind) for kind in references(device)}
 
 
-def words(kind: str, spread: history.Spread | None) -> str:
-    """One line per kind: the σ learned, from how many runs, and whether it now replaces the default."""
+def reset(store: RunStore) -> None:
+    """The instructor's reset: the machine's spread is learned again from runs finished from now on (after a change of
+    machine, driver or load that the earlier runs no longer describe); until then intervals start from the measured
+    starting value. The runs themselves are kept."""
+    store.set_lab_state(SPREAD_RESET, {"at": time.time()})
+
+
+def reset_at(store: RunStore) -> float | None:
+    """When the machine's spread was last reset, or None."""
+    state = store.lab_state(SPREAD_RESET)
+    return state["at"] if state else None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One kind of run's spread between processes on this machine, as the System page shows it."""
+
+    kind: str
+    what: str                  # the kind in words
+    sigma_pct: float | None    # what the machine's reruns show (None: none yet)
+    used_pct: float            # what a run of a new setting of this kind is given now (the starting value pooled in)
+    runs: int
+    settings: int
+    newest_at: float | None    # when the newest run it rests on was created
+    oldest_at: float | None
+    start_pct: float           # the measured starting value, and where it comes from
+    start_where: str
+    words: str
+
+
+def standing(store: RunStore, device: str) -> list[Standing]:
+    """Each kind of run's spread on this machine: learned, with what it rests on and its age, or the starting value."""
+    gpu = machine_env(device).get("gpu")
+    out = []
+    for kind, spread in spreads(store, device).items():
+        start, where = rerun.starting_between(kind, gpu)
+        used = rerun.between_sigma((), device, kind == "cuda-host-bound", spread, (), gpu)[0]
+        out.append(Standing(kind, rerun.KIND_WORDS.get(kind, kind), spread.sigma_pct if spread else None,
+                            100 * math.expm1(used), spread.runs if spread else 0, spread.settings if spread else 0,
+                            spread.newest_at if spread else None, spread.oldest_at if spread else None, start, where,
+                            words(kind, spread, gpu)))
+    return out
+
+
+def words(kind: str, spread: history.Spread | None, gpu: str | None = None) -> str:
+    """One line per kind: the σ learned, from how many runs, and whether it now replaces the starting value."""
     what = rerun.KIND_WORDS.get(kind, kind)
     if spread is None:
-        return f"{what}: no setting of this kind has run twice here yet"
-    used = ("replaces the documented default" if spread.dof >= rerun.MIN_MACHINE_DOF else
-            f"too few yet to replace the default ({spread.dof} of {rerun.MIN_MACHINE_DOF} degrees of freedom)")
+        start, where = rerun.starting_between(kind, gpu)
+        return (f"{what}: no setting of this kind has run twice here yet; runs start from σ {start:g}% ({where}), "
+                "which each setting run here again narrows")
+    start, where = rerun.starting_between(kind, gpu)
+    used = ("replaces the starting value" if spread.dof >= rerun.MIN_MACHINE_DOF else
+            f"pooled with the starting value until it holds {rerun.MIN_MACHINE_DOF} degrees of freedom (it holds "
+            f"{spread.dof})")
     return (f"{what}: σ {spread.sigma_pct:.2f}% between fresh processes, from {spread.runs} reruns of "
-            f"{spread.settings} setting(s); {used} (default σ {rerun.DEFAULT_BETWEEN_PCT[kind]:g}%); the part of "
+            f"{spread.settings} setting(s); {used} (starting σ {start:g}%, {where}); the part of "
             "their scatter that each run's own rounds do not explain")
+
+
+# The lab calibrates itself while idle: once the device has had nothing running or waiting for IDLE_S, the app's lab
+# process queues one reference run (lowest priority in effect: it starts only into an empty queue) and, as soon as any
+# other run is queued or running on this host, cancels it, so a person never waits on it and no run is timed beside
+# it. It stops once every kind holds rerun.MIN_MACHINE_DOF degrees of freedom, and starts again after a reset.
+IDLE_S = 60.0
+# "0": the app's lab process never runs references by itself; "1": on the CPU too, where it is off by default (a CPU
+# reference shares the cores with everything on the machine, the pages' server included)
+SELF_CALIBRATE_ENV = "COMPILE_LAB_SELF_CALIBRATE"
+GIVE_UP_AFTER = 2  # failures of one reference in this process before it is left alone (e.g. it cannot fit here)
+
+
+def next_reference(device: str, have: dict[str, history.Spread | None], counts: dict[str, int],
+                   failed: frozenset[str] = frozenset()) -> Experiment | None:
+    """The reference to run next: of the first kind still short of rerun.MIN_MACHINE_DOF (`have`: the machine's
+    spread per kind), its first reference with fewer runs than runs_for(kind's references, 3) (`counts`: runs stored
+    per reference label), so one reference fills before the next; None when every kind has enough."""
+    for kind, exps in references(device).items():
+        spread = have.get(kind)
+        if spread is not None and spread.dof >= rerun.MIN_MACHINE_DOF:
+            continue
+        for exp in exps:
+            if exp.label not in failed and counts.get(exp.label, 0) < runs_for(len(exps), 3):
+                return exp
+    return None
+
+
+class SelfCalibration:
+    """The app's lab process's idle-time calibration of one store: tick() now and then (the queue's scheduler does,
+    tcore.lab.run.runs.on_idle). `submit` queues a reference and returns its run id; `cancel` cancels one."""
+
+    def __init__(self, store: RunStore, device: str, host: str, submit: Callable[[Experiment], str],
+                 cancel: Callable[[str], object], clock: Callable[[], float] = time.monotonic,
+                 idle_s: float = IDLE_S) -> None:
+        self.store, self.device, self.host, self.idle_s = store, device, host, idle_s
+        self._submit, self._cancel, self._clock = submit, cancel, clock
+        self.run_id: str | None = None       # the reference under way
+        self.idle_since: float | None = None  # since when nothing else ran or waited here
+        self.failures: dict[str, int] = {}
+
+    def tick(self) -> None:
+        others = [r for r in self.store.running_and_queued(self.host)
+                  if r.device == self.device and r.id != self.run_id]
+        if self.run_id is not None:
+            record = self.store.get(self.run_id)
+            if record.status in ("queued", "running") and others:
+                self._cancel(self.run_id)  # a person's run arrived: it goes first, and nothing is timed beside it
+                self.run_id = None
+            elif record.status not in ("queued", "running"):
+                if record.status != "finished":
+                    self.failures[record.label] = self.failures.get(record.label, 0) + 1
+                self.run_id, self.idle_since = None, self._clock()
+            return
+        if others or self.store.lab_state(PAUSED) is not None:
+            self.idle_since = None
+            return
+        now = self._clock()
+        if self.idle_since is None:
+            self.idle_since = now
+        if now - self.idle_since < self.idle_s:
+            return
+        exp = next_reference(self.device, spreads(self.store, self.device), self._counts(),
+                             frozenset(k for k, n in self.failures.items() if n >= GIVE_UP_AFTER))
+        if exp is not None:
+            self.run_id = self._submit(exp)
+
+    def _counts(self) -> dict[str, int]:
+        """Runs stored per reference label since the last reset (those the machine's spread may rest on)."""
+        env, since = machine_env(self.device), reset_at(self.store) or 0.0
+        counts: dict[str, int] = {}
+        for exps in references(self.device).values():
+            for exp in exps:
+                found = self.store.same_setting(exp.to_dict(), self.device, env)
+                counts[exp.label] = sum(r.created_at >= since for r in found)
+        return counts
+
+
+def keep_calibrated(store: RunStore, device: str, idle_s: float = IDLE_S) -> SelfCalibration | None:
+    """Start this process's idle-time calibration of `store` on `device` (the app's server does, at start), ticked by
+    its queue; None where SELF_CALIBRATE_ENV is "0", or on the CPU unless it is "1"."""
+    if os.environ.get(SELF_CALIBRATE_ENV, "1" if device == "cuda" else "0") == "0":
+        return None
+    from tcore.lab.queue.scheduler import this_process
+
+    cal = SelfCalibration(store, device, this_process().host,
+                          submit=lambda exp: runs.start(exp, store, owner=OWNER, for_the_lab=True).run_id,
+                          cancel=lambda run_id: runs.cancel(run_id, store), idle_s=idle_s)
+    runs.on_idle(store, cal.tick)
+    return cal

@@ -49,11 +49,14 @@ def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None,
     if not exp.has_compiled_variant:
         return None
     device, past, bound = found or earlier(exp, store, device)
+    if bound and 2 * bound < len(past.points):  # the setting's kind is its history's majority (rerun.setting_kind)
+        bound = 0
     larger = bound_at_larger_batch(exp, store, device) if not bound else None
-    spread = history.machine_spread(store.headlines(device), machine_env(device), device,
+    env = machine_env(device)
+    spread = history.machine_spread(store.headlines(device), env, device,
                                     rerun.kind(device, bool(bound or larger)), exclude=exp.to_dict())
     return rerun.outlook(past.speedups, device, bound, (larger, exp.batch_size) if larger else None, spread,
-                          past.withins)
+                          past.withins, gpu=env.get("gpu"))
 
 
 def words(exp: Experiment, store: RunStore, found: Earlier | None = None,

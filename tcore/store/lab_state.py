@@ -1,4 +1,5 @@
-"""The lab's state in the store: what the instructor set for the whole room (the queue paused, the limits)."""
+"""The lab's state in the store: what the instructor set for the whole room (the queue paused, the limits, the
+machine's spread reset)."""
 from __future__ import annotations
 
 import json
@@ -6,6 +7,10 @@ import time
 from typing import Any
 
 from tcore.store.connection import Part
+
+# lab_state key: when the instructor last reset the machine's spread between processes ({"at": time}); runs finished
+# before it no longer teach it (Runs.headlines)
+SPREAD_RESET = "spread_reset"
 
 
 class LabState(Part):

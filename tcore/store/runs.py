@@ -10,6 +10,7 @@ import time
 import zlib
 
 from tcore.store.connection import Part
+from tcore.store.lab_state import SPREAD_RESET
 from tcore.store.queue import Proc, cancel_words
 from tcore.store.records import RunRecord, to_json
 
@@ -111,18 +112,20 @@ class Runs(Part):
         return found[::-1]
 
     def headlines(self, device: str | None, *,
-                  limit: int = 500) -> list[tuple[dict, dict, float, str | None, float | None]]:
+                  limit: int = 500) -> list[tuple[dict, dict, float, str | None, float | None, float]]:
         """The latest `limit` finished runs on `device` with a headline, newest first, as (spec, env, speedup, the
         kind of run its interval was made for: tcore.figures.rerun.kind, the run's own spread in %:
-        speedup_within_pct): what the machine's spread between processes is learned from
-        (tcore.analysis.history.machine_spread). Reads only those columns' parts, not whole results."""
+        speedup_within_pct, when it was created): what the machine's spread between processes is learned from
+        (tcore.analysis.history.machine_spread). Runs created before the instructor's last reset of that spread
+        (lab_state SPREAD_RESET) are left out. Reads only those columns' parts, not whole results."""
         with self._connect() as db:
             rows = db.execute(
                 "SELECT spec, env, json_extract(result, '$.speedup'), json_extract(result, '$.speedup_kind'),"
-                " json_extract(result, '$.speedup_within_pct')"
+                " json_extract(result, '$.speedup_within_pct'), created_at"
                 " FROM runs WHERE status='finished' AND device IS ? AND json_extract(result, '$.speedup') IS NOT NULL"
-                " ORDER BY created_at DESC LIMIT ?", (device, limit)).fetchall()
-        return [(json.loads(r[0]), json.loads(r[1] or "{}"), r[2], r[3], r[4]) for r in rows]
+                " AND created_at >= COALESCE((SELECT json_extract(value, '$.at') FROM lab_state WHERE key=?), 0)"
+                " ORDER BY created_at DESC LIMIT ?", (device, SPREAD_RESET, limit)).fetchall()
+        return [(json.loads(r[0]), json.loads(r[1] or "{}"), r[2], r[3], r[4], r[5]) for r in rows]
 
     def power_samples(self, run_id: str) -> list[list]:
         """The run's power samples, [[t_s, watts, phase, util_pct], ...], or [] if it kept none."""

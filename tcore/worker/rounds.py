@@ -179,7 +179,8 @@ class StepRounds(Phases):
         bound = bool(figures.host_bound(record, self.device, self.exp.mode))
         rounds = self.headline_rounds()
         for key, value in rerun.figures_of(rerun.interval(rounds.ratios, device=self.device, host_bound=bound,
-                                                          left_out=rounds.left_out, floor=rounds.floor)).items():
+                                                          left_out=rounds.left_out, floor=rounds.floor,
+                                                          gpu=self.env.get("gpu"))).items():
             if key in figures.RUN_FIGURES:
                 setattr(self.result.run, key, value)
             else:

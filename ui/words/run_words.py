@@ -233,7 +233,7 @@ def noise_words(result: dict) -> str | None:
     if not reasons:
         return None
     return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". "
-            + noise_advice(result))
+            + noise_advice(result)).rstrip()
 
 
 def noise_advice(result: dict) -> str:

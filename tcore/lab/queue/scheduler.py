@@ -227,6 +227,9 @@ class Scheduler:
         self._cancels_forwarded: set[str] = set()
         self._next_recovery = 0.0
         self._wake = threading.Event()
+        # work this process does only while it recovers, every RECOVER_EVERY_S (the app's idle-time calibration,
+        # tcore.lab.calibrate.SelfCalibration.tick): each decides for itself whether the queue is idle enough
+        self.idle_hooks: list[Callable[[], None]] = []
         _WAKES.add(self._wake)
         self._thread = threading.Thread(target=self._loop, name=f"queue-{store.path.name}", daemon=True)
 
@@ -283,6 +286,9 @@ class Scheduler:
             self.recover()
             self._fill_spares()
             self._hold()
+            if self.held is None:
+                for hook in list(self.idle_hooks):
+                    hook()
         with self._lock:
             self._jobs = {run_id: job for run_id, job in self._jobs.items() if not job.done}
             jobs = dict(self._jobs)

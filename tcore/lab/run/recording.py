@@ -56,9 +56,27 @@ def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dic
                  env: dict[str, Any]) -> dict[str, Any]:
     """The worker's result with its headline interval restated from the store: the earlier runs of the same setting on
     the same machine, and what the machine's reruns of other settings of this kind of run have shown (the worker,
-    which cannot see the store, used the documented default spread between processes)."""
-    device = result.get("device")
-    earlier = history.history(store.same_setting(spec, device, env, exclude=run_id))
-    bound = bool(figures.host_bound(result, device, spec.get("mode")))
-    spread = history.machine_spread(store.headlines(device), env, device, rerun.kind(device, bound), exclude=spec)
-    return rerun.restate(result, earlier.speedups, bound, spread, earlier.withins)
+    which cannot see the store, used the starting spread between processes). The kind of run is the setting's
+    history's (rerun.setting_kind: the majority of its runs' own readings here, this one's included), so its width does
+    not flip with one process's reading; where this run read otherwise, a note says so."""
+    device, mode = result.get("device"), spec.get("mode")
+    records = [r for r in store.same_setting(spec, device, env, exclude=run_id) if r.result.get("speedup")]
+    earlier = history.history(records)
+    own = bool(figures.host_bound(result, device, mode))
+    readings = [bool(figures.host_bound(r.result, r.device, r.spec.get("mode"))) for r in records] + [own]
+    kind = rerun.setting_kind(device, readings)
+    bound = kind == "cuda-host-bound"
+    spread = history.machine_spread(store.headlines(device), env, device, kind, exclude=spec)
+    restated = rerun.restate(result, earlier.speedups, bound, spread, earlier.withins, gpu=env.get("gpu"))
+    if restated is not result and bound != own:
+        restated["notes"] = [*result.get("notes", []), kind_note(own, sum(readings) if bound else
+                                                                 len(readings) - sum(readings), len(readings))]
+    return restated
+
+
+def kind_note(own: bool, agree: int, runs: int) -> str:
+    """Why a run's interval is made for another kind of run than its own reading: the setting's history says so."""
+    this, most = (("host-bound", "kept the GPU busy") if own else ("GPU-busy", "were host-bound"))
+    return (f"This run read as {this}, but {agree} of the {runs} runs of this setting on this machine {most}: its "
+            "interval uses the spread between processes of the setting's kind, its history's majority, so its width "
+            "does not flip with one process's reading.")

@@ -153,6 +153,12 @@ def serve(store: RunStore) -> list[LiveRun]:
     return adopted
 
 
+def on_idle(store: RunStore, hook: Callable[[], None]) -> None:
+    """Call `hook` with each recovery of this process's queue for `store` (every few seconds): the app's idle-time
+    calibration (tcore.lab.calibrate.keep_calibrated), which looks at the queue itself before doing anything."""
+    _scheduler(store)[0].idle_hooks.append(hook)
+
+
 def run_adopted(on_adopted: Callable[[LiveRun], None] | None = None) -> list[LiveRun]:
     """Before this process exits: run to their end the runs it took over (it owns them now; leaving would strand
     them, queued under a dead owner or running with no one to record them). Runs adopted meanwhile count too.

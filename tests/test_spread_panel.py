@@ -1,0 +1,54 @@
+"""This machine's spread between fresh processes on the System page (ui.panels.spread, tcore.lab.calibrate.standing):
+what the store's reruns taught it, what that rests on and how old it is, and the instructor's reset."""
+from streamlit.testing.v1 import AppTest
+
+from tcore.experiment.spec import Experiment
+from tcore.lab import calibrate
+from tcore.lab.rerun_outlook import machine_env
+from tcore.store import RunStore
+from tests.helpers import insert_run
+
+
+def _reruns(store: RunStore) -> None:
+    """Two CPU settings run three times each on this machine, as the lab stores them."""
+    env = machine_env("cpu")
+    for model, centre in (("captioner", 1.3), ("resnet50", 1.1)):
+        exp = Experiment(model=model, preset="tiny", device="cpu")
+        for d in (-1, 0, 1):
+            run_id = insert_run(store, exp)
+            store.finish(run_id, env=env, result={"device": "cpu", "speedup": centre * (1 + 0.03 * d),
+                                                   "speedup_kind": "cpu", "speedup_within_pct": 0.5})
+
+
+def _table(at) -> str:
+    return at.dataframe[0].value.to_string()
+
+
+def test_the_system_page_shows_the_machines_spread_its_age_and_an_instructor_resets_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
+    store = RunStore()
+    _reruns(store)
+    (cpu,) = calibrate.standing(store, "cpu")
+    assert cpu.runs == 6 and cpu.settings == 2 and 1.0 < cpu.sigma_pct < 6.0 and cpu.newest_at is not None
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
+    at.switch_page("app_pages/system.py").run()
+    assert not at.exception, at.exception
+    table = next(d for d in at.dataframe if "kind of run" in d.value.columns).value
+    row = table.iloc[0]
+    assert row["kind of run"] == "CPU runs" and row["rests on"] == "6 reruns of 2 setting(s)"
+    assert row["learned σ"] == f"{cpu.sigma_pct:.2f}%" and row["age"].startswith("newest run ")
+    assert "10% (the CPU's starting value)" == row["starting value"]
+    assert not any(b.key == "spread_reset" for b in at.button)  # a participant cannot reset it
+
+    at.text_input(key="instructor_attempt").set_value("sesame")
+    next(b for b in at.button if b.label == "Unlock").click().run()
+    at.button(key="spread_reset").click().run()
+    assert not at.exception, at.exception
+    assert calibrate.reset_at(store) is not None
+    row = next(d for d in at.dataframe if "kind of run" in d.value.columns).value.iloc[0]
+    assert row["learned σ"] == "none yet" and row["rests on"] == "the starting value" and row["age"] == "n/a"
+    assert row["a new setting gets σ"] == "10.00%"
+    assert "since the instructor's reset" in "\n".join(str(c.value) for c in at.caption)
+    _reruns(store)  # runs finished after the reset teach it again
+    assert calibrate.standing(store, "cpu")[0].runs == 6
