@@ -52,10 +52,11 @@ def test_a_timeout_names_what_this_run_can_lower():
 
 def test_each_phase_goes_into_the_worker_log(capsys):
     """A timed-out run's log held one line ("worker ready"): the phase it was stopped in was in the events alone."""
+    from tcore.worker.hostspeed import HostSpeed
     from tcore.worker.phases import Phases
 
     said = []
-    run = types.SimpleNamespace(emit=said.append, sampler=None, t_start=0.0)
+    run = types.SimpleNamespace(emit=said.append, sampler=None, t_start=0.0, host=HostSpeed(read=lambda: 10.0))
     Phases.phase(run, "compiling")
     assert said == [{"type": "phase", "phase": "compiling"}]
     assert capsys.readouterr().err.startswith("phase: Compiling (first call) (+")
