@@ -42,3 +42,21 @@ def test_no_rounds_no_reading():
 
 def test_the_reference_loop_times_something():
     assert 0 < hostspeed.reference_ms(loops=1) < 60_000
+
+
+def test_a_slow_core_is_left_for_one_that_reads_at_rest():
+    """A virtual core reads slow while the physical core under it runs another thread; another may not."""
+    on = {"core": 3}
+    speed = {3: 14.0, 5: 10.1, 7: 12.0}
+    host = hostspeed.HostSpeed(read=lambda: speed[on["core"]], sleep=lambda s: None, clock=lambda: 0.0)
+    host.seen.append(10.0)  # at rest, earlier in the run
+
+    def move(core):
+        if core == 9:
+            raise OSError("not one of this process's cores")
+        on["core"] = core
+
+    assert host.wait_for_rest(cores=[3, 5, 7, 9], move=move) is True
+    assert on["core"] == 5 and host.core == 5 and host.moves == 1
+    host.round_done()
+    assert host.details()["moved_to_core"] == 5 and host.details()["slow_pct"] == 1.0

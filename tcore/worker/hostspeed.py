@@ -4,15 +4,16 @@ launch thread's own core.
 A host-bound variant's throughput is one CPU thread's launch rate. On the lent GPU machines (KVM guests) that thread's
 speed moves in episodes of seconds to tens of seconds, by 15-50%, at rest as after load, with no trace inside the guest:
 no stolen time, the same clock in /proc/cpuinfo, no other process running (bench/host_speed.py). Only timing shows it.
-So the worker reads the loop at its phase boundaries (its fastest reading is the host at rest), waits a bounded time
-before its timed rounds for the host to read at rest again, reads it after every round, and says how much slower than
-at rest the host ran while the rounds were timed: such a run's eager figure is not the solo figure.
+So the worker reads the loop at its phase boundaries (its fastest reading is the host at rest); before its timed rounds
+it waits a bounded time for the host to read at rest again, moving the pinned launch thread to another core that does
+where one does; it reads the loop after every round, and says how much slower than at rest the host ran while the
+rounds were timed: such a run's eager figure is not the solo figure.
 """
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 REFERENCE_N = 200_000  # about 7-14 ms of one core: short beside a round, long beside the timer
 SLOW_PCT = 5.0  # the host reads slower than at rest past this
@@ -41,6 +42,8 @@ class HostSpeed:
         self.seen: list[float] = []
         self.rounds: list[float] = []
         self.waited_s = 0.0
+        self.core: int | None = None  # the core the launch thread was moved to, where wait_for_rest moved it
+        self.moves = 0
 
     def note(self) -> float:
         """A reading at a phase boundary (counts toward the host at rest)."""
@@ -55,17 +58,37 @@ class HostSpeed:
     def slow_pct(self, ms: float) -> float:
         return 100 * (ms / self.at_rest_ms - 1) if self.at_rest_ms else 0.0
 
-    def wait_for_rest(self, most_s: float = WAIT_S, every_s: float = 0.5) -> bool:
+    def wait_for_rest(self, most_s: float = WAIT_S, every_s: float = 0.5, cores: Sequence[int] = (),
+                      move: Callable[[int], None] | None = None) -> bool:
         """Before the timed rounds: read the loop until it reads within SLOW_PCT of the host at rest, for at most
-        `most_s`; whether it did."""
+        `most_s`; whether it did. With `cores` and `move` (the launch thread pinned), a slow reading is followed by one
+        on each of those cores, and the thread moves to the fastest: a virtual core reads slow while the physical
+        core under it runs another thread (another guest's, or a compile of this machine's), and another virtual
+        core may sit on an idle one. `core` is where it ended."""
         start = self._clock()
         while self.slow_pct(self.note()) > SLOW_PCT:
+            if move is not None and cores and self.slow_pct(self._fastest(cores, move)) <= SLOW_PCT:
+                break
             if self._clock() - start >= most_s:
                 self.waited_s = self._clock() - start
                 return False
             self._sleep(every_s)
         self.waited_s = self._clock() - start
         return True
+
+    def _fastest(self, cores: Sequence[int], move: Callable[[int], None]) -> float:
+        """Read the loop on each core, move to the one that read fastest; its reading."""
+        readings = []
+        for core in cores:
+            try:
+                move(core)
+            except OSError:  # not one of this process's cores
+                continue
+            readings.append((self.note(), core))
+        ms, self.core = min(readings)
+        move(self.core)
+        self.moves += 1
+        return ms
 
     def round_done(self) -> None:
         self.rounds.append(self.note())
@@ -77,7 +100,8 @@ class HostSpeed:
             return {}
         during = statistics.median(self.rounds)
         return {"reference_at_rest_ms": round(self.at_rest_ms, 3), "reference_rounds_ms": round(during, 3),
-                "slow_pct": round(self.slow_pct(during), 1), "waited_s": round(self.waited_s, 1)}
+                "slow_pct": round(self.slow_pct(during), 1), "waited_s": round(self.waited_s, 1),
+                **({"moved_to_core": self.core} if self.core is not None else {})}
 
 
 def words(details: dict[str, Any]) -> str | None:

@@ -4,6 +4,7 @@ paired rounds (the speedup so far, the load beside them, the paired figures) and
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -115,8 +116,16 @@ class Phases:
     def host_at_rest(self) -> None:
         """Before the timed rounds (GPU runs): wait, a bounded time, for the host to read at rest again
         (tcore.worker.hostspeed). On the CPU the run's own steps are the host's speed, and they settle no better."""
-        if self.device != "cpu":
+        if self.device == "cpu":
+            return
+        pinned = self.result.details.get("pinned_cpu")
+        if pinned is None:  # not pinned: the scheduler moves the thread as it likes, and nothing is chosen for it
             self.host.wait_for_rest()
+            return
+        # The thread's own affinity is its one core now: every core is tried, and one it may not use says so.
+        self.host.wait_for_rest(cores=range(os.cpu_count() or 1), move=lambda core: os.sched_setaffinity(0, {core}))
+        if self.host.core is not None:
+            self.result.details["pinned_cpu"] = self.host.core
 
     def host_during_rounds(self) -> None:
         """How fast the host ran while the rounds were timed, against its fastest in this run; a note where slower."""
