@@ -9,7 +9,8 @@ that holds that concern's methods; RunStore is all of them over one file:
     runs.py        Runs        how a run ended, and reading runs back
     queue.py       Queue       queue, claim a device slot, cancel
     owners.py      Owners      each lab process's heartbeat; the runs of one that died or went silent taken over
-    devices.py     Devices     the device lease: who holds each device alone, who waits, when each held it
+    devices.py     Devices     the device lease: who holds each device alone, who waits, when each held it;
+                               the runs timed now, which every lab process on their host holds still for
     sweeps.py      Sweeps      a batch of queued runs known by one id; its next run released as one ends
     lab_state.py   LabState    what the instructor set: the queue paused, the limits
     people.py      People      whose runs are whose (a participant renamed)
@@ -24,7 +25,7 @@ tests' hand-made rows aside (tests/test_store_seams.py checks it).
 """
 from tcore.store.artifacts import Artifacts
 from tcore.store.connection import StoreError, StoreFile, StoreReadOnly, default_path
-from tcore.store.devices import Ask, Devices, Hold, Span
+from tcore.store.devices import Ask, Devices, Hold, QuietHold, Span
 from tcore.store.lab_state import LabState
 from tcore.store.model_cards import ModelCards
 from tcore.store.owners import Owners
@@ -39,5 +40,5 @@ class RunStore(StoreFile, Runs, Queue, Owners, Devices, Sweeps, LabState, People
     """The run store at `path` (default: default_path()), its tables made or upgraded on opening."""
 
 
-__all__ = ["Ask", "Hold", "NoSuchRun", "QueueFull", "RunRecord", "RunStore", "SlotRoom", "Span", "StoreError",
-           "StoreReadOnly", "default_path"]
+__all__ = ["Ask", "Hold", "NoSuchRun", "QueueFull", "QuietHold", "RunRecord", "RunStore", "SlotRoom", "Span",
+           "StoreError", "StoreReadOnly", "default_path"]

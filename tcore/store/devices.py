@@ -28,6 +28,17 @@ class Hold(NamedTuple):
     since: float
 
 
+class QuietHold(NamedTuple):
+    """A run timed now on `host`'s `slot` by the lab process (pid, started): the runs of that slot hold still for it
+    in every lab process on the host, until it ends or `until` (epoch seconds) passes (tcore.lab.queue.quiet)."""
+    run_id: str
+    host: str
+    slot: str
+    pid: int
+    started: str | None
+    until: float
+
+
 class Ask(NamedTuple):
     """A run waiting for a slot: what for, its rank (lower first), since when it asked."""
     run_id: str
@@ -119,6 +130,23 @@ class Devices(Part):
                 " JOIN runs r ON r.id = u.run_id WHERE r.host=? AND u.slot=? AND u.taken_at>=? ORDER BY u.taken_at",
                 (host, slot, since))]
 
+    def hold_neighbours(self, hold: QuietHold) -> None:
+        """Say that `hold.run_id` is timed now: the other lab processes on its host hold its slot's workers still."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO quiet_holds (run_id, host, slot, pid, started, until)"
+                       " VALUES (?,?,?,?,?,?)", hold)
+
+    def let_neighbours_go(self, run_id: str) -> None:
+        """`run_id`'s timed rounds are over (or its process has gone): no one holds still for it any longer."""
+        with self._write() as db:
+            db.execute("DELETE FROM quiet_holds WHERE run_id=?", (run_id,))
+
+    def neighbour_holds(self, host: str) -> list[QuietHold]:
+        """The runs timed now on `host`, as their lab processes said."""
+        with self._connect() as db:
+            return [QuietHold(*row) for row in db.execute(
+                "SELECT run_id, host, slot, pid, started, until FROM quiet_holds WHERE host=?", (host,))]
+
 
 def _free(db: sqlite3.Connection, run_id: str) -> None:
     """Within a write transaction: `run_id` holds nothing and asks for nothing; its open span is closed."""
@@ -135,4 +163,3 @@ def _drop_stale(db: sqlite3.Connection, host: str, slot: str) -> None:
             " slot=? AND run_id NOT IN (SELECT id FROM runs WHERE status='running')",
             (host, slot, host, slot)).fetchall():
         _free(db, run_id)
-

@@ -81,6 +81,15 @@ CREATE TABLE IF NOT EXISTS device_use (  -- every hold, once taken: the evidence
 );
 CREATE INDEX IF NOT EXISTS device_use_run ON device_use(run_id);
 
+CREATE TABLE IF NOT EXISTS quiet_holds (  -- a run timed now: every lab process on its host holds its slot still
+    run_id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    slot TEXT NOT NULL,
+    pid INTEGER NOT NULL,            -- the lab process whose run it is, with its start time: a dead one holds no one
+    started TEXT,
+    until REAL NOT NULL              -- epoch seconds: past it, no one holds still for it, whatever happened to it
+);
+
 -- The lab's state (tcore.store.lab_state).
 CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue paused, limits changed
     key TEXT PRIMARY KEY,

@@ -13,13 +13,18 @@ phase ends, when the run ends, or after MAX_HOLD_S, whichever comes first. A com
 later; the room's round barely is, since its GPU, held by one run at a time, is what the round waits on. Only the
 runs of the same slot hold still: on a host of several GPUs each slot's runs compile while another slot measures.
 The slot's spare workers (tcore.lab.queue.spares) hold still too: one importing torch is seconds of a busy core, and a
-spare taken for a run meanwhile goes on with the rest. $COMPILE_LAB_QUIET_ROUNDS=0 turns this off.
+spare taken for a run meanwhile goes on with the rest. Every lab process on the host holds still with them (a second
+app server, a command line on the same store): a hold is written in the store (quiet_holds), and each lab process that
+runs a queue on that store reads it every POLL_S (watch()) and stops its own runs of that slot, letting them go when the
+row goes, its bound passes, or the process that wrote it has ended. $COMPILE_LAB_QUIET_ROUNDS=0 turns this off.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -27,8 +32,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from tcore.store import QuietHold, StoreError
+
 SWITCH_ENV = "COMPILE_LAB_QUIET_ROUNDS"
 MAX_HOLD_S = 180.0  # the longest the neighbours stay stopped for one run's rounds, whatever happens to that run
+POLL_S = 0.25  # how often a lab process reads the holds of the others on its host (its workers stop within this)
+ELSEWHERE = "elsewhere:"  # the key of a hold this process keeps for a run of another lab process
 
 _lock = threading.Lock()
 
@@ -52,6 +61,7 @@ class _Stopped:
 _members: dict[str, _Member] = {}
 _holds: dict[str, tuple[list[_Stopped], threading.Timer]] = {}  # run timed -> whom it stopped, its time limit
 _spares: list[Callable[[str], list[int]]] = []  # a slot's spare workers' process groups (tcore.lab.queue.spares)
+_watched: dict[str, tuple[object, QuietHold]] = {}  # store path -> (the store, this process as a hold names it)
 
 
 def enabled() -> bool:
@@ -95,19 +105,28 @@ def leave(run_id: str) -> None:
 
 
 def hold(run_id: str) -> int:
-    """`run_id` is about to be timed: stop the other runs of its slot, and its spares, until release(run_id); how many
-    runs were stopped."""
+    """`run_id` is about to be timed: stop the other runs of its slot, and its spares, in this lab process and (through
+    the store) in every other on this host, until release(run_id); how many runs of this process were stopped."""
     if not enabled():
         return 0
     with _lock:
-        slot = _members[run_id].slot if run_id in _members else None
-    spares = [group for find in _spares for group in find(slot)] if slot is not None else []
-    with _lock:
-        if run_id not in _members or run_id in _holds:
+        member = _members.get(run_id)
+        if member is None or run_id in _holds:
             return sum(not x.who.startswith("spare:") for x in _holds.get(run_id, ([], None))[0])
-        mine = _members[run_id].pgid
+    stopped = _stop_slot(run_id, member.slot, member.pgid, MAX_HOLD_S)
+    _publish(run_id, member.slot)
+    return stopped
+
+
+def _stop_slot(key: str, slot: str, mine: int | None, bound_s: float) -> int:
+    """Stop this process's runs of `slot` (but the group `mine`) and its spares, kept as hold `key` for at most
+    `bound_s`; how many runs were stopped."""
+    spares = [group for find in _spares for group in find(slot)]
+    with _lock:
+        if key in _holds:
+            return 0
         held_already = {x.pgid for stopped, _ in _holds.values() for x in stopped}
-        others = [(r, m.pgid, m.waiting) for r, m in _members.items() if m.slot == slot and r != run_id] + \
+        others = [(r, m.pgid, m.waiting) for r, m in _members.items() if m.slot == slot and r != key] + \
             [(f"spare:{group}", group, lambda: False) for group in spares]
         stopped = []
         for who, group, waiting in others:
@@ -117,9 +136,9 @@ def hold(run_id: str) -> int:
             if _signal(group, signal.SIGSTOP):
                 stopped.append(_Stopped(who, group, time.monotonic(), owed))
                 _guard(f"+{group}")
-        timer = threading.Timer(MAX_HOLD_S, release, args=(run_id,))
+        timer = threading.Timer(bound_s, release, args=(key,))
         timer.daemon = True
-        _holds[run_id] = (stopped, timer)
+        _holds[key] = (stopped, timer)
     timer.start()
     return sum(not x.who.startswith("spare:") for x in stopped)
 
@@ -132,6 +151,8 @@ def release(run_id: str) -> None:
         told = [(_members.get(x.who), x) for x in stopped]
     if timer is not None:
         timer.cancel()
+        if not run_id.startswith(ELSEWHERE):
+            _unpublish(run_id)
     for x in stopped:
         _signal(x.pgid, signal.SIGCONT)
         _guard(f"-{x.pgid}")
@@ -151,6 +172,82 @@ def _tell(member: _Member, spans: list[_Stopped]) -> None:
     for x in spans:
         if member.continued is not None:
             member.continued(x.at, now, x.owed)
+
+
+def watch(store, me: tuple[str, int, str | None], is_alive: Callable[[int, str | None], bool]) -> None:
+    """Hold this process's runs still while a run of another lab process on this host is timed (the store says so),
+    and publish this process's own holds there. `me`: (host, pid, start time) of this process; is_alive(pid, started):
+    whether a process still runs. Once per store per process (the queue calls it as it starts)."""
+    if not enabled():
+        return
+    key = str(store.path.resolve())
+    with _lock:
+        if key in _watched:
+            return
+        _watched[key] = (store, QuietHold("", me[0], "", me[1], me[2], 0.0))
+    threading.Thread(target=_watch, args=(store, me, is_alive), name="quiet-watch", daemon=True).start()
+
+
+def _watch(store, me: tuple[str, int, str | None], is_alive: Callable[[int, str | None], bool]) -> None:
+    said = False
+    while True:
+        time.sleep(POLL_S)
+        try:
+            holds = store.neighbour_holds(me[0])
+        except (sqlite3.Error, StoreError) as e:  # said once; the holds already kept end by their bounds
+            if not said:
+                print(f"compile-lab: cannot read other lab processes' holds ({e}): this one's runs do not hold still "
+                      "for theirs until it can", file=sys.stderr, flush=True)
+                said = True
+            continue
+        follow(store, holds, me, is_alive)
+
+
+def follow(store, holds: list[QuietHold], me: tuple[str, int, str | None],
+           is_alive: Callable[[int, str | None], bool]) -> None:
+    """Bring this process's holds for other lab processes' runs in line with `holds`, the store's list: a new one
+    stops this process's runs of its slot for what is left of its bound; one gone, past its bound or whose process has
+    ended lets them go (the row of an ended process is removed)."""
+    now, wanted, mine = time.time(), {}, f"{ELSEWHERE}{store.path}|"  # the holds this store's watcher keeps
+    for h in holds:
+        if (h.pid, h.started) == (me[1], me[2]):
+            continue
+        if not is_alive(h.pid, h.started):
+            with contextlib.suppress(sqlite3.Error, StoreError):
+                store.let_neighbours_go(h.run_id)
+            continue
+        if h.until > now:
+            wanted[mine + h.run_id] = h
+    with _lock:
+        kept = [k for k in _holds if k.startswith(mine)]
+    for key in kept:
+        if key not in wanted:
+            release(key)
+    for key, h in wanted.items():
+        if key not in kept:
+            _stop_slot(key, h.slot, None, h.until - now)
+
+
+def _publish(run_id: str, slot: str) -> None:
+    with _lock:
+        watched = list(_watched.values())
+    for store, me in watched:
+        try:
+            store.hold_neighbours(me._replace(run_id=run_id, slot=slot, until=time.time() + MAX_HOLD_S))
+        except (sqlite3.Error, StoreError) as e:  # this process's own neighbours are held all the same
+            print(f"compile-lab: run {run_id}: other lab processes could not be told to hold still ({e})",
+                  file=sys.stderr, flush=True)
+
+
+def _unpublish(run_id: str) -> None:
+    with _lock:
+        watched = list(_watched.values())
+    for store, _ in watched:
+        try:
+            store.let_neighbours_go(run_id)
+        except (sqlite3.Error, StoreError) as e:  # its bound ends it for the others
+            print(f"compile-lab: run {run_id}: other lab processes could not be told to go on ({e}); they do once "
+                  f"its bound of {MAX_HOLD_S:.0f} s passes", file=sys.stderr, flush=True)
 
 
 # A process of its own that continues every group this lab process still holds once the lab is gone: atexit does not

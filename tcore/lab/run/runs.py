@@ -21,7 +21,7 @@ from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab.launch import cluster
 from tcore.lab.outputs import model_cards, tlparse
 from tcore.lab.policy import limits, memory
-from tcore.lab.queue import lease, room, scheduler
+from tcore.lab.queue import lease, quiet, room, scheduler
 from tcore.lab.queue.spares import _SPARE_DEVICES, SPARES, keep_spares
 from tcore.lab.run.liverun import LiveRun
 from tcore.lab.run.registry import adopted_left, live, register
@@ -54,6 +54,8 @@ def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
             return _SCHEDULERS[key], []
         sched = _SCHEDULERS[key] = scheduler.Scheduler(store, lambda record: _adopt(record, store),
                                                        spares=SPARES, spare_devices=_SPARE_DEVICES)
+        me = scheduler.this_process()
+        quiet.watch(store, (me.host, me.pid, me.started), scheduler.is_alive)  # holds of other lab processes here
         return sched, sched.start()
 
 
