@@ -335,7 +335,7 @@ def default_spread_words() -> str:
     """What the CPU's default spread between processes means for a rerun, in the figure and the words that the outlook
     before a run uses (tcore.figures.rerun.outlook): one figure for one question."""
     reach = rerun.outlook([], "cpu").reach_pct
-    return (f"Until then the lab assumes a {rerun.DEFAULT_BETWEEN_PCT['cpu']:g}% default: "
+    return (f"Until then the lab assumes a {rerun.starting_between('cpu')[0]:g}% default: "
             f"{rerun.HOLD_SHARE:.0%} of reruns should land within ± {reach:.0f}% of their median.")
 
 
