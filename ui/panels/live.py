@@ -121,9 +121,16 @@ def _follow(run_id: str, store: RunStore, draw: Callable[[], None], redraws: lis
     draw()
 
 
-def run_panel(run_id: str, *, key: str = "run") -> None:
-    """The live panel of a run this process follows (drawn within follow)."""
-    if (run := registry.live(run_id)) is None:  # no longer held by this process: the page draws the record
+def run_panel(run_id: str, store: RunStore, *, key: str = "run") -> None:
+    """The live panel of a run this process follows (drawn within follow, after the queue and the runs table).
+
+    Whether it is still followed is asked again here, last, as run_state.state() answers it (the record first): the
+    record says a run has ended a moment before its LiveRun does, so a panel drawn from the LiveRun alone said
+    "Running" under a table and a queue that had just read "finished" from the record, and that page stayed up for
+    the seconds the whole page's redraw took. Once the record says so, the panel is emptied and the page goes round
+    to draw the result: "finished" wins everywhere."""
+    if not run_state.state(run_id, store).followed or (run := registry.live(run_id)) is None:
+        st.empty()  # in the panel's place, at once: not its last "Running" while the page redraws
         st.rerun()
     draw_progress(run, key=key)
 
