@@ -47,7 +47,7 @@ page = st.navigation([
 try:
     start_queue(str(default_path()))
     people.identity_sidebar(RunStore())
-    knobs.keep_settings()
+    knobs.keep_settings(RunStore(), people.me())
     exports.format_picker()
     page.run()
 except (StoreError, sqlite3.Error) as e:  # a store deleted, corrupted, full or locked: a sentence, not a traceback

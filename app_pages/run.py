@@ -9,6 +9,17 @@ from ui.words import run_state
 
 store = RunStore()
 
+
+def submit_run(exp, checked) -> None:
+    """The Run button's callback: the run is queued before the page is drawn, so the page drawn after the click
+    already follows it, with the run in its queue. Queued in the page's own run and then st.rerun(), the page was
+    drawn twice before it showed the run: on a loaded machine the person's own page said "Nothing is running or
+    waiting" for up to 15 s while everyone else's queue showed the run."""
+    queued = queue.submit([exp], store, key="run", timeout_s=60 * st.session_state["run_timeout_min"], checked=checked)
+    if queued:
+        st.session_state.run_shown = queued[0]
+
+
 st.title("Run an experiment")
 if not machine.cuda_available():
     st.info("No CUDA GPU on this machine: runs use the **CPU** with the **tiny** presets, and a run takes about a "
@@ -36,13 +47,8 @@ with out_col:
     if exp is not None and (ahead := rerun_outlook.words(exp, store, device=checked[0])):
         st.info(ahead, icon=":material/swap_vert:")
     # Runs wait their turn in the machine's queue, so Run is never greyed out for someone else's run.
-    if st.button("Run", key="run_start", type="primary", icon=":material/play_arrow:", width="stretch",
-                 disabled=exp is None) and exp is not None:
-        queued = queue.submit([exp], store, key="run", timeout_s=60 * st.session_state["run_timeout_min"],
-                              checked=checked)
-        if queued:
-            st.session_state.run_shown = queued[0]
-        st.rerun()
+    st.button("Run", key="run_start", type="primary", icon=":material/play_arrow:", width="stretch",
+              disabled=exp is None, on_click=submit_run, args=(exp, checked))
     queue.show_refusal("run")
     if pick:
         st.warning(pick, icon=":material/search:")
@@ -88,7 +94,7 @@ with out_col:
             pick_box.selectbox("Show below", mine, key="run_shown", format_func=labels.get)
         with shown_box:
             if following:
-                live.run_panel(following)
+                live.run_panel(following, store)
             else:
                 results.show_run(store.get(shown), store, key="run_result")
 

@@ -47,7 +47,7 @@ with knob_col:
                                         key="sweep_precisions", format_func=knobs.PRECISION_NAMES.get),
         }
         if model["task"] == "generate":  # mode x cache x batch x lengths, as generation recipes turn them
-            axes.update(generate.sweep_axes(model))
+            axes.update(generate.sweep_axes(model, knobs.target_device(model["device"])))
         if sample_models.get(model["model"]).supports_channels_last:
             tuned = practical_defaults(model["model"], knobs.target_device(model["device"]), model["task"])
             axes["channels_last"] = st.multiselect("Memory format", [True, False], default=[tuned["channels_last"]],

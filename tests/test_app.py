@@ -97,6 +97,24 @@ def test_tiny_cpu_run_from_the_run_page(db):
     assert record.status == "finished" and record.spec["backend"] == "aot_eager"
 
 
+def test_the_page_drawn_after_run_already_follows_the_run_in_one_pass(db, monkeypatch):
+    """After Run the person's own page said "Nothing is running or waiting" for up to 15 s while everyone else's
+    queue showed the run: the click's page queued the run and then went round again, two whole page runs on a loaded
+    machine before the queue was drawn. Queued in the button's callback, the first page drawn shows it."""
+    from tcore.lab import rerun_outlook
+
+    runs.pause(db, True)  # it stays queued: no worker needed
+    at = set_tiny_fast(app())
+    passes = []
+    words = rerun_outlook.words
+    monkeypatch.setattr(rerun_outlook, "words", lambda *a, **k: passes.append(1) or words(*a, **k))
+    at.button(key="run_start").click().run()
+    assert not at.exception
+    assert len(passes) == 1  # one pass of the page
+    assert any(s.value.startswith("Queued: ") for s in at.subheader)
+    assert "in the queue**" in texts(at.markdown) and "Nothing is running or waiting" not in texts(at.caption)
+
+
 def test_cancel_from_the_run_page_shows_why_the_run_ended(db):
     at = set_tiny_fast(app())
     at.button(key="run_start").click().run()

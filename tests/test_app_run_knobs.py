@@ -89,6 +89,44 @@ def test_the_settings_come_back_when_their_widgets_values_are_lost(db):
     assert at.number_input(key="run_batch_size").value == 8
 
 
+def test_a_reload_brings_the_knobs_back_as_it_brings_the_name_back(db):
+    """A reload kept the name (its id is in the address) and put every knob back to its default."""
+    from streamlit.testing.v1 import AppTest
+
+    at = app()
+    at.selectbox(key="run_builtin").set_value("resnet50").run()
+    # the device and the task first: each brings its practical sizes and precision
+    chosen = {"radio": {"run_device": "cpu", "run_task": "training", "run_compile": "regional",
+                        "run_dynamic": "always dynamic", "run_cache": "warm"},
+              "number_input": {"run_batch_size": 3, "run_timed_s": 3.5, "run_warmup_steps": 4},
+              "selectbox": {"run_preset": "full", "run_precision": "tf32", "run_mode": "max-autotune"},
+              "toggle": {"run_channels_last": True, "run_compile_optimizer": True}}
+    for kind, values in chosen.items():
+        for key, value in values.items():
+            getattr(at, kind)(key=key).set_value(value).run()
+    assert not at.exception
+    made = {key: getattr(at, kind)(key=key).value for kind, values in chosen.items() for key in values}
+    assert made == {key: value for values in chosen.values() for key, value in values.items()}  # as set
+
+    reloaded = AppTest.from_file("../app.py", default_timeout=300)  # a new session from the same address
+    reloaded.query_params["me"] = at.session_state["owner"]
+    reloaded.run()
+    assert not reloaded.exception
+    assert reloaded.selectbox(key="run_builtin").value == "resnet50"
+    assert {key: getattr(reloaded, kind)(key=key).value for kind, values in chosen.items() for key in values} == made
+    assert will_run(reloaded) == will_run(at)
+    # someone else's new session starts from the defaults
+    assert app().selectbox(key="run_builtin").value == "captioner"
+
+
+def test_kept_settings_of_a_model_that_cannot_be_built_here_are_not_restored():
+    from ui.panels import knobs
+
+    saved = {"run_model": "file:gone.py", "run_batch_size": 3, "sweep_model": "resnet50", "sweep_batch_size": 2,
+             "run_no_such_knob": 1}
+    assert knobs.restorable(saved) == {"sweep_model": "resnet50", "sweep_batch_size": 2}
+
+
 def test_the_timeline_table_puts_its_seconds_first_and_its_subtitle_reads_with_spaces():
     """The phase table's seconds lay past the right edge of the result column; the bar's subtitle read
     "blue,waiting" as text (its lines joined without a space)."""

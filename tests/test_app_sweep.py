@@ -116,3 +116,21 @@ def test_the_cpu_words_count_earlier_runs_one_way_and_give_one_figure_for_how_fa
     assert f"within ± {reach:.0f}% of their median" in rerun.outlook([], "cpu").words()  # the outlook before a run
     advice = run_words.noise_advice({"device": "cpu", "speedup_rounds_pm_pct": 1.0, "speedup_between_pct": 10.0})
     assert f"once {rerun.MIN_HISTORY} earlier runs of it are stored here" in advice and "third" not in advice
+
+
+def test_a_generate_sweep_on_the_cpu_starts_from_the_run_pages_lengths(db):
+    """The Sweep page's axes started at the model's 128 + 256 tokens, which ran past a run's time limit on the CPU,
+    while the Run page starts at a few dozen there."""
+    from tcore.experiment.device import CPU_NEW_TOKENS, CPU_PROMPT_TOKENS
+
+    at = app().switch_page("app_pages/sweep.py").run()
+    at.radio(key="sweep_source").set_value("hf").run()  # picks hf:gpt2, whose own lengths are 128 + 256
+    at.radio(key="sweep_device").set_value("cpu").run()
+    at.radio(key="sweep_task").set_value("generate").run()
+    assert not at.exception and at.session_state["sweep_model"] == "hf:gpt2"
+    assert at.multiselect(key="sweep_prompt_lens").value == [CPU_PROMPT_TOKENS]
+    assert at.multiselect(key="sweep_new_tokens").value == [CPU_NEW_TOKENS]
+    at.multiselect(key="sweep_new_tokens").set_value([CPU_NEW_TOKENS, 8]).run()  # a pick is kept while the model is
+    assert at.multiselect(key="sweep_new_tokens").value == [CPU_NEW_TOKENS, 8]
+    at.radio(key="sweep_source").set_value("builtin").run()  # the captioner's own lengths are shorter: "default"
+    assert at.multiselect(key="sweep_prompt_lens").value == [0] and at.multiselect(key="sweep_new_tokens").value == [0]

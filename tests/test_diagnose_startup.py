@@ -55,7 +55,9 @@ def test_a_ladder_started_on_the_page_shows_its_steps_then_its_table(db, monkeyp
     at.button(key="diag_ladder_start").click().run()
     assert not at.exception
     probe = wait_done(at.session_state["diag_ladder_probe"])
-    assert probe.steps == ["eager: 2.0 s", "cold: 40.0 s", "warm: 10.0 s"]
+    assert probe.steps == ["eager: 2.0 s; first result after 2.0 s (s: imports 0.50, first_call 1.50)",
+                           "cold: 40.0 s; first result after 40.0 s (s: imports 0.50, first_call 39.50)",
+                           "warm: 10.0 s; first result after 10.0 s (s: imports 0.50, first_call 9.50)"]
     at.run()
     table = next(d.value for d in at.dataframe if "rung" in d.value.columns)
     assert list(table["rung"]) == ["eager first call", "cold compile", "warm local caches"]
@@ -86,11 +88,13 @@ def test_the_person_who_started_a_ladder_can_stop_it_and_keeps_the_steps_it_fini
         assert time.time() < deadline
         time.sleep(0.05)
     at.run()
+    assert "Each step is a fresh process that reports its phases" in texts(at.caption)  # why the one under way has none
     other = opened(app())
     assert f"diag_stop_{probe_id}" not in {b.key for b in other.button}  # following it is not owning it
     at.button(key=f"diag_stop_{probe_id}").click().run()
     probe = wait_done(probe_id)
-    assert probe.stopped and probe.error == ladder.STOPPED_WORDS and probe.steps == ["eager: 2.0 s"]
+    assert probe.stopped and probe.error == ladder.STOPPED_WORDS and probe.steps == [
+        "eager: 2.0 s; first result after 2.0 s (s: imports 0.50, first_call 1.50)"]
     at.run()
     assert not at.exception
     said = texts(at.info)

@@ -41,6 +41,21 @@ def test_summary_compares_each_rung_with_the_cold_compile():
     assert "build" not in rows["warm"]
 
 
+def test_each_step_of_a_climb_says_its_phases_as_it_ends():
+    """While climbing, the rungs showed 'cold: 33.1 s' alone: the phase split waited for the whole ladder's table."""
+    from tcore.lab import probes
+
+    said = probes.step_words("cold", {**report("cold", 40.0), "process_wall_s": 41.2})
+    assert said == "cold: 41.2 s; first result after 40.0 s (s: imports 0.50, first_call 39.50)"
+    assert probes.step_words("aoti_build", {"step": "aoti_build", "unavailable": "torch.export failed\nmore"}) == \
+        "aoti_build: torch.export failed"
+    climbed = []
+    ladder.climb(SPEC, ["eager", "cold"], step_runner=lambda step, *a, **k: {**report(step), "process_wall_s": 2.0},
+                 on_step=lambda step, rep: climbed.append(probes.step_words(step, rep)))
+    assert climbed == ["eager: 2.0 s; first result after 1.0 s (s: imports 0.50, first_call 0.50)",
+                       "cold: 2.0 s; first result after 1.0 s (s: imports 0.50, first_call 0.50)"]
+
+
 def test_a_rung_that_cannot_run_says_why_and_its_load_is_not_tried():
     ran = []
 

@@ -39,18 +39,17 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_it_says_so(db):
     first, second = tab(ada), tab(ada)
     assert cancels(first) == [f"run_queue_cancel_{waiting}"] and "You: **ada**" in sidebar_says(first)
     second.text_input(key="people_name").set_value("Bob").run()
-    # said as typed and as kept: the name is lower-cased, and a person is told so rather than find it changed
-    assert [t.value for t in second.toast][0].startswith("You are Bob now, kept as bob (lower case, '-' for spaces")
-    assert "; 2 run(s) moved with you" in [t.value for t in second.toast][0]
+    # kept as typed: the id and the address hold its lower-case slug, every page shows "Bob"
+    assert [t.value for t in second.toast][0].startswith("You are Bob now; 2 run(s) moved with you")
     assert {db.get(waiting).owner, db.get(done).owner} == {bob}
 
     # Before tab 1 learns of it, it queues one more under the old name (its click raced the rename).
     late = db.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
     first.run()  # tab 1's next redraw (its sidebar's "You" line looks every few seconds)
     assert first.session_state["owner"] == bob and first.query_params["me"] == bob
-    assert first.text_input(key="people_name").value == "bob"
+    assert first.text_input(key="people_name").value == "Bob"
     said = sidebar_says(first)
-    assert "You: **bob**" in said and "Another tab of this browser changed its name from ada to bob" in said
+    assert "You: **Bob**" in said and "Another tab of this browser changed its name from ada to Bob" in said
     assert "(1 more moved from this one)" in said
     assert db.get(late).owner == bob
     assert sorted(cancels(first)) == sorted(f"run_queue_cancel_{i}" for i in (waiting, late))  # still theirs
@@ -70,7 +69,7 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_it_says_so(db):
     first.text_input(key="people_name").set_value("Carol").run()
     second.run()
     carol = ada.replace("ada~", "carol~")
-    assert second.session_state["owner"] == carol and "from bob to carol" in sidebar_says(second)
+    assert second.session_state["owner"] == carol and "from Bob to Carol" in sidebar_says(second)
     assert {db.get(i).owner for i in (waiting, late, done)} == {carol}
     assert not first.exception and not second.exception
 
@@ -89,3 +88,23 @@ def test_an_id_the_server_has_not_seen_goes_by_the_name_its_runs_have_now(db):
     at = tab(ada)
     assert at.session_state["owner"] == bob and "You: **bob**" in sidebar_says(at)
     assert not at.exception
+
+
+def test_a_name_shows_as_it_was_typed_while_the_address_holds_its_slug(db):
+    """"Ada Lovelace" became "ada-lovelace" in the sidebar, the queue and the name box after a reload."""
+    me = AppTest.from_file("../app.py", default_timeout=300).run()
+    me.text_input(key="people_name").set_value("Ada Lovelace").run()
+    ada = me.session_state["owner"]
+    assert ada.startswith("ada-lovelace~") and me.query_params["me"] == ada  # the id and the address: the slug
+    assert "You: **Ada Lovelace**" in sidebar_says(me)
+    runs.pause(db, True)  # the run stays in the queue, where everyone sees whose it is
+    db.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
+    other = AppTest.from_file("../app.py", default_timeout=300).run()
+    queue = "\n".join(str(m.value) for m in other.markdown)
+    assert f":gray[Ada Lovelace ({ada.split('~')[1][:4]})]" in queue and "ada-lovelace" not in queue
+
+    reloaded = tab(ada)
+    assert reloaded.text_input(key="people_name").value == "Ada Lovelace"
+    assert "You: **Ada Lovelace**" in sidebar_says(reloaded) and not [t for t in reloaded.toast]
+    reloaded.text_input(key="people_name").set_value("ada lovelace").run()  # the same name typed another way
+    assert reloaded.session_state["owner"] == ada and "You: **ada lovelace**" in sidebar_says(reloaded)

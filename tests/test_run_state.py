@@ -77,3 +77,31 @@ def test_a_run_s_header_says_queued_and_started_only_once_it_started(store):
     assert results.header_times(never).startswith("queued ") and "started" not in results.header_times(never)
     ran = dataclasses.replace(never, started_at=never.created_at + 5)
     assert " · started " in results.header_times(ran)
+
+
+def test_the_live_panel_and_the_diagnose_lines_say_finished_as_soon_as_the_record_does(store, monkeypatch):
+    """For seconds after a run ended the Run page showed it finished (the table, from the record) and "Running" (the
+    live panel, from the LiveRun, which says it is done a moment later); the Diagnose page's live lines likewise."""
+    import pytest
+    import streamlit as st
+
+    from ui.panels import live, queue
+
+    run_id = insert_run(store, QUICK)
+    following(monkeypatch, run_id, phase="profiling")
+    drawn = []
+    monkeypatch.setattr(live, "draw_progress", lambda run, key: drawn.append(run))
+
+    class Rerun(Exception):
+        pass
+
+    def rerun():
+        raise Rerun
+
+    monkeypatch.setattr(st, "rerun", rerun)
+    live.run_panel(run_id, store)
+    assert len(drawn) == 1 and queue.live_ids([run_id], store) == [run_id]
+    store.finish(run_id, result={"device": "cpu", "speedup": 1.2})  # the LiveRun still says it is not done
+    with pytest.raises(Rerun):
+        live.run_panel(run_id, store)
+    assert len(drawn) == 1 and queue.live_ids([run_id], store) == []

@@ -26,3 +26,14 @@ def test_an_owner_is_found_by_the_tag_and_secret_its_name_keeps(store):
     assert store.owner_ending("0bad.00000000c0ffee00") == "ada-l~0bad.00000000c0ffee00"
     assert store.owner_ending("1a2b.00000000c0ffee00") == "bob~1a2b.00000000c0ffee00"
     assert store.owner_ending("0bad.00000000c0ffee01") is None
+
+
+def test_a_typed_name_and_kept_settings_follow_the_owner_through_a_rename(store):
+    guest, ada, ada_l = ("guest-0bad.00000000c0ffee00", "ada~0bad.00000000c0ffee00", "ada-l~0bad.00000000c0ffee00")
+    store.keep_settings_of(guest, {"run_batch_size": 3})
+    store.rename_owner(guest, ada, "Ada")
+    assert store.typed_names() == {ada: "Ada"} and store.settings_of(ada) == {"run_batch_size": 3}
+    assert store.settings_of(guest) is None
+    store.rename_owner(ada, ada_l, "Ada L")
+    assert store.typed_names() == {ada_l: "Ada L"} and store.settings_of(ada_l) == {"run_batch_size": 3}
+    assert store.owner_ending("0bad.00000000c0ffee00") == ada_l  # named, with no run yet: found after a restart

@@ -32,6 +32,20 @@ def earlier(exp: Experiment, store: RunStore, device: str | None = None) -> Earl
     return device, history.history(records), bound
 
 
+def earlier_compile_s(exp: Experiment, store: RunStore, device: str) -> tuple[float, bool] | None:
+    """(compile_s, at the same batch) of the newest finished run of `exp`'s setting on this machine that compiled
+    from the same kind of cache (cold, warm, artifacts: a warm compile takes a fraction of a cold one); one at
+    another batch where none ran at this one; None for a setting never compiled here. What the live compile's
+    estimate of the time left is made from."""
+    env = machine_env(device)
+    for ignoring in (frozenset(), frozenset({"batch_size"})):
+        found = [r for r in store.same_setting(exp.to_dict(), device, env, ignoring=ignoring)
+                 if r.spec.get("cache") == exp.cache and (r.result or {}).get("compile_s")]
+        if found:
+            return found[-1].result["compile_s"], not ignoring
+    return None
+
+
 def bound_at_larger_batch(exp: Experiment, store: RunStore, device: str) -> int | None:
     """The smallest batch above `exp`'s at which an earlier run of its setting here was host-bound, on a GPU."""
     if device != "cuda":

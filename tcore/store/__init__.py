@@ -13,7 +13,7 @@ that holds that concern's methods; RunStore is all of them over one file:
                                the runs timed now, which every lab process on their host holds still for
     sweeps.py      Sweeps      a batch of queued runs known by one id; its next run released as one ends
     lab_state.py   LabState    what the instructor set: the queue paused, the limits
-    people.py      People      whose runs are whose (a participant renamed)
+    people.py      People      whose runs are whose (a participant renamed), their name as typed, their knobs
     artifacts.py   Artifacts   what a compile left: artifacts, profiler traces, TORCH_TRACE logs
     model_cards.py ModelCards  what a worker wrote down about a model file, for processes that never import one
     changes.py                 reads answered once per change of the file for every session (reads(store))

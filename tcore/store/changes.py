@@ -17,7 +17,7 @@ from typing import Any, Callable
 from tcore.store import connection
 
 # The read-only RunStore methods whose answers are kept; each answer stands until the file changes.
-CACHED = frozenset({"running_and_queued", "queue_state", "lab_state", "list", "get", "queued_count"})
+CACHED = frozenset({"running_and_queued", "queue_state", "lab_state", "list", "get", "queued_count", "typed_names"})
 
 
 class _Watch:

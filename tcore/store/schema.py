@@ -108,6 +108,14 @@ CREATE TABLE IF NOT EXISTS sweeps (
     cancelled INTEGER NOT NULL DEFAULT 0
 );
 
+-- People (tcore.store.people): what a participant typed and left set, under their owner id (ui.panels.people).
+CREATE TABLE IF NOT EXISTS people (
+    owner TEXT PRIMARY KEY,        -- as runs.owner holds it: the name's lower-case slug, tag and secret
+    name TEXT,                     -- the name as they typed it ("Ada L"), shown where the slug ("ada-l") would be
+    settings TEXT,                 -- JSON: the Run and Sweep pages' knobs as they last left them, for a reload
+    set_at REAL NOT NULL
+);
+
 -- What a run's compile left behind (tcore.store.artifacts).
 CREATE TABLE IF NOT EXISTS compile_artifacts (
     run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,

@@ -83,7 +83,7 @@ def _waiting(key: str, records: list[RunRecord], store: RunStore) -> list[str]:
     still held back by the person's bound as places free up), and says why any of them failed (not when cancelled,
     nor a fullgraph run on the deliberate break: it is meant to)."""
     ids = st.session_state.get(key, [])
-    if (waiting := queue.live_ids(ids)) or queue.pending(key):
+    if (waiting := queue.live_ids(ids, store)) or queue.pending(key):
         with st.container(border=True):
             queue.live_runs_panel(waiting, key=f"{key}_live", feed=key, store=store)
         ids = st.session_state.get(key, [])

@@ -176,6 +176,12 @@ def call_rows(found: dict) -> list[dict]:
              "what happened": c.get("note", "")} for n, c in enumerate(found["calls"], 1)]
 
 
+# Under a climb in progress: why the step under way shows no split yet.
+LADDER_PHASES = (". Each step is a fresh process that reports its phases (interpreter, imports, build, load, first "
+                 "call) when it ends: a finished rung shows its split above; the one under way shows it once its "
+                 "process ends.")
+
+
 # --- following one ----------------------------------------------------------------------------------------------------
 
 def follow(probe: probes.Probe, show, mine: bool = False) -> None:
@@ -197,7 +203,8 @@ def follow(probe: probes.Probe, show, mine: bool = False) -> None:
             st.rerun()
         with st.status(f"Running {probe.kind}: {probe.title}", expanded=True):
             st.markdown("\n".join(f"- {line}" for line in probe.steps) or "Starting its first process...")
-            st.caption(f"{time.time() - probe.started_at:.0f} s so far")
+            st.caption(f"{time.time() - probe.started_at:.0f} s so far" + (LADDER_PHASES if probe.kind == "ladder"
+                                                                          else ""))
         if mine and st.button("Stop", key=f"diag_stop_{probe.id}", icon=":material/stop:", disabled=probe.stopped,
                               help="End it now: the step under way is killed with its compile workers, and no "
                                    "later step starts. The steps that finished stay on the page."):

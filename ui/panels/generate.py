@@ -11,6 +11,7 @@ import sample_models
 from sample_models import decoding
 from tcore import figures
 from tcore.experiment import comparable
+from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, describe
 from ui.words import run_words
 
@@ -238,17 +239,40 @@ def prompt_length_section(rec, records: list, queue_other: Callable[[Any], None]
 LENGTHS = (0, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # 0: the model's default; too long for it: skipped, said why
 
 
-def sweep_axes(model: dict) -> dict[str, list]:
+def sweep_axes(model: dict, device: str) -> dict[str, list]:
     """The Sweep page's generation axes, mode x cache x batch x lengths as gpt-fast's and transformers' recipes
-    turn them: KV cache, batch size, prompt tokens and new tokens."""
+    turn them: KV cache, batch size, prompt tokens and new tokens. The lengths start where the Run page's do on
+    `device` (cuda or cpu): on the CPU a few dozen tokens (tcore.experiment.device.practical_defaults), since the
+    model's own 128 + 256 can run past a run's time limit in its first compiled call there."""
     entry = sample_models.get(model["model"])
     p, n = decoding.lengths(entry, model["preset"], 0, 0) if decoding.cannot_generate(entry) is None else (0, 0)
+    first = sweep_lengths(model, device)
+    # Set before the boxes exist (a new model, preset or device starts from its own lengths), not through default=:
+    # the page keeps every axis in the session (ui.panels.knobs.keep_settings), and a widget given both logs a warning.
+    if st.session_state.get(LENGTHS_FOR) != (shown_for := f"{model['model']}/{model['preset']}/{device}"):
+        st.session_state[LENGTHS_FOR] = shown_for
+        st.session_state["sweep_prompt_lens"], st.session_state["sweep_new_tokens"] = [first[0]], [first[1]]
     axes = {"kv_cache": st.multiselect("KV cache", CHOICES["kv_cache"], default=["static"], key="sweep_kv_cache"),
             "batch_size": st.multiselect("Batch sizes", sorted({1, 2, 4, 8, 16, 32, 64, model["batch_size"]}),
                                          default=[model["batch_size"]], key="sweep_batches")}
     left, right = st.columns(2)
-    axes["prompt_len"] = left.multiselect("Prompt tokens", LENGTHS, default=[0], key="sweep_prompt_lens",
+    axes["prompt_len"] = left.multiselect("Prompt tokens", sorted({*LENGTHS, first[0]}), key="sweep_prompt_lens",
                                           format_func=lambda v: f"default ({p})" if v == 0 else str(v))
-    axes["new_tokens"] = right.multiselect("New tokens", LENGTHS, default=[0], key="sweep_new_tokens",
+    axes["new_tokens"] = right.multiselect("New tokens", sorted({*LENGTHS, first[1]}), key="sweep_new_tokens",
                                            format_func=lambda v: f"default ({n})" if v == 0 else str(v))
     return axes
+
+
+LENGTHS_FOR = "sweep_lengths_for"  # session_state: the model/preset/device whose first lengths the axes were given
+
+
+def sweep_lengths(model: dict, device: str) -> tuple[int, int]:
+    """(prompt tokens, new tokens) a generate sweep of `model` (the page's model knobs) starts from on `device`: the
+    Run page's practical lengths there, each 0 (the model's default, named as such) where it is that default."""
+    entry = sample_models.get(model["model"])
+    if decoding.cannot_generate(entry) is not None:
+        return 0, 0
+    practical = practical_defaults(model["model"], device, "generate")
+    own = decoding.lengths(entry, model["preset"], 0, 0)
+    picked = decoding.lengths(entry, model["preset"], practical["prompt_len"], practical["new_tokens"])
+    return tuple(0 if mine == theirs else mine for mine, theirs in zip(picked, own))

@@ -24,7 +24,9 @@ from tcore.experiment.spec import (
 from tcore.figures import rerun
 from tcore.host import features, machine
 from tcore.lab.run.runs import Checked, preflight
+from tcore.store import RunStore
 from ui.panels import model_picker
+from ui.panels.generate import LENGTHS_FOR
 from ui.panels.knob_values import cost_note, lab_limit, longest_run_min, refused_by_lab
 from ui.words import sweep_matrix
 
@@ -120,10 +122,17 @@ SWEEP_AXES = ("sweep_compile", "sweep_mode", "sweep_dynamic", "sweep_opt", "swee
 
 
 KEPT = "kept_settings"  # session_state: a copy of every setting, under a key no widget owns
+SAVED = "saved_settings"  # session_state: the copy last written to the store for this person
 
 
-def keep_settings() -> None:
-    """Keep the pages' settings while another page is shown (app.py calls this on every run).
+def kept_keys() -> list[str]:
+    """The session_state keys of every setting the Run and Sweep pages keep."""
+    return [f"{prefix}{name}" for prefix in ("run_", "sweep_") for name in SETTINGS] + [*SWEEP_AXES, LENGTHS_FOR]
+
+
+def keep_settings(store: RunStore, owner: str) -> None:
+    """Keep the pages' settings while another page is shown, and across a reload (app.py calls this on every run,
+    once `owner` is known).
 
     Streamlit drops a widget's value from the session when a run does not draw that widget, so a visit to
     Compare would put the Run page back to its defaults; storing each value again as plain state keeps it. That
@@ -131,13 +140,37 @@ def keep_settings() -> None:
     own redraws, the switch to another page dropped every widget's value before this ran (the batch box came back
     at its minimum, 1). So each value is also copied under KEPT, which no widget owns and Streamlit never drops,
     and a value found missing comes back from that copy.
+
+    A reload is a new session, which has none of that: so the copy is also kept in the store under the person's
+    owner id, the way their name is (the address and the store carry the id), and a new session starts from it.
     """
-    kept = st.session_state.setdefault(KEPT, {})
-    for key in [f"{prefix}{name}" for prefix in ("run_", "sweep_") for name in SETTINGS] + list(SWEEP_AXES):
+    if KEPT not in st.session_state:  # a new session: a reload, a bookmark, a new tab
+        saved = restorable(store.settings_of(owner) or {})
+        st.session_state[KEPT], st.session_state[SAVED] = dict(saved), dict(saved)
+    kept = st.session_state[KEPT]
+    for key in kept_keys():
         if key in st.session_state:
             kept[key] = st.session_state[key]
         if key in kept:
             st.session_state[key] = kept[key]
+    if kept != st.session_state.get(SAVED) and store.read_only is None:
+        store.keep_settings_of(owner, kept)
+        st.session_state[SAVED] = dict(kept)
+
+
+def restorable(saved: dict) -> dict:
+    """The kept settings a new session may start from: those of a page whose model can still be built here (a model
+    file gone, or a name another version knew, would stop the page), and only keys the pages keep today."""
+    keys = set(kept_keys())
+    out = {}
+    for prefix in ("run_", "sweep_"):
+        mine = {k: v for k, v in saved.items() if k.startswith(prefix) and k in keys}
+        try:
+            sample_models.get(mine.get(prefix + "model", DEFAULTS["model"]))
+        except ValueError:
+            continue  # the page starts from its defaults, as for someone new
+        out.update(mine)
+    return out
 
 
 def _within_limit(key: str, most: int | None) -> None:
@@ -335,7 +368,7 @@ def default_spread_words() -> str:
     """What the CPU's default spread between processes means for a rerun, in the figure and the words that the outlook
     before a run uses (tcore.figures.rerun.outlook): one figure for one question."""
     reach = rerun.outlook([], "cpu").reach_pct
-    return (f"Until then the lab assumes a {rerun.FALLBACK_BETWEEN_PCT['cpu']:g}% default: "
+    return (f"Until then the lab assumes a {rerun.starting_between('cpu')[0]:g}% default: "
             f"{rerun.HOLD_SHARE:.0%} of reruns should land within ± {reach:.0f}% of their median.")
 
 

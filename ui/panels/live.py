@@ -15,7 +15,7 @@ from tcore.experiment.protocol import PHASE_TITLES, phases_for
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired
 from tcore.host import machine
-from tcore.lab import sweeps
+from tcore.lab import rerun_outlook, sweeps
 from tcore.lab.queue.waiting import wait_words
 from tcore.lab.run import liverun, registry
 from tcore.store import RunRecord, RunStore
@@ -121,9 +121,16 @@ def _follow(run_id: str, store: RunStore, draw: Callable[[], None], redraws: lis
     draw()
 
 
-def run_panel(run_id: str, *, key: str = "run") -> None:
-    """The live panel of a run this process follows (drawn within follow)."""
-    if (run := registry.live(run_id)) is None:  # no longer held by this process: the page draws the record
+def run_panel(run_id: str, store: RunStore, *, key: str = "run") -> None:
+    """The live panel of a run this process follows (drawn within follow, after the queue and the runs table).
+
+    Whether it is still followed is asked again here, last, as run_state.state() answers it (the record first): the
+    record says a run has ended a moment before its LiveRun does, so a panel drawn from the LiveRun alone said
+    "Running" under a table and a queue that had just read "finished" from the record, and that page stayed up for
+    the seconds the whole page's redraw took. Once the record says so, the panel is emptied and the page goes round
+    to draw the result: "finished" wins everywhere."""
+    if not run_state.state(run_id, store).followed or (run := registry.live(run_id)) is None:
+        st.empty()  # in the panel's place, at once: not its last "Running" while the page redraws
         st.rerun()
     draw_progress(run, key=key)
 
@@ -160,6 +167,8 @@ def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
         if device := run.device_words():  # a GPU shared with the room: where this run is, and who has the GPU
             st.markdown(f":violet-background[The run {device}.]", help=SHARED_EXPLAIN)
         st.caption(phase_explain(run, phase))
+        if phase == "compiling" and run.exp.has_compiled_variant:
+            st.caption(compile_left_words(_earlier_compile(run), in_phase_s))
     if snap["headline"] is not None:
         headline(run, snap["headline"])
     else:
@@ -178,6 +187,31 @@ def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
         run.cancel()
         st.toast("Cancelled: it leaves the queue." if queued else
                  "Cancelling: the worker and its compile processes are being stopped.")
+
+
+_EARLIER_COMPILES: dict[str, tuple[float, bool] | None] = {}  # run id -> rerun_outlook.earlier_compile_s, asked once
+
+
+def _earlier_compile(run: liverun.LiveRun) -> tuple[float, bool] | None:
+    if run.run_id not in _EARLIER_COMPILES:
+        if len(_EARLIER_COMPILES) > 1000:
+            _EARLIER_COMPILES.clear()
+        _EARLIER_COMPILES[run.run_id] = rerun_outlook.earlier_compile_s(run.exp, run.store, run.device)
+    return _EARLIER_COMPILES[run.run_id]
+
+
+def compile_left_words(earlier: tuple[float, bool] | None, in_phase_s: float) -> str:
+    """What is left of the compile, under its step: from an earlier run of the setting here (`earlier`: its
+    compile_s and whether it ran at this batch, rerun_outlook.earlier_compile_s), `in_phase_s` into this one."""
+    if earlier is None:
+        return ("No estimate yet: the first compile of this setting here. The next run of it will say how long "
+                "its compile should take.")
+    took, same_batch = earlier
+    which = "an earlier run of this setting" + ("" if same_batch else " at another batch size")
+    if (left := took - in_phase_s) >= 1:
+        return f"About {left:.0f} s left ({which} compiled in {took:.0f} s)."
+    return (f"Longer than {which}, which compiled in {took:.0f} s: other runs sharing the machine's cores, or a "
+            "busier machine, slow a compile down.")
 
 
 # Under the result's headline while the profiler still runs: what comes next, and how long it takes.

@@ -40,6 +40,7 @@ from tcore.lab.policy import guards, limits
 from tcore.lab.queue import room
 from tcore.lab.settings import config
 from tcore.store import RunStore, StoreError
+from tcore.store.changes import reads
 from ui.words.store_words import plain, store_trouble
 
 PARAM = "me"  # the query parameter that carries the owner id
@@ -162,10 +163,11 @@ def _tag(shown: str) -> str:
     return shown.split("~")[1] if "~" in shown else shown.removeprefix("guest-")
 
 
-def rename(store: RunStore, owner: str, new: str) -> int:
-    """This browser takes a name: its runs move with it, then every tab goes by `new` from its next redraw (_NOW; a
-    tab that queued a run under the old name in between moves it itself when it follows); returns how many moved."""
-    moved = store.rename_owner(owner, new)  # first: a store that refuses the write leaves every tab as it was
+def rename(store: RunStore, owner: str, new: str, typed: str) -> int:
+    """This browser takes a name, `typed` as typed: its runs move with it, then every tab goes by `new` from its next
+    redraw (_NOW; a tab that queued a run under the old name in between moves it itself when it follows); returns how
+    many moved."""
+    moved = store.rename_owner(owner, new, typed)  # first: a store that refuses the write leaves every tab as it was
     with _NOW_LOCK:
         _NOW[_key(new)] = new
     return moved
@@ -180,29 +182,43 @@ def new_guest() -> str:
     return f"guest-{secrets.token_hex(2)}.{secrets.token_hex(8)}"
 
 
+def slug(name: str) -> str:
+    """What of a typed name goes into the owner id and the address: lower case, '-' for spaces and marks ("Ada L" is
+    ada-l); '' for a name with no letter or digit."""
+    return re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")[:24].strip("-")
+
+
 def owner_for(name: str, current: str) -> str | None:
     """The owner id for a chosen name, keeping this participant's tag (two Adas stay apart) and secret; None if
     the name has no letters or digits."""
-    slug = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")[:24].strip("-")
-    if not slug:
+    if not (slugged := slug(name)):
         return None
-    return f"{slug}~{_key(current)}"
+    return f"{slugged}~{_key(current)}"
 
 
-def display_name(owner: str | None, *, digits: bool = True) -> str:
-    """How a run's owner reads on a page: 'ada (3f9a)', 'guest 3f9a', 'the command line or a sweep', 'another
-    session'. The four digits tell two people of one name apart (docs/room.md); `digits=False` gives the name alone,
-    as its owner typed it (the name box, the sidebar's "You")."""
+def display_name(owner: str | None, *, digits: bool = True, store: RunStore | None = None) -> str:
+    """How a run's owner reads on a page: 'Ada (3f9a)', 'guest 3f9a', 'the command line or a sweep', 'another
+    session'. The name as its owner typed it, where the store (`store`, else the default one) keeps it, else the id's
+    lower-case slug. The four digits tell two people of one name apart (docs/room.md); `digits=False` gives the name
+    alone (the name box, the sidebar's "You")."""
     if not owner:
         return "another session"
     if _OWNER.match(owner) or _OLD_OWNER.match(owner):
         if owner.startswith("guest-"):
             return f"guest {owner[6:10]}"
         name, tag = owner.split(".")[0].split("~")
+        name = typed_name(owner, store) or name
         return f"{name} ({tag})" if digits else name
     if ":" in owner:  # tcore.lab.queue.scheduler.Proc.name, "host:pid": queued without a browser session
         return "the command line or a sweep"
     return "another session"  # an older session id
+
+
+def typed_name(owner: str, store: RunStore | None = None) -> str | None:
+    """The name `owner` typed ("Ada L"), as the store keeps it beside the id; None where it keeps none, or one that no
+    longer matches the id's slug (a name changed by an older version)."""
+    typed = reads(store or RunStore()).typed_names().get(owner)
+    return typed if typed and "~" in owner and slug(typed) == owner.split("~")[0] else None
 
 
 @contextlib.contextmanager
@@ -308,27 +324,31 @@ def identity_sidebar(store: RunStore) -> None:
             # Another tab renamed this browser: this one says so, shows the name in its box (before the box is drawn,
             # or the old name in it would rename the browser back), and moves any run it queued under the old name.
             moved = store.rename_owner(before, owner)
-            st.session_state.people_name = display_name(owner, digits=False) if "~" in owner else ""
+            # the old name as this tab's box still holds it, typed (the store keeps the new one only)
+            was = st.session_state.get("people_name") or ""
+            was = was.strip() if "~" in before and slug(was) == before.split("~")[0] else display_name(before,
+                                                                                                       digits=False)
+            now = display_name(owner, digits=False, store=store)
+            st.session_state.people_name = now if "~" in owner else ""
             st.session_state[RENAMED_ELSEWHERE] = (
-                f"Another tab of this browser changed its name from {plain(display_name(before, digits=False))} to "
-                f"{plain(display_name(owner, digits=False))}: this tab is {plain(display_name(owner, digits=False))} "
-                "too, and your runs went with "
-                "the name" + (f" ({moved} more moved from this one)." if moved else "."))
+                f"Another tab of this browser changed its name from {plain(was)} to {plain(now)}: this tab is "
+                f"{plain(now)} too, and your runs went with the name"
+                + (f" ({moved} more moved from this one)." if moved else "."))
         name = st.text_input("Your name", value=display_name(owner, digits=False) if "~" in owner else "",
                              placeholder="e.g. Ada", key="people_name", max_chars=24,
                              help="Your runs are kept under this name and this page's address: a refresh, a "
                                   "bookmark or a second tab opened from it keeps them yours. The name is this "
-                                  "browser's: its other tabs take it too. It is kept in lower case, with '-' for "
-                                  "spaces and other marks (Ada L becomes ada-l).")
-        if name and (new := owner_for(name, owner)) and new != owner:
-            moved = rename(store, owner, new)
+                                  "browser's: its other tabs take it too. It shows as you type it; the page's "
+                                  "address holds it in lower case, with '-' for spaces and other marks (Ada L as "
+                                  "ada-l).")
+        shown = display_name(owner, digits=False, store=store)
+        if name and (new := owner_for(name, owner)) and (new != owner or name.strip() != shown):
+            moved = rename(store, owner, new, name.strip())  # a new name, or the same one typed another way (ada, Ada)
             st.session_state.owner = new
             st.session_state.pop(RENAMED_ELSEWHERE, None)
             st.query_params[PARAM] = new
-            kept = display_name(new, digits=False)  # said when it differs: the name was lower-cased silently
-            as_kept = "" if kept == name.strip() else f", kept as {plain(kept)} (lower case, '-' for spaces and marks)"
-            st.toast(f"You are {plain(name.strip())} now{as_kept}; {moved} run(s) moved with you, and this "
-                     "browser's other tabs take the name too.")
+            st.toast(f"You are {plain(name.strip())} now; {moved} run(s) moved with you, and this browser's other "
+                     "tabs take the name too." if new != owner else f"Your name shows as {plain(name.strip())} now.")
         elif name and not owner_for(name, owner):
             st.caption(":orange[A name needs a letter or a digit.]")
         st.caption(TWO_PEOPLE)

@@ -363,9 +363,11 @@ def _since(t: float | None) -> float | None:
     return None if t is None else time.time() - t
 
 
-def live_ids(run_ids: list[str]) -> list[str]:
-    """The ids among `run_ids` that this process is still running or holding in the queue."""
-    return [i for i in run_ids if i and (r := registry.live(i)) is not None and not r.done]
+def live_ids(run_ids: list[str], store: RunStore) -> list[str]:
+    """The ids among `run_ids` that this process is still running or holding in the queue, and whose record does not
+    say they have ended (run_state.state: the record says so a moment before the LiveRun does, and a line saying
+    "Running" beside that run's result held for seconds)."""
+    return [i for i in run_ids if i and run_state.state(i, store).followed]
 
 
 @st.fragment(run_every=2.0)
@@ -375,7 +377,7 @@ def live_runs_panel(run_ids: list[str], *, key: str, feed: str | None = None, st
     if feed is not None:
         st.session_state[feed] = [*st.session_state.get(feed, []), *feed_pending(feed, store)]
         run_ids = st.session_state[feed]
-    waiting = live_ids(run_ids)
+    waiting = live_ids(run_ids, store or RunStore())
     held = pending_words(feed, store) if feed is not None else None
     if not waiting and not held:
         st.rerun()  # the page draws their results now
