@@ -6,6 +6,7 @@
     python bench/room.py --parts round --solo-from S.json --out R.json   # against the solo runs of an earlier call
     python bench/room.py --parts round --runs 30 --mix default resnet50 gpt2 bert-train llama-generate convnext
     python bench/room.py --parts round --runs 18 --mix ... --db S --rounds-from A.json --out B.json  # a second call
+    python bench/room.py --parts round --runs 20 --processes --solo-from A.json --out C.json  # 20 command lines
 
 Each part runs in a lab process of its own, as the app's server is one (tcore.lab.run.runs.serve: its queue, its spare
 workers), on a fresh store and fresh compile caches, so every compile is cold. A run is submitted as a page submits
@@ -76,16 +77,33 @@ def wait_for_spares(timeout_s: float = 120.0) -> None:
         time.sleep(0.25)
 
 
+# One click from a command line of its own: a lab process that queues one run on the shared store, says its id, and
+# waits for it (and for any run it took over from a process that ended), as `python -m tcore run` does.
+CLICK = """
+import sys
+from tcore.experiment.spec import Experiment
+from tcore.lab.run import runs
+from tcore.store import RunStore
+live = runs.start(Experiment.from_json(sys.argv[2]), RunStore(sys.argv[1]), owner=sys.argv[3],
+                  timeout_s=float(sys.argv[4]))
+print(live.run_id, flush=True)
+live.wait()
+runs.run_adopted()
+"""
+
+
 def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str, backend: str,
-             db: str | None) -> list[dict]:
-    """In a lab process: submit the part's runs as pages do and wait for them; one row per run."""
-    from tcore.figures import noise_reasons
+             db: str | None, processes: bool = False) -> list[dict]:
+    """In a lab process: submit the part's runs as pages do and wait for them; one row per run. processes: the round's
+    runs each from a command line of its own on the same store (this process runs no queue then)."""
     from tcore.lab.policy import memory
     from tcore.lab.run import runs
     from tcore.store import RunStore
 
     store = RunStore(db or Path(tempfile.mkdtemp(prefix="room-")) / "runs.sqlite")
-    runs.serve(store)
+    separate = processes and part == "round"
+    if not separate:
+        runs.serve(store)
     rows = []
     if part == "solo":
         batches = [[name] for name in names]
@@ -97,43 +115,60 @@ def run_part(part: str, names: list[str], n: int, timeout_s: float, device: str,
         for name in set(batch):  # what the Run page works out as a person picks the model, before the click
             with contextlib.suppress(Exception):
                 memory.estimate_memory_gib(experiment(name, device, backend))
+        if separate:
+            clicked = time.time()
+            clicks = [subprocess.Popen([sys.executable, "-c", CLICK, str(store.path),
+                                        experiment(name, device, backend).to_json(), f"person-{i}", str(timeout_s)],
+                                       stdout=subprocess.PIPE, text=True) for i, name in enumerate(batch)]
+            ids = [c.stdout.readline().strip() for c in clicks]
+            for name, run_id, click in zip(batch, ids, clicks):
+                click.wait(timeout_s + 300)
+                rows.append(_row(part, name, store.get(run_id), clicked, store))
+                print("ROW " + json.dumps(rows[-1]), flush=True)
+            continue
         wait_for_spares()
         clicked = time.time()
         live = [runs.start(experiment(name, device, backend), store, owner=f"person-{i}", timeout_s=timeout_s)
                 for i, name in enumerate(batch)]
         for name, run in zip(batch, live):
-            rec = run.wait(timeout_s + 120)
-            result = rec.result or {}
-            shown = result.get("headline_at_s") or ((rec.finished_at or time.time()) - rec.queued_at)
-            rows.append({"part": part, "setting": name, "label": rec.label, "status": rec.status,
-                         "error": (rec.error or {}).get("message"), "clicked_at": clicked,
-                         "click_to_result_s": round(rec.queued_at - clicked + shown, 2),
-                         "click_to_saved_s": round((rec.finished_at or time.time()) - clicked, 2),
-                         "compile_s": result.get("compile_s"), "speedup": result.get("speedup"),
-                         "low": result.get("speedup_low"), "high": result.get("speedup_high"),
-                         "pm_pct": result.get("speedup_pm_pct"), "noisy": bool(result and noise_reasons(result)),
-                         "rounds_pm_pct": result.get("speedup_rounds_pm_pct"),
-                         "drift_pct": result.get("speedup_drift_pct"), "rounds": result.get("paired_rounds"),
-                         "timed_stop": result.get("timed_stop"), "neighbours_held": result.get("neighbours_held"),
-                         "within_pct": result.get("speedup_within_pct"),
-                         "between_pct": result.get("speedup_between_pct"),
-                         "between_source": result.get("speedup_between_source"),
-                         "kind": result.get("speedup_kind"),
-                         "eager_samples_per_s": result.get("eager_samples_per_s"),
-                         "compiled_samples_per_s": result.get("compiled_samples_per_s"),
-                         "device_wait_s": result.get("device_wait_s"), "wait_s": result.get("timeline_wait_s"),
-                         "busy_cores": result.get("busy_cores"), "gpu_processes": result.get("gpu_processes"),
-                         # each timed block [steps, seconds] and what settling did: the rounds' drift, block by
-                         # block, comes back with the result (the store, with its compile artifacts, may not)
-                         "blocks": result.get("blocks"), "settle": result.get("settle"),
-                         # how much slower than at rest the host ran while its rounds were timed (worker.hostspeed)
-                         "host_speed": result.get("host_speed"),
-                         # where its time went: the timeline's longer phases, and how long it held the GPU for what
-                         "phases": [[p["name"][:40], round(p["s"], 1)] for p in result.get("timeline") or []
-                                    if p["s"] >= 0.5],
-                         "held_s": _held(store, rec.id)})
+            rows.append(_row(part, name, run.wait(timeout_s + 120), clicked, store))
             print("ROW " + json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def _row(part: str, name: str, rec, clicked: float, store) -> dict:
+    """One run of the room as the tables read it."""
+    from tcore.figures import noise_reasons
+
+    result = rec.result or {}
+    shown = result.get("headline_at_s") or ((rec.finished_at or time.time()) - rec.queued_at)
+    return {"part": part, "setting": name, "label": rec.label, "status": rec.status,
+            "error": (rec.error or {}).get("message"), "clicked_at": clicked,
+            "click_to_result_s": round(rec.queued_at - clicked + shown, 2),
+            "click_to_saved_s": round((rec.finished_at or time.time()) - clicked, 2),
+            "compile_s": result.get("compile_s"), "speedup": result.get("speedup"),
+            "low": result.get("speedup_low"), "high": result.get("speedup_high"),
+            "pm_pct": result.get("speedup_pm_pct"), "noisy": bool(result and noise_reasons(result)),
+            "rounds_pm_pct": result.get("speedup_rounds_pm_pct"),
+            "drift_pct": result.get("speedup_drift_pct"), "rounds": result.get("paired_rounds"),
+            "timed_stop": result.get("timed_stop"), "neighbours_held": result.get("neighbours_held"),
+            "within_pct": result.get("speedup_within_pct"),
+            "between_pct": result.get("speedup_between_pct"),
+            "between_source": result.get("speedup_between_source"),
+            "kind": result.get("speedup_kind"),
+            "eager_samples_per_s": result.get("eager_samples_per_s"),
+            "compiled_samples_per_s": result.get("compiled_samples_per_s"),
+            "device_wait_s": result.get("device_wait_s"), "wait_s": result.get("timeline_wait_s"),
+            "busy_cores": result.get("busy_cores"), "gpu_processes": result.get("gpu_processes"),
+            # each timed block [steps, seconds] and what settling did: the rounds' drift, block by
+            # block, comes back with the result (the store, with its compile artifacts, may not)
+            "blocks": result.get("blocks"), "settle": result.get("settle"),
+            # how much slower than at rest the host ran while its rounds were timed (worker.hostspeed)
+            "host_speed": result.get("host_speed"),
+            # where its time went: the timeline's longer phases, and how long it held the GPU for what
+            "phases": [[p["name"][:40], round(p["s"], 1)] for p in result.get("timeline") or []
+                       if p["s"] >= 0.5],
+            "held_s": _held(store, rec.id)}
 
 
 def _held(store, run_id: str) -> dict[str, float]:
@@ -252,11 +287,14 @@ def main() -> int:
     ap.add_argument("--rounds-from", type=Path, default=None,
                     help="an earlier result of this sitting, on the same --db, whose round runs count with this call's "
                          "as reruns (the six-by-five table in two calls of one machine)")
+    ap.add_argument("--processes", action="store_true",
+                    help="the round's runs each clicked from a command line of its own on one store (a lab process "
+                         "each), not from one lab process")
     ap.add_argument("--part", help=argparse.SUPPRESS)  # how the parent runs one part in a lab process of its own
     args = ap.parse_args()
     if args.part:
         sys.path.insert(0, os.environ.get(ENGINE_ENV) or str(REPO))
-        run_part(args.part, args.mix, args.runs, args.timeout, args.device, args.backend, args.db)
+        run_part(args.part, args.mix, args.runs, args.timeout, args.device, args.backend, args.db, args.processes)
         return 0
     engine = str((args.engine or REPO).resolve())
     rows = [r for r in json.loads(args.solo_from.read_text())["rows"] if r["part"] == "solo"] if args.solo_from else []
@@ -267,7 +305,7 @@ def main() -> int:
                    COMPILE_LAB_CACHE_DIR=tempfile.mkdtemp(prefix="room-cache-"))
         cmd = [sys.executable, __file__, "--part", part, "--runs", str(args.runs), "--timeout", str(args.timeout),
                "--device", args.device, "--backend", args.backend, "--mix", *args.mix] + (
-                   ["--db", str(Path(args.db).resolve())] if args.db else [])
+                   ["--db", str(Path(args.db).resolve())] if args.db else []) + ["--processes"] * args.processes
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=engine)
         for line in proc.stdout:
             if line.startswith("ROW "):
