@@ -5,6 +5,7 @@ import time
 from tcore.experiment.spec import Experiment
 from tests.app_harness import app, db, stored_run, texts  # noqa: F401
 from tests.helpers import insert_run
+from ui.words.store_words import plain
 
 
 def interval(speedup, low, high):
@@ -27,7 +28,8 @@ def test_the_default_selection_crowns_no_run_that_compiled_nothing_and_ranks_one
     assert len(at.multiselect(key="compare_runs").value) == 4  # the newest four: the generate run is not among them
     at.multiselect(key="compare_runs").set_value(list(made.values())).run()
     said = texts(at.markdown)
-    assert f"Fastest run: **{tiny.label} · {made['inductor'][-6:]}**, 1.30x (1.25–1.35) eager." in said
+    shown = plain(tiny.label)  # anyone's words, escaped for the page's Markdown
+    assert f"Fastest run: **{shown} · {made['inductor'][-6:]}**, 1.30x (1.25–1.35) eager." in said
     assert "whole eager · " + made["eager"][-6:] + "** (backend eager, 4.15x" in said  # not ranked, and why
     assert "are reruns of one setting: their headlines read 0.13–4.15x" in said
     assert "Left out of the ranking, as another task times other work" in said and made["generate"][-6:] in said

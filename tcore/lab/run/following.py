@@ -46,6 +46,7 @@ class Following:
         if self.lease_env.get(protocol.DEVICE_LEASE):  # it shares its GPU: its neighbours hold still while it is timed
             quiet.join(self.run_id, self.device_slot, self.handle.pid, waiting=lambda: self.device_asked is not None,
                        continued=self._was_held)
+        self._store_id = self._current_store_id()  # a store replaced under the run is not one to write its result in
         try:
             self._read_events()
             final = self.handle.final
@@ -84,6 +85,12 @@ class Following:
                 self._broker().forget(self.run_id)
             shutil.rmtree(self.workdir, ignore_errors=True)  # the log tail is in the record by now
 
+    def _current_store_id(self) -> str | None:
+        try:
+            return self.store.store_id
+        except (sqlite3.Error, StoreError):
+            return None
+
     def _written_again(self) -> bool:
         """Whether this run's row was gone from the store, though the store is intact (its -wal file deleted while
         connections held it), and was written anew, running here, so that its result is recorded as any run's."""
@@ -92,6 +99,8 @@ class Following:
             return False
         except NoSuchRun:
             pass
+        if self._store_id is None or self._current_store_id() != self._store_id:
+            return False  # deleted whole and made anew: the run's owner is told its record is gone (_follow)
         lost = RunRecord(id=self.run_id, status="running", created_at=self.queued_at, label=self.exp.label,
                          spec=self.exp.to_dict(), owner=self.owner, device=self.device)
         return through_locks(lambda: self.store.write_again(lost, proc=scheduler.this_process()),
