@@ -19,6 +19,7 @@ from tests.app_harness import (  # noqa: F401
     wait_for,
 )
 from tests.helpers import HANG_S, insert_run
+from ui.words.store_words import plain
 
 # The captioner's first deliberate graph break (EncoderBlock's `.item()`), found in its source: the line a break
 # is listed at, whatever else the file gains above it.
@@ -270,8 +271,8 @@ def test_the_break_pair_reuses_a_stored_run_without_the_break_and_says_so(db):
     assert not at.exception
     queued = [r for r in db.list() if r.status == "queued"]
     assert [r.spec["graph_break"] for r in queued] == [True]  # only the run with the break
-    assert (f"The run without the break is run {newest[-6:]} ({base.label}, 1.02x (0.90–1.20)), stored earlier with "
-            "these settings on this machine: reused") in texts(at.info)
+    assert (f"The run without the break is run {newest[-6:]} ({plain(base.label)}, 1.02x (0.90–1.20)), stored earlier "
+            "with these settings on this machine: reused") in texts(at.info)
 
     at.toggle(key="diag_break_reuse").set_value(False).run()  # measured again on request
     at.button(key="diag_break_start").click().run()

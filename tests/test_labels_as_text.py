@@ -64,3 +64,32 @@ def test_an_evil_label_shows_as_typed_in_compare_s_heading_verdict_and_delete_co
     assert any(t.startswith("None of these runs compiled code") and fastest in t for t in texts), texts
     assert any(t.startswith(f"Delete {fastest}") for t in texts), texts
     assert_plain(texts)
+
+
+def test_an_evil_label_shows_as_typed_in_diagnose_s_note_on_a_reused_run_without_the_break(db):
+    """The break pair's note names the stored run it reuses by its label: a file model's preset in it is anyone's
+    words, drawn by st.info as Markdown."""
+    import sqlite3
+
+    from tests.app_harness import stored_run
+    from tcore.lab.run import runs
+    from ui.panels.diagnose import base_experiment
+
+    base = base_experiment("captioner", compile="whole", backend="eager")
+    reused = stored_run(db, base, speedup=1.0, speedup_low=0.9, speedup_high=1.1)
+    with sqlite3.connect(db.path) as con:  # the label a file model's evil preset gives it
+        con.execute("UPDATE runs SET label=? WHERE id=?", (EVIL, reused))
+    runs.pause(db, True)  # what is queued stays queued
+    try:
+        at = app().switch_page("app_pages/diagnose.py").run()
+        at.selectbox(key="diag_break_backend").set_value("eager").run()
+        at.button(key="diag_break_start").click().run()
+        assert not at.exception, at.exception
+        texts = drawn(at)
+        assert any(f"The run without the break is run {reused[-6:]} ({plain(EVIL)}," in t for t in texts), texts
+        assert_plain(texts)
+    finally:
+        for rec in db.list():
+            if rec.status == "queued":
+                runs.cancel(rec.id, db)
+        runs.pause(db, False)

@@ -88,3 +88,31 @@ def test_list_shows_the_runs_while_another_process_holds_the_store_write_locked(
         holder.join(60)
     assert listed.returncode == 0, listed.stderr
     assert run_id in listed.stdout and "write-locked" in listed.stderr
+
+
+def test_a_run_that_ends_while_another_process_holds_the_store_write_locked_keeps_its_result(store, monkeypatch):
+    """The whole end of a run, not the finish alone: what it saved (profiler traces, compile artifacts) is written
+    before its result, and a lock refused there must be waited for as the result's own write is."""
+    from tcore.lab.run import following
+
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 0.05)
+    release, holding, said = threading.Event(), threading.Event(), []
+    holders = []
+
+    def hold_at_the_end(event):  # in the thread that follows the run: before anything of its end is written
+        if event.get("type") == "result":
+            holders.append(_hold_write_lock(store.path, release, holding))
+
+    def say(self, e):  # each refusal is said; the lock goes after the first, as another process's would
+        said.append(e)
+        release.set()
+
+    monkeypatch.setattr(following.Following, "_say_store_trouble", say, raising=False)
+    live = runs.start(QUICK.replace(torch_trace=False), store, on_event=hold_at_the_end)
+    live.wait()
+    for holder in holders:
+        holder.join(60)
+    assert holders and said and all(recording.is_locked(e) for e in said)
+    record = store.get(live.run_id)
+    assert record.status == "finished", record.error
+    assert record.result["speedup"] > 0

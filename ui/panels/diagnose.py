@@ -134,7 +134,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
     if (reused := st.session_state.get("diag_breaks_reused")) and session.get("without") == reused:
         rec = next((r for r in records if r.id == reused), None)
         if rec is not None:
-            st.info(f"The run without the break is run {rec.id[-6:]} ({rec.label}, "
+            st.info(f"The run without the break is run {rec.id[-6:]} ({plain(rec.label)}, "
                     f"{verdicts.interval_text(rec.result)}), stored earlier with these settings on this machine: "
                     "reused, so only the run with the break was queued. Turn off the reuse above to measure it again.",
                     icon=":material/recycling:")

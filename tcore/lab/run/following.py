@@ -56,8 +56,11 @@ class Following:
             if final["type"] == "result":
                 if self._written_again():
                     final["result"]["notes"] = [*final["result"].get("notes", []), LOST_ROW_NOTE]
-                # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them.
-                artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"], self.store, self.workdir)
+                # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them. A store
+                # another process holds write-locked is waited for here too: refused, the run would end crashed.
+                through_locks(lambda: artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"],
+                                                     self.store, self.workdir),
+                              self._say_store_trouble)
                 result = with_history(self.store, self.run_id, self.exp.to_dict(), final["result"], final["env"])
                 result.update(self.clock.timeline(result), neighbours_held=self.neighbours_held)
                 # A store another process holds write-locked is waited for: the result is kept until it is written.
