@@ -71,8 +71,8 @@ def test_an_evil_label_shows_as_typed_in_diagnose_s_note_on_a_reused_run_without
     words, drawn by st.info as Markdown."""
     import sqlite3
 
-    from tests.app_harness import stored_run
     from tcore.lab.run import runs
+    from tests.app_harness import stored_run
     from ui.panels.diagnose import base_experiment
 
     base = base_experiment("captioner", compile="whole", backend="eager")
