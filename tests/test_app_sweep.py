@@ -25,10 +25,10 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
     at = app().switch_page("app_pages/sweep.py").run()  # a fresh session finds the running sweep
     assert not at.exception
     assert any(s.value.startswith("Sweep running") for s in at.subheader)
-    deadline = time.time() + 300  # only against a hang
+    deadline = time.time() + 1800  # only against a hang: a loaded machine is slow, not wrong
     while not sweeps.get(sweep_id, db).done:
         assert len([r for r in registry.active() if r.status == "running"]) <= 1  # never two runs at once
-        assert time.time() < deadline, "the sweep did not finish within 300 s"
+        assert time.time() < deadline, "the sweep did not finish within 1800 s"
         time.sleep(0.5)
     sweep = sweeps.get(sweep_id, db)
     assert [r.status for r in sweep.runs] == ["finished", "finished"] and sweep.finished_count == 2
@@ -39,7 +39,8 @@ def test_two_run_sweep_runs_one_at_a_time_and_its_page_names_the_best(db):
     # What every run shared, since the knobs beside it may have moved on (or reset, after a refresh).
     assert "fp32 inference, batch 2, backend aot_eager, 4 steps per variant in 2 rounds" in texts(at.caption)
     # a setting named the fastest, or the two said to be not told apart (these short runs' intervals may overlap)
-    assert texts(at.success).startswith(("Fastest: **", "These runs **cannot tell apart**"))
+    # aot_eager compiles no code: the sweep says so rather than crowning a setting
+    assert texts(at.success).startswith("None of these settings compiled code (backend aot_eager")
     assert len(at.get("plotly_chart")) == 1  # the heatmap
     assert at.button(key="sweep_start").disabled is False
 
@@ -50,9 +51,9 @@ def test_cancelled_sweep_starts_no_further_runs(db):
     while sweeps.get(sweep_id, db).runs[0].status == "queued":
         time.sleep(0.05)
     sweeps.cancel(sweep_id, db)
-    deadline = time.time() + 300
+    deadline = time.time() + 1800  # only against a hang
     while not sweeps.get(sweep_id, db).done:
-        assert time.time() < deadline, "the cancelled sweep did not stop within 300 s"
+        assert time.time() < deadline, "the cancelled sweep did not stop within 1800 s"
         time.sleep(0.2)
     sweep = sweeps.get(sweep_id, db)
     assert sweep.cancelled and [r.error_kind for r in sweep.runs] == ["cancelled", "cancelled"]

@@ -343,3 +343,20 @@ def test_a_suggestion_s_counterpart_says_how_its_speedup_compares_and_equal_kern
     same = "\n".join(graph_words.graph_words({"device": "cpu", "eager_kernels_per_step": 51,
                                               "compiled_kernels_per_step": 51}))
     assert "Kernels launched per step: 51 eager, 51 compiled (no fewer: on the CPU this counts" in same
+
+
+def test_a_sweep_crowns_no_setting_that_compiled_nothing_nor_one_a_run_without_an_interval_could_match():
+    """A sweep of aot_eager runs read "Fastest: whole · default · dynamic auto, 5.52x eager (95% interval
+    0.00–2392901.31x)" beside a 1.02x run with no interval: neither compiled code, and the two cannot be told apart."""
+    wide = {"speedup_low": 1e-5, "speedup_high": 2.39e6}
+    matrix = pd.DataFrame([
+        {"setting": "whole · default", "speedup": 5.52, **wide, "compile_s": 3.0, "breakeven_steps": None,
+         "compiled_nothing": "backend aot_eager"},
+        {"setting": "regional · default", "speedup": 1.02, "speedup_low": None, "speedup_high": None,
+         "compile_s": 2.0, "breakeven_steps": None, "compiled_nothing": "backend aot_eager"},
+    ])
+    text = sweep_matrix.best_setting(matrix)
+    assert text.startswith("None of these settings compiled code (backend aot_eager") and "Fastest" not in text
+    compiled = matrix.assign(compiled_nothing="")
+    text = sweep_matrix.best_setting(compiled)
+    assert "cannot tell apart" in text and "or a run has none of its own" in text and "Fastest" not in text

@@ -8,6 +8,7 @@ import pandas as pd
 from tcore.experiment.spec import Experiment
 from tcore.figures import LEVEL_PCT, interval_name
 from ui.words.graph_words import first_line
+from ui.words.verdicts import compiled_nothing
 
 # The figures in a sweep's matrix, as stored columns (tcore.figures).
 SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s",
@@ -54,6 +55,7 @@ def sweep_matrix(experiments: list[Experiment], records: list) -> pd.DataFrame:
                      **{c: result.get(c) for c in SWEEP_FIGURES},
                      "interval_name": interval_name(result) if result.get("speedup_low") is not None else "",
                      "error": first_line(rec.error.get("message")) if status in ("failed", "cancelled") else "",
+                     "compiled_nothing": compiled_nothing(exp.to_dict()) or "",
                      "run_id": "" if isinstance(rec, str) else rec.id})
     frame = pd.DataFrame(rows)
     for col in SWEEP_FIGURES:
@@ -66,6 +68,14 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     done = matrix.dropna(subset=["speedup"]) if not matrix.empty else matrix
     if done.empty:
         return None
+    if "compiled_nothing" in done.columns:  # eager kernels through a captured graph: no setting's speedup to crown
+        idle = done[done.compiled_nothing.fillna("") != ""]
+        done = done[done.compiled_nothing.fillna("") == ""]
+        if done.empty:
+            why = ", ".join(sorted(set(idle.compiled_nothing)))
+            return (f"None of these settings compiled code ({why}: the captured graph runs eager kernels), so none "
+                    "is named the fastest: their speedups say what tracing costs, not what compiling gains. Pick "
+                    "backend inductor to compare compiled code.")
     best = done.loc[done.speedup.idxmax()]
     # The paired interval where the runs have one; older matrices and records without it, the rounds' range.
     paired = pd.notna(best.get("speedup_low")) and pd.notna(best.get("speedup_high"))
@@ -74,7 +84,13 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     ranged = pd.notna(best.get(low)) and pd.notna(best.get(high))
     spread = f" ({what} {best[low]:.2f}–{best[high]:.2f}x)" if ranged else ""
     # Another setting whose interval reaches this one's is not told apart by these runs: then none is crowned.
-    rivals = done[(done.setting != best.setting) & (done[high] >= best[low])] if ranged else done[:0]
+    # A setting with no interval of its own (too few rounds) cannot be told from it either, nor can the best be told
+    # from the rest when it has none (where the matrix keeps intervals at all).
+    others = done[done.setting != best.setting]
+    if ranged:
+        rivals = others[(others[high] >= best[low]) | others[high].isna()] if high in others else others[:0]
+    else:
+        rivals = others if low in done.columns and high in done.columns else done[:0]
     if rivals.empty:
         text = (f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of "
                 "compiling.")
@@ -82,8 +98,10 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
         tied = [best, *(r for _, r in rivals.iterrows())]
         names = ", ".join(f"**{r.setting}** ({r.speedup:.2f}x" + (f", {r[low]:.2f}–{r[high]:.2f}x" if pd.notna(r[low])
                                                                     and pd.notna(r[high]) else "") + ")" for r in tied)
-        text = (f"These runs **cannot tell apart** {names}: their {'intervals' if paired else 'rounds'} overlap, so "
-                "none of them is named the fastest. Time them for longer before picking one.")
+        unknown = not ranged or rivals[high].isna().any()
+        text = (f"These runs **cannot tell apart** {names}: their {'intervals' if paired else 'rounds'} overlap"
+                + (" or a run has none of its own" if unknown else "")
+                + ", so none of them is named the fastest. Time them for longer before picking one.")
     paying = done.dropna(subset=["breakeven_steps"])
     if not paying.empty:
         soon = paying.loc[paying.breakeven_steps.idxmin()]
