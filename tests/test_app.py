@@ -84,7 +84,10 @@ def test_tiny_cpu_run_from_the_run_page(db):
     assert re.search(r"[\d.]+ s from submit to saved: .*[\d.]+ s \(\d+%\) the compile", texts(at.caption))
     # The timeline, the Speed tab's throughput and latency, and Where the time goes' breakdown; the other tabs draw
     # when opened.
-    assert len(at.get("plotly_chart")) == 4
+    # (and the kernels' classes side by side where compiled is slower, as aot_eager's often is on the CPU)
+    drawn = {chart.key for chart in at.get("plotly_chart")}
+    assert drawn - {"run_result_classes"} == {"run_result_timeline", "run_result_throughput", "run_result_latency",
+                                              "run_result_breakdown"}
     opened = {}
     for tab in ("Memory and energy", "Compile phases"):  # no power trace tab: this CPU has no meter
         at.session_state["run_result_charts"] = tab
@@ -381,8 +384,9 @@ def test_a_submit_from_the_run_page_checks_the_device_once(db, monkeypatch):
     at.selectbox(key="run_backend").set_value("eager").run()  # Dynamo alone: the quickest real run
     assert calls.count("knobs") >= 1 and "rerun_outlook" not in calls  # each draw: build's check, handed on
     calls.clear()
-    at.button(key="run_start").click().run()  # the click's draw, the submit, then the page drawn again
+    at.button(key="run_start").click().run()  # the submit in the click's callback, then the page drawn
     assert not at.exception
     (run,) = registry.active()
-    assert calls == ["knobs", "knobs"] and run.device == "cpu"  # never again in runs.start or the outlook
+    # the click queues in Run's callback, then the page is drawn once: never again in runs.start or the outlook
+    assert calls == ["knobs"] and run.device == "cpu"
     at.button(key=f"run_cancel_{run.run_id}").click().run()
