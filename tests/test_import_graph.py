@@ -136,11 +136,49 @@ def test_importing_a_part_of_another_package_runs_that_package_first():
 MAY_REACH = {
     "tcore.experiment": {"tcore.experiment"},
     "tcore.host": {"tcore.experiment", "tcore.host"},
+    "tcore.store": {"tcore.experiment", "tcore.figures", "tcore.store"},  # figures: only STORE_NOT_YET's edge
     "tcore.figures": {"tcore.experiment", "tcore.figures"},
     "tcore.analysis": {"tcore.experiment", "tcore.figures", "tcore.analysis"},
     "tcore.export": {"tcore.experiment", "tcore.figures", "tcore.export"},
     "tcore.worker": {"tcore.experiment", "tcore.host", "tcore.figures", "tcore.worker"},
 }
+
+
+# The store keeps records and leans on what a run is (tcore.experiment), nothing that reads or explains records. One
+# edge does not hold that yet: a record stored before paired rounds is upgraded as it is read
+# (tcore.store.records -> tcore.figures.derived.upgrade_result), until such records are rewritten once in the store.
+STORE_NOT_YET = {("tcore.store.records", "tcore.figures")}
+
+
+def test_the_store_leans_on_what_a_run_is_and_on_nothing_that_reads_records():
+    graph = import_graph()
+    upward = {(m, ".".join(w.split(".")[:2])) for m in graph if _inside(m, "tcore.store") for w in graph[m]
+              if w.startswith("tcore.") and ".".join(w.split(".")[:2]) not in ("tcore.experiment", "tcore.store")}
+    assert upward == STORE_NOT_YET
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """The names a module imports as it is imported: its top-level statements (inside a top-level if or try too), not
+    its functions' and not what only a type checker reads (if TYPE_CHECKING)."""
+    names, todo = set(), list(ast.parse(path.read_text(), str(path)).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            todo += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            todo += node.body + node.orelse + node.finalbody + [n for h in node.handlers for n in h.body]
+    return names
+
+
+def test_what_a_run_is_imports_the_model_registry_only_where_it_checks_or_names_a_model():
+    # sample_models imports torch and the model libraries: reading or writing an experiment must not load them
+    offenders = {m: sorted(n for n in _module_level_imports(MODULES[m]) if _inside(n, "sample_models"))
+                 for m in MODULES if _inside(m, "tcore.experiment")}
+    assert {m: n for m, n in offenders.items() if n} == {}
 
 
 def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -230,3 +268,4 @@ def test_the_labs_rooms_lean_only_on_the_rooms_below_them():
                             if w.startswith("tcore.lab") and ".".join(w.split(".")[:3]) not in allowed)
                   for m in modules}
         assert {m: w for m, w in beyond.items() if w} == {}, room
+

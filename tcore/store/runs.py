@@ -9,6 +9,7 @@ import json
 import time
 import zlib
 
+from tcore.experiment import comparable
 from tcore.store.connection import Part
 from tcore.store.lab_state import SPREAD_RESET
 from tcore.store.queue import Proc, cancel_words
@@ -86,11 +87,9 @@ class Runs(Part):
     def same_setting(self, spec: dict, device: str | None, env: dict, *, before: float | None = None,
                      exclude: str | None = None, limit: int = 200,
                      ignoring: frozenset[str] = frozenset()) -> list[RunRecord]:
-        """Finished runs of the same setting on the same machine (tcore.analysis.history), newest `limit` of them,
+        """Finished runs of the same setting on the same machine (tcore.experiment.comparable), newest `limit` of them,
         oldest first; with `before`, only those created earlier; `exclude` leaves one run out (the run itself);
         `ignoring` names fields that may differ (the batch size, for the runs of a setting at other batches)."""
-        from tcore.analysis import history
-
         # The model and batch narrow the rows in SQL; the whole setting and the machine are compared below.
         any_batch = "batch_size" in ignoring
         sql = ("SELECT * FROM runs WHERE status='finished' AND device IS ? AND json_extract(spec, '$.model') IS ?"
@@ -100,11 +99,11 @@ class Runs(Part):
                 *((before,) if before else ()))
         with self._connect() as db:
             rows = db.execute(sql + " ORDER BY created_at DESC", args).fetchall()
-        here = history.machine(env, device)
+        here = comparable.machine(env, device)
         found = []
         for row in rows:
             rec = RunRecord.from_row(row)
-            if rec.id != exclude and history.machine(rec.env, rec.device) == here and history.same_setting(
+            if rec.id != exclude and comparable.machine(rec.env, rec.device) == here and comparable.same_setting(
                     rec.spec, spec, ignoring):
                 found.append(rec)
                 if len(found) >= limit:
