@@ -5,7 +5,7 @@ import dataclasses
 import streamlit as st
 
 from tcore import figures
-from tcore.lab.run import runs
+from tcore.lab import api
 from tcore.store import RunStore
 from ui.charts import compare_charts, diagnose_charts
 from ui.panels import exports, people, results
@@ -43,7 +43,7 @@ def noisy_notes(records: list) -> list[str]:
 def delete(run_id: str, store: RunStore) -> None:
     """The Delete button's callback; a refusal (not yours after all, or gone meanwhile) is shown under the button."""
     try:
-        runs.delete(run_id, store, owner=people.me(), instructor=people.is_instructor())
+        api.delete(run_id, store, owner=people.me(), instructor=people.is_instructor())
     except (PermissionError, KeyError) as e:
         st.session_state["compare_delete_refusal"] = str(e)
 

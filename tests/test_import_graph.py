@@ -269,3 +269,39 @@ def test_the_labs_rooms_lean_only_on_the_rooms_below_them():
                   for m in modules}
         assert {m: w for m, w in beyond.items() if w} == {}, room
 
+
+# The app's side (the app, its server, its pages and ui/) reaches the lab through one module, its API: a page draws,
+# the lab decides, and what a page may ask of the lab reads in one file.
+APP_SIDE = [ROOT / "app.py", ROOT / "serve.py", *sorted((ROOT / "app_pages").glob("*.py")),
+            *sorted(p for p in (ROOT / "ui").glob("**/*.py") if "__pycache__" not in p.parts)]
+LAB_API = "tcore.lab.api"
+
+
+def _lab_imports(path: Path) -> set[str]:
+    """The modules of tcore.lab that `path` names in an import, anywhere in its source."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if _inside(a.name, "tcore.lab")}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module == "tcore":
+                names |= {f"tcore.{a.name}" for a in node.names if a.name == "lab"}
+            elif node.module == "tcore.lab":
+                names |= {f"tcore.lab.{a.name}" for a in node.names}
+            elif _inside(node.module, "tcore.lab"):
+                names.add(node.module)
+    return names
+
+
+def test_the_app_side_imports_nothing_from_the_lab_but_its_api():
+    found = {str(p.relative_to(ROOT)): _lab_imports(p) for p in APP_SIDE}
+    assert found["app.py"] == found["app_pages/system.py"] == found["ui/panels/live.py"] == {LAB_API}
+    assert {p: sorted(n) for p, n in found.items() if n - {LAB_API}} == {}
+
+
+def test_the_rule_for_the_app_side_sees_every_way_of_naming_a_lab_module(tmp_path):
+    page = tmp_path / "page.py"
+    page.write_text("import tcore.lab.run.runs\nfrom tcore import lab\nfrom tcore.lab import sweeps, api\n"
+                    "def f():\n    from tcore.lab.queue.scheduler import TICK_S\n")
+    assert _lab_imports(page) == {"tcore.lab.run.runs", "tcore.lab", "tcore.lab.sweeps", LAB_API,
+                                  "tcore.lab.queue.scheduler"}
