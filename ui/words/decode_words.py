@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcore.experiment.spec import CUDAGRAPH_MODES
+
 # A class of kernels this share of the step or more is the one to work on.
 LARGE_SHARE = 0.4
 # The GPU idle this share of the step or more: the host's launches hold the step back.
@@ -18,7 +20,6 @@ ATTENTION_SHARE = 0.08
 ATTENTION_OVER_BYTES = 4
 CLASS_WORDS = {"matmul": "matrix products", "attention": "attention", "pointwise": "pointwise, norms and reductions",
                "copy": "copies and casts", "other": "other kernels", "idle": "launch gaps (the GPU idle)"}
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def limit(result: dict) -> tuple[float, float, str] | None:
@@ -101,7 +102,7 @@ def next_steps(classes: dict[str, float], total: float, spec: dict) -> list[str]
         out.append("Try coordinate-descent tuning (Inductor options): at batch 1 the matrix products are "
                    "matrix-vector products that cuBLAS leaves short of the bandwidth; with it Inductor writes them as "
                    "reductions it can tune (gpt-fast's setting).")
-    if classes.get("idle", 0) >= IDLE_SHARE * total and not mode.startswith(CUDAGRAPH_MODES):
+    if classes.get("idle", 0) >= IDLE_SHARE * total and mode not in CUDAGRAPH_MODES:
         out.append("Try mode reduce-overhead: the step's launch gaps go when it is replayed as one CUDA graph.")
     if spec.get("kv_cache", "static") != "static":
         out.append("Try the static KV cache: its shapes never change, so the step compiles once and can be one CUDA "
