@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tcore.lab.settings import private
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tcore.lab.settings.config import REPO_ROOT
 
 # rung -> (title, its build step or None, its run step, which cache directories each gets)
 # Cache directories are named: the same name is the same directories; "fresh" is new ones every time.

@@ -16,13 +16,13 @@ from tcore.experiment.spec import Experiment
 from tcore.lab.launch import forkserver
 from tcore.lab.launch.launcher import (
     IMPORT_TIME_ENV,
-    LOG_TAIL_LINES,
     Worker,
     _end_group,
     _kill_group,
     _without_private,
     warm_cache_dir,
 )
+from tcore.lab.launch.remote import LOG_TAIL_LINES
 from tcore.lab.outputs import artifacts
 
 _END = {"type": "_end"}

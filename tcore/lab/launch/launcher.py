@@ -29,7 +29,6 @@ from tcore.lab.launch import forkserver
 from tcore.lab.settings import private
 from tcore.lab.settings.config import REPO_ROOT, TORCH_TRACE_DIR
 
-LOG_TAIL_LINES = 40
 _END = {"type": "_end"}
 
 
