@@ -9,7 +9,7 @@ from tcore.lab import api
 from tcore.store import RunStore
 from ui.charts import compare_charts, diagnose_charts
 from ui.panels import exports, people, results
-from ui.words import diagnose_queries, run_table, verdicts
+from ui.words import compare_verdicts, diagnose_queries, run_table
 
 SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
@@ -97,7 +97,8 @@ else:
                                                                      every_run=True),
     }
     # Each run's label is anyone's words: escaped for the page's Markdown (the HTML export escapes its own)
-    verdict = verdicts.compare_verdict([dataclasses.replace(r, label=people.plain(r.label)) for r in chosen_records])
+    verdict = compare_verdicts.compare_verdict([dataclasses.replace(r, label=people.plain(r.label))
+                                                for r in chosen_records])
     if verdict:  # newest first, as the table lists them
         st.markdown(verdict)
     # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).

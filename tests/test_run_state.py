@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.lab.queue.waiting import Wait
 from tcore.lab.run import registry
-from tcore.store.queue import BY_INSTRUCTOR
+from tcore.store.run_queue import BY_INSTRUCTOR
 from tests.helpers import QUICK, insert_run
 from ui.words import run_state
 

@@ -15,7 +15,7 @@ from tcore.experiment.spec import Experiment
 from tcore.lab import calibrate, ladder, probes, rerun_outlook, sweeps
 from tcore.lab.launch import cluster
 from tcore.lab.launch.cluster import ClusterError
-from tcore.lab.outputs import artifacts, model_cards, tlparse
+from tcore.lab.outputs import artifact_handover, model_files, tlparse
 from tcore.lab.outputs.tlparse import STATIC_ROOT, Report
 from tcore.lab.policy import guards, limits, memory
 from tcore.lab.policy.guards import NEW_PEOPLE_WINDOW_H, NewPeopleGuard, PasscodeGuard
@@ -30,7 +30,7 @@ from tcore.lab.run.runs import Checked
 from tcore.lab.settings import private
 from tcore.lab.settings.config import LimitsError
 from tcore.store import RunStore
-from tcore.store.sweeps import SweepRecord
+from tcore.store.sweep_records import SweepRecord
 
 __all__ = [  # what a page may name: the types and words it draws with, beside the verbs below
     "Busy", "Checked", "ClusterError", "FILES_OFF", "LADDER_RUNGS", "Limits", "LimitsError", "NEW_PEOPLE_WINDOW_H",
@@ -188,9 +188,9 @@ def serve(store: RunStore, *, calibrate_while_idle: bool = False) -> int:
     on a Ray cluster, whose GPUs are not this machine's."""
     hide_environment()
     if store.read_only:
-        model_cards.install(store, files_allowed=lambda: False)
+        model_files.install(store, files_allowed=lambda: False)
         return 0
-    model_cards.install(store, files_allowed=limits.files_allowed)
+    model_files.install(store, files_allowed=limits.files_allowed)
     adopted = runs.serve(store)
     if calibrate_while_idle and not cluster.configured():
         import torch  # the server's process only: a page never asks for this
@@ -263,7 +263,7 @@ def client_address(peer: str | None, forwarded_for: list[str], trusted) -> str |
 
 def artifacts_for(exp: Experiment, device: str, store: RunStore) -> dict[str, Any] | None:
     """The compile artifacts a run of `exp` would start from, or None."""
-    return artifacts.artifacts_for(exp.to_dict(), device, store)
+    return artifact_handover.artifacts_for(exp.to_dict(), device, store)
 
 
 def tlparse_report(run_id: str, store: RunStore) -> Report:

@@ -28,7 +28,7 @@ from tcore.lab.rerun_outlook import machine_env
 from tcore.lab.run import runs
 from tcore.store import RunRecord, RunStore
 from tcore.store.lab_state import SPREAD_RESET
-from tcore.store.queue import PAUSED
+from tcore.store.run_queue import PAUSED
 
 OWNER = "calibration"
 

@@ -2,7 +2,7 @@
 
     python -m tcore ladder --model captioner --preset tiny
 
-Rungs, each a fresh Python process started here (tcore.worker.ladder runs inside it):
+Rungs, each a fresh Python process started here (tcore.worker.ladder_rung runs inside it):
   eager        no compile: the floor
   cold         torch.compile with fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR: a first-ever start
   warm         torch.compile again with the cold rung's cache directories: a restart on the same machine (the
@@ -97,7 +97,7 @@ def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_
            "TRITON_CACHE_DIR": str(cache_dir / "triton"), LAUNCHED_AT: repr(time.time()), "PYTHONFAULTHANDLER": "1"}
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)  # the warm and artifact rungs are made of caches
     t0 = time.perf_counter()
-    proc = subprocess.Popen([python or sys.executable, "-m", "tcore.worker.ladder", step, spec_json, str(workdir)],
+    proc = subprocess.Popen([python or sys.executable, "-m", "tcore.worker.ladder_rung", step, spec_json, str(workdir)],
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # its own group: a stop kills Inductor's compile workers too
     stdout, stderr = wait_or_stop(proc, timeout_s, stop)

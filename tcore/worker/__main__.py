@@ -9,7 +9,7 @@ It imports first and reads second, so the lab side can start one ahead of time a
 the compile it later times is as cold as ever. What it reads (protocol.envelope) is the experiment
 and the environment the run needs beyond what the process started with (its artifact and profiler
 trace paths, the shared caches of a warm run), one line; where other runs share the device, the lab's grants of
-it follow on the same stdin (tcore.worker.lease). Empty stdin means the spare was not needed: it exits quietly.
+it follow on the same stdin (tcore.worker.device_lease). Empty stdin means the spare was not needed: it exits quietly.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def prepare_for_fork() -> None:
     from torch._inductor.graph import GraphLowering  # noqa: F401  (imported by diagnostics.generated_code)
 
     import sample_models
-    from tcore.worker import run  # noqa: F401
+    from tcore.worker import run_experiment  # noqa: F401
 
     sample_models.sources.go_offline()  # said here too: a worker never reaches for the Hugging Face hub
 
@@ -165,7 +165,7 @@ def main() -> int:
 
         file_models.allow_imports()  # a worker is where a model file's code runs (never the lab's own process)
         from tcore.experiment.spec import Experiment
-        from tcore.worker import run as runner
+        from tcore.worker import run_experiment as runner
 
         # a spare with no run yet uses its wait; a worker started for a run (whose run may be a moment from its
         # stdin) goes straight to it

@@ -16,7 +16,7 @@ from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, Experiment, SpecError
 from tcore.lab import api
 from tcore.store import RunStore
-from ui.panels import diagnose, knobs
+from ui.panels import diagnose_sections, knobs
 from ui.words import stance_words
 
 FOLLOW_S = 1.0
@@ -65,7 +65,7 @@ def ladder_part() -> None:
     st.markdown("\n".join(f"- **{rung}**: {RUNG_WORDS[rung]}" for rung in api.LADDER_RUNGS))
     cols = st.columns([1, 2])
     with cols[0]:
-        model = diagnose.pick_model("diag_ladder_model")
+        model = diagnose_sections.pick_model("diag_ladder_model")
     rungs = cols[1].multiselect("Rungs", list(api.LADDER_RUNGS), default=list(api.LADDER_RUNGS), persist_state="page",
                                 key="diag_ladder_rungs",
                                 help="warm and mega_cache need the cold rung: it runs too when they are picked.")
@@ -144,7 +144,7 @@ def stances_part() -> None:
                 "dynamism the two showed (per function, not per call of the model: the probe shows what that means)")
     cols = st.columns(3)
     with cols[0]:
-        model = diagnose.pick_model("diag_stance_model")
+        model = diagnose_sections.pick_model("diag_stance_model")
     count = cols[1].number_input("Distinct shapes", min_value=2, max_value=8, value=3, persist_state="page",
                                  key="diag_stance_count")
     backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]

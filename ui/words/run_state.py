@@ -14,7 +14,7 @@ from tcore.experiment.protocol import PHASE_TITLES
 from tcore.lab import api
 from tcore.store import RunStore
 from tcore.store.changes import reads
-from tcore.store.queue import BY_INSTRUCTOR
+from tcore.store.run_queue import BY_INSTRUCTOR
 
 ENDED = ("finished", "failed")  # a run's record once it is over
 DELETED = "deleted"  # the status of a run whose record is gone (deleted on the Compare page meanwhile)

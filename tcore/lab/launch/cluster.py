@@ -34,7 +34,7 @@ from tcore.lab.launch.handles import RunEvents, timeout_message
 from tcore.lab.launch.remote import WORKDIR, run_on_node
 from tcore.lab.settings import config
 from tcore.lab.settings.config import REPO_ROOT
-from tcore.store.queue import CLUSTER_SLOT_PREFIX
+from tcore.store.run_queue import CLUSTER_SLOT_PREFIX
 
 ADDRESS_ENV = "COMPILE_LAB_RAY_ADDRESS"
 SLOT_PREFIX = CLUSTER_SLOT_PREFIX  # "ray:": the store knows such a slot has no local worker (queue.recover)

@@ -9,7 +9,7 @@ H200), so the app keeps one spare per device slot started ahead (SparePool): a r
 skips the imports. A spare is unused, so nothing in it has compiled and its caches are empty; it is
 only handed a run while the settings torch reads at import (IMPORT_TIME_ENV) are the ones it started with.
 On a machine without a GPU, workers (spares too) are forked from a process that has done those imports
-once (tcore.lab.launch.forkserver), under the same rule.
+once (tcore.lab.launch.fork_server_client), under the same rule.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import weakref
 from pathlib import Path
 
 from tcore.experiment import protocol
-from tcore.lab.launch import forkserver
+from tcore.lab.launch import fork_server_client
 from tcore.lab.settings import private
 from tcore.lab.settings.config import REPO_ROOT, TORCH_TRACE_DIR
 
@@ -70,8 +70,9 @@ class Worker:
                  spare: bool = False) -> None:
         """torch_trace: record the compile's TORCH_TRACE in the worker's folder. torch reads TORCH_TRACE once, at
         import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without.
-        wait_for_fork_server: where workers are forked (tcore.lab.launch.forkserver), wait for a fork server still doing
-        its imports; False raises forkserver.StillImporting instead (a spare, from the queue's thread).
+        wait_for_fork_server: where workers are forked (tcore.lab.launch.fork_server_client), wait for a fork server
+        still doing
+        its imports; False raises fork_server_client.StillImporting instead (a spare, from the queue's thread).
         spare: started ahead of any run, so it may use its wait (protocol.SPARE_WORKER)."""
         self.workdir = run_folder("tcore-run-")
         self.log_path = self.workdir / "worker.log"
@@ -93,9 +94,10 @@ class Worker:
         # forked from a process that has done the imports (on a machine without a GPU), else started afresh
         server_env = {k: v for k, v in full.items() if k not in PER_WORKER_ENV and k != protocol.WORKER_DIR}
         try:
-            self.proc = forkserver.spawn(full, cwd=str(REPO_ROOT), server_env=server_env, key=_import_time_part(full),
-                                         stderr_fd=self._log.fileno(), wait=wait_for_fork_server)
-        except forkserver.StillImporting:
+            self.proc = fork_server_client.spawn(full, cwd=str(REPO_ROOT), server_env=server_env,
+                                                 key=_import_time_part(full), stderr_fd=self._log.fileno(),
+                                                 wait=wait_for_fork_server)
+        except fork_server_client.StillImporting:
             self._log.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
             raise
@@ -107,9 +109,9 @@ class Worker:
 
     @property
     def forked(self) -> bool:
-        """Whether it came from the fork server (tcore.lab.launch.forkserver) rather than its own `python -m
+        """Whether it came from the fork server (tcore.lab.launch.fork_server_client) rather than its own `python -m
         tcore.worker`."""
-        return isinstance(self.proc, forkserver.ForkedProcess)
+        return isinstance(self.proc, fork_server_client.ForkedProcess)
 
     @property
     def ready(self) -> bool:
@@ -220,7 +222,7 @@ class SparePool:
         for place in free:
             try:
                 fresh = Worker(env, wait_for_fork_server=wait_for_fork_server, spare=True)
-            except forkserver.StillImporting:  # the next fill forks one: the queue's thread does not wait
+            except fork_server_client.StillImporting:  # the next fill forks one: the queue's thread does not wait
                 return
             with self._lock:
                 self._spares[place] = fresh

@@ -41,7 +41,7 @@ from tcore.lab.queue.waiting import (
 )
 from tcore.lab.settings.config import LimitsError
 from tcore.store import RunRecord, RunStore, StoreError
-from tcore.store.queue import PAUSED
+from tcore.store.run_queue import PAUSED
 
 TICK_S = 0.25
 # Set when this process submits a run or one of its runs ends: its schedulers tick at once rather than at the end of

@@ -1,7 +1,7 @@
 """Runs in the store: how a run ended (its outcome, power samples and generated code), and reading runs back.
 
 Spec, environment, result and error are JSON columns, so a new result field needs no migration; the columns
-the pages filter on are plain columns. Queueing, claiming and cancelling a run are the queue's (queue.py).
+the pages filter on are plain columns. Queueing, claiming and cancelling a run are the queue's (run_queue.py).
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import zlib
 from tcore.experiment import comparable
 from tcore.store.connection import Part
 from tcore.store.lab_state import SPREAD_RESET
-from tcore.store.queue import Proc, cancel_words
 from tcore.store.records import RunRecord, to_json
+from tcore.store.run_queue import Proc, cancel_words
 
 
 class NoSuchRun(KeyError):
@@ -47,7 +47,7 @@ class Runs(Part):
                     (status, time.time(), device, (error or {}).get("kind"), to_json(env), to_json(result),
                      to_json(error), run_id, *((owner.pid, owner.started) if owner else ()))).rowcount == 0:
                 return False
-            self._release_next(db, run_id)  # a sweep's next run takes its turn (tcore.store.sweeps)
+            self._release_next(db, run_id)  # a sweep's next run takes its turn (tcore.store.sweep_records)
             self._free_device(db, run_id)  # whatever it held or asked for (tcore.store.devices)
             if power_samples:  # table `traces` is the power samples' (its old name: renaming it needs a migration)
                 db.execute("INSERT OR REPLACE INTO traces (run_id, samples) VALUES (?, ?)",

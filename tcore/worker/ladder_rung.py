@@ -1,6 +1,6 @@
 """One step of the start-up ladder, in a fresh process: build the model, get to its first result one way, time it.
 
-    python -m tcore.worker.ladder STEP SPEC_JSON WORKDIR     (tcore.lab.ladder starts it; prints one JSON line)
+    python -m tcore.worker.ladder_rung STEP SPEC_JSON WORKDIR     (tcore.lab.ladder starts it; prints one JSON line)
 
 The lab side (tcore.lab.ladder) decides the process and the cache directories each step gets: a cold compile
 is a fresh process with fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR, a warm one reuses the cold one's.
