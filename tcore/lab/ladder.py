@@ -20,7 +20,6 @@ it costs is shown beside what loading it saves. A rung this torch or this model 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from tcore.host import processes
 from tcore.lab.settings import private
 from tcore.lab.settings.config import REPO_ROOT
 
@@ -65,8 +65,7 @@ POLL_S = 0.25  # how often a step's wait looks at its stop
 
 def kill_group(proc: subprocess.Popen) -> None:
     """Kill a process started in a session of its own, with everything it started (Inductor's compile workers)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    processes.end_group(proc.pid)
 
 
 def wait_or_stop(proc: subprocess.Popen, timeout_s: float | None,

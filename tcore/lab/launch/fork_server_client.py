@@ -15,12 +15,13 @@ import glob
 import json
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+from tcore.host import processes
 
 SWITCH_ENV = "COMPILE_LAB_FORK_SERVER"  # "0": start every worker as its own process
 IMPORTS_TIMEOUT_S = 180.0  # the server's imports, on a loaded machine; past it, workers start the usual way
@@ -215,10 +216,7 @@ class ForkServer:
 def _stop_unclaimed(pid: int) -> None:
     """A worker forked for a request whose reply came too late: nobody will hand it a run, and its run's stdin and
     stdout ends are closed; end its group (its exit status still comes, and is let go as nobody's)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    processes.end_group(pid)
 
 
 def _follow_orphan(proc: ForkedProcess) -> None:

@@ -25,6 +25,7 @@ import weakref
 from pathlib import Path
 
 from tcore.experiment import protocol
+from tcore.host import processes
 from tcore.lab.launch import fork_server_client
 from tcore.lab.settings import private
 from tcore.lab.settings.config import REPO_ROOT, TORCH_TRACE_DIR
@@ -167,7 +168,7 @@ def _remove_folders_at_exit() -> None:
         shutil.rmtree(worker.workdir, ignore_errors=True)
 
 
-atexit.register(_remove_folders_at_exit)
+atexit.register(_remove_folders_at_exit)  # before tcore.lab.queue.spares registers SPARES.clear: runs after it
 
 # What run_folder names its folders with, in the temporary folder; and the file in each that says whose it is.
 RUN_FOLDER_PREFIXES = ("tcore-run-", "tcore-ray-")
@@ -180,15 +181,8 @@ def run_folder(prefix: str) -> Path:
     (tcore.lab.queue.scheduler.remove_stale_folders)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     pid = os.getpid()
-    (folder / FOLDER_OWNER).write_text(f"{pid} {_start_time(pid) or ''}\n")
+    (folder / FOLDER_OWNER).write_text(f"{pid} {processes.process_start(pid) or ''}\n")
     return folder
-
-
-def _start_time(pid: int) -> str | None:
-    try:  # field 22 of /proc/<pid>/stat, as tcore.lab.queue.scheduler.process_start reads it (it imports this module)
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None  # registered before tcore.lab.run.liverun's SPARES.clear, so it runs after it
 
 
 class SparePool:
@@ -259,25 +253,16 @@ class SparePool:
 
 
 def _end_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # nothing left
+    processes.end_group(proc.pid)
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     """SIGTERM the process group, then SIGKILL it if anything is left after `grace_s`. A group held still while
     another run is timed (tcore.lab.queue.quiet) is continued, so that it hears the SIGTERM at once."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        os.killpg(proc.pid, signal.SIGCONT)
-    except ProcessLookupError:
+    if not (processes.end_group(proc.pid, signal.SIGTERM) and processes.end_group(proc.pid, signal.SIGCONT)):
         return
     try:
         proc.wait(grace_s)
     except subprocess.TimeoutExpired:
         pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # the group is already gone, which is what we wanted
+    processes.end_group(proc.pid)  # the group may be gone already, which is what we wanted
