@@ -65,8 +65,8 @@ def start_queue() -> int:
 
 def warm_imports() -> float:
     """Import what the pages import (ui/, pandas, plotly) and draw one figure, so that the first person to open
-    each page does not wait for them: on this 2-core CPU the first Compare page of a fresh server took 7.5 s
-    from its sidebar link, a later one under 1 s. Returns the seconds it took."""
+    each page does not wait for them (seconds of a small machine's CPU, paid once per server). Returns the seconds
+    it took."""
     import importlib
     import pkgutil
     import time

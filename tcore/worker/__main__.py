@@ -106,10 +106,9 @@ def while_idle(run_waiting: Callable[[], bool]) -> None:
 
 
 # The libraries the real models are built with (sample_models.sources), imported by a run that builds one of them:
-# about 1.2 s on the CPU machine for transformers and timm together. transformers' top level is lazy: the first hf:
-# spec a run reads imports its model classes, and modeling_utils, modeling_layers and modeling_auto were 3.2 s of
-# the 3.8 s reading an hf:gpt2 spec took on the CPU machine (the timeline's hand-over read 2.5 s for hf:gpt2 on an
-# H100, 0.0 s for the built-in models), so those come too. diffusers (2-3 s more, only for Flux) does not.
+# a second or so for transformers and timm together. transformers' top level is lazy: the first hf: spec a run reads
+# imports its model classes, and modeling_utils, modeling_layers and modeling_auto are most of the seconds reading an
+# hf:gpt2 spec takes, so those come too. diffusers (seconds more, only for Flux) does not.
 MODEL_LIBRARIES = ("torchvision.models", "timm", "transformers", "transformers.modeling_utils",
                    "transformers.modeling_layers", "transformers.models.auto.modeling_auto")
 
@@ -132,7 +131,7 @@ def warm_profiler() -> None:
     """Start and stop the profiler once, with nothing in it: its first session pays a one-off start (kineto's,
     1.4-3 s on the CPU machine) that the run's profiling pass paid otherwise, inside the run. Done only while nobody
     waits (a spare with no run yet): a worker whose run is already there leaves it to the profiling pass. CPU only:
-    on a GPU the profiler attaches CUPTI, which is left to the profiling pass after the timed blocks, as before.
+    on a GPU the profiler attaches CUPTI, which is left to the profiling pass after the timed blocks.
     Not in the fork server (prepare_for_fork): its children would inherit a started profiler without its threads."""
     import torch
     from torch.profiler import ProfilerActivity, profile

@@ -163,7 +163,7 @@ class Step:
 
     def _require(self, feature: str) -> None:
         """Unavailable, saying why, where this torch lacks `feature`. Its check imports what the way needs
-        (AOTInductor's: torch._inductor, 1.3-1.5 s on the 2-core CPU): those seconds count with the step's imports."""
+        (AOTInductor's: torch._inductor, a second or more): those seconds count with the step's imports."""
         t0 = time.perf_counter()
         reason = features.missing(feature)
         self.phases["imports_s"] = round(self.phases["imports_s"] + time.perf_counter() - t0, 4)

@@ -62,8 +62,8 @@ def warm_charts() -> None:
     """Have the browser load Streamlit's chart and table components while it is idle, once per session, before a
     page needs them.
 
-    Streamlit loads each when a page's first chart (or table) arrives: Plotly's is about 0.6-0.8 s of the browser's
-    time on a 2-core machine (bench/page_loads.py), paid by the first chart a person opens (a page from the sidebar,
+    Streamlit loads each when a page's first chart (or table) arrives: Plotly's takes most of a second of a small
+    machine's browser (bench/page_loads.py), paid by the first chart a person opens (a page from the sidebar,
     a run's result as it lands). Imported here once the page is idle, they are already in the page's module map
     when that chart comes; Streamlit's own import of the same address then costs nothing. Nothing is drawn and
     nothing leaves the machine (the files are the app's own, served by its server).

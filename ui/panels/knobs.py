@@ -183,7 +183,7 @@ def _within_limit(key: str, most: int | None) -> None:
         return
     st.session_state[seen] = most
     if most is not None and st.session_state.get(key) is not None and st.session_state[key] > most:
-        # said under the box, where the number changed (a toast alone went by unseen: 32 became 16 silently)
+        # said under the box, where the number changed (a toast alone goes by unseen, and the number changes silently)
         st.session_state[key + "_lowered"] = (f"Lowered from {st.session_state[key]:,} to {most:,}: this lab's "
                                               "limit, which the instructor sets.")
         st.session_state[key] = most
@@ -335,7 +335,7 @@ def cache_knob(prefix: str) -> str:
 
 
 # A solid figure on the CPU: every one of these seconds per variant, in the default 0.2 s rounds (about 25 pairs).
-# Longer rounds read worse there: 1 s rounds drifted apart by up to 25% (BENCHMARKS.md, "The CPU").
+# Longer rounds read worse there: the CPU's clock and its neighbours drift within a second-long round.
 SOLID_CPU_TIMED_S = 10.0
 
 

@@ -41,8 +41,8 @@ FAILURE_HINTS = {
 
 
 def header_times(rec: RunRecord) -> str:
-    """'queued 2025-01-01 10:00:00', then 'started 10:00:05' once it started: a run cancelled in the queue read
-    'started <time>' beside 'it never started'."""
+    """'queued 2025-01-01 10:00:00', then 'started 10:00:05' once it started: a run cancelled in the queue never
+    says 'started'."""
     def clock(t: float, fmt: str) -> str:
         return datetime.datetime.fromtimestamp(t).strftime(fmt)
 

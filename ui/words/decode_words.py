@@ -80,7 +80,7 @@ def words(result: dict, spec: dict) -> list[str]:
 def attention_words(result: dict, classes: dict[str, float], total: float) -> list[str]:
     """Attention that takes a share of the step far above the share of the bytes it reads (the KV cache): its kernels
     cost a fixed time per layer (the attention kernel and the mask built for it each step), not the bytes, which no
-    knob of the lab changes. Llama-3.2-1B's shape on an H100: 156 µs of 1,356 for 0.6% of the bytes (BENCHMARKS.md)."""
+    knob of the lab changes (a 1B decoder's attention: over a tenth of the step for under 1% of the bytes)."""
     ms, step_ms = classes.get("attention", 0.0), result.get("compiled_decode_ms_per_token")
     read_tb_s, kv_gib = result.get("compiled_decode_tb_s"), result.get("kv_cache_gib")
     if not (ms and step_ms and read_tb_s and kv_gib) or ms < ATTENTION_SHARE * total:

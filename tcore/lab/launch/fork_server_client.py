@@ -3,7 +3,7 @@
 tcore.lab.launch.launcher.Worker asks spawn() first: on a machine without a GPU it returns a worker forked
 from a process that has done the imports once, in about 0.1 s instead of 4.5 s of a core per run.
 It returns None where the server must not or cannot be used (a GPU machine, $COMPILE_LAB_FORK_SERVER=0,
-a server that refused or died), and the launcher starts the worker as its own process, as before.
+a server that refused or died), and the launcher starts the worker as its own process.
 
 One server per set of environment variables that torch and its libraries read at import (the
 launcher's IMPORT_TIME_ENV): when those change in the lab process, the next worker comes from a new

@@ -4,8 +4,8 @@ Each run gets a fresh process in its own process group, with fresh TORCHINDUCTOR
 TRITON_CACHE_DIR: that is what makes its compile time a cold one. Cancelling or timing out kills
 the whole group (the worker and Inductor's compile workers).
 
-A worker imports torch, the engine and the models before it reads its experiment (about 7 s on an
-H200), so the app keeps one spare per device slot started ahead (SparePool): a run takes it and
+A worker imports torch, the engine and the models before it reads its experiment (seconds), so the app
+keeps one spare per device slot started ahead (SparePool): a run takes it and
 skips the imports. A spare is unused, so nothing in it has compiled and its caches are empty; it is
 only handed a run while the settings torch reads at import (IMPORT_TIME_ENV) are the ones it started with.
 On a machine without a GPU, workers (spares too) are forked from a process that has done those imports
@@ -157,7 +157,7 @@ def _remove_folders_at_exit() -> None:
     A dismissed spare is reaped by a daemon thread (Worker._reap), and a run's folder is removed by the thread that
     records it: both die with the process, so a command line that ends, or an app that shuts down, left them in the
     temporary folder, one per spare it had. A worker still running a run is left to the lab process that
-    recovers the queue next (tcore.lab.run.runs.recover), as before; an unused one has nothing to lose.
+    recovers the queue next (tcore.lab.run.runs.recover); an unused one has nothing to lose.
     """
     for worker in list(_STARTED):
         if worker.taken and worker.proc.poll() is None:

@@ -211,7 +211,7 @@ def minimum_run_s(exp: Experiment, typical_compile_s: float | None = None) -> tu
     """A lower bound on how long a run of `exp` takes, in s, and its sum in words.
 
     The timed stage of each variant, and the compile time similar runs took (when known). Starting the
-    worker (7.4 s of imports, measured on an H200), warm-up and profiling come on top, so a run whose
+    worker (its imports, seconds), warm-up and profiling come on top, so a run whose
     bound is past its time limit cannot finish.
     """
     variants = 2 if exp.has_compiled_variant else 1

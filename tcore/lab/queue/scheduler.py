@@ -117,7 +117,7 @@ PLAN_FRESH_S = 2.0  # the room's configuration is read again at most this often:
 
 def room_plan(device: str) -> room.RoomPlan:
     """How this machine shares its `device` slots among runs now (tcore.lab.queue.room): runs per slot, the cores kept
-    for the run that holds a device. On a Ray cluster a run holds its node's GPU whole, as before: the lease lives in
+    for the run that holds a device. On a Ray cluster a run holds its node's GPU whole: the lease lives in
     this machine's store, which a node does not reach."""
     now = time.monotonic()
     if (cached := _PLANS.get(device)) is not None and now - cached[0] < PLAN_FRESH_S:
