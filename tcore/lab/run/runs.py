@@ -1,6 +1,6 @@
-"""Runs end to end, the lab's API: check the experiment, queue it, cancel or delete it, pause the queue.
+"""Runs end to end: check the experiment, queue it, cancel or delete it, pause the queue.
 
-The app and the command line both go through start(), so they produce the same records. A run waits
+The app (through tcore.lab.api) and the command line both go through start(), so they make the same records. A run waits
 in the queue kept in the store (tcore.lab.queue.scheduler) until its device slot is free: two runs timed at once on
 one device would measure each other. A LiveRun (tcore.lab.run.liverun) follows its run in a thread and lives in a
 process-wide registry (tcore.lab.run.registry), so a run outlives the Streamlit script rerun, a page switch or a
