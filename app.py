@@ -10,10 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from tcore.lab.outputs import model_cards
-from tcore.lab.policy import limits
-from tcore.lab.run import runs
-from tcore.lab.settings import config, private
+from tcore.lab import api
 from tcore.store import RunStore, StoreError, default_path
 from ui.panels import exports, knobs, people
 from ui.words import store_words
@@ -21,17 +18,9 @@ from ui.words import store_words
 
 @st.cache_resource(show_spinner=False)
 def start_queue(db_path: str) -> int:
-    """Once per server process and store: keep spare workers, start the run queue, adopt the runs queued before a
-    restart. serve.py (`make app`) has done this when the server started; `streamlit run app.py` does it here,
-    when the first page opens. Model files are never imported here: their cards come from the store, or from a
-    child that reads the file where the lab allows files (tcore.lab.outputs.model_cards)."""
-    store = RunStore(db_path)
-    if store.read_only:  # its runs can be looked at, none queued: no queue, and no model card written into it
-        model_cards.install(store, files_allowed=lambda: False)
-        return 0
-    model_cards.install(store, files_allowed=limits.files_allowed)
-    private.hide_environment()  # the passcode's environment, out of a worker's reach (non-root users)
-    return len(runs.serve(store))
+    """Once per server process and store (tcore.lab.api.serve): serve.py (`make app`) has done this when the server
+    started; `streamlit run app.py` does it here, when the first page opens."""
+    return api.serve(RunStore(db_path))
 
 
 # A file, not ":material/bolt:": Streamlit fetches a Material favicon from fonts.gstatic.com, which an
@@ -54,7 +43,7 @@ except (StoreError, sqlite3.Error) as e:  # a store deleted, corrupted, full or 
     traceback.print_exc()  # the whole story is in the server's log, for the instructor
     st.error(store_words.store_trouble(e))
     st.stop()
-except config.LimitsError as e:  # compile-lab.toml written wrongly: its one line, which names the setting
+except api.LimitsError as e:  # compile-lab.toml written wrongly: its one line, which names the setting
     st.error(f"The lab's settings cannot be read: {e}")
     st.stop()
 exports.warm_charts()  # after the page: its own charts come first

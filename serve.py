@@ -4,7 +4,7 @@ does, plus two things a page script cannot do.
 - The run queue starts with the server. Streamlit runs app.py only when a browser opens a page, so a
   server started on its own after a restart left a dead server's running run 'running' and its queued
   runs waiting until someone opened a page. st.App's lifespan runs once, when the server starts:
-  here it starts the queue for the store and takes those runs over (tcore.lab.run.runs.serve), then imports
+  here it starts the queue for the store and takes those runs over (tcore.lab.api.serve), then imports
   what the pages import, in the background, so the first visitor of each page does not wait for it. On a GPU the
   queue also calibrates the machine while idle (tcore.lab.calibrate.keep_calibrated), never while a run waits.
 - It says at start who can reach it: by default Streamlit listens on every network interface, which a
@@ -37,48 +37,36 @@ def start_queue() -> int:
     page opened once it is mended. A server that refused to start left participants with "connection refused"."""
     import sqlite3
 
-    from tcore.lab.launch import cluster
-    from tcore.lab.outputs import model_cards
-    from tcore.lab.policy import limits
-    from tcore.lab.run import runs
-    from tcore.lab.settings import config as lab_config
-    from tcore.lab.settings import private
+    from tcore.lab import api
     from tcore.store import RunStore, StoreError, default_path
 
-    private.hide_environment()  # the passcode in this process's environment, out of a worker's reach
+    api.hide_environment()  # before anything can fail: the passcode, out of a worker's reach
     try:
         store = RunStore()  # $COMPILE_LAB_DB, as app.py opens it
+        adopted = api.serve(store, calibrate_while_idle=True)
         if store.read_only:
             print(f"compile-lab: the run store {store.path} can only be read ({store.read_only}): no run queue; "
                   "the pages show its runs", file=sys.stderr, flush=True)
-            return 0  # app.py, at the first page, lets the pages read it without writing
-        model_cards.install(store, files_allowed=limits.files_allowed)  # this process never imports a model file
-        adopted = runs.serve(store)
-        import torch
-
-        from tcore.lab import calibrate
-
-        if not cluster.configured():  # a cluster's GPUs are not this machine's: its spread is not learned here
-            calibrate.keep_calibrated(store, "cuda" if torch.cuda.is_available() else "cpu")
+            return 0
     except (StoreError, sqlite3.DatabaseError) as e:
         print(f"compile-lab: the run queue did not start: the run store cannot be used: {e}. The server starts "
               "anyway and every page says so. If the file is damaged, keep it aside and start a new store with "
               f"`python -m tcore store set-aside --db {default_path()}`, then reload a page.", file=sys.stderr,
               flush=True)
         return 0
-    except (lab_config.LimitsError, cluster.ClusterError) as e:
+    except (api.LimitsError, api.ClusterError) as e:
         print(f"compile-lab: the run queue did not start: the lab's settings cannot be used: {e}. The server starts "
               "anyway and every page says so; mend the setting, then reload a page.", file=sys.stderr, flush=True)
         return 0
-    print(f"compile-lab: run queue started with the server; {len(adopted)} queued run(s) taken over",
+    print(f"compile-lab: run queue started with the server; {adopted} queued run(s) taken over",
           file=sys.stderr, flush=True)
-    return len(adopted)
+    return adopted
 
 
 def warm_imports() -> float:
     """Import what the pages import (ui/, pandas, plotly) and draw one figure, so that the first person to open
-    each page does not wait for them: on this 2-core CPU the first Compare page of a fresh server took 7.5 s
-    from its sidebar link, a later one under 1 s. Returns the seconds it took."""
+    each page does not wait for them (seconds of a small machine's CPU, paid once per server). Returns the seconds
+    it took."""
     import importlib
     import pkgutil
     import time

@@ -5,11 +5,11 @@ import dataclasses
 import streamlit as st
 
 from tcore import figures
-from tcore.lab.run import runs
+from tcore.lab import api
 from tcore.store import RunStore
 from ui.charts import compare_charts, diagnose_charts
 from ui.panels import exports, people, results
-from ui.words import diagnose_queries, run_table, verdicts
+from ui.words import compare_verdicts, diagnose_queries, run_table
 
 SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
@@ -43,7 +43,7 @@ def noisy_notes(records: list) -> list[str]:
 def delete(run_id: str, store: RunStore) -> None:
     """The Delete button's callback; a refusal (not yours after all, or gone meanwhile) is shown under the button."""
     try:
-        runs.delete(run_id, store, owner=people.me(), instructor=people.is_instructor())
+        api.delete(run_id, store, owner=people.me(), instructor=people.is_instructor())
     except (PermissionError, KeyError) as e:
         st.session_state["compare_delete_refusal"] = str(e)
 
@@ -97,7 +97,8 @@ else:
                                                                      every_run=True),
     }
     # Each run's label is anyone's words: escaped for the page's Markdown (the HTML export escapes its own)
-    verdict = verdicts.compare_verdict([dataclasses.replace(r, label=people.plain(r.label)) for r in chosen_records])
+    verdict = compare_verdicts.compare_verdict([dataclasses.replace(r, label=people.plain(r.label))
+                                                for r in chosen_records])
     if verdict:  # newest first, as the table lists them
         st.markdown(verdict)
     # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).

@@ -3,7 +3,7 @@ code, two runs' generated code side by side, and the start-up ladder and stances
 import streamlit as st
 
 from tcore.store import RunStore
-from ui.panels import diagnose, diagnose_startup, ecosystem
+from ui.panels import diagnose_sections, diagnose_startup, ecosystem
 
 store = RunStore()
 records = store.list(limit=300)
@@ -21,16 +21,16 @@ breaks, shapes, caches, one_run, two_codes, startup = st.tabs(tabs, default=tabs
                                                               key="diagnose_tab", on_change="rerun")
 if breaks.open:
     with breaks:
-        diagnose.breaks_section(store, records)
+        diagnose_sections.breaks_section(store, records)
 if shapes.open:
     with shapes:
-        diagnose.shapes_section(store, records)
+        diagnose_sections.shapes_section(store, records)
 if caches.open:
     with caches:
-        diagnose.caches_section(store, records)
+        diagnose_sections.caches_section(store, records)
 if one_run.open:
     with one_run:
-        diagnose.run_section(store, records, opened)
+        diagnose_sections.run_section(store, records, opened)
 if two_codes.open:
     with two_codes:
         ecosystem.code_side_by_side(store, records)

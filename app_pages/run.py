@@ -2,7 +2,7 @@
 import streamlit as st
 
 from tcore.host import machine
-from tcore.lab import rerun_outlook
+from tcore.lab import api
 from tcore.store import RunStore
 from ui.panels import generate, knob_values, knobs, live, model_picker, people, queue, results
 from ui.words import run_state
@@ -44,7 +44,7 @@ with knob_col:
 
 with out_col:
     # before the run, as its interval says after; the device as build() found it
-    if exp is not None and (ahead := rerun_outlook.words(exp, store, device=checked[0])):
+    if exp is not None and (ahead := api.rerun_words(exp, store, device=checked[0])):
         st.info(ahead, icon=":material/swap_vert:")
     # Runs wait their turn in the machine's queue, so Run is never greyed out for someone else's run.
     st.button("Run", key="run_start", type="primary", icon=":material/play_arrow:", width="stretch",

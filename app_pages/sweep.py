@@ -4,17 +4,17 @@ import streamlit as st
 import sample_models
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, SpecError
-from tcore.lab import sweeps
+from tcore.lab import api
 from tcore.store import RunStore
 from ui.panels import generate, knobs, live, model_picker, people, queue
 
 
 def start_sweep(experiments: list, skipped: list[str], label: str, store: RunStore) -> None:
     """The Start button's callback; a refusal is shown under the button (queue.show_refusal)."""
-    if not experiments or sweeps.active_count(store) > 0:  # checked here too: disabled is only a hint to the browser
+    if not experiments or api.sweeps_under_way(store) > 0:  # checked here too: disabled is only a hint to the browser
         return
     try:
-        st.session_state.sweep_id = sweeps.start(experiments, store, owner=people.me(), label=label, skipped=skipped,
+        st.session_state.sweep_id = api.start_sweep(experiments, store, owner=people.me(), label=label, skipped=skipped,
                                                  timeout_s=60 * st.session_state["sweep_timeout_min"])
     except SpecError as e:
         st.session_state["sweep_refusal"] = f"**The sweep cannot be queued:** {e}"
@@ -61,7 +61,7 @@ with knob_col:
     base, _, error, _ = knobs.build({**model, **measure, "backend": backend}, unpicked=pick)
 
 with out_col:
-    experiments, skipped = sweeps.cross(base, axes) if base else ([], [])
+    experiments, skipped = api.cross(base, axes) if base else ([], [])
     if pick:
         st.warning(pick, icon=":material/search:")
     elif error:
@@ -78,7 +78,7 @@ with out_col:
         with st.expander("Skipped combinations and why"):
             st.markdown("\n".join(f"- {s}" for s in skipped))
     # Its runs take turns with everyone else's in the machine's queue; one sweep at a time, though.
-    busy = sweeps.active_count(store) > 0
+    busy = api.sweeps_under_way(store) > 0
     # Started in the click's callback, so the page drawn next shows the sweep and greys the button out.
     st.button("Start sweep", key="sweep_start", type="primary", icon=":material/play_arrow:", width="stretch",
               disabled=not experiments or busy, on_click=start_sweep,
@@ -89,8 +89,8 @@ with out_col:
     queue.show_refusal("sweep")
 
     # The session's own sweep, else the latest one (a refreshed browser has a new session).
-    sweep = (sweeps.get(st.session_state.sweep_id, store) if st.session_state.sweep_id
-             else sweeps.latest(store, people.me()))
+    sweep = (api.sweep(st.session_state.sweep_id, store) if st.session_state.sweep_id
+             else api.latest_sweep(store, people.me()))
     if sweep is None:
         st.markdown("Pick the settings to cross, then press **Start sweep**. A matrix of speedups and compile "
                     "times fills in as the runs finish, and the best setting is named at the end.")

@@ -4,11 +4,7 @@ import time
 import streamlit as st
 
 from tcore.host import machine
-from tcore.lab import sweeps
-from tcore.lab.launch import cluster
-from tcore.lab.queue import scheduler
-from tcore.lab.queue.waiting import duration_words
-from tcore.lab.run import runs
+from tcore.lab import api
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from ui.charts import run_charts as charts
@@ -19,7 +15,7 @@ def gpu_slots() -> dict[int, str]:
     """NVML index (as nvidia-smi numbers GPUs) -> the queue's slot for it in this app, cuda:0, cuda:1, ..."""
     from tcore.host.power import nvml_index
 
-    return {nvml_index(int(slot.split(":")[1])): slot for slot in scheduler.device_slots("cuda")}
+    return {nvml_index(int(slot.split(":")[1])): slot for slot in api.device_slots("cuda")}
 
 
 @st.fragment(run_every=2.0)
@@ -31,17 +27,17 @@ def gpu_now(store: RunStore, slot: str) -> None:
 
 def _gpu_now(store: RunStore, slot: str) -> None:
     me = people.me()
-    rows = [r for r in runs.under_way(reads(store)) if r["status"] == "running" and r["device_slot"] == slot]
+    rows = [r for r in api.under_way(reads(store)) if r["status"] == "running" and r["device_slot"] == slot]
     if not rows:
         st.markdown(":gray[Idle: the next run in the queue can start here.]")
         return
-    plan = scheduler.room_plan("cuda")
+    plan = api.room_plan("cuda")
     if plan.shares:
         st.markdown(f"**{len(rows)} of {plan.runs_per_slot} places taken** on this GPU")
     for row in rows:
         where = f" · {row['device_state']}" if row.get("device_state") else ""
         st.markdown(f"**Running** {people.plain(row['label'])} · :gray[{queue.whose(row['owner'], me)}] · for "
-                    f"{duration_words(time.time() - row['started_at'])}{where}")
+                    f"{api.duration_words(time.time() - row['started_at'])}{where}")
 
 
 @st.fragment(run_every=2.0)
@@ -53,8 +49,7 @@ def cluster_now(store: RunStore) -> None:
 
 def _cluster_now(store: RunStore) -> None:
     me = people.me()
-    rows = cluster.describe(store.running_and_queued(scheduler.this_process().host),
-                            lambda owner: queue.whose(owner, me))
+    rows = api.cluster_rows(store, lambda owner: queue.whose(owner, me))
     nodes = {row["ray node id"] for row in rows if row["node"] != "gone"}
     busy = sum(row["running"] != "idle" for row in rows)
     st.markdown(f"**{len(nodes)} nodes, {len(rows)} slots, {busy} running**")
@@ -95,13 +90,13 @@ else:
     st.metric("Cores", f"{facts['cpu_count']} cores")
 st.caption(f"{facts['platform']}")
 try:  # how this machine serves a room: runs per GPU, the cores kept for the measuring run (tcore.lab.queue.room)
-    st.info(scheduler.room_plan("cuda" if facts["gpus"] else "cpu").why, icon=":material/groups:")
+    st.info(api.room_plan("cuda" if facts["gpus"] else "cpu").why, icon=":material/groups:")
 except Exception as e:  # noqa: BLE001 (a [room] setting written wrongly: say which, the page goes on)
     st.error(f"The room's plan cannot be made: {e}")
 
-if cluster.configured():
+if (ray_address := api.cluster_address()) is not None:
     st.subheader("Ray cluster")
-    st.caption(f"Runs go to the Ray cluster at `{cluster.address()}`: one run per GPU (per node where there are "
+    st.caption(f"Runs go to the Ray cluster at `{ray_address}`: one run per GPU (per node where there are "
                "none), each in a fresh worker process on its node; the queue and the records stay here.")
     cluster_now(store)
 
@@ -116,7 +111,7 @@ if facts["missing"]:
     st.warning("\n".join(f"- {line}" for line in facts["missing"]))
 with st.container(border=True):
     queue.queue_box(store, key="system_queue")
-if active := sweeps.active_count(store):
+if active := api.sweeps_under_way(store):
     st.caption(f"Sweeps in progress: {active}.")
 
 with st.container(border=True):

@@ -6,12 +6,9 @@ them in opposite orders, and the import system then raises _DeadlockError in one
 imported; the failed import takes its package out of sys.modules, and the other thread reads KeyError:
 'torch._dynamo' (CPython gh-83065). torch._dynamo is such a tree, and torchvision, timm and transformers import it
 too. Streamlit starts a person's next page run in a new thread while the run it replaces is still finishing
-(runner.fastReruns), so one person clicking during a page's first draw is enough: CI's browser test that picks
-torchvision read "torchvision:resnet18 could not be built here (KeyError: 'torch._dynamo')" beside Streamlit's own
-error box. bench/import_race.py starts six threads at once in fresh processes, two of them doing what the Run page
-does; on the 2-core CPU (2026-11-27, Python 3.11, torch 2.13) bare imports failed in 12 of 12 trials, the code that
-held a lock for the sources but not for the feature checks in 2 of 42, this code in 0 of 60
-(bench/results/import-race-*-2core.json).
+(runner.fastReruns), so one person clicking during a page's first draw is enough: a model then cannot be built
+("KeyError: 'torch._dynamo'"). bench/import_race.py starts six threads at once in fresh processes, two of them doing
+what the Run page does, and counts the failures with and without the lock.
 
 Code that may first import those trees in the app's threads holds IMPORT_LOCK while it does: each feature's first
 check (tcore.host.features), and every library source's catalog and model entry (sample_models.sources; not a file's,

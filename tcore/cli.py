@@ -59,12 +59,12 @@ class Parser(argparse.ArgumentParser):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tcore.lab.outputs import model_cards
+    from tcore.lab.outputs import model_files
     from tcore.lab.queue import scheduler, waiting
     from tcore.lab.run import registry, runs
 
     store = RunStore(args.db)
-    model_cards.install(store, files_allowed=lambda: True, time_limit_s=args.timeout)  # the command line allows files
+    model_files.install(store, files_allowed=lambda: True, time_limit_s=args.timeout)  # the command line allows files
     scheduler.remove_stale_folders()  # what killed lab processes left in the temporary folder
     try:
         exp = experiment_from_args(args)
@@ -159,12 +159,12 @@ def default_words() -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from tcore.lab.outputs import model_cards
+    from tcore.lab.outputs import model_files
     from tcore.lab.run import runs
     from tcore.lab.run.recording import is_locked
 
     store = RunStore(args.db)
-    model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
+    model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     try:
         orphaned = runs.notice_dead_owners(store)
     except sqlite3.OperationalError as e:  # readers are never blocked: list what the store holds now
@@ -190,11 +190,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tcore.lab.outputs import model_cards
+    from tcore.lab.outputs import model_files
     from tcore.lab.run import runs
 
     store = RunStore(args.db)
-    model_cards.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
+    model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = runs.notice_dead_owners(store)
     record = store.get(args.run_id)
     if args.json:

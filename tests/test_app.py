@@ -368,9 +368,8 @@ def test_a_noisy_run_says_so_beside_its_headline_with_the_spread(db):
 def test_a_submit_from_the_run_page_checks_the_device_once(db, monkeypatch):
     """The device check (tcore.lab.run.runs.preflight) ran in the page's build, in the outlook above Run and again in
     runs.start: the page hands its answer on, so one click checks once; the lab's limits are still checked at start."""
-    from tcore.lab import rerun_outlook
+    from tcore.lab import api, rerun_outlook
     from tcore.lab.run import runs
-    from ui.panels import knob_values, knobs
 
     calls = []
     real = runs.preflight
@@ -378,15 +377,15 @@ def test_a_submit_from_the_run_page_checks_the_device_once(db, monkeypatch):
     def counted(where):
         return lambda exp: calls.append(where) or real(exp)
 
-    for module in (runs, knobs, knob_values, rerun_outlook):
+    for module in (runs, api, rerun_outlook):  # the pages check through the lab's API
         monkeypatch.setattr(module, "preflight", counted(module.__name__.rsplit(".", 1)[-1]))
     at = set_tiny_fast(app())
     at.selectbox(key="run_backend").set_value("eager").run()  # Dynamo alone: the quickest real run
-    assert calls.count("knobs") >= 1 and "rerun_outlook" not in calls  # each draw: build's check, handed on
+    assert calls.count("api") >= 1 and "rerun_outlook" not in calls  # each draw: build's check, handed on
     calls.clear()
     at.button(key="run_start").click().run()  # the submit in the click's callback, then the page drawn
     assert not at.exception
     (run,) = registry.active()
     # the click queues in Run's callback, then the page is drawn once: never again in runs.start or the outlook
-    assert calls == ["knobs"] and run.device == "cpu"
+    assert calls == ["api"] and run.device == "cpu"
     at.button(key=f"run_cancel_{run.run_id}").click().run()

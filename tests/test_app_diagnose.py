@@ -29,7 +29,7 @@ BREAK_LINE = next(i for i, text in enumerate(
 
 
 def test_cold_vs_warm_compile_times_on_compare_and_the_four_way(db):
-    from ui.panels.diagnose import base_experiment
+    from ui.panels.diagnose_sections import base_experiment
 
     tiny = base_experiment("captioner", backend="inductor")  # what Diagnose's four-way queues
     stored_run(db, tiny, compile_s=20.0, fx_graph_cache_misses=1, cache_artifacts="none")
@@ -258,7 +258,7 @@ def test_the_start_up_tab_counts_running_and_waiting_runs_apart(db):
 
 
 def test_the_break_pair_reuses_a_stored_run_without_the_break_and_says_so(db):
-    from ui.panels.diagnose import base_experiment
+    from ui.panels.diagnose_sections import base_experiment
 
     base = base_experiment("captioner", compile="whole", backend="eager")  # what the section queues for these knobs
     for i in range(3):  # three identical runs stored; the newest is reused

@@ -10,9 +10,9 @@ import pytest
 
 from tcore.experiment.comparable import compile_key
 from tcore.experiment.spec import Experiment
-from tcore.lab.outputs import artifacts
+from tcore.lab.outputs import artifact_handover
 from tcore.lab.run import runs
-from tcore.worker import artifacts as worker_artifacts
+from tcore.worker import compile_artifacts as worker_artifacts
 from tcore.worker import envinfo
 
 
@@ -45,7 +45,8 @@ def test_artifacts_from_a_cold_run_spare_the_next_start_its_compile(store, tmp_p
     with sqlite3.connect(store.path) as db:
         db.execute("UPDATE compile_artifacts SET made_on=?",
                    (json.dumps({"torch": "2.11.0+cu130", "triton": "3.6.0", "device_name": "NVIDIA H200"}),))
-    for name, value in artifacts.launch_env(exp.replace(cache="artifacts").to_dict(), "cpu", store, tmp_path).items():
+    env = artifact_handover.launch_env(exp.replace(cache="artifacts").to_dict(), "cpu", store, tmp_path)
+    for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert worker_artifacts.LOAD_ARTIFACTS_FROM in os.environ  # the lab did hand over the stored artifacts
     what, note = worker_artifacts.load(envinfo.collect("cpu"))
@@ -76,14 +77,14 @@ def test_a_cold_runs_compile_goes_into_the_shared_cache_whole_and_without_its_lo
     (shared / "inductor" / "fxgraph" / "ab").mkdir(parents=True)
     (shared / "inductor" / "fxgraph" / "ab" / "entry").write_bytes(b"kept")  # already there: left as it is
 
-    assert artifacts.share_compiled(fresh, shared) == 2
+    assert artifact_handover.share_compiled(fresh, shared) == 2
     assert (shared / "inductor" / "fxgraph" / "ab" / "entry").read_bytes() == b"kept"
     assert (shared / "inductor" / "cd" / "kernel.so").read_bytes() == b"\x7fELF"
     assert os.access(shared / "inductor" / "cd" / "kernel.so", os.X_OK)  # a kernel stays loadable
     assert (shared / "triton" / "HASH" / "k.json").read_text() == "{}"
     assert not (shared / "inductor" / "locks").exists()
     assert not list(shared.rglob("*.part"))  # every file renamed into place
-    assert artifacts.share_compiled(fresh, shared) == 0  # a second copy adds nothing
+    assert artifact_handover.share_compiled(fresh, shared) == 0  # a second copy adds nothing
 
 
 @pytest.mark.compile

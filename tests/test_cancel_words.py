@@ -4,7 +4,7 @@ from types import SimpleNamespace
 from tcore.experiment.protocol import error as error_event
 from tcore.experiment.spec import Experiment
 from tcore.lab.run import runs
-from tcore.store.queue import CANCELLED_IN_QUEUE, cancel_words
+from tcore.store.run_queue import CANCELLED_IN_QUEUE, cancel_words
 
 EXP = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager")
 # Another process's queue (never started here): runs.cancel cannot reach a live run and asks through the store.

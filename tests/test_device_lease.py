@@ -1,7 +1,7 @@
 """The device lease: runs that share a GPU hold it alone, one at a time, in the store's order; a run's end frees it.
 
 The store's part (tcore.store.devices) and the lab's broker (tcore.lab.queue.lease) on hand-made runs; the worker's side
-(tcore.worker.lease) against a real Dynamo compile; the room's plan (tcore.lab.queue.room) as arithmetic.
+(tcore.worker.device_lease) against a real Dynamo compile; the room's plan (tcore.lab.queue.room) as arithmetic.
 """
 import io
 import json
@@ -16,7 +16,7 @@ from tcore.experiment import protocol
 from tcore.lab.queue import lease, room, scheduler
 from tcore.store import SlotRoom
 from tcore.worker import diagnostics
-from tcore.worker.lease import DeviceLease
+from tcore.worker.device_lease import DeviceLease
 from tests.helpers import QUICK, wait_until
 
 HOST = scheduler.this_process().host

@@ -4,7 +4,7 @@ real: an out-of-range index on the CPU, and the error CUDA raises for a device-s
 import os
 
 from tcore.experiment.spec import Experiment
-from tcore.lab.outputs import model_cards
+from tcore.lab.outputs import model_files
 from tcore.lab.run import runs
 from tests.app_harness import db  # noqa: F401 (the fixture)
 
@@ -20,7 +20,7 @@ def _gone(pid: int) -> bool:
 
 
 def _failed(store, preset):
-    model_cards.install(store, files_allowed=lambda: True)  # as the command line does: a child reads the file
+    model_files.install(store, files_allowed=lambda: True)  # as the command line does: a child reads the file
     exp = Experiment(model=MODEL, preset=preset, batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
                      rounds=1, compile="off")
     live = runs.start(exp, store)

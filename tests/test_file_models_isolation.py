@@ -125,11 +125,11 @@ def test_a_file_run_stored_without_a_card_shows_without_importing_the_file(db, m
 def test_a_server_that_does_not_allow_files_never_runs_a_file_run_it_takes_over(store, marker_model):
     """A command line (which allows files) queued it and ended; the app, with files off, must not run its code in
     a worker either: it ends the run and says why."""
-    from tcore.lab.outputs import model_cards
+    from tcore.lab.outputs import model_files
     from tcore.lab.run import runs
 
     model, marker = marker_model
-    model_cards.install(store, files_allowed=lambda: False)
+    model_files.install(store, files_allowed=lambda: False)
     run_id = insert_run(store, QUICK, status="queued")
     record = store.get(run_id)
     record.spec["model"] = f"file:{model}"

@@ -1,4 +1,5 @@
-"""The fork server (tcore.lab.launch.forkserver): on a machine without a GPU, workers are forked from one process that
+"""The fork server (tcore.lab.launch.fork_server_client): on a machine without a GPU, workers are forked from one
+process that
 has done the imports, and each is still what `python -m tcore.worker` would be: its own process group, its own
 environment, its own TORCH_TRACE, its exit status known (its trace on and off: tests/test_ecosystem.py; a worker killed
 mid-run: tests/test_worker.py; both run forked here too)."""
@@ -10,11 +11,12 @@ from pathlib import Path
 import pytest
 from helpers import QUICK
 
-from tcore.lab.launch import forkserver, launcher
-from tcore.lab.outputs import model_cards
+from tcore.lab.launch import fork_server_client, launcher
+from tcore.lab.outputs import model_files
 from tcore.lab.run import runs
 
-pytestmark = pytest.mark.skipif(not forkserver.available(), reason="workers are not forked on a machine with a GPU")
+pytestmark = pytest.mark.skipif(not fork_server_client.available(),
+                                reason="workers are not forked on a machine with a GPU")
 
 
 def _stat(pid: int) -> tuple[int, int]:
@@ -36,7 +38,7 @@ def test_workers_come_from_one_server_each_in_its_own_group_with_the_imports_alr
     first, second = launcher.Worker({}), launcher.Worker({})
     try:
         assert first.forked and second.forked
-        server = forkserver._SERVER
+        server = fork_server_client._SERVER
         assert server is not None and server.alive
         for worker in (first, second):
             parent, group = _stat(worker.proc.pid)
@@ -70,12 +72,12 @@ def test_a_forked_worker_runs_with_its_own_environment_and_fresh_compile_caches(
     probe.write_text(ENV_PROBE)
     launcher.Worker({}).dismiss()  # the server is up before the next variable is set
     monkeypatch.setenv("SET_AFTER_THE_SERVER", "seen")  # not read at import: the same server serves the run
-    server = forkserver._SERVER
-    model_cards.install(store, files_allowed=lambda: True)  # as the command line does: a child reads the file
+    server = fork_server_client._SERVER
+    model_files.install(store, files_allowed=lambda: True)  # as the command line does: a child reads the file
     probed = runs.execute(QUICK.replace(model=f"file:{probe}", preset="tiny", cache="cold"), store)
     assert probed.status == "finished", probed.error
     seen = json.loads(Path(f"{probe}.json").read_text())
-    assert forkserver._SERVER is server
+    assert fork_server_client._SERVER is server
     assert seen["SET_AFTER_THE_SERVER"] == "seen"
     # its own fresh compile caches, in its own folder: what makes its compile a cold one
     assert Path(seen["TORCHINDUCTOR_CACHE_DIR"]).parent == Path(seen["TCORE_WORKER_DIR"])
@@ -84,13 +86,13 @@ def test_a_forked_worker_runs_with_its_own_environment_and_fresh_compile_caches(
 
 def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_ends(monkeypatch):
     worker = launcher.Worker({})
-    old = forkserver._SERVER
+    old = fork_server_client._SERVER
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM", "0")  # read when Inductor's config is imported
     fresh = launcher.Worker({})
     try:
-        assert (fresh.forked and forkserver._SERVER is not old
-                and forkserver._SERVER.key["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"] == "0")
-        assert _stat(fresh.proc.pid)[0] == forkserver._SERVER.proc.pid
+        assert (fresh.forked and fork_server_client._SERVER is not old
+                and fork_server_client._SERVER.key["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"] == "0")
+        assert _stat(fresh.proc.pid)[0] == fork_server_client._SERVER.proc.pid
         assert old.proc.poll() is None  # still has a worker it must report on
     finally:
         worker.dismiss()
@@ -100,7 +102,7 @@ def test_a_new_setting_torch_reads_at_import_gets_a_new_server_and_the_old_one_e
 
 
 def test_with_the_switch_off_each_worker_is_its_own_process(monkeypatch):
-    monkeypatch.setenv(forkserver.SWITCH_ENV, "0")
+    monkeypatch.setenv(fork_server_client.SWITCH_ENV, "0")
     worker = launcher.Worker({})
     try:
         assert not worker.forked and _stat(worker.proc.pid)[0] == os.getpid()
@@ -113,12 +115,12 @@ def test_a_spare_does_not_wait_for_a_server_still_importing_nor_starts_afresh(mo
     started (the next fill forks one). Not one started afresh either: its peak RSS, the CPU's peak-memory figure,
     would count the library pages its own imports touched, which a forked worker's does not."""
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE", "0")  # a new server, importing now
-    with pytest.raises(forkserver.StillImporting):
+    with pytest.raises(fork_server_client.StillImporting):
         launcher.Worker({}, wait_for_fork_server=False)
     spares = launcher.SparePool()
     spares.fill("cpu", {})
     assert spares.take("cpu", {}) is None
-    assert forkserver._SERVER.key.get("TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE") == "0"
+    assert fork_server_client._SERVER.key.get("TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE") == "0"
     launcher.Worker({}).dismiss()  # a run waits for the server instead
     spares.fill("cpu", {})
     spare = spares.take("cpu", {})
@@ -135,22 +137,22 @@ def test_a_reply_that_comes_too_late_is_never_taken_for_the_next_requests_worker
     import signal
 
     launcher.Worker({}).dismiss()  # the server's imports done
-    server = forkserver._SERVER
+    server = fork_server_client._SERVER
     stopped: list[int] = []
-    stop = forkserver._stop_unclaimed
-    monkeypatch.setattr(forkserver, "_stop_unclaimed", lambda pid: (stopped.append(pid), stop(pid)))
-    monkeypatch.setattr(forkserver, "REPLY_TIMEOUT_S", 1.0)
+    stop = fork_server_client._stop_unclaimed
+    monkeypatch.setattr(fork_server_client, "_stop_unclaimed", lambda pid: (stopped.append(pid), stop(pid)))
+    monkeypatch.setattr(fork_server_client, "REPLY_TIMEOUT_S", 1.0)
     os.kill(server.proc.pid, signal.SIGSTOP)
     try:
         fallback = launcher.Worker({})  # the server says nothing within the reply's time
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
-    monkeypatch.setattr(forkserver, "REPLY_TIMEOUT_S", 180.0)  # only against a hang from here
+    monkeypatch.setattr(fork_server_client, "REPLY_TIMEOUT_S", 180.0)  # only against a hang from here
     following = launcher.Worker({})  # asked at once: the late reply may come while this one waits
     try:
         assert not fallback.forked and _stat(fallback.proc.pid)[0] == os.getpid()
         assert following.forked and _stat(following.proc.pid)[0] == server.proc.pid
-        assert forkserver._SERVER is server
+        assert fork_server_client._SERVER is server
         assert _wait_for(lambda: len(stopped) == 1)
         assert stopped[0] != following.proc.pid
         assert _wait_for(lambda: not Path(f"/proc/{stopped[0]}").exists()

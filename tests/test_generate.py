@@ -330,6 +330,16 @@ def test_a_decode_step_is_held_against_the_bytes_it_reads_and_says_what_to_try()
     assert decode_words.words({"compiled_decode_ms_per_token": 3.0}, {}) == [] and decode_words.rows({}) == []
 
 
+def test_a_decode_step_held_back_by_launches_without_cuda_graphs_is_told_to_replay_them_whatever_the_mode_name():
+    # max-autotune-no-cudagraphs begins like max-autotune but replays no CUDA graph: its launch gaps are still there
+    idle = {"compiled_decode_ms_per_token": 1.72, "compiled_decode_bw_measured_pct": 48.1,
+            "breakdown": {"compiled": {"ms": {"matmul": 1.10, "idle": 0.6}}}}
+    for mode, told in (("max-autotune-no-cudagraphs", True), ("default", True), ("reduce-overhead", False),
+                       ("max-autotune", False)):
+        said = decode_words.words(idle, {"mode": mode, "kv_cache": "static", "coordinate_descent": True})
+        assert any("Try mode reduce-overhead" in s for s in said) is told, mode
+
+
 def test_attention_far_above_its_bytes_is_named_as_what_keeps_decode_from_the_bandwidth():
     # the lab's best setting on an H100 (BENCHMARKS.md): 1.356 ms a token at 1.83 TB/s, a 0.0059 GiB static cache,
     # attention 0.156 ms (11.5% of the step) for 0.25% of the bytes; the batch-1 products as reductions, classed matmul

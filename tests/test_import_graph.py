@@ -113,7 +113,7 @@ def _a_cycle_through(graph: dict[str, set[str]], component: set[str]) -> list[st
 
 def test_the_graph_sees_every_module_and_imports_inside_functions():
     graph = import_graph()
-    assert len(graph) > 50 and "tcore.lab.queue.scheduler" in graph and "tcore.worker.run" in graph
+    assert len(graph) > 50 and "tcore.lab.queue.scheduler" in graph and "tcore.worker.run_experiment" in graph
     # tcore.cli imports the scheduler only where a command needs it, inside a function
     assert any(m.startswith("tcore.lab") for m in graph["tcore.cli"])
 
@@ -136,11 +136,49 @@ def test_importing_a_part_of_another_package_runs_that_package_first():
 MAY_REACH = {
     "tcore.experiment": {"tcore.experiment"},
     "tcore.host": {"tcore.experiment", "tcore.host"},
+    "tcore.store": {"tcore.experiment", "tcore.figures", "tcore.store"},  # figures: only STORE_NOT_YET's edge
     "tcore.figures": {"tcore.experiment", "tcore.figures"},
     "tcore.analysis": {"tcore.experiment", "tcore.figures", "tcore.analysis"},
     "tcore.export": {"tcore.experiment", "tcore.figures", "tcore.export"},
     "tcore.worker": {"tcore.experiment", "tcore.host", "tcore.figures", "tcore.worker"},
 }
+
+
+# The store keeps records and leans on what a run is (tcore.experiment), nothing that reads or explains records. One
+# edge does not hold that yet: a record stored before paired rounds is upgraded as it is read
+# (tcore.store.records -> tcore.figures.derived.upgrade_result), until such records are rewritten once in the store.
+STORE_NOT_YET = {("tcore.store.records", "tcore.figures")}
+
+
+def test_the_store_leans_on_what_a_run_is_and_on_nothing_that_reads_records():
+    graph = import_graph()
+    upward = {(m, ".".join(w.split(".")[:2])) for m in graph if _inside(m, "tcore.store") for w in graph[m]
+              if w.startswith("tcore.") and ".".join(w.split(".")[:2]) not in ("tcore.experiment", "tcore.store")}
+    assert upward == STORE_NOT_YET
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """The names a module imports as it is imported: its top-level statements (inside a top-level if or try too), not
+    its functions' and not what only a type checker reads (if TYPE_CHECKING)."""
+    names, todo = set(), list(ast.parse(path.read_text(), str(path)).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            todo += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            todo += node.body + node.orelse + node.finalbody + [n for h in node.handlers for n in h.body]
+    return names
+
+
+def test_what_a_run_is_imports_the_model_registry_only_where_it_checks_or_names_a_model():
+    # sample_models imports torch and the model libraries: reading or writing an experiment must not load them
+    offenders = {m: sorted(n for n in _module_level_imports(MODULES[m]) if _inside(n, "sample_models"))
+                 for m in MODULES if _inside(m, "tcore.experiment")}
+    assert {m: n for m, n in offenders.items() if n} == {}
 
 
 def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -230,3 +268,40 @@ def test_the_labs_rooms_lean_only_on_the_rooms_below_them():
                             if w.startswith("tcore.lab") and ".".join(w.split(".")[:3]) not in allowed)
                   for m in modules}
         assert {m: w for m, w in beyond.items() if w} == {}, room
+
+
+# The app's side (the app, its server, its pages and ui/) reaches the lab through one module, its API: a page draws,
+# the lab decides, and what a page may ask of the lab reads in one file.
+APP_SIDE = [ROOT / "app.py", ROOT / "serve.py", *sorted((ROOT / "app_pages").glob("*.py")),
+            *sorted(p for p in (ROOT / "ui").glob("**/*.py") if "__pycache__" not in p.parts)]
+LAB_API = "tcore.lab.api"
+
+
+def _lab_imports(path: Path) -> set[str]:
+    """The modules of tcore.lab that `path` names in an import, anywhere in its source."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if _inside(a.name, "tcore.lab")}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module == "tcore":
+                names |= {f"tcore.{a.name}" for a in node.names if a.name == "lab"}
+            elif node.module == "tcore.lab":
+                names |= {f"tcore.lab.{a.name}" for a in node.names}
+            elif _inside(node.module, "tcore.lab"):
+                names.add(node.module)
+    return names
+
+
+def test_the_app_side_imports_nothing_from_the_lab_but_its_api():
+    found = {str(p.relative_to(ROOT)): _lab_imports(p) for p in APP_SIDE}
+    assert found["app.py"] == found["app_pages/system.py"] == found["ui/panels/live.py"] == {LAB_API}
+    assert {p: sorted(n) for p, n in found.items() if n - {LAB_API}} == {}
+
+
+def test_the_rule_for_the_app_side_sees_every_way_of_naming_a_lab_module(tmp_path):
+    page = tmp_path / "page.py"
+    page.write_text("import tcore.lab.run.runs\nfrom tcore import lab\nfrom tcore.lab import sweeps, api\n"
+                    "def f():\n    from tcore.lab.queue.scheduler import TICK_S\n")
+    assert _lab_imports(page) == {"tcore.lab.run.runs", "tcore.lab", "tcore.lab.sweeps", LAB_API,
+                                  "tcore.lab.queue.scheduler"}

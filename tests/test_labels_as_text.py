@@ -73,7 +73,7 @@ def test_an_evil_label_shows_as_typed_in_diagnose_s_note_on_a_reused_run_without
 
     from tcore.lab.run import runs
     from tests.app_harness import stored_run
-    from ui.panels.diagnose import base_experiment
+    from ui.panels.diagnose_sections import base_experiment
 
     base = base_experiment("captioner", compile="whole", backend="eager")
     reused = stored_run(db, base, speedup=1.0, speedup_low=0.9, speedup_high=1.1)

@@ -11,7 +11,7 @@ import torch
 
 from tcore.experiment.spec import Experiment
 from tcore.lab import ladder
-from tcore.worker import ladder as worker_ladder
+from tcore.worker import ladder_rung as worker_ladder
 from tests.ladder_rungs import (
     PARTS,
     SPEC,

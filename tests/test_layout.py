@@ -33,3 +33,15 @@ def test_the_worker_imports_nothing_from_the_lab_side_or_the_store():
     offenders = {str(p.relative_to(ROOT)): sorted(n for n in _imports(p) if n.startswith(("tcore.lab", "tcore.store")))
                  for p in inside}
     assert {p: n for p, n in offenders.items() if n} == {}
+
+
+def test_no_two_modules_share_a_name():
+    """A module's name says which it is: two files named alike (two fork servers, two `runs`) leave every import line,
+    traceback and search asking which one is meant."""
+    found: dict[str, list[str]] = {}
+    for folder in ("tcore", "ui", "app_pages", "sample_models"):
+        for path in (ROOT / folder).glob("**/*.py"):
+            if path.name not in ("__init__.py", "__main__.py") and "__pycache__" not in path.parts:
+                found.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert len(found) > 100
+    assert {name: paths for name, paths in found.items() if len(paths) > 1} == {}

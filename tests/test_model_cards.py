@@ -1,4 +1,4 @@
-"""Reading a model file's card in a child (tcore.lab.outputs.model_cards.describe): what the file prints stays out
+"""Reading a model file's card in a child (tcore.lab.outputs.model_files.describe): what the file prints stays out
 of the lab's process, and a file that never finishes is stopped, with what it started, within the run's time limit,
 and not started again for the same file."""
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sample_models.sources import UnknownModel
-from tcore.lab.outputs import model_cards
+from tcore.lab.outputs import model_files
 
 TINY = '''
 import torch.nn as nn
@@ -27,7 +27,7 @@ def make_batch(preset, batch_size, device, generator):
 
 @pytest.fixture(autouse=True)
 def no_kept_failures(monkeypatch):
-    monkeypatch.setattr(model_cards, "_FAILED", {}, raising=False)
+    monkeypatch.setattr(model_files, "_FAILED", {}, raising=False)
 
 
 def test_what_a_file_prints_never_comes_back_and_the_card_does(tmp_path):
@@ -35,7 +35,7 @@ def test_what_a_file_prints_never_comes_back_and_the_card_does(tmp_path):
     # megabytes on both streams, and a last stdout line after the card was written: the card has its own channel
     model.write_text("import atexit, sys\nsys.stdout.write('x' * 4_000_000 + '\\n')\nsys.stderr.write('y' * 4_000_000)"
                      "\natexit.register(print, 'said last, on stdout')\n" + TINY)
-    card = model_cards.describe(f"file:{model}")
+    card = model_files.describe(f"file:{model}")
     assert card["presets"] == ["tiny"]
 
 
@@ -44,16 +44,16 @@ def test_a_file_that_dies_is_said_with_the_end_of_its_stderr_only(tmp_path):
     model.write_text("import os, sys\nsys.stderr.write('z' * 3_000_000 + '\\nthe last words\\n')\nsys.stderr.flush()\n"
                      "os._exit(3)\n")
     with pytest.raises(UnknownModel, match=r"ended with code 3: the last words$"):
-        model_cards.describe(f"file:{model}")
+        model_files.describe(f"file:{model}")
 
 
 def test_the_tail_keeps_the_last_bytes_only():
     reader, writer = os.pipe()
-    tail = model_cards._Tail(os.fdopen(reader, "rb"))
+    tail = model_files._Tail(os.fdopen(reader, "rb"))
     with os.fdopen(writer, "wb") as w:
-        w.write(b"a" * (3 * model_cards.STDERR_TAIL_BYTES) + b"end")
+        w.write(b"a" * (3 * model_files.STDERR_TAIL_BYTES) + b"end")
     tail.join()
-    assert len(tail.kept) == model_cards.STDERR_TAIL_BYTES and tail.kept.endswith(b"aend")
+    assert len(tail.kept) == model_files.STDERR_TAIL_BYTES and tail.kept.endswith(b"aend")
 
 
 class _StartedFirst(subprocess.Popen):
@@ -83,7 +83,7 @@ def test_a_file_that_never_finishes_is_stopped_with_its_children_within_the_run_
     monkeypatch.setattr(_StartedFirst, "pid_file", pid_file, raising=False)
     monkeypatch.setattr(subprocess, "Popen", _StartedFirst)
     with pytest.raises(UnknownModel, match=r"timed out after 1 s"):
-        model_cards.describe(f"file:{model}", time_limit_s=1.0)  # the run's limit, under DESCRIBE_TIMEOUT_S
+        model_files.describe(f"file:{model}", time_limit_s=1.0)  # the run's limit, under DESCRIBE_TIMEOUT_S
     grandchild = int(pid_file.read_text())
     while not _ended(grandchild):  # SIGKILLed with its group; init reaps it
         time.sleep(0.05)
@@ -93,4 +93,4 @@ def test_a_file_that_never_finishes_is_stopped_with_its_children_within_the_run_
 
     monkeypatch.setattr(subprocess, "Popen", no_second_child)
     with pytest.raises(UnknownModel, match=r"timed out after 1 s"):
-        model_cards.describe(f"file:{model}", time_limit_s=1.0)  # the page's rerun: the kept failure
+        model_files.describe(f"file:{model}", time_limit_s=1.0)  # the page's rerun: the kept failure

@@ -14,7 +14,7 @@ from tcore.lab.queue import scheduler
 from tcore.lab.run import runs
 from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import owners as store_owners
-from tcore.store import queue as store_queue
+from tcore.store import run_queue as store_queue
 from tests.helpers import (
     QUICK,
     hold_cpu_slot,

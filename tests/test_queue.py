@@ -198,12 +198,12 @@ def test_two_processes_submitting_at_once_never_overlap_on_the_cpu_slot(tmp_path
 
 
 def test_a_run_whose_outcome_cannot_be_recorded_still_ends_and_frees_its_slot(store, monkeypatch, cleanup):
-    from tcore.lab.outputs import artifacts
+    from tcore.lab.outputs import artifact_handover
 
     def broken_keep(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(artifacts, "keep", broken_keep)
+    monkeypatch.setattr(artifact_handover, "keep", broken_keep)
     first = runs.start(QUICK, store)
     cleanup.append(first)
     rec = first.wait(HANG_S)

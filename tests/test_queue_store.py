@@ -1,10 +1,10 @@
-"""The queue's store operations (tcore.store.queue) with a fake owning process and no worker: ids, order, and how
+"""The queue's store operations (tcore.store.run_queue) with a fake owning process and no worker: ids, order, and how
 an owner's silence is judged."""
 from typing import NamedTuple
 
 import pytest
 
-from tcore.store import RunStore, owners, queue
+from tcore.store import RunStore, owners, run_queue
 from tests.helpers import QUICK
 
 
@@ -25,7 +25,7 @@ def store(tmp_path):
 def test_an_id_already_taken_is_drawn_again(store, monkeypatch):
     drawn = iter(["20260101-120000-aaaaaa", "20260101-120000-aaaaaa", "20260101-120000-aaaaaa",
                   "20260101-120000-bbbbbb"])
-    monkeypatch.setattr(queue, "new_id", lambda: next(drawn))
+    monkeypatch.setattr(run_queue, "new_id", lambda: next(drawn))
     first = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
     second = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
     assert (first, second) == ("20260101-120000-aaaaaa", "20260101-120000-bbbbbb")
@@ -33,7 +33,7 @@ def test_an_id_already_taken_is_drawn_again(store, monkeypatch):
 
 def test_the_queue_keeps_the_order_runs_were_queued_in_when_the_clock_is_set_back(store, monkeypatch):
     clock = iter([1000.0, 400.0])  # the second run is queued after the clock was set back
-    monkeypatch.setattr(queue.time, "time", lambda: next(clock, 401.0))
+    monkeypatch.setattr(run_queue.time, "time", lambda: next(clock, 401.0))
     first = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
     second = store.enqueue(QUICK, device="cpu", owner="bob", proc=ME, timeout_s=None)
     queued, _, _ = store.queue_state("h", "cpu")
@@ -66,7 +66,7 @@ class Clocks:
 
 def test_a_wall_clock_step_makes_no_live_owner_silent_but_a_silent_one_still_loses_its_run(store, monkeypatch):
     clocks = Clocks()
-    monkeypatch.setattr(queue, "time", clocks)
+    monkeypatch.setattr(run_queue, "time", clocks)
     monkeypatch.setattr(owners, "time", clocks)
     monkeypatch.setattr(owners, "_HEARD", {}, raising=False)
     owner, watcher = Proc("h", 2000, "22"), Proc("h", 3000, "33")

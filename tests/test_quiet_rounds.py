@@ -140,7 +140,7 @@ def test_a_held_worker_that_is_stopped_for_good_hears_its_sigterm_at_once():
 def test_a_held_run_gets_its_held_time_back_in_its_limit_its_timeline_and_its_compile(workers):
     """The run held still is told when it goes on: its time limit moves by the held seconds, its timeline shows them
     as held still, and unless it was waiting for the device then (a wait already), its next grant says them to its
-    worker, whose compile leaves them out (tcore.worker.lease); the grant after says none."""
+    worker, whose compile leaves them out (tcore.worker.device_lease); the grant after says none."""
     import io
     import json
     import threading
@@ -149,7 +149,7 @@ def test_a_held_run_gets_its_held_time_back_in_its_limit_its_timeline_and_its_co
     from tcore.figures import timeline
     from tcore.lab.run.following import Following
     from tcore.lab.run.runclock import RunClock
-    from tcore.worker.lease import DeviceLease
+    from tcore.worker.device_lease import DeviceLease
 
     a, b, c = workers
 

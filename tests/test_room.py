@@ -1,5 +1,6 @@
 """A room on one device, with real workers: runs share the slot, compile side by side, and hold the device alone in turn
-for the phases that need it (tcore.lab.queue.room, tcore.lab.queue.lease, tcore.worker.lease); a crash, a cancel or a
+for the phases that need it (tcore.lab.queue.room, tcore.lab.queue.lease, tcore.worker.device_lease); a crash, a cancel
+or a
 time limit while holding or waiting frees it for the others.
 
 On a machine without a GPU the lab never shares the CPU (a compile beside a CPU measurement would share its cores),

@@ -7,15 +7,16 @@ from types import SimpleNamespace
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.lab.queue.waiting import Wait
 from tcore.lab.run import registry
-from tcore.store.queue import BY_INSTRUCTOR
+from tcore.store.run_queue import BY_INSTRUCTOR
 from tests.helpers import QUICK, insert_run
 from ui.words import run_state
 
 
 def following(monkeypatch, run_id: str, **snap) -> None:
     """This process follows `run_id` live, its snapshot saying `snap`."""
-    live = SimpleNamespace(done=False, snapshot=lambda: {"status": "running", "phase": None, "queue_position": None,
-                                                         "wait": None, "waited_s": 0.0, **snap})
+    live = SimpleNamespace(run_id=run_id, exp=None, device="cpu", owner=None, queued_at=0.0, done=False,
+                           snapshot=lambda: {"status": "running", "phase": None, "queue_position": None,
+                                             "wait": None, "waited_s": 0.0, **snap})
     monkeypatch.setattr(registry, "live", lambda i: live if i == run_id else None)
 
 

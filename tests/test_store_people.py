@@ -1,4 +1,4 @@
-"""Whose runs are whose (tcore.store.people): a participant who takes a name keeps their runs and sweeps."""
+"""Whose runs are whose (tcore.store.participants): a participant who takes a name keeps their runs and sweeps."""
 from tcore.lab import sweeps
 from tcore.lab.queue import scheduler
 from tests.helpers import QUICK

@@ -5,7 +5,7 @@ import sqlite3
 from pathlib import Path
 
 from tcore.lab import sweeps
-from tcore.lab.outputs import artifacts
+from tcore.lab.outputs import artifact_handover
 from tcore.store import RunStore, connection
 from tests.helpers import QUICK, insert_run
 
@@ -41,7 +41,7 @@ def test_every_table_is_made_in_the_schema_module_only():
 
 
 def test_reads_and_writes_run_no_ddl_once_the_store_is_open(tmp_path, monkeypatch):
-    """lab/artifacts.py used to run its CREATE TABLEs on every read, on a connection of its own."""
+    """lab/artifact_handover.py used to run its CREATE TABLEs on every read, on a connection of its own."""
     store = RunStore(tmp_path / "runs.sqlite")  # opened: its tables are made here, once
     statements = []
     real_connect = sqlite3.connect
@@ -56,7 +56,7 @@ def test_reads_and_writes_run_no_ddl_once_the_store_is_open(tmp_path, monkeypatc
     store.finish(run_id, result={"device": "cpu"})
     store.get(run_id), store.list(), store.power_samples(run_id), store.code(run_id), store.store_id
     store.torch_trace(run_id), store.saved_artifacts(run_id, size_only=True), store.profiler_trace(run_id, "eager")
-    artifacts.artifacts_for(QUICK.to_dict(), "cpu", store)
+    artifact_handover.artifacts_for(QUICK.to_dict(), "cpu", store)
     store.lab_state("paused"), store.running_and_queued("here"), store.queue_state("here", "cpu")
     sweep_id = store.create_sweep(owner="ada", label="s", size=0, skipped=[])
     sweeps.get(sweep_id, store), sweeps.latest(store, "ada"), sweeps.active_count(store)

@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from tcore.experiment.spec import Experiment
 from ui.charts import compare_charts
-from ui.words import sweep_matrix, verdicts
+from ui.words import compare_verdicts, sweep_matrix
 
 
 def run(speedup, low, high, **more):
@@ -17,7 +17,7 @@ def run(speedup, low, high, **more):
 def test_the_break_verdict_reads_the_right_way_round_with_its_caveats():
     clean = run(2.69, 2.60, 2.80, graph_count=1, compile_s=18.2)
     broken = run(1.80, 1.74, 1.85, graph_count=6, compile_s=17.7)
-    text = verdicts.break_verdict(clean, broken)
+    text = compare_verdicts.break_verdict(clean, broken)
     assert "**6 graphs** instead of 1" in text
     assert "compiled keeps **67%** of the speedup it has without it, beyond both runs' intervals" in text
     assert "Noisy" not in text
@@ -25,12 +25,12 @@ def test_the_break_verdict_reads_the_right_way_round_with_its_caveats():
     # The issue's case: noisy runs whose figures read backwards. Overlapping intervals: not told apart, and said.
     noisy_clean = run(0.47, 0.30, 2.90, graph_count=1)
     noisy_broken = run(0.85, 0.40, 1.90, graph_count=6)
-    text = verdicts.break_verdict(noisy_clean, noisy_broken)
+    text = compare_verdicts.break_verdict(noisy_clean, noisy_broken)
     assert "**cannot tell the two apart**" in text and "181%" not in text
     assert "**Noisy**: the run without the break (the speedup's 95% interval is too wide to trust" in text
 
     # Faster with the break, beyond the intervals: said as unexpected, not as a cost.
-    text = verdicts.break_verdict(run(1.2, 1.18, 1.22, graph_count=1), run(1.5, 1.45, 1.55, graph_count=6))
+    text = compare_verdicts.break_verdict(run(1.2, 1.18, 1.22, graph_count=1), run(1.5, 1.45, 1.55, graph_count=6))
     assert "measured **faster**, which a break should not do" in text
 
 
@@ -38,20 +38,20 @@ def test_the_strategies_get_a_verdict_and_a_word_when_throughput_orders_them_oth
     items = [("dynamic=False", run(1.30, 1.25, 1.34, compiled_samples_per_s=1300.0, eager_samples_per_s=1000.0)),
              ("mark_dynamic", run(1.28, 1.22, 1.33, compiled_samples_per_s=1410.0, eager_samples_per_s=1100.0)),
              ("buckets", run(0.90, 0.88, 0.93, compiled_samples_per_s=950.0, eager_samples_per_s=1050.0))]
-    text = verdicts.ranking_verdict(items, what="strategy")
+    text = compare_verdicts.ranking_verdict(items, what="strategy")
     # The two fastest overlap: neither is crowned, and the slower one beyond them is not among them.
     assert text.startswith("These runs **cannot tell apart** **dynamic=False** (1.30x (1.25–1.34)), **mark_dynamic** "
                            "(1.28x (1.22–1.33)): their speedups' intervals overlap, so none of them is named the "
                            "fastest strategy.")
     assert "Fastest" not in text and "**buckets** (" not in text
-    clear = verdicts.ranking_verdict([items[0], items[2]], what="strategy")
+    clear = compare_verdicts.ranking_verdict([items[0], items[2]], what="strategy")
     assert clear.startswith("Fastest strategy: **dynamic=False**, 1.30x (1.25–1.34) eager.")
     assert "By compiled samples/s alone the order differs (mark_dynamic > dynamic=False > buckets)" in text
     assert "eager read 1,000–1,100 samples/s across them" in text
-    other = verdicts.ranking_verdict(items, what="run", same_work=False)  # different models or tasks on Compare
+    other = compare_verdicts.ranking_verdict(items, what="run", same_work=False)  # different models or tasks on Compare
     assert "machine's speed" not in other and "time different work" in other
-    assert verdicts.ranking_verdict([("a", {"speedup": None})]) is None
-    assert verdicts.ranking_verdict(items[:1]) is None  # one run is not a ranking
+    assert compare_verdicts.ranking_verdict([("a", {"speedup": None})]) is None
+    assert compare_verdicts.ranking_verdict(items[:1]) is None  # one run is not a ranking
 
 
 def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_shows_them():
@@ -144,17 +144,17 @@ def test_a_runs_page_shows_the_paired_headline_its_interval_and_a_launch_bound_w
 def test_reruns_of_one_setting_are_said_as_reruns_not_ranked():
     a = {"speedup": 2.54, "speedup_low": 2.40, "speedup_high": 2.70}
     b = {"speedup": 2.50, "speedup_low": 2.36, "speedup_high": 2.66}
-    said = verdicts.ranking_verdict([("x · f83988", a), ("x · 74e593", b)], what="run", reruns=True)
+    said = compare_verdicts.ranking_verdict([("x · f83988", a), ("x · 74e593", b)], what="run", reruns=True)
     assert said.startswith("These 2 runs are reruns of **one setting**, so none of them is a faster setting: their "
                            "headlines read 2.50–2.54x, 1.6% apart")
     assert "Fastest" not in said and "inside the others' intervals" in said
     far = {"speedup": 3.5, "speedup_low": 3.4, "speedup_high": 3.6}
-    assert "lie outside each other's intervals" in verdicts.ranking_verdict([("a", a), ("c", far)], reruns=True)
+    assert "lie outside each other's intervals" in compare_verdicts.ranking_verdict([("a", a), ("c", far)], reruns=True)
 
 
 def test_the_history_axis_holds_the_points_and_cuts_a_runaway_whisker():
     from tcore.analysis.history import Point
-    from ui.panels.history import axis_range
+    from ui.panels.earlier_runs import axis_range
 
     steady = [Point("a", 0.0, 1.51, 1.45, 1.57), Point("b", 1.0, 1.49, 1.43, 1.55)]
     low, high, cut = axis_range(steady)
@@ -177,7 +177,7 @@ def test_compare_crowns_only_a_run_that_compiled_code_of_the_selections_task_and
     eager_again = record("run-eager2", 0.13, 0.11, 0.16, backend="eager")
     inductor = record("run-induct", 1.30, 1.25, 1.35)
     generate = record("run-genera", 2.00, 1.90, 2.10, task="generate")
-    text = verdicts.compare_verdict([eager, eager_again, inductor, generate])
+    text = compare_verdicts.compare_verdict([eager, eager_again, inductor, generate])
     assert "Fastest" not in text  # one run of this task compiled code: nothing to rank it against
     assert text.startswith(f"Of the runs of one task here, only **{inductor.label} · induct** compiled code: 1.30x")
     assert f"**{eager.label} · eager1** (backend eager, 4.15x (0.50–30.00))" in text  # not ranked, and why
@@ -188,8 +188,8 @@ def test_compare_crowns_only_a_run_that_compiled_code_of_the_selections_task_and
 
     # Two runs that compiled code: the faster one is crowned, the eager-backend run still is not.
     regional = record("run-region", 1.60, 1.55, 1.65, compile="regional")
-    text = verdicts.compare_verdict([eager, regional, inductor])
+    text = compare_verdicts.compare_verdict([eager, regional, inductor])
     assert text.startswith(f"Fastest run: **{regional.label} · region**, 1.60x (1.55–1.65) eager.")
     # Nothing compiled in any of them, over two settings: no crown at all.
-    text = verdicts.compare_verdict([eager, record("run-offoff", 1.01, 0.9, 1.1, compile="off")])
+    text = compare_verdicts.compare_verdict([eager, record("run-offoff", 1.01, 0.9, 1.1, compile="off")])
     assert "none is crowned the fastest" in text and "Fastest" not in text

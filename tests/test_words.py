@@ -332,7 +332,7 @@ def test_torch_s_own_optimizer_break_is_labelled_as_torch_s_in_the_list_of_break
 
 
 def test_a_suggestion_s_counterpart_says_how_its_speedup_compares_and_equal_kernel_counts_are_explained():
-    from ui.panels.advice import pair_words
+    from ui.panels.why_faster import pair_words
 
     before = {"speedup": 1.93, "speedup_low": 1.85, "speedup_high": 2.0}
     after = {"speedup": 1.14, "speedup_low": 1.1, "speedup_high": 1.2}

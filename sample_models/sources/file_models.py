@@ -4,7 +4,7 @@ Only worker processes import a model file (tcore.worker calls allow_imports(); t
 for the lab): its code runs with the rights of whoever imports it, and the app's and the command line's
 processes hold what it must not reach (the instructor's passcode, every session). There, a file model is its
 card, what a worker wrote down when it read the file (name, title, presets, parameter counts, ...), which the
-lab process finds through card_finder (tcore.lab.outputs.model_cards: the run store, or a worker-like child)."""
+lab process finds through card_finder (tcore.lab.outputs.model_files: the run store, or a worker-like child)."""
 from __future__ import annotations
 
 import dataclasses
@@ -42,7 +42,7 @@ The model is called as model(*inputs). The batch size is what varies for dynamic
 
 
 _IMPORTS_ALLOWED = False
-# name -> the card, or None where none can be had: set by the lab process (tcore.lab.outputs.model_cards.install)
+# name -> the card, or None where none can be had: set by the lab process (tcore.lab.outputs.model_files.install)
 card_finder: Callable[[str], dict | None] | None = None
 
 

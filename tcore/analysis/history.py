@@ -1,8 +1,8 @@
 """Earlier runs of the same setting on the same machine: which runs count, and what their headlines say together.
 
 A rerun that disagrees with the runs before it should be seen at once, beside the headline; and the spread of those
-headlines is what tcore.figures.rerun learns the spread between processes from. Pure, tested on the CPU; the store's
-query (tcore.store.runs.Runs.same_setting) applies these.
+headlines is what tcore.figures.rerun learns the spread between processes from. Pure, tested on the CPU; which runs
+are of the same setting on the same machine is tcore.experiment.comparable's, which the store's query applies.
 """
 from __future__ import annotations
 
@@ -11,20 +11,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from tcore.experiment.comparable import PROVENANCE_FIELDS, settings
+from tcore.experiment.comparable import PROVENANCE_FIELDS, machine, same_setting, settings
 from tcore.figures.rerun import setting_kind, within_sigma
-
-
-def machine(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str | None, str | None]:
-    """What makes two runs' machines the same: the device kind, the host's name and its GPU (or CPU) model."""
-    return device, env.get("hostname"), env.get("gpu") if device == "cuda" else env.get("cpu")
-
-
-def same_setting(a: Mapping[str, Any], b: Mapping[str, Any], ignoring: frozenset[str] = frozenset()) -> bool:
-    """Two specs that measure the same speedup: equal but for how long they were timed (measurement fields), the
-    caches the compile started from and the device kind asked for (the run records the one it got); and `ignoring`."""
-    ignored = PROVENANCE_FIELDS | ignoring
-    return settings(dict(a), ignoring=ignored) == settings(dict(b), ignoring=ignored)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Mapping
 
 # Fields that say how long and how carefully to measure, and what to record on the side (a TORCH_TRACE): they
 # change neither the compiled code nor what a figure means.
@@ -37,3 +37,15 @@ def compile_key(spec: dict[str, Any], device: str) -> str:
     artifacts are stored under, and how similar runs' compile times are found."""
     compiled = settings(spec, ignoring=PROVENANCE_FIELDS)
     return hashlib.sha256(json.dumps([compiled, device], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def machine(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str | None, str | None]:
+    """What makes two runs' machines the same: the device kind, the host's name and its GPU (or CPU) model."""
+    return device, env.get("hostname"), env.get("gpu") if device == "cuda" else env.get("cpu")
+
+
+def same_setting(a: Mapping[str, Any], b: Mapping[str, Any], ignoring: frozenset[str] = frozenset()) -> bool:
+    """Two specs that measure the same speedup: equal but for how long they were timed (measurement fields), the
+    caches the compile started from and the device kind asked for (the run records the one it got); and `ignoring`."""
+    ignored = PROVENANCE_FIELDS | ignoring
+    return settings(dict(a), ignoring=ignored) == settings(dict(b), ignoring=ignored)

@@ -38,9 +38,8 @@ def practical_defaults(model: str, device: str, task: str) -> dict[str, Any]:
 
 
 # A generation on the CPU: every round writes every token, eager and compiled, and the first compiled call writes
-# them all while it compiles. hf:llama tiny at the GPU's 128 + 256 ran past a 600 s limit in its first compiled
-# call on a loaded 2-core CPU; a few dozen tokens keep the decode step's lesson (its compile, its recompilations,
-# tokens/s) at a fraction of the time.
+# them all while it compiles, so the GPU's lengths can outlast a run's time limit on a small CPU; a few dozen tokens
+# keep the decode step's lesson (its compile, its recompilations, tokens/s) at a fraction of the time.
 CPU_PROMPT_TOKENS, CPU_NEW_TOKENS = 32, 32
 
 

@@ -19,6 +19,9 @@ class Precision:
         return f"{self.summary} Correctness tolerance {self.tolerance:g}."
 
 
+# How each dtype a precision names is written in a program (the copy-as-code snippets).
+TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
+
 # Inductor reorders and fuses reductions, and reduced precisions round every intermediate (eager rounds
 # after each op, fused code once per kernel), so the tolerance widens with the format's mantissa.
 PRECISIONS: dict[str, Precision] = {

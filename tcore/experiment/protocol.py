@@ -19,7 +19,7 @@ Every event has a "type":
                                                    and may widen the interval (a host-bound verdict)
   code      {sources: [str, ...]}                  the source Inductor generated, one per graph
   model_card {card: {...}}                         a model file as the worker read it (tcore.store.model_cards)
-  device    {ask: purpose} | {release: true}       the device lease (tcore.worker.lease): the worker wants its
+  device    {ask: purpose} | {release: true}       the device lease (tcore.worker.device_lease): the worker wants its
                                                    device alone, or lets it go; the lab answers an ask on the
                                                    worker's stdin with a grant line, {granted, lab_processes}
   result    {result, env}                          the run finished; the last event of a good run
@@ -120,8 +120,8 @@ def error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "kind": kind, "message": message, **extra}
 
 
-# --- the launch environment: compile artifacts (tcore.lab.outputs.artifacts hands them over,
-# tcore.worker.artifacts uses them)
+# --- the launch environment: compile artifacts (tcore.lab.outputs.artifact_handover hands them over,
+# tcore.worker.compile_artifacts uses them)
 SAVE_ARTIFACTS_TO = "TCORE_SAVE_ARTIFACTS"      # where the worker writes the artifacts of this run
 LOAD_ARTIFACTS_FROM = "TCORE_LOAD_ARTIFACTS"    # artifacts to load before the first compile
 ARTIFACTS_MADE_ON = "TCORE_ARTIFACTS_MADE_ON"   # JSON: the torch/triton/device (and run) the artifacts came from
@@ -133,7 +133,7 @@ WORKER_DIR = "TCORE_WORKER_DIR"
 # "1" for a spare (tcore.lab.launch.launcher.SparePool), started before any run: it may use its wait to do what a run
 # would otherwise pay for (tcore.worker.__main__.while_idle); a worker started for a run goes straight to it.
 SPARE_WORKER = "TCORE_SPARE_WORKER"
-# The device lease (tcore.worker.lease): "1" when other runs share this run's device, so the worker asks the lab
+# The device lease (tcore.worker.device_lease): "1" when other runs share this run's device, so the worker asks the lab
 # for it (a device event) and waits for the grant on its stdin; and the cores the lab keeps for the run that holds
 # the device ("3,4": the launch thread's first), from tcore.lab.queue.room.
 DEVICE_LEASE = "TCORE_DEVICE_LEASE"

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-import sample_models
 from tcore.experiment.spec import Experiment
+
+if TYPE_CHECKING:  # the model registry is the caller's: the worker and the snippet pass its entry in
+    import sample_models
 
 
 @dataclass(frozen=True)

@@ -197,9 +197,8 @@ class Experiment:
     seed: int = knob(0, "Seeds the weights, the inputs and a shuffled shape order.", bounds=(0, 2**32 - 1))
     torch_trace: bool = knob(True, "Record the compile's structured trace (TORCH_TRACE), which the app renders "
                                    "with tlparse: every graph, guard, recompile reason and Inductor's code, per "
-                                   "compilation. It writes while compiling only, so timed steps are untouched; on an "
-                                   "H100 it added nothing measurable to the compile (within a cold compile's noise; "
-                                   "BENCHMARKS.md).")
+                                   "compilation. It writes while compiling only, so timed steps are untouched, and "
+                                   "what it adds to the compile is within a cold compile's noise.")
     cache: str = knob("cold", "Where the compile's work may come from.", {
         "cold": "Fresh compile caches: the compile time of a first ever launch.",
         "warm": "Reuse this machine's local compile cache, which earlier runs filled (a cold run adds its compile "

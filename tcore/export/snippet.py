@@ -25,10 +25,10 @@ import torch
 
 import sample_models
 from tcore.experiment import schedule as schedules
+from tcore.experiment.precision import TORCH_DTYPES
 from tcore.experiment.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment, call_args
 from tcore.export import snippet_generate, snippet_sources
 
-TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
 # A run's shape schedule as the snippet writes it: sizes, buckets, varying (tensor, dim), inputs per batch (_schedule)
 _Shapes = tuple[list[int], list[int], list[tuple[int, int]], int]
 

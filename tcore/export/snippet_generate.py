@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import sample_models
 from sample_models import decoding
+from tcore.experiment.precision import TORCH_DTYPES
 from tcore.experiment.spec import PRECISIONS, Experiment, generate_kwargs, kwargs_source
 from tcore.export import snippet_sources
-
-TORCH_DTYPES = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "torch.float16"}
-
 
 # The helpers every generate program defines, and the eager reference generation: the same for every run.
 _GENERATE = [

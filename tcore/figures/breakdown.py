@@ -392,8 +392,8 @@ def against_timed(b: Breakdown, timed_ms: float) -> Breakdown:
     """The GPU breakdown re-based on the step timed without the profiler: idle = timed step - kernel time.
 
     The profiler measures kernel durations exactly, but recording them slows each launch by
-    microseconds, which widens the gaps of a launch-bound step (ResNet-50 at batch 8 on an H100:
-    9.5 ms profiled against 6.0 ms timed). So the kernels' times stand, and the idle is what the timed
+    microseconds, which widens the gaps of a launch-bound step (its profiled step can take half as long again as
+    its timed one). So the kernels' times stand, and the idle is what the timed
     step leaves over; the profiled gaps are kept beside it.
     """
     busy = sum(b.ms.get(c, 0.0) for c in WORK) - b.overlap_ms

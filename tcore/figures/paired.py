@@ -25,8 +25,8 @@ WIDE_PCT = 5.0          # an interval wider than ± this is "too wide to trust" 
 TARGET_PCT = WIDE_PCT   # ... and the adaptive timed stage aims the whole stated interval within it: one threshold
 # The interval a run states adds the spread between fresh processes to its rounds (tcore.figures.rerun): σ 0.5-2% on
 # a quiet machine once calibrated, ± 1-4% at 95%. So the timed stage stops once the rounds alone are within this share
-# of the target, which leaves the rest of it for that spread. Stopping when the rounds alone reached the target left
-# such a run wider than the target, flagged Noisy, as soon as anything was added (BENCHMARKS.md).
+# of the target, which leaves the rest of it for that spread: rounds alone at the target would leave the stated
+# interval wider than the target, flagged Noisy, as soon as anything was added.
 ROUNDS_SHARE = 0.6
 
 
@@ -180,9 +180,8 @@ def apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
 
 # Before the timed rounds, untimed blocks of each variant (the rounds' size, the order alternating) until the last
 # SETTLE_BLOCKS of each agree within SETTLE_PCT, or each has run tcore.worker.pacing.settle_seconds(): host-bound
-# loops on an H100 ran 7-17% faster over their first seconds of timed blocks (ResNet-50 bs64 bf16's eager 6.53 ->
-# 5.52 ms a step over five blocks; Llama-3.2-1B's eager decode 1.05 -> 0.95 s a generation over six; bench/results),
-# which the rounds took as spread and drift; GPU-bound ones held within 0.5% from the first block (Flux, ViT).
+# loops speed up over their first seconds of timed blocks (by a tenth or more), which the rounds would take as spread
+# and drift; GPU-bound ones hold still from the first block.
 SETTLE_BLOCKS = 4
 SETTLE_PCT = 1.5
 SETTLE_S = 2.0

@@ -4,9 +4,8 @@ process on the same machine. Pure, tested on the CPU.
 The rounds of one run pair eager and compiled back to back, so drift *within* the run cancels (tcore.figures.paired).
 What the rounds cannot see is what stays fixed for a whole process and changes with the next one: which cores the
 scheduler gave the worker, the host CPU's frequency state, the allocator's layout. A launch-bound variant's throughput
-is the host's launch rate, so it moves with all of those: ResNet-50's GPU default read 1.65-2.03x over six fresh
-processes while each run's own interval was ± 2-7% (BENCHMARKS.md). An interval made of the rounds alone is about the
-rounds, not about a rerun.
+is the host's launch rate, so it moves with all of those, by far more between processes than each run's own interval
+says. An interval made of the rounds alone is about the rounds, not about a rerun.
 
 So the interval adds, in log space (2x and 0.5x sit symmetrically), three independent parts as standard deviations:
   rounds   the paired rounds' order-statistics interval (tcore.figures.paired), turned back into a standard error;
@@ -24,8 +23,8 @@ So the interval adds, in log space (2x and 0.5x sit symmetrically), three indepe
            measured) from its first rerun, alone once it holds MIN_MACHINE_DOF degrees of freedom. The prior is
            pooled with the earlier runs of the same setting on the same machine once the store holds at least
            MIN_HISTORY of them; the starting value counts as PRIOR_RUNS runs' worth of evidence, so three earlier
-           runs that agreed by luck cannot shrink it to nothing (on an H100, three ResNet-50 reruns agreed within
-           0.6%, and the fifth read 7.5% above them). A learned standard deviation is raised to a
+           runs that agreed by luck cannot shrink it to nothing (a few reruns can agree within a fraction of a
+           percent and the next read several percent away). A learned standard deviation is raised to a
            one-sided 80% upper bound on its degrees of freedom, since a few runs understate it.
 The interval is speedup × exp(± z · sqrt(rounds² + drift² + between²)) at one level, CONFIDENCE (95%), everywhere.
 """
@@ -50,8 +49,8 @@ class Spread(Protocol):
 CONFIDENCE = paired.CONFIDENCE  # one level for every interval the lab states: 95%
 # The spread of the headline between fresh processes a lab starts from, before its own reruns teach it: a standard
 # deviation in %, by GPU model (a pattern of its CUDA name, as tcore.host.peaks matches them) and kind of run, from
-# fresh processes of the lab on that model. H100 (torch 2.11, 2026-11-27, each setting on a fresh store, paired rounds
-# with disturbed rounds left out, BENCHMARKS.md and ../NOTES): host-bound, ResNet-50's GPU default read 1.649, 1.680
+# fresh processes of the lab on that model. H100 (each setting on a fresh store, paired rounds with disturbed rounds
+# left out): host-bound, ResNet-50's GPU default read 1.649, 1.680
 # and 1.696x and hf:gpt2 at batch 8 2.495 and 2.501x, pooled σ 1.2% on 3 degrees of freedom, 2.0% at the 80% upper
 # bound; an independent harness moved ResNet-50 about ± 3% between fresh processes; a calibration on another H100,
 # pooling a launch-only reference (the captioner tiny at batch 1), learned 5.1%. 3% lies between them: coverage first,
@@ -62,11 +61,11 @@ MEASURED_BETWEEN_PCT: dict[str, dict[str, float]] = {
     r"H100": {"cuda-host-bound": 3.0, "cuda": 1.5},
 }
 MEASURED_WHERE = {r"H100": "measured on H100s (ResNet-50, gpt2, the GPU default and ConvNeXt in fresh processes)"}
-# A GPU not in the table, and the CPU, start wide: a host-bound GPU run follows its host (ResNet-50's GPU default read
-# 1.65-2.03x over six fresh processes on an H100 before disturbed rounds were left out, σ 7.2%, 10% at the upper
-# bound); a GPU-busy one held within σ 0.4% there, and 2% leaves room for hosts not seen; a CPU run shares its cores
-# with everything else on the machine (seven quiet reruns of the CPU default on 2 cores: 1.28-1.31x, a loaded machine
-# far wider), so 10% as for a host-bound GPU run.
+# A GPU not in the table, and the CPU, start wide: a host-bound GPU run follows its host (ResNet-50's GPU default reads
+# 1.65-2.03x over fresh processes on an H100 with disturbed rounds kept, σ 7.2%, 10% at the upper bound); a GPU-busy
+# one holds within σ 0.4% there, and 2% leaves room for hosts not seen; a CPU run shares its cores with everything
+# else on the machine (quiet reruns of the CPU default on 2 cores agree within a few %, a loaded machine far wider), so
+# 10% as for a host-bound GPU run.
 FALLBACK_BETWEEN_PCT = {"cuda": 2.0, "cuda-host-bound": 10.0, "cpu": 10.0}
 
 
@@ -230,7 +229,7 @@ def kind(device: str | None, host_bound: bool) -> str:
 def setting_kind(device: str | None, host_bound_readings: Sequence[bool]) -> str:
     """The kind of a setting on a machine: the majority of its runs' own host-bound readings there (this run's among
     them), a tie read as host-bound, the wider (coverage first). One process's reading flipped a setting's width between
-    ± 4% and ± 20% from run to run (timm:convnext_tiny on an H100: GPU-busy in one process, host-bound in the next)."""
+    ± 4% and ± 20% from run to run (a model GPU-busy in one process can read host-bound in the next)."""
     readings = list(host_bound_readings)
     return kind(device, bool(readings) and 2 * sum(readings) >= len(readings))
 

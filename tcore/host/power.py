@@ -143,8 +143,8 @@ def open_meter(device: str, torch_device_index: int = 0) -> PowerMeter:
 class PowerSampler:
     """Polls a meter at `hz` in a thread and hands batches of samples to `emit`, tagged with the phase.
 
-    A sample is [t_s since start, watts, phase, utilization %]. NVML updates about every 100 ms on an
-    H200, so 10-20 Hz is as fine as the power samples can usefully get.
+    A sample is [t_s since start, watts, phase, utilization %]. NVML's reading updates about every 100 ms, so
+    10-20 Hz is as fine as the power samples can usefully get.
     """
 
     def __init__(self, meter: PowerMeter, emit: Callable[[list], None], hz: float = 20.0,

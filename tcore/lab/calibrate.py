@@ -8,8 +8,8 @@ makes teaches it too; standing() is what the System page shows of it, reset() th
 
 The references are ordinary runs, queued under the owner "calibration" and kept like any other: every later run on
 this machine learns from them, as it learns from a room's reruns of the same settings. Host-bound GPU runs range from a
-tiny model at batch 1 (launches alone: σ 2.7% over five fresh processes on an H100) to ResNet-50 at its GPU default
-(the GPU busy 78-93%: σ under 1%), so both are references of that kind and the prior is their pooled spread, not the
+tiny model at batch 1 (launches alone: a spread of a few %) to ResNet-50 at its GPU default (the GPU mostly busy: σ
+under 1%), so both are references of that kind and the prior is their pooled spread, not the
 extreme's alone; the Run page's GPU default keeps the GPU busy; on the CPU, the CPU default.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tcore.lab.rerun_outlook import machine_env
 from tcore.lab.run import runs
 from tcore.store import RunRecord, RunStore
 from tcore.store.lab_state import SPREAD_RESET
-from tcore.store.queue import PAUSED
+from tcore.store.run_queue import PAUSED
 
 OWNER = "calibration"
 

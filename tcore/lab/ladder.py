@@ -2,7 +2,7 @@
 
     python -m tcore ladder --model captioner --preset tiny
 
-Rungs, each a fresh Python process started here (tcore.worker.ladder runs inside it):
+Rungs, each a fresh Python process started here (tcore.worker.ladder_rung runs inside it):
   eager        no compile: the floor
   cold         torch.compile with fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR: a first-ever start
   warm         torch.compile again with the cold rung's cache directories: a restart on the same machine (the
@@ -20,7 +20,6 @@ it costs is shown beside what loading it saves. A rung this torch or this model 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -33,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from tcore.host import processes
 from tcore.lab.settings import private
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tcore.lab.settings.config import REPO_ROOT
 
 # rung -> (title, its build step or None, its run step, which cache directories each gets)
 # Cache directories are named: the same name is the same directories; "fresh" is new ones every time.
@@ -66,8 +65,7 @@ POLL_S = 0.25  # how often a step's wait looks at its stop
 
 def kill_group(proc: subprocess.Popen) -> None:
     """Kill a process started in a session of its own, with everything it started (Inductor's compile workers)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    processes.end_group(proc.pid)
 
 
 def wait_or_stop(proc: subprocess.Popen, timeout_s: float | None,
@@ -98,7 +96,7 @@ def run_step(step: str, spec_json: str, workdir: Path, cache_dir: Path, timeout_
            "TRITON_CACHE_DIR": str(cache_dir / "triton"), LAUNCHED_AT: repr(time.time()), "PYTHONFAULTHANDLER": "1"}
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)  # the warm and artifact rungs are made of caches
     t0 = time.perf_counter()
-    proc = subprocess.Popen([python or sys.executable, "-m", "tcore.worker.ladder", step, spec_json, str(workdir)],
+    proc = subprocess.Popen([python or sys.executable, "-m", "tcore.worker.ladder_rung", step, spec_json, str(workdir)],
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # its own group: a stop kills Inductor's compile workers too
     stdout, stderr = wait_or_stop(proc, timeout_s, stop)

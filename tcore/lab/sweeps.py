@@ -1,6 +1,6 @@
 """Sweeps: cross a few settings over one base experiment, and queue the combinations as one sweep.
 
-A sweep is a batch of queued runs that the store knows by its id (tcore.store.sweeps): the queue
+A sweep is a batch of queued runs that the store knows by its id (tcore.store.sweep_records): the queue
 runs them one at a time (on a Ray cluster, one per slot at a time: it spreads over the GPUs), each
 taking its turn behind everyone else's runs, and because all of it is
 in the store, a sweep and its matrix survive an app restart. There is one scheduling mechanism: the
@@ -14,7 +14,7 @@ from typing import Any
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab.run import runs
 from tcore.store import RunStore
-from tcore.store.sweeps import SweepRecord
+from tcore.store.sweep_records import SweepRecord
 
 __all__ = ["cross", "start", "cancel", "get", "latest", "active_count", "SweepRecord"]
 

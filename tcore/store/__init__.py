@@ -6,14 +6,14 @@ that holds that concern's methods; RunStore is all of them over one file:
 
     connection.py  StoreFile   the file: its path, its checks, its connections (_connect, _write)
     schema.py                  every table, created or upgraded once per file per process, when opened
-    runs.py        Runs        how a run ended, and reading runs back
-    queue.py       Queue       queue, claim a device slot, cancel
+    run_outcomes.py Runs       how a run ended, and reading runs back
+    run_queue.py   Queue       queue, claim a device slot, cancel
     owners.py      Owners      each lab process's heartbeat; the runs of one that died or went silent taken over
     devices.py     Devices     the device lease: who holds each device alone, who waits, when each held it;
                                the runs timed now, which every lab process on their host holds still for
-    sweeps.py      Sweeps      a batch of queued runs known by one id; its next run released as one ends
+    sweep_records.py Sweeps    a batch of queued runs known by one id; its next run released as one ends
     lab_state.py   LabState    what the instructor set: the queue paused, the limits
-    people.py      People      whose runs are whose (a participant renamed), their name as typed, their knobs
+    participants.py People     whose runs are whose (a participant renamed), their name as typed, their knobs
     artifacts.py   Artifacts   what a compile left: artifacts, profiler traces, TORCH_TRACE logs
     model_cards.py ModelCards  what a worker wrote down about a model file, for processes that never import one
     changes.py                 reads answered once per change of the file for every session (reads(store))
@@ -29,11 +29,11 @@ from tcore.store.devices import Ask, Devices, Hold, QuietHold, Span
 from tcore.store.lab_state import LabState
 from tcore.store.model_cards import ModelCards
 from tcore.store.owners import Owners
-from tcore.store.people import People
-from tcore.store.queue import Queue, QueueFull, SlotRoom
+from tcore.store.participants import People
 from tcore.store.records import RunRecord
-from tcore.store.runs import NoSuchRun, Runs
-from tcore.store.sweeps import Sweeps
+from tcore.store.run_outcomes import NoSuchRun, Runs
+from tcore.store.run_queue import Queue, QueueFull, SlotRoom
+from tcore.store.sweep_records import Sweeps
 
 
 class RunStore(StoreFile, Runs, Queue, Owners, Devices, Sweeps, LabState, People, Artifacts, ModelCards):

@@ -2,7 +2,7 @@
 Chrome traces and its compile's TORCH_TRACE log, each kept beside the run and deleted with it.
 
 Which artifacts a run should load, and reading what its worker saved from disk, is the lab's
-(tcore.lab.outputs.artifacts).
+(tcore.lab.outputs.artifact_handover).
 """
 from __future__ import annotations
 

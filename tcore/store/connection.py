@@ -140,7 +140,7 @@ def check_path(path: Path) -> None:
         if size == 0:
             return
         if not header.startswith(SQLITE_MAGIC):
-            if attempt < 2:  # seen: a store being created by another process, its first page not written yet
+            if attempt < 2:  # a store being created by another process: its first page not written yet
                 time.sleep(0.1)
                 continue
             raise StoreError(f"{where}: it is not a SQLite database (it does not start as one)")

@@ -14,7 +14,7 @@ SPREAD_RESET = "spread_reset"
 
 
 class LabState(Part):
-    """Values the instructor set, by key (tcore.store.queue.PAUSED, tcore.lab.policy.limits.INSTRUCTOR_LIMITS)."""
+    """Values the instructor set, by key (tcore.store.run_queue.PAUSED, tcore.lab.policy.limits.INSTRUCTOR_LIMITS)."""
 
     def lab_state(self, key: str) -> Any:
         """A value the instructor set (PAUSED, the limits), or None."""

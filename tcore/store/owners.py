@@ -1,6 +1,6 @@
 """Who runs the queue: each lab process says it is alive (heartbeat), and recover() takes the runs of one that has
 died or gone silent: a running run ends as crashed, with the reason, and a queued one is adopted by the process
-that recovers it, in its place. Part of the run store (tcore.store.RunStore); the queue itself is queue.py.
+that recovers it, in its place. Part of the run store (tcore.store.RunStore); the queue itself is run_queue.py.
 """
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 from typing import Callable
 
 from tcore.store.connection import Part
-from tcore.store.queue import CLUSTER_SLOT_PREFIX, Proc
 from tcore.store.records import to_json
+from tcore.store.run_queue import CLUSTER_SLOT_PREFIX, Proc
 
 # An owner that is alive but has not said so for this long (stopped with Ctrl-Z or SIGSTOP, or hung)
 # loses its runs: the queue must not wait on a process that does not move.
@@ -82,7 +82,7 @@ class Owners(Part):
                 message = verdicts[owner] + ("; its worker, left behind, was stopped" if stopped else "")
                 db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='crashed', error=? WHERE id=?",
                            (time.time(), to_json({"type": "error", "kind": "crashed", "message": message}), row["id"]))
-                self._release_next(db, row["id"])  # tcore.store.sweeps
+                self._release_next(db, row["id"])  # tcore.store.sweep_records
                 self._free_device(db, row["id"])  # tcore.store.devices
                 crashed.append(row["id"])
         for key in [k for k in _HEARD if k[:2] == (str(self.path), proc.host) and k[2:] not in heard]:

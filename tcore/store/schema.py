@@ -12,7 +12,7 @@ import sqlite3
 import uuid
 
 TABLES = """
--- Runs (tcore.store.runs): every run, queued, running, finished or failed.
+-- Runs (tcore.store.run_outcomes): every run, queued, running, finished or failed.
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
     created_at REAL NOT NULL,
@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS meta (  -- facts about the store itself: store_id
     value TEXT NOT NULL
 );
 
--- The queue (tcore.store.queue): the processes that own runs say they are alive.
+-- The queue (tcore.store.run_queue): the processes that own runs say they are alive.
 CREATE TABLE IF NOT EXISTS owners (  -- each process that owns runs says it is alive (Owners.heartbeat)
     host TEXT NOT NULL,
     pid INTEGER NOT NULL,
@@ -97,7 +97,7 @@ CREATE TABLE IF NOT EXISTS lab_state (  -- what the instructor set: the queue pa
     set_at REAL NOT NULL
 );
 
--- Sweeps (tcore.store.sweeps): a batch of queued runs known by one id.
+-- Sweeps (tcore.store.sweep_records): a batch of queued runs known by one id.
 CREATE TABLE IF NOT EXISTS sweeps (
     id TEXT PRIMARY KEY,
     created_at REAL NOT NULL,
@@ -108,7 +108,7 @@ CREATE TABLE IF NOT EXISTS sweeps (
     cancelled INTEGER NOT NULL DEFAULT 0
 );
 
--- People (tcore.store.people): what a participant typed and left set, under their owner id (ui.panels.people).
+-- People (tcore.store.participants): what a participant typed and left set, under their owner id (ui.panels.people).
 CREATE TABLE IF NOT EXISTS people (
     owner TEXT PRIMARY KEY,        -- as runs.owner holds it: the name's lower-case slug, tag and secret
     name TEXT,                     -- the name as they typed it ("Ada L"), shown where the slug ("ada-l") would be
@@ -154,7 +154,7 @@ QUEUE_COLUMNS = {
     "owner_started": "TEXT",       # ... and that process's start time, which tells a live owner from a reused pid
     "worker_started": "TEXT",      # the worker's start time, to stop a worker that a dead owner left behind
     "cancel_requested": "INTEGER NOT NULL DEFAULT 0",  # set by another process; the owner stops the worker
-    "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweeps) ...
+    "sweep_id": "TEXT",            # the sweep it belongs to (tcore.store.sweep_records) ...
     "sweep_index": "INTEGER",      # ... and its place in that sweep
     "held": "INTEGER NOT NULL DEFAULT 0",  # 1: queued behind its sweep's previous run, not yet taking its turn
     # its device memory estimate (tcore.lab.policy.memory); NULL: unknown, so it runs alone

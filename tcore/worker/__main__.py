@@ -9,7 +9,7 @@ It imports first and reads second, so the lab side can start one ahead of time a
 the compile it later times is as cold as ever. What it reads (protocol.envelope) is the experiment
 and the environment the run needs beyond what the process started with (its artifact and profiler
 trace paths, the shared caches of a warm run), one line; where other runs share the device, the lab's grants of
-it follow on the same stdin (tcore.worker.lease). Empty stdin means the spare was not needed: it exits quietly.
+it follow on the same stdin (tcore.worker.device_lease). Empty stdin means the spare was not needed: it exits quietly.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def prepare_for_fork() -> None:
     from torch._inductor.graph import GraphLowering  # noqa: F401  (imported by diagnostics.generated_code)
 
     import sample_models
-    from tcore.worker import run  # noqa: F401
+    from tcore.worker import run_experiment  # noqa: F401
 
     sample_models.sources.go_offline()  # said here too: a worker never reaches for the Hugging Face hub
 
@@ -106,10 +106,9 @@ def while_idle(run_waiting: Callable[[], bool]) -> None:
 
 
 # The libraries the real models are built with (sample_models.sources), imported by a run that builds one of them:
-# about 1.2 s on the CPU machine for transformers and timm together. transformers' top level is lazy: the first hf:
-# spec a run reads imports its model classes, and modeling_utils, modeling_layers and modeling_auto were 3.2 s of
-# the 3.8 s reading an hf:gpt2 spec took on the CPU machine (the timeline's hand-over read 2.5 s for hf:gpt2 on an
-# H100, 0.0 s for the built-in models), so those come too. diffusers (2-3 s more, only for Flux) does not.
+# a second or so for transformers and timm together. transformers' top level is lazy: the first hf: spec a run reads
+# imports its model classes, and modeling_utils, modeling_layers and modeling_auto are most of the seconds reading an
+# hf:gpt2 spec takes, so those come too. diffusers (seconds more, only for Flux) does not.
 MODEL_LIBRARIES = ("torchvision.models", "timm", "transformers", "transformers.modeling_utils",
                    "transformers.modeling_layers", "transformers.models.auto.modeling_auto")
 
@@ -132,7 +131,7 @@ def warm_profiler() -> None:
     """Start and stop the profiler once, with nothing in it: its first session pays a one-off start (kineto's,
     1.4-3 s on the CPU machine) that the run's profiling pass paid otherwise, inside the run. Done only while nobody
     waits (a spare with no run yet): a worker whose run is already there leaves it to the profiling pass. CPU only:
-    on a GPU the profiler attaches CUPTI, which is left to the profiling pass after the timed blocks, as before.
+    on a GPU the profiler attaches CUPTI, which is left to the profiling pass after the timed blocks.
     Not in the fork server (prepare_for_fork): its children would inherit a started profiler without its threads."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -165,7 +164,7 @@ def main() -> int:
 
         file_models.allow_imports()  # a worker is where a model file's code runs (never the lab's own process)
         from tcore.experiment.spec import Experiment
-        from tcore.worker import run as runner
+        from tcore.worker import run_experiment as runner
 
         # a spare with no run yet uses its wait; a worker started for a run (whose run may be a moment from its
         # stdin) goes straight to it

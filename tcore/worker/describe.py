@@ -2,7 +2,7 @@
 
 The app and the command line never import a model file (its code could reach what they hold): when one needs a
 file's presets, title or parameter counts before any run of it, it starts this, in the lab's folder with the
-environment a worker gets (tcore.lab.outputs.model_cards.describe). One JSON object in ANSWER.json (not on stdout,
+environment a worker gets (tcore.lab.outputs.model_files.describe). One JSON object in ANSWER.json (not on stdout,
 which is the file's own): {"card": {...}} or {"error": "what is wrong with the file"}.
 """
 from __future__ import annotations

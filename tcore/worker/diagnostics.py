@@ -41,7 +41,7 @@ def _metric(entry: Any, name: str) -> Any:
     return getattr(entry, name, None)  # fields come and go between torch versions
 
 
-# Time a compile spent waiting for the device (tcore.worker.lease), by (compile id, the timer it waited inside):
+# Time a compile spent waiting for the device (tcore.worker.device_lease), by (compile id, the timer it waited inside):
 # "dynamo" for a wait at a compile's end (inside Dynamo's timer only), "aot" for one before an Inductor benchmark in
 # its joint-graph passes (matmul padding: inside AOT autograd's timer, and so Dynamo's). Left out of the timers below.
 Waits = Mapping[tuple[str, str], float]

@@ -1,6 +1,6 @@
 """The fork server: a process that has done a worker's imports once and forks a worker for each run.
 
-Started by tcore.lab.launch.forkserver as `python -m tcore.worker.forkserver FD`, where FD is its end of a
+Started by tcore.lab.launch.fork_server_client as `python -m tcore.worker.forkserver FD`, where FD is its end of a
 SOCK_SEQPACKET socket pair with the lab process. A worker's imports (torch, Inductor, the engine, the
 models: tcore.worker.__main__.prepare) cost about 4.5 s of a core on the CPU machine, and a lab
 process that runs many CPU runs (a test suite, a workshop on a machine without a GPU) paid them
@@ -9,7 +9,7 @@ process in its own process group, with the environment the lab gives it, empty c
 nothing compiled (this process never compiles), so its compile is as cold as ever.
 
 CPU only: CUDA cannot be used in a child forked from a process that has touched it, so the lab never
-starts this server on a machine with an NVIDIA device (tcore.lab.launch.forkserver.available); GPU runs keep
+starts this server on a machine with an NVIDIA device (tcore.lab.launch.fork_server_client.available); GPU runs keep
 their spare workers, which also start CUDA ahead.
 
 Messages are JSON, one per packet. From the lab: {"id": n, "env": {...}, "cwd": "..."} with three file

@@ -19,10 +19,10 @@ from tcore import figures
 from tcore.experiment.spec import NO_CUDAGRAPHS, PRECISIONS, Experiment
 from tcore.figures import Result, breakdown
 from tcore.host.power import PowerMeter, PowerSampler
-from tcore.worker import artifacts, diagnostics, membw, profiling
+from tcore.worker import compile_artifacts, diagnostics, membw, profiling
 from tcore.worker.build import DTYPES, compile_errors
+from tcore.worker.device_lease import DeviceLease
 from tcore.worker.generation import Generation, Generator, compile_pair
-from tcore.worker.lease import DeviceLease
 from tcore.worker.phases import Emit
 from tcore.worker.rounds import DecodeRounds
 from tcore.worker.timing import (
@@ -59,7 +59,7 @@ class GenerateMeasurement(DecodeRounds):
             with self.lease.compiling("compiled", firm=exp.mode.startswith("max-autotune")):
                 compiled = self.compile(decoder, prompt, new, cache_dtype, reference)
             self._record(diagnostics.collect(breaks, self.lease.compile_waits_s))
-            run.cache_artifacts_bytes = artifacts.save()
+            run.cache_artifacts_bytes = compile_artifacts.save()
         else:
             for key in ("speedup", "compile_s"):
                 self.result.unavailable[key] = "nothing is compiled in this run (compile=off)"
@@ -123,7 +123,7 @@ class GenerateMeasurement(DecodeRounds):
         """The first compiled generation, one decode step at a time: the compile split and the token check."""
         exp, run, details = self.exp, self.result.run, self.result.details
         self.phase("compiling")
-        details["cache_artifacts"], cache_note = artifacts.load(self.env)
+        details["cache_artifacts"], cache_note = compile_artifacts.load(self.env)
         if cache_note:
             self.result.notes.append(cache_note)
         diagnostics.reset()

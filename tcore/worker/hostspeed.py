@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 REFERENCE_N = 200_000  # about 7-14 ms of one core: short beside a round, long beside the timer
 SLOW_PCT = 5.0  # the host reads slower than at rest past this
-WAIT_S = 20.0  # the longest the timed rounds wait for the host to read at rest again (episodes seen: 5-20 s)
+WAIT_S = 20.0  # the longest the timed rounds wait for the host to read at rest again (a slow episode lasts seconds)
 
 
 def reference_ms(loops: int = 3) -> float:

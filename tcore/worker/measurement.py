@@ -1,5 +1,6 @@
 """The phases of one run, in order, as methods of Measurement: build, eager warm-up, compile, compiled warm-up,
-timed blocks, derive (whose figures go to the lab at once, as the headline), profile. tcore.worker.run sets torch up
+timed blocks, derive (whose figures go to the lab at once, as the headline), profile. tcore.worker.run_experiment sets
+torch up
 and calls measure(); the arithmetic on what the phases measure is tcore.figures.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from tcore import figures
 from tcore.experiment.spec import Experiment
 from tcore.figures import Result, breakdown
 from tcore.host.power import PowerMeter, PowerSampler
-from tcore.worker import artifacts, diagnostics, failures, profiling, shapes
+from tcore.worker import compile_artifacts, diagnostics, failures, profiling, shapes
 from tcore.worker.build import (
     Step,
     Workload,
@@ -28,7 +29,7 @@ from tcore.worker.build import (
     step_fn,
 )
 from tcore.worker.compile import apply_compile, optimizer_step
-from tcore.worker.lease import DeviceLease
+from tcore.worker.device_lease import DeviceLease
 from tcore.worker.phases import Emit
 from tcore.worker.rounds import StepRounds
 from tcore.worker.timing import (
@@ -76,7 +77,7 @@ class Measurement(StepRounds):
             self.schedule_pass(w, eager_step, compiled_step)
             self._record(diagnostics.collect(breaks, lease.compile_waits_s))
             recompiles_before = self.result.run.recompile_count
-            self.result.run.cache_artifacts_bytes = artifacts.save()
+            self.result.run.cache_artifacts_bytes = compile_artifacts.save()
         else:
             self.result.unavailable["compile_s"] = "nothing is compiled in this run (compile=off)"
         lease.take("compiled")  # the timed rounds: held, and never let go in between
@@ -165,7 +166,7 @@ class Measurement(StepRounds):
         """The first compiled call: compile time is its duration minus one eager step."""
         exp, run = self.exp, self.result.run
         self.phase("compiling")
-        self.result.details["cache_artifacts"], cache_note = artifacts.load(self.env)
+        self.result.details["cache_artifacts"], cache_note = compile_artifacts.load(self.env)
         if cache_note:
             self.result.notes.append(cache_note)
         diagnostics.reset()

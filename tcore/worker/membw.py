@@ -3,7 +3,7 @@
 What STREAM's Copy and nvbandwidth's device-local copy time: one buffer copied into another on the device, both far
 larger than the L2 cache so every byte comes from and goes to HBM, timed with CUDA events after a warm-up; the bytes
 read and the bytes written both count. A datasheet figure is a bus's peak, which no kernel reaches; this one is what
-a plain copy reaches on this GPU, now. It takes a few tens of milliseconds on an H100, once per worker.
+a plain copy reaches on this GPU, now. It takes a few tens of milliseconds, once per worker.
 """
 from __future__ import annotations
 

@@ -7,13 +7,13 @@ import os
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired
 
-SETTLE_ENV = "COMPILE_LAB_SETTLE"  # "0": the timed rounds begin at once, as before settling (to measure its effect)
+SETTLE_ENV = "COMPILE_LAB_SETTLE"  # "0": the timed rounds begin at once, unsettled (to measure what settling does)
 
 
 def settle_seconds(exp: Experiment, device: str) -> float:
     """The most untimed seconds per variant before the timed rounds (paired.steady): SETTLE_S, at most half the timed
-    seconds, on a GPU, where the ramp was seen (the GPU's clocks, the host's launch thread); none on the CPU (its runs
-    on this project's 2-core machines rarely steadied within 1.5% and spent the whole 2 s each for nothing), with
+    seconds, on a GPU, where throughput ramps up (the GPU's clocks, the host's launch thread); none on the CPU (its
+    runs on small machines rarely steady within 1.5% and would spend the whole 2 s each for nothing), with
     timed_steps (a fixed, quick measurement) or with $COMPILE_LAB_SETTLE=0."""
     if device != "cuda" or exp.timed_steps is not None or os.environ.get(SETTLE_ENV) == "0":
         return 0.0

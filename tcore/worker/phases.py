@@ -16,7 +16,7 @@ from tcore.experiment.spec import Experiment
 from tcore.figures import Result, RunFigures, VariantFigures, paired
 from tcore.host.power import PowerMeter, PowerSampler
 from tcore.worker import diagnostics, failures, hostspeed
-from tcore.worker.lease import DeviceLease
+from tcore.worker.device_lease import DeviceLease
 from tcore.worker.pacing import most_rounds
 from tcore.worker.timing import CpuLoad, core_times_reader
 
@@ -38,7 +38,7 @@ class Phases:
     def __init__(self, exp: Experiment, device: str, meter: PowerMeter, emit: Emit, sampler: PowerSampler | None,
                  env: dict[str, Any], lease: DeviceLease | None, *, compiles: bool) -> None:
         self.exp, self.device, self.meter, self.emit, self.sampler, self.env = exp, device, meter, emit, sampler, env
-        self.lease = lease or DeviceLease(emit)  # the device alone for what needs it alone (tcore.worker.lease)
+        self.lease = lease or DeviceLease(emit)  # the device alone for what needs it alone (tcore.worker.device_lease)
         variants = ["eager", "compiled"] if compiles else ["eager"]
         self.result = Result(device=device, variants=variants, run=RunFigures(),
                              compiled=VariantFigures() if compiles else None)

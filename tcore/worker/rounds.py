@@ -27,8 +27,7 @@ from tcore.worker.pacing import (
 from tcore.worker.phases import Phases
 from tcore.worker.timing import PeakMemory, calibrate, sync, time_block
 
-# NVML's energy counter updates about every 100 ms on an H200 (BENCHMARKS.md has the readings): each
-# block's two readings are blurred by that.
+# NVML's energy counter updates about every 100 ms: each block's two readings are blurred by that.
 NVML_UPDATE_S = 0.1
 # An energy figure whose expected error from that blur is above this gets a note.
 ENERGY_ERROR_PCT = 5.0
@@ -56,7 +55,7 @@ class StepRounds(Phases):
             variants.append(("compiled", compiled_step, w.compiled_batches))
         target_s = round_seconds(exp)
         # A block stops launching past 3 rounds' time: on a machine that slows many-fold mid-block, sizing from
-        # the steps before cannot hold it to its time (seen: 66 steps sized for 0.2 s took 37 s on a loaded CPU).
+        # the steps before cannot hold it to its time (a loaded CPU can take minutes over a block sized for 0.2 s).
         deadline = None if exp.timed_steps is not None else 3 * target_s
         step_s = {name: self._steady_step_s(name, step, inputs, target_s) for name, step, inputs in variants}
         self._settle(variants, step_s, multiple, deadline)
@@ -244,7 +243,7 @@ class DecodeRounds(Phases):
 
     def _settle(self, variants: list[tuple[str, Generator]]) -> dict[str, int]:
         """Generations per block for each variant (enough to fill round_s, one at least, sized from a first untimed
-        generation as before), after untimed blocks of them, the order alternating, until each variant's last decode
+        generation), after untimed blocks of them, the order alternating, until each variant's last decode
         rates agree (paired.steady) or it has run pacing.settle_seconds(). A generation of seconds (Llama-3.2-1B's
         eager) is past that after the first, so it adds nothing there; short ones settle."""
         exp, most_s = self.exp, settle_seconds(self.exp, self.device)

@@ -14,10 +14,9 @@ import streamlit as st
 
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, Experiment, SpecError
-from tcore.lab import ladder, probes
-from tcore.lab.run import runs
+from tcore.lab import api
 from tcore.store import RunStore
-from ui.panels import diagnose, knobs
+from ui.panels import diagnose_sections, knobs
 from ui.words import stance_words
 
 FOLLOW_S = 1.0
@@ -39,7 +38,7 @@ def startup_section(store: RunStore) -> None:
                 "**Stances** (`torch.compiler.set_stance`) change what a compiled function does when it meets a new "
                 "input shape. Both run here as on the command line (`python -m tcore ladder`, "
                 "`python -m tcore.worker.stances`), and this section shows each step as it ends.")
-    if under_way := runs.under_way(store):
+    if under_way := api.under_way(store):
         running = sum(1 for row in under_way if row["status"] == "running")
         counts = ", ".join(f"{n} {what}" for n, what in ((running, "running"), (len(under_way) - running, "waiting"))
                            if n)
@@ -54,7 +53,7 @@ def startup_section(store: RunStore) -> None:
 
 def _exp(model: str, **changes) -> Experiment:
     """The model's practical preset and batch on this machine's device, for inference."""
-    device, _ = runs.preflight(Experiment(model=model))
+    device, _ = api.preflight(Experiment(model=model))
     defaults = practical_defaults(model, device, "inference")
     return Experiment(model=model, device=device, **{**defaults, **changes})
 
@@ -63,11 +62,11 @@ def _exp(model: str, **changes) -> Experiment:
 
 def ladder_part() -> None:
     st.markdown("#### The start-up ladder")
-    st.markdown("\n".join(f"- **{rung}**: {RUNG_WORDS[rung]}" for rung in ladder.RUNGS))
+    st.markdown("\n".join(f"- **{rung}**: {RUNG_WORDS[rung]}" for rung in api.LADDER_RUNGS))
     cols = st.columns([1, 2])
     with cols[0]:
-        model = diagnose.pick_model("diag_ladder_model")
-    rungs = cols[1].multiselect("Rungs", list(ladder.RUNGS), default=list(ladder.RUNGS), persist_state="page",
+        model = diagnose_sections.pick_model("diag_ladder_model")
+    rungs = cols[1].multiselect("Rungs", list(api.LADDER_RUNGS), default=list(api.LADDER_RUNGS), persist_state="page",
                                 key="diag_ladder_rungs",
                                 help="warm and mega_cache need the cold rung: it runs too when they are picked.")
     st.caption("Each rung is a fresh process: on this CPU a cold compile takes tens of seconds, and AOTInductor "
@@ -75,29 +74,29 @@ def ladder_part() -> None:
                "output with its.")
     started = st.button("Climb the ladder", key="diag_ladder_start", type="primary", icon=":material/play_arrow:",
                         disabled=not rungs)
-    start_and_follow("ladder", started, lambda: probes.start_ladder(_exp(model, timed_s=2.0), rungs), show_ladder)
+    start_and_follow("ladder", started, lambda: api.start_ladder(_exp(model, timed_s=2.0), rungs), show_ladder)
 
 
 # The probe each section follows, by kind, in session_state: the one this session started.
 FOLLOWED_PROBE = {"ladder": "diag_ladder_probe", "stances": "diag_stance_probe"}
 
 
-def start_and_follow(kind: str, started: bool, start: Callable[[], probes.Probe],
-                     show: Callable[[probes.Probe], None]) -> None:
+def start_and_follow(kind: str, started: bool, start: Callable[[], api.Probe],
+                     show: Callable[[api.Probe], None]) -> None:
     """Start a probe of `kind` when its button was pressed (a refusal said in a line), then follow the one this
     session started, else the latest anyone started."""
     key = FOLLOWED_PROBE[kind]
     if started:
         try:
             st.session_state[key] = start().id
-        except (SpecError, probes.Busy) as e:
+        except (SpecError, api.Busy) as e:
             st.error(str(e))
-    probe = probes.get(st.session_state.get(key)) or probes.latest(kind)
+    probe = api.probe(st.session_state.get(key)) or api.latest_probe(kind)
     if probe is not None:
         follow(probe, show, mine=probe.id == st.session_state.get(key))
 
 
-def show_ladder(probe: probes.Probe) -> None:
+def show_ladder(probe: api.Probe) -> None:
     result = probe.result
     machine = result.get("device_name") or result.get("device")
     st.markdown(f"**{probe.title}** · {machine}, torch {result.get('torch')}")
@@ -109,7 +108,7 @@ def show_ladder(probe: probes.Probe) -> None:
             st.markdown(f"- **{r['title']}** reached its first result in {first:.1f} s against the cold compile's "
                         f"{cold_first:.1f} s ({first / cold_first:.2f}x).")
     with st.expander("As the command line prints it"):
-        st.code(ladder.text_table(result), language=None)
+        st.code(api.ladder_table(result), language=None)
 
 
 def ladder_rows(result: dict) -> list[dict]:
@@ -145,7 +144,7 @@ def stances_part() -> None:
                 "dynamism the two showed (per function, not per call of the model: the probe shows what that means)")
     cols = st.columns(3)
     with cols[0]:
-        model = diagnose.pick_model("diag_stance_model")
+        model = diagnose_sections.pick_model("diag_stance_model")
     count = cols[1].number_input("Distinct shapes", min_value=2, max_value=8, value=3, persist_state="page",
                                  key="diag_stance_count")
     backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
@@ -154,10 +153,10 @@ def stances_part() -> None:
     st.caption(knobs.explain("backend", backend) + " The stances change Dynamo's side, which every backend shares.")
     started = st.button("Probe the stances", key="diag_stance_start", type="primary", icon=":material/play_arrow:")
     start_and_follow("stances", started,
-                     lambda: probes.start_stances(_exp(model, backend=backend, shape_count=int(count))), show_stances)
+                     lambda: api.start_stances(_exp(model, backend=backend, shape_count=int(count))), show_stances)
 
 
-def show_stances(probe: probes.Probe) -> None:
+def show_stances(probe: api.Probe) -> None:
     st.markdown(f"**{probe.title}**")
     for found in probe.result:
         st.markdown(f"##### {stance_words.STANCE_TITLES.get(found['stance'], found['stance'])}")
@@ -184,7 +183,7 @@ LADDER_PHASES = (". Each step is a fresh process that reports its phases (interp
 
 # --- following one ----------------------------------------------------------------------------------------------------
 
-def follow(probe: probes.Probe, show, mine: bool = False) -> None:
+def follow(probe: api.Probe, show, mine: bool = False) -> None:
     """A probe still running: its steps so far, redrawn every FOLLOW_S, until it ends and the page draws the result,
     with a Stop button for the session that started it (`mine`); an ended one: its result, or why it has none."""
     if probe.done:

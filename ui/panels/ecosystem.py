@@ -14,17 +14,17 @@ from tcore.analysis import codediff
 from tcore.experiment.device import resolve_device
 from tcore.experiment.spec import SpecError
 from tcore.export import snippet
-from tcore.lab.outputs import tlparse
+from tcore.lab import api
 from tcore.store import RunRecord, RunStore
 
 STATIC_URL = "app/static"  # where Streamlit serves the app's static/ folder, relative to the page
 
 
-def report_url(report: tlparse.Report, run_id: str) -> str:
+def report_url(report: api.Report, run_id: str) -> str:
     """The report's index page, with a query: tlparse's own script on each of its pages runs `return url` (a name it
     never defines) when the page's address has no query, logging "ReferenceError: url is not defined"; with one,
     it copies the query onto the report's links instead, so no page of it logs that."""
-    return f"{STATIC_URL}/{report.index.relative_to(tlparse.STATIC_ROOT).as_posix()}?run={run_id}"
+    return f"{STATIC_URL}/{report.index.relative_to(api.STATIC_ROOT).as_posix()}?run={run_id}"
 
 
 def take_away(rec: RunRecord, store: RunStore, *, key: str) -> None:
@@ -62,7 +62,7 @@ def tlparse_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
     if rec.status in ("queued", "running"):
         return
     with st.spinner("Rendering the tlparse report (once per run)...", show_time=True):
-        report = tlparse.report(rec.id, store)
+        report = api.tlparse_report(rec.id, store)
     if report.folder is None:  # a sentence across the box, not a narrow column of it
         st.caption(f"tlparse report: n/a, {report.reason}.")
     # A row that wraps, each button as wide as its words: four fixed columns cut them short at 1440 px

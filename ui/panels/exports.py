@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime
 import functools
-import html
 import re
 from pathlib import Path
 
+import jinja2
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from markupsafe import Markup
 
 FORMATS = {"PNG": "png", "SVG": "svg"}
 FORMAT_KEY = "chart_format"  # session_state: the format every chart's download button writes
@@ -61,8 +62,8 @@ def warm_charts() -> None:
     """Have the browser load Streamlit's chart and table components while it is idle, once per session, before a
     page needs them.
 
-    Streamlit loads each when a page's first chart (or table) arrives: Plotly's is about 0.6-0.8 s of the browser's
-    time on a 2-core machine (bench/page_loads.py), paid by the first chart a person opens (a page from the sidebar,
+    Streamlit loads each when a page's first chart (or table) arrives: Plotly's takes most of a second of a small
+    machine's browser (bench/page_loads.py), paid by the first chart a person opens (a page from the sidebar,
     a run's result as it lands). Imported here once the page is idle, they are already in the page's module map
     when that chart comes; Streamlit's own import of the same address then costs nothing. Nothing is drawn and
     nothing leaves the machine (the files are the app's own, served by its server).
@@ -82,31 +83,28 @@ def _slug(text: str) -> str:
 
 def html_report(title: str, table: pd.DataFrame, figures: list[go.Figure | tuple[go.Figure, str]],
                 notes: list[str] = ()) -> str:
-    """One self-contained HTML page: a title, notes, the charts (interactive, plotly.js embedded once), each with
-    its explanation under it where given as (figure, words), and the table."""
-    when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
-             "font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
-             "td:first-child,th:first-child{text-align:left}.chart{margin:1.5em 0}.about{color:#555;max-width:60em}"
-             ".noisy{background:#fff4e5;padding:.5em 1em}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1><p>Exported from Compile Lab on {when}.</p>"]
-    parts += [f"<p class='noisy'>{html.escape(n)}</p>" if n.startswith("Noisy") else f"<p>{html.escape(n)}</p>"
-              for n in notes]
+    """One self-contained HTML page (ui/templates/html_report.html): a title, notes, the charts (interactive,
+    plotly.js embedded once), each with its explanation under it where given as (figure, words), and the table."""
+    charts = []
     for i, item in enumerate(figures):
         fig, words = item if isinstance(item, tuple) else (item, None)
         # Streamlit's chart theme grows the margins to fit tick labels and axis titles; a page of its own must ask
         fig = go.Figure(fig).update_xaxes(automargin=True).update_yaxes(automargin=True)
         # the first chart carries plotly.js (about 4.6 MB) for them all; none of them fetch anything
-        parts.append("<div class='chart'>" + fig.to_html(full_html=False, include_plotlyjs=i == 0,
-                                                         config={"displaylogo": False})
-                     + (f"<p class='about'>{html.escape(words)}</p>" if words else "") + "</div>")
+        charts.append((Markup(fig.to_html(full_html=False, include_plotlyjs=i == 0, config={"displaylogo": False})),
+                       words))
     shown = table.copy()
     for column in shown.columns:
         if pd.api.types.is_datetime64_any_dtype(shown[column]):
             shown[column] = shown[column].dt.strftime("%Y-%m-%d %H:%M:%S")
     shown = shown.astype(object).where(shown.notna(), "n/a")  # a figure that was not measured reads n/a
-    parts.append("<h2>The runs</h2>" + shown.to_html(index=False, float_format=lambda v: f"{v:,.4g}", border=0,
-                                                     escape=True))
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return _templates().get_template("html_report.html").render(
+        title=title, when=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), notes=notes, charts=charts,
+        table=Markup(shown.to_html(index=False, float_format=lambda v: f"{v:,.4g}", border=0, escape=True)))
+
+
+@functools.cache
+def _templates() -> jinja2.Environment:
+    """The templates the exports are written from; every value put in them is escaped unless marked Markup."""
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent.parent / "templates"),
+                              autoescape=True, trim_blocks=True, lstrip_blocks=True)

@@ -11,9 +11,7 @@ import time
 
 import streamlit as st
 
-from tcore.lab.policy import guards, limits
-from tcore.lab.run import runs
-from tcore.lab.settings import config
+from tcore.lab import api
 from tcore.store import RunStore
 from ui.panels import people
 
@@ -24,7 +22,7 @@ _FIELDS = {
     "max_memory_gib": ("Most memory per run (estimated)", "GiB", 0.5, 0.5, True),
     "max_queued_per_session": ("Runs one person may have waiting", "runs", 1, 1, False),
     # a room behind one NAT address needs this raised to its head count (tcore.lab.policy.guards.NewPeopleGuard)
-    "max_new_people_per_address": (f"New participants one network address may start in {guards.NEW_PEOPLE_WINDOW_H} h",
+    "max_new_people_per_address": (f"New participants one network address may start in {api.NEW_PEOPLE_WINDOW_H} h",
                                    "people", 1, 1, False),
 }
 
@@ -32,8 +30,8 @@ _FIELDS = {
 def panel(store: RunStore) -> None:
     st.markdown("#### Instructor")
     try:
-        code = guards.instructor_passcode()
-    except config.LimitsError as e:
+        code = api.instructor_passcode()
+    except api.LimitsError as e:
         st.error(f"The lab's settings cannot be read: {e}")
         return
     if code is None:
@@ -51,21 +49,21 @@ def panel(store: RunStore) -> None:
             if why := st.session_state.pop(_REFUSED, None):
                 st.error(why)
         return
-    if tries := guards.PASSCODE_GUARD.wrong_tries():
+    if tries := api.wrong_passcode_tries():
         st.caption(f":orange[{people.plain(tries)}]")
     # Each action runs in its button's callback, before the page is drawn again: a click followed by st.rerun()
     # in the page's body was seen, in Chromium with the queue's fragments ticking, to change the store while the
     # panel went on saying "Paused" with its Resume button.
     left, right = st.columns(2)
-    since = runs.paused_since(store)
+    since = api.paused_since(store)
     if since is None:
-        left.button("Pause the queue", icon=":material/pause:", key="instructor_pause", on_click=runs.pause,
+        left.button("Pause the queue", icon=":material/pause:", key="instructor_pause", on_click=api.pause,
                     args=(store, True),
                     help="Runs under way finish; waiting runs keep their place; nothing new starts.")
     else:
         # A clock time, not "N s ago": this panel is drawn once, while the queue box beside it ticks on.
         left.markdown(f":orange[Paused since {time.strftime('%H:%M:%S', time.localtime(since))} (the server's clock).]")
-        left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume", on_click=runs.pause,
+        left.button("Resume the queue", icon=":material/play_arrow:", key="instructor_resume", on_click=api.pause,
                     args=(store, False))
     right.button("Lock", icon=":material/lock:", key="instructor_lock", on_click=people.lock,
                  help="Give up the instructor's actions in every tab unlocked on this app; the passcode unlocks "
@@ -83,7 +81,7 @@ def _try_passcode() -> None:
     # guesses are slowed per session and per address, and logged (tcore.lab.policy.guards.PasscodeGuard)
     attempt = st.session_state.get("instructor_attempt", "")
     session = st.session_state.setdefault("passcode_session", secrets.token_hex(8))
-    unlocked, why = guards.PASSCODE_GUARD.attempt(session, attempt, address=people.client_address())
+    unlocked, why = api.try_passcode(session, attempt, address=people.client_address())
     if unlocked:
         people.unlock(attempt)
         st.session_state.pop(_REFUSED, None)  # a wrong try's sentence not yet shown: stale once unlocked
@@ -99,7 +97,7 @@ _TOLD = "instructor_limits_told"  # the toast to show after that rerun
 
 def limits_form(store: RunStore) -> None:
     """The limits in force, where each comes from, and a form to change them for everyone."""
-    now = limits.load(store=store)
+    now = api.lab_limits(store)
     if st.session_state.pop(_REFILL, False) or f"instructor_{next(iter(_FIELDS))}" not in st.session_state:
         st.session_state.update(field_values(now))
     told = st.session_state.pop(_TOLD, None)  # said under the form, where the click was, until the next action
@@ -128,19 +126,19 @@ def limits_form(store: RunStore) -> None:
                 st.error("Nothing was changed: " + "; ".join(too_low) + ".")
             else:
                 try:
-                    limits.set_by_instructor(store, values)
-                except config.LimitsError as e:
+                    api.set_limits(store, values)
+                except api.LimitsError as e:
                     st.error(str(e))
                 else:
-                    _refill(applied_words(now, limits.load(store=store), "Applied to everyone"))
+                    _refill(applied_words(now, api.lab_limits(store), "Applied to everyone"))
         if reset.form_submit_button("Back to the file's limits"):
-            limits.set_by_instructor(store, None)
-            _refill(applied_words(now, limits.load(store=store), "Back to the config file's and environment's limits"))
+            api.set_limits(store, None)
+            _refill(applied_words(now, api.lab_limits(store), "Back to the config file's and environment's limits"))
         if told:
             st.success(told, icon=":material/check_circle:")
 
 
-def applied_words(before: limits.Limits, after: limits.Limits, what: str) -> str:
+def applied_words(before: api.Limits, after: api.Limits, what: str) -> str:
     """'Applied to everyone at 14:02:11: Longest run 900 → 600 s. They apply to the next run submitted.'"""
     def shown(value, unit: str) -> str:
         return "no limit" if value is None else f"{value:g} {unit}"
@@ -151,7 +149,7 @@ def applied_words(before: limits.Limits, after: limits.Limits, what: str) -> str
             + ". They apply to the next run submitted.")
 
 
-def field_values(now: limits.Limits) -> dict[str, object]:
+def field_values(now: api.Limits) -> dict[str, object]:
     """The form's widget state for the limits in force: each number, and "No limit" ticked (its number empty) where
     an optional limit has none."""
     state: dict[str, object] = {}

@@ -10,22 +10,16 @@ import math
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.figures.paired import MIN_ROUNDS
-from tcore.lab.outputs import artifacts
-from tcore.lab.policy import limits
-from tcore.lab.policy.limits import device_memory_gib
-from tcore.lab.policy.memory import NoEstimate, estimate_memory_gib
-from tcore.lab.queue import waiting
-from tcore.lab.run.runs import preflight
-from tcore.lab.settings import config
+from tcore.lab import api
 from tcore.store import RunStore
 
 
-def _lab_limits() -> limits.Limits | None:
+def _lab_limits() -> api.Limits | None:
     """This lab's limits (tcore.lab.policy.limits, with the instructor's changes), or None where the settings cannot be
     read (the Run button then says why)."""
     try:
-        return limits.load(store=RunStore())
-    except config.LimitsError:
+        return api.lab_limits(RunStore())
+    except api.LimitsError:
         return None
 
 
@@ -47,8 +41,8 @@ def artifacts_source(exp: Experiment, store, device: str | None = None) -> dict 
 
     Whether their torch and device match this machine is checked by the run itself.
     """
-    device = device or preflight(exp)[0]
-    return artifacts.artifacts_for(exp.to_dict(), device, store)
+    device = device or api.preflight(exp)[0]
+    return api.artifacts_for(exp, device, store)
 
 
 # The number boxes whose emptied value (None) is refused; timed_steps is None in seconds mode, 0 when emptied.
@@ -91,11 +85,11 @@ def cost_note(exp: Experiment, device: str) -> str | None:
     where = "the GPU" if device == "cuda" else "the CPU"
     what = "weights, gradients, AdamW state and activations" if exp.task == "training" else "weights and activations"
     try:
-        need_gib = estimate_memory_gib(exp)
-        have_gib, have_words = device_memory_gib(device)
+        need_gib = api.estimate_memory_gib(exp)
+        have_gib, have_words = api.device_memory_gib(device)
         memory = (f"It needs an estimated {need_gib:.3g} GiB ({what})"
                   + (f", of the {have_gib:.3g} GiB {have_words}." if have_gib else "."))
-    except NoEstimate as e:
+    except api.NoEstimate as e:
         memory = f"Its memory cannot be estimated ({e}): only the run's own out-of-memory guard applies."
     earlier = [(r.spec["batch_size"], r.result["eager_samples_per_s"], r.id) for r in RunStore().list(limit=200)
                if r.status == "finished" and r.result.get("eager_samples_per_s") and (r.device or device) == device
@@ -125,4 +119,4 @@ def step_time_words(exp: Experiment, earlier: list[tuple[int, float, str]]) -> s
 
 def _seconds(s: float) -> str:
     """'0.31 s', '4.2 s', '2 min 05 s'."""
-    return f"{s:.2g} s" if s < 10 else waiting.duration_words(s)
+    return f"{s:.2g} s" if s < 10 else api.duration_words(s)

@@ -23,7 +23,7 @@ from tcore.experiment.spec import (
 )
 from tcore.figures import rerun
 from tcore.host import features, machine
-from tcore.lab.run.runs import Checked, preflight
+from tcore.lab import api
 from tcore.store import RunStore
 from ui.panels import model_picker
 from ui.panels.generate import LENGTHS_FOR
@@ -183,7 +183,7 @@ def _within_limit(key: str, most: int | None) -> None:
         return
     st.session_state[seen] = most
     if most is not None and st.session_state.get(key) is not None and st.session_state[key] > most:
-        # said under the box, where the number changed (a toast alone went by unseen: 32 became 16 silently)
+        # said under the box, where the number changed (a toast alone goes by unseen, and the number changes silently)
         st.session_state[key + "_lowered"] = (f"Lowered from {st.session_state[key]:,} to {most:,}: this lab's "
                                               "limit, which the instructor sets.")
         st.session_state[key] = most
@@ -335,7 +335,7 @@ def cache_knob(prefix: str) -> str:
 
 
 # A solid figure on the CPU: every one of these seconds per variant, in the default 0.2 s rounds (about 25 pairs).
-# Longer rounds read worse there: 1 s rounds drifted apart by up to 25% (BENCHMARKS.md, "The CPU").
+# Longer rounds read worse there: the CPU's clock and its neighbours drift within a second-long round.
 SOLID_CPU_TIMED_S = 10.0
 
 
@@ -418,7 +418,7 @@ def measure_knobs(prefix: str, *, with_cache: bool = True) -> dict:
 
 
 def build(values: dict, unpicked: str | None = None
-          ) -> tuple[Experiment | None, list[str], str | None, Checked | None]:
+          ) -> tuple[Experiment | None, list[str], str | None, api.Checked | None]:
     """(experiment, notes, None, checked), or (None, [], why these values cannot run, None), or (None, [],
     `unpicked`, None) while the model list has no pick (unpicked(prefix)). The notes say which knobs do nothing here,
     and what a run far past the model's practical batch will cost (cost_note). `checked`: the device check's answer,
@@ -431,7 +431,7 @@ def build(values: dict, unpicked: str | None = None
     try:
         refused_by_lab(values, **timeout)
         exp = Experiment(**values)
-        device, notes = preflight(exp)  # the device check, once: cost_note is told its answer
+        device, notes = api.preflight(exp)  # the device check, once: cost_note is told its answer
     except SpecError as e:  # returned for the page to show: the message says what to change
         return None, [], str(e), None
     return exp, notes + ([note] if (note := cost_note(exp, device)) else []), None, (device, notes)

@@ -15,9 +15,7 @@ from tcore.experiment.protocol import PHASE_TITLES, phases_for
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired
 from tcore.host import machine
-from tcore.lab import rerun_outlook, sweeps
-from tcore.lab.queue.waiting import wait_words
-from tcore.lab.run import liverun, registry
+from tcore.lab import api
 from tcore.store import RunRecord, RunStore
 from ui.charts import compare_charts
 from ui.charts import run_charts as charts
@@ -65,7 +63,7 @@ COMPILING_BY_BACKEND = {
 }
 
 
-def phase_explain(run: liverun.LiveRun, phase: str | None) -> str:
+def phase_explain(run: api.Followed, phase: str | None) -> str:
     """What happens in `phase` of this run, for the progress bar's caption."""
     if phase == "compiling" and run.exp.backend in COMPILING_BY_BACKEND:
         return COMPILING_BY_BACKEND[run.exp.backend]
@@ -78,7 +76,7 @@ def phase_explain(run: liverun.LiveRun, phase: str | None) -> str:
     return PHASE_EXPLAIN.get(phase, PHASE_EXPLAIN[None]).format(rounds=max(run.exp.rounds, paired.MIN_ROUNDS))
 
 
-def phases_of(run: liverun.LiveRun) -> list[str]:
+def phases_of(run: api.Followed) -> list[str]:
     return phases_for(run.exp)
 
 
@@ -113,8 +111,8 @@ def _follow(run_id: str, store: RunStore, draw: Callable[[], None], redraws: lis
     # `redraws` is the same list on each of the fragment's own redraws, a new one on each page run: a page run never
     # waits, a timed redraw may (up to NEWS_WAIT_S); a click inside the fragment (Cancel) reruns the fragment alone
     # and so may wait that long before it acts
-    if redraws and (run := registry.live(run_id)) is not None and not run.done:
-        run.wait_for_news(NEWS_WAIT_S)
+    if redraws:
+        api.wait_for_news(run_id, NEWS_WAIT_S)
     redraws.append(None)
     if not run_state.state(run_id, store).followed:
         st.rerun()
@@ -129,14 +127,14 @@ def run_panel(run_id: str, store: RunStore, *, key: str = "run") -> None:
     "Running" under a table and a queue that had just read "finished" from the record, and that page stayed up for
     the seconds the whole page's redraw took. Once the record says so, the panel is emptied and the page goes round
     to draw the result: "finished" wins everywhere."""
-    if not run_state.state(run_id, store).followed or (run := registry.live(run_id)) is None:
+    if not run_state.state(run_id, store).followed or (run := api.follow(run_id)) is None:
         st.empty()  # in the panel's place, at once: not its last "Running" while the page redraws
         st.rerun()
     draw_progress(run, key=key)
 
 
-def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
-    snap = run.snapshot()
+def draw_progress(run: api.Followed, *, key: str) -> None:
+    snap = run.snapshot
     run_id, phases, phase = run.run_id, phases_of(run), snap["phase"]
     started = snap["phase_started_at"].get(phase)
     in_phase_s = max(time.time() - started, 0.0) if started else snap["elapsed_s"]
@@ -155,7 +153,7 @@ def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
     if queued:  # waiting for the device: other runs are ahead of it
         words = run_state.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
         st.markdown(f":blue-background[**{words}**]",
-                    help=wait_words(snap["wait"])[1])
+                    help=api.wait_words(snap["wait"])[1])
         st.caption("Runs leave the queue in the order they were queued; on a GPU a few share it at once, each "
                    "holding it alone to measure, and on a CPU one runs at a time.")
     else:
@@ -164,7 +162,7 @@ def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
         counted = f" ({done}/{total})" if done is not None else ""
         st.progress(progress_fraction(phases, phase, snap["progress"]),
                     text=f"**{title}**{counted}: {in_phase_s:.0f} s in this phase, {snap['elapsed_s']:.0f} s in all")
-        if device := run.device_words():  # a GPU shared with the room: where this run is, and who has the GPU
+        if device := api.device_words(run_id):  # a GPU shared with the room: where this run is, and who has the GPU
             st.markdown(f":violet-background[The run {device}.]", help=SHARED_EXPLAIN)
         st.caption(phase_explain(run, phase))
         if phase == "compiling" and run.exp.has_compiled_variant:
@@ -184,7 +182,7 @@ def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
                 "Waiting for the first power samples...")
     if st.button("Cancel run", key=f"{key}_cancel_{run_id}", icon=":material/stop_circle:",
                  help="A queued run never starts; a running one has its worker stopped."):
-        run.cancel()
+        api.stop(run_id)
         st.toast("Cancelled: it leaves the queue." if queued else
                  "Cancelling: the worker and its compile processes are being stopped.")
 
@@ -192,11 +190,11 @@ def draw_progress(run: liverun.LiveRun, *, key: str) -> None:
 _EARLIER_COMPILES: dict[str, tuple[float, bool] | None] = {}  # run id -> rerun_outlook.earlier_compile_s, asked once
 
 
-def _earlier_compile(run: liverun.LiveRun) -> tuple[float, bool] | None:
+def _earlier_compile(run: api.Followed) -> tuple[float, bool] | None:
     if run.run_id not in _EARLIER_COMPILES:
         if len(_EARLIER_COMPILES) > 1000:
             _EARLIER_COMPILES.clear()
-        _EARLIER_COMPILES[run.run_id] = rerun_outlook.earlier_compile_s(run.exp, run.store, run.device)
+        _EARLIER_COMPILES[run.run_id] = api.earlier_compile_s(run.run_id)
     return _EARLIER_COMPILES[run.run_id]
 
 
@@ -220,7 +218,7 @@ PROFILING_WORDS = ("**Profiling: where the time goes, a second or two.** The spe
                    "follow when the record is saved.")
 
 
-def headline(run: liverun.LiveRun, result: dict) -> None:
+def headline(run: api.Followed, result: dict) -> None:
     """The result's headline (the Speedup with its interval, compile time, break-even), drawn as the finished run's
     page draws it, from the timed figures the worker sent before its profiling pass."""
     results.show_headline(RunRecord(id=run.run_id, status="running", created_at=run.queued_at, label=run.exp.label,
@@ -258,7 +256,7 @@ def so_far(figures: dict[str, dict]) -> None:
                             "interval is narrow enough; the result's figure replaces this one.")
 
 
-def sweep_settings(sweep: sweeps.SweepRecord) -> str:
+def sweep_settings(sweep: api.SweepRecord) -> str:
     """What every run of the sweep shares, in words: the page's knobs may have moved on since it started."""
     if not sweep.runs:
         return "no runs"
@@ -274,7 +272,7 @@ def sweep_settings(sweep: sweeps.SweepRecord) -> str:
             f"{', '.join(sorted(backend)) or 'none'}, {timed}")
 
 
-def sweep_cells(sweep: sweeps.SweepRecord) -> list:
+def sweep_cells(sweep: api.SweepRecord) -> list:
     """Per run, in the sweep's order: its RunRecord once it has ended, else 'waiting' (behind the sweep's
     previous run), 'queued' (taking its turn in the room's queue) or 'running'."""
     return [r if r.status in ("finished", "failed") else "waiting" if r.held else r.status for r in sweep.runs]
@@ -283,20 +281,20 @@ def sweep_cells(sweep: sweeps.SweepRecord) -> list:
 @st.fragment(run_every=2.0)
 def sweep_panel(sweep_id: str, store: RunStore) -> None:
     """The sweep's matrix and its current run, redrawn every 2 s from the store; the whole page reruns when it ends."""
-    sweep = sweeps.get(sweep_id, store)
+    sweep = api.sweep(sweep_id, store)
     if sweep.done:
         st.rerun()
     draw_sweep(sweep)
     running = next((r for r in sweep.runs if r.status == "running"), None)
-    if running is not None and (run := registry.live(running.id)) is not None and not run.done:
+    if running is not None and (run := api.follow(running.id)) is not None and not run.done:
         with st.container(border=True):
             draw_progress(run, key="sweep")
     if st.button("Cancel the sweep", key=f"sweep_cancel_{sweep_id}", icon=":material/stop_circle:"):
-        sweeps.cancel(sweep_id, store)
+        api.cancel_sweep(sweep_id, store)
         st.toast("Cancelling the current run; no further runs will start.")
 
 
-def draw_sweep(sweep: sweeps.SweepRecord) -> None:
+def draw_sweep(sweep: api.SweepRecord) -> None:
     matrix = sweep_matrix.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
     cancelled = sum(1 for r in sweep.runs if r.error_kind == "cancelled")

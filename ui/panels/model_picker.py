@@ -10,6 +10,7 @@ from typing import Callable
 import streamlit as st
 
 import sample_models
+from tcore.lab import api
 
 SOURCE_TITLES = {"builtin": "built-in", "torchvision": "torchvision", "timm": "timm", "hf": "transformers (hf:)",
                  "diffusers": "diffusers", "file": "your file"}
@@ -56,8 +57,7 @@ def _file_given(prefix: str, on_pick: Callable[[str], None]) -> None:
 
 
 def _files_allowed() -> bool:
-    from tcore.lab.policy import limits
-    return limits.files_allowed()
+    return api.files_allowed()
 
 
 def model_picker(prefix: str, on_pick: Callable[[str], None]) -> str:
@@ -119,5 +119,4 @@ def unpicked(prefix: str) -> str | None:
 
 
 def _files_off() -> str:
-    from tcore.lab.policy import limits
-    return limits.FILES_OFF
+    return api.FILES_OFF

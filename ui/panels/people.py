@@ -36,9 +36,7 @@ from typing import Iterator, NamedTuple
 
 import streamlit as st
 
-from tcore.lab.policy import guards, limits
-from tcore.lab.queue import room
-from tcore.lab.settings import config
+from tcore.lab import api
 from tcore.store import RunStore, StoreError
 from tcore.store.changes import reads
 from ui.words.store_words import plain, store_trouble
@@ -107,7 +105,7 @@ def _arrive(store: RunStore) -> str:
     else:
         owner = new_guest()
         if not _admit(owner, address, store):
-            raise TooManyNew(guards.new_people_message(limits.load(store=store)))
+            raise TooManyNew(api.new_people_message(api.lab_limits(store)))
     st.session_state.owner = owner
     return owner
 
@@ -126,10 +124,10 @@ def _known(candidate: str, store: RunStore, address: str | None) -> str | None:
 def _admit(owner: str, address: str | None, store: RunStore) -> bool:
     """Whether a new participant may start at `address` (counted if so); registers `owner` as one."""
     try:
-        bound = limits.load(store=store).max_new_people_per_address
-    except config.LimitsError:  # limits written wrongly (an older version saved them): the System page says so, and
-        bound = limits.Limits().max_new_people_per_address  # every page still opens, the panel's reset among them
-    if not guards.NEW_PEOPLE.admit(address, bound):
+        bound = api.lab_limits(store).max_new_people_per_address
+    except api.LimitsError:  # limits written wrongly (an older version saved them): the System page says so, and
+        bound = api.Limits().max_new_people_per_address  # every page still opens, the panel's reset among them
+    if not api.admit_new_person(address, bound):
         return False
     _register(owner)
     return True
@@ -246,7 +244,7 @@ def is_instructor() -> bool:
             if token and (attempt := _unlocked_by(token)):
                 st.session_state.instructor, st.session_state.instructor_token = attempt, token
                 break
-    return bool(attempt) and guards.is_instructor(attempt)
+    return bool(attempt) and api.is_instructor(attempt)
 
 
 def _browser() -> str | None:
@@ -272,7 +270,7 @@ def _unlocked_by(token: str) -> str | None:
     tell ports apart) from unlocking anywhere else."""
     if (held := _UNLOCKED.get(token)) is None:
         return None
-    if time.time() > held.until or held.address != client_address() or not guards.is_instructor(held.attempt):
+    if time.time() > held.until or held.address != client_address() or not api.is_instructor(held.attempt):
         _UNLOCKED.pop(token, None)
         return None
     return held.attempt
@@ -285,9 +283,9 @@ def client_address() -> str | None:
     peer = st.context.ip_address
     if peer is not None and not isinstance(peer, str):
         return None
-    trusted = room.trusted_proxies()
+    trusted = api.trusted_proxies()
     forwarded = st.context.headers.get_all("X-Forwarded-For") if trusted else []
-    return room.client_address(peer, forwarded, trusted)
+    return api.client_address(peer, forwarded, trusted)
 
 
 def unlock(attempt: str) -> None:
@@ -371,7 +369,7 @@ def _you() -> None:
     owner = me()
     try:
         instructor = is_instructor()
-    except config.LimitsError:
+    except api.LimitsError:
         st.rerun()  # the settings were broken meanwhile: the whole page says how
     if FOLLOWED in st.session_state:
         st.rerun()

@@ -16,9 +16,7 @@ import streamlit as st
 
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.experiment.spec import Experiment, SpecError
-from tcore.lab.queue import scheduler
-from tcore.lab.queue.waiting import duration_words, wait_words
-from tcore.lab.run import registry, runs
+from tcore.lab import api
 from tcore.store import RunStore
 from tcore.store.changes import reads
 from ui.panels import people
@@ -44,7 +42,7 @@ def whose(owner: str | None, me: str) -> str:
 
 
 def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_s: float | None = None,
-           checked: runs.Checked | None = None) -> list[str]:
+           checked: api.Checked | None = None) -> list[str]:
     """Queue the experiments in order for this session; returns the ids queued. `checked`: the device check's answer
     for a single experiment, made by the page as it drew (knobs.build), so the submit does not check again.
 
@@ -54,8 +52,8 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_
     queued = []
     for exp in experiments:
         try:
-            queued.append(runs.start(exp, store, owner=people.me(), timeout_s=timeout_s, from_app=True,
-                                     checked=checked if len(experiments) == 1 else None).run_id)
+            queued.append(api.queue(exp, store, owner=people.me(), timeout_s=timeout_s, from_app=True,
+                                    checked=checked if len(experiments) == 1 else None))
         except SpecError as e:
             st.session_state[f"{key}_refusal"] = (f"**{people.plain(exp.label)} cannot be queued:** {e}"
                                               + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))
@@ -71,7 +69,7 @@ def submit_in_turn(experiments: list[Experiment], store: RunStore, *, key: str) 
     """Queue as many of `experiments` as this person may have waiting now (the lab's max_queued_per_session); the
     rest wait in this session (pending(key)) and feed_pending queues them, in order, as places free up: one press
     queues them all, however low the bound. Returns the ids queued now."""
-    room, _ = runs.places_left(people.me(), store)
+    room, _ = api.places_left(people.me(), store)
     st.session_state[f"{key}_pending"] = list(experiments[room:])
     return submit(experiments[:room], store, key=key) if room else []
 
@@ -85,7 +83,7 @@ def feed_pending(key: str, store: RunStore) -> list[str]:
     """Queue what pending(key) holds as far as this person's queue has room; returns the ids queued. A refusal other
     than a full queue (memory, say) ends the feed: show_refusal(key) says why, and what was queued stays queued."""
     held = pending(key)
-    room, _ = runs.places_left(people.me(), store) if held else (0, 0)
+    room, _ = api.places_left(people.me(), store) if held else (0, 0)
     if not room:
         return []
     tried = held[:room]
@@ -98,7 +96,7 @@ def pending_words(key: str, store: RunStore) -> str | None:
     """'2 more runs wait for a place in your queue ...', while submit_in_turn(key) holds some."""
     if not (held := pending(key)):
         return None
-    _, bound = runs.places_left(people.me(), store)
+    _, bound = api.places_left(people.me(), store)
     return (f"**{len(held)} more run{'s' * (len(held) != 1)} to queue**: this lab lets one person have {bound} "
             f"run{'s' * (bound != 1)} waiting at once, so {'they go' if len(held) != 1 else 'it goes'} in, in order, "
             "as yours start. Keep this page open meanwhile.")
@@ -178,15 +176,15 @@ def draw_queue(store: RunStore, *, key: str, rows=None) -> None:
     the runs under way (default: draw_queue_rows, in the caller's own redraw)."""
     show_toast()
     st.markdown("**The queue on this machine**")
-    if (since := runs.paused_since(reads(store))) is not None:
-        st.warning(f"The instructor paused the queue {duration_words(time.time() - since)} ago: runs under way "
+    if (since := api.paused_since(reads(store))) is not None:
+        st.warning(f"The instructor paused the queue {api.duration_words(time.time() - since)} ago: runs under way "
                    "finish, waiting runs keep their place and start when it resumes.", icon=":material/pause:")
-    if problem := runs.queue_problem(store):
-        st.error(f"The queue cannot start runs right now and keeps retrying every {scheduler.TICK_S:g} s: {problem}")
-    if not runs.under_way(reads(store)):
+    if problem := api.queue_problem(store):
+        st.error(f"The queue cannot start runs right now and keeps retrying every {api.QUEUE_TICK_S:g} s: {problem}")
+    if not api.under_way(reads(store)):
         st.caption(empty_queue_words(paused=since is not None))
         return
-    st.caption(sharing_words(runs.under_way(reads(store))))
+    st.caption(sharing_words(api.under_way(reads(store))))
     (rows or draw_queue_rows)(store, key=key)
 
 
@@ -202,7 +200,7 @@ def sharing_words(rows: list[dict]) -> str:
     """How the queue's runs share the devices, for the caption over the queue: the room's plan in a sentence."""
     kind = "cuda" if any(row.get("device") == "cuda" for row in rows) else "cpu"
     try:
-        plan = scheduler.room_plan(kind)
+        plan = api.room_plan(kind)
     except SpecError as e:
         return f"The room's plan cannot be made: {e}"
     order = " Runs leave the queue in the order they were queued, across every browser and the command line."
@@ -224,7 +222,7 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
     show_toast()
     me = people.me()
     instructor = people.is_instructor()
-    rows = runs.under_way(reads(store))
+    rows = api.under_way(reads(store))
     if not rows:
         st.caption("Nothing is running or waiting now.")
     stopping = cancelling(rows)
@@ -236,12 +234,12 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
             state = "**cancelling**: its worker is being stopped"
         elif row["status"] == "running":
             where = f" on {row['device_slot']}" if row.get("device_slot") else ""
-            state = f"**running**{where} for {duration_words(_since(row['started_at']))}"
+            state = f"**running**{where} for {api.duration_words(_since(row['started_at']))}"
             if row.get("device_state"):  # a shared GPU: holding it, waiting for it, or compiling beside its holder
                 state += f" · {row['device_state']}"
         else:
-            state = f"**#{row['queue_position'] or '?'} in the queue** · {wait_words(row['wait'])[0]}"
-            reason = wait_words(row["wait"])[1]
+            state = f"**#{row['queue_position'] or '?'} in the queue** · {api.wait_words(row['wait'])[0]}"
+            reason = api.wait_words(row["wait"])[1]
         # the id's end, as the runs table shows it: two runs of one label tell apart
         left.markdown(f"{state} · {people.plain(row['label'])} · :gray[{owner}] · :gray[run {row['run_id'][-6:]}]",
                       help=reason)
@@ -299,7 +297,7 @@ def cancel(run_id: str, store: RunStore) -> None:
 
     def stop() -> None:
         try:
-            done = None if runs.cancel(run_id, store, owner=owner, instructor=instructor) else AlreadyEnded(run_id)
+            done = None if api.cancel(run_id, store, owner=owner, instructor=instructor) else AlreadyEnded(run_id)
         except BaseException as e:
             done = e
         if done is not None:
@@ -384,16 +382,17 @@ def live_runs_panel(run_ids: list[str], *, key: str, feed: str | None = None, st
     if held:
         st.markdown(held)
     for run_id in waiting:
-        run = registry.live(run_id)
-        snap = run.snapshot()
+        if (run := api.follow(run_id)) is None:  # dropped since live_ids: the next redraw reruns the page
+            continue
+        snap = run.snapshot
         left, right = st.columns([4, 1], vertical_alignment="center")
         if snap["status"] == "queued":
             state = run_state.queue_words(snap["queue_position"], snap["wait"], snap["waited_s"])
         else:
             phase = PHASE_TITLES.get(snap["phase"], "Starting the worker")
             started = snap["phase_started_at"].get(snap["phase"])
-            in_phase = f", {duration_words(_since(started))} in this phase" if started else ""
-            state = f"Running: {phase}{in_phase}, {duration_words(snap['elapsed_s'])} in all"
+            in_phase = f", {api.duration_words(_since(started))} in this phase" if started else ""
+            state = f"Running: {phase}{in_phase}, {api.duration_words(snap['elapsed_s'])} in all"
         left.markdown(f"**{people.plain(run.exp.label)}** · {state}")
         if right.button("Cancel", key=f"{key}_cancel_{run_id}", icon=":material/cancel:"):
-            run.cancel()
+            api.stop(run_id)

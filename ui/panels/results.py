@@ -18,7 +18,7 @@ from tcore.figures import RUN_FIGURES
 from tcore.store import RunRecord, RunStore
 from ui.charts import diagnose_charts
 from ui.charts import run_charts as charts
-from ui.panels import advice, ecosystem, exports, generate, history, kernel_why, timeline_bar
+from ui.panels import earlier_runs, ecosystem, exports, generate, kernel_why, timeline_bar, why_faster
 from ui.words import decode_words, diagnose_queries, graph_words, run_words
 from ui.words.store_words import plain
 
@@ -41,8 +41,8 @@ FAILURE_HINTS = {
 
 
 def header_times(rec: RunRecord) -> str:
-    """'queued 2025-01-01 10:00:00', then 'started 10:00:05' once it started: a run cancelled in the queue read
-    'started <time>' beside 'it never started'."""
+    """'queued 2025-01-01 10:00:00', then 'started 10:00:05' once it started: a run cancelled in the queue never
+    says 'started'."""
     def clock(t: float, fmt: str) -> str:
         return datetime.datetime.fromtimestamp(t).strftime(fmt)
 
@@ -93,7 +93,7 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     kernel_why.show(rec, key=key)  # beside the headline: which kernels cost compiled more, and why
     timeline_bar.show(r, key=key, run_id=rec.id)  # where the wall time went: the compile, the measurement, the lab
     if store is not None:
-        history.show(rec, store, key=key)
+        earlier_runs.show(rec, store, key=key)
     st.caption(run_words.baseline_words(rec.spec, rec.device, r.get("speedup")))
     generating = rec.spec.get("task") == "generate"
     ok, words = (generate.tokens_words(r) if generating else
@@ -104,11 +104,11 @@ def show_result(rec: RunRecord, power_samples: list, *, key: str, store: RunStor
     if r.get("notes"):
         st.info("\n".join(f"- {n}" for n in r["notes"]))
     if store is not None:
-        advice.side_by_side(rec, store, key=key)
+        why_faster.side_by_side(rec, store, key=key)
     with st.container(border=True):
-        advice.where_time_goes(rec, store, key=key)
+        why_faster.where_time_goes(rec, store, key=key)
     with st.container(border=True):
-        advice.next_steps(rec, store, key=key)
+        why_faster.next_steps(rec, store, key=key)
     if store is not None and (words := run_words.cache_words(r, rec.spec)):
         show_cache(rec, store, words, key=key)
     show_charts(rec, power_samples, key=key)

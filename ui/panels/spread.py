@@ -6,8 +6,7 @@ import time
 
 import streamlit as st
 
-from tcore.lab import calibrate
-from tcore.lab.queue.waiting import duration_words
+from tcore.lab import api
 from tcore.store import RunStore
 from ui.panels import people
 
@@ -19,19 +18,19 @@ def panel(store: RunStore, device: str) -> None:
                "from what was measured on this GPU model until it has.")
     now = time.time()
     rows = []
-    for s in calibrate.standing(store, device):
-        age = (f"newest run {duration_words(now - s.newest_at)} ago" if s.newest_at is not None else "")
+    for s in api.spread_standing(store, device):
+        age = (f"newest run {api.duration_words(now - s.newest_at)} ago" if s.newest_at is not None else "")
         rows.append({"kind of run": s.what,
                      "learned σ": f"{s.sigma_pct:.2f}%" if s.sigma_pct is not None else "none yet",
                      "a new setting gets σ": f"{s.used_pct:.2f}%",
                      "rests on": f"{s.runs} reruns of {s.settings} setting(s)" if s.runs else "the starting value",
                      "age": age or "n/a", "starting value": f"{s.start_pct:g}% ({s.start_where})"})
     st.dataframe(rows, hide_index=True, width="stretch")
-    if (since := calibrate.reset_at(store)) is not None:
+    if (since := api.spread_reset_at(store)) is not None:
         st.caption(f"Learned from runs since the instructor's reset at "
                    f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(since))} (the server's clock).")
     if people.is_instructor():
         st.button("Reset this machine's spread", icon=":material/restart_alt:", key="spread_reset",
-                  on_click=calibrate.reset, args=(store,),
+                  on_click=api.reset_spread, args=(store,),
                   help="Runs finished from now on teach it again (after a change of machine, driver or load); the "
                        "runs are kept, and intervals start from the measured starting value meanwhile.")

@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcore.experiment.protocol import PHASE_TITLES
-from tcore.lab.queue.waiting import Wait, duration_words, wait_words
-from tcore.lab.run import registry, runs
+from tcore.lab import api
 from tcore.store import RunStore
 from tcore.store.changes import reads
-from tcore.store.queue import BY_INSTRUCTOR
+from tcore.store.run_queue import BY_INSTRUCTOR
 
 ENDED = ("finished", "failed")  # a run's record once it is over
 DELETED = "deleted"  # the status of a run whose record is gone (deleted on the Compare page meanwhile)
@@ -39,7 +38,7 @@ class RunState:
     ended: bool = False
     phase: str | None = None
     queue_position: int | None = None
-    wait: Wait | None = None
+    wait: api.Wait | None = None
     waited_s: float | None = None
     error_kind: str | None = None
     cancelled_by: str | None = None
@@ -49,7 +48,7 @@ class RunState:
     def words(self) -> str:
         """'#2 in the queue · starts in about 40 s' / 'running: Compiling (first call)' / 'finished, 1.32x eager' /
         'failed: timeout' / 'cancelled by the instructor' / 'cancelled by you'."""
-        queued = f"#{self.queue_position or '?'} in the queue · {wait_words(self.wait)[0]}"
+        queued = f"#{self.queue_position or '?'} in the queue · {api.wait_words(self.wait)[0]}"
         shared = f" · {self.device}" if self.device else ""
         if self.followed:
             if self.status == "queued":
@@ -70,7 +69,7 @@ class RunState:
 
 def places_by_id(store: RunStore) -> dict[str, dict]:
     """run id -> its row of the room's queue on this host (tcore.lab.run.runs.under_way), for runs under way."""
-    return {row["run_id"]: row for row in runs.under_way(reads(store))}
+    return {row["run_id"]: row for row in api.under_way(reads(store))}
 
 
 def state(run_id: str, store: RunStore, *, record=None, places: dict[str, dict] | None = None) -> RunState:
@@ -81,12 +80,12 @@ def state(run_id: str, store: RunStore, *, record=None, places: dict[str, dict] 
             record = reads(store).get(run_id)
         except KeyError:  # deleted meanwhile
             return RunState(run_id, DELETED, ended=True)
-    live = registry.live(run_id)
+    live = api.follow(run_id)
     place = (places if places is not None else places_by_id(store)).get(run_id) \
         if record.status not in ENDED else None
     device = (place or {}).get("device_state_short")
     if record.status not in ENDED and live is not None and not live.done:
-        snap = live.snapshot()
+        snap = live.snapshot
         return RunState(run_id, snap["status"], followed=True, phase=snap["phase"],
                         queue_position=snap["queue_position"], wait=snap["wait"], waited_s=snap["waited_s"],
                         device=device)
@@ -105,4 +104,4 @@ def state(run_id: str, store: RunStore, *, record=None, places: dict[str, dict] 
 def queue_words(position: int | None, wait, waited_s: float | None) -> str:
     """'#2 in the queue · starts in about 40 s · waited 12 s': when it starts first; wait_words(wait)[1] says why."""
     place = f"#{position} in the queue" if position else "about to start"
-    return f"{place} · {wait_words(wait)[0]} · waited {duration_words(waited_s)}"
+    return f"{place} · {api.wait_words(wait)[0]} · waited {api.duration_words(waited_s)}"

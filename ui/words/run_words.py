@@ -9,7 +9,7 @@ from typing import Any
 
 from tcore import figures
 from tcore.figures import paired, rerun
-from tcore.lab.queue.waiting import duration_words
+from tcore.lab.api import duration_words
 
 
 def baseline_words(spec: dict, device: str | None, speedup: float | None = None) -> str:

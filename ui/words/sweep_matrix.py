@@ -7,8 +7,8 @@ import pandas as pd
 
 from tcore.experiment.spec import Experiment
 from tcore.figures import LEVEL_PCT, interval_name
+from ui.words.compare_verdicts import compiled_nothing
 from ui.words.graph_words import first_line
-from ui.words.verdicts import compiled_nothing
 
 # The figures in a sweep's matrix, as stored columns (tcore.figures).
 SWEEP_FIGURES = ["speedup", "speedup_low", "speedup_high", "compile_s", "eager_samples_per_s", "compiled_samples_per_s",

@@ -3,7 +3,7 @@
 Chosen by configuration: a Ray address in $COMPILE_LAB_RAY_ADDRESS, else `address` under [cluster] in
 compile-lab.toml: "auto" (the cluster this machine has joined), "host:6379", or "local" (start a
 one-machine cluster inside this process: the demo). Without one nothing here imports Ray, and runs
-use local worker processes (tcore.lab.launch.launcher), as before.
+use local worker processes (tcore.lab.launch.launcher).
 
 The store on the app's machine stays the one record of the queue, the owners, the limits and the
 results: the scheduler (tcore.lab.queue.scheduler) claims a slot in it as it does for a local GPU, and only
@@ -34,7 +34,7 @@ from tcore.lab.launch.handles import RunEvents, timeout_message
 from tcore.lab.launch.remote import WORKDIR, run_on_node
 from tcore.lab.settings import config
 from tcore.lab.settings.config import REPO_ROOT
-from tcore.store.queue import CLUSTER_SLOT_PREFIX
+from tcore.store.run_queue import CLUSTER_SLOT_PREFIX
 
 ADDRESS_ENV = "COMPILE_LAB_RAY_ADDRESS"
 SLOT_PREFIX = CLUSTER_SLOT_PREFIX  # "ray:": the store knows such a slot has no local worker (queue.recover)

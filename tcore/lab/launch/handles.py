@@ -13,17 +13,17 @@ from typing import Any, Iterator
 
 from tcore.experiment import protocol
 from tcore.experiment.spec import Experiment
-from tcore.lab.launch import forkserver
+from tcore.lab.launch import fork_server_client
 from tcore.lab.launch.launcher import (
     IMPORT_TIME_ENV,
-    LOG_TAIL_LINES,
     Worker,
     _end_group,
     _kill_group,
     _without_private,
     warm_cache_dir,
 )
-from tcore.lab.outputs import artifacts
+from tcore.lab.launch.remote import LOG_TAIL_LINES
+from tcore.lab.outputs import artifact_handover
 
 _END = {"type": "_end"}
 
@@ -181,7 +181,7 @@ class RunHandle(RunEvents):
         """What this cold run compiled goes into the caches warm runs share, now that its own figures are measured;
         a copy that fails (a full disk) leaves the run as it is and says so in its notes."""
         try:
-            artifacts.share_compiled(self.workdir, warm_cache_dir())
+            artifact_handover.share_compiled(self.workdir, warm_cache_dir())
         except OSError as e:
             result["notes"] = [*result.get("notes", []), f"its compile could not be added to the cache warm runs "
                                                           f"share ({type(e).__name__}: {e})"]
@@ -201,7 +201,7 @@ def timeout_message(limit_s: float, phase: str | None, waiting_for_device: bool 
 
 
 def _death_message(returncode: int) -> str:
-    if returncode == forkserver.STATUS_LOST:
+    if returncode == fork_server_client.STATUS_LOST:
         return ("the worker process ended before reporting a result (how, nobody knows: the fork server that started "
                 "it ended first)")
     if returncode < 0:

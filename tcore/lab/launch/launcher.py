@@ -4,12 +4,12 @@ Each run gets a fresh process in its own process group, with fresh TORCHINDUCTOR
 TRITON_CACHE_DIR: that is what makes its compile time a cold one. Cancelling or timing out kills
 the whole group (the worker and Inductor's compile workers).
 
-A worker imports torch, the engine and the models before it reads its experiment (about 7 s on an
-H200), so the app keeps one spare per device slot started ahead (SparePool): a run takes it and
+A worker imports torch, the engine and the models before it reads its experiment (seconds), so the app
+keeps one spare per device slot started ahead (SparePool): a run takes it and
 skips the imports. A spare is unused, so nothing in it has compiled and its caches are empty; it is
 only handed a run while the settings torch reads at import (IMPORT_TIME_ENV) are the ones it started with.
 On a machine without a GPU, workers (spares too) are forked from a process that has done those imports
-once (tcore.lab.launch.forkserver), under the same rule.
+once (tcore.lab.launch.fork_server_client), under the same rule.
 """
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ import weakref
 from pathlib import Path
 
 from tcore.experiment import protocol
-from tcore.lab.launch import forkserver
+from tcore.host import processes
+from tcore.lab.launch import fork_server_client
 from tcore.lab.settings import private
 from tcore.lab.settings.config import REPO_ROOT, TORCH_TRACE_DIR
 
-LOG_TAIL_LINES = 40
 _END = {"type": "_end"}
 
 
@@ -71,8 +71,9 @@ class Worker:
                  spare: bool = False) -> None:
         """torch_trace: record the compile's TORCH_TRACE in the worker's folder. torch reads TORCH_TRACE once, at
         import, so a run that wants no TORCH_TRACE (to see what recording one costs) gets a worker started without.
-        wait_for_fork_server: where workers are forked (tcore.lab.launch.forkserver), wait for a fork server still doing
-        its imports; False raises forkserver.StillImporting instead (a spare, from the queue's thread).
+        wait_for_fork_server: where workers are forked (tcore.lab.launch.fork_server_client), wait for a fork server
+        still doing
+        its imports; False raises fork_server_client.StillImporting instead (a spare, from the queue's thread).
         spare: started ahead of any run, so it may use its wait (protocol.SPARE_WORKER)."""
         self.workdir = run_folder("tcore-run-")
         self.log_path = self.workdir / "worker.log"
@@ -94,9 +95,10 @@ class Worker:
         # forked from a process that has done the imports (on a machine without a GPU), else started afresh
         server_env = {k: v for k, v in full.items() if k not in PER_WORKER_ENV and k != protocol.WORKER_DIR}
         try:
-            self.proc = forkserver.spawn(full, cwd=str(REPO_ROOT), server_env=server_env, key=_import_time_part(full),
-                                         stderr_fd=self._log.fileno(), wait=wait_for_fork_server)
-        except forkserver.StillImporting:
+            self.proc = fork_server_client.spawn(full, cwd=str(REPO_ROOT), server_env=server_env,
+                                                 key=_import_time_part(full), stderr_fd=self._log.fileno(),
+                                                 wait=wait_for_fork_server)
+        except fork_server_client.StillImporting:
             self._log.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
             raise
@@ -108,9 +110,9 @@ class Worker:
 
     @property
     def forked(self) -> bool:
-        """Whether it came from the fork server (tcore.lab.launch.forkserver) rather than its own `python -m
+        """Whether it came from the fork server (tcore.lab.launch.fork_server_client) rather than its own `python -m
         tcore.worker`."""
-        return isinstance(self.proc, forkserver.ForkedProcess)
+        return isinstance(self.proc, fork_server_client.ForkedProcess)
 
     @property
     def ready(self) -> bool:
@@ -155,7 +157,7 @@ def _remove_folders_at_exit() -> None:
     A dismissed spare is reaped by a daemon thread (Worker._reap), and a run's folder is removed by the thread that
     records it: both die with the process, so a command line that ends, or an app that shuts down, left them in the
     temporary folder, one per spare it had. A worker still running a run is left to the lab process that
-    recovers the queue next (tcore.lab.run.runs.recover), as before; an unused one has nothing to lose.
+    recovers the queue next (tcore.lab.run.runs.recover); an unused one has nothing to lose.
     """
     for worker in list(_STARTED):
         if worker.taken and worker.proc.poll() is None:
@@ -166,7 +168,7 @@ def _remove_folders_at_exit() -> None:
         shutil.rmtree(worker.workdir, ignore_errors=True)
 
 
-atexit.register(_remove_folders_at_exit)
+atexit.register(_remove_folders_at_exit)  # before tcore.lab.queue.spares registers SPARES.clear: runs after it
 
 # What run_folder names its folders with, in the temporary folder; and the file in each that says whose it is.
 RUN_FOLDER_PREFIXES = ("tcore-run-", "tcore-ray-")
@@ -179,15 +181,8 @@ def run_folder(prefix: str) -> Path:
     (tcore.lab.queue.scheduler.remove_stale_folders)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     pid = os.getpid()
-    (folder / FOLDER_OWNER).write_text(f"{pid} {_start_time(pid) or ''}\n")
+    (folder / FOLDER_OWNER).write_text(f"{pid} {processes.process_start(pid) or ''}\n")
     return folder
-
-
-def _start_time(pid: int) -> str | None:
-    try:  # field 22 of /proc/<pid>/stat, as tcore.lab.queue.scheduler.process_start reads it (it imports this module)
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None  # registered before tcore.lab.run.liverun's SPARES.clear, so it runs after it
 
 
 class SparePool:
@@ -221,7 +216,7 @@ class SparePool:
         for place in free:
             try:
                 fresh = Worker(env, wait_for_fork_server=wait_for_fork_server, spare=True)
-            except forkserver.StillImporting:  # the next fill forks one: the queue's thread does not wait
+            except fork_server_client.StillImporting:  # the next fill forks one: the queue's thread does not wait
                 return
             with self._lock:
                 self._spares[place] = fresh
@@ -258,25 +253,16 @@ class SparePool:
 
 
 def _end_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # nothing left
+    processes.end_group(proc.pid)
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     """SIGTERM the process group, then SIGKILL it if anything is left after `grace_s`. A group held still while
     another run is timed (tcore.lab.queue.quiet) is continued, so that it hears the SIGTERM at once."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        os.killpg(proc.pid, signal.SIGCONT)
-    except ProcessLookupError:
+    if not (processes.end_group(proc.pid, signal.SIGTERM) and processes.end_group(proc.pid, signal.SIGCONT)):
         return
     try:
         proc.wait(grace_s)
     except subprocess.TimeoutExpired:
         pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # the group is already gone, which is what we wanted
+    processes.end_group(proc.pid)  # the group may be gone already, which is what we wanted

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import psutil
+
 from tcore.experiment.comparable import compile_key
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.host import machine
@@ -209,7 +211,7 @@ def minimum_run_s(exp: Experiment, typical_compile_s: float | None = None) -> tu
     """A lower bound on how long a run of `exp` takes, in s, and its sum in words.
 
     The timed stage of each variant, and the compile time similar runs took (when known). Starting the
-    worker (7.4 s of imports, measured on an H200), warm-up and profiling come on top, so a run whose
+    worker (its imports, seconds), warm-up and profiling come on top, so a run whose
     bound is past its time limit cannot finish.
     """
     variants = 2 if exp.has_compiled_variant else 1
@@ -249,8 +251,7 @@ def device_memory_gib(device: str) -> tuple[float | None, str]:
     if device == "cuda" and cluster.configured():  # the GPUs are the cluster's, whose memory Ray does not report
         return None, "unknown on the cluster's GPUs: only the run's own out-of-memory guard applies"
     if device == "cpu":
-        meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
-        return int(meminfo["MemAvailable"].split()[0]) / 2**20, "of RAM available on this machine now"
+        return psutil.virtual_memory().available / 2**30, "of RAM available on this machine now"
     return _gpu_memory_gib(), "of memory on this machine's smallest GPU"
 
 

@@ -2,7 +2,8 @@
 it is that run's turn, then tells the worker.
 
 Runs that share a device slot (tcore.lab.queue.room) hold it alone, one at a time, for the phases that need it alone;
-the worker's side (tcore.worker.lease) says when. A hold is a row of the store (tcore.store.devices), so every process
+the worker's side (tcore.worker.device_lease) says when. A hold is a row of the store (tcore.store.devices), so every
+process
 that runs a queue on this host sees the same holder, a crash frees it (the run's end drops its hold in the same
 transaction), and the pages can say who holds the device and since when. Of the runs waiting, the lowest rank goes
 first, then the run queued first:

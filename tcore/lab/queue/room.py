@@ -4,7 +4,7 @@ Most of a run's life on a GPU is the compile, CPU work that leaves the GPU idle.
 each compiles on the CPU while another holds the device, and a run holds it alone (tcore.lab.queue.lease, kept in the
 store by tcore.store.devices) only for the phases that another run would disturb or be disturbed by. What else a
 neighbour must never do was measured on an H100 host with a host-bound eager loop, hf:gpt2 at batch 8, whose
-throughput is the launch rate of one CPU thread (bench/host_bound.py; BENCHMARKS.md, "What moves a host-bound run"):
+throughput is the launch rate of one CPU thread (bench/host_bound.py):
     a GPU neighbour at 10% duty             -37%   -> the device is held alone by whoever measures
     busy loops on every core, its own too   -22%   -> the measuring run's launch thread has a core of its own
     busy loops, memory streams or real Inductor compiles on the other cores: 0 to -3.5%; the launch thread unpinned,
@@ -14,7 +14,7 @@ else the lab starts (compiles, spare workers, the app itself) runs on the other 
 runs beside it on its GPU hold still (tcore.lab.queue.quiet): the kept cores alone left host-bound rounds ± 11-21%.
 
 On a machine without a GPU the CPU is the device: a compile beside a CPU measurement shares its cores, so there runs
-take turns whole, as before, and nothing is reserved.
+take turns whole, and nothing is reserved.
 
 [room] in compile-lab.toml, or $COMPILE_LAB_RUNS_PER_GPU, sets runs_per_gpu: how many runs share one GPU ("auto":
 one compiling run per CORES_PER_COMPILE of the cores left, at most MAX_AUTO; 1: a run holds its GPU for its whole
@@ -36,14 +36,14 @@ from tcore.lab.settings.config import read as _config
 from tcore.store import SlotRoom
 
 RUNS_ENV = "COMPILE_LAB_RUNS_PER_GPU"
-MAX_RUNS_PER_GPU = 64  # far past what one GPU's memory holds of the smallest run; more is a mistake (1e20 was taken)
+MAX_RUNS_PER_GPU = 64  # far past what one GPU's memory holds of the smallest run; more is a mistake
 PROXIES_ENV = "COMPILE_LAB_TRUSTED_PROXIES"  # comma-separated, as trusted_proxies
 ROOM_SETTINGS = ("runs_per_gpu", "trusted_proxies")  # what [room] may hold
 MEASURE_CORES = 2       # per GPU slot: the launch thread's core, and one for the measuring worker's other threads
 MIN_CORES_TO_KEEP = 4   # with fewer cores than this per slot, none is kept apart: the others would starve
 # A compile is a core of Python (Dynamo, AOT, lowering) and bursts of Triton/C++ compile jobs, and its memory traffic
-# reaches the measuring run's launches through the shared cache and memory bus. On a 16-core H100 host (BENCHMARKS.md,
-# "A room on one GPU"), four runs at once kept every eager throughput of a 20-run round within 5% of its solo run but
+# reaches the measuring run's launches through the shared cache and memory bus. On a 16-core H100 host, four runs at
+# once kept every eager throughput of a 20-run round within 5% of its solo run but
 # one (-4.7%); six at once read ResNet-50's eager 15-22% low in three of four runs and ConvNeXt's 8-14% low once (their
 # cuDNN eager steps are host-heavy), for a round 22% faster. The figures come first: four.
 CORES_PER_COMPILE = 3

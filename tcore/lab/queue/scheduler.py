@@ -8,7 +8,7 @@ ETA fresh (tcore.lab.queue.waiting estimates it). Every RECOVER_EVERY_S it says 
 the store) and repairs the runs of processes that have died or gone silent (stopped with Ctrl-Z): a running one
 is ended with the reason, a queued one is adopted here and runs in its turn.
 
-A process is known by (host, pid, start time): the start time, from /proc/<pid>/stat, tells the
+A process is known by (host, pid, start time): the start time (tcore.host.processes) tells the
 owner that queued a run from a later process that happens to get the same pid.
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import signal
 import socket
 import sqlite3
 import sys
@@ -28,6 +27,8 @@ import weakref
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
+from tcore.host import processes
+from tcore.host.processes import is_alive, process_start  # the queue's names for them, read by its callers
 from tcore.lab.launch import cluster, launcher
 from tcore.lab.launch.launcher import SparePool
 from tcore.lab.policy.limits import device_memory_gib
@@ -41,7 +42,7 @@ from tcore.lab.queue.waiting import (
 )
 from tcore.lab.settings.config import LimitsError
 from tcore.store import RunRecord, RunStore, StoreError
-from tcore.store.queue import PAUSED
+from tcore.store.run_queue import PAUSED
 
 TICK_S = 0.25
 # Set when this process submits a run or one of its runs ends: its schedulers tick at once rather than at the end of
@@ -77,41 +78,11 @@ def _proc(pid: int) -> Proc:
     return Proc(socket.gethostname(), pid, process_start(pid))
 
 
-def process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # fields after "pid (comm)" start at field 3
-
-
-def is_alive(pid: int, started: str | None) -> bool:
-    """Whether the process `pid` that started at `started` still runs (a zombie does not)."""
-    if not Path("/proc/self").is_dir():  # no procfs (macOS): a signal 0 is the best we can do
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    if fields[0] in ("Z", "X"):
-        return False
-    return started is None or fields[19] == started
-
-
 def stop_worker(pid: int, started: str | None, wait_s: float = 5.0) -> bool:
     """SIGKILL the process group of a worker left behind by a dead owner; True if there was one."""
     if not is_alive(pid, started):
         return False
-    try:
-        os.killpg(pid, signal.SIGKILL)  # a worker leads its own group (start_new_session), compile workers included
-    except ProcessLookupError:
+    if not processes.end_group(pid):  # a worker leads its own group (start_new_session), compile workers included
         return False
     deadline = time.monotonic() + wait_s
     while is_alive(pid, started) and time.monotonic() < deadline:
@@ -146,7 +117,7 @@ PLAN_FRESH_S = 2.0  # the room's configuration is read again at most this often:
 
 def room_plan(device: str) -> room.RoomPlan:
     """How this machine shares its `device` slots among runs now (tcore.lab.queue.room): runs per slot, the cores kept
-    for the run that holds a device. On a Ray cluster a run holds its node's GPU whole, as before: the lease lives in
+    for the run that holds a device. On a Ray cluster a run holds its node's GPU whole: the lease lives in
     this machine's store, which a node does not reach."""
     now = time.monotonic()
     if (cached := _PLANS.get(device)) is not None and now - cached[0] < PLAN_FRESH_S:

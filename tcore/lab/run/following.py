@@ -14,7 +14,7 @@ from tcore import figures
 from tcore.experiment import protocol
 from tcore.experiment.protocol import TERMINAL
 from tcore.experiment.protocol import error as error_event
-from tcore.lab.outputs import artifacts, model_cards
+from tcore.lab.outputs import artifact_handover, model_files
 from tcore.lab.queue import lease, quiet, scheduler
 from tcore.lab.queue.spares import SPARES, _spare_for_next
 from tcore.lab.run.recording import store_failure, through_locks, with_history
@@ -58,8 +58,8 @@ class Following:
                     final["result"]["notes"] = [*final["result"].get("notes", []), LOST_ROW_NOTE]
                 # Artifacts first: finishing frees the slot, and a warm twin queued behind must find them. A store
                 # another process holds write-locked is waited for here too: refused, the run would end crashed.
-                through_locks(lambda: artifacts.keep(self.run_id, self.exp.to_dict(), final["result"], final["env"],
-                                                     self.store, self.workdir),
+                through_locks(lambda: artifact_handover.keep(self.run_id, self.exp.to_dict(), final["result"],
+                                                             final["env"], self.store, self.workdir),
                               self._say_store_trouble)
                 result = with_history(self.store, self.run_id, self.exp.to_dict(), final["result"], final["env"])
                 result.update(self.clock.timeline(result), neighbours_held=self.neighbours_held)
@@ -112,7 +112,7 @@ class Following:
     def _was_held(self, stopped_at: float, continued_at: float, owed: bool) -> None:
         """Another run's timed rounds held this one still from `stopped_at` to `continued_at` (time.monotonic()): its
         time limit gets the time back, its timeline shows it, and, unless it was waiting for the device then (a wait
-        already), its next grant tells the worker, whose compile time leaves it out (tcore.worker.lease)."""
+        already), its next grant tells the worker, whose compile time leaves it out (tcore.worker.device_lease)."""
         held = continued_at - stopped_at
         with self._lock:
             self.held_owed_s += held if owed else 0.0
@@ -159,7 +159,7 @@ class Following:
     def _keep_torch_trace(self) -> None:
         """The compile's TORCH_TRACE into the store; one that cannot be kept never costs the run its result."""
         try:
-            artifacts.keep_torch_trace(self.run_id, self.store, self.workdir)
+            artifact_handover.keep_torch_trace(self.run_id, self.store, self.workdir)
         except (sqlite3.Error, StoreError) as e:  # the outcome's own write says the same, once
             self._say_store_trouble(e)
         except Exception:  # noqa: BLE001 (the run's outcome matters more; the page then says no TORCH_TRACE was kept)
@@ -169,7 +169,8 @@ class Following:
         return lease.broker(self.store, scheduler.this_process().host)
 
     def _device_event(self, event: dict[str, Any]) -> None:
-        """The worker asks for its device alone or lets it go (tcore.worker.lease): the broker takes it in the store
+        """The worker asks for its device alone or lets it go (tcore.worker.device_lease): the broker takes it in the
+        store
         when it is this run's turn, and the worker hears of it on its stdin."""
         if not self.lease_env.get(protocol.DEVICE_LEASE):  # a worker alone on its device asks no one
             return
@@ -222,7 +223,7 @@ class Following:
                 elif kind == "code":
                     self.code = event["sources"]
                 elif kind == "model_card":
-                    model_cards.keep(self.store, event["card"])
+                    model_files.keep(self.store, event["card"])
                 elif kind == "figure":
                     self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
                 elif kind in TERMINAL:

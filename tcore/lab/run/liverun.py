@@ -23,7 +23,7 @@ from tcore.experiment.spec import Experiment
 from tcore.lab.launch import cluster
 from tcore.lab.launch.handles import RunHandle, timeout_message
 from tcore.lab.launch.launcher import Worker, run_folder
-from tcore.lab.outputs import artifacts
+from tcore.lab.outputs import artifact_handover
 from tcore.lab.queue import lease, scheduler, waiting
 from tcore.lab.queue.spares import SPARES
 from tcore.lab.run.ending import Ending
@@ -35,7 +35,7 @@ from tcore.store import RunRecord, RunStore, StoreError
 
 def _lease_env(device: str, slot: str) -> dict[str, str]:
     """What a worker in `slot` is told of the room (tcore.lab.queue.room): that other runs share its device, so it asks
-    for it (tcore.worker.lease), and the cores kept for the run that holds it."""
+    for it (tcore.worker.device_lease), and the cores kept for the run that holds it."""
     plan = scheduler.room_plan(device)
     env = {}
     if plan.measure_cpus.get(slot):
@@ -51,7 +51,7 @@ class Launching:
     def launch(self, slot: str, env: dict[str, str]) -> None:
         """Start the worker in `slot`; the store already says this run is running there. Returns at once: the
         worker starts in the run's own thread, which may wait there for the fork server's imports
-        (tcore.lab.launch.forkserver) without holding up the queue."""
+        (tcore.lab.launch.fork_server_client) without holding up the queue."""
         with self._launch_lock:
             self._launched = True
             self.launched_at = time.time()  # the time limit counts from here: the worker's start is inside it
@@ -122,7 +122,7 @@ class Launching:
             try:
                 self.from_spare, self.workdir = from_spare, worker.workdir
                 self.clock.worker(worker.forked, from_spare)
-                extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
+                extra = artifact_handover.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
                 self.handle = RunHandle(self.exp, worker, timeout_s=self.timeout_s,
                                         extra_env={**extra, **self.lease_env}, launched_at=self.launched_at)
             except OSError as e:
@@ -170,7 +170,7 @@ class Launching:
         """Within launch(): the run as a Ray task on `slot`'s node (tcore.lab.launch.cluster); no local pid to keep."""
         self.workdir = run_folder("tcore-ray-")  # what the remote worker saved comes back here
         try:
-            extra = artifacts.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
+            extra = artifact_handover.launch_env(self.exp.to_dict(), self.device, self.store, self.workdir)
             self.handle = cluster.RayRunHandle(self.exp, slot, self.workdir, timeout_s=self.timeout_s,
                                                extra_env=extra)
         except Exception as e:  # Ray refused it, or the slot's node has left: that is this run's outcome

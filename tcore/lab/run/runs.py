@@ -1,6 +1,6 @@
-"""Runs end to end, the lab's API: check the experiment, queue it, cancel or delete it, pause the queue.
+"""Runs end to end: check the experiment, queue it, cancel or delete it, pause the queue.
 
-The app and the command line both go through start(), so they produce the same records. A run waits
+The app (through tcore.lab.api) and the command line both go through start(), so they make the same records. A run waits
 in the queue kept in the store (tcore.lab.queue.scheduler) until its device slot is free: two runs timed at once on
 one device would measure each other. A LiveRun (tcore.lab.run.liverun) follows its run in a thread and lives in a
 process-wide registry (tcore.lab.run.registry), so a run outlives the Streamlit script rerun, a page switch or a
@@ -19,14 +19,14 @@ from tcore.experiment.device import check_on_device, resolve_device
 from tcore.experiment.protocol import error as error_event
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab.launch import cluster
-from tcore.lab.outputs import model_cards, tlparse
+from tcore.lab.outputs import model_files, tlparse
 from tcore.lab.policy import limits, memory
 from tcore.lab.queue import lease, quiet, room, scheduler
 from tcore.lab.queue.spares import _SPARE_DEVICES, SPARES, keep_spares
 from tcore.lab.run.liverun import LiveRun
 from tcore.lab.run.registry import adopted_left, live, register
 from tcore.store import QueueFull, RunRecord, RunStore, StoreReadOnly
-from tcore.store.queue import PAUSED
+from tcore.store.run_queue import PAUSED
 
 Checked = tuple[str, list[str]]  # preflight's answer: the device, its notes
 
@@ -61,7 +61,7 @@ def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
 
 def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
     """A LiveRun here for a queued run whose owning process died."""
-    if record.spec.get("model", "").startswith("file:") and not model_cards.files_allowed_here():
+    if record.spec.get("model", "").startswith("file:") and not model_files.files_allowed_here():
         # queued by a command line (which allows model files) that ended: its code runs only where files are allowed
         store.finish(record.id, error=error_event("invalid_spec", f"queued by a process that has ended; this one "
                                                                   f"does not run model files. {limits.FILES_OFF}"))
@@ -102,7 +102,7 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     timeout_s, lowered = lab.run_time(timeout_s)
     need_gib = limits.check(exp, device, bounded, store, lab, time_limit_s=timeout_s, from_app=from_app)
     plan = scheduler.room_plan(device)  # a [room] setting written wrongly is said now, before anything is queued
-    if need_gib is None:  # queued with an unknown memory (tcore.store.queue.SlotRoom): it shares its GPU with no one
+    if need_gib is None:  # queued with an unknown memory (tcore.store.run_queue.SlotRoom): shares its GPU with no one
         notes = [*notes, memory.unknown_note(exp, shares_gpu=plan.shares)]
     sched, _ = _scheduler(store)
     try:

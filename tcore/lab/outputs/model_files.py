@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+from tcore.host import processes
 from tcore.lab.settings import private
 from tcore.store import RunStore
 
@@ -147,10 +147,7 @@ class _Tail(threading.Thread):
 
 
 def _kill_group(child: subprocess.Popen) -> None:
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is gone already
+    processes.end_group(child.pid)
     child.wait()
 
 

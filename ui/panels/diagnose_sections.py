@@ -16,7 +16,7 @@ from tcore.experiment.spec import CHOICES, Experiment, SpecError
 from tcore.store import RunRecord, RunStore
 from ui.charts import diagnose_charts
 from ui.panels import ecosystem, exports, generate, knobs, queue, results
-from ui.words import diagnose_queries, graph_words, stance_words, verdicts
+from ui.words import compare_verdicts, diagnose_queries, graph_words, stance_words
 from ui.words.diagnose_queries import STRATEGIES, strategy_of, strategy_runs
 from ui.words.store_words import plain
 
@@ -135,7 +135,8 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
         rec = next((r for r in records if r.id == reused), None)
         if rec is not None:
             st.info(f"The run without the break is run {rec.id[-6:]} ({plain(rec.label)}, "
-                    f"{verdicts.interval_text(rec.result)}), stored earlier with these settings on this machine: "
+                    f"{compare_verdicts.interval_text(rec.result)}), stored earlier with these settings on this "
+                    "machine: "
                     "reused, so only the run with the break was queued. Turn off the reuse above to measure it again.",
                     icon=":material/recycling:")
 
@@ -167,7 +168,7 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
                                              "apart (below)" if alike else "")),
                  key="diag_break_pair")
     if clean:
-        st.markdown(verdicts.break_verdict(clean.result, chosen.result))
+        st.markdown(compare_verdicts.break_verdict(clean.result, chosen.result))
     st.markdown("#### The breaks, where they are in the code")
     show_breaks(chosen.result)
     if fullgraph:
@@ -284,7 +285,7 @@ def show_strategies(records: list[RunRecord], session: list[str]) -> None:
     exports.show(st, diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
                                          subtitle="compilations and their time, then the steady speed over the "
                                                   "whole schedule"), key="diag_shape_summary")
-    if verdict := verdicts.ranking_verdict(items, what="strategy"):
+    if verdict := compare_verdicts.ranking_verdict(items, what="strategy"):
         st.markdown(verdict)
     # One lazy tab per run (two charts each, up to five strategies): only the open one's charts are drawn.
     labels = [f"{STRATEGIES[strategy_of(rec.spec)][0]} · {rec.id[-6:]}" for rec in picked]

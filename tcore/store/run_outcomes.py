@@ -1,7 +1,7 @@
 """Runs in the store: how a run ended (its outcome, power samples and generated code), and reading runs back.
 
 Spec, environment, result and error are JSON columns, so a new result field needs no migration; the columns
-the pages filter on are plain columns. Queueing, claiming and cancelling a run are the queue's (queue.py).
+the pages filter on are plain columns. Queueing, claiming and cancelling a run are the queue's (run_queue.py).
 """
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import json
 import time
 import zlib
 
+from tcore.experiment import comparable
 from tcore.store.connection import Part
 from tcore.store.lab_state import SPREAD_RESET
-from tcore.store.queue import Proc, cancel_words
 from tcore.store.records import RunRecord, to_json
+from tcore.store.run_queue import Proc, cancel_words
 
 
 class NoSuchRun(KeyError):
@@ -46,7 +47,7 @@ class Runs(Part):
                     (status, time.time(), device, (error or {}).get("kind"), to_json(env), to_json(result),
                      to_json(error), run_id, *((owner.pid, owner.started) if owner else ()))).rowcount == 0:
                 return False
-            self._release_next(db, run_id)  # a sweep's next run takes its turn (tcore.store.sweeps)
+            self._release_next(db, run_id)  # a sweep's next run takes its turn (tcore.store.sweep_records)
             self._free_device(db, run_id)  # whatever it held or asked for (tcore.store.devices)
             if power_samples:  # table `traces` is the power samples' (its old name: renaming it needs a migration)
                 db.execute("INSERT OR REPLACE INTO traces (run_id, samples) VALUES (?, ?)",
@@ -86,11 +87,9 @@ class Runs(Part):
     def same_setting(self, spec: dict, device: str | None, env: dict, *, before: float | None = None,
                      exclude: str | None = None, limit: int = 200,
                      ignoring: frozenset[str] = frozenset()) -> list[RunRecord]:
-        """Finished runs of the same setting on the same machine (tcore.analysis.history), newest `limit` of them,
+        """Finished runs of the same setting on the same machine (tcore.experiment.comparable), newest `limit` of them,
         oldest first; with `before`, only those created earlier; `exclude` leaves one run out (the run itself);
         `ignoring` names fields that may differ (the batch size, for the runs of a setting at other batches)."""
-        from tcore.analysis import history
-
         # The model and batch narrow the rows in SQL; the whole setting and the machine are compared below.
         any_batch = "batch_size" in ignoring
         sql = ("SELECT * FROM runs WHERE status='finished' AND device IS ? AND json_extract(spec, '$.model') IS ?"
@@ -100,11 +99,11 @@ class Runs(Part):
                 *((before,) if before else ()))
         with self._connect() as db:
             rows = db.execute(sql + " ORDER BY created_at DESC", args).fetchall()
-        here = history.machine(env, device)
+        here = comparable.machine(env, device)
         found = []
         for row in rows:
             rec = RunRecord.from_row(row)
-            if rec.id != exclude and history.machine(rec.env, rec.device) == here and history.same_setting(
+            if rec.id != exclude and comparable.machine(rec.env, rec.device) == here and comparable.same_setting(
                     rec.spec, spec, ignoring):
                 found.append(rec)
                 if len(found) >= limit:

@@ -1,6 +1,6 @@
 """Compile artifacts inside the worker: load the ones the lab side handed over, save this run's.
 
-See tcore.lab.outputs.artifacts for the three cache settings and how artifacts are kept between runs.
+See tcore.lab.outputs.artifact_handover for the three cache settings and how artifacts are kept between runs.
 The mega-cache bundles compiled Triton kernels but not the C++ kernels Inductor builds for the CPU
 (they stay as .so files in the cache directory), so on the CPU the artifacts also carry those files;
 without them a "warm" CPU start still runs g++ for every kernel.

@@ -16,8 +16,8 @@ from tcore.experiment.spec import INDUCTOR_OPTIONS, PRECISIONS, Experiment
 from tcore.host.power import PowerSampler, open_meter
 from tcore.worker import diagnostics, envinfo
 from tcore.worker.compile import graph_break_errors
+from tcore.worker.device_lease import DeviceLease
 from tcore.worker.generate_measurement import GenerateMeasurement
-from tcore.worker.lease import DeviceLease
 from tcore.worker.measurement import Measurement
 from tcore.worker.phases import Emit
 
@@ -28,7 +28,7 @@ def run(exp: Experiment, emit: Emit, startup: dict[str, float] | None = None,
 
     startup: how long this process's imports took and how long it then waited for the run, said in the first
     event for the run's timeline (tcore.lab.run.runclock). answers: where the lab grants the device, when other runs
-    share it (tcore.worker.lease; the worker's stdin)."""
+    share it (tcore.worker.device_lease; the worker's stdin)."""
     device = resolve_device(exp.device, torch.cuda.is_available())
     notes = check_on_device(exp, device)
     emit({"type": "started", "device": device, **(startup or {})})

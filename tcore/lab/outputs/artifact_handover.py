@@ -9,7 +9,7 @@ Three cache settings (Experiment.cache):
   artifacts  fresh directories, seeded before the first call with torch.compiler.load_cache_artifacts()
              from the artifacts a previous run with the same settings saved (the "mega-cache")
 Artifacts are valid only for the same torch, triton and device; elsewhere the run compiles cold and
-says why. Every compiled run saves its artifacts (tcore.worker.artifacts), stored beside its record
+says why. Every compiled run saves its artifacts (tcore.worker.compile_artifacts), stored beside its record
 (tcore.store.artifacts, which also serves them, and the traces, back to the pages).
 """
 from __future__ import annotations

@@ -138,7 +138,7 @@ def pair_words(before: dict, after: dict) -> str | None:
     """The two runs' speedups and whether they tell them apart, in a sentence; what the suggestion expected is not
     a result, so a change that cost speed beyond both intervals says so."""
     from tcore import figures
-    from ui.words.verdicts import interval_text
+    from ui.words.compare_verdicts import interval_text
 
     if before.get("speedup") is None or after.get("speedup") is None:
         return None

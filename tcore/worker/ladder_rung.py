@@ -1,6 +1,6 @@
 """One step of the start-up ladder, in a fresh process: build the model, get to its first result one way, time it.
 
-    python -m tcore.worker.ladder STEP SPEC_JSON WORKDIR     (tcore.lab.ladder starts it; prints one JSON line)
+    python -m tcore.worker.ladder_rung STEP SPEC_JSON WORKDIR     (tcore.lab.ladder starts it; prints one JSON line)
 
 The lab side (tcore.lab.ladder) decides the process and the cache directories each step gets: a cold compile
 is a fresh process with fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR, a warm one reuses the cold one's.
@@ -163,7 +163,7 @@ class Step:
 
     def _require(self, feature: str) -> None:
         """Unavailable, saying why, where this torch lacks `feature`. Its check imports what the way needs
-        (AOTInductor's: torch._inductor, 1.3-1.5 s on the 2-core CPU): those seconds count with the step's imports."""
+        (AOTInductor's: torch._inductor, a second or more): those seconds count with the step's imports."""
         t0 = time.perf_counter()
         reason = features.missing(feature)
         self.phases["imports_s"] = round(self.phases["imports_s"] + time.perf_counter() - t0, 4)

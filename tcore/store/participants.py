@@ -1,7 +1,7 @@
 """Whose runs are whose: a run's and a sweep's `owner`, a browser session id or the name a participant took; and what
 each participant typed and left set: their name as typed, their pages' settings.
 
-Not the processes that own runs (the queue's `owners` table, tcore.store.queue): those run them, these asked.
+Not the processes that own runs (the queue's `owners` table, tcore.store.run_queue): those run them, these asked.
 """
 from __future__ import annotations
 

@@ -183,7 +183,7 @@ class Queue(Part):
         cancelled = db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='cancelled', error=?"
                                " WHERE id=? AND status='queued'", (time.time(), error, run_id)).rowcount == 1
         if cancelled:
-            self._release_next(db, run_id)  # tcore.store.sweeps
+            self._release_next(db, run_id)  # tcore.store.sweep_records
             self._free_device(db, run_id)  # tcore.store.devices
         return cancelled
 

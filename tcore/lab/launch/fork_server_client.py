@@ -3,7 +3,7 @@
 tcore.lab.launch.launcher.Worker asks spawn() first: on a machine without a GPU it returns a worker forked
 from a process that has done the imports once, in about 0.1 s instead of 4.5 s of a core per run.
 It returns None where the server must not or cannot be used (a GPU machine, $COMPILE_LAB_FORK_SERVER=0,
-a server that refused or died), and the launcher starts the worker as its own process, as before.
+a server that refused or died), and the launcher starts the worker as its own process.
 
 One server per set of environment variables that torch and its libraries read at import (the
 launcher's IMPORT_TIME_ENV): when those change in the lab process, the next worker comes from a new
@@ -15,12 +15,13 @@ import glob
 import json
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+from tcore.host import processes
 
 SWITCH_ENV = "COMPILE_LAB_FORK_SERVER"  # "0": start every worker as its own process
 IMPORTS_TIMEOUT_S = 180.0  # the server's imports, on a loaded machine; past it, workers start the usual way
@@ -215,10 +216,7 @@ class ForkServer:
 def _stop_unclaimed(pid: int) -> None:
     """A worker forked for a request whose reply came too late: nobody will hand it a run, and its run's stdin and
     stdout ends are closed; end its group (its exit status still comes, and is let go as nobody's)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    processes.end_group(pid)
 
 
 def _follow_orphan(proc: ForkedProcess) -> None:

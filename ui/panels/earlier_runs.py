@@ -1,5 +1,6 @@
 """Beside a run's headline: the earlier runs of the same setting on the same machine, their speedups as dots with
-their spread, so a rerun that disagrees is seen at once (the store's query: tcore.store.runs.Runs.same_setting)."""
+their spread, so a rerun that disagrees is seen at once (the store's query:
+tcore.store.run_outcomes.Runs.same_setting)."""
 from __future__ import annotations
 
 import datetime

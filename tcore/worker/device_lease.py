@@ -10,8 +10,8 @@ grants it on the worker's stdin, one JSON line per grant. Held alone:
                                                    when Inductor benchmarks kernels on the GPU inside a compile
                                                    (matmul padding; every compile of the max-autotune modes)
     the profiling pass                            hold("profile")
-Measured (bench/host_bound.py on an H100, BENCHMARKS.md): a GPU neighbour at 10% duty cost a host-bound eager loop
-37% of its throughput; compiles on other cores nothing measurable. The time spent waiting for the device is
+Why (bench/host_bound.py measures it): a GPU neighbour at 10% duty costs a host-bound eager loop over a third of
+its throughput; compiles on other cores nothing measurable. The time spent waiting for the device is
 counted (waited_s, and per compile in compile_waits_s) so that the compile time and Dynamo's own timers can leave it
 out.
 
