@@ -158,3 +158,10 @@ def test_the_instructors_cancel_of_another_persons_run_asks_first(tmp_path, monk
         assert "cancelled by the instructor" in store.get(theirs).error["message"]
     finally:
         runs.pause(store, False)
+
+
+def test_the_limits_form_shows_seconds_without_trailing_decimals(tmp_path, monkeypatch):
+    """'Longest run (s)' read "900.00": a whole number of seconds reads as one."""
+    _, at = _unlocked_with_the_files_limits(tmp_path, monkeypatch)
+    field = at.number_input(key="instructor_max_run_s")
+    assert field.proto.format == "%g"

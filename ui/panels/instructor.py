@@ -111,7 +111,8 @@ def limits_form(store: RunStore) -> None:
             # An optional limit's field is empty while it has none (it showed the smallest value beside "No limit").
             # No min_value: Streamlit drops a number below it without a word, which left an optional field empty,
             # read as no limit (-1 in Largest batch); the form refuses it in a sentence instead.
-            number = cols[0].number_input(f"{label} ({unit})", step=step,
+            shown = "%g" if isinstance(step, float) else None  # "900", not "900.00"
+            number = cols[0].number_input(f"{label} ({unit})", step=step, format=shown,
                                           **({"value": None} if optional else {}), key=f"instructor_{name}",
                                           help=f"Now {current if current is not None else 'no limit'} ({where})."
                                                + (" Empty or No limit: none." if optional else ""))
