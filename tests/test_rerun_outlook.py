@@ -8,7 +8,7 @@ import pytest
 from tcore.experiment.spec import Experiment
 from tcore.figures import rerun
 from tcore.host import machine
-from tcore.lab import rerun_outlook
+from tcore.lab import api, rerun_outlook
 from tests.app_harness import app, db, texts  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run
 from tests.test_app import H200
@@ -64,7 +64,7 @@ def on_an_h200(monkeypatch) -> None:
     monkeypatch.setattr(machine, "cuda_available", lambda: True)
     monkeypatch.setattr(machine, "gpus", lambda: ([H200], None))
     monkeypatch.setattr(rerun_outlook, "preflight", lambda exp: ("cuda", []))
-    monkeypatch.setattr(knobs, "preflight", lambda exp: ("cuda", []))  # the page's one device check, handed on
+    monkeypatch.setattr(api, "preflight", lambda exp: ("cuda", []))  # the page's one device check, handed on
 
 
 def test_the_run_page_says_it_before_a_cpu_run_and_not_before_a_steady_gpu_one(db, monkeypatch):
