@@ -308,7 +308,7 @@ def test_the_instructor_changes_the_limits_and_sets_them_back(browser, lab):
     largest = system.get_by_label("Largest batch (samples)", exact=True)
     largest.fill("16")
     system.get_by_role("button", name="Apply to everyone").click()
-    system.get_by_text("The new limits apply to the next run submitted.").wait_for()
+    system.get_by_text(re.compile(r"^Applied to everyone at .*They apply to the next run submitted\.")).wait_for()
     no_exception(system)
     assert lab["store"].lab_state(INSTRUCTOR_LIMITS)["max_batch_size"] == 16
 
@@ -322,7 +322,7 @@ def test_the_instructor_changes_the_limits_and_sets_them_back(browser, lab):
     expect(run.get_by_role("button", name="Run", exact=True)).to_be_disabled()
 
     system.get_by_role("button", name="Back to the file's limits").click()
-    system.get_by_text("The limits are the config file's and environment's again.").wait_for()
+    system.get_by_text(re.compile(r"^Back to the config file's and environment's limits at ")).wait_for()
     assert not lab["store"].lab_state(INSTRUCTOR_LIMITS)
     no_exception(system)
     assert not (problems := teacher.problems() + ada.problems()), problems

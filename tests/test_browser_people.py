@@ -117,13 +117,13 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_its_runs_stay_it
         name = second.get_by_placeholder("e.g. Ada")
         name.fill("Bob")
         name.press("Enter")
-        expect(sidebar(second).get_by_text(re.compile(r"^You: "))).to_have_text("You: bob")
+        expect(sidebar(second).get_by_text(re.compile(r"^You: "))).to_have_text("You: Bob")
         queue_row(second, "yours", waiting).get_by_role("button", name="Cancel").wait_for()
 
         # The first tab, untouched, follows: its name, what it says about it, and the run still its own.
-        expect(sidebar(first).get_by_text(re.compile(r"^You: "))).to_have_text("You: bob")
-        sidebar(first).get_by_text("Another tab of this browser changed its name from ada to bob").wait_for()
-        expect(first.get_by_placeholder("e.g. Ada")).to_have_value("bob")
+        expect(sidebar(first).get_by_text(re.compile(r"^You: "))).to_have_text("You: Bob")
+        sidebar(first).get_by_text("Another tab of this browser changed its name from ada to Bob").wait_for()
+        expect(first.get_by_placeholder("e.g. Ada")).to_have_value("Bob")
         cancel = queue_row(first, "yours", waiting).get_by_role("button", name="Cancel")
         click_while_queued(first, cancel, store, waiting)
         first.get_by_text(CANCEL_TAKEN).first.wait_for()

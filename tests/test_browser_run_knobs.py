@@ -177,7 +177,7 @@ def test_a_ladder_climb_can_be_stopped_from_the_page_and_keeps_what_finished(ser
     with sync_playwright() as p:
         browser, page, watch = open_run_page(p, server)
         climb(page, keep=["eager", "cold"])
-        page.get_by_text(re.compile(r"^eager: [\d.]+ s$")).wait_for(timeout=WAIT_MS)  # the cold rung is compiling now
+        page.get_by_text(re.compile(r"^eager: [\d.]+ s\b")).wait_for(timeout=WAIT_MS)  # the cold rung is compiling now
         page.get_by_role("button", name="Stop", exact=True).click()
         page.get_by_text(re.compile(r"was stopped by the person who started it")).wait_for(timeout=WAIT_MS)
         assert page.get_by_text("As the command line prints it").count() == 0  # no table of a climb cut short
