@@ -37,6 +37,15 @@ def own_run(store):
     return runs[0] if len(runs) == 1 else None
 
 
+def cancelled_quietly(cli, err: str, store) -> None:
+    """The command exited 130 with one line and no traceback, its own run recorded cancelled."""
+    assert cli.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    run = own_run(store)
+    assert run.status == "failed" and run.error_kind == "cancelled", (run.status, run.error)
+    assert f"interrupted: run {run.id} cancelled" in err.splitlines()[-1]
+
+
 def test_ctrl_c_on_a_queued_run_cancels_it_and_exits_130_without_a_traceback(store):
     holder = hold_cpu_slot(store, worker_started=True)  # the run waits behind this one
     cli = cli_run(store, "--timed-steps", "2")
@@ -47,11 +56,7 @@ def test_ctrl_c_on_a_queued_run_cancels_it_and_exits_130_without_a_traceback(sto
         out, err = interrupted(cli)
     finally:
         cli.kill()
-    assert cli.returncode == 130, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    run = own_run(store)
-    assert run.status == "failed" and run.error_kind == "cancelled", (run.status, run.error)
-    assert f"interrupted: run {run.id} cancelled" in err.splitlines()[-1]
+    cancelled_quietly(cli, err, store)
     assert store.get(holder).status == "running"  # someone else's run is none of its business
 
 
@@ -64,11 +69,7 @@ def test_ctrl_c_on_a_running_run_stops_its_worker_and_records_it_cancelled(store
         out, err = interrupted(cli)
     finally:
         cli.kill()
-    assert cli.returncode == 130, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    run = own_run(store)
-    assert run.status == "failed" and run.error_kind == "cancelled", (run.status, run.error)
-    assert f"interrupted: run {run.id} cancelled" in err.splitlines()[-1]
+    cancelled_quietly(cli, err, store)
     wait_until(lambda: not _alive(worker), what="the worker gone")
 
 
