@@ -1,9 +1,10 @@
 """The host's single-thread speed, read where a host-bound figure is made: a fixed pure-Python loop timed on the
 launch thread's own core.
 
-A host-bound variant's throughput is one CPU thread's launch rate. On the lent GPU machines (KVM guests) that thread's
-speed moves in episodes of seconds to tens of seconds, by 15-50%, at rest as after load, with no trace inside the guest:
-no stolen time, the same clock in /proc/cpuinfo, no other process running (bench/host_speed.py). Only timing shows it.
+A host-bound variant's throughput is one CPU thread's launch rate. On a virtual machine that thread's speed can move in
+episodes of seconds, at rest as after load, with no trace inside the guest (no stolen time, the same clock in
+/proc/cpuinfo, no other process running): the physical core under it is shared with work the guest cannot see
+(bench/host_speed.py measures it). Only timing shows it.
 So the worker reads the loop at its phase boundaries (its fastest reading is the host at rest); before its timed rounds
 it waits a bounded time for the host to read at rest again, moving the pinned launch thread to another core that does
 where one does; it reads the loop after every round, and says how much slower than at rest the host ran while the
@@ -15,7 +16,7 @@ import statistics
 import time
 from typing import Any, Callable, Sequence
 
-REFERENCE_N = 200_000  # about 7-14 ms of one core: short beside a round, long beside the timer
+REFERENCE_N = 200_000  # milliseconds of one core: short beside a round, long beside the timer
 SLOW_PCT = 5.0  # the host reads slower than at rest past this
 WAIT_S = 20.0  # the longest the timed rounds wait for the host to read at rest again (a slow episode lasts seconds)
 
