@@ -106,6 +106,22 @@ def test_a_stored_result_is_restated_with_the_store_history_of_its_setting(store
     assert rerun.restate({"device": "cuda"}, earlier, False) == {"device": "cuda"}
 
 
+def test_a_restated_headline_carries_the_break_even_of_its_own_speedup():
+    """Near 1x the break-even moves far with the speedup's fourth digit: the worker's, made before the lab restated the
+    headline from the stored rounds, disagreed by 0.5% with the saved record's, so the page's early headline and the
+    saved run named different break-evens."""
+    blocks = {"eager": [[100, 1.0]] * 4, "compiled": [[101, 1.0], [102, 1.0], [101, 1.0], [103, 1.0]]}
+    result = {"device": "cpu", "variants": ["eager", "compiled"], "blocks": blocks, "compile_s": 2.0,
+              "eager_steps_per_s": 100.0, "speedup": 1.0151, "breakeven_steps": 13_444.0, "unavailable": {}}
+    restated = rerun.restate(result, [], False)
+    speedup = restated["speedup"]
+    assert speedup == pytest.approx(1.015, rel=1e-3) and speedup != result["speedup"]
+    assert restated["breakeven_steps"] == figures.headline_breakeven(restated) == 2.0 / (0.01 - 0.01 / speedup)
+    slower = {**result, "blocks": {"eager": [[100, 1.0]] * 4, "compiled": [[99, 1.0]] * 4}}
+    restated = rerun.restate(slower, [], False)  # restated below 1x: it never pays back, and says so
+    assert restated["breakeven_steps"] is None and "breakeven_steps" in restated["unavailable"]
+
+
 def test_the_history_query_takes_the_same_setting_on_the_same_machine_only(store):
     h100 = {"hostname": "h1", "gpu": "NVIDIA H100"}
     exp = Experiment(model="captioner", preset="small", batch_size=256, precision="bf16")

@@ -36,7 +36,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from tcore.figures import paired
+from tcore.figures import derived, paired
 
 
 class Spread(Protocol):
@@ -348,9 +348,9 @@ def restate(result: dict, history: Sequence[float], host_bound: bool, machine: S
     rounds = paired.undisturbed(blocks["eager"], blocks["compiled"])
     if not rounds.ratios:
         return result
-    return {**result, **figures_of(interval(rounds.ratios, device=result.get("device", "cpu"), host_bound=host_bound,
-                                            history=history, machine=machine, history_within=history_within,
-                                            left_out=rounds.left_out, floor=rounds.floor, gpu=gpu))}
+    return derived.with_headline_breakeven({**result, **figures_of(interval(
+        rounds.ratios, device=result.get("device", "cpu"), host_bound=host_bound, history=history, machine=machine,
+        history_within=history_within, left_out=rounds.left_out, floor=rounds.floor, gpu=gpu))})
 
 
 # Before a run: whether the setting can be expected to hold. A headline "holds" when a rerun lands within ± HOLD_PCT
