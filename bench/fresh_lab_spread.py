@@ -4,6 +4,8 @@ runs learn from earlier ones as the lab does.
 
     python bench/fresh_lab_spread.py --out bench/results/fresh-lab-spread-h100.json      # 3 rounds of 6, ~6-7 min
     python bench/fresh_lab_spread.py --idle-s 240 --out R.json   # the lab calibrates itself while idle for 240 s first
+    python bench/fresh_lab_spread.py --idle-s 360 --rounds 1 --store S.sqlite --out A.json     # over two calls:
+    python bench/fresh_lab_spread.py --store S.sqlite --first-round 2 --rounds 2 --after A.json --out B.json
     python bench/fresh_lab_spread.py --device cpu --backend eager --rounds 1 --mix default resnet50   # a dry run
 
 Each run is a fresh worker process with cold compile caches, submitted as a page submits it (tcore.lab.run.runs.start,
@@ -113,17 +115,23 @@ def main() -> int:
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this benchmark")
     ap.add_argument("--backend", default="inductor", help="another backend for a dry run (eager: no Inductor)")
     ap.add_argument("--out", type=Path, default=None, help="the result (JSON)")
+    ap.add_argument("--store", type=Path, default=None,
+                    help="the lab's store (default: a fresh one); an existing one goes on where an earlier call ended")
+    ap.add_argument("--first-round", type=int, default=1, help="the number of the first round (with --store)")
+    ap.add_argument("--after", type=Path, default=None,
+                    help="an earlier call's --out on the same store: its runs count in this one's table and checks")
     args = ap.parse_args()
     os.environ.setdefault("COMPILE_LAB_CACHE_DIR", tempfile.mkdtemp(prefix="fresh-lab-cache-"))  # cold compiles
-    from tcore.figures import noise_reasons
+    from tcore.figures import follows_host, noise_reasons
     from tcore.lab import calibrate
     from tcore.lab.run import runs
     from tcore.store import RunStore
 
-    store = RunStore(Path(tempfile.mkdtemp(prefix="fresh-lab-")) / "runs.sqlite")
+    store = RunStore(args.store or Path(tempfile.mkdtemp(prefix="fresh-lab-")) / "runs.sqlite")
     runs.serve(store)
-    rows: list[dict] = []
-    calibration: list[dict] = []
+    earlier = json.loads(args.after.read_text()) if args.after else {}
+    rows: list[dict] = list(earlier.get("runs", []))
+    calibration: list[dict] = list(earlier.get("calibration", []))
     if args.idle_s > 0:
         os.environ[calibrate.SELF_CALIBRATE_ENV] = "1"
         cal = calibrate.keep_calibrated(store, args.device, idle_s=0.0)
@@ -146,7 +154,7 @@ def main() -> int:
                                             "calibration": calibration, "runs": rows, "table": per,
                                             "checks": checks}, indent=1))
 
-    for round_no in range(1, args.rounds + 1):
+    for round_no in range(args.first_round, args.first_round + args.rounds):
         live = [(name, runs.start(experiment(name, args.device, args.backend), store, owner=f"person-{i}",
                                   timeout_s=args.timeout)) for i, name in enumerate(args.mix)]
         for name, run in live:
@@ -155,7 +163,10 @@ def main() -> int:
             rows.append({"round": round_no, "setting": name, "label": rec.label, "status": rec.status,
                          "error": (rec.error or {}).get("message"), "speedup": r.get("speedup"),
                          "low": r.get("speedup_low"), "high": r.get("speedup_high"), "pm_pct": r.get("speedup_pm_pct"),
-                         "noisy": bool(r and noise_reasons(r)), "kind": r.get("speedup_kind"),
+                         "noisy": bool(r and noise_reasons(r)), "noise": noise_reasons(r) if r else [],
+                         "kind": r.get("speedup_kind"), "follows_host": follows_host(r, args.device),
+                         "gpu_busy_pct": [r.get(f"{v}_gpu_busy_pct") for v in ("eager", "compiled")],
+                         "host_speed": (r.get("host_speed") or {}),
                          "rounds_pm_pct": r.get("speedup_rounds_pm_pct"), "between_pct": r.get("speedup_between_pct"),
                          "between_source": r.get("speedup_between_source"), "paired_rounds": r.get("paired_rounds"),
                          "eager_samples_per_s": r.get("eager_samples_per_s"), "compile_s": r.get("compile_s"),

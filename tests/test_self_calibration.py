@@ -58,6 +58,14 @@ def test_self_calibration_never_runs_while_a_run_waits_or_runs_and_yields_to_a_p
     assert exp == calibrate.references("cpu")["cpu"][0] and store.get(ref_id).owner == calibrate.OWNER
     cal.tick()
     assert len(submitted) == 1  # one reference at a time
+    # it ends with nothing else waiting: the next starts at the next tick, with no second wait for the queue to idle
+    store.claim_next(proc, "cpu", ["cpu"], {ref_id})
+    store.finish(ref_id, result={"device": "cpu", "speedup": 1.1})
+    cal.tick()
+    assert cal.run_id is None and len(submitted) == 1
+    cal.tick()
+    assert len(submitted) == 2
+    ref_id = submitted[-1][0]
     # a person's run arrives while the reference waits or runs: the reference is cancelled at once
     store.claim_next(proc, "cpu", ["cpu"], {ref_id})
     second = store.enqueue(QUICK, device="cpu", owner="grace", proc=proc, timeout_s=None)
@@ -65,7 +73,7 @@ def test_self_calibration_never_runs_while_a_run_waits_or_runs_and_yields_to_a_p
     assert cancelled == [ref_id] and cal.run_id is None
     clock.t += 600
     cal.tick()
-    assert len(submitted) == 1  # and nothing new while that run waits
+    assert len(submitted) == 2  # and nothing new while that run waits
     store.finish(second, result={"device": "cpu", "speedup": 1.2})
     # the instructor's pause holds it too
     from tcore.lab.run import runs
@@ -73,7 +81,7 @@ def test_self_calibration_never_runs_while_a_run_waits_or_runs_and_yields_to_a_p
     clock.t += 600
     cal.tick()
     cal.tick()
-    assert len(submitted) == 1
+    assert len(submitted) == 2
     runs.pause(store, False)
 
 

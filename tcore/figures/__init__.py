@@ -75,6 +75,7 @@ from tcore.figures.fields import (  # noqa: F401
 from tcore.figures.verdicts import (  # noqa: F401
                                   LEVEL_PCT,
                                   disagreement,
+                                  follows_host,
                                   host_bound,
                                   interval_name,
                                   interval_reach,

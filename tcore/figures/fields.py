@@ -25,6 +25,12 @@ PROFILED = ("profiled_step_ms", "kernels_per_step", "gpu_time_samples_per_s")
 # the host CPU's launch rate, which moves between processes (tcore.figures.rerun widens the interval for it).
 HOST_IDLE_SHARE = 0.05    # the profiled step's idle share at or above this
 HOST_BUSY_PCT = 95.0      # ... or NVML's busy share while timed below this
+# Which spread between fresh processes a run's interval takes (tcore.figures.rerun.kind) asks a stronger question: does
+# the headline follow the host? A step whose GPU waits a few % of it reads host-bound above in one process and GPU-busy
+# in the next, and the kind flipped its width between them; the GPU's own time covers a short wait of the host, so only
+# a wait this long moves the headline with the host's speed.
+SPREAD_IDLE_SHARE = 0.15  # the profiled step's idle share at or above this
+SPREAD_BUSY_PCT = 85.0    # ... or NVML's busy share while timed below this
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from tcore.figures.fields import (
     NOISY_SPREAD_PCT,
     SLOW_STEP_FACTOR,
     SLOW_TIME_PCT,
+    SPREAD_BUSY_PCT,
+    SPREAD_IDLE_SHARE,
     UNPAIRED_GAP_PCT,
 )
 
@@ -176,6 +178,20 @@ def _idle_share(result: Mapping[str, Any], variant: str) -> float | None:
     step = sum(p for p in parts if p is not None)
     idle = result.get(f"{variant}_idle_ms")
     return idle / step if idle is not None and step > 0 else None
+
+
+def follows_host(result: Mapping[str, Any], device: str | None) -> bool:
+    """Whether a GPU run's headline follows the host CPU's speed, which moves between processes: a variant's GPU sat
+    idle SPREAD_IDLE_SHARE or more of its profiled step, or NVML saw it busy under SPREAD_BUSY_PCT of the timed time.
+    It picks the kind of spread between processes its interval takes (tcore.figures.rerun.kind); host_bound() says,
+    with a lower bar, where a variant's figure is partly the host's launch rate."""
+    if device != "cuda":
+        return False
+    for v in result.get("variants") or ["eager"]:
+        idle, busy = _idle_share(result, v), result.get(f"{v}_gpu_busy_pct")
+        if (idle is not None and idle >= SPREAD_IDLE_SHARE) or (busy is not None and busy < SPREAD_BUSY_PCT):
+            return True
+    return False
 
 
 def host_bound(result: Mapping[str, Any], device: str | None, mode: str | None = None) -> list[tuple[str, str]]:

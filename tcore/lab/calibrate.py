@@ -34,16 +34,18 @@ OWNER = "calibration"
 
 
 def references(device: str) -> dict[str, list[Experiment]]:
-    """kind (tcore.figures.rerun.kind) -> the settings whose reruns teach it, on `device`."""
+    """kind (tcore.figures.rerun.kind) -> the settings whose reruns teach it, on `device`. Each compiles from this
+    machine's warm cache: its reruns teach the spread of the speedup, which the cache leaves as it is (the cache is not
+    part of a setting, tcore.experiment.comparable.PROVENANCE_FIELDS), and a warm compile takes a fraction of a cold
+    one's time, so the idle time a lab needs to learn its spread is mostly timing."""
+    def ref(model: str, **changes) -> Experiment:
+        return Experiment(**{**practical_defaults(model, device, "inference"), "model": model, "device": device,
+                             "cache": "warm", **changes})
+
     if device == "cuda":
-        gpu = practical_defaults("captioner", "cuda", "inference")
-        return {"cuda-host-bound": [Experiment(**{**gpu, "model": "captioner", "device": "cuda", "preset": "tiny",
-                                                   "batch_size": 1}),
-                                    Experiment(**{**practical_defaults("resnet50", "cuda", "inference"),
-                                                  "model": "resnet50", "device": "cuda"})],
-                "cuda": [Experiment(**{**gpu, "model": "captioner", "device": "cuda"})]}
-    return {"cpu": [Experiment(**{**practical_defaults("captioner", "cpu", "inference"), "model": "captioner",
-                                  "device": "cpu"})]}
+        return {"cuda-host-bound": [ref("captioner", preset="tiny", batch_size=1), ref("resnet50")],
+                "cuda": [ref("captioner")]}
+    return {"cpu": [ref("captioner")]}
 
 
 def runs_for(kind_refs: int, runs_each: int) -> int:
@@ -134,9 +136,10 @@ def words(kind: str, spread: history.Spread | None, gpu: str | None = None) -> s
 
 
 # The lab calibrates itself while idle: once the device has had nothing running or waiting for IDLE_S, the app's lab
-# process queues one reference run (lowest priority in effect: it starts only into an empty queue) and, as soon as any
-# other run is queued or running on this host, cancels it, so a person never waits on it and no run is timed beside
-# it. It stops once every kind holds rerun.MIN_MACHINE_DOF degrees of freedom, and starts again after a reset.
+# process queues one reference run (lowest priority in effect: it starts only into an empty queue), the next as soon
+# as one ends while nothing else arrived, and, as soon as any other run is queued or running on this host, cancels
+# the one under way, so a person never waits on it and no run is timed beside it. It stops once every kind holds
+# rerun.MIN_MACHINE_DOF degrees of freedom, and starts again after a reset.
 IDLE_S = 60.0
 # "0": the app's lab process never runs references by itself; "1": on the CPU too, where it is off by default (a CPU
 # reference shares the cores with everything on the machine, the pages' server included)
@@ -183,7 +186,7 @@ class SelfCalibration:
             elif record.status not in ("queued", "running"):
                 if record.status != "finished":
                     self.failures[record.label] = self.failures.get(record.label, 0) + 1
-                self.run_id, self.idle_since = None, self._clock()
+                self.run_id = None  # the queue stayed idle but for it: the next reference starts at the next tick
             return
         if others or self.store.lab_state(PAUSED) is not None:
             self.idle_since = None

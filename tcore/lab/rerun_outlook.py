@@ -28,7 +28,7 @@ def earlier(exp: Experiment, store: RunStore, device: str | None = None) -> Earl
     the device check's answer where the caller has it (the Run page's), else checked here."""
     device = device or preflight(exp)[0]
     records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device)) if r.result.get("speedup")]
-    bound = sum(bool(figures.host_bound(r.result, r.device, r.spec.get("mode"))) for r in records)
+    bound = sum(figures.follows_host(r.result, r.device) for r in records)
     return device, history.history(records), bound
 
 
@@ -52,7 +52,7 @@ def bound_at_larger_batch(exp: Experiment, store: RunStore, device: str) -> int 
         return None  # on the CPU the host is the device: nothing is host-bound
     others = store.same_setting(exp.to_dict(), device, machine_env(device), ignoring=frozenset({"batch_size"}))
     batches = [r.spec["batch_size"] for r in others if r.spec.get("batch_size", 0) > exp.batch_size
-               and r.result.get("speedup") and figures.host_bound(r.result, r.device, r.spec.get("mode"))]
+               and r.result.get("speedup") and figures.follows_host(r.result, r.device)]
     return min(batches) if batches else None
 
 

@@ -175,7 +175,7 @@ class StepRounds(Phases):
         if self.result.compiled is None:
             return
         record = self.result.to_record()
-        bound = bool(figures.host_bound(record, self.device, self.exp.mode))
+        bound = figures.follows_host(record, self.device)
         rounds = self.headline_rounds()
         for key, value in rerun.figures_of(rerun.interval(rounds.ratios, device=self.device, host_bound=bound,
                                                           left_out=rounds.left_out, floor=rounds.floor,

@@ -59,11 +59,11 @@ def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dic
     which cannot see the store, used the starting spread between processes). The kind of run is the setting's
     history's (rerun.setting_kind: the majority of its runs' own readings here, this one's included), so its width does
     not flip with one process's reading; where this run read otherwise, a note says so."""
-    device, mode = result.get("device"), spec.get("mode")
+    device = result.get("device")
     records = [r for r in store.same_setting(spec, device, env, exclude=run_id) if r.result.get("speedup")]
     earlier = history.history(records)
-    own = bool(figures.host_bound(result, device, mode))
-    readings = [bool(figures.host_bound(r.result, r.device, r.spec.get("mode"))) for r in records] + [own]
+    own = figures.follows_host(result, device)
+    readings = [figures.follows_host(r.result, r.device) for r in records] + [own]
     kind = rerun.setting_kind(device, readings)
     bound = kind == "cuda-host-bound"
     spread = history.machine_spread(store.headlines(device), env, device, kind, exclude=spec)
