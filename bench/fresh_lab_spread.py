@@ -98,6 +98,9 @@ def print_table(per: list[dict], checks: dict) -> None:
               f"| {stated} | {p['hold_median']}/{p['runs']} | {p['within_allowed']}/{p['runs']} (≤ "
               f"±{p['allowed_pct']:.1f}%) | {p['noisy']}/{p['runs']} |")
     share = checks["hold_share"]
+    if share is None:
+        print("no finished run of a setting yet")
+        return
     print(f"hold their median: {share:.0%} (≥ {HOLD_SHARE:.0%}: {'met' if checks['hold_ok'] else 'NOT met'}); "
           f"every half-width within max({FLOOR_PCT:g}%, {RANGE_FACTOR:g}x half-range): "
           f"{'met' if checks['within_allowed_ok'] else 'NOT met'}; no Noisy where reruns agree within ±{AGREE_PCT:g}%: "
@@ -135,14 +138,16 @@ def main() -> int:
     if args.idle_s > 0:
         os.environ[calibrate.SELF_CALIBRATE_ENV] = "1"
         cal = calibrate.keep_calibrated(store, args.device, idle_s=0.0)
-        deadline = time.time() + args.idle_s
-        while time.time() < deadline:
-            time.sleep(1.0)
+        began = time.time()
+        while time.time() < began + args.idle_s and not cal.done():
+            time.sleep(2.0)
         cal.idle_s = float("inf")  # no new reference; the first click cancels the one under way
-        calibration = [{"label": r.label, "status": r.status, "speedup": (r.result or {}).get("speedup")}
+        calibration = [{"label": r.label, "status": r.status, "speedup": (r.result or {}).get("speedup"),
+                        "pm_pct": (r.result or {}).get("speedup_pm_pct"), "kind": (r.result or {}).get("speedup_kind"),
+                        "compile_s": (r.result or {}).get("compile_s")}
                        for r in store.list() if r.owner == calibrate.OWNER]
         print(f"idle calibration: {sum(c['status'] == 'finished' for c in calibration)} reference runs finished in "
-              f"{args.idle_s:.0f} s")
+              f"{time.time() - began:.0f} s{' (done)' if cal.done() else ''}")
         for s in calibrate.standing(store, args.device):
             print(f"  {s.words}")
 

@@ -201,6 +201,12 @@ class SelfCalibration:
         if exp is not None:
             self.run_id = self._submit(exp)
 
+    def done(self) -> bool:
+        """Whether no reference is under way and none is left to run (every kind holds enough, or the rest failed)."""
+        return self.run_id is None and next_reference(
+            self.device, spreads(self.store, self.device), self._counts(),
+            frozenset(k for k, n in self.failures.items() if n >= GIVE_UP_AFTER)) is None
+
     def _counts(self) -> dict[str, int]:
         """Runs stored per reference label since the last reset (those the machine's spread may rest on)."""
         env, since = machine_env(self.device), reset_at(self.store) or 0.0
