@@ -95,5 +95,14 @@ def test_self_calibration_runs_each_kinds_references_until_the_kind_has_enough()
     assert calibrate.next_reference("cuda", {"cuda-host-bound": enough}, {}) == busy
     assert calibrate.next_reference("cuda", {"cuda-host-bound": enough, "cuda": enough}, {}) is None  # done
     assert calibrate.next_reference("cuda", {}, {}, failed=frozenset({bound_a.label})) == bound_b
+    # ResNet-50 read GPU-busy here (an H100 kept busy 90%): the host-bound kind learns from the launch reference
+    # alone, which runs on past its share (7 runs for 6 degrees of freedom), and ResNet-50's runs teach the other kind
+    resnet_busy = {bound_b.label: "cuda", bound_a.label: "cuda-host-bound"}
+    assert calibrate.next_reference("cuda", {}, {bound_a.label: 4, bound_b.label: 1}, read_as=resnet_busy) == bound_a
+    assert calibrate.next_reference("cuda", {}, {bound_a.label: 7, bound_b.label: 1}, read_as=resnet_busy) == busy
+    assert calibrate.next_reference("cuda", {}, {bound_a.label: 7, bound_b.label: 1, busy.label: 4},
+                                    read_as=resnet_busy) == bound_b
+    assert calibrate.next_reference("cuda", {}, {bound_a.label: 7, bound_b.label: 4, busy.label: 4},
+                                    read_as=resnet_busy) is None  # nothing left that teaches a short kind
     # the app's server starts it on a GPU, not on the CPU unless asked (it would share the cores)
     assert calibrate.keep_calibrated(RunStore.__new__(RunStore), "cpu") is None

@@ -148,16 +148,24 @@ GIVE_UP_AFTER = 2  # failures of one reference in this process before it is left
 
 
 def next_reference(device: str, have: dict[str, history.Spread | None], counts: dict[str, int],
-                   failed: frozenset[str] = frozenset()) -> Experiment | None:
-    """The reference to run next: of the first kind still short of rerun.MIN_MACHINE_DOF (`have`: the machine's
-    spread per kind), its first reference with fewer runs than runs_for(kind's references, 3) (`counts`: runs stored
-    per reference label), so one reference fills before the next; None when every kind has enough."""
-    for kind, exps in references(device).items():
+                   failed: frozenset[str] = frozenset(), read_as: dict[str, str] | None = None) -> Experiment | None:
+    """The reference to run next: for the first kind still short of rerun.MIN_MACHINE_DOF (`have`: the machine's
+    spread per kind), the first of the references that teach it with fewer runs than runs_for(how many teach it, 3)
+    (`counts`: runs stored per reference label), so one fills before the next; None when every kind has enough or
+    nothing left can teach a short one. A reference teaches the kind its runs here read as (`read_as`: label -> the
+    setting's kind, rerun.setting_kind), whatever kind it was listed under: ResNet-50 can keep an H100 busy enough to
+    read GPU-busy, and the host-bound kind then learns from the launch reference alone, which needs more runs."""
+    read_as = read_as or {}
+    listed = references(device)
+    everyone = [exp for exps in listed.values() for exp in exps]
+    for kind, exps in listed.items():
         spread = have.get(kind)
         if spread is not None and spread.dof >= rerun.MIN_MACHINE_DOF:
             continue
-        for exp in exps:
-            if exp.label not in failed and counts.get(exp.label, 0) < runs_for(len(exps), 3):
+        teaching = [exp for exp in exps + [e for e in everyone if e not in exps]
+                    if exp.label not in failed and read_as.get(exp.label, kind if exp in exps else None) == kind]
+        for exp in teaching:
+            if counts.get(exp.label, 0) < runs_for(len(teaching), 3):
                 return exp
     return None
 
@@ -196,26 +204,29 @@ class SelfCalibration:
             self.idle_since = now
         if now - self.idle_since < self.idle_s:
             return
-        exp = next_reference(self.device, spreads(self.store, self.device), self._counts(),
-                             frozenset(k for k, n in self.failures.items() if n >= GIVE_UP_AFTER))
+        exp = self._next()
         if exp is not None:
             self.run_id = self._submit(exp)
 
     def done(self) -> bool:
         """Whether no reference is under way and none is left to run (every kind holds enough, or the rest failed)."""
-        return self.run_id is None and next_reference(
-            self.device, spreads(self.store, self.device), self._counts(),
-            frozenset(k for k, n in self.failures.items() if n >= GIVE_UP_AFTER)) is None
+        return self.run_id is None and self._next() is None
 
-    def _counts(self) -> dict[str, int]:
-        """Runs stored per reference label since the last reset (those the machine's spread may rest on)."""
+    def _next(self) -> Experiment | None:
+        """The reference to run next (next_reference), from what the store holds since the last reset: the runs of
+        each reference (those the machine's spread may rest on) and the kind they read as."""
         env, since = machine_env(self.device), reset_at(self.store) or 0.0
         counts: dict[str, int] = {}
+        read_as: dict[str, str] = {}
         for exps in references(self.device).values():
             for exp in exps:
-                found = self.store.same_setting(exp.to_dict(), self.device, env)
-                counts[exp.label] = sum(r.created_at >= since for r in found)
-        return counts
+                found = [r for r in self.store.same_setting(exp.to_dict(), self.device, env) if r.created_at >= since]
+                counts[exp.label] = len(found)
+                kinds = [r.result.get("speedup_kind") for r in found if (r.result or {}).get("speedup_kind")]
+                if kinds:
+                    read_as[exp.label] = rerun.setting_kind(self.device, [k == "cuda-host-bound" for k in kinds])
+        return next_reference(self.device, spreads(self.store, self.device), counts,
+                              frozenset(k for k, n in self.failures.items() if n >= GIVE_UP_AFTER), read_as)
 
 
 def keep_calibrated(store: RunStore, device: str, idle_s: float = IDLE_S) -> SelfCalibration | None:
