@@ -308,7 +308,10 @@ class StoreFile(Part):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._open() as db:
                 _use_wal(db)
-                schema.create(db)
+                if schema.create(db):
+                    # into the file itself: until a checkpoint a new store's tables live only in its -wal, and a -wal
+                    # deleted then (while another connection keeps it from being checkpointed) takes the whole store
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except (OSError, sqlite3.Error) as e:
             if full := disk_full(e, self.path):
                 # read as it lies until there is room: not marked set up, so each use tries to open it writable again
