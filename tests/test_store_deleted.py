@@ -6,6 +6,7 @@ from contextlib import closing
 import pytest
 
 from tcore.lab.run import runs
+from tcore.lab.run.recording import store_failure
 from tcore.store import RunStore, schema
 from tests.helpers import QUICK, wait_until
 
@@ -40,3 +41,7 @@ def test_a_new_store_s_tables_are_in_its_file_not_only_in_its_write_ahead_log(tm
         assert schema.missing(alone) == []
     other.close()
 
+
+def test_a_store_whose_tables_went_is_said_as_emptied_or_deleted_not_no_such_table(tmp_path):
+    said = store_failure(sqlite3.OperationalError("no such table: runs"), RunStore(tmp_path / "runs.sqlite"))
+    assert said.startswith("the run store's file was emptied or deleted under this process") and "no such" not in said

@@ -59,6 +59,9 @@ BUSY_TIMEOUT_S = 30.0  # how long one statement waits for another process's writ
 # Under this much free space a "disk I/O error" is the disk being full: SQLite's -shm file alone takes 32 KiB.
 FULL_BELOW_BYTES = 1 << 20
 DISK_FULL = "the disk that holds it is full"
+# What SQLite's "no such table" means here: every table is made when a store is opened, so they went with its file
+TABLES_GONE = ("the run store's file was emptied or deleted under this process (its tables are gone, and the runs it "
+               "held with them)")
 
 
 class StoreError(Exception):
