@@ -160,19 +160,10 @@ def default_words() -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
-    from tcore.lab.run import runs
-    from tcore.lab.run.recording import is_locked
 
     store = RunStore(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
-    try:
-        orphaned = runs.notice_dead_owners(store)
-    except sqlite3.OperationalError as e:  # readers are never blocked: list what the store holds now
-        if not is_locked(e):
-            raise
-        orphaned = set()
-        print("compile-lab: another process holds the run store write-locked, so runs whose process ended are listed "
-              "as the store has them (the next process that can write it marks them)", file=sys.stderr)
+    orphaned = _notice_dead_owners(store, "listed")
     records = store.list(limit=args.limit)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in records], indent=2, default=str))
@@ -189,13 +180,24 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _notice_dead_owners(store: RunStore, done: str) -> set[str]:
+    """The runs left without a live owner; where another process holds the store write-locked, one line says that runs
+    whose process ended are `done` as the store has them (readers are never blocked, and do not wait for the lock)."""
+    from tcore.lab.run import runs
+
+    orphaned, skipped = runs.notice_dead_owners(store)
+    if skipped:
+        print(f"compile-lab: another process holds the run store write-locked, so runs whose process ended are {done} "
+              "as the store has them (the next process that can write it marks them)", file=sys.stderr)
+    return orphaned
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
-    from tcore.lab.run import runs
 
     store = RunStore(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
-    orphaned = runs.notice_dead_owners(store)
+    orphaned = _notice_dead_owners(store, "shown")
     record = store.get(args.run_id)
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))

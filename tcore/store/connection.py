@@ -377,12 +377,15 @@ class StoreFile(Part):
             yield db
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One short write transaction; BEGIN IMMEDIATE takes the write lock up front, so no deadlock."""
+    def _write(self, wait: bool = True) -> Iterator[sqlite3.Connection]:
+        """One short write transaction; BEGIN IMMEDIATE takes the write lock up front, so no deadlock. wait=False: a
+        write lock another process holds is not waited for ("database is locked" at once)."""
         self._ensure_schema()
         if (reason := self.read_only) is not None:
             raise StoreReadOnly(self.path, reason)
         with self._connect() as db:
+            if not wait:
+                db.execute("PRAGMA busy_timeout=0")
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
