@@ -78,7 +78,7 @@ st.session_state.compare_runs = [i for i in st.session_state.compare_runs if i i
 chosen = st.multiselect("Runs to compare side by side", list(names), key="compare_runs", format_func=names.get,
                         filter_mode="contains")
 picked = finished[finished.id.isin(chosen)]
-figures_of, verdict, chosen_records = {}, None, []
+figures_of, verdict, export_verdict, chosen_records = {}, None, None, []
 if picked.empty:
     st.info("Choose finished runs above to compare them.")
 else:
@@ -96,9 +96,11 @@ else:
         "compare_cold_warm": lambda: diagnose_charts.cold_warm_chart(diagnose_queries.cache_frame(chosen_records),
                                                                      every_run=True),
     }
-    # Each run's label is anyone's words: escaped for the page's Markdown (the HTML export escapes its own)
+    # Each run's label is anyone's words: escaped for the page's Markdown; the HTML export's shows it as typed, and
+    # the template escapes it for HTML
     verdict = compare_verdicts.compare_verdict([dataclasses.replace(r, label=people.plain(r.label))
                                                 for r in chosen_records])
+    export_verdict = compare_verdicts.compare_verdict_text(chosen_records)
     if verdict:  # newest first, as the table lists them
         st.markdown(verdict)
     # Lazy tabs: only the open tab's charts are built and drawn (each Plotly chart costs the browser about 0.2 s).
@@ -133,7 +135,7 @@ down[2].download_button(
                                       export_table(picked, chosen_records),
                                       [(build(), CHART_WORDS[name]) if name in CHART_WORDS else build()
                                        for name, build in figures_of.items()],
-                                      notes=[n.replace("**", "") for n in (verdict,) if n]
+                                      notes=[n for n in (export_verdict,) if n]
                                       + noisy_notes(chosen_records))),
     help="The chosen runs' charts (interactive) and table in one HTML file that opens in any browser, offline.")
 

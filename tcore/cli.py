@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -23,6 +24,8 @@ from tcore.lab.run.flags import add_spec_args, experiment_from_args
 from tcore.lab.settings.config import LimitsError
 from tcore.store import NoSuchRun, RunStore, StoreError, default_path
 
+ECHO_CHARS = 60  # of a quoted value a refusal repeats: enough to know it again, not a screenful
+LONG_WORD_CHARS = 200  # an unquoted word past this is an echo too (file:NAME), not a path someone needs whole
 INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command ended by Ctrl-C
 CANCEL_WAIT_S = 300.0  # how long Ctrl-C waits for this command's runs to be cancelled: only a bound on a hang
 
@@ -50,12 +53,22 @@ class ProgressLine:
         sys.stderr.flush()
 
 
+def cut_echoes(message: str) -> str:
+    """`message` with each quoted value longer than ECHO_CHARS, and each unquoted word longer than LONG_WORD_CHARS, cut
+    to its first ECHO_CHARS characters and its length: a refusal repeats what was typed ('unknown preset ...'), and a
+    10 000-character name would fill the terminal."""
+    quoted = re.sub(r"'([^'\n]{%d,})'" % (ECHO_CHARS + 1),
+                    lambda m: f"'{m[1][:ECHO_CHARS]}…' ({len(m[1])} characters)", message)
+    return re.sub(r"([^\s']{%d,}?)([);,.:]*)(?=\s|'|$)" % (LONG_WORD_CHARS + 1),  # its closing marks kept
+                  lambda m: f"{m[1][:ECHO_CHARS]}… ({len(m[1])} characters){m[2]}", quoted)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a mistake on the command line is one line (what is wrong, and where the help is), not the
     whole usage first: `run` has an option per field of the experiment."""
 
     def error(self, message: str) -> None:  # argparse's contract: print and exit, never return
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {cut_echoes(message)} (see {self.prog} --help)\n")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -75,7 +88,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except LimitsError:  # the lab's settings, not the experiment's: said by main(), nothing was queued
         raise
     except SpecError as e:  # invalid settings or the lab's limits: nothing was queued
-        print(f"invalid experiment: {e}", file=sys.stderr)
+        print(cut_echoes(f"invalid experiment: {e}"), file=sys.stderr)
         return 2
     print(f"{exp.label}\nstore: {store.path}", file=sys.stderr)
     for note in list(run.notes):  # what the checks before the run found: settings that do nothing here, no estimate
@@ -160,19 +173,10 @@ def default_words() -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
-    from tcore.lab.run import runs
-    from tcore.lab.run.recording import is_locked
 
     store = RunStore(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
-    try:
-        orphaned = runs.notice_dead_owners(store)
-    except sqlite3.OperationalError as e:  # readers are never blocked: list what the store holds now
-        if not is_locked(e):
-            raise
-        orphaned = set()
-        print("compile-lab: another process holds the run store write-locked, so runs whose process ended are listed "
-              "as the store has them (the next process that can write it marks them)", file=sys.stderr)
+    orphaned = _notice_dead_owners(store, "listed")
     records = store.list(limit=args.limit)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in records], indent=2, default=str))
@@ -189,13 +193,24 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _notice_dead_owners(store: RunStore, done: str) -> set[str]:
+    """The runs left without a live owner; where another process holds the store write-locked, one line says that runs
+    whose process ended are `done` as the store has them (readers are never blocked, and do not wait for the lock)."""
+    from tcore.lab.run import runs
+
+    orphaned, skipped = runs.notice_dead_owners(store)
+    if skipped:
+        print(f"compile-lab: another process holds the run store write-locked, so runs whose process ended are {done} "
+              "as the store has them (the next process that can write it marks them)", file=sys.stderr)
+    return orphaned
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
-    from tcore.lab.run import runs
 
     store = RunStore(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
-    orphaned = runs.notice_dead_owners(store)
+    orphaned = _notice_dead_owners(store, "shown")
     record = store.get(args.run_id)
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
@@ -269,7 +284,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         print("\npython -m tcore models SOURCE [PATTERN] lists one source; PATTERN is a substring or a *glob*.")
         return 0
     if args.source not in sample_models.SOURCES:
-        print(f"unknown source {args.source!r}; choose one of: {', '.join(sample_models.SOURCES)}", file=sys.stderr)
+        print(cut_echoes(f"unknown source {args.source!r}; choose one of: {', '.join(sample_models.SOURCES)}"),
+              file=sys.stderr)
         return 2
     for name in sample_models.catalog(args.source, args.pattern or ""):
         print(name)
@@ -283,16 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     except StoreError as e:
-        print(f"python -m tcore: {e}", file=sys.stderr)
+        print(cut_echoes(f"python -m tcore: {e}"), file=sys.stderr)
         return 2
     except NoSuchRun as e:
-        print(f"python -m tcore: {e}", file=sys.stderr)
+        print(cut_echoes(f"python -m tcore: {e}"), file=sys.stderr)
         return 1
     except LimitsError as e:  # compile-lab.toml or a COMPILE_LAB_ variable written wrongly: its line names the key
         print(f"python -m tcore: the lab's settings cannot be read: {e}", file=sys.stderr)
         return 2
     except ClusterError as e:  # the cluster configured cannot be used: the message says what to do
-        print(f"python -m tcore: {e}", file=sys.stderr)
+        print(cut_echoes(f"python -m tcore: {e}"), file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:  # a store that opened but breaks when read further (a damaged page)
         print(f"python -m tcore: the run store cannot be read: {e}", file=sys.stderr)

@@ -61,3 +61,29 @@ def test_typing_part_of_an_id_finds_only_the_runs_whose_names_contain_it(db):
     # The browser filters the options as a person types: by substring, not fuzzy (letters scattered in order).
     assert at.multiselect(key="compare_runs").proto.filter_mode == SelectWidgetFilterMode.FILTER_MODE_CONTAINS
     assert at.selectbox(key="compare_detail").proto.filter_mode == SelectWidgetFilterMode.FILTER_MODE_CONTAINS
+
+
+def test_the_html_export_s_verdict_shows_each_label_as_typed_not_escaped_for_markdown(db, monkeypatch):
+    """The page's verdict escapes each run's label for its Markdown; the HTML export escapes for HTML alone."""
+    import html
+
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    built = {}  # the export's file name -> what builds it on the click
+    add_deferred = MediaFileManager.add_deferred
+
+    def keep(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        built[file_name] = data_callable
+        return add_deferred(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", keep)
+    tiny = Experiment(model="captioner", device="cpu")
+    whole = stored_run(db, tiny, compile_s=1.0, **interval(1.3, 1.25, 1.35))
+    stored_run(db, tiny.replace(compile="regional"), compile_s=1.0, **interval(1.1, 1.05, 1.15))
+    at = app().switch_page("app_pages/compare.py").run()
+    assert not at.exception
+    assert f"Fastest run: **{plain(tiny.label)} · {whole[-6:]}**" in texts(at.markdown)  # the page: Markdown
+    page = built["compile-lab-comparison.html"]()
+    assert "/" in tiny.label and "," in tiny.label
+    assert f"<p>Fastest run: {html.escape(tiny.label)} · {whole[-6:]}, 1.30x (1.25–1.35) eager." in page
+    assert "\\/" not in page.split("<div class='chart'>")[0]  # no Markdown escape in the notes above the charts

@@ -194,3 +194,20 @@ def test_a_finished_run_whose_history_cannot_be_read_says_so_in_a_line(tmp_path)
     record = SimpleNamespace(result={"speedup": 1.2}, spec={}, device="cpu", env={}, created_at=0.0, id="r1")
     assert cli._history_lines(FullStore(), record) == [
         "earlier runs of this setting: n/a, the run store could not be read (disk I/O error)"]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "--preset", "p" * 10_000], "unknown preset '" + "p" * 60 + "…' (10000 characters) for captioner"),
+    (["run", "--model", "m" * 10_000], "unknown model '" + "m" * 60 + "…' (10000 characters); choose one of"),
+    (["run", "--backend", "b" * 10_000], "invalid choice: '" + "b" * 60 + "…' (10000 characters)"),
+    (["show", "r" * 10_000], "no run '" + "r" * 60 + "…' (10000 characters) in "),
+    (["run", "--model", "file:" + "f" * 10_000], "file:" + "f" * 55 + "… (10005 characters) "),
+])
+def test_a_refusal_cuts_a_long_input_it_repeats(argv, says, store, capsys):
+    try:
+        code = cli.main([*argv, "--db", str(store.path)])
+    except SystemExit as e:  # argparse's own refusals
+        code = e.code
+    assert code in (1, 2)
+    line = one_line(capsys)
+    assert says in line and len(line) < 600, line[:300]

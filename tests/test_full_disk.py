@@ -1,5 +1,6 @@
 """A disk that fills up under the run store: the run under way fails with a reason in words, nothing already
-recorded is lost, and the store works again once there is room (it used to be refused for good)."""
+recorded is lost, the store can still be read while the disk is full, and it works again once there is room (it used
+to be refused for good)."""
 import os
 import shutil
 import sqlite3
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tcore import cli
 from tcore.lab.settings.config import REPO_ROOT
-from tcore.store import RunStore
+from tcore.store import RunStore, StoreReadOnly, connection
 from tcore.store.connection import check_path
 from tests.app_harness import stored_run
 from tests.helpers import QUICK, insert_run, wait_until
@@ -127,3 +129,49 @@ def worker_recorded(store: RunStore) -> bool:
     """Whether a running run's worker is in the store (the lab writes it before the worker is handed the run)."""
     with store._connect() as db:
         return db.execute("SELECT 1 FROM runs WHERE status='running' AND pid IS NOT NULL").fetchone() is not None
+
+
+def test_a_store_on_a_full_disk_is_read_as_it_lies_and_a_write_says_the_disk_is_full(tmp_path, monkeypatch, capsys):
+    """Opening a store in WAL mode makes its -shm file; on a full disk SQLite says only "disk I/O error" there, and
+    the store was refused whole, for reading too. Simulated: the switch to WAL fails as it does there, with 0 free."""
+    path = tmp_path / "runs.sqlite"
+    kept = insert_run(RunStore(path), QUICK, status="finished")
+    monkeypatch.setattr(connection, "_SCHEMA_READY", {})  # a fresh process
+    monkeypatch.setattr(connection, "_READ_ONLY", {})
+
+    def no_room(db):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(connection, "_use_wal", no_room)
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: shutil._ntuple_diskusage(1 << 30, 1 << 30, 0))
+    store = RunStore(path)
+    assert store.read_only == f"the disk that holds it is full, 0 KiB free on {tmp_path}"
+    assert [r.id for r in store.list()] == [kept]
+    with pytest.raises(StoreReadOnly, match=r"is full, 0 KiB free on .*; to run, free some space on that disk"):
+        store.set_lab_state("paused", True)
+    assert cli.main(["list", "--db", str(path)]) == 0
+    assert kept in capsys.readouterr().out
+
+    monkeypatch.undo()  # room again: the same process writes to it
+    store.set_lab_state("paused", True)
+    assert store.read_only is None and store.lab_state("paused") is True
+
+
+def test_list_and_run_on_a_really_full_disk(small_disk, tmp_path):
+    made = tmp_path / "made" / "runs.sqlite"
+    kept = insert_run(RunStore(made), QUICK, status="finished")
+    path = small_disk / "runs.sqlite"
+    shutil.copy(made, path)  # closed cleanly: the file alone is the store, its -shm made by the next opening
+    filler = fill(small_disk)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0")
+    try:
+        listed = subprocess.run([sys.executable, "-m", "tcore", "list", "--db", str(path)], capture_output=True,
+                                text=True, cwd=REPO_ROOT, env=env)
+        assert listed.returncode == 0 and kept in listed.stdout, listed.stderr
+        ran = subprocess.run([sys.executable, "-m", "tcore", "run", "--db", str(path), "--model", "captioner",
+                              "--preset", "tiny", "--device", "cpu", "--quiet"], capture_output=True, text=True,
+                             cwd=REPO_ROOT, env=env)
+        assert ran.returncode == 2 and "the disk that holds it is full, 0 KiB free" in ran.stderr, ran.stderr
+        assert "free some space on that disk" in ran.stderr and "I/O" not in ran.stderr, ran.stderr
+    finally:
+        filler.unlink()

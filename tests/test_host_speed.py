@@ -60,3 +60,10 @@ def test_a_slow_core_is_left_for_one_that_reads_at_rest():
     assert on["core"] == 5 and host.core == 5 and host.moves == 1
     host.round_done()
     assert host.details()["moved_to_core"] == 5 and host.details()["slow_pct"] == 1.0
+
+
+def test_a_host_more_than_twice_as_slow_is_said_as_a_factor_not_a_percentage_past_100():
+    details = {"reference_at_rest_ms": 10.0, "reference_rounds_ms": 22.0, "slow_pct": 120.0, "waited_s": 0.0}
+    said = hostspeed.words(details)
+    assert said.startswith("The host's single-thread work took 2.2x as long as at rest while the rounds were timed:")
+    assert "% slower" not in said

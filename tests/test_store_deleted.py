@@ -1,9 +1,13 @@
 """The run store deleted under a lab process while a run is under way: the run's owner is told what happened, in
 words, and the process logs no FOREIGN KEY traceback."""
+import sqlite3
+from contextlib import closing
+
 import pytest
 
 from tcore.lab.run import runs
-from tcore.store import RunStore
+from tcore.lab.run.recording import store_failure
+from tcore.store import RunStore, schema
 from tests.helpers import QUICK, wait_until
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
@@ -23,3 +27,21 @@ def test_a_run_whose_store_was_deleted_ends_with_a_word_for_its_owner(tmp_path, 
     assert run.snapshot()["status"] == "failed"  # what the owner's page shows
     err = capfd.readouterr().err
     assert "FOREIGN KEY" not in err and "Traceback" not in err, err
+
+
+def test_a_new_store_s_tables_are_in_its_file_not_only_in_its_write_ahead_log(tmp_path):
+    """While another connection is open, closing the one that made the tables does not checkpoint them into the file:
+    a -wal deleted then took the whole store, and a run under way ended on "no such table: runs"."""
+    path = tmp_path / "runs.sqlite"
+    other = sqlite3.connect(path, isolation_level=None)  # another process's connection, open before the store is made
+    other.execute("PRAGMA journal_mode=WAL")
+    other.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    RunStore(path)
+    with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)) as alone:  # the file, no -wal
+        assert schema.missing(alone) == []
+    other.close()
+
+
+def test_a_store_whose_tables_went_is_said_as_emptied_or_deleted_not_no_such_table(tmp_path):
+    said = store_failure(sqlite3.OperationalError("no such table: runs"), RunStore(tmp_path / "runs.sqlite"))
+    assert said.startswith("the run store's file was emptied or deleted under this process") and "no such" not in said

@@ -193,3 +193,13 @@ def test_compare_crowns_only_a_run_that_compiled_code_of_the_selections_task_and
     # Nothing compiled in any of them, over two settings: no crown at all.
     text = compare_verdicts.compare_verdict([eager, record("run-offoff", 1.01, 0.9, 1.1, compile="off")])
     assert "none is crowned the fastest" in text and "Fastest" not in text
+
+
+def test_the_verdict_as_text_keeps_each_label_as_typed_asterisks_and_all():
+    import dataclasses
+
+    fast = dataclasses.replace(record("run-fast01", 1.60, 1.55, 1.65, compile="regional"), label="**mine**, a/b")
+    slow = record("run-slow01", 1.30, 1.25, 1.35)
+    text = compare_verdicts.compare_verdict_text([fast, slow])
+    assert text.startswith("Fastest run: **mine**, a/b · fast01, 1.60x (1.55–1.65) eager.")
+    assert text.count("**") == 2  # the label's own; the verdict's bold marks are gone

@@ -4,12 +4,15 @@ WAL mode and short transactions make concurrent writers from several processes s
 writers. StoreFile opens the file and creates or upgrades its tables once per process (tcore.store.schema);
 every part of the store (tcore.store) reads through _connect() and writes through _write(), and nothing
 outside tcore/store calls either. A store that can only be read (a read-only mount, file or folder) is opened as it
-lies, read-only, with nothing made or written beside it: reads work and a write raises StoreReadOnly. set_aside()
-moves a damaged store out of the way, kept, so that a new one is made at its path.
+lies, read-only, with nothing made or written beside it: reads work and a write raises StoreReadOnly. So is one whose
+disk is full, until there is room again. set_aside() moves a damaged store out of the way, kept, so that a new one is
+made at its path.
 """
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import sqlite3
 import stat
 import sys
@@ -53,6 +56,12 @@ def _use_wal(db: sqlite3.Connection, wait_s: float = 30.0) -> None:
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 30.0  # how long one statement waits for another process's write lock before SQLite says "locked"
+# Under this much free space a "disk I/O error" is the disk being full: SQLite's -shm file alone takes 32 KiB.
+FULL_BELOW_BYTES = 1 << 20
+DISK_FULL = "the disk that holds it is full"
+# What SQLite's "no such table" means here: every table is made when a store is opened, so they went with its file
+TABLES_GONE = ("the run store's file was emptied or deleted under this process (its tables are gone, and the runs it "
+               "held with them)")
 
 
 class StoreError(Exception):
@@ -64,9 +73,11 @@ class StoreReadOnly(StoreError):
 
     def __init__(self, path: Path, reason: str) -> None:
         self.reason = reason
+        fix = ("free some space on that disk (the store works again as soon as there is room) or name a store on "
+               "another disk" if reason.startswith(DISK_FULL) else "name a store in a folder you can write")
         super().__init__(f"the run store {path} can only be read: {reason}. Its runs can be listed, shown and "
-                         "compared, but nothing can be queued, changed or deleted in it; to run, name a store in a "
-                         "folder you can write (--db PATH or COMPILE_LAB_DB)")
+                         f"compared, but nothing can be queued, changed or deleted in it; to run, {fix} (--db PATH or "
+                         "COMPILE_LAB_DB)")
 
 
 def read_only_reason(path: Path) -> str | None:
@@ -85,22 +96,37 @@ def read_only_reason(path: Path) -> str | None:
     return None
 
 
+def disk_full(e: BaseException, path: Path) -> str | None:
+    """Whether `e`, met opening the store at `path`, is its disk being full: that in words, with how much is free;
+    None for any other error. SQLite says "database or disk is full" where a write finds no room, but only "disk I/O
+    error" where it cannot make or grow the -shm file it keeps beside a store in WAL mode, which opening one does."""
+    folder = next(p for p in path.absolute().parents if p.exists())
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    said = "full" in str(e) or (isinstance(e, OSError) and e.errno == errno.ENOSPC)
+    if not said and not ("disk I/O error" in str(e) and free < FULL_BELOW_BYTES):
+        return None
+    return f"{DISK_FULL}, {free / 1024:.0f} KiB free on {folder}"
+
+
 def _read_only_uri(path: Path) -> str:
     """The URI that reads the store at `path` without writing anything beside it.
 
     mode=ro reads a store in WAL mode, its -wal file included, where its -shm file exists or can be made; on a
-    read-only mount without them only immutable=1 opens it (SQLite then reads the file alone, which is the whole store
-    when the last connection closed cleanly and removed its -wal)."""
+    read-only mount or a full disk without them only immutable=1 opens it (SQLite then reads the file alone, which is
+    the whole store when the last connection closed cleanly and removed its -wal)."""
     base = path.resolve().as_uri()
     try:
         _read_schema(f"{base}?mode=ro")
         return f"{base}?mode=ro"
     except sqlite3.OperationalError as e:
-        if "unable to open" not in str(e):
+        if "unable to open" not in str(e) and disk_full(e, path) is None:
             raise
     if _wal_size(path):
-        print(f"compile-lab: the run store {path} is read-only and its -wal file cannot be read without a -shm file "
-              "beside it: the runs written last before it was made read-only may be missing", file=sys.stderr)
+        print(f"compile-lab: the run store {path} can only be read and its -wal file cannot be read without a -shm "
+              "file beside it: the runs written last may be missing", file=sys.stderr)
     return f"{base}?mode=ro&immutable=1"
 
 
@@ -285,11 +311,18 @@ class StoreFile(Part):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._open() as db:
                 _use_wal(db)
-                schema.create(db)
-        except OSError as e:
-            raise StoreError(f"cannot use {self.path} as the run store: {e.strerror or e}") from None
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot use {self.path} as the run store: {e}") from None
+                if schema.create(db):
+                    # into the file itself: until a checkpoint a new store's tables live only in its -wal, and a -wal
+                    # deleted then (while another connection keeps it from being checkpointed) takes the whole store
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except (OSError, sqlite3.Error) as e:
+            if full := disk_full(e, self.path):
+                # read as it lies until there is room: not marked set up, so each use tries to open it writable again
+                self._open_read_only(resolved, full)
+                _SCHEMA_READY.pop(resolved, None)
+                return
+            raise StoreError(f"cannot use {self.path} as the run store: "
+                             f"{e.strerror or e if isinstance(e, OSError) else e}") from None
         if ready is not None:
             print(f"compile-lab: the run store {self.path} was deleted while in use; a new, empty one was made "
                   "in its place (the runs it held are gone, unless it was moved: `python -m tcore store set-aside` "
@@ -344,12 +377,15 @@ class StoreFile(Part):
             yield db
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One short write transaction; BEGIN IMMEDIATE takes the write lock up front, so no deadlock."""
+    def _write(self, wait: bool = True) -> Iterator[sqlite3.Connection]:
+        """One short write transaction; BEGIN IMMEDIATE takes the write lock up front, so no deadlock. wait=False: a
+        write lock another process holds is not waited for ("database is locked" at once)."""
         self._ensure_schema()
         if (reason := self.read_only) is not None:
             raise StoreReadOnly(self.path, reason)
         with self._connect() as db:
+            if not wait:
+                db.execute("PRAGMA busy_timeout=0")
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db

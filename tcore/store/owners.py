@@ -34,7 +34,7 @@ class Owners(Part):
 
     def recover(self, proc: Proc, is_alive: Callable[[int, str | None], bool],
                 stop_worker: Callable[[int, str | None], bool],
-                silent_s: float | None = None, *, adopt: bool = True) -> tuple[list[str], list[str]]:
+                silent_s: float | None = None, *, adopt: bool = True, wait: bool = True) -> tuple[list[str], list[str]]:
         """Fix the runs of owners on proc's host that have died or gone silent; returns (ids ended, ids adopted).
 
         Gone silent: alive, but its heartbeat unchanged for `silent_s` on this process's own clock since this
@@ -44,12 +44,13 @@ class Owners(Part):
         a queued run is adopted by `proc`: it stays queued, in its place. A run claimed whose worker never started
         was never measured: it goes back to the queue, in its place, and is adopted like a queued one.
         adopt=False (a process that will not run them: `tcore list`) ends what must end and leaves queued
-        runs where they are, for the next process that runs a queue.
+        runs where they are, for the next process that runs a queue. wait=False: "database is locked" at once where
+        another process holds the write lock, rather than after SQLite's busy timeout.
         """
         silent_s = OWNER_SILENT_S if silent_s is None else silent_s
         crashed, adopted = [], []
         now = time.monotonic()
-        with self._write() as db:
+        with self._write(wait=wait) as db:
             rows = db.execute(
                 "SELECT id, status, owner_pid, owner_started, pid, worker_started, device_slot FROM runs"
                 " WHERE status IN ('queued', 'running') AND host=? AND owner_pid IS NOT NULL", (proc.host,)).fetchall()

@@ -175,12 +175,13 @@ def missing(db: sqlite3.Connection) -> list[str]:
     return lacking
 
 
-def create(db: sqlite3.Connection) -> None:
-    """Create the tables a store lacks and add the columns its `runs` lacks, on an autocommit connection. A store set up
-    already is only read: one that another process holds write-locked opens all the same."""
+def create(db: sqlite3.Connection) -> bool:
+    """Create the tables a store lacks and add the columns its `runs` lacks, on an autocommit connection; whether it
+    changed anything. A store set up already is only read: one that another process holds write-locked opens all the
+    same."""
     indexed = db.execute("SELECT 1 FROM sqlite_master WHERE type='index' AND name='runs_queue'").fetchone()
     if indexed and not missing(db):
-        return
+        return False
     db.executescript(TABLES)
     db.execute("BEGIN IMMEDIATE")  # one process adds the columns; another opening the store at once waits
     try:
@@ -194,3 +195,4 @@ def create(db: sqlite3.Connection) -> None:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+    return True

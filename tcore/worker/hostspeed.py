@@ -111,7 +111,9 @@ def words(details: dict[str, Any]) -> str | None:
     if slow is None or slow <= SLOW_PCT:
         return None
     waited = f" (the rounds waited {details['waited_s']:.0f} s for it first)" if details.get("waited_s") else ""
-    return (f"The host's single-thread speed ran {slow:.0f}% slower than at rest while the rounds were timed{waited}: "
+    factor = 1 + slow / 100  # the loop's time over the rounds against at rest: "120% slower" reads as less than none
+    how = f"speed ran {slow:.0f}% slower than at rest" if factor < 2 else f"work took {factor:.1f}x as long as at rest"
+    return (f"The host's single-thread {how} while the rounds were timed{waited}: "
             f"a fixed loop on the launch thread's core took {details['reference_rounds_ms']:.1f} ms against "
             f"{details['reference_at_rest_ms']:.1f} ms at its fastest in this run. On a virtual machine that is the "
             "physical host (other guests, its clock budget), invisible from inside but for timing. Where a variant is "

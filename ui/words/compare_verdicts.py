@@ -7,6 +7,7 @@ ordered by speedup, and two whose intervals overlap are said to be not told apar
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -174,6 +175,19 @@ def compare_verdict(records: list) -> str | None:
             f"**{name(r)}** ({task(r)})" for r in other_task) + f". The ranking holds the {main_task} runs; choose "
                      "runs of one task to rank them.")
     return " ".join(parts) or None
+
+
+def compare_verdict_text(records: list) -> str | None:
+    """compare_verdict() for a page that is not Markdown (the HTML export): no bold marks, and each run's label as
+    typed. Stand-ins take the labels' places while the bold marks go, so a label's own asterisks stay."""
+    stand_ins = {f"\x00{i}\x00": r.label for i, r in enumerate(records)}
+    said = compare_verdict([dataclasses.replace(r, label=k) for k, r in zip(stand_ins, records)])
+    if said is None:
+        return None
+    said = said.replace("**", "")
+    for stand_in, label in stand_ins.items():
+        said = said.replace(stand_in, label)
+    return said
 
 
 def _reruns_sentence(named: list[tuple[str, dict[str, Any]]], *, whole: bool) -> str:

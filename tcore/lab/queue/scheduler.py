@@ -42,6 +42,7 @@ from tcore.lab.queue.waiting import (
 )
 from tcore.lab.settings.config import LimitsError
 from tcore.store import RunRecord, RunStore, StoreError
+from tcore.store.connection import TABLES_GONE
 from tcore.store.run_queue import PAUSED
 
 TICK_S = 0.25
@@ -242,7 +243,7 @@ class Scheduler:
                 self._tick()
                 self.error = None
             except Exception as e:  # a locked or vanished store must not stop the queue for good: retry next tick
-                said, self.error = self.error, f"{type(e).__name__}: {e}"
+                said, self.error = self.error, TABLES_GONE if "no such table" in str(e) else f"{type(e).__name__}: {e}"
                 if disk.full(e):
                     disk.was_full(self.store.path)
                 if self.error != said:  # once per trouble, not every tick while a disk stays full

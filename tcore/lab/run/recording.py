@@ -11,6 +11,7 @@ from tcore import figures
 from tcore.analysis import history
 from tcore.figures import rerun
 from tcore.store import RunStore
+from tcore.store.connection import TABLES_GONE
 
 T = TypeVar("T")
 LOCKED_FOR_S = 3600.0  # how long a finished run waits for a store another process holds write-locked, retrying
@@ -47,6 +48,8 @@ def store_failure(e: Exception, store: RunStore | None = None) -> str:
     if "full" in text or full:
         return ("the disk that holds the run store is full: free some space (the runs it already holds are kept, "
                 "and it works again as soon as there is room)")
+    if "no such table" in text:
+        return TABLES_GONE
     if "FOREIGN KEY" in text:
         return "the run store was deleted or replaced while the run was under way, so its record is gone"
     return f"the run store could not be written ({text})"

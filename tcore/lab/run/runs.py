@@ -10,6 +10,7 @@ left queued.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from tcore.lab.policy import limits, memory
 from tcore.lab.queue import lease, quiet, room, scheduler
 from tcore.lab.queue.spares import _SPARE_DEVICES, SPARES, keep_spares
 from tcore.lab.run.liverun import LiveRun
+from tcore.lab.run.recording import is_locked
 from tcore.lab.run.registry import adopted_left, live, register
 from tcore.store import QueueFull, RunRecord, RunStore, StoreReadOnly
 from tcore.store.run_queue import PAUSED
@@ -179,14 +181,21 @@ def run_adopted(on_adopted: Callable[[LiveRun], None] | None = None) -> list[Liv
     return list(seen.values())
 
 
-def notice_dead_owners(store: RunStore) -> set[str]:
+def notice_dead_owners(store: RunStore) -> tuple[set[str], bool]:
     """For a process that reads the store without running a queue (`tcore list`, `show`): end the runs of owners
     that died or went silent, as any queue would, but adopt none; returns the queued runs left without a live
-    owner (the next process that runs a queue on this host takes them)."""
+    owner (the next process that runs a queue on this host takes them), and whether that write was skipped for a
+    write lock another process holds: a reader does not wait for one to read, so the runs are shown as they are."""
     proc = scheduler.this_process()
+    skipped = False
     if store.read_only is None:  # a store that can only be read is shown as it lies: no one can end a run in it
-        store.recover(proc, scheduler.is_alive, scheduler.stop_worker, adopt=False)
-    return store.orphaned(proc.host, scheduler.is_alive)
+        try:
+            store.recover(proc, scheduler.is_alive, scheduler.stop_worker, adopt=False, wait=False)
+        except sqlite3.OperationalError as e:
+            if not is_locked(e):
+                raise
+            skipped = True
+    return store.orphaned(proc.host, scheduler.is_alive), skipped
 
 
 def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> bool:
