@@ -58,12 +58,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _open_store(path: str | None) -> RunStore:
+    """The store at `path`, its results stored before today's figures rewritten once (tcore.lab.outputs.stored_results),
+    as the app's server does."""
+    from tcore.lab.outputs import stored_results
+
+    store = RunStore(path)
+    stored_results.upgrade(store)
+    return store
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
     from tcore.lab.queue import scheduler, waiting
     from tcore.lab.run import registry, runs
 
-    store = RunStore(args.db)
+    store = _open_store(args.db)
     model_files.install(store, files_allowed=lambda: True, time_limit_s=args.timeout)  # the command line allows files
     scheduler.remove_stale_folders()  # what killed lab processes left in the temporary folder
     try:
@@ -163,7 +173,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from tcore.lab.run import runs
     from tcore.lab.run.recording import is_locked
 
-    store = RunStore(args.db)
+    store = _open_store(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     try:
         orphaned = runs.notice_dead_owners(store)
@@ -193,7 +203,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
     from tcore.lab.run import runs
 
-    store = RunStore(args.db)
+    store = _open_store(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = runs.notice_dead_owners(store)
     record = store.get(args.run_id)
@@ -217,7 +227,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from tcore.lab import calibrate
     from tcore.lab.run import runs
 
-    store = RunStore(args.db)
+    store = _open_store(args.db)
     device, _ = runs.preflight(Experiment(device=args.device))
     kinds = calibrate.references(device)
     count = sum(len(exps) for exps in kinds.values())
