@@ -221,13 +221,7 @@ def _stop_unclaimed(pid: int) -> None:
 
 def _follow_orphan(proc: ForkedProcess) -> None:
     """Its server ended before it did: wait for it to go, without its exit status."""
-    while True:
-        try:
-            os.kill(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        except PermissionError:
-            pass
+    while processes.is_alive(proc.pid, None):
         time.sleep(0.2)
     proc._end(STATUS_LOST)
 

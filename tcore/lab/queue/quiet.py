@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from tcore.host import processes
 from tcore.store import QuietHold, StoreError
 
 SWITCH_ENV = "COMPILE_LAB_QUIET_ROUNDS"
@@ -66,7 +66,7 @@ _watched: dict[str, tuple[object, QuietHold]] = {}  # store path -> (the store, 
 
 def enabled() -> bool:
     """Whether timed runs hold their neighbours still: not where switched off, nor without POSIX signals."""
-    return hasattr(signal, "SIGSTOP") and hasattr(os, "killpg") and \
+    return processes.groups_can_stop() and \
         os.environ.get(SWITCH_ENV, "").strip().lower() not in ("0", "off", "false", "no")
 
 
@@ -85,7 +85,7 @@ def join(run_id: str, slot: str, pgid: int, waiting: Callable[[], bool] = lambda
         _members[run_id] = _Member(slot, pgid, waiting, continued)
         # a run that starts while another of its slot is timed holds still with the rest
         timing = next((r for r in _holds if r in _members and _members[r].slot == slot and r != run_id), None)
-        if timing is not None and enabled() and _signal(pgid, signal.SIGSTOP):
+        if timing is not None and enabled() and processes.stop_group(pgid):
             _holds[timing][0].append(_Stopped(run_id, pgid, time.monotonic(), not waiting()))
             _guard(f"+{pgid}")
 
@@ -99,7 +99,7 @@ def leave(run_id: str) -> None:
         for stopped, _ in _holds.values():
             stopped[:] = [x for x in stopped if x.who != run_id]
     if member is not None:
-        _signal(member.pgid, signal.SIGCONT)
+        processes.continue_group(member.pgid)
         _guard(f"-{member.pgid}")
         _tell(member, mine)
 
@@ -133,7 +133,7 @@ def _stop_slot(key: str, slot: str, mine: int | None, bound_s: float) -> int:
             if group == mine or group in held_already:
                 continue
             owed = not waiting()
-            if _signal(group, signal.SIGSTOP):
+            if processes.stop_group(group):
                 stopped.append(_Stopped(who, group, time.monotonic(), owed))
                 _guard(f"+{group}")
         timer = threading.Timer(bound_s, release, args=(key,))
@@ -154,7 +154,7 @@ def release(run_id: str) -> None:
         if not run_id.startswith(ELSEWHERE):
             _unpublish(run_id)
     for x in stopped:
-        _signal(x.pgid, signal.SIGCONT)
+        processes.continue_group(x.pgid)
         _guard(f"-{x.pgid}")
     for member, x in told:
         if member is not None:
@@ -252,7 +252,9 @@ def _unpublish(run_id: str) -> None:
 
 # A process of its own that continues every group this lab process still holds once the lab is gone: atexit does not
 # run when the lab is killed (SIGKILL, the kernel's OOM killer, a command line ended by its caller), and a worker left
-# stopped would hold its GPU memory until someone killed it. It reads "+PGID" (stopped) and "-PGID" (continued).
+# stopped would hold its GPU memory until someone killed it. It reads "+PGID" (stopped) and "-PGID" (continued). It
+# is a few lines of the standard library run with `python -c`, which finds no tcore to import from wherever the lab
+# was started, so it signals the groups itself, as tcore.host.processes.continue_group does.
 GUARD = ("import os, signal, sys\nheld = set()\nfor line in sys.stdin:\n    g = int(line[1:])\n"
          "    held.add(g) if line[0] == '+' else held.discard(g)\nfor g in held:\n    try:\n"
          "        os.killpg(g, signal.SIGCONT)\n    except OSError:\n        pass\n")
@@ -277,10 +279,3 @@ def _release_all() -> None:
     for run_id in list(_holds):
         release(run_id)
 
-
-def _signal(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False

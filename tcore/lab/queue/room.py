@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from tcore.host import processes
 from tcore.lab.settings.config import LimitsError
 from tcore.lab.settings.config import read as _config
 from tcore.store import SlotRoom
@@ -238,11 +239,7 @@ def keep_off(cpus: frozenset[int]) -> str | None:
     from now on (workers, their compiles) inherits them; a sentence if it cannot. Linux keeps cores per thread."""
     if not cpus or not hasattr(os, "sched_setaffinity"):
         return None
-    try:
-        tasks = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tasks = [0]
-    for tid in tasks:
+    for tid in processes.thread_ids():
         try:
             os.sched_setaffinity(tid, cpus)
         except ProcessLookupError:
