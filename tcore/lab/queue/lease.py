@@ -9,8 +9,8 @@ transaction), and the pages can say who holds the device and since when. Of the 
 first, then the run queued first:
     eager     0  the eager warm-up before a compile: a second or two that lets a compile start
     profile   0  the profiling pass after the headline: a second or two that ends a run and frees its place for the
-                 next one to compile (deferred behind others' timed rounds, a room of 20 on an H100 kept places full of
-                 runs waiting only to profile, and its round took 315 s)
+                 next one to compile (deferred behind others' timed rounds, a full room would keep its places taken
+                 by runs waiting only to profile)
     compiled  1  the compiled code's first runs, its warm-up and the timed rounds, up to the headline
 """
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """While a run that shares its GPU is timed, the runs beside it hold still.
 
 Runs that share a GPU (tcore.lab.queue.room) compile on the CPU while another holds the GPU alone, its launch thread
-on cores kept for it. In a room on one H100 that was not enough for host-bound runs (BENCHMARKS.md, "Figures a room
-can quote"): their timed rounds, the launch rate of one CPU thread, read ResNet-50 within ± 11-21% and ConvNeXt
-within ± 3-27% with three compiles beside them on the other cores, where the GPU-busy default read ± 0.1-3% beside
-the same compiles; the kept core itself stayed idle of anything else. What reaches it from the other cores (the
-memory bus, the shared cache, virtual cores that share one physical core) cannot be told apart from inside a VM.
+on cores kept for it. For a host-bound run that is not enough: its timed rounds are the launch rate of one CPU
+thread, and compiles on the other cores reach that thread's core through the memory bus, the shared cache and virtual
+cores that share one physical core, widening its spread many times over a GPU-busy run's beside the same compiles
+(bench/room.py and bench/host_bound.py measure both). None of that can be told apart from inside a VM.
 
 So for a run's timed rounds, its "measuring" phase (seconds; a minute for a large model's generations), the lab stops
 the other workers of its GPU slot, each with its process group (its compile jobs too), and lets them go on when the

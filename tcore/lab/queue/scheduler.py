@@ -46,7 +46,7 @@ from tcore.store.run_queue import PAUSED
 
 TICK_S = 0.25
 # Set when this process submits a run or one of its runs ends: its schedulers tick at once rather than at the end of
-# their TICK_S sleep (a run started up to 0.25 s late: the "queue" phase of an idle room's timeline read 0.16 s).
+# their TICK_S sleep, which would start a run up to TICK_S late.
 # One event per scheduler: with one shared event, a scheduler that cleared it could swallow another's wake-up.
 _WAKES: "weakref.WeakSet[threading.Event]" = weakref.WeakSet()
 
