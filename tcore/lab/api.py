@@ -170,7 +170,7 @@ def cluster_address() -> str | None:
 
 def cluster_rows(store: RunStore, whose: Callable[[str | None], str] = str) -> list[dict[str, Any]]:
     """The cluster's runs under way from this host, one row each, with the node and GPU each runs on."""
-    return cluster.describe(store.running_and_queued(host()), whose)
+    return cluster.describe(store.queue.running_and_queued(host()), whose)
 
 
 # --- the server: start the queue once ------------------------------------------------------------------------------

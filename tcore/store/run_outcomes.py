@@ -12,9 +12,10 @@ import zlib
 from typing import Callable
 
 from tcore.experiment import comparable
-from tcore.store.connection import Part
+from tcore.store.connection import StoreFile
 from tcore.store.lab_state import SPREAD_RESET
 from tcore.store.records import RunRecord, to_json
+from tcore.store.run_ends import ended
 from tcore.store.run_queue import Proc, cancel_words
 
 
@@ -30,8 +31,8 @@ class NoSuchRun(KeyError):
         return str(self.args[0])
 
 
-class Runs(Part):
-    """Runs as records: how each ended, and reading them back."""
+class Runs(StoreFile):
+    """The store's file and its runs as records: how each ended, and reading them back."""
 
     def finish(self, run_id: str, *, result: dict | None = None, env: dict | None = None,
                error: dict | None = None, power_samples: list | None = None, code: list[str] | None = None,
@@ -54,8 +55,7 @@ class Runs(Part):
                     (status, time.time(), device, (error or {}).get("kind"), to_json(env), to_json(result),
                      to_json(error), run_id, *((owner.pid, owner.started) if owner else ()))).rowcount == 0:
                 return False
-            self._release_next(db, run_id)  # a sweep's next run takes its turn (tcore.store.sweep_records)
-            self._free_device(db, run_id)  # whatever it held or asked for (tcore.store.devices)
+            ended(db, run_id)  # a sweep's next run takes its turn, its device is freed
             if power_samples:  # table `traces` is the power samples' (its old name: renaming it needs a migration)
                 db.execute("INSERT OR REPLACE INTO traces (run_id, samples) VALUES (?, ?)",
                            (run_id, json.dumps(power_samples)))

@@ -192,7 +192,7 @@ def _watch(store, me: tuple[str, int, str | None], is_alive: Callable[[int, str 
     while True:
         time.sleep(POLL_S)
         try:
-            holds = store.neighbour_holds(me[0])
+            holds = store.devices.neighbour_holds(me[0])
         except (sqlite3.Error, StoreError) as e:  # said once; the holds already kept end by their bounds
             if not said:
                 print(f"compile-lab: cannot read other lab processes' holds ({e}): this one's runs do not hold still "
@@ -213,7 +213,7 @@ def follow(store, holds: list[QuietHold], me: tuple[str, int, str | None],
             continue
         if not is_alive(h.pid, h.started):
             with contextlib.suppress(sqlite3.Error, StoreError):
-                store.let_neighbours_go(h.run_id)
+                store.devices.let_neighbours_go(h.run_id)
             continue
         if h.until > now:
             wanted[mine + h.run_id] = h
@@ -232,7 +232,7 @@ def _publish(run_id: str, slot: str) -> None:
         watched = list(_watched.values())
     for store, me in watched:
         try:
-            store.hold_neighbours(me._replace(run_id=run_id, slot=slot, until=time.time() + MAX_HOLD_S))
+            store.devices.hold_neighbours(me._replace(run_id=run_id, slot=slot, until=time.time() + MAX_HOLD_S))
         except (sqlite3.Error, StoreError) as e:  # this process's own neighbours are held all the same
             print(f"compile-lab: run {run_id}: other lab processes could not be told to hold still ({e})",
                   file=sys.stderr, flush=True)
@@ -243,7 +243,7 @@ def _unpublish(run_id: str) -> None:
         watched = list(_watched.values())
     for store, _ in watched:
         try:
-            store.let_neighbours_go(run_id)
+            store.devices.let_neighbours_go(run_id)
         except (sqlite3.Error, StoreError) as e:  # its bound ends it for the others
             print(f"compile-lab: run {run_id}: other lab processes could not be told to go on ({e}); they do once "
                   f"its bound of {MAX_HOLD_S:.0f} s passes", file=sys.stderr, flush=True)

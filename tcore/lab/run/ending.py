@@ -82,7 +82,7 @@ class Ending:
             self._release()
             return
         if (self.record is not None and self.record.status in ("queued", "running")
-                and self.store.taken_over(scheduler.this_process(), [self.run_id])):
+                and self.store.queue.taken_over(scheduler.this_process(), [self.run_id])):
             # not ended: another process took it over while this one was stopped (Ctrl-Z); it runs there
             self._follow_elsewhere()
             return

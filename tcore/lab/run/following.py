@@ -32,7 +32,7 @@ def _lab_processes(store: RunStore, device: str, slot: str | None) -> int:
     if slot is None:
         return 0
     try:
-        residents = len(store.residents(scheduler.this_process().host).get(slot, []))
+        residents = len(store.queue.residents(scheduler.this_process().host).get(slot, []))
     except (sqlite3.Error, StoreError):
         residents = 1
     free = max(scheduler.room_plan(device).runs_per_slot - residents, 0)

@@ -101,7 +101,7 @@ class Launching:
         # The store is told who runs it before the worker is handed the run: a run the store cannot say is under way
         # would be put back in the queue by the next process, and measured twice.
         try:
-            kept = self.store.set_worker(self.run_id, worker.proc.pid, scheduler.process_start(worker.proc.pid),
+            kept = self.store.queue.set_worker(self.run_id, worker.proc.pid, scheduler.process_start(worker.proc.pid),
                                          scheduler.this_process())
         except (sqlite3.Error, StoreError) as e:
             worker.dismiss()
@@ -149,7 +149,7 @@ class Launching:
     def _requeue_when_writable(self, every_s: float = 2.0) -> None:
         while not self._cancelled:
             try:
-                requeued = self.store.requeue(self.run_id, scheduler.this_process())
+                requeued = self.store.queue.requeue(self.run_id, scheduler.this_process())
             except (sqlite3.Error, StoreError):
                 time.sleep(every_s)
                 continue
@@ -293,7 +293,7 @@ class LiveRun(Launching, Following, Ending):
         if not self.lease_env.get(protocol.DEVICE_LEASE) or self.done or self.device_slot is None:
             return None
         try:
-            holder = self.store.device_holder(scheduler.this_process().host, self.device_slot)
+            holder = self.store.devices.device_holder(scheduler.this_process().host, self.device_slot)
         except (sqlite3.Error, StoreError):
             holder = None
         with self._lock:
@@ -304,12 +304,12 @@ class LiveRun(Launching, Following, Ending):
     def cancel(self) -> None:
         """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
         if self.elsewhere:  # its owner now is another process: ask it, as any process may
-            self.store.request_cancel(self.run_id)
+            self.store.queue.request_cancel(self.run_id)
             return
         with self._launch_lock:
             self._cancelled = True
             if self.handle is None:
-                if not self._launched and self.store.cancel_queued(self.run_id):
+                if not self._launched and self.store.queue.cancel_queued(self.run_id):
                     self._launched = True
                     self._collect_record()
                 return  # else claimed a moment ago: launch() sees _cancelled and records it
