@@ -60,11 +60,16 @@ class Parser(argparse.ArgumentParser):
 
 def _open_store(path: str | None) -> RunStore:
     """The store at `path`, its results stored before today's figures rewritten once (tcore.lab.outputs.stored_results),
-    as the app's server does."""
+    as the app's server does; where another process holds the store write-locked, the next command rewrites them."""
     from tcore.lab.outputs import stored_results
+    from tcore.lab.run.recording import is_locked
 
     store = RunStore(path)
-    stored_results.upgrade(store)
+    try:
+        stored_results.upgrade(store)
+    except sqlite3.OperationalError as e:  # readers are never blocked: the command reads what the store holds now
+        if not is_locked(e):
+            raise
     return store
 
 
