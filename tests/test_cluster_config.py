@@ -61,7 +61,7 @@ def test_a_sweep_has_as_many_runs_in_the_queue_as_there_are_slots_and_each_end_l
     proc = scheduler.this_process()
     sweep_id = store.sweeps.create_sweep(owner=None, label="s", size=5, skipped=[])
     ids = [store.queue.enqueue(exp, device="cpu", owner="o", proc=proc, timeout_s=None, sweep=(sweep_id, i),
-                         sweep_width=2) for i in range(5)]
+                               sweep_width=2) for i in range(5)]
     held = lambda: [store.get(i).held for i in ids]  # noqa: E731
     assert held() == [False, False, True, True, True]
     store.finish(ids[0], error={"type": "error", "kind": "cancelled", "message": "x"})

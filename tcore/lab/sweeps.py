@@ -47,7 +47,7 @@ def start(experiments: list[Experiment], store: RunStore, *, owner: str | None =
     if not experiments:
         raise SpecError("a sweep needs at least one experiment that can run")
     sweep_id = store.sweeps.create_sweep(owner=owner, label=label or experiments[0].label, size=len(experiments),
-                                  skipped=list(skipped or []))
+                                         skipped=list(skipped or []))
     try:
         for i, exp in enumerate(experiments):
             runs.start(exp, store, timeout_s=timeout_s, sweep=(sweep_id, i))

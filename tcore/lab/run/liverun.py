@@ -119,7 +119,7 @@ class Launching:
         # would be put back in the queue by the next process, and measured twice.
         try:
             kept = self.store.queue.set_worker(self.run_id, worker.proc.pid, scheduler.process_start(worker.proc.pid),
-                                         scheduler.this_process())
+                                               scheduler.this_process())
         except (sqlite3.Error, StoreError) as e:
             worker.dismiss()
             self._back_to_queue(e)

@@ -107,8 +107,9 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
     sched, _ = _scheduler(store)
     try:
         run_id = store.queue.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
-                               timeout_s=timeout_s, max_queued=lab.max_queued_per_session if bounded else None,
-                               sweep=sweep, sweep_width=_sweep_width(device), memory_gib=room.counted_gib(need_gib))
+                                     timeout_s=timeout_s, max_queued=lab.max_queued_per_session if bounded else None,
+                                     sweep=sweep, sweep_width=_sweep_width(device),
+                                     memory_gib=room.counted_gib(need_gib))
     except QueueFull as e:  # a race with another tab of the same session, which check() could not see
         raise SpecError(limits.queue_full_message(e.count, lab)) from None
     run = LiveRun(exp, store, run_id=run_id, device=device, notes=notes + ([lowered] if lowered else []),
