@@ -34,7 +34,8 @@ STATIC_PREFIX = "/app/static/"
 def start_queue() -> int:
     """Start the run queue; a store that cannot be used or settings written wrongly are said in a line and the server
     starts anyway: every page then says what is wrong and what to do (app.py), and the queue starts with the first
-    page opened once it is mended. A server that refused to start left participants with "connection refused"."""
+    page opened once it is mended. A server that refused to start would leave participants with "connection
+    refused"."""
     import sqlite3
 
     from tcore.lab import api

@@ -71,12 +71,27 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {cut_echoes(message)} (see {self.prog} --help)\n")
 
 
+def _open_store(path: str | None) -> RunStore:
+    """The store at `path`, its results stored before today's figures rewritten once (tcore.lab.outputs.stored_results),
+    as the app's server does; where another process holds the store write-locked, the next command rewrites them."""
+    from tcore.lab.outputs import stored_results
+    from tcore.lab.run.recording import is_locked
+
+    store = RunStore(path)
+    try:
+        stored_results.upgrade(store)
+    except sqlite3.OperationalError as e:  # readers are never blocked: the command reads what the store holds now
+        if not is_locked(e):
+            raise
+    return store
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
     from tcore.lab.queue import scheduler, waiting
     from tcore.lab.run import registry, runs
 
-    store = RunStore(args.db)
+    store = _open_store(args.db)
     model_files.install(store, files_allowed=lambda: True, time_limit_s=args.timeout)  # the command line allows files
     scheduler.remove_stale_folders()  # what killed lab processes left in the temporary folder
     try:
@@ -174,7 +189,7 @@ def default_words() -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
 
-    store = RunStore(args.db)
+    store = _open_store(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = _notice_dead_owners(store, "listed")
     records = store.list(limit=args.limit)
@@ -208,7 +223,7 @@ def _notice_dead_owners(store: RunStore, done: str) -> set[str]:
 def cmd_show(args: argparse.Namespace) -> int:
     from tcore.lab.outputs import model_files
 
-    store = RunStore(args.db)
+    store = _open_store(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = _notice_dead_owners(store, "shown")
     record = store.get(args.run_id)
@@ -232,7 +247,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from tcore.lab import calibrate
     from tcore.lab.run import runs
 
-    store = RunStore(args.db)
+    store = _open_store(args.db)
     device, _ = runs.preflight(Experiment(device=args.device))
     kinds = calibrate.references(device)
     count = sum(len(exps) for exps in kinds.values())

@@ -120,10 +120,10 @@ def hold_cpu_slot(store: RunStore, *, worker_started: bool = False) -> str:
     worker_started: record this process as its worker, so that recovery does not put it back in the queue as a
     run whose worker never started."""
     proc = scheduler.this_process()
-    run_id = store.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None)
-    assert store.claim_next(proc, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")
+    run_id = store.queue.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None)
+    assert store.queue.claim_next(proc, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")
     if worker_started:
-        store.set_worker(run_id, os.getpid(), scheduler.process_start(os.getpid()))
+        store.queue.set_worker(run_id, os.getpid(), scheduler.process_start(os.getpid()))
     return run_id
 
 

@@ -243,7 +243,7 @@ def test_the_start_up_tab_counts_running_and_waiting_runs_apart(db):
     held = hold_cpu_slot(db, worker_started=True)
     runs.pause(db, True)  # nothing else starts: one run holds the slot, three wait
     for _ in range(3):
-        db.enqueue(QUICK, device="cpu", owner="ada", proc=scheduler.this_process(), timeout_s=None)
+        db.queue.enqueue(QUICK, device="cpu", owner="ada", proc=scheduler.this_process(), timeout_s=None)
     at = app().switch_page("app_pages/diagnose.py").run()
     at.session_state["diagnose_tab"] = "Start-up and stances"
     at.run()
@@ -253,7 +253,7 @@ def test_the_start_up_tab_counts_running_and_waiting_runs_apart(db):
     db.finish(held, error={"type": "error", "kind": "cancelled", "message": "cancelled"})
     for run in db.list():
         if run.status == "queued":
-            db.cancel_queued(run.id)
+            db.queue.cancel_queued(run.id)
     runs.pause(db, False)
 
 

@@ -59,7 +59,7 @@ def store_walk_runs(db) -> dict[str, str]:
     made["slower-withheld"] = put(db, {**rec["spec"], "mode": "max-autotune-no-cudagraphs"},
                                   slower_result(compiled_timed_ms=1.5), rec["env"])
     # A finished sweep of two of them, as the Sweep page finds it (its runs stored above, linked by hand).
-    sweep = db.create_sweep(owner=OWNER, label="resnet50/tiny: compile", size=2, skipped=[])
+    sweep = db.sweeps.create_sweep(owner=OWNER, label="resnet50/tiny: compile", size=2, skipped=[])
     for i, name in enumerate(("resnet50-cpu", "slower-scaled")):
         with db._write() as conn:
             conn.execute("UPDATE runs SET sweep_id=?, sweep_index=? WHERE id=?", (sweep, i, made[name]))

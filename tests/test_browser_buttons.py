@@ -310,7 +310,7 @@ def test_the_instructor_changes_the_limits_and_sets_them_back(browser, lab):
     system.get_by_role("button", name="Apply to everyone").click()
     system.get_by_text(re.compile(r"^Applied to everyone at .*They apply to the next run submitted\.")).wait_for()
     no_exception(system)
-    assert lab["store"].lab_state(INSTRUCTOR_LIMITS)["max_batch_size"] == 16
+    assert lab["store"].lab.lab_state(INSTRUCTOR_LIMITS)["max_batch_size"] == 16
 
     ada = Person(browser, lab, ADA)
     run = ada.open("/", "Run an experiment")
@@ -323,7 +323,7 @@ def test_the_instructor_changes_the_limits_and_sets_them_back(browser, lab):
 
     system.get_by_role("button", name="Back to the file's limits").click()
     system.get_by_text(re.compile(r"^Back to the config file's and environment's limits at ")).wait_for()
-    assert not lab["store"].lab_state(INSTRUCTOR_LIMITS)
+    assert not lab["store"].lab.lab_state(INSTRUCTOR_LIMITS)
     no_exception(system)
     assert not (problems := teacher.problems() + ada.problems()), problems
 

@@ -107,7 +107,7 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_its_runs_stay_it
     store, url, watches = lab["store"], lab["url"], []
     runs.pause(store, True)  # the run waits in the queue while the tabs look at it
     try:
-        waiting = store.enqueue(QUICK, device="cpu", owner=ADA, proc=scheduler.this_process(), timeout_s=60)
+        waiting = store.queue.enqueue(QUICK, device="cpu", owner=ADA, proc=scheduler.this_process(), timeout_s=60)
         context = browser.new_context(viewport={"width": 1440, "height": 2400})
         first = open_tab(context, watches, f"{url}/?me={ADA}", "Run an experiment")
         queue_row(first, "yours", waiting).get_by_role("button", name="Cancel").wait_for()

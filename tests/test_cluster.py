@@ -106,7 +106,7 @@ def test_the_clusters_gpus_are_the_slots_and_four_runs_spread_over_both_nodes_on
     for run in started:  # the live view streamed back: phases, progress, power, before the result
         assert {"phase", "progress"} <= set(events[run.run_id]) and events[run.run_id][-1] == "result"
         assert run.record.result["eager_samples_per_s"] > 0
-    assert store.running_and_queued(scheduler.this_process().host) == []
+    assert store.queue.running_and_queued(scheduler.this_process().host) == []
 
 
 def test_the_system_page_lists_the_nodes_their_gpus_and_what_each_runs(ray_cluster, store, monkeypatch):
@@ -158,7 +158,7 @@ def test_cancel_and_time_out_reach_the_remote_worker_and_only_the_owner_or_instr
     if "pid" in remote:  # on a loaded machine the 12 s can pass before the remote worker has said its pid
         wait_until(lambda: gone(remote["pid"]), HANG_S, "the timed-out worker gone")
         wait_until(lambda: not Path(remote["workdir"]).exists(), HANG_S, "the timed-out task's folder removed")
-    assert store.running_and_queued(scheduler.this_process().host) == []  # both slots free again
+    assert store.queue.running_and_queued(scheduler.this_process().host) == []  # both slots free again
 
 
 APP_THAT_DIES = """
@@ -203,6 +203,6 @@ def test_a_killed_node_ends_its_run_as_crashed_with_the_reason_and_takes_its_slo
     rec = run.wait(HANG_S)
     assert rec.status == "failed" and rec.error_kind == "crashed"
     assert "ended without a result" in rec.error["message"] and run.handle.remote["hostname"] in rec.error["message"]
-    assert store.running_and_queued(scheduler.this_process().host) == []  # its slot is free ...
+    assert store.queue.running_and_queued(scheduler.this_process().host) == []  # its slot is free ...
     wait_until(lambda: len(scheduler.device_slots("cpu")) == 1, HANG_S, "the node's slot gone")  # ... and gone
     assert runs.start(QUICK, store, owner="dora").wait(HANG_S).status == "finished"  # the other node goes on

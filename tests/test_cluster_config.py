@@ -59,16 +59,16 @@ def test_slots_are_every_gpu_of_every_node_interleaved_or_one_per_node_without_g
 def test_a_sweep_has_as_many_runs_in_the_queue_as_there_are_slots_and_each_end_lets_the_next_in(store):
     exp = Experiment(model="captioner", preset="tiny", device="cpu")
     proc = scheduler.this_process()
-    sweep_id = store.create_sweep(owner=None, label="s", size=5, skipped=[])
-    ids = [store.enqueue(exp, device="cpu", owner="o", proc=proc, timeout_s=None, sweep=(sweep_id, i),
-                         sweep_width=2) for i in range(5)]
+    sweep_id = store.sweeps.create_sweep(owner=None, label="s", size=5, skipped=[])
+    ids = [store.queue.enqueue(exp, device="cpu", owner="o", proc=proc, timeout_s=None, sweep=(sweep_id, i),
+                               sweep_width=2) for i in range(5)]
     held = lambda: [store.get(i).held for i in ids]  # noqa: E731
     assert held() == [False, False, True, True, True]
     store.finish(ids[0], error={"type": "error", "kind": "cancelled", "message": "x"})
     assert held() == [False, False, False, True, True]
     # one machine, as before: one at a time
-    sweep_id = store.create_sweep(owner=None, label="s", size=2, skipped=[])
-    ids = [store.enqueue(exp, device="cpu", owner="o", proc=proc, timeout_s=None, sweep=(sweep_id, i))
+    sweep_id = store.sweeps.create_sweep(owner=None, label="s", size=2, skipped=[])
+    ids = [store.queue.enqueue(exp, device="cpu", owner="o", proc=proc, timeout_s=None, sweep=(sweep_id, i))
            for i in range(2)]
     assert held() == [False, True]
 

@@ -27,56 +27,59 @@ def running(store, n: int = 3) -> list[str]:
     proc = scheduler.this_process()
     ids = []
     for _ in range(n):
-        ids.append(store.enqueue(QUICK, device="cpu", owner="t", proc=proc, timeout_s=None, memory_gib=1.0))
+        ids.append(store.queue.enqueue(QUICK, device="cpu", owner="t", proc=proc, timeout_s=None, memory_gib=1.0))
         time.sleep(0.002)
     share = {"cpu": SlotRoom(runs=n, memory_gib=100.0)}
     for run_id in ids:
-        assert store.claim_next(proc, "cpu", ["cpu"], {run_id}, share) == (run_id, "cpu")
+        assert store.queue.claim_next(proc, "cpu", ["cpu"], {run_id}, share) == (run_id, "cpu")
     return ids
 
 
 def test_a_free_slot_goes_to_the_lowest_rank_then_the_run_queued_first(store):
     a, b, c = running(store)
-    store.ask_device(HOST, "cpu", c, "compiled", 1)
-    store.ask_device(HOST, "cpu", b, "compiled", 2)
-    store.ask_device(HOST, "cpu", a, "compiled", 1)
-    assert not store.take_device(HOST, "cpu", b) and not store.take_device(HOST, "cpu", c)  # a comes first
-    assert store.take_device(HOST, "cpu", a)
-    assert store.device_holder(HOST, "cpu").run_id == a
-    assert [x.run_id for x in store.device_asks(HOST, "cpu")] == [c, b]
-    assert not store.take_device(HOST, "cpu", c)  # held: nobody else takes it
-    store.ask_device(HOST, "cpu", a, "eager", 0)  # a's next ask ranks first, but waits like anyone for the holder
-    store.release_device(a)  # ...and releasing drops a's ask as well
-    assert store.take_device(HOST, "cpu", c) and not store.take_device(HOST, "cpu", b)
-    store.release_device(c)
-    assert store.take_device(HOST, "cpu", b)
-    spans = store.slot_spans(HOST, "cpu")
+    store.devices.ask_device(HOST, "cpu", c, "compiled", 1)
+    store.devices.ask_device(HOST, "cpu", b, "compiled", 2)
+    store.devices.ask_device(HOST, "cpu", a, "compiled", 1)
+    # a comes first
+    assert not store.devices.take_device(HOST, "cpu", b) and not store.devices.take_device(HOST, "cpu", c)
+    assert store.devices.take_device(HOST, "cpu", a)
+    assert store.devices.device_holder(HOST, "cpu").run_id == a
+    assert [x.run_id for x in store.devices.device_asks(HOST, "cpu")] == [c, b]
+    assert not store.devices.take_device(HOST, "cpu", c)  # held: nobody else takes it
+    # a's next ask ranks first, but waits like anyone for the holder
+    store.devices.ask_device(HOST, "cpu", a, "eager", 0)
+    store.devices.release_device(a)  # ...and releasing drops a's ask as well
+    assert store.devices.take_device(HOST, "cpu", c) and not store.devices.take_device(HOST, "cpu", b)
+    store.devices.release_device(c)
+    assert store.devices.take_device(HOST, "cpu", b)
+    spans = store.devices.slot_spans(HOST, "cpu")
     assert [run_id for run_id, _ in spans] == [a, c, b]
     assert all(s.asked_at <= s.taken_at for _, s in spans) and spans[-1][1].released_at is None
 
 
 def test_a_runs_end_frees_its_hold_and_its_ask_in_the_same_write(store):
     a, b, _ = running(store)
-    store.ask_device(HOST, "cpu", a, "compiled", 1)
-    assert store.take_device(HOST, "cpu", a)
-    store.ask_device(HOST, "cpu", b, "compiled", 1)
+    store.devices.ask_device(HOST, "cpu", a, "compiled", 1)
+    assert store.devices.take_device(HOST, "cpu", a)
+    store.devices.ask_device(HOST, "cpu", b, "compiled", 1)
     store.finish(a, error=protocol.error("crashed", "the worker died holding the device"))
-    assert store.device_holder(HOST, "cpu") is None
-    assert store.device_spans(a)[0].released_at is not None  # its span is closed: the overlap check sees its end
-    assert store.take_device(HOST, "cpu", b)
+    assert store.devices.device_holder(HOST, "cpu") is None
+    # its span is closed: the overlap check sees its end
+    assert store.devices.device_spans(a)[0].released_at is not None
+    assert store.devices.take_device(HOST, "cpu", b)
     store.finish(b, error=protocol.error("cancelled", "cancelled by the user"))
-    assert store.device_asks(HOST, "cpu") == [] and store.device_holder(HOST, "cpu") is None
+    assert store.devices.device_asks(HOST, "cpu") == [] and store.devices.device_holder(HOST, "cpu") is None
 
 
 def test_a_hold_whose_run_ended_behind_the_stores_back_is_stale_and_dropped(store):
     a, b, _ = running(store)
-    store.ask_device(HOST, "cpu", a, "compiled", 1)
-    assert store.take_device(HOST, "cpu", a)
+    store.devices.ask_device(HOST, "cpu", a, "compiled", 1)
+    assert store.devices.take_device(HOST, "cpu", a)
     with store._write() as db:  # ended without the lease's knowledge (an older version's end, a hand edit)
         db.execute("UPDATE runs SET status='failed' WHERE id=?", (a,))
-    store.ask_device(HOST, "cpu", b, "eager", 0)
-    assert store.device_holder(HOST, "cpu") is None  # a stale hold reads as nobody's
-    assert store.take_device(HOST, "cpu", b)
+    store.devices.ask_device(HOST, "cpu", b, "eager", 0)
+    assert store.devices.device_holder(HOST, "cpu") is None  # a stale hold reads as nobody's
+    assert store.devices.take_device(HOST, "cpu", b)
 
 
 def test_a_slot_takes_runs_up_to_its_room_and_memory_and_an_unknown_estimate_runs_alone():
@@ -90,11 +93,12 @@ def test_a_slot_takes_runs_up_to_its_room_and_memory_and_an_unknown_estimate_run
 
 def test_the_store_claims_into_the_slot_with_the_fewest_runs(store):
     proc = scheduler.this_process()
-    ids = [store.enqueue(QUICK, device="cuda", owner="t", proc=proc, timeout_s=None, memory_gib=2.0) for _ in range(3)]
+    ids = [store.queue.enqueue(QUICK, device="cuda", owner="t", proc=proc, timeout_s=None, memory_gib=2.0)
+           for _ in range(3)]
     share = {s: SlotRoom(2, 50.0) for s in ("cuda:0", "cuda:1")}
-    got = [store.claim_next(proc, "cuda", ["cuda:0", "cuda:1"], {i}, share) for i in ids]
+    got = [store.queue.claim_next(proc, "cuda", ["cuda:0", "cuda:1"], {i}, share) for i in ids]
     assert [slot for _, slot in got] == ["cuda:0", "cuda:1", "cuda:0"]  # spread first, then shared
-    assert store.residents(proc.host) == {"cuda:0": [2.0, 2.0], "cuda:1": [2.0]}
+    assert store.queue.residents(proc.host) == {"cuda:0": [2.0, 2.0], "cuda:1": [2.0]}
 
 
 def test_the_broker_grants_in_turn_and_a_release_hands_over_at_once(store):
@@ -114,7 +118,7 @@ def test_the_broker_grants_in_turn_and_a_release_hands_over_at_once(store):
     broker.forget(c)  # c ends while waiting: its ask goes, and it is never granted
     broker.release(b)
     time.sleep(3 * lease.POLL_S)
-    assert got == [a, b] and store.device_holder(HOST, "cpu") is None
+    assert got == [a, b] and store.devices.device_holder(HOST, "cpu") is None
 
 
 def test_the_worker_lets_the_device_go_while_dynamo_compiles_and_takes_it_back_to_run():

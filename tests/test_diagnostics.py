@@ -87,7 +87,7 @@ def test_inductor_launches_fewer_kernels_than_eager_and_each_step_is_accounted_f
         assert b["ms"]["matmul"] > 0 and b["top"]
         assert result[f"{variant}_profiled_step_ms"] == pytest.approx(b["step_ms"], abs=1e-3)
         assert set(b["ms"]) == set(CATEGORIES)
-        trace = store.profiler_trace(rec.id, variant)
+        trace = store.artifacts.profiler_trace(rec.id, variant)
         assert "traceEvents" in json.loads(gzip.decompress(trace))  # a Chrome trace, kept with the run
     assert any("cpp_fused" in t["name"] for t in result["breakdown"]["compiled"]["top"])
 

@@ -29,7 +29,7 @@ def traced_run(tmp_path_factory):
 
 def test_a_run_keeps_its_compile_trace_and_tlparse_renders_it(traced_run, tmp_path):
     store, on, _ = traced_run
-    log = gzip.decompress(store.torch_trace(on.id)).decode()
+    log = gzip.decompress(store.artifacts.torch_trace(on.id)).decode()
     assert '"dynamo_start"' in log and '"compilation_metrics"' in log  # TORCH_TRACE's structured records
 
     report = tlparse.report(on.id, store, reports=tmp_path)
@@ -47,7 +47,7 @@ def test_a_run_keeps_its_compile_trace_and_tlparse_renders_it(traced_run, tmp_pa
 
 def test_a_run_with_the_trace_off_keeps_none_and_says_why(traced_run, tmp_path):
     store, _, off = traced_run
-    assert store.torch_trace(off.id) is None
+    assert store.artifacts.torch_trace(off.id) is None
     report = tlparse.report(off.id, store, reports=tmp_path)
     assert report.folder is None and "torch_trace off" in report.reason
 

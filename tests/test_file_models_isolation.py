@@ -71,7 +71,7 @@ def test_a_file_run_imports_the_file_in_workers_only_and_none_sees_the_passcode(
     for s in seen:
         assert SECRET not in json.dumps(s["own"]) and SECRET not in s["parent"]
     (run,) = db.list()
-    assert run.status == "finished" and db.model_card(f"file:{model}")["presets"] == ["tiny"]
+    assert run.status == "finished" and db.model_cards.model_card(f"file:{model}")["presets"] == ["tiny"]
 
     # The app, with files not allowed (the default), shows the run on every page without importing the file,
     # even once someone has changed what the file does.

@@ -148,13 +148,13 @@ def test_a_store_on_a_full_disk_is_read_as_it_lies_and_a_write_says_the_disk_is_
     assert store.read_only == f"the disk that holds it is full, 0 KiB free on {tmp_path}"
     assert [r.id for r in store.list()] == [kept]
     with pytest.raises(StoreReadOnly, match=r"is full, 0 KiB free on .*; to run, free some space on that disk"):
-        store.set_lab_state("paused", True)
+        store.lab.set_lab_state("paused", True)
     assert cli.main(["list", "--db", str(path)]) == 0
     assert kept in capsys.readouterr().out
 
     monkeypatch.undo()  # room again: the same process writes to it
-    store.set_lab_state("paused", True)
-    assert store.read_only is None and store.lab_state("paused") is True
+    store.lab.set_lab_state("paused", True)
+    assert store.read_only is None and store.lab.lab_state("paused") is True
 
 
 def test_list_and_run_on_a_really_full_disk(small_disk, tmp_path):

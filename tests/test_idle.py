@@ -26,11 +26,11 @@ def test_the_store_is_read_once_per_change_for_every_session(store):
     proc = scheduler.this_process()
     before = store_reads(store)
     for _ in range(20):
-        assert reads(RunStore(store.path)).running_and_queued(proc.host) == []
+        assert reads(RunStore(store.path)).queue.running_and_queued(proc.host) == []
     assert store_reads(store) == before + 1
     # another connection
-    run_id = store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=60)
-    assert [r.id for r in reads(store).running_and_queued(proc.host)] == [run_id]  # the change is seen at once
+    run_id = store.queue.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=60)
+    assert [r.id for r in reads(store).queue.running_and_queued(proc.host)] == [run_id]  # the change is seen at once
     assert store_reads(store) == before + 2
     with sqlite3.connect(store.path) as db:  # a write from anywhere else, e.g. another process
         db.execute("UPDATE runs SET label='renamed' WHERE id=?", (run_id,))
@@ -75,9 +75,9 @@ def db(tmp_path, monkeypatch):
 def queued_by_someone_else(store: RunStore, owner: str, *, running: bool = False) -> str:
     """A run in the queue that no scheduler will start: this process owns it but never submitted it."""
     proc = scheduler.this_process()
-    run_id = store.enqueue(QUICK, device="cpu", owner=owner, proc=proc, timeout_s=60)
+    run_id = store.queue.enqueue(QUICK, device="cpu", owner=owner, proc=proc, timeout_s=60)
     if running:
-        assert store.claim_next(proc, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")
+        assert store.queue.claim_next(proc, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")
     return run_id
 
 
@@ -150,16 +150,16 @@ def test_a_shape_schedule_is_estimated_from_runs_that_compiled_like_it_not_from_
 
 def test_runs_that_crashed_or_were_refused_at_start_do_not_shorten_the_estimate(store):
     proc = scheduler.this_process()
-    ids = [store.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=600)
+    ids = [store.queue.enqueue(QUICK, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=600)
            for _ in range(3)]
     for run_id in ids:
-        assert store.claim_next(proc, "cpu", ["cpu"], {run_id})
+        assert store.queue.claim_next(proc, "cpu", ["cpu"], {run_id})
         if run_id == ids[0]:
             store.finish(run_id, result={"speedup": 1.2}, env={})
         else:
             store.finish(run_id, error={"type": "error", "kind": "timeout" if run_id == ids[1] else "crashed",
                                         "message": "x"})
-    _, _, history = store.queue_state(proc.host, "cpu")
+    _, _, history = store.queue.queue_state(proc.host, "cpu")
     assert len(history) == 2  # the finished one and the one stopped at its time limit; not the crash
 
 

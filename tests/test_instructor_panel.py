@@ -141,7 +141,7 @@ def test_the_instructors_cancel_of_another_persons_run_asks_first(tmp_path, monk
 
     store, at = _unlocked_with_the_files_limits(tmp_path, monkeypatch)
     runs.pause(store, True)  # the run stays queued
-    theirs = store.enqueue(QUICK, device="cpu", owner="ada~0123", proc=scheduler.this_process(), timeout_s=60)
+    theirs = store.queue.enqueue(QUICK, device="cpu", owner="ada~0123", proc=scheduler.this_process(), timeout_s=60)
     try:
         at.run()
         at.button(key=f"system_queue_cancel_{theirs}").click().run()

@@ -19,16 +19,16 @@ KINDS = ("markdown", "caption", "subheader", "warning", "info", "error", "succes
 def evil_runs(db, monkeypatch):
     """A run of the file's evil preset holding the CPU (someone else's), and two finished ones to compare."""
     monkeypatch.setattr(file_models, "card_finder", file_models.card_finder)  # the app installs its own: undone
-    db.save_model_card({"name": MODEL, "ref": MODEL.removeprefix("file:"), "title": "evil", "description": "",
-                        "presets": [EVIL], "default_preset": {"cpu": EVIL, "cuda": EVIL},
+    db.model_cards.save_model_card({"name": MODEL, "ref": MODEL.removeprefix("file:"), "title": "evil",
+                                    "description": "", "presets": [EVIL], "default_preset": {"cpu": EVIL, "cuda": EVIL},
                         "default_batch": {"cpu": 2, "cuda": 2}, "supports_channels_last": False,
                         "param_counts": {EVIL: 10}, "mtime_ns": None})
-    file_models.card_finder = lambda name: db.model_card(name)
+    file_models.card_finder = lambda name: db.model_cards.model_card(name)
     exp = Experiment(model=MODEL, preset=EVIL, batch_size=2, device="cpu", backend="eager")
     me = scheduler.this_process()
-    running = db.enqueue(exp, device="cpu", owner="mallory~1a2b.0123456789abcdef", proc=me, timeout_s=None)
-    assert db.claim_next(me, "cpu", ["cpu"], {running}) == (running, "cpu")
-    db.set_worker(running, os.getpid(), scheduler.process_start(os.getpid()))  # alive: left to run
+    running = db.queue.enqueue(exp, device="cpu", owner="mallory~1a2b.0123456789abcdef", proc=me, timeout_s=None)
+    assert db.queue.claim_next(me, "cpu", ["cpu"], {running}) == (running, "cpu")
+    db.queue.set_worker(running, os.getpid(), scheduler.process_start(os.getpid()))  # alive: left to run
     for backend, speedup in (("eager", 1.0), ("aot_eager", 1.3)):
         stored_run(db, exp.replace(backend=backend), speedup=speedup, speedup_low=speedup - 0.05,
                    speedup_high=speedup + 0.05)

@@ -31,7 +31,7 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_it_says_so(db):
     ada = f"ada~1a2b.{secrets.token_hex(8)}"
     bob = ada.replace("ada~", "bob~")
     runs.pause(db, True)  # the queued run stays queued
-    waiting = db.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
+    waiting = db.queue.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
     done = stored_run(db, QUICK)
     with db._write() as conn:
         conn.execute("UPDATE runs SET owner=? WHERE id=?", (ada, done))
@@ -44,7 +44,7 @@ def test_a_name_typed_in_a_second_tab_is_the_first_tabs_too_and_it_says_so(db):
     assert {db.get(waiting).owner, db.get(done).owner} == {bob}
 
     # Before tab 1 learns of it, it queues one more under the old name (its click raced the rename).
-    late = db.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
+    late = db.queue.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
     first.run()  # tab 1's next redraw (its sidebar's "You" line looks every few seconds)
     assert first.session_state["owner"] == bob and first.query_params["me"] == bob
     assert first.text_input(key="people_name").value == "Bob"
@@ -98,7 +98,7 @@ def test_a_name_shows_as_it_was_typed_while_the_address_holds_its_slug(db):
     assert ada.startswith("ada-lovelace~") and me.query_params["me"] == ada  # the id and the address: the slug
     assert "You: **Ada Lovelace**" in sidebar_says(me)
     runs.pause(db, True)  # the run stays in the queue, where everyone sees whose it is
-    db.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
+    db.queue.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
     other = AppTest.from_file("../app.py", default_timeout=300).run()
     queue = "\n".join(str(m.value) for m in other.markdown)
     assert f":gray[Ada Lovelace ({ada.split('~')[1][:4]})]" in queue and "ada-lovelace" not in queue

@@ -34,8 +34,8 @@ def test_a_second_browser_cannot_rebuild_an_owner_from_what_pages_show(db):
     owner = ada.session_state["owner"]
     assert owner.startswith(f"ada~{tag}.") and len(owner.rsplit(".", 1)[1]) == 16
 
-    queued = db.enqueue(QUICK, device="cpu", owner=owner, proc=scheduler.Proc("elsewhere", 999_999, "1"),
-                        timeout_s=60)
+    queued = db.queue.enqueue(QUICK, device="cpu", owner=owner, proc=scheduler.Proc("elsewhere", 999_999, "1"),
+                              timeout_s=60)
     done = stored_run(db, QUICK)
     with db._write() as conn:
         conn.execute("UPDATE runs SET owner=? WHERE id=?", (owner, done))

@@ -55,17 +55,17 @@ def queued_ids(store) -> list[str]:
 def test_a_run_claimed_whose_worker_never_started_goes_back_to_the_queue_not_crashed(store):
     me = scheduler.this_process()
     gone = scheduler.Proc(me.host, 999_999, "1")  # no such process
-    run_id = store.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
+    run_id = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
     queued_at = store.get(run_id).queued_at
-    assert store.claim_next(gone, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")  # claimed, then its owner died
+    assert store.queue.claim_next(gone, "cpu", ["cpu"], {run_id}) == (run_id, "cpu")  # claimed, then its owner died
 
-    crashed, adopted = store.recover(me, scheduler.is_alive, scheduler.stop_worker)
+    crashed, adopted = store.owners.recover(me, scheduler.is_alive, scheduler.stop_worker)
     assert (crashed, adopted) == ([], [run_id])
     rec = store.get(run_id)
     assert (rec.status, rec.error_kind, rec.device_slot, rec.started_at) == ("queued", None, None, None)
     assert rec.queued_at == queued_at and rec.owner == "ada"  # in its place, still ada's
     # the old owner, were it only stopped, can neither start a worker for it nor record over it
-    assert not store.set_worker(run_id, 1, None, gone)
+    assert not store.queue.set_worker(run_id, 1, None, gone)
     assert not store.finish(run_id, error={"type": "error", "kind": "crashed", "message": "x"}, owner=gone)
     assert store.get(run_id).status == "queued"
 
@@ -73,13 +73,13 @@ def test_a_run_claimed_whose_worker_never_started_goes_back_to_the_queue_not_cra
 def test_a_reader_ends_dead_owners_runs_but_adopts_none(store):
     me = scheduler.this_process()
     gone = scheduler.Proc(me.host, 999_999, "1")
-    running = store.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
-    store.claim_next(gone, "cpu", ["cpu"], {running})
-    store.set_worker(running, 999_998, "1")  # its worker is gone too
-    waiting = store.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
-    crashed, adopted = store.recover(me, scheduler.is_alive, scheduler.stop_worker, adopt=False)
+    running = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
+    store.queue.claim_next(gone, "cpu", ["cpu"], {running})
+    store.queue.set_worker(running, 999_998, "1")  # its worker is gone too
+    waiting = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=gone, timeout_s=60)
+    crashed, adopted = store.owners.recover(me, scheduler.is_alive, scheduler.stop_worker, adopt=False)
     assert (crashed, adopted) == ([running], [])
-    assert store.orphaned(me.host, scheduler.is_alive) == {waiting}
+    assert store.queue.orphaned(me.host, scheduler.is_alive) == {waiting}
 
 
 # --- several processes ----------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def test_a_command_line_that_adopted_runs_runs_them_before_it_exits(store):
         finally:
             app.kill()  # the app dies with two runs queued behind the command line's
             app.wait()
-        wait_until(lambda: not {r.id for r in store.list() if r.id in theirs} & store.orphaned(
+        wait_until(lambda: not {r.id for r in store.list() if r.id in theirs} & store.queue.orphaned(
             scheduler.this_process().host, scheduler.is_alive), what="the command line's adoption")
         store.finish(holder, error={"type": "error", "kind": "cancelled", "message": "held by the test"})
         out, err = command_line.communicate(timeout=240)

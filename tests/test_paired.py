@@ -9,6 +9,7 @@ import pytest
 from tcore import figures
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired
+from tcore.lab.outputs import stored_results
 from tests.helpers import insert_run
 
 TRUE_SPEEDUP = 1.40
@@ -131,13 +132,15 @@ def test_the_worker_stops_when_settled_or_when_another_round_would_pass_timed_s(
     assert stop_timing(fixed, 6, wide, 9.0, 9.0) == "steps" and stop_timing(fixed, 5, wide, 9.0, 9.0) is None
 
 
-def test_an_old_record_opens_with_the_paired_speedup_recomputed_from_its_blocks(store):
+def test_an_old_record_is_rewritten_with_the_paired_speedup_recomputed_from_its_blocks(store):
     blocks = drifting_rounds(5, drift=host_cpu_drift)
     old = {"device": "cuda", "variants": ["eager", "compiled"], "speedup": old_headline(blocks),
            "speedup_min": 1.1, "speedup_max": 1.9, "blocks": blocks, "eager_spread_pct": 40.0,
            "eager_steps_per_s_min": 70.0, "eager_steps_per_s_max": 130.0}
     run_id = insert_run(store, Experiment(model="captioner"))
     store.finish(run_id, result=old, env={})
+    assert store.get(run_id).result == old  # the store returns what it keeps; the lab rewrites it once
+    assert stored_results.upgrade(store) == 1 and stored_results.upgrade(store) == 0
     rec = store.get(run_id)
     expected = paired.estimate(paired.round_ratios(blocks["eager"], blocks["compiled"]))
     assert rec.result["speedup"] == pytest.approx(expected.speedup)
@@ -193,3 +196,19 @@ def test_a_block_on_a_machine_that_slows_mid_block_stops_at_its_deadline():
     assert block.steps == len(block.step_s) == len(calls) == 5  # not 40 steps of 0.1 s
     assert block.wall_s == pytest.approx(0.31) and sum(block.step_s) == pytest.approx(block.wall_s)
     assert time_block(step, 3, "cpu", PowerMeter("none"), clock=clock).steps == 3  # no deadline: every step asked
+
+
+def test_the_command_line_reads_an_old_record_in_todays_figures(store, capsys):
+    """The store returns results as it keeps them: a command (as the app's server, tcore.lab.api.serve) has the
+    results stored before paired rounds rewritten first, so that no one reads the medians' ratio as the headline."""
+    import json
+
+    from tcore.cli import main
+
+    blocks = drifting_rounds(5, drift=host_cpu_drift)
+    old = {"device": "cuda", "variants": ["eager", "compiled"], "speedup": old_headline(blocks), "blocks": blocks}
+    run_id = insert_run(store, Experiment(model="captioner"))
+    store.finish(run_id, result=old, env={})
+    assert main(["show", run_id, "--json", "--db", str(store.path)]) == 0
+    shown = json.loads(capsys.readouterr().out)["result"]
+    assert shown["speedup_of_medians"] == pytest.approx(old["speedup"]) and shown["speedup_recomputed"]

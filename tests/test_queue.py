@@ -71,7 +71,7 @@ def test_cancel_a_queued_run_it_never_starts_cancel_a_running_one_it_stops(store
     with pytest.raises(PermissionError, match="belongs to someone else; only its owner or the instructor"):
         runs.cancel(first.run_id, store, owner="bob")
     wait_until(lambda: first.status == "running" and first.handle is not None, what="first run starting")
-    store.request_cancel(first.run_id)  # as another process would: the owning process stops the worker
+    store.queue.request_cancel(first.run_id)  # as another process would: the owning process stops the worker
     rec = first.wait(HANG_S)
     assert rec.status == "failed" and rec.error_kind == "cancelled"
     assert third.wait(HANG_S).status == "finished"  # the queue moved on
@@ -99,7 +99,7 @@ def test_a_killed_worker_a_compile_error_and_a_timeout_each_are_recorded_and_the
     assert rec.error_kind == "timeout" and "1.5 s time limit" in rec.error["message"]
     assert after.wait(HANG_S).status == "finished"
     assert_no_overlap([store.get(r.run_id) for r in (victim, broken, slow, after)])
-    assert store.running_and_queued(scheduler.this_process().host) == []  # nothing left queued or running
+    assert store.queue.running_and_queued(scheduler.this_process().host) == []  # nothing left queued or running
 
 
 # --- several processes ----------------------------------------------------------------------------

@@ -26,29 +26,29 @@ def test_an_id_already_taken_is_drawn_again(store, monkeypatch):
     drawn = iter(["20260101-120000-aaaaaa", "20260101-120000-aaaaaa", "20260101-120000-aaaaaa",
                   "20260101-120000-bbbbbb"])
     monkeypatch.setattr(run_queue, "new_id", lambda: next(drawn))
-    first = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
-    second = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
+    first = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
+    second = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
     assert (first, second) == ("20260101-120000-aaaaaa", "20260101-120000-bbbbbb")
 
 
 def test_the_queue_keeps_the_order_runs_were_queued_in_when_the_clock_is_set_back(store, monkeypatch):
     clock = iter([1000.0, 400.0])  # the second run is queued after the clock was set back
     monkeypatch.setattr(run_queue.time, "time", lambda: next(clock, 401.0))
-    first = store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
-    second = store.enqueue(QUICK, device="cpu", owner="bob", proc=ME, timeout_s=None)
-    queued, _, _ = store.queue_state("h", "cpu")
+    first = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None)
+    second = store.queue.enqueue(QUICK, device="cpu", owner="bob", proc=ME, timeout_s=None)
+    queued, _, _ = store.queue.queue_state("h", "cpu")
     assert [q[0] for q in queued] == [first, second]
-    assert [r.id for r in store.running_and_queued("h")] == [first, second]
-    assert store.claim_next(ME, "cpu", ["cpu"], {first, second}) == (first, "cpu")
+    assert [r.id for r in store.queue.running_and_queued("h")] == [first, second]
+    assert store.queue.claim_next(ME, "cpu", ["cpu"], {first, second}) == (first, "cpu")
 
 
 def test_a_sweeps_next_run_joins_the_back_of_the_queue_when_released(store):
-    sweep = store.create_sweep(owner="ada", label="s", size=2, skipped=[])
-    first, second = (store.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None, sweep=(sweep, i))
+    sweep = store.sweeps.create_sweep(owner="ada", label="s", size=2, skipped=[])
+    first, second = (store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=ME, timeout_s=None, sweep=(sweep, i))
                      for i in range(2))
-    other = store.enqueue(QUICK, device="cpu", owner="bob", proc=ME, timeout_s=None)
-    assert store.cancel_queued(first)  # its end releases `second`, queued before `other` but released after
-    assert [q[0] for q in store.queue_state("h", "cpu")[0]] == [other, second]
+    other = store.queue.enqueue(QUICK, device="cpu", owner="bob", proc=ME, timeout_s=None)
+    assert store.queue.cancel_queued(first)  # its end releases `second`, queued before `other` but released after
+    assert [q[0] for q in store.queue.queue_state("h", "cpu")[0]] == [other, second]
 
 
 class Clocks:
@@ -70,20 +70,21 @@ def test_a_wall_clock_step_makes_no_live_owner_silent_but_a_silent_one_still_los
     monkeypatch.setattr(owners, "time", clocks)
     monkeypatch.setattr(owners, "_HEARD", {}, raising=False)
     owner, watcher = Proc("h", 2000, "22"), Proc("h", 3000, "33")
-    run = store.enqueue(QUICK, device="cpu", owner="ada", proc=owner, timeout_s=None)
-    assert store.claim_next(owner, "cpu", ["cpu"], {run}) == (run, "cpu")
-    assert store.set_worker(run, 4000, "44", owner)
+    run = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=owner, timeout_s=None)
+    assert store.queue.claim_next(owner, "cpu", ["cpu"], {run}) == (run, "cpu")
+    assert store.queue.set_worker(run, 4000, "44", owner)
     stopped = []
 
     def recover():
-        return store.recover(watcher, lambda pid, started: True, lambda pid, started: stopped.append(pid) or True)
+        return store.owners.recover(watcher, lambda pid, started: True,
+                                    lambda pid, started: stopped.append(pid) or True)
 
-    store.heartbeat(owner)
+    store.owners.heartbeat(owner)
     assert recover() == ([], [])
     clocks.wall += 3600.0  # the host's clock is set forward an hour, between two heartbeats
     clocks.mono += 1.0
     assert recover() == ([], []) and stopped == []
-    store.heartbeat(owner)
+    store.owners.heartbeat(owner)
     clocks.mono += 2.0
     assert recover() == ([], [])
 

@@ -42,7 +42,7 @@ def _me():
 def _hold_by(pid: int, store, *, slot="cuda:0", until_s=60.0) -> QuietHold:
     hold = QuietHold("theirs", scheduler.this_process().host, slot, pid, scheduler.process_start(pid),
                      time.time() + until_s)
-    store.hold_neighbours(hold)
+    store.devices.hold_neighbours(hold)
     return hold
 
 
@@ -50,15 +50,15 @@ def test_a_hold_in_the_store_stops_this_processs_runs_of_its_slot_until_the_row_
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # another lab process, alive
     try:
         _hold_by(other.pid, store)
-        quiet.follow(store, store.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
+        quiet.follow(store, store.devices.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
         wait_until(lambda: state(worker.pid) == "T" and state(children(worker.pid)[0]) == "T", what="held")
         assert quiet.held("mine")
-        store.let_neighbours_go("theirs")  # its rounds are over
-        quiet.follow(store, store.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
+        store.devices.let_neighbours_go("theirs")  # its rounds are over
+        quiet.follow(store, store.devices.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
         wait_until(lambda: state(worker.pid) != "T", what="let go")
         _hold_by(other.pid, store, slot="cuda:1")  # another GPU's rounds: this slot compiles on
         _hold_by(other.pid, store, until_s=-1.0)  # past its bound: no one holds still for it
-        quiet.follow(store, store.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
+        quiet.follow(store, store.devices.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
         assert not quiet.held("mine") and state(worker.pid) != "T"
     finally:
         other.kill()
@@ -68,20 +68,20 @@ def test_a_hold_in_the_store_stops_this_processs_runs_of_its_slot_until_the_row_
 def test_a_killed_holder_leaves_no_one_stopped_and_its_row_goes(worker, store):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     _hold_by(other.pid, store)
-    quiet.follow(store, store.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
+    quiet.follow(store, store.devices.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
     wait_until(lambda: state(worker.pid) == "T", what="held")
     other.send_signal(signal.SIGKILL)
     other.wait()
-    quiet.follow(store, store.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
+    quiet.follow(store, store.devices.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
     wait_until(lambda: state(worker.pid) != "T", what="let go")
-    assert store.neighbour_holds(_me()[0]) == []
+    assert store.devices.neighbour_holds(_me()[0]) == []
 
 
 def test_a_hold_lasts_at_most_its_bound(worker, store):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         _hold_by(other.pid, store, until_s=1.0)  # the timer that ends it is set from what is left of the bound
-        quiet.follow(store, store.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
+        quiet.follow(store, store.devices.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
         wait_until(lambda: state(worker.pid) == "T", what="held")
         wait_until(lambda: state(worker.pid) != "T", what="let go at its bound")
     finally:

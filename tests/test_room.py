@@ -38,7 +38,7 @@ def in_turn(purposes: list[str]) -> list[str]:
 
 
 def spans_never_overlap(store: RunStore, since: float) -> list:
-    spans = store.slot_spans(HOST, "cpu", since)
+    spans = store.devices.slot_spans(HOST, "cpu", since)
     for (_, a), (_, b) in zip(spans, spans[1:]):
         assert a.released_at is not None and b.taken_at >= a.released_at, f"two runs held the device at once: {spans}"
     return spans
@@ -87,11 +87,11 @@ def test_a_worker_killed_while_it_holds_the_device_frees_it_for_the_run_waiting(
 def test_a_run_waiting_for_the_device_can_be_cancelled_and_a_time_limit_says_it_was_waiting(store, cleanup,
                                                                                              shared_cpu):
     proc = scheduler.this_process()
-    holder = store.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None, memory_gib=1.0)
-    assert store.claim_next(proc, "cpu", ["cpu"], {holder}, shared_cpu.room(100.0))
-    store.set_worker(holder, os.getpid(), scheduler.process_start(os.getpid()))  # recovery leaves it alone
-    store.ask_device(HOST, "cpu", holder, "compiled", 1)
-    assert store.take_device(HOST, "cpu", holder)  # holds the device and never lets go
+    holder = store.queue.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None, memory_gib=1.0)
+    assert store.queue.claim_next(proc, "cpu", ["cpu"], {holder}, shared_cpu.room(100.0))
+    store.queue.set_worker(holder, os.getpid(), scheduler.process_start(os.getpid()))  # recovery leaves it alone
+    store.devices.ask_device(HOST, "cpu", holder, "compiled", 1)
+    assert store.devices.take_device(HOST, "cpu", holder)  # holds the device and never lets go
     waiting = runs.start(QUICK, store, owner="ada")
     limited = runs.start(QUICK, store, owner="bob", timeout_s=20)
     cleanup += [waiting, limited]
@@ -100,26 +100,26 @@ def test_a_run_waiting_for_the_device_can_be_cancelled_and_a_time_limit_says_it_
     runs.cancel(waiting.run_id, store)
     rec = waiting.wait(60)
     assert rec.status == "failed" and rec.error_kind == "cancelled"
-    assert [a.run_id for a in store.device_asks(HOST, "cpu")] in ([limited.run_id], [])  # its ask went with it
+    assert [a.run_id for a in store.devices.device_asks(HOST, "cpu")] in ([limited.run_id], [])  # its ask went with it
     rec = limited.wait(HANG_S)
     assert rec.error_kind == "timeout" and "waiting for the GPU while other runs of the room held it" in \
         rec.error["message"], rec.error
-    assert store.device_holder(HOST, "cpu").run_id == holder and store.device_asks(HOST, "cpu") == []
+    assert store.devices.device_holder(HOST, "cpu").run_id == holder and store.devices.device_asks(HOST, "cpu") == []
     store.finish(holder, result={"device": "cpu"})
 
 
 def test_the_timeline_of_a_run_that_waited_for_the_device_shows_the_wait(store, cleanup, shared_cpu):
     proc = scheduler.this_process()
-    holder = store.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None, memory_gib=1.0)
-    assert store.claim_next(proc, "cpu", ["cpu"], {holder}, shared_cpu.room(100.0))
-    store.set_worker(holder, os.getpid(), scheduler.process_start(os.getpid()))
-    store.ask_device(HOST, "cpu", holder, "compiled", 1)
-    assert store.take_device(HOST, "cpu", holder)
+    holder = store.queue.enqueue(QUICK, device="cpu", owner="holder", proc=proc, timeout_s=None, memory_gib=1.0)
+    assert store.queue.claim_next(proc, "cpu", ["cpu"], {holder}, shared_cpu.room(100.0))
+    store.queue.set_worker(holder, os.getpid(), scheduler.process_start(os.getpid()))
+    store.devices.ask_device(HOST, "cpu", holder, "compiled", 1)
+    assert store.devices.take_device(HOST, "cpu", holder)
     run = runs.start(QUICK, store, owner="ada")
     cleanup.append(run)
     wait_until(lambda: run.snapshot()["device_asked"] is not None, HANG_S, "the run asking for the device")
     time.sleep(1.0)
-    store.release_device(holder)  # another process's release: seen within the broker's poll
+    store.devices.release_device(holder)  # another process's release: seen within the broker's poll
     rec = run.wait(HANG_S)
     assert rec.status == "finished", rec.error
     waits = [p for p in rec.result["timeline"] if p["name"] == timeline.DEVICE_WAIT]
@@ -149,7 +149,7 @@ def test_a_run_whose_worker_the_store_cannot_record_is_not_started_and_keeps_its
     run is not measured, goes back to its place in the queue once the store can be written, and then runs."""
     from tcore.store import StoreError
 
-    real, failures = store.set_worker, []
+    real, failures = store.queue.set_worker, []
 
     def set_worker(*args, **kwargs):
         if not failures:
@@ -157,7 +157,7 @@ def test_a_run_whose_worker_the_store_cannot_record_is_not_started_and_keeps_its
             raise StoreError("database or disk is full")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(store, "set_worker", set_worker)
+    monkeypatch.setattr(store.queue, "set_worker", set_worker)
     run = runs.start(QUICK, store, owner="ada")
     cleanup.append(run)
     rec = run.wait(HANG_S)

@@ -76,7 +76,7 @@ def test_no_run_starts_while_the_stores_disk_is_nearly_full_or_filled_up_and_the
     free = {"bytes": (16 << 20) - 1}
     monkeypatch.setattr(disk, "free_bytes", lambda folder: free["bytes"], raising=False)
     sched = scheduler.Scheduler(store, adopt=lambda record: None)
-    job = FakeJob(store.enqueue(QUICK, device="cpu", owner="ada", proc=sched.proc, timeout_s=None))
+    job = FakeJob(store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=sched.proc, timeout_s=None))
     sched.submit(job)
 
     def tick():

@@ -24,13 +24,13 @@ def _lab(tmp_path):
     clock, submitted, cancelled = Clock(), [], []
 
     def submit(exp):
-        run_id = store.enqueue(exp, device="cpu", owner=calibrate.OWNER, proc=proc, timeout_s=None)
+        run_id = store.queue.enqueue(exp, device="cpu", owner=calibrate.OWNER, proc=proc, timeout_s=None)
         submitted.append((run_id, exp))
         return run_id
 
     def cancel(run_id):
         cancelled.append(run_id)
-        store.request_cancel(run_id)
+        store.queue.request_cancel(run_id)
 
     cal = calibrate.SelfCalibration(store, "cpu", proc.host, submit, cancel, clock=clock, idle_s=60.0)
     return store, proc, clock, cal, submitted, cancelled
@@ -38,12 +38,12 @@ def _lab(tmp_path):
 
 def test_self_calibration_never_runs_while_a_run_waits_or_runs_and_yields_to_a_persons_run(tmp_path):
     store, proc, clock, cal, submitted, cancelled = _lab(tmp_path)
-    person = store.enqueue(QUICK, device="cpu", owner="ada", proc=proc, timeout_s=None)
+    person = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=proc, timeout_s=None)
     for _ in range(5):  # a person's run waits: however long, no reference
         cal.tick()
         clock.t += 600
     assert submitted == []
-    assert store.claim_next(proc, "cpu", ["cpu"], {person}) == (person, "cpu")
+    assert store.queue.claim_next(proc, "cpu", ["cpu"], {person}) == (person, "cpu")
     clock.t += 600
     cal.tick()
     assert submitted == []  # ... nor while it runs (measures)
@@ -59,7 +59,7 @@ def test_self_calibration_never_runs_while_a_run_waits_or_runs_and_yields_to_a_p
     cal.tick()
     assert len(submitted) == 1  # one reference at a time
     # it ends with nothing else waiting: the next starts at the next tick, with no second wait for the queue to idle
-    store.claim_next(proc, "cpu", ["cpu"], {ref_id})
+    store.queue.claim_next(proc, "cpu", ["cpu"], {ref_id})
     store.finish(ref_id, result={"device": "cpu", "speedup": 1.1})
     cal.tick()
     assert cal.run_id is None and len(submitted) == 1
@@ -67,8 +67,8 @@ def test_self_calibration_never_runs_while_a_run_waits_or_runs_and_yields_to_a_p
     assert len(submitted) == 2
     ref_id = submitted[-1][0]
     # a person's run arrives while the reference waits or runs: the reference is cancelled at once
-    store.claim_next(proc, "cpu", ["cpu"], {ref_id})
-    second = store.enqueue(QUICK, device="cpu", owner="grace", proc=proc, timeout_s=None)
+    store.queue.claim_next(proc, "cpu", ["cpu"], {ref_id})
+    second = store.queue.enqueue(QUICK, device="cpu", owner="grace", proc=proc, timeout_s=None)
     cal.tick()
     assert cancelled == [ref_id] and cal.run_id is None
     clock.t += 600

@@ -33,7 +33,7 @@ def _hold_write_lock(path, until: threading.Event, holding: threading.Event) -> 
 
 def test_a_write_refused_for_another_connections_lock_is_tried_again_until_it_goes(store, monkeypatch):
     monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 0.05)
-    run_id = store.enqueue(QUICK, device="cpu", owner="ada", proc=runs.scheduler.this_process(), timeout_s=60)
+    run_id = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=runs.scheduler.this_process(), timeout_s=60)
     release, holding, waits = threading.Event(), threading.Event(), []
     holder = _hold_write_lock(store.path, release, holding)
 
@@ -75,7 +75,7 @@ def test_a_run_whose_row_the_store_lost_while_it_ran_is_written_again_with_its_r
 
 
 def test_list_shows_the_runs_while_another_process_holds_the_store_write_locked(store, monkeypatch):
-    run_id = store.enqueue(QUICK, device="cpu", owner="ada", proc=runs.scheduler.this_process(), timeout_s=60)
+    run_id = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=runs.scheduler.this_process(), timeout_s=60)
     release, holding = threading.Event(), threading.Event()
     holder = _hold_write_lock(store.path, release, holding)
     try:
@@ -125,7 +125,7 @@ def test_list_and_show_beside_a_held_write_lock_do_not_wait_for_it(store, monkey
     from tcore import cli
 
     monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 6.0)
-    run_id = store.enqueue(QUICK, device="cpu", owner="ada", proc=runs.scheduler.this_process(), timeout_s=60)
+    run_id = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=runs.scheduler.this_process(), timeout_s=60)
     release, holding = threading.Event(), threading.Event()
     holder = _hold_write_lock(store.path, release, holding)
     try:

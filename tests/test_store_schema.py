@@ -30,8 +30,9 @@ def test_a_store_from_before_the_queue_gains_its_columns_and_tables_and_keeps_it
     store = RunStore(path)
     (old,) = store.list()
     assert old.id == "old" and old.owner is None and old.device_slot is None
-    assert store.queued_count("anyone") == 0
-    assert store.torch_trace("old") is None and store.latest_sweep() is None and store.lab_state("paused") is None
+    assert store.queue.queued_count("anyone") == 0
+    assert store.artifacts.torch_trace("old") is None and store.sweeps.latest_sweep() is None
+    assert store.lab.lab_state("paused") is None
 
 
 def test_every_table_is_made_in_the_schema_module_only():
@@ -55,10 +56,11 @@ def test_reads_and_writes_run_no_ddl_once_the_store_is_open(tmp_path, monkeypatc
     run_id = insert_run(store, QUICK)
     store.finish(run_id, result={"device": "cpu"})
     store.get(run_id), store.list(), store.power_samples(run_id), store.code(run_id), store.store_id
-    store.torch_trace(run_id), store.saved_artifacts(run_id, size_only=True), store.profiler_trace(run_id, "eager")
+    store.artifacts.torch_trace(run_id), store.artifacts.saved_artifacts(run_id, size_only=True)
+    store.artifacts.profiler_trace(run_id, "eager")
     artifact_handover.artifacts_for(QUICK.to_dict(), "cpu", store)
-    store.lab_state("paused"), store.running_and_queued("here"), store.queue_state("here", "cpu")
-    sweep_id = store.create_sweep(owner="ada", label="s", size=0, skipped=[])
+    store.lab.lab_state("paused"), store.queue.running_and_queued("here"), store.queue.queue_state("here", "cpu")
+    sweep_id = store.sweeps.create_sweep(owner="ada", label="s", size=0, skipped=[])
     sweeps.get(sweep_id, store), sweeps.latest(store, "ada"), sweeps.active_count(store)
     RunStore(store.path).list()  # opening it again in the same process makes nothing either
     assert len(statements) > 15  # the trace saw the store's statements

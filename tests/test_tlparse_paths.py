@@ -11,7 +11,8 @@ def test_an_id_that_climbs_out_of_the_shelf_is_refused(tmp_path):
     victim = tmp_path / "victim"
     (victim / "index.html").parent.mkdir()
     (victim / "index.html").write_text("someone else's")
-    store = SimpleNamespace(store_id="store1", torch_trace=lambda run_id, size_only=False: None)
+    no_trace = SimpleNamespace(torch_trace=lambda run_id, size_only=False: None)
+    store = SimpleNamespace(store_id="store1", artifacts=no_trace)
 
     bad_ids = ("../../../victim", str(victim), "..", ".", "", "a/../../../../victim", "ok\n")
     for bad in bad_ids:

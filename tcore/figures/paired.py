@@ -72,15 +72,13 @@ def round_ratios(eager: Iterable[Sequence[float]], compiled: Iterable[Sequence[f
     return [_ratio(e, c) for e, c in _timed_pairs(eager, compiled)]
 
 
-# A host-bound loop on a lent machine runs at its floor most of the time and in bursts far slower: ResNet-50's GPU
-# default read 5.5 ms an eager step in every quiet block of five solo runs, alone on the GPU and in the lab, and blocks
-# of 6-11 ms in three of them (bench/results/settle-ab-h100.json); its compiled blocks 3.30 ms, bursts to 4.4 ms.
-# Interference only ever slows a block, so the medians of those runs read 1.67-1.94x while the rounds with both
-# blocks at their floors read 1.66-1.68x in every run that had enough of them. A round is disturbed where either
+# A host-bound loop on a shared or virtual machine runs at its floor most of the time and in bursts far slower, and
+# interference only ever slows a block: the medians of such runs scatter where the rounds with both blocks at their
+# floors agree (bench/results/settle-ab-h100.json keeps such runs). A round is disturbed where either
 # block ran more than DISTURBED_PCT slower a step than its variant's fastest block of the run; with MIN_ROUNDS clean
 # rounds or more, the headline and its interval are the clean rounds' and the run says how many it left out. With
 # fewer, every round counts, and the interval reaches to the ratio of the two variants' fastest blocks (`floor`):
-# the run was disturbed throughout, and what it would read undisturbed may lie there (1.944x stated, 1.674x floor).
+# the run was disturbed throughout, and what it would read undisturbed may lie there.
 DISTURBED_PCT = 5.0
 
 

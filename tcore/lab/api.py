@@ -15,7 +15,7 @@ from tcore.experiment.spec import Experiment
 from tcore.lab import calibrate, ladder, probes, rerun_outlook, sweeps
 from tcore.lab.launch import cluster
 from tcore.lab.launch.cluster import ClusterError
-from tcore.lab.outputs import artifact_handover, model_files, tlparse
+from tcore.lab.outputs import artifact_handover, model_files, stored_results, tlparse
 from tcore.lab.outputs.tlparse import STATIC_ROOT, Report
 from tcore.lab.policy import guards, limits, memory
 from tcore.lab.policy.guards import NEW_PEOPLE_WINDOW_H, NewPeopleGuard, PasscodeGuard
@@ -170,7 +170,7 @@ def cluster_address() -> str | None:
 
 def cluster_rows(store: RunStore, whose: Callable[[str | None], str] = str) -> list[dict[str, Any]]:
     """The cluster's runs under way from this host, one row each, with the node and GPU each runs on."""
-    return cluster.describe(store.running_and_queued(host()), whose)
+    return cluster.describe(store.queue.running_and_queued(host()), whose)
 
 
 # --- the server: start the queue once ------------------------------------------------------------------------------
@@ -181,12 +181,14 @@ def hide_environment() -> bool:
 
 
 def serve(store: RunStore, *, calibrate_while_idle: bool = False) -> int:
-    """Once per server process and store: hide the passcode's environment from workers, let model cards be read
-    (from a child, where the lab allows model files), keep spare workers, start the queue and take over the runs a
-    previous server left (how many is returned). A store that can only be read gets no queue: its runs are shown.
+    """Once per server process and store: hide the passcode's environment from workers, rewrite the results stored
+    before today's figures (tcore.lab.outputs.stored_results), let model cards be read (from a child, where the lab
+    allows model files), keep spare workers, start the queue and take over the runs a previous server left (how many
+    is returned). A store that can only be read gets no queue: its runs are shown.
     calibrate_while_idle: learn this machine's spread while no run waits (tcore.lab.calibrate.keep_calibrated), not
     on a Ray cluster, whose GPUs are not this machine's."""
     hide_environment()
+    stored_results.upgrade(store)
     if store.read_only:
         model_files.install(store, files_allowed=lambda: False)
         return 0

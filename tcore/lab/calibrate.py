@@ -79,12 +79,12 @@ def reset(store: RunStore) -> None:
     """The instructor's reset: the machine's spread is learned again from runs finished from now on (after a change of
     machine, driver or load that the earlier runs no longer describe); until then intervals start from the measured
     starting value. The runs themselves are kept."""
-    store.set_lab_state(SPREAD_RESET, {"at": time.time()})
+    store.lab.set_lab_state(SPREAD_RESET, {"at": time.time()})
 
 
 def reset_at(store: RunStore) -> float | None:
     """When the machine's spread was last reset, or None."""
-    state = store.lab_state(SPREAD_RESET)
+    state = store.lab.lab_state(SPREAD_RESET)
     return state["at"] if state else None
 
 
@@ -184,7 +184,7 @@ class SelfCalibration:
         self.failures: dict[str, int] = {}
 
     def tick(self) -> None:
-        others = [r for r in self.store.running_and_queued(self.host)
+        others = [r for r in self.store.queue.running_and_queued(self.host)
                   if r.device == self.device and r.id != self.run_id]
         if self.run_id is not None:
             record = self.store.get(self.run_id)
@@ -196,7 +196,7 @@ class SelfCalibration:
                     self.failures[record.label] = self.failures.get(record.label, 0) + 1
                 self.run_id = None  # the queue stayed idle but for it: the next reference starts at the next tick
             return
-        if others or self.store.lab_state(PAUSED) is not None:
+        if others or self.store.lab.lab_state(PAUSED) is not None:
             self.idle_since = None
             return
         now = self._clock()

@@ -46,8 +46,8 @@ def start(experiments: list[Experiment], store: RunStore, *, owner: str | None =
     """
     if not experiments:
         raise SpecError("a sweep needs at least one experiment that can run")
-    sweep_id = store.create_sweep(owner=owner, label=label or experiments[0].label, size=len(experiments),
-                                  skipped=list(skipped or []))
+    sweep_id = store.sweeps.create_sweep(owner=owner, label=label or experiments[0].label, size=len(experiments),
+                                         skipped=list(skipped or []))
     try:
         for i, exp in enumerate(experiments):
             runs.start(exp, store, timeout_s=timeout_s, sweep=(sweep_id, i))
@@ -59,19 +59,19 @@ def start(experiments: list[Experiment], store: RunStore, *, owner: str | None =
 
 def cancel(sweep_id: str, store: RunStore) -> None:
     """Its waiting runs never start; its running one is stopped."""
-    for run_id in store.cancel_sweep(sweep_id):
+    for run_id in store.sweeps.cancel_sweep(sweep_id):
         runs.cancel(run_id, store)
 
 
 def get(sweep_id: str, store: RunStore) -> SweepRecord:
-    return store.sweep(sweep_id)
+    return store.sweeps.sweep(sweep_id)
 
 
 def latest(store: RunStore, owner: str | None = None) -> SweepRecord | None:
     """The newest sweep of `owner`, else the newest of anyone's (a refreshed browser has a new session)."""
-    sweep_id = (store.latest_sweep(owner) if owner else None) or store.latest_sweep()
-    return store.sweep(sweep_id) if sweep_id else None
+    sweep_id = (store.sweeps.latest_sweep(owner) if owner else None) or store.sweeps.latest_sweep()
+    return store.sweeps.sweep(sweep_id) if sweep_id else None
 
 
 def active_count(store: RunStore) -> int:
-    return store.active_sweep_count()
+    return store.sweeps.active_sweep_count()

@@ -16,8 +16,10 @@ from typing import Any, Callable
 
 from tcore.store import connection
 
-# The read-only RunStore methods whose answers are kept; each answer stands until the file changes.
-CACHED = frozenset({"running_and_queued", "queue_state", "lab_state", "list", "get", "queued_count", "typed_names"})
+# The read-only RunStore methods whose answers are kept, a part's named after it; each answer stands until the file
+# changes.
+CACHED = frozenset({"list", "get", "queue.running_and_queued", "queue.queue_state", "queue.queued_count",
+                    "lab.lab_state", "people.typed_names"})
 
 
 class _Watch:
@@ -75,19 +77,24 @@ def _watch(path: Path) -> _Watch:
 
 class Reads:
     """A RunStore whose read-only questions (CACHED) are answered once per change of the file for the whole
-    process; everything else, writes included, goes to the store itself."""
+    process; everything else, writes included, goes to the store itself. A part of the store (store.queue) comes back
+    as Reads of that part."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store, prefix: str = "") -> None:
         self._store = store
+        self._prefix = prefix  # "queue." for the store's queue part
         self._watch = _watch(store.path)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
-        if name not in CACHED:
+        if isinstance(attr, connection.Part):
+            return Reads(attr, f"{self._prefix}{name}.")
+        asked = self._prefix + name
+        if asked not in CACHED:
             return attr
 
         def cached(*args, **kwargs):
-            return self._watch.answer((name, args, tuple(sorted(kwargs.items()))), lambda: attr(*args, **kwargs))
+            return self._watch.answer((asked, args, tuple(sorted(kwargs.items()))), lambda: attr(*args, **kwargs))
         return cached
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from tcore.store import schema
 
@@ -273,15 +273,7 @@ _SCHEMA_READY: dict[Path, int] = {}
 _READ_ONLY: dict[Path, tuple[str, str]] = {}
 
 
-class Part:
-    """What every part of the store (runs, queue, sweeps, ...) gets from StoreFile: its path and connections."""
-
-    path: Path
-    _connect: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
-
-
-class StoreFile(Part):
+class StoreFile:
     def __init__(self, path: str | Path | None = None) -> None:
         if path is not None and not str(path).strip():  # `--db ''` (an unset shell variable): not the default
             raise StoreError("the run store's path is empty: name a file (or leave the option out for "
@@ -393,3 +385,21 @@ class StoreFile(Part):
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+
+class Part:
+    """One concern of the store (the queue, the devices, the sweeps...) over its file: it reads through _connect() and
+    writes through _write(), the file's own."""
+
+    def __init__(self, file: StoreFile) -> None:
+        self._file = file
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._file._connect()
+
+    def _write(self, wait: bool = True) -> AbstractContextManager[sqlite3.Connection]:
+        return self._file._write(wait)

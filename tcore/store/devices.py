@@ -94,11 +94,7 @@ class Devices(Part):
     def release_device(self, run_id: str) -> None:
         """`run_id` lets its device go (and stops asking for it)."""
         with self._write() as db:
-            _free(db, run_id)
-
-    def _free_device(self, db: sqlite3.Connection, run_id: str) -> None:
-        """Within another part's write transaction: a run's end frees its device in the transaction that records it."""
-        _free(db, run_id)
+            free_device(db, run_id)
 
     def device_holder(self, host: str, slot: str) -> Hold | None:
         """Who holds `slot` now (a stale hold reads as None)."""
@@ -148,7 +144,7 @@ class Devices(Part):
                 "SELECT run_id, host, slot, pid, started, until FROM quiet_holds WHERE host=?", (host,))]
 
 
-def _free(db: sqlite3.Connection, run_id: str) -> None:
+def free_device(db: sqlite3.Connection, run_id: str) -> None:
     """Within a write transaction: `run_id` holds nothing and asks for nothing; its open span is closed."""
     db.execute("DELETE FROM device_holds WHERE run_id=?", (run_id,))
     db.execute("DELETE FROM device_asks WHERE run_id=?", (run_id,))
@@ -162,4 +158,4 @@ def _drop_stale(db: sqlite3.Connection, host: str, slot: str) -> None:
             " (SELECT id FROM runs WHERE status='running') UNION SELECT run_id FROM device_asks WHERE host=? AND"
             " slot=? AND run_id NOT IN (SELECT id FROM runs WHERE status='running')",
             (host, slot, host, slot)).fetchall():
-        _free(db, run_id)
+        free_device(db, run_id)

@@ -9,6 +9,7 @@ from typing import Callable
 
 from tcore.store.connection import Part
 from tcore.store.records import to_json
+from tcore.store.run_ends import ended
 from tcore.store.run_queue import CLUSTER_SLOT_PREFIX, Proc
 
 # An owner that is alive but has not said so for this long (stopped with Ctrl-Z or SIGSTOP, or hung)
@@ -83,8 +84,7 @@ class Owners(Part):
                 message = verdicts[owner] + ("; its worker, left behind, was stopped" if stopped else "")
                 db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='crashed', error=? WHERE id=?",
                            (time.time(), to_json({"type": "error", "kind": "crashed", "message": message}), row["id"]))
-                self._release_next(db, row["id"])  # tcore.store.sweep_records
-                self._free_device(db, row["id"])  # tcore.store.devices
+                ended(db, row["id"])
                 crashed.append(row["id"])
         for key in [k for k in _HEARD if k[:2] == (str(self.path), proc.host) and k[2:] not in heard]:
             del _HEARD[key]  # its heartbeat row is gone (dropped after a day): nothing left to judge it by

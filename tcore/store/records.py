@@ -1,4 +1,8 @@
-"""A run as the store holds it, and the small helpers every part of the store shares."""
+"""A run as the store holds it, and the small helpers every part of the store shares.
+
+A record's result is returned as it is stored: results are written in today's figures, and records stored before
+them are rewritten once by the lab (tcore.lab.outputs.stored_results), which knows the figures.
+"""
 from __future__ import annotations
 
 import json
@@ -9,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcore.experiment.spec import upgrade
-from tcore.figures import upgrade_result
 
 
 @dataclass
@@ -39,7 +42,7 @@ class RunRecord:
         return cls(id=row["id"], status=row["status"], created_at=row["created_at"], label=row["label"],
                    spec=upgrade(json.loads(row["spec"])), finished_at=row["finished_at"], device=row["device"],
                    error_kind=row["error_kind"], env=json.loads(row["env"] or "{}"),
-                   result=upgrade_result(json.loads(row["result"] or "{}")), error=json.loads(row["error"] or "{}"),
+                   result=json.loads(row["result"] or "{}"), error=json.loads(row["error"] or "{}"),
                    owner=row["owner"], device_slot=row["device_slot"], queued_at=row["queued_at"],
                    started_at=row["started_at"], timeout_s=row["timeout_s"], sweep_id=row["sweep_id"],
                    sweep_index=row["sweep_index"], held=bool(row["held"]))

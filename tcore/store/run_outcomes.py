@@ -6,14 +6,22 @@ the pages filter on are plain columns. Queueing, claiming and cancelling a run a
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import zlib
+from typing import Callable
 
 from tcore.experiment import comparable
-from tcore.store.connection import Part
+from tcore.store.connection import StoreFile
 from tcore.store.lab_state import SPREAD_RESET
 from tcore.store.records import RunRecord, to_json
+from tcore.store.run_ends import ended
 from tcore.store.run_queue import Proc, cancel_words
+
+
+def _results_version(db: sqlite3.Connection) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE key='results_version'").fetchone()
+    return row[0] if row else None
 
 
 class NoSuchRun(KeyError):
@@ -23,8 +31,8 @@ class NoSuchRun(KeyError):
         return str(self.args[0])
 
 
-class Runs(Part):
-    """Runs as records: how each ended, and reading them back."""
+class Runs(StoreFile):
+    """The store's file and its runs as records: how each ended, and reading them back."""
 
     def finish(self, run_id: str, *, result: dict | None = None, env: dict | None = None,
                error: dict | None = None, power_samples: list | None = None, code: list[str] | None = None,
@@ -47,14 +55,33 @@ class Runs(Part):
                     (status, time.time(), device, (error or {}).get("kind"), to_json(env), to_json(result),
                      to_json(error), run_id, *((owner.pid, owner.started) if owner else ()))).rowcount == 0:
                 return False
-            self._release_next(db, run_id)  # a sweep's next run takes its turn (tcore.store.sweep_records)
-            self._free_device(db, run_id)  # whatever it held or asked for (tcore.store.devices)
+            ended(db, run_id)  # a sweep's next run takes its turn, its device is freed
             if power_samples:  # table `traces` is the power samples' (its old name: renaming it needs a migration)
                 db.execute("INSERT OR REPLACE INTO traces (run_id, samples) VALUES (?, ?)",
                            (run_id, json.dumps(power_samples)))
             db.executemany("INSERT OR REPLACE INTO generated_code (run_id, graph, source) VALUES (?, ?, ?)",
                            [(run_id, i, zlib.compress(src.encode())) for i, src in enumerate(code or [])])
         return True
+
+    def rewrite_results(self, upgrade: Callable[[dict], dict], version: str) -> int:
+        """Rewrite every stored result through `upgrade`, once per `version`: the lab hands the store the figures'
+        upgrade (tcore.lab.outputs.stored_results), so the store returns results as it keeps them and leans on nothing
+        that reads them. Returns how many results changed; 0 once this version is written."""
+        with self._connect() as db:  # a read first: the write lock only where there is something to write
+            if _results_version(db) == version:
+                return 0
+        changed = 0
+        with self._write() as db:
+            if _results_version(db) == version:  # another process wrote it meanwhile
+                return 0
+            for run_id, text in db.execute("SELECT id, result FROM runs WHERE result IS NOT NULL").fetchall():
+                stored = json.loads(text)
+                upgraded = upgrade(stored)
+                if upgraded != stored:
+                    db.execute("UPDATE runs SET result=? WHERE id=?", (to_json(upgraded), run_id))
+                    changed += 1
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('results_version', ?)", (version,))
+        return changed
 
     def write_again(self, record: RunRecord, *, proc: Proc) -> bool:
         """Write anew, running under `proc`, a run whose row the store lost while proc ran it (its -wal file deleted

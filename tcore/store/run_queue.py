@@ -5,7 +5,7 @@ kind. Its place in the queue is its rowid, the order of insertion: queued_at is 
 must not put a run ahead of those queued before it. Claiming it (status "running" in a free device slot) is one
 BEGIN IMMEDIATE transaction, so two processes never both claim a slot. tcore.lab.queue.scheduler decides when to
 call these; the queue lives here and nowhere else, so it survives a restart of any process. Its columns of `runs`
-and its `owners` table are in schema.py; a sweep's next run is released by the sweeps part (sweeps.py).
+and its `owners` table are in schema.py; what a run's end sets off is run_ends.py's.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple, Protocol
 
 from tcore.store.connection import Part
 from tcore.store.records import RunRecord, new_id, to_json
+from tcore.store.run_ends import ended
 
 PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
 CLUSTER_SLOT_PREFIX = "ray:"  # device slots of a Ray cluster (tcore.lab.launch.cluster): no local worker pid
@@ -34,6 +35,18 @@ def cancel_words(message: str, requested: int | None) -> str:
     if "by the user" in message:  # the launcher's and the scheduler's words
         return message.replace("by the user", "by the instructor", 1)
     return BY_INSTRUCTOR + " " + message.removeprefix("cancelled").lstrip()  # "... while waiting in the queue; ..."
+
+
+def cancel_if_queued(db: sqlite3.Connection, run_id: str, message: str = CANCELLED_IN_QUEUE) -> bool:
+    """Within a write transaction: cancel `run_id` if it still waits; False if it has been claimed or has ended."""
+    requested = db.execute("SELECT cancel_requested FROM runs WHERE id=?", (run_id,)).fetchone()
+    message = cancel_words(message, requested[0] if requested else None)
+    error = to_json({"type": "error", "kind": "cancelled", "message": message})
+    cancelled = db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='cancelled', error=?"
+                           " WHERE id=? AND status='queued'", (time.time(), error, run_id)).rowcount == 1
+    if cancelled:
+        ended(db, run_id)
+    return cancelled
 
 
 class Proc(Protocol):
@@ -159,7 +172,7 @@ class Queue(Part):
     def cancel_queued(self, run_id: str) -> bool:
         """Cancel a run that is still waiting; False if it has been claimed (or has ended) since."""
         with self._write() as db:
-            return self._cancel_if_queued(db, run_id)
+            return cancel_if_queued(db, run_id)
 
     def request_cancel(self, run_id: str, *, by_instructor: bool = False) -> str:
         """Cancel from any process: a queued run at once, a running one by asking its owner; returns the old status.
@@ -172,20 +185,8 @@ class Queue(Part):
                 db.execute("UPDATE runs SET cancel_requested=? WHERE id=?",
                            (CANCEL_BY_INSTRUCTOR if by_instructor else CANCEL_BY_OWNER, run_id))
             if row["status"] == "queued":
-                self._cancel_if_queued(db, run_id)
+                cancel_if_queued(db, run_id)
             return row["status"]
-
-    def _cancel_if_queued(self, db: sqlite3.Connection, run_id: str, message: str = CANCELLED_IN_QUEUE) -> bool:
-        """Within a write transaction: cancel `run_id` if it still waits; False if it has been claimed or has ended."""
-        requested = db.execute("SELECT cancel_requested FROM runs WHERE id=?", (run_id,)).fetchone()
-        message = cancel_words(message, requested[0] if requested else None)
-        error = to_json({"type": "error", "kind": "cancelled", "message": message})
-        cancelled = db.execute("UPDATE runs SET status='failed', finished_at=?, error_kind='cancelled', error=?"
-                               " WHERE id=? AND status='queued'", (time.time(), error, run_id)).rowcount == 1
-        if cancelled:
-            self._release_next(db, run_id)  # tcore.store.sweep_records
-            self._free_device(db, run_id)  # tcore.store.devices
-        return cancelled
 
     def mark_cancel_by_instructor(self, run_id: str) -> None:
         """Before this process cancels a run of its own on the instructor's word: the end it records says so."""

@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS generated_code (
     source BLOB NOT NULL,          -- zlib-compressed source: Python wrapper with Triton or C++ kernels
     PRIMARY KEY (run_id, graph)
 );
-CREATE TABLE IF NOT EXISTS meta (  -- facts about the store itself: store_id
+CREATE TABLE IF NOT EXISTS meta (  -- facts about the store itself: store_id, results_version (Runs.rewrite_results)
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );

@@ -1,21 +1,21 @@
 """Sweeps in the run store: a sweep is a batch of queued runs that the store knows by a sweep id.
 
 Its runs are queued together, each with its place in the sweep; all but the first are "held": they
-wait for the sweep's previous run to end and then join the back of the queue (Sweeps._release_next,
-called wherever a run ends), so a long sweep takes turns with everyone else's runs instead of holding the room.
+wait for the sweep's previous run to end and then join the back of the queue (run_ends.py,
+wherever a run ends), so a long sweep takes turns with everyone else's runs instead of holding the room.
 Everything lives in the store, so a sweep and its matrix outlive an app restart: the queue adopts
 its runs like any others, and the matrix is rebuilt from them.
 """
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from dataclasses import dataclass, field
 
 from tcore.store.connection import Part
 from tcore.store.records import RunRecord
+from tcore.store.run_queue import cancel_if_queued
 
 
 @dataclass
@@ -85,16 +85,6 @@ class Sweeps(Part):
             db.execute("UPDATE sweeps SET cancelled=1 WHERE id=?", (sweep_id,))
             for (run_id,) in db.execute("SELECT id FROM runs WHERE sweep_id=? AND status='queued'",
                                         (sweep_id,)).fetchall():
-                self._cancel_if_queued(db, run_id, "its sweep was cancelled before it started")  # the queue's
+                cancel_if_queued(db, run_id, "its sweep was cancelled before it started")
             return [r[0] for r in db.execute("SELECT id FROM runs WHERE sweep_id=? AND status='running'",
                                              (sweep_id,))]
-
-    def _release_next(self, db: sqlite3.Connection, run_id: str) -> None:
-        """Within a write transaction: `run_id` has ended; if it belongs to a sweep that goes on, its next run joins
-        the back of the queue (the queue's order is rowid's: the run takes the next one, as if inserted now)."""
-        db.execute(
-            "UPDATE runs SET held=0, queued_at=?, rowid=(SELECT max(rowid) + 1 FROM runs)"
-            " WHERE id=(SELECT next.id FROM runs AS ended"
-            " JOIN runs AS next ON next.sweep_id=ended.sweep_id JOIN sweeps ON sweeps.id=ended.sweep_id"
-            " WHERE ended.id=? AND next.status='queued' AND next.held=1 AND sweeps.cancelled=0"
-            " ORDER BY next.sweep_index LIMIT 1)", (time.time(), run_id))

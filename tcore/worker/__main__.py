@@ -70,8 +70,8 @@ def prepare_for_fork() -> None:
 
 def prepare() -> None:
     """What every run pays before its model is built, done before the experiment arrives: the imports, and
-    CUDA's start on the slot's GPU. All of it used to happen before the first timed phase anyway, so no
-    figure changes."""
+    CUDA's start on the slot's GPU. All of it comes before the first timed phase in any case, so doing it early
+    changes no figure."""
     import torch
 
     prepare_for_fork()
@@ -129,7 +129,7 @@ def _import_quietly(name: str) -> None:
 
 def warm_profiler() -> None:
     """Start and stop the profiler once, with nothing in it: its first session pays a one-off start (kineto's,
-    1.4-3 s on the CPU machine) that the run's profiling pass paid otherwise, inside the run. Done only while nobody
+    seconds on a CPU) that the run's profiling pass would pay otherwise, inside the run. Done only while nobody
     waits (a spare with no run yet): a worker whose run is already there leaves it to the profiling pass. CPU only:
     on a GPU the profiler attaches CUPTI, which is left to the profiling pass after the timed blocks.
     Not in the fork server (prepare_for_fork): its children would inherit a started profiler without its threads."""
@@ -230,7 +230,7 @@ def error_event(exc: BaseException, exp, *, began: bool) -> dict:
 
 
 def leave(code: int) -> None:
-    """Exit without torch's teardown (Inductor's compile pool, CUDA; 1.4 s on the CPU machine): the run
+    """Exit without torch's teardown (Inductor's compile pool, CUDA), which only costs time: the run
     is over and its result sent. The lab side then ends whatever is left of the process group."""
     sys.stdout.flush()
     sys.stderr.flush()

@@ -2,8 +2,8 @@
 
 Started by tcore.lab.launch.fork_server_client as `python -m tcore.worker.forkserver FD`, where FD is its end of a
 SOCK_SEQPACKET socket pair with the lab process. A worker's imports (torch, Inductor, the engine, the
-models: tcore.worker.__main__.prepare) cost about 4.5 s of a core on the CPU machine, and a lab
-process that runs many CPU runs (a test suite, a workshop on a machine without a GPU) paid them
+models: tcore.worker.__main__.prepare) cost seconds of a core (bench/worker_start.py measures them), and a
+lab process that runs many CPU runs (a test suite, a workshop on a machine without a GPU) would pay them
 once per run. A forked worker skips them and is otherwise what `python -m tcore.worker` is: a new
 process in its own process group, with the environment the lab gives it, empty compile caches and
 nothing compiled (this process never compiles), so its compile is as cold as ever.

@@ -14,6 +14,7 @@ from typing import Callable, Iterator, NamedTuple
 import torch
 
 from tcore.figures import Block
+from tcore.host import processes
 from tcore.host.power import PowerMeter
 
 
@@ -229,12 +230,8 @@ def pinned_launch_thread(device: str, kept: tuple[int, ...] = ()) -> Iterator[tu
 def _move_other_threads(cores: set[int]) -> dict[int, set[int]]:
     """Every thread of this process but the calling one onto `cores`; returns what each had, to give it back."""
     me, moved = threading.get_native_id(), {}
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return moved
-    for tid in tids:
-        if tid == me:
+    for tid in processes.thread_ids():
+        if tid in (me, 0):
             continue
         try:
             had = os.sched_getaffinity(tid)

@@ -76,14 +76,14 @@ def tlparse_links(rec: RunRecord, store: RunStore, *, key: str) -> None:
         row.download_button("Report (.zip)", report.zipped, f"tlparse-{rec.id}.zip", "application/zip",
                             key=f"{key}_tlparse_zip", icon=":material/download:", on_click="ignore",
                             help="The same report to open offline: unzip it and open index.html.")
-        row.download_button("TORCH_TRACE log (.gz)", lambda: store.torch_trace(rec.id) or b"",
+        row.download_button("TORCH_TRACE log (.gz)", lambda: store.artifacts.torch_trace(rec.id) or b"",
                             f"{rec.id}-torch_trace.log.gz", "application/gzip", key=f"{key}_torch_trace",
                             icon=":material/download:", on_click="ignore",
                             help="The raw log, for tlparse's own options: gunzip it, then `tlparse <file>`.")
-    size = store.saved_artifacts(rec.id, size_only=True)  # read on click, not on every rerun
+    size = store.artifacts.saved_artifacts(rec.id, size_only=True)  # read on click, not on every rerun
     if size is not None:
         row.download_button(f"Compile artifacts ({size / 1e6:.1f} MB)",
-                            lambda: store.saved_artifacts(rec.id) or b"",
+                            lambda: store.artifacts.saved_artifacts(rec.id) or b"",
                             f"{rec.id}-compile-artifacts.bin", "application/octet-stream",
                             key=f"{key}_artifacts", icon=":material/download:", on_click="ignore",
                             help="What torch.compiler.save_cache_artifacts() returned after the compile: load "

@@ -145,7 +145,7 @@ def keep_settings(store: RunStore, owner: str) -> None:
     owner id, the way their name is (the address and the store carry the id), and a new session starts from it.
     """
     if KEPT not in st.session_state:  # a new session: a reload, a bookmark, a new tab
-        saved = restorable(store.settings_of(owner) or {})
+        saved = restorable(store.people.settings_of(owner) or {})
         st.session_state[KEPT], st.session_state[SAVED] = dict(saved), dict(saved)
     kept = st.session_state[KEPT]
     for key in kept_keys():
@@ -154,7 +154,7 @@ def keep_settings(store: RunStore, owner: str) -> None:
         if key in kept:
             st.session_state[key] = kept[key]
     if kept != st.session_state.get(SAVED) and store.read_only is None:
-        store.keep_settings_of(owner, kept)
+        store.people.keep_settings_of(owner, kept)
         st.session_state[SAVED] = dict(kept)
 
 

@@ -116,7 +116,7 @@ def _known(candidate: str, store: RunStore, address: str | None) -> str | None:
     key = _key(candidate)
     if (now := _NOW.get(key)) is not None:
         return now
-    if (stored := store.owner_ending(key)) is not None:
+    if (stored := store.people.owner_ending(key)) is not None:
         return _register(stored)
     return candidate if _admit(candidate, address, store) else None
 
@@ -165,7 +165,8 @@ def rename(store: RunStore, owner: str, new: str, typed: str) -> int:
     """This browser takes a name, `typed` as typed: its runs move with it, then every tab goes by `new` from its next
     redraw (_NOW; a tab that queued a run under the old name in between moves it itself when it follows); returns how
     many moved."""
-    moved = store.rename_owner(owner, new, typed)  # first: a store that refuses the write leaves every tab as it was
+    # first: a store that refuses the write leaves every tab as it was
+    moved = store.people.rename_owner(owner, new, typed)
     with _NOW_LOCK:
         _NOW[_key(new)] = new
     return moved
@@ -215,7 +216,7 @@ def display_name(owner: str | None, *, digits: bool = True, store: RunStore | No
 def typed_name(owner: str, store: RunStore | None = None) -> str | None:
     """The name `owner` typed ("Ada L"), as the store keeps it beside the id; None where it keeps none, or one that no
     longer matches the id's slug (a name changed by an older version)."""
-    typed = reads(store or RunStore()).typed_names().get(owner)
+    typed = reads(store or RunStore()).people.typed_names().get(owner)
     return typed if typed and "~" in owner and slug(typed) == owner.split("~")[0] else None
 
 
@@ -321,7 +322,7 @@ def identity_sidebar(store: RunStore) -> None:
         if (before := st.session_state.pop(FOLLOWED, None)) is not None:
             # Another tab renamed this browser: this one says so, shows the name in its box (before the box is drawn,
             # or the old name in it would rename the browser back), and moves any run it queued under the old name.
-            moved = store.rename_owner(before, owner)
+            moved = store.people.rename_owner(before, owner)
             # the old name as this tab's box still holds it, typed (the store keeps the new one only)
             was = st.session_state.get("people_name") or ""
             was = was.strip() if "~" in before and slug(was) == before.split("~")[0] else display_name(before,

@@ -42,7 +42,7 @@ def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None
     if store is not None and found:
         cols = st.columns(len(found))
         for col, variant in zip(cols, found):
-            data = store.profiler_trace(rec.id, variant)
+            data = store.artifacts.profiler_trace(rec.id, variant)
             # Short: the button is half of the Run page's result column; the help says what the file is.
             col.download_button(f"{variant.capitalize()} trace", data or b"",
                                 file_name=f"{rec.id}-{variant}.json.gz", mime="application/gzip",

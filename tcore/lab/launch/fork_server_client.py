@@ -1,7 +1,7 @@
 """The lab side of the fork server (tcore.worker.forkserver): start it, have it fork workers, learn how they ended.
 
 tcore.lab.launch.launcher.Worker asks spawn() first: on a machine without a GPU it returns a worker forked
-from a process that has done the imports once, in about 0.1 s instead of 4.5 s of a core per run.
+from a process that has done the imports once, without a fresh process's seconds of imports (bench/worker_start.py).
 It returns None where the server must not or cannot be used (a GPU machine, $COMPILE_LAB_FORK_SERVER=0,
 a server that refused or died), and the launcher starts the worker as its own process.
 
@@ -221,13 +221,7 @@ def _stop_unclaimed(pid: int) -> None:
 
 def _follow_orphan(proc: ForkedProcess) -> None:
     """Its server ended before it did: wait for it to go, without its exit status."""
-    while True:
-        try:
-            os.kill(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        except PermissionError:
-            pass
+    while processes.is_alive(proc.pid, None):
         time.sleep(0.2)
     proc._end(STATUS_LOST)
 

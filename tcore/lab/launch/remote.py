@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tcore.experiment import protocol
+from tcore.host import processes
 
 CODE_ROOT = Path(__file__).resolve().parents[3]  # the folder tcore was imported from on this node
 WORKDIR = "{workdir}"  # in the environment the lab side sends: the worker's folder on this node
@@ -175,7 +176,7 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
             else:
                 yield event
         returncode = proc.wait()
-        _end_group(proc.pid)  # compile workers left behind by a worker that exited without teardown
+        processes.end_group(proc.pid)  # compile workers left behind by a worker that exited without teardown
         yield {"type": "_files", "files": _files(workdir)}
         if terminal is None:
             terminal = {"type": "error", "kind": "crashed", "message": _death_message(returncode)}
@@ -184,7 +185,7 @@ def run_on_node(envelope: str, files_in: dict[str, bytes], warm_cache: bool, tor
         yield terminal
     finally:  # also on KeyboardInterrupt (ray.cancel) and GeneratorExit
         if proc is not None and proc.poll() is None:
-            _end_group(proc.pid)
+            processes.end_group(proc.pid)
             proc.wait()
         shutil.rmtree(workdir, ignore_errors=True)
         try:
@@ -223,13 +224,6 @@ def _files(workdir: Path) -> dict[str, bytes]:
 def _tail(log_path: Path) -> list[str]:
     with open(log_path, errors="replace") as f:
         return [line.rstrip("\n") for line in deque(f, maxlen=LOG_TAIL_LINES)]
-
-
-def _end_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # nothing left
 
 
 def _death_message(returncode: int) -> str:

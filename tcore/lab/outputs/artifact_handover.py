@@ -37,7 +37,7 @@ from tcore.store import RunStore
 
 def artifacts_for(spec: dict[str, Any], device: str, store: RunStore) -> dict[str, Any] | None:
     """The stored artifacts a cache=artifacts run of `spec` would load: {run_id, torch, triton, device_name}."""
-    row = store.newest_artifacts(compile_key(spec, device), with_data=False)
+    row = store.artifacts.newest_artifacts(compile_key(spec, device), with_data=False)
     return None if row is None else {"run_id": row[0], **json.loads(row[1])}
 
 
@@ -46,7 +46,7 @@ def launch_env(spec: dict[str, Any], device: str, store: RunStore, workdir: Path
     env = {SAVE_ARTIFACTS_TO: str(workdir / "artifacts.bin"), SAVE_TRACES_TO: str(workdir / "traces")}
     if spec["cache"] != "artifacts":
         return env
-    row = store.newest_artifacts(compile_key(spec, device), with_data=True)
+    row = store.artifacts.newest_artifacts(compile_key(spec, device), with_data=True)
     if row is None:
         env[COLD_BECAUSE] = "no run with these settings has saved compile artifacts yet: run it once cold first"
         return env
@@ -64,7 +64,7 @@ def keep(run_id: str, spec: dict[str, Any], result: dict[str, Any], env: dict[st
     artifacts = (compile_key(spec, result["device"]), made_on(env), saved.read_bytes()) if saved.exists() else None
     traces = {t.name.removeprefix("trace-").removesuffix(".json.gz"): t.read_bytes()
               for t in sorted((workdir / "traces").glob("trace-*.json.gz"))}
-    store.keep_artifacts(run_id, artifacts, profiler_traces=traces)
+    store.artifacts.keep_artifacts(run_id, artifacts, profiler_traces=traces)
 
 
 def keep_torch_trace(run_id: str, store: RunStore, workdir: Path | None) -> bool:
@@ -76,7 +76,7 @@ def keep_torch_trace(run_id: str, store: RunStore, workdir: Path | None) -> bool
     logs = sorted((workdir / TORCH_TRACE_DIR).glob("*.log"), key=lambda p: p.stat().st_size) if workdir else []
     if not logs or not logs[-1].stat().st_size:
         return False
-    store.keep_torch_trace(run_id, gzip.compress(logs[-1].read_bytes(), compresslevel=6))
+    store.artifacts.keep_torch_trace(run_id, gzip.compress(logs[-1].read_bytes(), compresslevel=6))
     return True
 
 

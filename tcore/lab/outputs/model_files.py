@@ -47,13 +47,13 @@ def find(name: str, store: RunStore, files_allowed: Callable[[], bool],
          time_limit_s: float | None = None) -> dict | None:
     from sample_models.sources import file_models
 
-    stored = store.model_card(name)
+    stored = store.model_cards.model_card(name)
     path = file_models.SOURCES_FILE.path(name.removeprefix("file:"))
     version = path.stat().st_mtime_ns if path.is_file() else None
     if stored is not None and (version is None or stored.get("mtime_ns") == version):
         return stored  # the file as a worker read it (or gone since: its runs still show)
     if not files_allowed():
-        return stored or from_runs(name, store.model_specs(name))
+        return stored or from_runs(name, store.model_cards.model_specs(name))
     card = describe(name, time_limit_s)
     keep(store, card)
     return card
@@ -154,6 +154,6 @@ def _kill_group(child: subprocess.Popen) -> None:
 def keep(store: RunStore, card: dict) -> None:
     """Store a card a worker sent; a store that cannot take it never costs a run its result."""
     try:
-        store.save_model_card(card)
+        store.model_cards.save_model_card(card)
     except Exception:  # noqa: BLE001 (the card is for pages; the run's own record matters more)
         traceback.print_exc(limit=1)

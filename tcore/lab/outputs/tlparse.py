@@ -73,7 +73,7 @@ def report(run_id: str, store: RunStore, *, reports: Path = REPORTS) -> Report:
     failed = _failure_note(shelf, run_id)
     if failed.exists():  # rendered once and failed: the page reruns every second, so say so without retrying
         return Report(None, failed.read_text())
-    if store.torch_trace(run_id, size_only=True) is None:
+    if store.artifacts.torch_trace(run_id, size_only=True) is None:
         return Report(None, "this run kept no TORCH_TRACE: it compiled nothing, recorded none (torch_trace off), "
                             "or ran before the lab kept them")
     tool = executable()
@@ -94,7 +94,7 @@ def _render(run_id: str, store: RunStore, tool: str, reports: Path, folder: Path
     # two sessions rendering the same run at once, the second keeps the first's.
     with tempfile.TemporaryDirectory(prefix=".render-", dir=reports) as tmp:
         source = Path(tmp) / f"{run_id}.log"
-        source.write_bytes(gzip.decompress(store.torch_trace(run_id)))
+        source.write_bytes(gzip.decompress(store.artifacts.torch_trace(run_id)))
         staged = Path(tmp) / "out"
         try:
             done = subprocess.run([tool, str(source), "-o", str(staged), "--overwrite", "--no-browser"],

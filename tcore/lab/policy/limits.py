@@ -126,7 +126,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None
     for name, var in ENV.items():
         if environ.get(var, "").strip():
             values[name], origin[name] = _parse(name, environ[var], var), var
-    instructor = (store.lab_state(INSTRUCTOR_LIMITS) if store is not None else None) or {}
+    instructor = (store.lab.lab_state(INSTRUCTOR_LIMITS) if store is not None else None) or {}
     for name, value in instructor.items():
         if name in _RULES:
             values[name], origin[name] = value, "the instructor, in the app"
@@ -137,13 +137,13 @@ def set_by_instructor(store: RunStore, values: dict[str, Any] | None) -> Limits:
     """Store the limits the instructor chose in the app (None: back to the file and environment); returns
     the limits now in force. Raises LimitsError, naming the setting, for a value that is not allowed."""
     if values is None:
-        store.set_lab_state(INSTRUCTOR_LIMITS, None)
+        store.lab.set_lab_state(INSTRUCTOR_LIMITS, None)
         return load(store=store)
     unknown = sorted(set(values) - set(_RULES))
     if unknown:
         raise LimitsError(f"unknown limit(s): {', '.join(unknown)}; known: {', '.join(_RULES)}")
     Limits(**values)  # checks each value before anything is stored
-    store.set_lab_state(INSTRUCTOR_LIMITS, values)
+    store.lab.set_lab_state(INSTRUCTOR_LIMITS, values)
     return load(store=store)
 
 
@@ -242,7 +242,7 @@ def check_duration(exp: Experiment, device: str, time_limit_s: float, store: Run
 
 
 def _check_queue(owner: str | None, store: RunStore, limits: Limits) -> None:
-    if owner is not None and (waiting := store.queued_count(owner)) >= limits.max_queued_per_session:
+    if owner is not None and (waiting := store.queue.queued_count(owner)) >= limits.max_queued_per_session:
         raise SpecError(queue_full_message(waiting, limits))
 
 

@@ -9,8 +9,8 @@ transaction), and the pages can say who holds the device and since when. Of the 
 first, then the run queued first:
     eager     0  the eager warm-up before a compile: a second or two that lets a compile start
     profile   0  the profiling pass after the headline: a second or two that ends a run and frees its place for the
-                 next one to compile (deferred behind others' timed rounds, a room of 20 on an H100 kept places full of
-                 runs waiting only to profile, and its round took 315 s)
+                 next one to compile (deferred behind others' timed rounds, a full room would keep its places taken
+                 by runs waiting only to profile)
     compiled  1  the compiled code's first runs, its warm-up and the timed rounds, up to the headline
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Broker:
         A run whose ask is still open has it replaced."""
         if purpose not in PURPOSES:
             raise ValueError(f"unknown device purpose {purpose!r}; known: {', '.join(PURPOSES)}")
-        self.store.ask_device(self.host, slot, run_id, purpose, PURPOSES[purpose])
+        self.store.devices.ask_device(self.host, slot, run_id, purpose, PURPOSES[purpose])
         stop = threading.Event()
         with self._changed:
             if (old := self._asking.get(run_id)) is not None:
@@ -53,7 +53,7 @@ class Broker:
         said = False
         while not stop.is_set():
             try:
-                if self.store.take_device(self.host, slot, run_id):
+                if self.store.devices.take_device(self.host, slot, run_id):
                     break
             except (sqlite3.Error, StoreError) as e:  # a busy or full store: ask again, say so once
                 if not said:
@@ -73,7 +73,7 @@ class Broker:
     def release(self, run_id: str) -> None:
         """`run_id` lets its device go: the next run waiting here hears of it at once."""
         self._stop_asking(run_id)
-        self.store.release_device(run_id)
+        self.store.devices.release_device(run_id)
         with self._changed:
             self._changed.notify_all()
 
@@ -81,7 +81,7 @@ class Broker:
         """The run has ended: it asks for nothing more (its hold went with the record of its end)."""
         self._stop_asking(run_id)
         try:
-            self.store.release_device(run_id)
+            self.store.devices.release_device(run_id)
         except (sqlite3.Error, StoreError):
             pass  # the store's own recovery drops it once the run's end is written
         with self._changed:

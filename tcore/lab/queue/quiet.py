@@ -1,11 +1,10 @@
 """While a run that shares its GPU is timed, the runs beside it hold still.
 
 Runs that share a GPU (tcore.lab.queue.room) compile on the CPU while another holds the GPU alone, its launch thread
-on cores kept for it. In a room on one H100 that was not enough for host-bound runs (BENCHMARKS.md, "Figures a room
-can quote"): their timed rounds, the launch rate of one CPU thread, read ResNet-50 within ± 11-21% and ConvNeXt
-within ± 3-27% with three compiles beside them on the other cores, where the GPU-busy default read ± 0.1-3% beside
-the same compiles; the kept core itself stayed idle of anything else. What reaches it from the other cores (the
-memory bus, the shared cache, virtual cores that share one physical core) cannot be told apart from inside a VM.
+on cores kept for it. For a host-bound run that is not enough: its timed rounds are the launch rate of one CPU
+thread, and compiles on the other cores reach that thread's core through the memory bus, the shared cache and virtual
+cores that share one physical core, widening its spread many times over a GPU-busy run's beside the same compiles
+(bench/room.py and bench/host_bound.py measure both). None of that can be told apart from inside a VM.
 
 So for a run's timed rounds, its "measuring" phase (seconds; a minute for a large model's generations), the lab stops
 the other workers of its GPU slot, each with its process group (its compile jobs too), and lets them go on when the
@@ -23,7 +22,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from tcore.host import processes
 from tcore.store import QuietHold, StoreError
 
 SWITCH_ENV = "COMPILE_LAB_QUIET_ROUNDS"
@@ -66,7 +65,7 @@ _watched: dict[str, tuple[object, QuietHold]] = {}  # store path -> (the store, 
 
 def enabled() -> bool:
     """Whether timed runs hold their neighbours still: not where switched off, nor without POSIX signals."""
-    return hasattr(signal, "SIGSTOP") and hasattr(os, "killpg") and \
+    return processes.groups_can_stop() and \
         os.environ.get(SWITCH_ENV, "").strip().lower() not in ("0", "off", "false", "no")
 
 
@@ -85,7 +84,7 @@ def join(run_id: str, slot: str, pgid: int, waiting: Callable[[], bool] = lambda
         _members[run_id] = _Member(slot, pgid, waiting, continued)
         # a run that starts while another of its slot is timed holds still with the rest
         timing = next((r for r in _holds if r in _members and _members[r].slot == slot and r != run_id), None)
-        if timing is not None and enabled() and _signal(pgid, signal.SIGSTOP):
+        if timing is not None and enabled() and processes.stop_group(pgid):
             _holds[timing][0].append(_Stopped(run_id, pgid, time.monotonic(), not waiting()))
             _guard(f"+{pgid}")
 
@@ -99,7 +98,7 @@ def leave(run_id: str) -> None:
         for stopped, _ in _holds.values():
             stopped[:] = [x for x in stopped if x.who != run_id]
     if member is not None:
-        _signal(member.pgid, signal.SIGCONT)
+        processes.continue_group(member.pgid)
         _guard(f"-{member.pgid}")
         _tell(member, mine)
 
@@ -133,7 +132,7 @@ def _stop_slot(key: str, slot: str, mine: int | None, bound_s: float) -> int:
             if group == mine or group in held_already:
                 continue
             owed = not waiting()
-            if _signal(group, signal.SIGSTOP):
+            if processes.stop_group(group):
                 stopped.append(_Stopped(who, group, time.monotonic(), owed))
                 _guard(f"+{group}")
         timer = threading.Timer(bound_s, release, args=(key,))
@@ -154,7 +153,7 @@ def release(run_id: str) -> None:
         if not run_id.startswith(ELSEWHERE):
             _unpublish(run_id)
     for x in stopped:
-        _signal(x.pgid, signal.SIGCONT)
+        processes.continue_group(x.pgid)
         _guard(f"-{x.pgid}")
     for member, x in told:
         if member is not None:
@@ -193,7 +192,7 @@ def _watch(store, me: tuple[str, int, str | None], is_alive: Callable[[int, str 
     while True:
         time.sleep(POLL_S)
         try:
-            holds = store.neighbour_holds(me[0])
+            holds = store.devices.neighbour_holds(me[0])
         except (sqlite3.Error, StoreError) as e:  # said once; the holds already kept end by their bounds
             if not said:
                 print(f"compile-lab: cannot read other lab processes' holds ({e}): this one's runs do not hold still "
@@ -214,7 +213,7 @@ def follow(store, holds: list[QuietHold], me: tuple[str, int, str | None],
             continue
         if not is_alive(h.pid, h.started):
             with contextlib.suppress(sqlite3.Error, StoreError):
-                store.let_neighbours_go(h.run_id)
+                store.devices.let_neighbours_go(h.run_id)
             continue
         if h.until > now:
             wanted[mine + h.run_id] = h
@@ -233,7 +232,7 @@ def _publish(run_id: str, slot: str) -> None:
         watched = list(_watched.values())
     for store, me in watched:
         try:
-            store.hold_neighbours(me._replace(run_id=run_id, slot=slot, until=time.time() + MAX_HOLD_S))
+            store.devices.hold_neighbours(me._replace(run_id=run_id, slot=slot, until=time.time() + MAX_HOLD_S))
         except (sqlite3.Error, StoreError) as e:  # this process's own neighbours are held all the same
             print(f"compile-lab: run {run_id}: other lab processes could not be told to hold still ({e})",
                   file=sys.stderr, flush=True)
@@ -244,7 +243,7 @@ def _unpublish(run_id: str) -> None:
         watched = list(_watched.values())
     for store, _ in watched:
         try:
-            store.let_neighbours_go(run_id)
+            store.devices.let_neighbours_go(run_id)
         except (sqlite3.Error, StoreError) as e:  # its bound ends it for the others
             print(f"compile-lab: run {run_id}: other lab processes could not be told to go on ({e}); they do once "
                   f"its bound of {MAX_HOLD_S:.0f} s passes", file=sys.stderr, flush=True)
@@ -252,7 +251,9 @@ def _unpublish(run_id: str) -> None:
 
 # A process of its own that continues every group this lab process still holds once the lab is gone: atexit does not
 # run when the lab is killed (SIGKILL, the kernel's OOM killer, a command line ended by its caller), and a worker left
-# stopped would hold its GPU memory until someone killed it. It reads "+PGID" (stopped) and "-PGID" (continued).
+# stopped would hold its GPU memory until someone killed it. It reads "+PGID" (stopped) and "-PGID" (continued). It
+# is a few lines of the standard library run with `python -c`, which finds no tcore to import from wherever the lab
+# was started, so it signals the groups itself, as tcore.host.processes.continue_group does.
 GUARD = ("import os, signal, sys\nheld = set()\nfor line in sys.stdin:\n    g = int(line[1:])\n"
          "    held.add(g) if line[0] == '+' else held.discard(g)\nfor g in held:\n    try:\n"
          "        os.killpg(g, signal.SIGCONT)\n    except OSError:\n        pass\n")
@@ -277,10 +278,3 @@ def _release_all() -> None:
     for run_id in list(_holds):
         release(run_id)
 
-
-def _signal(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False

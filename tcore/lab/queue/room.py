@@ -3,15 +3,15 @@
 Most of a run's life on a GPU is the compile, CPU work that leaves the GPU idle. So several runs share a device slot:
 each compiles on the CPU while another holds the device, and a run holds it alone (tcore.lab.queue.lease, kept in the
 store by tcore.store.devices) only for the phases that another run would disturb or be disturbed by. What else a
-neighbour must never do was measured on an H100 host with a host-bound eager loop, hf:gpt2 at batch 8, whose
-throughput is the launch rate of one CPU thread (bench/host_bound.py):
-    a GPU neighbour at 10% duty             -37%   -> the device is held alone by whoever measures
-    busy loops on every core, its own too   -22%   -> the measuring run's launch thread has a core of its own
-    busy loops, memory streams or real Inductor compiles on the other cores: 0 to -3.5%; the launch thread unpinned,
-    the NVML sampler, the garbage collector, an idle CUDA context beside it: nothing measurable.
+neighbour must never do is what slows a host-bound eager loop, whose throughput is the launch rate of one CPU thread
+(bench/host_bound.py measures each neighbour):
+    a GPU neighbour                         -> the device is held alone by whoever measures
+    busy loops on every core, its own too   -> the measuring run's launch thread has a core of its own
+    work on the other cores, the launch thread unpinned, the NVML sampler, the garbage collector, an idle CUDA context
+    beside it slow it little or not at all.
 So each GPU slot keeps MEASURE_CORES cores for its lease holder (the first for the launch thread), and everything
 else the lab starts (compiles, spare workers, the app itself) runs on the other cores, and while a run is timed the
-runs beside it on its GPU hold still (tcore.lab.queue.quiet): the kept cores alone left host-bound rounds ± 11-21%.
+runs beside it on its GPU hold still (tcore.lab.queue.quiet): the kept cores alone leave host-bound rounds wide.
 
 On a machine without a GPU the CPU is the device: a compile beside a CPU measurement shares its cores, so there runs
 take turns whole, and nothing is reserved.
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from tcore.host import processes
 from tcore.lab.settings.config import LimitsError
 from tcore.lab.settings.config import read as _config
 from tcore.store import SlotRoom
@@ -42,10 +43,9 @@ ROOM_SETTINGS = ("runs_per_gpu", "trusted_proxies")  # what [room] may hold
 MEASURE_CORES = 2       # per GPU slot: the launch thread's core, and one for the measuring worker's other threads
 MIN_CORES_TO_KEEP = 4   # with fewer cores than this per slot, none is kept apart: the others would starve
 # A compile is a core of Python (Dynamo, AOT, lowering) and bursts of Triton/C++ compile jobs, and its memory traffic
-# reaches the measuring run's launches through the shared cache and memory bus. On a 16-core H100 host, four runs at
-# once kept every eager throughput of a 20-run round within 5% of its solo run but
-# one (-4.7%); six at once read ResNet-50's eager 15-22% low in three of four runs and ConvNeXt's 8-14% low once (their
-# cuDNN eager steps are host-heavy), for a round 22% faster. The figures come first: four.
+# reaches the measuring run's launches through the shared cache and memory bus: past four runs at once, a round is
+# faster but host-heavy eager steps (cuDNN's) read low beside their solo runs (bench/room.py measures a round against
+# its runs alone). The figures come first: four.
 CORES_PER_COMPILE = 3
 MAX_AUTO = 4            # "auto" shares a GPU among at most this many runs
 # What a run's memory estimate (tcore.lab.policy.memory) leaves out, counted when runs share a GPU: a CUDA context and
@@ -238,11 +238,7 @@ def keep_off(cpus: frozenset[int]) -> str | None:
     from now on (workers, their compiles) inherits them; a sentence if it cannot. Linux keeps cores per thread."""
     if not cpus or not hasattr(os, "sched_setaffinity"):
         return None
-    try:
-        tasks = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tasks = [0]
-    for tid in tasks:
+    for tid in processes.thread_ids():
         try:
             os.sched_setaffinity(tid, cpus)
         except ProcessLookupError:

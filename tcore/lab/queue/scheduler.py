@@ -47,7 +47,7 @@ from tcore.store.run_queue import PAUSED
 
 TICK_S = 0.25
 # Set when this process submits a run or one of its runs ends: its schedulers tick at once rather than at the end of
-# their TICK_S sleep (a run started up to 0.25 s late: the "queue" phase of an idle room's timeline read 0.16 s).
+# their TICK_S sleep, which would start a run up to TICK_S late.
 # One event per scheduler: with one shared event, a scheduler that cleared it could swallow another's wake-up.
 _WAKES: "weakref.WeakSet[threading.Event]" = weakref.WeakSet()
 
@@ -56,7 +56,7 @@ def wake() -> None:
     """Tick now: a run was submitted here, or one of this process's runs ended and freed its slot."""
     for event in list(_WAKES):
         event.set()
-RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.heartbeat)
+RECOVER_EVERY_S = 2.0  # also how often this process says it is alive (store.owners.heartbeat)
 _HELD: dict[str, str] = {}  # store path -> why its queue here starts no run now (the waiting words say it)
 
 
@@ -225,8 +225,8 @@ class Scheduler:
     def recover(self) -> list[Job]:
         """Mark dead owners' running runs crashed and adopt their queued ones; returns the adopted runs."""
         self._next_recovery = time.monotonic() + RECOVER_EVERY_S
-        self.store.heartbeat(self.proc)
-        _, adopted_ids = self.store.recover(self.proc, is_alive, stop_worker)
+        self.store.owners.heartbeat(self.proc)
+        _, adopted_ids = self.store.owners.recover(self.proc, is_alive, stop_worker)
         adopted = []
         for run_id in adopted_ids:
             job = self._adopt(self.store.get(run_id))
@@ -270,8 +270,8 @@ class Scheduler:
         waiting = {run_id: job for run_id, job in jobs.items() if not job.started}
         if not waiting:
             return
-        statuses = self.store.statuses(list(waiting))
-        taken = self.store.taken_over(self.proc, list(waiting))
+        statuses = self.store.queue.statuses(list(waiting))
+        taken = self.store.queue.taken_over(self.proc, list(waiting))
         for run_id, job in list(waiting.items()):
             # cancelled from another process, deleted, or taken over while this process was stopped
             if statuses.get(run_id) != "queued" or run_id in taken:
@@ -280,7 +280,7 @@ class Scheduler:
         for device in {job.device for job in waiting.values()} if self.held is None else ():
             slots = list(device_slots(device))
             shared = slot_room(device)
-            while (claim := self.store.claim_next(self.proc, device, slots, set(waiting), shared)) is not None:
+            while (claim := self.store.queue.claim_next(self.proc, device, slots, set(waiting), shared)) is not None:
                 run_id, slot = claim
                 waiting.pop(run_id).launch(slot, slot_env(slot))
         self._update_places(waiting)
@@ -308,7 +308,7 @@ class Scheduler:
         """
         if self.spares is None or not self.spare_devices:
             return
-        residents = self.store.residents(self.proc.host)
+        residents = self.store.queue.residents(self.proc.host)
         for device in list(self.spare_devices):
             made = room_plan(device)
             for slot in device_slots(device):
@@ -320,7 +320,7 @@ class Scheduler:
                     self.spares.fill(slot, slot_env(slot), want=want)
 
     def _forward_cancels(self, jobs: dict[str, Job]) -> None:
-        for run_id in self.store.cancel_requests(self.proc):
+        for run_id in self.store.queue.cancel_requests(self.proc):
             if run_id in jobs and run_id not in self._cancels_forwarded:
                 self._cancels_forwarded.add(run_id)
                 # cancel() waits for the worker to stop; the queue keeps ticking meanwhile
@@ -337,9 +337,9 @@ def places(store: RunStore, host: str, devices: set[str]) -> dict[str, tuple[int
     """run id -> (position, 1 = next; when it should start) for every queued run of `devices` on `host`."""
     out = {}
     held = _HELD.get(str(store.path.resolve()))
-    paused = store.lab_state(PAUSED) is not None  # the instructor's pause: every queued run waits for the resume
+    paused = store.lab.lab_state(PAUSED) is not None  # the instructor's pause: every queued run waits for the resume
     for device in devices:
-        queued, running, history = store.queue_state(host, device, recent=HISTORY_RUNS)
+        queued, running, history = store.queue.queue_state(host, device, recent=HISTORY_RUNS)
         now = time.time()
         running_ahead = [Ahead(expected_duration(spec, history), limit, now - started)
                          for spec, limit, started in running]

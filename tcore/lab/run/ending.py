@@ -18,14 +18,21 @@ from tcore.store import RunRecord, StoreError
 
 
 class Ending:
-    """The part of a LiveRun that records how it ended and lets its waiters go."""
+    """The part of a LiveRun that records how it ended and lets its waiters go. It owns the record, when the run ended,
+    how it ended where the store could not be told, and whether another process runs it now."""
 
-    def ended_in_queue(self) -> None:
-        """The store says this run ended before it started (cancelled from another process, or deleted)."""
-        with self._launch_lock:
-            if not self._launched:
-                self._launched = True
-                self._collect_record()
+    def _init_ending(self) -> None:
+        self.record: RunRecord | None = None
+        self.ended_at: float | None = None  # when this process saw it end (tcore.lab.run.registry keeps it a while)
+        self.elsewhere = False  # another process took it over while this one was stopped: followed in the store
+        self._unrecorded: dict[str, Any] | None = None  # how it ended, when the store could not be written
+        self._store_trouble_said = False
+        self._done = threading.Event()
+
+    def _end_unrecorded(self, error: dict[str, Any]) -> None:
+        """The run ended with `error`, which its owner is told from here whatever the store keeps."""
+        self._unrecorded = error
+        self._end(error)
 
     def _end(self, error: dict[str, Any]) -> None:
         try:
@@ -82,7 +89,7 @@ class Ending:
             self._release()
             return
         if (self.record is not None and self.record.status in ("queued", "running")
-                and self.store.taken_over(scheduler.this_process(), [self.run_id])):
+                and self.store.queue.taken_over(scheduler.this_process(), [self.run_id])):
             # not ended: another process took it over while this one was stopped (Ctrl-Z); it runs there
             self._follow_elsewhere()
             return
@@ -92,15 +99,11 @@ class Ending:
         """The run has ended (or cannot be followed any further): waiters go on.
 
         Once the store's record says the run ended, the store holds its power samples and generated code, and
-        the pages read them there: this run's copies go (Inductor's sources alone run to megabytes).
+        the pages read them there: this run's copies go.
         """
         with self._lock:
-            if self.final is None and self.record is not None and self.record.error:
-                self.final = self.record.error
-            self.queue_position = self.queue_wait = None
-            self.device_asked = self.device_held = None
-            if self.record is not None and self.record.status in ("finished", "failed"):
-                self.power_samples, self.code = [], []
+            self.set_queue_place(None, None)
+            self._let_go(recorded=self.record is not None and self.record.status in ("finished", "failed"))
             self.ended_at = time.time()
         self._done.set()
         scheduler.wake()  # its slot is free: the next run queued for it starts now, not at the queue's next tick
@@ -111,8 +114,8 @@ class Ending:
             if self.elsewhere:
                 return
             self.elsewhere = True
-            self.phase = None if self.record.status == "running" else "queued"
-            self.queue_position = self.queue_wait = None
+            self._set_phase(None if self.record.status == "running" else "queued")
+            self.set_queue_place(None, None)
             self.notes.append("another process took this run over while this one was stopped (e.g. Ctrl-Z) and "
                               "runs it; this one follows it in the store")
         if self._on_event:

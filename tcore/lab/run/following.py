@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 import time
 import traceback
 from typing import Any
@@ -32,14 +33,48 @@ def _lab_processes(store: RunStore, device: str, slot: str | None) -> int:
     if slot is None:
         return 0
     try:
-        residents = len(store.residents(scheduler.this_process().host).get(slot, []))
+        residents = len(store.queue.residents(scheduler.this_process().host).get(slot, []))
     except (sqlite3.Error, StoreError):
         residents = 1
     free = max(scheduler.room_plan(device).runs_per_slot - residents, 0)
     return max(residents - 1, 0) + max(SPARES.waiting(slot), free)
 
 class Following:
-    """The part of a LiveRun that reads its worker's events and records the outcome they end with."""
+    """The part of a LiveRun that reads its worker's events and records the outcome they end with. It owns what the
+    worker says (phase, progress, power samples, code, figures, the headline) and the device lease's state; the other
+    parts ask it to change the phase (_set_phase) and to let go of its copies once the store holds them (_let_go)."""
+
+    def _init_following(self) -> None:
+        self.phase: str | None = "queued"
+        self.progress: dict[str, tuple[int, int]] = {}  # phase -> (done, total)
+        self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
+        self.power_samples: list[list] = []  # [[t_s, watts, phase, util_pct], ...] as the worker sampled them
+        self.code: list[str] = []  # Inductor's generated source, one per graph
+        self.figures_so_far: dict[str, dict] = {}  # name -> {value, ...}: figures known before the result
+        # The timed figures, before the profiling pass: the worker's headline record, its interval restated with the
+        # store's earlier runs as the saved record's is (None until the worker sends it); and as the worker sent it.
+        self.headline: dict[str, Any] | None = None
+        self._headline_sent: dict[str, Any] | None = None
+        self._headline_in = threading.Event()  # set when the headline arrives: a page waiting for it wakes then
+        self.neighbours_held = 0  # the most runs beside it on its GPU held still at once while it was timed (quiet)
+        self.held_owed_s = 0.0    # held still by another's rounds since its last grant, to tell its worker (quiet)
+        # The device lease (tcore.lab.queue.lease), when other runs share its device: what it waits for or holds, since
+        # when
+        self.device_asked: tuple[str, float] | None = None
+        self.device_held: tuple[str, float] | None = None
+        self._store_id: str | None = None  # the store the run started in (_written_again)
+
+    def _set_phase(self, phase: str | None) -> None:
+        """Within self._lock: the run is in `phase` ("queued" again, None while its worker starts) without its worker
+        saying so."""
+        self.phase = phase
+
+    def _let_go(self, recorded: bool) -> None:
+        """Within self._lock: the run has ended; it holds and asks for no device, and where the store holds its power
+        samples and generated code (`recorded`), this run's copies go (Inductor's sources alone run to megabytes)."""
+        self.device_asked = self.device_held = None
+        if recorded:
+            self.power_samples, self.code = [], []
 
     def _follow(self) -> None:
         """Follow the worker's events; at its end, record the outcome, whatever goes wrong while recording it."""
@@ -75,9 +110,8 @@ class Following:
             if isinstance(e, (sqlite3.Error, StoreError)):
                 self._say_store_trouble(e)
                 # said to the run's owner from here whatever the store keeps (a store deleted under it keeps nothing)
-                self._unrecorded = error_event("crashed", f"the run ended, but its result could not be recorded: "
-                                                          f"{store_failure(e, self.store)}")
-                self._end(self._unrecorded)
+                self._end_unrecorded(error_event("crashed", f"the run ended, but its result could not be recorded: "
+                                                            f"{store_failure(e, self.store)}"))
             else:
                 traceback.print_exc()
                 self._end(error_event("crashed", f"the run ended, but recording its outcome failed: "
@@ -226,8 +260,6 @@ class Following:
                     model_files.keep(self.store, event["card"])
                 elif kind == "figure":
                     self.figures_so_far[event["name"]] = {k: v for k, v in event.items() if k not in ("type", "name")}
-                elif kind in TERMINAL:
-                    self.final = event
             if kind == "phase" or kind in ("headline", *TERMINAL):  # outside the lock: it signals other runs' workers
                 self._quiet_neighbours(kind == "phase" and event["phase"] == "measuring")
             if self._on_event:

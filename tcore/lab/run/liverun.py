@@ -46,7 +46,22 @@ def _lease_env(device: str, slot: str) -> dict[str, str]:
 
 
 class Launching:
-    """The part of a LiveRun that starts its worker, in the thread of its own that launch() starts."""
+    """The part of a LiveRun that takes it out of the queue: starts its worker, in the thread of its own that launch()
+    starts, or ends it there (cancelled, or ended by another process). It owns what it sets: the worker (handle,
+    workdir, from_spare, lease_env), the slot, whether and when the run left the queue, whether it was cancelled, and
+    the run's clock."""
+
+    def _init_launching(self, queued_at: float | None) -> None:
+        self.clock = RunClock(queued_at)  # the timeline stored with the result (tcore.figures.timeline)
+        self.handle: RunHandle | None = None  # the worker, once the run has left the queue
+        self.workdir = None  # the worker's folder
+        self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
+        self.device_slot: str | None = None
+        self.lease_env: dict[str, str] = {}  # what the worker is told of the lease and the cores kept for it
+        self._launched = False
+        self.launched_at: float | None = None
+        self._cancelled = False
+        self._start_timer: threading.Timer | None = None  # the time limit while its worker starts (launch)
 
     def launch(self, slot: str, env: dict[str, str]) -> None:
         """Start the worker in `slot`; the store already says this run is running there. Returns at once: the
@@ -57,7 +72,9 @@ class Launching:
             self.launched_at = time.time()  # the time limit counts from here: the worker's start is inside it
             self.clock.launch()
             with self._lock:
-                self.phase, self.device_slot, self.queue_position, self.queue_wait = None, slot, None, None
+                self.device_slot = slot
+                self._set_phase(None)
+                self.set_queue_place(None, None)
             if self._cancelled:  # cancelled after the scheduler claimed it: it never starts
                 self._end(error_event("cancelled", "cancelled by the user before its worker started"))
                 return
@@ -101,8 +118,8 @@ class Launching:
         # The store is told who runs it before the worker is handed the run: a run the store cannot say is under way
         # would be put back in the queue by the next process, and measured twice.
         try:
-            kept = self.store.set_worker(self.run_id, worker.proc.pid, scheduler.process_start(worker.proc.pid),
-                                         scheduler.this_process())
+            kept = self.store.queue.set_worker(self.run_id, worker.proc.pid, scheduler.process_start(worker.proc.pid),
+                                               scheduler.this_process())
         except (sqlite3.Error, StoreError) as e:
             worker.dismiss()
             self._back_to_queue(e)
@@ -140,7 +157,8 @@ class Launching:
         words = (f"The run store could not be written ({store_failure(e, self.store)}), so the run was not started and "
                  "nothing was measured: it keeps its place in the queue and starts once the store can be written.")
         with self._lock:
-            self.phase, self.device_slot = "queued", None
+            self.device_slot = None
+            self._set_phase("queued")
             self.notes.append(words)
         if self._on_event:
             self._on_event({"type": "note", "text": words})
@@ -149,7 +167,7 @@ class Launching:
     def _requeue_when_writable(self, every_s: float = 2.0) -> None:
         while not self._cancelled:
             try:
-                requeued = self.store.requeue(self.run_id, scheduler.this_process())
+                requeued = self.store.queue.requeue(self.run_id, scheduler.this_process())
             except (sqlite3.Error, StoreError):
                 time.sleep(every_s)
                 continue
@@ -180,11 +198,36 @@ class Launching:
             return
         threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
 
+    def cancel(self) -> None:
+        """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
+        if self.elsewhere:  # its owner now is another process: ask it, as any process may
+            self.store.queue.request_cancel(self.run_id)
+            return
+        with self._launch_lock:
+            self._cancelled = True
+            if self.handle is None:
+                if not self._launched and self.store.queue.cancel_queued(self.run_id):
+                    self._launched = True
+                    self._collect_record()
+                return  # else claimed a moment ago: launch() sees _cancelled and records it
+        self.handle.cancel()
+
+    def ended_in_queue(self) -> None:
+        """The store says this run ended before it started (cancelled from another process, or deleted)."""
+        with self._launch_lock:
+            if not self._launched:
+                self._launched = True
+                self._collect_record()
+
 
 class LiveRun(Launching, Following, Ending):
     """One run, queued or in progress: its phase, progress, power samples, queue place and, at the end, its record.
 
     phase is "queued" while it waits, None while its worker starts, then the worker's phases.
+
+    Each part owns the state it writes and the others ask it (Following._set_phase, LiveRun.set_queue_place): what
+    the run is and its place in the queue here, leaving the queue in Launching, what the worker says in Following, how
+    it ended in Ending.
     """
 
     def __init__(self, exp: Experiment, store: RunStore, *, run_id: str, device: str, notes: list[str],
@@ -198,45 +241,16 @@ class LiveRun(Launching, Following, Ending):
         self.owner = owner
         self.timeout_s = timeout_s
         self.queued_at = queued_at or time.time()
-        self.clock = RunClock(queued_at)  # the timeline stored with the result (tcore.figures.timeline)
-        self.phase: str | None = "queued"
-        self.progress: dict[str, tuple[int, int]] = {}  # phase -> (done, total)
-        self.power_samples: list[list] = []  # [[t_s, watts, phase, util_pct], ...] as the worker sampled them
-        self.code: list[str] = []  # Inductor's generated source, one per graph
-        self.figures_so_far: dict[str, dict] = {}  # name -> {value, ...}: figures known before the result
-        # The timed figures, before the profiling pass: the worker's headline record, its interval restated with the
-        # store's earlier runs as the saved record's is (None until the worker sends it); and as the worker sent it.
-        self.headline: dict[str, Any] | None = None
-        self._headline_sent: dict[str, Any] | None = None
-        self._headline_in = threading.Event()  # set when the headline arrives: a page waiting for it wakes then
-        self.phase_started_at: dict[str, float] = {}  # phase -> wall-clock time it began
-        self.final: dict[str, Any] | None = None
-        self.ended_at: float | None = None  # when this process saw it end (tcore.lab.run.registry keeps it a while)
-        self.record: RunRecord | None = None
-        self.handle: RunHandle | None = None  # the worker, once the run has left the queue
-        self.neighbours_held = 0  # the most runs beside it on its GPU held still at once while it was timed (quiet)
-        self.held_owed_s = 0.0    # held still by another's rounds since its last grant, to tell its worker (quiet)
-        self.from_spare: str | None = None  # its worker was a spare: "ready" (imports done) or "importing"
-        self.device_slot: str | None = None
         self.queue_position: int | None = None  # 1: next to start
         self.queue_wait: waiting.Wait | None = None  # when it should start (an estimate, and the latest it can)
-        # The device lease (tcore.lab.queue.lease), when other runs share its device: what it waits for or holds, since
-        # when
-        self.device_asked: tuple[str, float] | None = None
-        self.device_held: tuple[str, float] | None = None
-        self.lease_env: dict[str, str] = {}  # what the worker is told of the lease and the cores kept for it
-        self._on_event = on_event
-        self._lock = threading.Lock()  # guards what snapshot() reads
-        self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
-        self._launched = False
-        self.launched_at: float | None = None
-        self._cancelled = False
-        self._done = threading.Event()
         self.adopted = False  # queued by a process that ended; this one took it over (_adopt)
-        self.elsewhere = False  # another process took it over while this one was stopped: followed in the store
-        self._unrecorded: dict[str, Any] | None = None  # how it ended, when the store could not be written
-        self._start_timer: threading.Timer | None = None  # the time limit while its worker starts (launch)
-        self._store_trouble_said = False
+        self._on_event = on_event
+        # guards what snapshot() reads; re-entered where a part that holds it asks another part to change its state
+        self._lock = threading.RLock()
+        self._launch_lock = threading.Lock()  # a cancel never slips between claiming the run and starting its worker
+        self._init_launching(queued_at)
+        self._init_following()
+        self._init_ending()
 
     @property
     def started(self) -> bool:
@@ -293,27 +307,13 @@ class LiveRun(Launching, Following, Ending):
         if not self.lease_env.get(protocol.DEVICE_LEASE) or self.done or self.device_slot is None:
             return None
         try:
-            holder = self.store.device_holder(scheduler.this_process().host, self.device_slot)
+            holder = self.store.devices.device_holder(scheduler.this_process().host, self.device_slot)
         except (sqlite3.Error, StoreError):
             holder = None
         with self._lock:
             asked, held = self.device_asked, self.device_held
         other = holder if holder is not None and holder.run_id != self.run_id else None
         return lease.device_words(asked, held, other, time.time())
-
-    def cancel(self) -> None:
-        """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
-        if self.elsewhere:  # its owner now is another process: ask it, as any process may
-            self.store.request_cancel(self.run_id)
-            return
-        with self._launch_lock:
-            self._cancelled = True
-            if self.handle is None:
-                if not self._launched and self.store.cancel_queued(self.run_id):
-                    self._launched = True
-                    self._collect_record()
-                return  # else claimed a moment ago: launch() sees _cancelled and records it
-        self.handle.cancel()
 
     def wait_for_news(self, timeout: float) -> None:
         """Block (no polling) until what the page draws next arrives, at most `timeout`: during the timed rounds the

@@ -74,7 +74,7 @@ def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dic
     if restated is not result and bound != own:
         restated["notes"] = [*result.get("notes", []), kind_note(own, sum(readings) if bound else
                                                                  len(readings) - sum(readings), len(readings))]
-    return restated
+    return figures.upgrade_result(restated)  # its break-even follows the restated headline
 
 
 def kind_note(own: bool, agree: int, runs: int) -> str:

@@ -108,9 +108,10 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
         notes = [*notes, memory.unknown_note(exp, shares_gpu=plan.shares)]
     sched, _ = _scheduler(store)
     try:
-        run_id = store.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
-                               timeout_s=timeout_s, max_queued=lab.max_queued_per_session if bounded else None,
-                               sweep=sweep, sweep_width=_sweep_width(device), memory_gib=room.counted_gib(need_gib))
+        run_id = store.queue.enqueue(exp, device=device, owner=owner or sched.proc.name, proc=sched.proc,
+                                     timeout_s=timeout_s, max_queued=lab.max_queued_per_session if bounded else None,
+                                     sweep=sweep, sweep_width=_sweep_width(device),
+                                     memory_gib=room.counted_gib(need_gib))
     except QueueFull as e:  # a race with another tab of the same session, which check() could not see
         raise SpecError(limits.queue_full_message(e.count, lab)) from None
     run = LiveRun(exp, store, run_id=run_id, device=device, notes=notes + ([lowered] if lowered else []),
@@ -124,7 +125,7 @@ def places_left(owner: str, store: RunStore) -> tuple[int, int]:
     """(how many more runs `owner` may queue now, the lab's max_queued_per_session): a page that queues several runs
     at once queues what fits and the rest as the person's waiting runs start."""
     bound = limits.load(store=store).max_queued_per_session
-    return max(0, bound - store.queued_count(owner)), bound
+    return max(0, bound - store.queue.queued_count(owner)), bound
 
 
 def _sweep_width(device: str) -> int:
@@ -190,12 +191,12 @@ def notice_dead_owners(store: RunStore) -> tuple[set[str], bool]:
     skipped = False
     if store.read_only is None:  # a store that can only be read is shown as it lies: no one can end a run in it
         try:
-            store.recover(proc, scheduler.is_alive, scheduler.stop_worker, adopt=False, wait=False)
+            store.owners.recover(proc, scheduler.is_alive, scheduler.stop_worker, adopt=False, wait=False)
         except sqlite3.OperationalError as e:
             if not is_locked(e):
                 raise
             skipped = True
-    return store.orphaned(proc.host, scheduler.is_alive), skipped
+    return store.queue.orphaned(proc.host, scheduler.is_alive), skipped
 
 
 def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> bool:
@@ -212,11 +213,11 @@ def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor
     by_instructor = instructor and owner is not None and record.owner != owner  # its owner is told who did it
     if (run := live(run_id)) is not None and not run.done:
         if by_instructor:
-            store.mark_cancel_by_instructor(run_id)
+            store.queue.mark_cancel_by_instructor(run_id)
         run.cancel()
         return True
     # the store's status under its write lock: a run that ended since the read above was not cancelled
-    return store.request_cancel(run_id, by_instructor=by_instructor) in ("queued", "running")
+    return store.queue.request_cancel(run_id, by_instructor=by_instructor) in ("queued", "running")
 
 
 def delete(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> None:
@@ -238,12 +239,12 @@ def _may_touch(record: RunRecord, owner: str | None, instructor: bool, action: s
 
 def pause(store: RunStore, paused: bool) -> None:
     """The instructor holds the queue (runs under way go on, nothing new starts) or lets it go."""
-    store.set_lab_state(PAUSED, {"at": time.time()} if paused else None)
+    store.lab.set_lab_state(PAUSED, {"at": time.time()} if paused else None)
 
 
 def paused_since(store: RunStore) -> float | None:
     """When the instructor paused the queue, or None while it runs."""
-    state = store.lab_state(PAUSED)
+    state = store.lab.lab_state(PAUSED)
     return state["at"] if state else None
 
 
@@ -251,9 +252,9 @@ def under_way(store: RunStore) -> list[dict[str, Any]]:
     """The room's runs under way on this host, as rows: running runs, then queued ones in turn, with position and ETA
     (an estimate), and for a run that shares its GPU where it is (tcore.lab.queue.lease.device_words: holding the GPU,
     waiting for it, on the CPU beside the run that holds it). The data behind the pages' queue views (records:
-    store.running_and_queued)."""
+    store.queue.running_and_queued)."""
     host = scheduler.this_process().host
-    records = store.running_and_queued(host)
+    records = store.queue.running_and_queued(host)
     places = scheduler.places(store, host, {rec.device for rec in records if rec.status == "queued"})
     sharing = _device_states(store, host, records)
     return [{"run_id": rec.id, "label": rec.label, "owner": rec.owner, "status": rec.status, "device": rec.device,
@@ -272,7 +273,8 @@ def _device_states(store: RunStore, host: str, records: list[RunRecord]) -> dict
             by_slot.setdefault(rec.device_slot, []).append(rec)
     out, now = {}, time.time()
     for slot, here in by_slot.items():
-        holder, asks = store.device_holder(host, slot), {a.run_id: a for a in store.device_asks(host, slot)}
+        holder = store.devices.device_holder(host, slot)
+        asks = {a.run_id: a for a in store.devices.device_asks(host, slot)}
         if holder is None and not asks and len(here) < 2:
             continue
         for rec in here:
