@@ -79,7 +79,7 @@ def _open_store(path: str | None) -> RunStore:
 
     store = RunStore(path)
     try:
-        stored_results.upgrade(store)
+        stored_results.upgrade(store, wait=False)
     except sqlite3.OperationalError as e:  # readers are never blocked: the command reads what the store holds now
         if not is_locked(e):
             raise

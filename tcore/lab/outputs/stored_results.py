@@ -15,9 +15,10 @@ from tcore.store import RunStore
 VERSION = "paired speedup, break-even from the headline"
 
 
-def upgrade(store: RunStore) -> int:
+def upgrade(store: RunStore, *, wait: bool = True) -> int:
     """Rewrite `store`'s results stored before today's figures, once (how many changed). A store that can only be
-    read is left as it lies."""
+    read is left as it lies. wait=False (a command that reads): "database is locked" at once where another process
+    holds the write lock, and the next command rewrites them."""
     if store.read_only:
         return 0
-    return store.rewrite_results(figures.upgrade_result, VERSION)
+    return store.rewrite_results(figures.upgrade_result, VERSION, wait=wait)
