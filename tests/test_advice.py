@@ -55,6 +55,15 @@ def test_a_convolutional_model_in_nchw_on_a_gpu_suggests_channels_last():
     assert "channels_last" not in rules(suggest(spec(model="captioner"), result(), "cuda"))
 
 
+def test_the_channels_last_evidence_names_inductor_only_where_inductor_ran():
+    """aot_eager keeps eager's kernels and layout: no part of its speedup is a layout Inductor picked."""
+    inductor = next(s for s in suggest(spec(model="resnet50"), result(), "cuda") if s.rule == "channels_last")
+    assert "Inductor switches its own convolutions" in inductor.evidence
+    for other in (spec(model="resnet50", backend="aot_eager"), spec(model="resnet50", compile="off")):
+        s = next(s for s in suggest(other, result(), "cuda", most=9) if s.rule == "channels_last")
+        assert "Inductor" not in s.evidence and "GPU convolutions prefer channels_last." in s.evidence
+
+
 def test_autocast_casts_suggest_cast_weights_for_inference():
     found = suggest(spec(precision="amp-bf16"), result(eager_copy_ms=2.0, eager_matmul_ms=7.0), "cuda")
     assert rules(found) == ["cast_weights"] and found[0].changes == {"precision": "bf16"}

@@ -360,3 +360,19 @@ def test_a_sweep_crowns_no_setting_that_compiled_nothing_nor_one_a_run_without_a
     compiled = matrix.assign(compiled_nothing="")
     text = sweep_matrix.best_setting(compiled)
     assert "cannot tell apart" in text and "or a run has none of its own" in text and "Fastest" not in text
+
+
+def test_the_layout_sentence_names_inductor_only_where_inductor_ran():
+    """An aot_eager (or eager, or compile-off) run generates no code, so no layout of Inductor's explains its
+    speedup; the sentence says both sides ran eager's layout instead."""
+    from ui.words.run_words import baseline_words
+
+    for spec in ({"model": "resnet50", "channels_last": False, "backend": "aot_eager"},
+                 {"model": "resnet50", "channels_last": True, "backend": "eager"},
+                 {"model": "resnet50", "channels_last": False, "compile": "off"}):
+        words = baseline_words(spec, "cpu", 1.4)
+        assert "Inductor" not in words, spec
+        assert "nothing was compiled to code" in words
+    assert "Eager and compiled both run in **NCHW**" in baseline_words(
+        {"model": "resnet50", "backend": "aot_eager"}, "cpu", 1.4)
+    assert "Inductor picks" in baseline_words({"model": "resnet50", "backend": "inductor"}, "cpu", 1.4)

@@ -153,10 +153,11 @@ def _layout_rule(run: _Run) -> Suggestion | None:
     if run.gpu and entry.supports_channels_last and not exp.channels_last:
         words = (f" Copies and layout conversions took {copies[0]:.2f} ms of each eager step ({copies[2]:.0%})."
                  if copies and copies[2] >= 0.01 else "")
+        inductor = (" and Inductor switches its own convolutions to it, so part of this speedup is a layout change "
+                    "eager can have too" if exp.compiles and exp.backend == "inductor" else "")
         return Suggestion(
             "channels_last", "Try channels_last",
-            f"{entry.title} ran in NCHW. GPU convolutions prefer channels_last, and Inductor switches its own "
-            f"convolutions to it, so part of this speedup is a layout change eager can have too.{words}",
+            f"{entry.title} ran in NCHW. GPU convolutions prefer channels_last{inductor}.{words}",
             {"channels_last": True}, max(copies[2] if copies else 0.0, 0.25))
     if copies and copies[2] >= COPY_SHARE and exp.precision.startswith("amp-") and exp.task == "inference":
         weights = exp.precision.removeprefix("amp-")
