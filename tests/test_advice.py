@@ -211,10 +211,15 @@ def test_suggestions_quote_the_bars_the_page_draws_and_none_it_withholds():
 
 @pytest.mark.parametrize("backend", ["aot_eager", "eager"])
 def test_a_backend_that_keeps_eager_s_kernels_says_so_and_offers_inductor(backend):
-    found = suggest(spec(backend=backend), result(speedup=0.97), "cpu")
+    """The backend compiles no code, so the run's speedup (4.32x here, on a drifting machine) is not quoted as if
+    compiling made it: the advice says it is not a compiled speedup and offers inductor."""
+    found = suggest(spec(backend=backend), result(speedup=4.32), "cpu")
     assert found[0].rule == "backend" and found[0].changes == {"backend": "inductor"}
     assert found[0].title == "Try backend=inductor"
-    assert f"Compiled ran at 0.97x eager. backend={backend}" in found[0].evidence
-    assert "eager's own kernels" in found[0].evidence and "no speedup is expected" in found[0].evidence
+    assert found[0].evidence.startswith(f"backend={backend} ")
+    assert "4.32" not in found[0].evidence and "Compiled ran at" not in found[0].evidence
+    assert "eager's own kernels" in found[0].evidence and "compiles no code" in found[0].evidence
+    assert "not a compiled speedup" in found[0].evidence
+    found = suggest(spec(backend=backend), result(speedup=0.97), "cpu")
     assert "slower" not in rules(found)  # not a puzzle: the backend is why
     assert "backend" not in rules(suggest(spec(), result(speedup=0.97), "cpu"))  # inductor: the slower rule speaks
