@@ -232,10 +232,11 @@ def speedup_range(result: dict) -> str | None:
 def noise_words(result: dict) -> str | None:
     """Why the headline is not solid, in a sentence a page shows beside it; None for a steady run. A single round's is
     never solid: it says so, and how to get an interval."""
-    reasons = figures.noise_reasons(as_shown(result))
-    said = "; ".join(reasons)
-    if single_round(result):
+    if single_round(result):  # ONE_ROUND says why there is no interval: the stored reason would say it again
+        said = "; ".join(figures.noise_reasons({**as_shown(result), "speedup_no_interval": None}))
         return ONE_ROUND + (f" Besides, {said}." if said else "")
+    reasons = figures.noise_reasons(result)
+    said = "; ".join(reasons)
     if not reasons:
         return None
     return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". "
