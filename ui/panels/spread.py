@@ -13,12 +13,13 @@ from ui.panels import people
 
 def panel(store: RunStore, device: str) -> None:
     st.markdown("#### How far a rerun moves here")
+    standing = api.spread_standing(store, device)
     st.caption("Each run's interval allows for how far its headline moves between fresh processes on this machine. "
                "The lab learns that from every setting run here more than once, pooled per kind of run, and starts "
-               "from what was measured on this GPU model until it has.")
+               f"from {start_words(device, standing)} until it has.")
     now = time.time()
     rows = []
-    for s in api.spread_standing(store, device):
+    for s in standing:
         age = (f"newest run {api.duration_words(now - s.newest_at)} ago" if s.newest_at is not None else "")
         rows.append({"kind of run": s.what,
                      "learned σ": f"{s.sigma_pct:.2f}%" if s.sigma_pct is not None else "none yet",
@@ -34,3 +35,15 @@ def panel(store: RunStore, device: str) -> None:
                   on_click=api.reset_spread, args=(store,),
                   help="Runs finished from now on teach it again (after a change of machine, driver or load); the "
                        "runs are kept, and intervals start from the measured starting value meanwhile.")
+
+
+def start_words(device: str, standing: list) -> str:
+    """Where the starting value comes from, as the kinds of run on this machine have it (rerun.starting_between): the
+    CPU's own default, a GPU model's measured value, or a wide default for a GPU not measured yet."""
+    if device == "cpu":
+        pct = ", ".join(f"σ {s.start_pct:g}%" for s in standing)
+        return ("the CPU's starting value" + (f" ({pct}, a default: a CPU run shares its cores with everything else on "
+                                              "the machine)" if pct else ""))
+    if standing and all(s.start_where.startswith("measured") for s in standing):
+        return "what was measured on this GPU model"
+    return "a wide starting value, as this GPU model has not been measured yet"
