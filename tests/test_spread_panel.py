@@ -45,9 +45,16 @@ def test_the_system_page_shows_the_machines_spread_its_age_and_an_instructor_res
 
     at.text_input(key="instructor_attempt").set_value("sesame")
     next(b for b in at.button if b.label == "Unlock").click().run()
+    at.button(key="spread_reset").click().run()  # asks first, as the instructor's Cancel of a person's run does
+    assert not at.exception, at.exception
+    assert calibrate.reset_at(store) is None and "There is no undo" in "\n".join(m.value for m in at.markdown)
+    at.button(key="spread_reset_keep").click().run()
+    assert calibrate.reset_at(store) is None and not any(b.key == "spread_reset_confirm" for b in at.button)
     at.button(key="spread_reset").click().run()
+    at.button(key="spread_reset_confirm").click().run()
     assert not at.exception, at.exception
     assert calibrate.reset_at(store) is not None
+    assert not any(b.key == "spread_reset_confirm" for b in at.button)
     row = next(d for d in at.dataframe if "kind of run" in d.value.columns).value.iloc[0]
     assert row["learned σ"] == "none yet" and row["rests on"] == "the starting value" and row["age"] == "n/a"
     assert row["a new setting gets σ"] == "10.00%"

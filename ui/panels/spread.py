@@ -31,10 +31,28 @@ def panel(store: RunStore, device: str) -> None:
         st.caption(f"Learned from runs since the instructor's reset at "
                    f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(since))} (the server's clock).")
     if people.is_instructor():
+        asking = st.session_state.get(CONFIRM, False)
         st.button("Reset this machine's spread", icon=":material/restart_alt:", key="spread_reset",
-                  on_click=api.reset_spread, args=(store,),
+                  on_click=st.session_state.__setitem__, args=(CONFIRM, True), disabled=asking,
                   help="Runs finished from now on teach it again (after a change of machine, driver or load); the "
                        "runs are kept, and intervals start from the measured starting value meanwhile.")
+        if asking:  # one click cannot be undone: ask first, as the instructor's Cancel of a person's run does
+            with st.container(border=True):
+                st.markdown("Reset this machine's spread? From now on it learns only from runs that finish after "
+                            "this moment, and every interval starts again from the starting value meanwhile; the runs "
+                            "themselves are kept. There is no undo.")
+                yes, no = st.columns(2)
+                yes.button("Reset it", key="spread_reset_confirm", type="primary", icon=":material/restart_alt:",
+                           on_click=_reset, args=(store,))
+                no.button("Keep it", key="spread_reset_keep", on_click=st.session_state.pop, args=(CONFIRM, None))
+
+
+CONFIRM = "spread_confirm_reset"  # session_state: the instructor pressed Reset and has not yet said yes or no
+
+
+def _reset(store: RunStore) -> None:
+    st.session_state.pop(CONFIRM, None)
+    api.reset_spread(store)
 
 
 def start_words(device: str, standing: list) -> str:
