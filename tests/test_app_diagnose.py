@@ -281,3 +281,23 @@ def test_the_break_pair_reuses_a_stored_run_without_the_break_and_says_so(db):
         if rec.status == "queued":
             runs.cancel(rec.id, db)
     runs.pause(db, False)
+
+
+def test_recompilations_crown_no_strategy_that_compiled_nothing_nor_one_without_an_interval(db):
+    """Four aot_eager strategy runs of 1-2 rounds (no interval) read apart by the machine's drift alone: eager kernels
+    against eager, so the page names no fastest strategy, as Compare and the Sweep do not."""
+    from ui.panels.diagnose_sections import base_experiment
+    from ui.words.diagnose_queries import STRATEGIES
+
+    base = base_experiment("captioner", backend="aot_eager", shape_count=4)
+    for (name, (_, changes, _)), speedup in zip(STRATEGIES.items(), (1.21, 0.95, 1.05, 1.73)):
+        if name != "buckets":
+            stored_run(db, base.replace(**changes), speedup=speedup, paired_rounds=2, compile_s=1.0,
+                       schedule_sizes=[8, 16, 24, 32], compile_events=[{"kind": "compile", "duration_s": 0.5}])
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    assert not at.exception
+    said = texts(at.markdown)
+    assert "Fastest strategy" not in said
+    assert "None of these strategies compiled code (backend aot_eager" in said

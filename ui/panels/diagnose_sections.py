@@ -285,7 +285,7 @@ def show_strategies(records: list[RunRecord], session: list[str]) -> None:
     exports.show(st, diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
                                          subtitle="compilations and their time, then the steady speed over the "
                                                   "whole schedule"), key="diag_shape_summary")
-    if verdict := compare_verdicts.ranking_verdict(items, what="strategy"):
+    if verdict := compare_verdicts.strategy_verdict([(n, rec.spec, r) for (n, r), rec in zip(items, picked)]):
         st.markdown(verdict)
     # One lazy tab per run (two charts each, up to five strategies): only the open one's charts are drawn.
     labels = [f"{STRATEGIES[strategy_of(rec.spec)][0]} · {rec.id[-6:]}" for rec in picked]
