@@ -193,3 +193,26 @@ def test_a_batch_the_instructors_limit_lowers_says_so_under_the_box(db, monkeypa
     assert "Lowered from 32 to 16: this lab's limit, which the instructor sets." in texts(at.info)
     at.run()
     assert "Lowered from 32" not in texts(at.info)  # said once, where it happened
+
+
+def test_a_generation_gets_one_batch_whichever_of_task_and_model_is_picked_first(db):
+    """hf:gpt2 tiny generate read bs1 with the task picked first and bs2 with the model first (bs8 for the captioner):
+    a model's pick set the batch for the task shown, a task's pick left it. A batch the person typed stays."""
+    def sizes(at) -> tuple:
+        return at.number_input(key="run_batch_size").value, at.session_state["run_model"]
+
+    task_first = app()
+    task_first.radio(key="run_task").set_value("generate").run()
+    assert sizes(task_first) == (1, "captioner")
+    task_first.radio(key="run_source").set_value("hf").run()
+    model_first = app()
+    model_first.radio(key="run_source").set_value("hf").run()
+    assert sizes(model_first) == (2, "hf:gpt2")  # its practical batch for inference on the CPU
+    model_first.radio(key="run_task").set_value("generate").run()
+    assert sizes(task_first) == sizes(model_first) == (1, "hf:gpt2")
+    assert will_run(task_first) == will_run(model_first)
+    model_first.radio(key="run_task").set_value("inference").run()
+    assert sizes(model_first) == (2, "hf:gpt2")  # back to the task's own
+    model_first.number_input(key="run_batch_size").set_value(4).run()
+    model_first.radio(key="run_task").set_value("generate").run()
+    assert sizes(model_first) == (4, "hf:gpt2")  # typed: kept

@@ -95,12 +95,23 @@ def _device_changed(prefix: str) -> None:
 
 
 def _reset_precision(prefix: str) -> None:
-    """Task changed: inference and training have different practical precisions on a GPU, and a generation on the
-    CPU writes fewer tokens than on a GPU."""
+    """Task changed: inference and training have different practical precisions on a GPU, a generation on the
+    CPU writes fewer tokens than on a GPU, and a generation runs at batch 1. The batch follows the task where it is
+    still a practical one of this model (one the person typed stays): else generate read bs8 when the task was
+    picked after the model and bs1 when before, since a model's pick sets the batch of the task shown."""
     dev = target_device(st.session_state[prefix + "device"])
-    defaults = practical_defaults(st.session_state[prefix + "model"], dev, st.session_state[prefix + "task"])
+    model = st.session_state[prefix + "model"]
+    defaults = practical_defaults(model, dev, st.session_state[prefix + "task"])
     for name in ("precision", *(LENGTHS if prefix in LENGTH_BOXES else ())):
         st.session_state[prefix + name] = defaults[name]
+    most = lab_limit("max_batch_size")
+
+    def capped(batch: int) -> int:
+        return batch if most is None else min(batch, most)
+
+    practical = {capped(practical_defaults(model, dev, task)["batch_size"]) for task in CHOICES["task"]}
+    if st.session_state.get(prefix + "batch_size") in practical:
+        st.session_state[prefix + "batch_size"] = capped(defaults["batch_size"])
 
 
 def _defaults(prefix: str) -> None:
