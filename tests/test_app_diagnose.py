@@ -224,7 +224,7 @@ def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_
 
     assert len(waiting()) == 3
     assert ("**2 more runs to queue**: this lab lets one person have 3 runs waiting at once, so they go in, in "
-            "order, as yours start.") in texts(at.markdown)
+            "order, as yours start, whether or not this page is open.") in texts(at.markdown)
     for left in (1, 0):
         assert runs.cancel(waiting()[0].id, db, owner=me)  # a place frees up, as a run's start would free it
         at.run()
@@ -233,6 +233,37 @@ def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_
         assert ("more run" in texts(at.markdown)) == bool(left)
     strategies = [json.dumps(r.spec["shape_remedy"]) + str(r.spec["dynamic"]) for r in db.list() if r.owner == me]
     assert len(strategies) == len(set(strategies)) == 5  # each strategy once, none twice
+    runs.pause(db, False)
+
+
+def test_held_strategies_go_in_as_places_free_while_the_page_is_elsewhere(db, monkeypatch):
+    """The walk's fifth strategy went in 564 s after the press, the queue empty for two minutes meanwhile: the held
+    runs were fed only while the Recompilations tab drew. The lab feeds them now, with the person on another page."""
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "3")
+    runs.pause(db, True)
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    at.button(key="diag_shape_start").click().run()
+    me = at.session_state["owner"]
+
+    def waiting():
+        return [r for r in db.list() if r.owner == me and r.status == "queued"]
+
+    assert len(waiting()) == 3
+    at.switch_page("app_pages/compare.py").run()  # the person reads another page; nothing of Diagnose draws
+    for run in waiting()[:2]:
+        assert runs.cancel(run.id, db, owner=me)  # two places free, as two starts would free them
+    deadline = time.time() + 30
+    while len(waiting()) < 3 and time.time() < deadline:
+        time.sleep(0.5)
+    assert len(waiting()) == 3, "the held strategies waited for the page to come back"
+    assert len({json.dumps(r.spec["shape_remedy"]) + str(r.spec["dynamic"]) for r in db.list() if r.owner == me}) == 5
+    at.switch_page("app_pages/diagnose.py")  # back: the page follows the runs the lab queued meanwhile
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    assert not at.exception and "more run" not in texts(at.markdown)
+    assert {r.id for r in waiting()} <= set(at.session_state["diag_shapes"])
     runs.pause(db, False)
 
 

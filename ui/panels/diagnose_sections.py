@@ -82,7 +82,8 @@ def _waiting(key: str, records: list[RunRecord], store: RunStore) -> list[str]:
     """The ids this section queued in this session; draws a live line for those still under way (and queues those
     still held back by the person's bound as places free up), and says why any of them failed (not when cancelled,
     nor a fullgraph run on the deliberate break: it is meant to)."""
-    ids = st.session_state.get(key, [])
+    # the runs the lab queued from this section's held ones since the page last drew, wherever the person was
+    st.session_state[key] = ids = [*st.session_state.get(key, []), *queue.feed_pending(key, store)]
     if (waiting := queue.live_ids(ids, store)) or queue.pending(key):
         with st.container(border=True):
             queue.live_runs_panel(waiting, key=f"{key}_live", feed=key, store=store)
