@@ -224,7 +224,7 @@ def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_
 
     assert len(waiting()) == 3
     assert ("**2 more runs to queue**: this lab lets one person have 3 runs waiting at once, so they go in, in "
-            "order, as yours start.") in texts(at.markdown)
+            "order, as yours start, whether or not this page is open.") in texts(at.markdown)
     for left in (1, 0):
         assert runs.cancel(waiting()[0].id, db, owner=me)  # a place frees up, as a run's start would free it
         at.run()
@@ -233,6 +233,37 @@ def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_
         assert ("more run" in texts(at.markdown)) == bool(left)
     strategies = [json.dumps(r.spec["shape_remedy"]) + str(r.spec["dynamic"]) for r in db.list() if r.owner == me]
     assert len(strategies) == len(set(strategies)) == 5  # each strategy once, none twice
+    runs.pause(db, False)
+
+
+def test_held_strategies_go_in_as_places_free_while_the_page_is_elsewhere(db, monkeypatch):
+    """The walk's fifth strategy went in 564 s after the press, the queue empty for two minutes meanwhile: the held
+    runs were fed only while the Recompilations tab drew. The lab feeds them now, with the person on another page."""
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "3")
+    runs.pause(db, True)
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    at.button(key="diag_shape_start").click().run()
+    me = at.session_state["owner"]
+
+    def waiting():
+        return [r for r in db.list() if r.owner == me and r.status == "queued"]
+
+    assert len(waiting()) == 3
+    at.switch_page("app_pages/compare.py").run()  # the person reads another page; nothing of Diagnose draws
+    for run in waiting()[:2]:
+        assert runs.cancel(run.id, db, owner=me)  # two places free, as two starts would free them
+    deadline = time.time() + 30
+    while len(waiting()) < 3 and time.time() < deadline:
+        time.sleep(0.5)
+    assert len(waiting()) == 3, "the held strategies waited for the page to come back"
+    assert len({json.dumps(r.spec["shape_remedy"]) + str(r.spec["dynamic"]) for r in db.list() if r.owner == me}) == 5
+    at.switch_page("app_pages/diagnose.py")  # back: the page follows the runs the lab queued meanwhile
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    assert not at.exception and "more run" not in texts(at.markdown)
+    assert {r.id for r in waiting()} <= set(at.session_state["diag_shapes"])
     runs.pause(db, False)
 
 
@@ -281,3 +312,23 @@ def test_the_break_pair_reuses_a_stored_run_without_the_break_and_says_so(db):
         if rec.status == "queued":
             runs.cancel(rec.id, db)
     runs.pause(db, False)
+
+
+def test_recompilations_crown_no_strategy_that_compiled_nothing_nor_one_without_an_interval(db):
+    """Four aot_eager strategy runs of 1-2 rounds (no interval) read apart by the machine's drift alone: eager kernels
+    against eager, so the page names no fastest strategy, as Compare and the Sweep do not."""
+    from ui.panels.diagnose_sections import base_experiment
+    from ui.words.diagnose_queries import STRATEGIES
+
+    base = base_experiment("captioner", backend="aot_eager", shape_count=4)
+    for (name, (_, changes, _)), speedup in zip(STRATEGIES.items(), (1.21, 0.95, 1.05, 1.73)):
+        if name != "buckets":
+            stored_run(db, base.replace(**changes), speedup=speedup, paired_rounds=2, compile_s=1.0,
+                       schedule_sizes=[8, 16, 24, 32], compile_events=[{"kind": "compile", "duration_s": 0.5}])
+    at = app().switch_page("app_pages/diagnose.py").run()
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    assert not at.exception
+    said = texts(at.markdown)
+    assert "Fastest strategy" not in said
+    assert "None of these strategies compiled code (backend aot_eager" in said

@@ -89,6 +89,24 @@ def test_the_settings_come_back_when_their_widgets_values_are_lost(db):
     assert at.number_input(key="run_batch_size").value == 8
 
 
+def test_another_page_keeps_no_widget_default_that_stood_in_for_a_setting(db):
+    """A click on Compare while a loaded machine still read hf:gpt2's sizes cut the Run page's run short: its token
+    boxes stayed registered with no value from the browser, so the Compare run read them at their minimum, 0, and
+    kept that. Back on Run: 128+256 tokens, minutes on the CPU, for a generation the page had set to 32+32."""
+    at = app()
+    at.radio(key="run_task").set_value("generate").run()
+    at.radio(key="run_source").set_value("hf").run()
+    assert "32\\+32 tokens" in will_run(at)[0]
+    at.switch_page("app_pages/compare.py")
+    for key in ("run_prompt_len", "run_new_tokens"):  # the boxes' defaults where the browser sent no value
+        at.session_state[key] = 0
+    at.run()
+    at.switch_page("app_pages/run.py").run()
+    assert not at.exception
+    assert [at.number_input(key=k).value for k in ("run_prompt_len", "run_new_tokens")] == [32, 32]
+    assert "hf\\:gpt2\\/tiny bs1 fp32 generate" in will_run(at)[0] and "32\\+32 tokens" in will_run(at)[0]
+
+
 def test_a_reload_brings_the_knobs_back_as_it_brings_the_name_back(db):
     """A reload kept the name (its id is in the address) and put every knob back to its default."""
     from streamlit.testing.v1 import AppTest
@@ -193,3 +211,26 @@ def test_a_batch_the_instructors_limit_lowers_says_so_under_the_box(db, monkeypa
     assert "Lowered from 32 to 16: this lab's limit, which the instructor sets." in texts(at.info)
     at.run()
     assert "Lowered from 32" not in texts(at.info)  # said once, where it happened
+
+
+def test_a_generation_gets_one_batch_whichever_of_task_and_model_is_picked_first(db):
+    """hf:gpt2 tiny generate read bs1 with the task picked first and bs2 with the model first (bs8 for the captioner):
+    a model's pick set the batch for the task shown, a task's pick left it. A batch the person typed stays."""
+    def sizes(at) -> tuple:
+        return at.number_input(key="run_batch_size").value, at.session_state["run_model"]
+
+    task_first = app()
+    task_first.radio(key="run_task").set_value("generate").run()
+    assert sizes(task_first) == (1, "captioner")
+    task_first.radio(key="run_source").set_value("hf").run()
+    model_first = app()
+    model_first.radio(key="run_source").set_value("hf").run()
+    assert sizes(model_first) == (2, "hf:gpt2")  # its practical batch for inference on the CPU
+    model_first.radio(key="run_task").set_value("generate").run()
+    assert sizes(task_first) == sizes(model_first) == (1, "hf:gpt2")
+    assert will_run(task_first) == will_run(model_first)
+    model_first.radio(key="run_task").set_value("inference").run()
+    assert sizes(model_first) == (2, "hf:gpt2")  # back to the task's own
+    model_first.number_input(key="run_batch_size").set_value(4).run()
+    model_first.radio(key="run_task").set_value("generate").run()
+    assert sizes(model_first) == (4, "hf:gpt2")  # typed: kept

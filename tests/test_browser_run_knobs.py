@@ -69,6 +69,29 @@ def test_the_batch_survives_a_visit_to_another_page_while_a_run_is_followed(serv
         browser.close()
 
 
+def test_a_generations_cpu_lengths_survive_a_visit_to_another_page(server):
+    """Task generate, then the transformers source: 32+32 tokens on the CPU. A walk saw a visit to Compare bring the
+    Run page back at 128+256 (both boxes at "0: default"), a generation that ran minutes on the CPU."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page, watch = open_run_page(p, server)
+        page.get_by_text("generate", exact=True).click()
+        page.get_by_text(re.compile(r"Will run: captioner/tiny bs1 fp32 generate, .*4\+12 tokens")).wait_for()
+        page.get_by_text("transformers (hf:)", exact=True).click()
+        cpu = re.compile(r"Will run: hf:gpt2/tiny bs1 fp32 generate, .*32\+32 tokens")
+        page.get_by_text(cpu).wait_for()
+        for other in ("Compare", "System"):
+            go(page, other)
+            page.get_by_role("heading", name=re.compile(other)).first.wait_for(timeout=WAIT_MS)
+            go(page, "Run")
+            page.get_by_text(cpu).wait_for(timeout=WAIT_MS)
+            for box in ("Prompt tokens (0: default)", "New tokens (0: default)"):
+                assert page.get_by_role("spinbutton", name=box).input_value() == "32"
+        assert watch.problems() == []
+        browser.close()
+
+
 def test_a_batch_the_box_refuses_turns_run_off_and_says_why(server):
     """The box refused 1,000,000 (past its maximum) without telling the page: Run stayed on and would run batch 8."""
     from playwright.sync_api import sync_playwright

@@ -108,3 +108,33 @@ def test_a_name_shows_as_it_was_typed_while_the_address_holds_its_slug(db):
     assert "You: **Ada Lovelace**" in sidebar_says(reloaded) and not [t for t in reloaded.toast]
     reloaded.text_input(key="people_name").set_value("ada lovelace").run()  # the same name typed another way
     assert reloaded.session_state["owner"] == ada and "You: **ada lovelace**" in sidebar_says(reloaded)
+
+
+def test_the_notice_of_a_rename_in_another_tab_goes_once_seen_not_all_session(db, monkeypatch):
+    """"Another tab of this browser changed its name from Dee to Dee Two..." was still in tab 1's sidebar 20 minutes
+    later. It goes with a click on Dismiss, or at the first redraw a minute after it was said."""
+    import time
+    from types import SimpleNamespace
+
+    from ui.panels import people
+
+    dee = f"dee~1a2b.{secrets.token_hex(8)}"
+    first, second = tab(dee), tab(dee)
+    second.text_input(key="people_name").set_value("Dee Two").run()
+    first.run()
+    assert "Another tab of this browser changed its name from dee to Dee Two" in sidebar_says(first)
+    first.run()  # a redraw at once: still there, as the person may not have read it yet
+    assert "Another tab of this browser" in sidebar_says(first)
+    later = time.time() + 20 * 60  # the sidebar's clock, 20 minutes on
+    monkeypatch.setattr(people, "time", SimpleNamespace(time=lambda: later))
+    first.run()  # the first redraw over a minute later: gone
+    assert "Another tab of this browser" not in sidebar_says(first)
+    first.run()
+    assert "Another tab of this browser" not in sidebar_says(first)
+
+    monkeypatch.setattr(people, "time", time)  # the clock of now again
+    second.text_input(key="people_name").set_value("Dee Three").run()
+    first.run()
+    assert "from Dee Two to Dee Three" in sidebar_says(first)
+    first.button(key="people_renamed_dismiss").click().run()
+    assert "Another tab of this browser" not in sidebar_says(first) and not first.exception

@@ -44,3 +44,19 @@ def test_too_few_rounds_are_never_told_that_timing_longer_will_not_help():
     assert "It has 3 rounds, fewer than the 6 a 95% interval of its own needs" in words
     many = {**few, "paired_rounds": 12, "speedup_confidence_pct": 96.1}  # rounds agree, the processes do not
     assert "Timing longer will not narrow it" in run_words.noise_words(many)
+
+
+def test_one_round_says_why_it_has_no_interval_once():
+    """The run's stored reason ("1 round cannot give an interval ...") repeats the paragraph above it: it is said once,
+    and a reason of another kind (a busy machine) still follows it."""
+    from tcore.figures.rerun import MIN_INTERVAL_ROUNDS
+
+    why = (f"1 round cannot give an interval of the run's own: so few say nothing of how far the next would land. Run "
+           f"it with {MIN_INTERVAL_ROUNDS} rounds or more")
+    stored = one_round(speedup_low=None, speedup_high=None, speedup_pm_pct=None, speedup_confidence_pct=None,
+                       speedup_no_interval=why)
+    noise = run_words.noise_words(stored)
+    assert noise.startswith(run_words.ONE_ROUND)
+    assert noise.count("interval") == run_words.ONE_ROUND.count("interval") and "cannot give" not in noise, noise
+    busy = run_words.noise_words({**stored, "busy_cores": 3.0})
+    assert busy.count("interval") == noise.count("interval") and "other processes kept 3.0 CPU cores busy" in busy

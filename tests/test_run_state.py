@@ -43,7 +43,7 @@ def test_a_followed_run_waiting_in_the_queue_says_its_place_and_when_it_starts(s
     following(monkeypatch, run_id, status="queued", queue_position=2, wait=Wait(95.0, 1200.0), waited_s=12.0)
     now = run_state.state(run_id, store)
     assert (now.status, now.queue_position, now.followed) == ("queued", 2, True)
-    assert now.words() == "#2 in the queue · starts in about 1 min 35 s"
+    assert now.words() == "#2 in the queue · starts in about 1 min 30 s"
 
 
 def test_a_run_another_process_runs_is_placed_by_the_queue(store):

@@ -54,6 +54,27 @@ def test_the_strategies_get_a_verdict_and_a_word_when_throughput_orders_them_oth
     assert compare_verdicts.ranking_verdict(items[:1]) is None  # one run is not a ranking
 
 
+def test_strategies_without_intervals_or_compiled_code_crown_none():
+    """The walk's case: four aot_eager strategies of 1-2 rounds, one reading 1.73x eager. Nothing was compiled to code,
+    and no run has an interval: no strategy is named the fastest, by the rule Compare and the Sweep use."""
+    aot = {"backend": "aot_eager", "compile": "whole"}
+    bare = [("dynamic=False", 1.21), ("dynamic=None (default)", 0.95), ("dynamic=True", 1.05), ("mark_dynamic", 1.73)]
+    said = compare_verdicts.strategy_verdict([(n, aot, {"speedup": s, "paired_rounds": 2}) for n, s in bare])
+    assert "Fastest" not in said and "None of these strategies compiled code (backend aot_eager" in said
+    ind = {"backend": "inductor", "compile": "whole"}
+    said = compare_verdicts.strategy_verdict([(n, ind, {"speedup": s, "paired_rounds": 2}) for n, s in bare])
+    assert "Fastest" not in said and said.startswith("These runs **cannot tell apart** **mark_dynamic** (1.73x)")
+    assert "or a run has none of its own" in said
+    # One interval-less run beside clearly separated ones still stops the crown; inductor runs with intervals rank,
+    # and an aot_eager one among them is named but not ranked.
+    told = [("dynamic=False", ind, run(1.30, 1.25, 1.34)), ("buckets", ind, run(0.90, 0.88, 0.93))]
+    assert compare_verdicts.strategy_verdict(told).startswith("Fastest strategy: **dynamic=False**")
+    assert "Fastest" not in compare_verdicts.strategy_verdict(told + [("mark_dynamic", ind, {"speedup": 1.1})])
+    mixed = compare_verdicts.strategy_verdict(told + [("dynamic=True", aot, run(1.9, 1.8, 2.0))])
+    assert mixed.startswith("Fastest strategy: **dynamic=False**")
+    assert "Not ranked, as they compiled nothing: **dynamic=True** (backend aot_eager, 1.90x (1.80–2.00))" in mixed
+
+
 def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_shows_them():
     matrix = pd.DataFrame([
         {"row": "whole · default", "col": "as set", "setting": "whole · default", "speedup": 1.50,

@@ -123,11 +123,11 @@ def test_break_grouping_strategies_and_queue_words():
     from tcore.lab.queue.waiting import Wait, wait_words
 
     assert (run_state.queue_words(2, Wait(95.0, 1200.0), 12.0)
-            == "#2 in the queue · starts in about 1 min 35 s · waited 12 s")
+            == "#2 in the queue · starts in about 1 min 30 s · waited 12 s")
     assert "no estimate yet" in run_state.queue_words(1, None, 0.0)
     assert wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s that runs like it took"))[0] \
         == "no estimate: a run ahead is overdue"  # about the run ahead: not "late", which read as this run being late
-    assert "starts in 3 min 00 s" in wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s"))[1]
+    assert "starts within 3 min" in wait_words(Wait(None, 180.0, "a run ahead has run 12 min, past the 40 s"))[1]
 
 
 def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
@@ -360,3 +360,19 @@ def test_a_sweep_crowns_no_setting_that_compiled_nothing_nor_one_a_run_without_a
     compiled = matrix.assign(compiled_nothing="")
     text = sweep_matrix.best_setting(compiled)
     assert "cannot tell apart" in text and "or a run has none of its own" in text and "Fastest" not in text
+
+
+def test_the_layout_sentence_names_inductor_only_where_inductor_ran():
+    """An aot_eager (or eager, or compile-off) run generates no code, so no layout of Inductor's explains its
+    speedup; the sentence says both sides ran eager's layout instead."""
+    from ui.words.run_words import baseline_words
+
+    for spec in ({"model": "resnet50", "channels_last": False, "backend": "aot_eager"},
+                 {"model": "resnet50", "channels_last": True, "backend": "eager"},
+                 {"model": "resnet50", "channels_last": False, "compile": "off"}):
+        words = baseline_words(spec, "cpu", 1.4)
+        assert "Inductor" not in words, spec
+        assert "nothing was compiled to code" in words
+    assert "Eager and compiled both run in **NCHW**" in baseline_words(
+        {"model": "resnet50", "backend": "aot_eager"}, "cpu", 1.4)
+    assert "Inductor picks" in baseline_words({"model": "resnet50", "backend": "inductor"}, "cpu", 1.4)

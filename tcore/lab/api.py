@@ -25,7 +25,8 @@ from tcore.lab.probes import Busy, Probe
 from tcore.lab.queue import room, scheduler
 from tcore.lab.queue.room import RoomPlan
 from tcore.lab.queue.waiting import Wait, duration_words, wait_words
-from tcore.lab.run import registry, runs
+from tcore.lab.run import in_turn, registry, runs
+from tcore.lab.run.in_turn import InTurn
 from tcore.lab.run.runs import Checked
 from tcore.lab.settings import private
 from tcore.lab.settings.config import LimitsError
@@ -33,9 +34,9 @@ from tcore.store import RunStore
 from tcore.store.sweep_records import SweepRecord
 
 __all__ = [  # what a page may name: the types and words it draws with, beside the verbs below
-    "Busy", "Checked", "ClusterError", "FILES_OFF", "LADDER_RUNGS", "Limits", "LimitsError", "NEW_PEOPLE_WINDOW_H",
-    "NewPeopleGuard", "NoEstimate", "PasscodeGuard", "Probe", "QUEUE_TICK_S", "Report", "RoomPlan", "STATIC_ROOT",
-    "SweepRecord", "Wait", "duration_words", "wait_words",
+    "Busy", "Checked", "ClusterError", "FILES_OFF", "InTurn", "LADDER_RUNGS", "Limits", "LimitsError",
+    "NEW_PEOPLE_WINDOW_H", "NewPeopleGuard", "NoEstimate", "PasscodeGuard", "Probe", "QUEUE_TICK_S", "Report",
+    "RoomPlan", "STATIC_ROOT", "SweepRecord", "Wait", "duration_words", "wait_words",
 ]
 
 QUEUE_TICK_S = scheduler.TICK_S  # how often a failing queue retries
@@ -59,6 +60,19 @@ def queue(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
 def places_left(owner: str, store: RunStore) -> tuple[int, int]:
     """(how many more runs `owner` may queue now, the lab's bound)."""
     return runs.places_left(owner, store)
+
+
+def queue_in_turn(experiments: list[Experiment], store: RunStore, *, owner: str, timeout_s: float | None = None) -> str:
+    """Queue what `owner`'s bound on waiting runs lets in now, and have this process queue the rest in order as their
+    places free, whether or not a page is open; returns the batch's token (in_turn). Raises SpecError, with what to
+    change, when the first run is refused."""
+    return in_turn.start(experiments, store, owner=owner, timeout_s=timeout_s)
+
+
+def in_turn_view(token: str, *, feed: bool = False) -> InTurn | None:
+    """A queue_in_turn batch: the ids queued so far, the runs still held and a refusal; `feed`: offer its held runs
+    the places free now first (a page drawing it need not wait for the lab's next feed)."""
+    return in_turn.feed(token) if feed else in_turn.view(token)
 
 
 def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> bool:

@@ -82,7 +82,8 @@ def _waiting(key: str, records: list[RunRecord], store: RunStore) -> list[str]:
     """The ids this section queued in this session; draws a live line for those still under way (and queues those
     still held back by the person's bound as places free up), and says why any of them failed (not when cancelled,
     nor a fullgraph run on the deliberate break: it is meant to)."""
-    ids = st.session_state.get(key, [])
+    # the runs the lab queued from this section's held ones since the page last drew, wherever the person was
+    st.session_state[key] = ids = [*st.session_state.get(key, []), *queue.feed_pending(key, store)]
     if (waiting := queue.live_ids(ids, store)) or queue.pending(key):
         with st.container(border=True):
             queue.live_runs_panel(waiting, key=f"{key}_live", feed=key, store=store)
@@ -285,7 +286,7 @@ def show_strategies(records: list[RunRecord], session: list[str]) -> None:
     exports.show(st, diagnose_charts.side_by_side(items, STRATEGY_PANELS, title="The strategies side by side",
                                          subtitle="compilations and their time, then the steady speed over the "
                                                   "whole schedule"), key="diag_shape_summary")
-    if verdict := compare_verdicts.ranking_verdict(items, what="strategy"):
+    if verdict := compare_verdicts.strategy_verdict([(n, rec.spec, r) for (n, r), rec in zip(items, picked)]):
         st.markdown(verdict)
     # One lazy tab per run (two charts each, up to five strategies): only the open one's charts are drawn.
     labels = [f"{STRATEGIES[strategy_of(rec.spec)][0]} · {rec.id[-6:]}" for rec in picked]

@@ -95,12 +95,23 @@ def _device_changed(prefix: str) -> None:
 
 
 def _reset_precision(prefix: str) -> None:
-    """Task changed: inference and training have different practical precisions on a GPU, and a generation on the
-    CPU writes fewer tokens than on a GPU."""
+    """Task changed: inference and training have different practical precisions on a GPU, a generation on the
+    CPU writes fewer tokens than on a GPU, and a generation runs at batch 1. The batch follows the task where it is
+    still a practical one of this model (one the person typed stays): else generate read bs8 when the task was
+    picked after the model and bs1 when before, since a model's pick sets the batch of the task shown."""
     dev = target_device(st.session_state[prefix + "device"])
-    defaults = practical_defaults(st.session_state[prefix + "model"], dev, st.session_state[prefix + "task"])
+    model = st.session_state[prefix + "model"]
+    defaults = practical_defaults(model, dev, st.session_state[prefix + "task"])
     for name in ("precision", *(LENGTHS if prefix in LENGTH_BOXES else ())):
         st.session_state[prefix + name] = defaults[name]
+    most = lab_limit("max_batch_size")
+
+    def capped(batch: int) -> int:
+        return batch if most is None else min(batch, most)
+
+    practical = {capped(practical_defaults(model, dev, task)["batch_size"]) for task in CHOICES["task"]}
+    if st.session_state.get(prefix + "batch_size") in practical:
+        st.session_state[prefix + "batch_size"] = capped(defaults["batch_size"])
 
 
 def _defaults(prefix: str) -> None:
@@ -125,21 +136,28 @@ KEPT = "kept_settings"  # session_state: a copy of every setting, under a key no
 SAVED = "saved_settings"  # session_state: the copy last written to the store for this person
 
 
-def kept_keys() -> list[str]:
-    """The session_state keys of every setting the Run and Sweep pages keep."""
-    return [f"{prefix}{name}" for prefix in ("run_", "sweep_") for name in SETTINGS] + [*SWEEP_AXES, LENGTHS_FOR]
+def kept_keys(prefix: str | None = None) -> list[str]:
+    """The session_state keys of every setting the Run and Sweep pages keep; of one page's (its prefix) if given."""
+    return [f"{p}{name}" for p in ("run_", "sweep_") if prefix in (None, p) for name in SETTINGS] + (
+        [*SWEEP_AXES, LENGTHS_FOR] if prefix in (None, "sweep_") else [])
 
 
-def keep_settings(store: RunStore, owner: str) -> None:
+def keep_settings(store: RunStore, owner: str, *, drawing: str | None = None) -> None:
     """Keep the pages' settings while another page is shown, and across a reload (app.py calls this on every run,
-    once `owner` is known).
+    once `owner` is known). `drawing`: the prefix of the page about to run ("run_", "sweep_"), None for a page that
+    draws neither's knobs.
 
     Streamlit drops a widget's value from the session when a run does not draw that widget, so a visit to
-    Compare would put the Run page back to its defaults; storing each value again as plain state keeps it. That
-    alone lost them when the page left had a live fragment (a run followed on the Run page): after the fragment's
-    own redraws, the switch to another page dropped every widget's value before this ran (the batch box came back
-    at its minimum, 1). So each value is also copied under KEPT, which no widget owns and Streamlit never drops,
-    and a value found missing comes back from that copy.
+    Compare would put the Run page back to its defaults; storing each value again as plain state keeps it. So each
+    value is also copied under KEPT, which no widget owns and Streamlit never drops, and a value found missing comes
+    back from that copy.
+
+    Only the page that draws a setting's widget copies its value into KEPT. On another page the session may hold a
+    widget's default in place of the person's value: a run of the Run page cut short (a click on Compare while a
+    loaded machine still read hf:gpt2's sizes) leaves its widgets registered with no value from the browser, so the
+    Compare run read both token boxes at their minimum, 0, and kept that: the Run page came back at the model's
+    128+256 tokens instead of the CPU's 32+32 (the batch box came back at 1 the same way after a live fragment's
+    redraws). There, the kept values are only put back.
 
     A reload is a new session, which has none of that: so the copy is also kept in the store under the person's
     owner id, the way their name is (the address and the store carry the id), and a new session starts from it.
@@ -148,8 +166,9 @@ def keep_settings(store: RunStore, owner: str) -> None:
         saved = restorable(store.people.settings_of(owner) or {})
         st.session_state[KEPT], st.session_state[SAVED] = dict(saved), dict(saved)
     kept = st.session_state[KEPT]
+    own = set(kept_keys(drawing)) if drawing else set()
     for key in kept_keys():
-        if key in st.session_state:
+        if key in own and key in st.session_state:
             kept[key] = st.session_state[key]
         if key in kept:
             st.session_state[key] = kept[key]

@@ -72,7 +72,11 @@ _NOW: dict[str, str] = {}  # tag and secret (_key) -> the owner id they go by no
 _NOW_LOCK = threading.Lock()
 FOLLOW_S = 10.0  # how often the sidebar's "You" line looks for a name typed in another tab (an idle tab's cost)
 FOLLOWED = "people_followed"  # session_state: the id this tab went by before another tab renamed the browser
-RENAMED_ELSEWHERE = "people_renamed_elsewhere"  # session_state: what the sidebar says about it, until this tab names
+RENAMED_ELSEWHERE = "people_renamed_elsewhere"  # session_state: what the sidebar says about it and when it was said
+# The notice stays until dismissed, this tab names itself, or the first full redraw this long after it was said: a tab
+# left in the background still shows it when the person comes back, and it goes at their next click (it stayed all
+# session before, 20 minutes later still telling of a rename long past).
+RENAMED_SHOWN_S = 60.0
 
 
 class TooManyNew(Exception):
@@ -329,10 +333,10 @@ def identity_sidebar(store: RunStore) -> None:
                                                                                                        digits=False)
             now = display_name(owner, digits=False, store=store)
             st.session_state.people_name = now if "~" in owner else ""
-            st.session_state[RENAMED_ELSEWHERE] = (
+            st.session_state[RENAMED_ELSEWHERE] = (time.time(), (
                 f"Another tab of this browser changed its name from {plain(was)} to {plain(now)}: this tab is "
                 f"{plain(now)} too, and your runs went with the name"
-                + (f" ({moved} more moved from this one)." if moved else "."))
+                + (f" ({moved} more moved from this one)." if moved else ".")))
         name = st.text_input("Your name", value=display_name(owner, digits=False) if "~" in owner else "",
                              placeholder="e.g. Ada", key="people_name", max_chars=24,
                              help="Your runs are kept under this name and this page's address: a refresh, a "
@@ -351,8 +355,12 @@ def identity_sidebar(store: RunStore) -> None:
         elif name and not owner_for(name, owner):
             st.caption(":orange[A name needs a letter or a digit.]")
         st.caption(TWO_PEOPLE)
-        if told := st.session_state.get(RENAMED_ELSEWHERE):
-            st.caption(f":orange[{told}]")
+        if (told := st.session_state.get(RENAMED_ELSEWHERE)) and time.time() - told[0] > RENAMED_SHOWN_S:
+            st.session_state.pop(RENAMED_ELSEWHERE, None)
+        elif told:
+            st.caption(f":orange[{told[1]}]")
+            st.button("Dismiss", key="people_renamed_dismiss", type="tertiary", icon=":material/close:",
+                      on_click=st.session_state.pop, args=(RENAMED_ELSEWHERE, None))
         is_instructor()  # settings written wrongly raise here, where the page says so (app.py), not in the fragment
         st.fragment(_you, run_every=FOLLOW_S)()
         remember(st.session_state.owner)

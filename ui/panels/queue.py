@@ -66,40 +66,51 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_
 
 
 def submit_in_turn(experiments: list[Experiment], store: RunStore, *, key: str) -> list[str]:
-    """Queue as many of `experiments` as this person may have waiting now (the lab's max_queued_per_session); the
-    rest wait in this session (pending(key)) and feed_pending queues them, in order, as places free up: one press
-    queues them all, however low the bound. Returns the ids queued now."""
-    room, _ = api.places_left(people.me(), store)
-    st.session_state[f"{key}_pending"] = list(experiments[room:])
-    return submit(experiments[:room], store, key=key) if room else []
+    """Queue as many of `experiments` as this person may have waiting now (the lab's max_queued_per_session); the lab
+    holds the rest (pending(key)) and queues them, in order, as places free up, whether or not this page is open:
+    one press queues them all, however low the bound. Returns the ids queued now; feed_pending(key) those since."""
+    try:
+        token = api.queue_in_turn(experiments, store, owner=people.me())
+    except SpecError as e:
+        st.session_state[f"{key}_refusal"] = f"**{people.plain(experiments[0].label)} cannot be queued:** {e}"
+        return []
+    st.session_state[f"{key}_batch"], st.session_state[f"{key}_refused"] = token, False
+    return list(api.in_turn_view(token).queued)
+
+
+def _batch(key: str, *, feed: bool = False):
+    token = st.session_state.get(f"{key}_batch")
+    return api.in_turn_view(token, feed=feed) if token else None
 
 
 def pending(key: str) -> list[Experiment]:
-    """The runs submit_in_turn(key) holds in this session until this person's queue has room for them."""
-    return st.session_state.get(f"{key}_pending") or []
+    """The runs submit_in_turn(key) left with the lab until this person's queue has room for them."""
+    return list(batch.held) if (batch := _batch(key)) is not None else []
 
 
 def feed_pending(key: str, store: RunStore) -> list[str]:
-    """Queue what pending(key) holds as far as this person's queue has room; returns the ids queued. A refusal other
-    than a full queue (memory, say) ends the feed: show_refusal(key) says why, and what was queued stays queued."""
-    held = pending(key)
-    room, _ = api.places_left(people.me(), store) if held else (0, 0)
-    if not room:
+    """The ids the lab queued from submit_in_turn(key) since this session last asked (offering the places free now
+    first), in order. A refusal other than a full queue (memory, say) ended the lab's feed: show_refusal(key) says
+    why, and what was queued stays queued."""
+    if (batch := _batch(key, feed=True)) is None:
         return []
-    tried = held[:room]
-    queued = submit(tried, store, key=key)
-    st.session_state[f"{key}_pending"] = held[len(tried):] if len(queued) == len(tried) else []
-    return queued
+    if batch.refusal and not st.session_state.get(f"{key}_refused"):
+        label, why = batch.refusal
+        st.session_state[f"{key}_refusal"] = (f"**{people.plain(label)} cannot be queued:** {why} "
+                                              f"({len(batch.queued)} run(s) before it were queued.)")
+        st.session_state[f"{key}_refused"] = True
+    known = set(st.session_state.get(key, []))
+    return [i for i in batch.queued if i not in known]
 
 
 def pending_words(key: str, store: RunStore) -> str | None:
-    """'2 more runs wait for a place in your queue ...', while submit_in_turn(key) holds some."""
+    """'2 more runs to queue ...', while the lab holds some of submit_in_turn(key)'s runs."""
     if not (held := pending(key)):
         return None
     _, bound = api.places_left(people.me(), store)
     return (f"**{len(held)} more run{'s' * (len(held) != 1)} to queue**: this lab lets one person have {bound} "
             f"run{'s' * (bound != 1)} waiting at once, so {'they go' if len(held) != 1 else 'it goes'} in, in order, "
-            "as yours start. Keep this page open meanwhile.")
+            "as yours start, whether or not this page is open.")
 
 
 def identical_waiting(exp: Experiment, store: RunStore) -> int:

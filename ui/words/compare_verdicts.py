@@ -72,12 +72,16 @@ def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "set
         return rerun_verdict(done)
     ranked = sorted(done, key=lambda nr: nr[1]["speedup"], reverse=True)
     best_name, best = ranked[0]
-    rivals = [(n, r) for n, r in ranked[1:] if figures.told_apart(best, r) is False]
-    if rivals:  # no crown: another run's interval reaches the fastest one's
+    # A run without an interval (too few rounds) cannot be told from the fastest, nor the fastest from any run when it
+    # has none: as the Sweep's verdict, crown only what the intervals tell apart.
+    rivals = [(n, r) for n, r in ranked[1:] if not figures.told_apart(best, r)]
+    if rivals:  # no crown: another run's interval reaches the fastest one's, or an interval is missing
+        unknown = any(figures.told_apart(best, r) is None for _, r in rivals)
         text = ("These runs **cannot tell apart** "
                 + ", ".join(f"**{n}** ({interval_text(r)})" for n, r in ranked[:1] + rivals)
-                + f": their speedups' intervals overlap, so none of them is named the fastest {what}. Time them for "
-                  "longer before picking one.")
+                + ": their speedups' intervals overlap" + (" or a run has none of its own (too few rounds)"
+                                                           if unknown else "")
+                + f", so none of them is named the fastest {what}. Time them for longer before picking one.")
     else:
         text = f"Fastest {what}: **{best_name}**, {interval_text(best)} eager."
     by_rate = [n for n, _ in sorted(done, key=lambda nr: -(nr[1].get("compiled_samples_per_s") or 0))]
@@ -124,6 +128,30 @@ def compiled_nothing(spec: dict[str, Any]) -> str | None:
     if spec.get("backend") in NO_CODE_BACKENDS:
         return f"backend {spec['backend']}"
     return None
+
+
+def strategy_verdict(named: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str | None:
+    """Diagnose's verdict over its shape strategies, each (name, spec, result): the fastest of those that compiled
+    code (ranking_verdict), never one that compiled nothing (eager kernels against eager: the machine's drift), as
+    Compare and the Sweep rule."""
+    contenders = [(n, r) for n, spec, r in named if not compiled_nothing(spec) and r.get("speedup") is not None]
+    nothing = [(n, spec, r) for n, spec, r in named if compiled_nothing(spec) and r.get("speedup") is not None]
+    if len(contenders) + len(nothing) < 2:
+        return None
+    parts = []
+    if len(contenders) > 1:
+        parts.append(ranking_verdict(contenders, what="strategy"))
+    elif not contenders:
+        why = ", ".join(sorted({compiled_nothing(spec) for _, spec, _ in nothing}))
+        parts.append(f"None of these strategies compiled code ({why}: the captured graphs run eager kernels), so none "
+                     "is named the fastest: each speedup is eager against eager, how far the machine moved between "
+                     "rounds, not a faster strategy. Compare their compilations and compile time; pick backend "
+                     "inductor to compare compiled speed.")
+    if nothing and contenders:
+        parts.append("Not ranked, as they compiled nothing: " + ", ".join(
+            f"**{n}** ({compiled_nothing(spec)}, {interval_text(r)})" for n, spec, r in nothing)
+                     + ". Each of their speedups is eager against eager: the machine's drift, not a gain.")
+    return " ".join(p for p in parts if p) or None
 
 
 def compare_verdict(records: list) -> str | None:

@@ -10,13 +10,15 @@ from typing import Any
 from tcore import figures
 from tcore.figures import paired, rerun
 from tcore.lab.api import duration_words
+from ui.words.compare_verdicts import compiled_nothing
 
 
 def baseline_words(spec: dict, device: str | None, speedup: float | None = None) -> str:
     """What the eager baseline is, in a sentence: its precision and, for a convolutional model, its layout.
 
     The layout decides what a CNN's speedup teaches: Inductor converts convolutions to channels_last on
-    its own, so against NCHW eager much of the "compile speedup" is a layout change eager can have too.
+    its own, so against NCHW eager much of the "compile speedup" is a layout change eager can have too. Only
+    Inductor does that: a backend that compiles no code (eager, aot_eager) keeps eager's layout.
     """
     import sample_models
     from tcore.experiment.spec import describe
@@ -29,7 +31,11 @@ def baseline_words(spec: dict, device: str | None, speedup: float | None = None)
         convolutional = sample_models.get(spec.get("model", "")).supports_channels_last
     except ValueError:
         return words
-    if convolutional and spec.get("channels_last"):
+    if convolutional and (nothing := compiled_nothing(spec)):  # Inductor never ran: no layout of its to explain
+        layout = "channels_last" if spec.get("channels_last") else "NCHW"
+        words += (f" Eager and compiled both run in **{layout}**: with {nothing} nothing was compiled to code, so no "
+                  "layout changed between the two.")
+    elif convolutional and spec.get("channels_last"):
         words += (" Eager runs in **channels_last**, as people tune a CNN: the speedup is what compiling adds "
                   "beyond that. Against NCHW eager it would look larger, because Inductor picks channels_last "
                   "for its convolutions on its own.")
@@ -226,10 +232,11 @@ def speedup_range(result: dict) -> str | None:
 def noise_words(result: dict) -> str | None:
     """Why the headline is not solid, in a sentence a page shows beside it; None for a steady run. A single round's is
     never solid: it says so, and how to get an interval."""
-    reasons = figures.noise_reasons(as_shown(result))
-    said = "; ".join(reasons)
-    if single_round(result):
+    if single_round(result):  # ONE_ROUND says why there is no interval: the stored reason would say it again
+        said = "; ".join(figures.noise_reasons({**as_shown(result), "speedup_no_interval": None}))
         return ONE_ROUND + (f" Besides, {said}." if said else "")
+    reasons = figures.noise_reasons(result)
+    said = "; ".join(reasons)
     if not reasons:
         return None
     return ("**Noisy: read these figures as rough, not solid.** " + said[0].upper() + said[1:] + ". "

@@ -5,6 +5,7 @@ the CPU; the pages, the command line and the queue's own rows say a wait with wa
 """
 from __future__ import annotations
 
+import math
 import statistics
 from typing import NamedTuple
 
@@ -73,15 +74,30 @@ def duration_words(seconds: float | None) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
+def rough_words(seconds: float, *, up: bool = False) -> str:
+    """'45 s', '1 min 30 s', '28 min', '1 h 15 min': a wait to the precision it has. An estimate is rounded to the
+    nearest step; an upper bound (`up`) up to a coarser one, since its seconds are a worst case, not a reading."""
+    steps = ((60, 10 if up else 5), (600, 60 if up else 30), (3600, 300 if up else 60), (float("inf"), 900 if up
+                                                                                          else 300))
+    step = next(step for below, step in steps if seconds < below)
+    rounded = step * (math.ceil(seconds / step) if up else max(round(seconds / step), 1))
+    if rounded < 60:
+        return f"{rounded} s"
+    if rounded < 3600:
+        return f"{rounded // 60} min" + (f" {rounded % 60} s" if rounded % 60 else "")
+    return f"{rounded // 3600} h" + (f" {rounded % 3600 // 60} min" if rounded % 3600 else "")
+
+
 def wait_words(wait: Wait | None) -> tuple[str, str]:
     """When a queued run starts, as (what a person needs first, the reason): the Run and System pages show the
     first and put the second on hover; the command line prints the first.
 
     'starts in about 40 s' / 'no estimate: a run ahead is overdue' / 'waits for the instructor to resume the queue' /
-    'starts within 3 min 00 s at the
-    latest' (no estimate yet) / 'no estimate yet'; never 'now' behind a long run.
+    'no estimate yet, as nothing finished here; at most 30 min' / 'no estimate yet'; never 'now' behind a long run.
+    A typical wait leads; the worst case (every run ahead using its whole time limit) comes second, rounded up, as
+    a bound of half an hour read first alarms a person whose run will start in two minutes.
     """
-    latest = (f"when every run ahead uses its whole time limit, it starts in {duration_words(wait.at_most_s)}"
+    latest = (f"when every run ahead uses its whole time limit, it starts within {rough_words(wait.at_most_s, up=True)}"
               if wait is not None and wait.at_most_s is not None else "the runs ahead have no time limit")
     if wait is None:
         return "no estimate yet", "The queue has not placed this run yet; it does within a second."
@@ -96,13 +112,13 @@ def wait_words(wait: Wait | None) -> tuple[str, str]:
         head = "no estimate: a run ahead is overdue"  # when at the latest: the reason, on hover
         return head, f"{wait.overdue[0].upper()}{wait.overdue[1:]}, so there is no estimate; {latest}."
     if wait.eta_s is None:
-        head = (f"starts within {duration_words(wait.at_most_s)} at the latest" if wait.at_most_s is not None
-                else "no estimate yet")
+        head = "no estimate yet" + (f", as nothing finished here; at most {rough_words(wait.at_most_s, up=True)}"
+                                    if wait.at_most_s is not None else "")
         return head, (f"No estimate yet: no run like the ones ahead has finished on this device, so there is nothing "
                       f"to go on; {latest}.")
     if wait.eta_s < 1:
         return "starts as soon as the device is free", f"The run ahead should end any moment; {latest}."
-    return (f"starts in about {duration_words(wait.eta_s)}",
+    return (f"starts in about {rough_words(wait.eta_s)}",
             f"An estimate from how long runs like the ones ahead took on this machine, compile included; {latest}.")
 
 

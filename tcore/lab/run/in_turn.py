@@ -1,0 +1,114 @@
+"""Runs queued in turn: several runs pressed at once by one person, more than the lab's bound on their waiting runs
+lets in, go into the queue as that person's waiting runs start, fed from this process whether or not a page is open.
+
+A page that fed them itself (a fragment of the tab that pressed) fed them only while that tab drew that tab: on the
+walk the fifth of Diagnose's five strategies went in 564 s after the press, the queue standing empty for two minutes
+meanwhile, because the page was busy elsewhere. Here a thread of the lab feeds every batch each FEED_S, and a page's
+draw may feed at once too (feed); both take the batch's lock, so no run is queued twice.
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass, field
+
+from tcore.experiment.spec import Experiment, SpecError
+from tcore.lab.run import runs
+from tcore.store import RunStore
+
+FEED_S = 1.0  # how often held runs are offered the places their person's runs freed (a place frees as a run starts)
+KEPT = 200  # batches fed to the end that are still kept for a page to read its ids from
+
+
+@dataclass
+class _Batch:
+    store: RunStore
+    owner: str
+    timeout_s: float | None
+    held: list[Experiment]
+    queued: list[str] = field(default_factory=list)
+    refusal: tuple[str, str] | None = None  # (the run's label, why the lab refused it): the feed stopped there
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class InTurn:
+    """A batch as a page draws it: the ids queued so far (in order), the runs still held, and the run the lab refused
+    with why (the feed stopped there)."""
+    queued: tuple[str, ...]
+    held: tuple[Experiment, ...]
+    refusal: tuple[str, str] | None
+
+
+_BATCHES: dict[str, _Batch] = {}
+_LOCK = threading.Lock()
+_FEEDER: list[threading.Thread] = []  # the one feeding thread of this process, while a batch holds runs
+_WAKE = threading.Event()
+
+
+def start(experiments: list[Experiment], store: RunStore, *, owner: str, timeout_s: float | None = None) -> str:
+    """Queue what `owner`'s bound lets in now and hold the rest, fed in order as places free; returns the batch's
+    token (view() reads it). Raises SpecError when the first run is refused, as a single queue() would."""
+    token = secrets.token_hex(8)
+    batch = _Batch(store, owner, timeout_s, list(experiments))
+    _feed(batch)
+    if not batch.queued and batch.refusal:
+        raise SpecError(batch.refusal[1])
+    with _LOCK:
+        for old in [t for t, b in _BATCHES.items() if not b.held][:-KEPT]:  # long fed: no page asks any more
+            del _BATCHES[old]
+        _BATCHES[token] = batch
+        if batch.held and not any(t.is_alive() for t in _FEEDER):
+            _FEEDER[:] = [threading.Thread(target=_feed_all, name="queue-in-turn", daemon=True)]
+            _FEEDER[0].start()
+    _WAKE.set()
+    return token
+
+
+def feed(token: str) -> InTurn | None:
+    """Feed the batch now (a page that draws it need not wait for the thread), then view it."""
+    if (batch := _BATCHES.get(token)) is not None:
+        _feed(batch)
+    return view(token)
+
+
+def view(token: str) -> InTurn | None:
+    """The batch as it is now; None for a token this process does not know (a restarted server)."""
+    if (batch := _BATCHES.get(token)) is None:
+        return None
+    with batch.lock:
+        return InTurn(tuple(batch.queued), tuple(batch.held), batch.refusal)
+
+
+def _feed(batch: _Batch) -> None:
+    """Queue as many held runs as the owner's places allow, in order; a refusal other than a full queue ends it."""
+    with batch.lock:
+        while batch.held and runs.places_left(batch.owner, batch.store)[0] > 0:
+            exp = batch.held[0]
+            try:
+                batch.queued.append(runs.start(exp, batch.store, owner=batch.owner, timeout_s=batch.timeout_s,
+                                               from_app=True).run_id)
+            except SpecError as e:
+                if runs.places_left(batch.owner, batch.store)[0] == 0:
+                    break  # another tab of this person took the place meanwhile: the next feed tries again
+                batch.refusal = (exp.label, str(e))
+                batch.held.clear()
+                break
+            batch.held.pop(0)
+
+
+def _feed_all() -> None:
+    """The feeding thread: every FEED_S, every batch that holds runs; it ends once none does."""
+    while True:
+        _WAKE.wait(FEED_S)
+        _WAKE.clear()
+        with _LOCK:
+            holding = [b for b in _BATCHES.values() if b.held]
+            if not holding:
+                _FEEDER.clear()
+                return
+        for batch in holding:
+            try:
+                _feed(batch)
+            except Exception as e:  # a locked store: the next feed tries again, the page shows the queue's trouble
+                print(f"compile-lab: feeding held runs: {type(e).__name__}: {e}", flush=True)

@@ -1,0 +1,38 @@
+"""Runs queued in turn (tcore.lab.run.in_turn): what the person's bound lets in goes in at once, the rest as places
+free, fed by the lab whether or not a page draws, in order, and a refusal stops the feed with its reason."""
+import time
+
+import pytest
+
+from tcore.experiment.spec import SpecError
+from tcore.lab.run import in_turn, runs
+from tests.app_harness import db  # noqa: F401 (the fixture)
+from tests.helpers import QUICK
+
+
+def test_held_runs_go_in_as_places_free_without_a_page_and_a_refusal_stops_the_feed(db, monkeypatch):
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "2")
+    runs.pause(db, True)
+    try:
+        batch = [QUICK.replace(batch_size=b) for b in (1, 2, 3, 4)]
+        token = in_turn.start(batch, db, owner="ada~1a2b.cafe")
+        first = in_turn.view(token)
+        assert len(first.queued) == 2 and [e.batch_size for e in first.held] == [3, 4]
+        assert runs.cancel(first.queued[0], db, owner="ada~1a2b.cafe")  # a place frees: the lab's thread feeds it
+        deadline = time.time() + 20
+        while len(in_turn.view(token).queued) < 3 and time.time() < deadline:
+            time.sleep(0.2)
+        now = in_turn.view(token)
+        assert [db.get(i).spec["batch_size"] for i in now.queued] == [1, 2, 3] and len(now.held) == 1
+
+        def refuse(exp, store, **kw):
+            raise SpecError("needs 99 GiB, over this lab's max_memory_gib")
+
+        monkeypatch.setattr(runs, "start", refuse)
+        assert runs.cancel(now.queued[1], db, owner="ada~1a2b.cafe")
+        after = in_turn.feed(token)  # a page's draw feeds at once
+        assert after.refusal == (batch[3].label, "needs 99 GiB, over this lab's max_memory_gib") and not after.held
+        with pytest.raises(SpecError, match="max_memory_gib"):  # refused first: nothing held, said at once
+            in_turn.start(batch[:1], db, owner="bob~1a2b.cafe")
+    finally:
+        runs.pause(db, False)
