@@ -107,7 +107,7 @@ def test_blocks_last_what_was_asked_and_another_gpu_process_makes_the_run_noisy(
     assert shared["gpu_processes"] >= 2
     from tcore.figures import noise_reasons
 
-    assert any("other process(es) computed on this GPU" in r for r in noise_reasons(shared))
+    assert any("other process(es), not of this lab, were on this GPU" in r for r in noise_reasons(shared))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "amp-fp16", "bf16", "fp16"])
