@@ -174,7 +174,8 @@ def _row(part: str, name: str, rec, clicked: float, store) -> dict:
 def _held(store, run_id: str) -> dict[str, float]:
     """Seconds the run held its GPU, by purpose (an engine without the device lease: none)."""
     out: dict[str, float] = {}
-    for span in getattr(store, "device_spans", lambda _: [])(run_id):
+    devices = getattr(store, "devices", store)  # the store's part; an older engine kept it on the store itself
+    for span in getattr(devices, "device_spans", lambda _: [])(run_id):
         if span.released_at is not None:
             out[span.purpose] = round(out.get(span.purpose, 0.0) + span.released_at - span.taken_at, 2)
     return out
