@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import sample_models  # noqa: E402
-from tcore.worker.run_experiment import set_tf32  # noqa: E402
+from tcore.worker.measurement import set_tf32  # noqa: E402
 
 
 def bare_steps_per_s(fn, steps: int, warmup: int, device: str = "cuda") -> float:

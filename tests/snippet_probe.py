@@ -33,7 +33,7 @@ def lab_path(exp):
     from tcore.worker import shapes
     from tcore.worker.build import build, step_fn
     from tcore.worker.compile import apply_compile, optimizer_step
-    from tcore.worker.run_experiment import _configure_torch
+    from tcore.worker.measurement import _configure_torch
 
     _configure_torch(exp, "cpu")
     w = build(exp, "cpu")

@@ -200,7 +200,7 @@ def test_the_worker_applies_the_inductor_options_and_tf32_it_is_asked_for():
     import torch._inductor.config as config
 
     from tcore.experiment.spec import INDUCTOR_OPTIONS
-    from tcore.worker.run_experiment import _configure_torch, set_tf32
+    from tcore.worker.measurement import _configure_torch, set_tf32
 
     saved = {option: getattr(config, option) for option in INDUCTOR_OPTIONS.values()}
     try:

@@ -20,8 +20,7 @@ PATH = [
     ("tcore/lab/run/liverun.py", "Launching._start_and_follow", "RunHandle"),  # its turn: a worker for it
     ("tcore/lab/launch/handles.py", "RunHandle.__init__", "envelope"),  # on the worker's stdin
     ("tcore/worker/__main__.py", "main", "run"),  # the worker process
-    ("tcore/worker/run_experiment.py", "run", "measure"),
-    ("tcore/worker/measurement.py", "Measurement.compile", "apply_compile"),
+    ("tcore/worker/measurement.py", "run", "measure"),  # then Measurement.compile calls apply_compile
     ("tcore/worker/compile.py", "apply_compile", "compile"),  # torch.compile(model, **compile_kwargs(exp))
 ]
 PAGE_SIDE = ("app_pages/", "ui/")
@@ -47,12 +46,13 @@ def test_each_hop_hands_the_knob_to_the_next():
     assert any(isinstance(c, ast.Call) and getattr(c.func, "attr", "") == "selectbox" and c.args
                and getattr(c.args[0], "value", None) == "Mode" for c in ast.walk(widget))
     assert "Experiment" in _called(_function("ui/panels/knobs.py", "build"))
+    assert "apply_compile" in _called(_function("tcore/worker/measurement.py", "Measurement.compile"))
     kwargs = ast.unparse(_function("tcore/experiment/spec.py", "compile_kwargs"))
     assert "kwargs['mode'] = exp.mode" in kwargs
 
 
 def test_the_path_is_short_and_passes_no_file_twice():
     files = [path for path, _, _ in PATH]
-    assert len(files) == len(set(files)) == 11
+    assert len(files) == len(set(files)) == 10
     assert len([f for f in files if f.startswith(PAGE_SIDE)]) == 3
     assert all(not f.startswith(PAGE_SIDE) for f in files[3:])  # once in the lab, it never comes back to a page

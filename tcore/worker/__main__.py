@@ -63,7 +63,7 @@ def prepare_for_fork() -> None:
     from torch._inductor.graph import GraphLowering  # noqa: F401  (imported by diagnostics.generated_code)
 
     import sample_models
-    from tcore.worker import run_experiment  # noqa: F401
+    from tcore.worker import measurement  # noqa: F401
 
     sample_models.sources.go_offline()  # said here too: a worker never reaches for the Hugging Face hub
 
@@ -164,7 +164,7 @@ def main() -> int:
 
         file_models.allow_imports()  # a worker is where a model file's code runs (never the lab's own process)
         from tcore.experiment.spec import Experiment
-        from tcore.worker import run_experiment as runner
+        from tcore.worker import measurement as runner
 
         # a spare with no run yet uses its wait; a worker started for a run (whose run may be a moment from its
         # stdin) goes straight to it
