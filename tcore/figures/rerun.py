@@ -49,23 +49,16 @@ class Spread(Protocol):
 CONFIDENCE = paired.CONFIDENCE  # one level for every interval the lab states: 95%
 # The spread of the headline between fresh processes a lab starts from, before its own reruns teach it: a standard
 # deviation in %, by GPU model (a pattern of its CUDA name, as tcore.host.peaks matches them) and kind of run, from
-# fresh processes of the lab on that model. H100 (each setting on a fresh store, paired rounds with disturbed rounds
-# left out): host-bound, ResNet-50's GPU default read 1.649, 1.680
-# and 1.696x and hf:gpt2 at batch 8 2.495 and 2.501x, pooled σ 1.2% on 3 degrees of freedom, 2.0% at the 80% upper
-# bound; an independent harness moved ResNet-50 about ± 3% between fresh processes; a calibration on another H100,
-# pooling a launch-only reference (the captioner tiny at batch 1), learned 5.1%. 3% lies between them: coverage first,
-# and this machine's own reruns narrow it. GPU-busy, the GPU default (captioner small, batch 256) read 1.524 and 1.532x
-# and timm:convnext_tiny 1.473 and 1.493x, pooled σ 0.7% on 2 degrees of freedom, 1.5% at the upper bound; in a room
-# of five reruns the default read 1.488-1.535x (one process in twelve 2.5% slower), which 1.5% holds at 95%.
+# fresh processes of the lab on that model (`python bench/fresh_lab_spread.py`, BENCHMARKS.md "Does a fresh lab's
+# interval cover a rerun"). The value sits above the pooled σ those reruns showed and near what an independent harness
+# moved between processes: coverage first, and this machine's own reruns narrow it.
 MEASURED_BETWEEN_PCT: dict[str, dict[str, float]] = {
     r"H100": {"cuda-host-bound": 3.0, "cuda": 1.5},
 }
 MEASURED_WHERE = {r"H100": "measured on H100s (ResNet-50, gpt2, the GPU default and ConvNeXt in fresh processes)"}
-# A GPU not in the table, and the CPU, start wide: a host-bound GPU run follows its host (ResNet-50's GPU default reads
-# 1.65-2.03x over fresh processes on an H100 with disturbed rounds kept, σ 7.2%, 10% at the upper bound); a GPU-busy
-# one holds within σ 0.4% there, and 2% leaves room for hosts not seen; a CPU run shares its cores with everything
-# else on the machine (quiet reruns of the CPU default on 2 cores agree within a few %, a loaded machine far wider), so
-# 10% as for a host-bound GPU run.
+# A GPU not in the table, and the CPU, start wide: a host-bound GPU run follows its host, which differs between
+# machines; a GPU-busy one holds far tighter, and 2% leaves room for hosts not seen; a CPU run shares its cores with
+# everything else on the machine, so it starts as wide as a host-bound GPU run.
 FALLBACK_BETWEEN_PCT = {"cuda": 2.0, "cuda-host-bound": 10.0, "cpu": 10.0}
 
 
@@ -83,8 +76,8 @@ def starting_between(kind_: str, gpu: str | None = None) -> tuple[float, str]:
 
 MIN_HISTORY = 3          # earlier runs of the same setting needed to learn the spread from them
 # A run of fewer rounds states no interval of its own: one round says nothing of how far the next would land, and an
-# interval made of the spread between processes alone read as if the run had measured it (on the CPU a one-round run
-# stated ± 21%, and its rerun landed 30-fold outside). From 3 the rounds' order statistics and their spread speak.
+# interval made of the spread between processes alone would read as if the run had measured it. From 3 the rounds'
+# order statistics and their spread speak.
 MIN_INTERVAL_ROUNDS = 3
 MIN_MACHINE_DOF = 6      # degrees of freedom of the machine's reruns (runs less one per setting) to replace the default
 KIND_WORDS = {"cuda-host-bound": "host-bound GPU runs (the GPU waits on the host's launches)",
@@ -252,9 +245,8 @@ def between_sigma(history: Sequence[float], device: str, host_bound: bool,
     every finished rerun counts at once and two that agree by luck cannot narrow it to nothing; with no rerun, the
     starting value. From MIN_HISTORY earlier runs of the setting: the prior pooled with their sample variance of
     log-speedups (n - 1); the prior steps aside once they hold MIN_MACHINE_DOF degrees of freedom themselves. A
-    learned prior pools every setting of the kind, and one that moves between processes (ResNet-50's compiled code read
-    1.69-2.10x over four processes on an H100) would otherwise widen a setting whose own seven reruns agree within 1%
-    (the GPU default, 1.512-1.532x, the same calibration). Fewer: the prior alone.
+    learned prior pools every setting of the kind, and one that moves between processes would otherwise widen a
+    setting whose own reruns agree within 1%. Fewer: the prior alone.
     `history_within`: those runs' own σ (within_sigma). What is learned is the headlines' scatter, raised to its
     one-sided HISTORY_UPPER bound, less the runs' own variance, which their rounds already state (a learned prior
     brings its own, tcore.analysis.history.Spread.within_log; the starting value is a spread between processes
@@ -265,9 +257,9 @@ def between_sigma(history: Sequence[float], device: str, host_bound: bool,
     if dof_m >= MIN_MACHINE_DOF:
         scatter, own, prior_dof, source = machine.scatter, machine.within_log, machine.dof, "machine"
     elif dof_m > 0:
-        # raised to its upper bound on the degrees of freedom it is pooled into: one rerun's scatter raised on its
-        # own single degree (x4) and then pooled again counted its uncertainty twice, and a room's first two
-        # ResNet-50 processes (1.81 and 1.57x) made every other host-bound setting state σ 22%
+        # raised to its upper bound on the degrees of freedom it is pooled into: raised on its own few (x4 on one)
+        # and then pooled again, its uncertainty would count twice, and one pair of processes that met the host's
+        # episodes would widen every other setting of the kind several-fold
         learned = between_of(machine.scatter, machine.within_log, PRIOR_RUNS + dof_m)
         pooled = math.sqrt((PRIOR_RUNS * default ** 2 + dof_m * learned ** 2) / (PRIOR_RUNS + dof_m))
         scatter, own, prior_dof, source = max(pooled, floor), 0.0, PRIOR_RUNS, "machine"
