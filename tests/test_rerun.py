@@ -94,7 +94,8 @@ def test_a_stored_result_is_restated_with_the_store_history_of_its_setting(store
     earlier = [1.30, 1.50, 1.70, 1.45]
     for s in earlier:
         run_id = insert_run(store, exp)
-        store.finish(run_id, result={"device": "cuda", "speedup": s, "variants": ["eager", "compiled"]}, env=env)
+        store.finish(run_id, result={"device": "cuda", "speedup": s, "speedup_low": 0.98 * s, "variants": [
+            "eager", "compiled"]}, env=env)
     mine = insert_run(store, exp)
     result = {"device": "cuda", "variants": ["eager", "compiled"], "blocks": blocks}
     restated = with_history(store, mine, exp.to_dict(), result, env)
@@ -135,6 +136,27 @@ def test_a_first_rerun_of_another_setting_widens_the_starting_value_by_what_it_s
         sigma, source, _ = rerun.between_sigma([], "cuda", True, two, (), gpu)
         pct = 100 * math.expm1(sigma)
         assert source == "machine" and start < pct < max(start, 100 * scatter) * 1.2, (gpu, pct)
+
+
+def test_a_run_with_no_interval_teaches_no_spread(store):
+    """A one-round run read 37.9x beside its setting's 0.62x on a loaded CPU, and every later run of the machine was
+    told σ 1294%: a headline with no interval of its own counts neither in the machine's spread nor in its setting's
+    earlier runs."""
+    env = {"hostname": "h1", "cpu": "x"}
+    exp = Experiment(model="captioner", preset="tiny", batch_size=2, backend="inductor")
+    for speedup, low in ((0.62, 0.55), (0.64, 0.58), (0.61, 0.52), (37.9, None)):
+        run_id = insert_run(store, exp)
+        store.finish(run_id, result={"device": "cpu", "speedup": speedup, "speedup_low": low,
+                                     "speedup_high": None if low is None else speedup * 1.1, "speedup_kind": "cpu",
+                                     "variants": ["eager", "compiled"]}, env=env)
+    assert sorted(r[2] for r in store.headlines("cpu")) == [0.61, 0.62, 0.64]
+    assert not rerun.teaches_spread({"speedup": 37.9, "speedup_low": None}) and rerun.teaches_spread(
+        {"speedup": 0.62, "speedup_low": 0.55})
+    mine = insert_run(store, exp)
+    blocks = {"eager": [[100, 1.0]] * 4, "compiled": [[62, 1.0]] * 4}
+    restated = with_history(store, mine, exp.to_dict(), {"device": "cpu", "variants": ["eager", "compiled"],
+                                                        "blocks": blocks}, env)
+    assert restated["speedup_history_runs"] == 3 and restated["speedup_pm_pct"] < 50
 
 
 def test_the_history_query_takes_the_same_setting_on_the_same_machine_only(store):

@@ -16,7 +16,8 @@ def _reruns(store: RunStore) -> None:
         exp = Experiment(model=model, preset="tiny", device="cpu")
         for d in (-1, 0, 1):
             run_id = insert_run(store, exp)
-            store.finish(run_id, env=env, result={"device": "cpu", "speedup": centre * (1 + 0.03 * d),
+            speedup = centre * (1 + 0.03 * d)
+            store.finish(run_id, env=env, result={"device": "cpu", "speedup": speedup, "speedup_low": 0.97 * speedup,
                                                    "speedup_kind": "cpu", "speedup_within_pct": 0.5})
 
 

@@ -95,6 +95,14 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
     assert "Fastest" not in text and "whole · lite**" not in text
     assert sweep_matrix.best_setting(matrix.drop(index=1)).startswith(
         "Fastest: **whole · default**, 1.50x eager (95% interval 1.45–1.56x)")
+    # a best of one round, with no interval (37.9x where its setting's reruns read 0.6x): its rounds' range is a
+    # point, which reaches no rival; it is not crowned over the rest
+    lone = pd.concat([matrix.drop(index=1), pd.DataFrame([
+        {"row": "regional · default", "col": "as set", "setting": "regional · default", "speedup": 37.94,
+         "speedup_low": None, "speedup_high": None, "speedup_min": 37.94, "speedup_max": 37.94, "compile_s": 8.0,
+         "breakeven_steps": 2.0}])], ignore_index=True)
+    text = sweep_matrix.best_setting(lone)
+    assert "Fastest" not in text and "cannot tell apart" in text and "a run has none of its own" in text
     cells = compare_charts.sweep_heatmap(matrix).data[1].text
     assert cells[0][0] == "1.50x ± 4.0%<br>20.0 s"  # as every page writes an interval's reach
 

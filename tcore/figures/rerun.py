@@ -174,6 +174,13 @@ class Rerun:
         return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def teaches_spread(result: dict) -> bool:
+    """Whether a stored result counts among the earlier runs a setting's spread between processes is learned from:
+    a headline with an interval of its own. One or two rounds' ratio (no interval) can land anywhere on a loaded
+    machine, and one such run of 37x beside 0.6x made a setting's reruns "expected within ± 7520%"."""
+    return bool(result.get("speedup")) and result.get("speedup_low") is not None
+
+
 def z_value(confidence: float) -> float:
     """The two-sided normal quantile: 1.96 for 95%."""
     return statistics.NormalDist().inv_cdf((1 + confidence) / 2)

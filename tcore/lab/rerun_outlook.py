@@ -27,7 +27,8 @@ def earlier(exp: Experiment, store: RunStore, device: str | None = None) -> Earl
     """(device, the finished runs of `exp`'s setting on this machine, how many of them were host-bound); `device`:
     the device check's answer where the caller has it (the Run page's), else checked here."""
     device = device or preflight(exp)[0]
-    records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device)) if r.result.get("speedup")]
+    records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device))
+               if rerun.teaches_spread(r.result)]
     bound = sum(figures.follows_host(r.result, r.device) for r in records)
     return device, history.history(records), bound
 

@@ -143,13 +143,16 @@ class Runs(StoreFile):
         """The latest `limit` finished runs on `device` with a headline, newest first, as (spec, env, speedup, the
         kind of run its interval was made for: tcore.figures.rerun.kind, the run's own spread in %:
         speedup_within_pct, when it was created): what the machine's spread between processes is learned from
-        (tcore.analysis.history.machine_spread). Runs created before the instructor's last reset of that spread
-        (lab_state SPREAD_RESET) are left out. Reads only those columns' parts, not whole results."""
+        (tcore.analysis.history.machine_spread). A run with no interval of its own (too few rounds) is left out: its
+        headline is one or two rounds' ratio, which says nothing of where a process settles. Runs created before
+        the instructor's last reset of that spread (lab_state SPREAD_RESET) are left out. Reads only those columns'
+        parts, not whole results."""
         with self._connect() as db:
             rows = db.execute(
                 "SELECT spec, env, json_extract(result, '$.speedup'), json_extract(result, '$.speedup_kind'),"
                 " json_extract(result, '$.speedup_within_pct'), created_at"
                 " FROM runs WHERE status='finished' AND device IS ? AND json_extract(result, '$.speedup') IS NOT NULL"
+                " AND json_extract(result, '$.speedup_low') IS NOT NULL"
                 " AND created_at >= COALESCE((SELECT json_extract(value, '$.at') FROM lab_state WHERE key=?), 0)"
                 " ORDER BY created_at DESC LIMIT ?", (device, SPREAD_RESET, limit)).fetchall()
         return [(json.loads(r[0]), json.loads(r[1] or "{}"), r[2], r[3], r[4], r[5]) for r in rows]

@@ -81,7 +81,10 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     paired = pd.notna(best.get("speedup_low")) and pd.notna(best.get("speedup_high"))
     low, high, what = (("speedup_low", "speedup_high", best.get("interval_name") or f"{LEVEL_PCT}% interval")
                        if paired else ("speedup_min", "speedup_max", "rounds"))
-    ranged = pd.notna(best.get(low)) and pd.notna(best.get(high))
+    # where the matrix keeps paired intervals, a best without one (too few rounds) is not ranged by its rounds' own
+    # range: one round's 37.9x beside 0.6x reruns has a range of a single point
+    keeps_intervals = "speedup_low" in done.columns and "speedup_high" in done.columns
+    ranged = pd.notna(best.get(low)) and pd.notna(best.get(high)) and (paired or not keeps_intervals)
     spread = f" ({what} {best[low]:.2f}–{best[high]:.2f}x)" if ranged else ""
     # Another setting whose interval reaches this one's is not told apart by these runs: then none is crowned.
     # A setting with no interval of its own (too few rounds) cannot be told from it either, nor can the best be told

@@ -63,7 +63,7 @@ def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dic
     history's (rerun.setting_kind: the majority of its runs' own readings here, this one's included), so its width does
     not flip with one process's reading; where this run read otherwise, a note says so."""
     device = result.get("device")
-    records = [r for r in store.same_setting(spec, device, env, exclude=run_id) if r.result.get("speedup")]
+    records = [r for r in store.same_setting(spec, device, env, exclude=run_id) if rerun.teaches_spread(r.result)]
     earlier = history.history(records)
     own = figures.follows_host(result, device)
     readings = [figures.follows_host(r.result, r.device) for r in records] + [own]
