@@ -51,7 +51,7 @@ class Phases:
 
     def phase(self, name: str) -> None:
         self.host.note()
-        self.emit({"type": "phase", "phase": name})
+        self.emit({"type": "phase", "phase": name, "at": time.time()})  # when it began, not when the lab reads it
         # The log too: a run stopped at its time limit, or killed, keeps where it was in what the page shows of it
         # (its log's last lines); the events said it only to whoever followed them.
         print(f"phase: {protocol.PHASE_TITLES.get(name, name)} (+{time.time() - self.t_start:.1f} s)",

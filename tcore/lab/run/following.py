@@ -243,7 +243,7 @@ class Following:
                     self._headline_in.set()
                 elif kind == "phase":
                     self.phase = event["phase"]
-                    self.phase_started_at[self.phase] = time.time()
+                    self.phase_started_at[self.phase] = _began(event, time.time())
                     if self.phase == "profiling":
                         _spare_for_next(self.device, self.device_slot)
                 elif kind == "progress":
@@ -264,3 +264,11 @@ class Following:
                 self._quiet_neighbours(kind == "phase" and event["phase"] == "measuring")
             if self._on_event:
                 self._on_event(event)
+
+
+def _began(event: dict[str, Any], now: float) -> float:
+    """When a phase began: the worker's own stamp (its clock is this machine's), not when this process read the event,
+    which a busy machine delays past the device hold the phase lay inside; now where the stamp is missing or from a
+    clock that disagrees with this one (a worker on another node) by more than a minute."""
+    at = event.get("at")
+    return at if isinstance(at, (int, float)) and now - 60.0 <= at <= now else now
