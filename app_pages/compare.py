@@ -159,7 +159,8 @@ if detail:
     allowed = mine or people.is_instructor()
     why_not = ("A run waiting or in progress cannot be deleted; cancel it on the Run page first." if under_way
                else None if allowed else
-               f"This run is {people.display_name(record.owner)}'s: only its owner or the instructor can delete it.")
+               f"This run is {people.plain(people.display_name(record.owner))}'s: only its owner or the instructor "
+               "can delete it.")
     with st.popover("Delete this run", icon=":material/delete:", disabled=under_way or not allowed, help=why_not):
         st.write(f"Delete {people.plain(labels[detail])} and its power trace from the store? This cannot be undone.")
         # In the click's callback, so the page drawn next no longer lists the run (no second rerun to lose).

@@ -97,8 +97,8 @@ with out_col:
     else:
         if sweep.owner != people.me() and sweep.id != st.session_state.sweep_id:
             # the latest of anyone's: say whose, so no one takes it for their own
-            st.info(f"This is the latest sweep here, started by {people.display_name(sweep.owner)}; you have not "
-                    "started one in this session.", icon=":material/group:")
+            st.info(f"This is the latest sweep here, started by {people.plain(people.display_name(sweep.owner))}; you "
+                    "have not started one in this session.", icon=":material/group:")
         if sweep.done:
             live.draw_sweep(sweep)
         else:

@@ -252,7 +252,8 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
             state = f"**#{row['queue_position'] or '?'} in the queue** · {api.wait_words(row['wait'])[0]}"
             reason = api.wait_words(row["wait"])[1]
         # the id's end, as the runs table shows it: two runs of one label tell apart
-        left.markdown(f"{state} · {people.plain(row['label'])} · :gray[{owner}] · :gray[run {row['run_id'][-6:]}]",
+        left.markdown(f"{state} · {people.plain(row['label'])} · :gray[{people.plain(owner)}] · "
+                      f":gray[run {row['run_id'][-6:]}]",
                       help=reason)
         if (owner == "yours" or instructor) and row["run_id"] not in stopping:
             # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself.
@@ -288,8 +289,9 @@ def confirm_cancel(row: dict, owner: str, store: RunStore, *, key: str) -> None:
     with st.container(border=True):
         what = ("stops now, and its measurements so far are lost" if row["status"] == "running"
                 else "leaves the queue and never starts")
-        st.markdown(f"Cancel {owner}'s run {row['label']} · {row['run_id'][-6:]}? It {what}; {owner} sees that the "
-                    "instructor cancelled it.")
+        who = people.plain(owner)  # a name as typed, and a label: anyone's words, shown as such
+        st.markdown(f"Cancel {who}'s run {people.plain(row['label'])} · {row['run_id'][-6:]}? It {what}; {who} sees "
+                    "that the instructor cancelled it.")
         yes, no = st.columns(2)
         yes.button("Cancel their run", key=f"{key}_confirm_{row['run_id']}", type="primary", icon=":material/cancel:",
                    on_click=confirm_and_cancel, args=(row["run_id"], store))
