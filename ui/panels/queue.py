@@ -7,6 +7,7 @@ limit on queued runs applies per person, and only the owner or the instructor ma
 """
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 import traceback
@@ -17,10 +18,10 @@ import streamlit as st
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab import api
-from tcore.store import RunStore
+from tcore.store import RunStore, StoreError
 from tcore.store.changes import reads
 from ui.panels import people
-from ui.words import run_state
+from ui.words import run_state, store_words
 
 MY_RUNS_SHOWN = 8
 # How often a view of the queue redraws: every BUSY_S while something in it can change by the second (a run
@@ -54,8 +55,11 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_
         try:
             queued.append(api.queue(exp, store, owner=people.me(), timeout_s=timeout_s, from_app=True,
                                     checked=checked if len(experiments) == 1 else None))
-        except SpecError as e:
-            st.session_state[f"{key}_refusal"] = (f"**{people.plain(exp.label)} cannot be queued:** {e}"
+        except (SpecError, StoreError, sqlite3.Error) as e:
+            # a store that can only be read, or is full or locked: said here, as a click's callback runs outside the
+            # page's own handler of store errors (app.py), where it was a bare "This app has encountered an error"
+            why = store_words.store_trouble(e) if isinstance(e, (StoreError, sqlite3.Error)) else e
+            st.session_state[f"{key}_refusal"] = (f"**{people.plain(exp.label)} cannot be queued:** {why}"
                                               + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))
             break
         if (twins := identical_waiting(exp, store)) > 1:
@@ -71,8 +75,9 @@ def submit_in_turn(experiments: list[Experiment], store: RunStore, *, key: str) 
     one press queues them all, however low the bound. Returns the ids queued now; feed_pending(key) those since."""
     try:
         token = api.queue_in_turn(experiments, store, owner=people.me())
-    except SpecError as e:
-        st.session_state[f"{key}_refusal"] = f"**{people.plain(experiments[0].label)} cannot be queued:** {e}"
+    except (SpecError, StoreError, sqlite3.Error) as e:
+        why = store_words.store_trouble(e) if isinstance(e, (StoreError, sqlite3.Error)) else e
+        st.session_state[f"{key}_refusal"] = f"**{people.plain(experiments[0].label)} cannot be queued:** {why}"
         return []
     st.session_state[f"{key}_batch"], st.session_state[f"{key}_refused"] = token, False
     return list(api.in_turn_view(token).queued)
