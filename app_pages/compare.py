@@ -1,15 +1,16 @@
 """Compare stored runs: a filterable table, side-by-side charts, a compile-time vs speedup scatter, CSV and HTML
 exports, delete."""
 import dataclasses
+import sqlite3
 
 import streamlit as st
 
 from tcore import figures
 from tcore.lab import api
-from tcore.store import RunStore
+from tcore.store import RunStore, StoreError
 from ui.charts import compare_charts, diagnose_charts
 from ui.panels import exports, people, results
-from ui.words import compare_verdicts, diagnose_queries, run_table
+from ui.words import compare_verdicts, diagnose_queries, run_table, store_words
 
 SCATTER_WORDS = ("Each point is a run: further up is faster than eager, further left compiled sooner, so up and to the "
                  "left is best. Below the dashed line compiling made it slower. Break-even steps (in the hover) = "
@@ -46,6 +47,8 @@ def delete(run_id: str, store: RunStore) -> None:
         api.delete(run_id, store, owner=people.me(), instructor=people.is_instructor())
     except (PermissionError, KeyError) as e:
         st.session_state["compare_delete_refusal"] = str(e)
+    except (StoreError, sqlite3.Error) as e:  # a callback runs outside app.py's handler: said here, in words
+        st.session_state["compare_delete_refusal"] = store_words.store_trouble(e)
 
 
 store = RunStore()
@@ -159,7 +162,8 @@ if detail:
     allowed = mine or people.is_instructor()
     why_not = ("A run waiting or in progress cannot be deleted; cancel it on the Run page first." if under_way
                else None if allowed else
-               f"This run is {people.display_name(record.owner)}'s: only its owner or the instructor can delete it.")
+               f"This run is {people.plain(people.display_name(record.owner))}'s: only its owner or the instructor "
+               "can delete it.")
     with st.popover("Delete this run", icon=":material/delete:", disabled=under_way or not allowed, help=why_not):
         st.write(f"Delete {people.plain(labels[detail])} and its power trace from the store? This cannot be undone.")
         # In the click's callback, so the page drawn next no longer lists the run (no second rerun to lose).

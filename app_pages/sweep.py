@@ -1,12 +1,15 @@
 """Sweep: cross a few compile settings over one model and queue them as one sweep, filling a results matrix."""
+import sqlite3
+
 import streamlit as st
 
 import sample_models
 from tcore.experiment.device import practical_defaults
 from tcore.experiment.spec import CHOICES, SpecError
 from tcore.lab import api
-from tcore.store import RunStore
+from tcore.store import RunStore, StoreError
 from ui.panels import generate, knobs, live, model_picker, people, queue
+from ui.words import store_words
 
 
 def start_sweep(experiments: list, skipped: list[str], label: str, store: RunStore) -> None:
@@ -18,6 +21,8 @@ def start_sweep(experiments: list, skipped: list[str], label: str, store: RunSto
                                                  timeout_s=60 * st.session_state["sweep_timeout_min"])
     except SpecError as e:
         st.session_state["sweep_refusal"] = f"**The sweep cannot be queued:** {e}"
+    except (StoreError, sqlite3.Error) as e:  # a callback runs outside app.py's handler: said here, in words
+        st.session_state["sweep_refusal"] = f"**The sweep cannot be queued:** {store_words.store_trouble(e)}"
 
 
 if "sweep_id" not in st.session_state:
@@ -97,8 +102,8 @@ with out_col:
     else:
         if sweep.owner != people.me() and sweep.id != st.session_state.sweep_id:
             # the latest of anyone's: say whose, so no one takes it for their own
-            st.info(f"This is the latest sweep here, started by {people.display_name(sweep.owner)}; you have not "
-                    "started one in this session.", icon=":material/group:")
+            st.info(f"This is the latest sweep here, started by {people.plain(people.display_name(sweep.owner))}; you "
+                    "have not started one in this session.", icon=":material/group:")
         if sweep.done:
             live.draw_sweep(sweep)
         else:

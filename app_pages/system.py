@@ -36,7 +36,8 @@ def _gpu_now(store: RunStore, slot: str) -> None:
         st.markdown(f"**{len(rows)} of {plan.runs_per_slot} places taken** on this GPU")
     for row in rows:
         where = f" · {row['device_state']}" if row.get("device_state") else ""
-        st.markdown(f"**Running** {people.plain(row['label'])} · :gray[{queue.whose(row['owner'], me)}] · for "
+        whose = people.plain(queue.whose(row["owner"], me))  # a name as typed: anyone's words
+        st.markdown(f"**Running** {people.plain(row['label'])} · :gray[{whose}] · for "
                     f"{api.duration_words(time.time() - row['started_at'])}{where}")
 
 

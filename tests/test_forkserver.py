@@ -162,3 +162,24 @@ def test_a_reply_that_comes_too_late_is_never_taken_for_the_next_requests_worker
         fallback.dismiss()
         following.dismiss()
     assert following.proc.wait(120) == 0
+
+
+def test_a_worker_that_ends_while_its_fork_server_is_stopped_is_seen_to_end(monkeypatch):
+    """The exit status of a forked worker comes from its server: a server stopped (SIGSTOP, or hung) could neither
+    reap the worker nor say it ended, and the lab waited for as long as the server stayed stopped, with the run
+    holding its place on the device (a room's queue stood still behind it, past its time limit). A worker gone (a
+    zombie nobody reaps) past a short grace has ended, however it ended."""
+    import signal
+
+    monkeypatch.setattr(fork_server_client, "GONE_GRACE_S", 1.0, raising=False)
+    launcher.Worker({}).dismiss()  # the server's imports done
+    worker = launcher.Worker({})
+    server = fork_server_client._SERVER
+    assert worker.forked and _wait_for(lambda: worker.ready)
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        worker.proc.stdin.close()  # with nothing to run, it exits; its server, stopped, says nothing of it
+        assert worker.proc.wait(60) == fork_server_client.STATUS_LOST
+        assert worker.proc.poll() is not None
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)

@@ -175,3 +175,21 @@ def test_list_and_run_on_a_really_full_disk(small_disk, tmp_path):
         assert "free some space on that disk" in ran.stderr and "I/O" not in ran.stderr, ran.stderr
     finally:
         filler.unlink()
+
+
+def test_set_aside_leaves_a_sound_store_on_a_full_disk_where_it_is(small_disk, tmp_path):
+    """On a full disk SQLite cannot make the -shm file it opens a store with, and says "disk I/O error": set-aside
+    took that for damage and moved a sound store aside, so the next command, once there was room, began an empty
+    store in its place (the instructor's runs gone from every page)."""
+    made = tmp_path / "made" / "runs.sqlite"
+    kept = insert_run(RunStore(made), QUICK, status="finished")
+    path = small_disk / "runs.sqlite"
+    shutil.copy(made, path)
+    filler = fill(small_disk)
+    try:
+        with pytest.raises(connection.StoreError, match="the disk that holds it is full"):
+            connection.set_aside(path)
+        assert path.exists() and not list(small_disk.glob("*.damaged-*"))
+    finally:
+        filler.unlink()
+    assert [r.id for r in RunStore(path).list()] == [kept]

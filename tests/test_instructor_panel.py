@@ -7,6 +7,7 @@ from streamlit.testing.v1 import AppTest
 from tcore.lab.policy import guards, limits
 from tcore.lab.run import runs
 from tcore.store import RunStore
+from ui.words.store_words import plain
 
 
 def test_a_paused_queue_says_since_when_by_the_clock_not_how_long_ago(tmp_path, monkeypatch):
@@ -148,7 +149,7 @@ def test_the_instructors_cancel_of_another_persons_run_asks_first(tmp_path, monk
         assert not at.exception, at.exception
         assert store.get(theirs).status == "queued"  # not yet: the instructor is asked first
         said = "\n".join(str(m.value) for m in at.markdown)
-        assert f"run {QUICK.label} · {theirs[-6:]}? It leaves the queue and never starts" in said
+        assert f"run {plain(QUICK.label)} · {theirs[-6:]}? It leaves the queue and never starts" in said
         at.button(key=f"system_queue_keep_{theirs}").click().run()
         assert store.get(theirs).status == "queued" and not [b for b in at.button if "_confirm_" in (b.key or "")]
         at.button(key=f"system_queue_cancel_{theirs}").click().run()

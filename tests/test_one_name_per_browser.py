@@ -101,7 +101,7 @@ def test_a_name_shows_as_it_was_typed_while_the_address_holds_its_slug(db):
     db.queue.enqueue(QUICK, device="cpu", owner=ada, proc=scheduler.this_process(), timeout_s=60)
     other = AppTest.from_file("../app.py", default_timeout=300).run()
     queue = "\n".join(str(m.value) for m in other.markdown)
-    assert f":gray[Ada Lovelace ({ada.split('~')[1][:4]})]" in queue and "ada-lovelace" not in queue
+    assert f":gray[Ada Lovelace \\({ada.split('~')[1][:4]}\\)]" in queue and "ada-lovelace" not in queue
 
     reloaded = tab(ada)
     assert reloaded.text_input(key="people_name").value == "Ada Lovelace"

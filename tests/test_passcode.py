@@ -123,3 +123,27 @@ def test_both_guards_take_any_loopback_address_for_this_machine_and_only_those()
         assert not ok and why.startswith("Too many wrong passcodes from your network address"), elsewhere
         people = guards.NewPeopleGuard(clock=clock)
         assert people.admit(elsewhere, limit=1) and not people.admit(elsewhere, limit=1), elsewhere
+
+
+def test_guessing_from_many_addresses_of_one_ipv6_64_slows_that_64():
+    """An IPv6 host picks new addresses within its /64 at will (the new-people guard counts a /64 as one address for
+    that reason): a new address and a new tab per guess stepped around the passcode guard's per-address wait, 200
+    wrong tries never slowed. And an IPv4 address written into IPv6 (::ffff:10.0.0.66, as a dual-stack server reports
+    it) is that IPv4 address, never the /64 every such address falls in."""
+    clock = Clock()
+    guard = guards.PasscodeGuard(free=3, free_per_address=10, first_wait_s=2.0, clock=clock)
+    for n in range(30):
+        clock.now += 1
+        guard.attempt(f"tab-{n}", "nope", CODE, address=f"2001:db8:0:7::{n + 1:x}")
+    ok, why = guard.attempt("tab-new", "sesame", CODE, address="2001:db8:0:7::ffff")
+    assert not ok and why.startswith("Too many wrong passcodes from your network address")
+    assert guard.attempt("instructor", "sesame", CODE, address="2001:db8:0:8::1") == (True, None)  # another /64
+    for n in range(30):
+        clock.now += 1
+        guard.attempt(f"mapped-{n}", "nope", CODE, address="::ffff:10.0.0.66")
+    ok, why = guard.attempt("tab-v4", "sesame", CODE, address="10.0.0.66")  # the same host, written the IPv4 way
+    assert not ok and why.startswith("Too many wrong passcodes from your network address")
+    assert guard.attempt("instructor-v4", "sesame", CODE, address="::ffff:10.0.0.2") == (True, None)
+    people = guards.NewPeopleGuard(clock=clock)
+    assert people.admit("::ffff:10.0.0.5", limit=1) and people.admit("::ffff:10.0.0.6", limit=1)  # two hosts
+    assert not people.admit("10.0.0.5", limit=1)  # the first again, written the IPv4 way

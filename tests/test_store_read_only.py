@@ -101,3 +101,27 @@ def test_the_compare_page_shows_a_read_only_store(read_only, tmp_path, monkeypat
     assert not at.exception, at.exception
     assert not at.error, texts(at.error)
     assert at.multiselect(key="compare_runs").value == ids
+
+
+
+def test_the_run_button_and_delete_on_a_read_only_store_say_so_in_a_sentence(read_only, tmp_path, monkeypatch):
+    """A click's callback runs before the page, outside app.py's handler of store errors: Run (and Compare's Delete)
+    on a read-only store raised StoreReadOnly into the page, a traceback box (or, with error details off, a bare
+    'error') instead of the sentence that says the store can only be read."""
+    source, mounted = read_only
+    ids = a_store_in(source, tmp_path, with_sidecars=False)
+    me = "ada~3f9a.0123456789abcdef"
+    with sqlite3.connect(source / "runs.sqlite") as db:  # the stored run is this person's: they may delete it
+        db.execute("UPDATE runs SET owner=? WHERE id=?", (me, ids[0]))
+    monkeypatch.setenv("COMPILE_LAB_DB", str(mounted / "runs.sqlite"))
+    at = AppTest.from_file("../app.py", default_timeout=300)
+    at.query_params["me"] = me
+    at.run()
+    assert at.session_state["owner"] == me
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception, at.exception
+    assert any("can only be read" in str(e.value) for e in at.error), texts(at.error)
+    at.switch_page("app_pages/compare.py").run()
+    at.button(key="compare_delete").click().run()
+    assert not at.exception, at.exception
+    assert any("can only be read" in str(e.value) for e in at.error), texts(at.error)

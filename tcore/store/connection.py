@@ -208,7 +208,8 @@ def _wal_size(path: Path) -> int:
 
 
 def damage(path: Path) -> str | None:
-    """What is wrong with the store file at `path`, in words; None where SQLite reads all of it without error."""
+    """What is wrong with the store file at `path`, in words; None where SQLite reads all of it without error.
+    StoreError where its disk is full: SQLite then cannot open it to tell (a sound store reads as "disk I/O error")."""
     try:
         check_path(path)
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
@@ -219,6 +220,10 @@ def damage(path: Path) -> str | None:
     except StoreError as e:
         return str(e).split(": ", 1)[-1]
     except sqlite3.DatabaseError as e:
+        if full := disk_full(e, path):  # no room for the -shm file a reader makes: nothing is known of the store
+            raise StoreError(f"cannot tell whether the run store {path} is damaged: {full}, and SQLite needs a "
+                             "little room to read a store. Nothing was moved: free some space on that disk (a "
+                             "sound store then works again as it is)") from None
         return f"SQLite cannot read it: {e}"
     return None if found == ["ok"] else f"SQLite finds it damaged: {'; '.join(found)}"
 

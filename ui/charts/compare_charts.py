@@ -16,6 +16,7 @@ from ui.charts.style import (
     COMPILED_COLOR,
     VARIANTS,
     bars_height,
+    chart_text,
     legend_below,
     not_available,
     number_label,
@@ -33,8 +34,9 @@ def run_names(frame: pd.DataFrame, *, wrap: bool = False) -> pd.Series:
 
 
 def run_name(label: str, run_id: str, *, wrap: bool = False) -> str:
-    """One run's name as run_names gives it: 'captioner/tiny bs8 fp32 inference, whole · 3f9a1c'."""
-    return (label.replace(", ", "<br>", 1) if wrap else label) + " · " + run_id[-6:]
+    """One run's name as run_names gives it: 'captioner/tiny bs8 fp32 inference, whole · 3f9a1c'. Wrapped (for a
+    chart, whose text plotly reads as markup), the label is written as typed (chart_text)."""
+    return (chart_text(label).replace(", ", "<br>", 1) if wrap else label) + " · " + run_id[-6:]
 
 
 def compare_bars(frame: pd.DataFrame, column: str, title: str, unit: str, *,
@@ -60,7 +62,7 @@ def compare_variants(frame: pd.DataFrame, suffix: str, *, reason: str | None = N
     """
     title, unit, pattern = metric_info(suffix)
     names = run_names(frame, wrap=True)
-    models = frame["model"] if "model" in frame else frame["label"].str.split("/").str[0]
+    models = (frame["model"] if "model" in frame else frame["label"].str.split("/").str[0]).map(chart_text)
     order = list(dict.fromkeys(models))
     values = {v: pd.to_numeric(frame[f"{v}_{suffix}"], errors="coerce") if f"{v}_{suffix}" in frame
               else pd.Series([math.nan] * len(frame), index=frame.index) for v, _, _ in VARIANTS}
@@ -114,8 +116,8 @@ def tradeoff_scatter(frame: pd.DataFrame) -> go.Figure:
     if points.empty:
         return not_available(title, "none of these runs compiled anything, so none has a speedup")
     breakeven = points.get("breakeven_steps", pd.Series([None] * len(points), index=points.index))
-    hover = [f"<b>{label}</b><br>compile {c:.1f} s, speedup {s:.2f}x (interval in the error bar)<br>break-even "
-             + (f"{b:,.0f} steps" if pd.notna(b) else "never (not faster)")
+    hover = [f"<b>{chart_text(label)}</b><br>compile {c:.1f} s, speedup {s:.2f}x (interval in the error bar)<br>"
+             "break-even " + (f"{b:,.0f} steps" if pd.notna(b) else "never (not faster)")
              for label, c, s, b in zip(points.label, points.compile_s, points.speedup, breakeven)]
     # Each point's paired interval as its error bar (runs stored without one have none).
     ends = [points.get(c, pd.Series([math.nan] * len(points), index=points.index)).astype(float)
@@ -148,6 +150,7 @@ def sweep_heatmap(matrix: pd.DataFrame) -> go.Figure:
     title = "Speedup over eager (x) per setting"
     if matrix.empty:
         return not_available(title, "no settings in this sweep")
+    matrix = matrix.assign(row=matrix["row"].map(chart_text), col=matrix["col"].map(chart_text))  # settings, as typed
     rows = list(dict.fromkeys(matrix["row"]))
     cols = list(dict.fromkeys(matrix["col"]))
     z = [[math.nan] * len(cols) for _ in rows]

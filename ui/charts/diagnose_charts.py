@@ -14,6 +14,7 @@ from ui.charts.style import (
     EAGER_COLOR,
     bar_label,
     bars_height,
+    chart_text,
     legend_below,
     not_available,
     style,
@@ -33,12 +34,13 @@ FALLBACK_COLOR = "rgba(214, 39, 40, 0.08)"  # the stretch a frame runs eagerly, 
 
 
 def _headline(text: str | None, width: int = 70) -> str:
-    """The first line of a torch message, without its '0/1: ' id and runs of spaces, wrapped for a hover."""
+    """The first line of a torch message, without its '0/1: ' id and runs of spaces, wrapped for a hover (as typed:
+    a guard names the model's own code)."""
     line = next((s.strip() for s in (text or "").splitlines() if s.strip()), "")
     head, sep, rest = line.partition(": ")
     if sep and "/" in head and " " not in head:
         line = rest
-    return wrap(" ".join(line.split()), width) if line else "(no reason given)"
+    return wrap(chart_text(" ".join(line.split())), width) if line else "(no reason given)"
 
 
 def _schedule_steps(result: dict) -> dict[str, dict]:
@@ -68,7 +70,7 @@ def compile_timeline(result: dict, *, title: str = "Every compilation, over the 
             row = steps.get(e.get("compile_id"))
             where = f"<br>schedule step {row['step']} ({dim} {row['size']})" if row else ""
             reason = f"<br>why: {_headline(e.get('reason'))}" if e.get("reason") else ""
-            hover.append(f"<b>{e.get('compile_id')}</b> {e.get('frame') or ''}<br>{name}: "
+            hover.append(f"<b>{e.get('compile_id')}</b> {chart_text(e.get('frame') or '')}<br>{name}: "
                          f"{e.get('duration_s') or 0:.2f} s, at {e.get('t_s') or 0:.1f} s{where}{reason}")
         fig.add_scatter(x=[e.get("t_s") for e in chosen], y=[e.get("duration_s") or 0 for e in chosen],
                         mode="markers", name=name, hovertext=hover, hoverinfo="text",
@@ -296,7 +298,7 @@ def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None, every_run
     else:
         rows = rows.drop_duplicates(subset=["group", "kind"])  # newest first: keep the latest of each
     groups = list(dict.fromkeys(rows.group))
-    names = {g: rows[rows.group == g].label.iloc[0].replace(", ", "<br>", 1) for g in groups}
+    names = {g: chart_text(rows[rows.group == g].label.iloc[0]).replace(", ", "<br>", 1) for g in groups}
     if every_run and len(set(names.values())) < len(names):
         names = {g: f"{n} · {'/'.join(i[-6:] for i in rows[rows.group == g].id)}" for g, n in names.items()}
     if len(set(names.values())) < len(names):  # two settings with one label (e.g. another backend): tell apart
@@ -313,7 +315,7 @@ def cold_warm_chart(frame: pd.DataFrame, *, height: int | None = None, every_run
             xs.append(r.compile_s if r is not None else math.nan)
             text.append(f"{r.compile_s:.1f} s" if r is not None else "")
             hover.append("" if r is None else
-                         f"<b>{r.label}</b> · {r.id[-6:]}<br>{name}: {r.compile_s:.2f} s<br>"
+                         f"<b>{chart_text(r.label)}</b> · {r.id[-6:]}<br>{name}: {r.compile_s:.2f} s<br>"
                          f"FX graph cache: {_count(r, 'fx_graph_cache_hits')} hits, "
                          f"{_count(r, 'fx_graph_cache_misses')} misses<br>"
                          f"AOT autograd cache: {_count(r, 'aot_autograd_cache_hits')} hits")

@@ -4,6 +4,8 @@ charts read alike; no Streamlit here.
 """
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 
 EAGER_COLOR = "#8896ab"  # muted grey-blue: the baseline
@@ -24,6 +26,13 @@ HEIGHT = 330
 # subtitle (12 px) wraps onto more lines, and the top margin grows to hold them.
 TITLE_CHARS = 30
 SUBTITLE_CHARS = 36
+
+
+def chart_text(text: object) -> str:
+    """Anyone's words (a run's label, a model file's path or preset, a sweep's settings) as a chart shows them: plotly
+    reads a chart's text as HTML-like markup (<a href>, <span style>, <b>, <br>), so '<', '>' and '&' are written as
+    the entities it draws as typed."""
+    return html.escape(str(text), quote=False)
 
 
 def style(fig: go.Figure, title: str, subtitle: str = "", *, height: int = HEIGHT) -> go.Figure:

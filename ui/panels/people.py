@@ -382,7 +382,8 @@ def _you() -> None:
         st.rerun()  # the settings were broken meanwhile: the whole page says how
     if FOLLOWED in st.session_state:
         st.rerun()
-    st.caption(f"You: **{display_name(owner, digits=False)}**" + (" · :violet[instructor]" if instructor else ""))
+    st.caption(f"You: **{plain(display_name(owner, digits=False))}**"
+               + (" · :violet[instructor]" if instructor else ""))
 
 
 def remember(owner: str) -> None:

@@ -7,6 +7,7 @@ limit on queued runs applies per person, and only the owner or the instructor ma
 """
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 import traceback
@@ -17,10 +18,10 @@ import streamlit as st
 from tcore.experiment.protocol import PHASE_TITLES
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab import api
-from tcore.store import RunStore
+from tcore.store import RunStore, StoreError
 from tcore.store.changes import reads
 from ui.panels import people
-from ui.words import run_state
+from ui.words import run_state, store_words
 
 MY_RUNS_SHOWN = 8
 # How often a view of the queue redraws: every BUSY_S while something in it can change by the second (a run
@@ -54,8 +55,11 @@ def submit(experiments: list[Experiment], store: RunStore, *, key: str, timeout_
         try:
             queued.append(api.queue(exp, store, owner=people.me(), timeout_s=timeout_s, from_app=True,
                                     checked=checked if len(experiments) == 1 else None))
-        except SpecError as e:
-            st.session_state[f"{key}_refusal"] = (f"**{people.plain(exp.label)} cannot be queued:** {e}"
+        except (SpecError, StoreError, sqlite3.Error) as e:
+            # a store that can only be read, or is full or locked: said here, as a click's callback runs outside the
+            # page's own handler of store errors (app.py), where it was a bare "This app has encountered an error"
+            why = store_words.store_trouble(e) if isinstance(e, (StoreError, sqlite3.Error)) else e
+            st.session_state[f"{key}_refusal"] = (f"**{people.plain(exp.label)} cannot be queued:** {why}"
                                               + (f" ({len(queued)} run(s) before it were queued.)" if queued else ""))
             break
         if (twins := identical_waiting(exp, store)) > 1:
@@ -71,8 +75,9 @@ def submit_in_turn(experiments: list[Experiment], store: RunStore, *, key: str) 
     one press queues them all, however low the bound. Returns the ids queued now; feed_pending(key) those since."""
     try:
         token = api.queue_in_turn(experiments, store, owner=people.me())
-    except SpecError as e:
-        st.session_state[f"{key}_refusal"] = f"**{people.plain(experiments[0].label)} cannot be queued:** {e}"
+    except (SpecError, StoreError, sqlite3.Error) as e:
+        why = store_words.store_trouble(e) if isinstance(e, (StoreError, sqlite3.Error)) else e
+        st.session_state[f"{key}_refusal"] = f"**{people.plain(experiments[0].label)} cannot be queued:** {why}"
         return []
     st.session_state[f"{key}_batch"], st.session_state[f"{key}_refused"] = token, False
     return list(api.in_turn_view(token).queued)
@@ -252,7 +257,8 @@ def draw_queue_rows(store: RunStore, *, key: str) -> None:
             state = f"**#{row['queue_position'] or '?'} in the queue** · {api.wait_words(row['wait'])[0]}"
             reason = api.wait_words(row["wait"])[1]
         # the id's end, as the runs table shows it: two runs of one label tell apart
-        left.markdown(f"{state} · {people.plain(row['label'])} · :gray[{owner}] · :gray[run {row['run_id'][-6:]}]",
+        left.markdown(f"{state} · {people.plain(row['label'])} · :gray[{people.plain(owner)}] · "
+                      f":gray[run {row['run_id'][-6:]}]",
                       help=reason)
         if (owner == "yours" or instructor) and row["run_id"] not in stopping:
             # on_click: the cancel happens before this fragment redraws, so the line changes on the click itself.
@@ -288,8 +294,9 @@ def confirm_cancel(row: dict, owner: str, store: RunStore, *, key: str) -> None:
     with st.container(border=True):
         what = ("stops now, and its measurements so far are lost" if row["status"] == "running"
                 else "leaves the queue and never starts")
-        st.markdown(f"Cancel {owner}'s run {row['label']} · {row['run_id'][-6:]}? It {what}; {owner} sees that the "
-                    "instructor cancelled it.")
+        who = people.plain(owner)  # a name as typed, and a label: anyone's words, shown as such
+        st.markdown(f"Cancel {who}'s run {people.plain(row['label'])} · {row['run_id'][-6:]}? It {what}; {who} sees "
+                    "that the instructor cancelled it.")
         yes, no = st.columns(2)
         yes.button("Cancel their run", key=f"{key}_confirm_{row['run_id']}", type="primary", icon=":material/cancel:",
                    on_click=confirm_and_cancel, args=(row["run_id"], store))

@@ -27,6 +27,9 @@ SWITCH_ENV = "COMPILE_LAB_FORK_SERVER"  # "0": start every worker as its own pro
 IMPORTS_TIMEOUT_S = 180.0  # the server's imports, on a loaded machine; past it, workers start the usual way
 REPLY_TIMEOUT_S = 30.0
 STATUS_LOST = -1000  # a returncode no process has: its server ended before it could say how the worker ended
+# A worker gone (or a zombie its server does not reap) this long with no word from a server that is stopped or hung:
+# it has ended, how is not known. A live server says so within milliseconds of the worker's exit.
+GONE_GRACE_S = 5.0
 
 
 class StillImporting(Exception):
@@ -56,18 +59,38 @@ class ForkedProcess:
         self.stdout = open(stdout_fd, "r")
         self.returncode: int | None = None
         self._ended = threading.Event()
+        self._gone_since: float | None = None  # when this process first saw the worker gone, its server silent
 
     def _end(self, returncode: int) -> None:
-        self.returncode = returncode
-        self._ended.set()
+        if not self._ended.is_set():  # the first word stands: a late one from a server that resumed changes nothing
+            self.returncode = returncode
+            self._ended.set()
 
     def poll(self) -> int | None:
+        if self.returncode is None and self._gone():
+            self._end(STATUS_LOST)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        if not self._ended.wait(timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout)
+        """Its exit status, from its server; STATUS_LOST for a worker gone GONE_GRACE_S while its server, stopped or
+        hung, said nothing (the run's end must not wait for a server that may never go on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ended.wait(0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))):
+            if self._gone():
+                self._end(STATUS_LOST)
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
         return self.returncode
+
+    def _gone(self) -> bool:
+        """Whether the worker has been gone (or a zombie) for GONE_GRACE_S with no word from its server."""
+        if processes.is_alive(self.pid, None):
+            self._gone_since = None
+            return False
+        now = time.monotonic()
+        if self._gone_since is None:
+            self._gone_since = now
+        return now - self._gone_since >= GONE_GRACE_S
 
 
 class ForkServer:

@@ -203,7 +203,7 @@ def timeout_message(limit_s: float, phase: str | None, waiting_for_device: bool 
 def _death_message(returncode: int) -> str:
     if returncode == fork_server_client.STATUS_LOST:
         return ("the worker process ended before reporting a result (how, nobody knows: the fork server that started "
-                "it ended first)")
+                "it ended, or was stopped, first)")
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = " (the kernel's OOM killer sends SIGKILL when memory runs out)" if name == "SIGKILL" else ""

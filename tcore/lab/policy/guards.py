@@ -96,7 +96,7 @@ class PasscodeGuard:
                 cwd: str | Path | None = None, address: str | None = None) -> tuple[bool, str | None]:
         """(whether `attempt` unlocks the instructor's actions, and if not, what to tell the person)."""
         now = self._clock()
-        where = address if address and not this_machine(address) else None  # None: slowed per session only
+        where = _per_address(address)  # None (this machine, or none known): slowed per session only; an IPv6 /64 is one
         with self._lock:
             wrong, next_at = self._sessions.get(session, (0, 0.0))
             address_wrong, address_next_at = self._addresses.get(where, (0, 0.0)) if where else (0, 0.0)
@@ -181,13 +181,16 @@ class NewPeopleGuard:
 
 
 def _per_address(address: str | None) -> str | None:
-    """What NewPeopleGuard counts per: the address, its /64 for IPv6; None for loopback or no address."""
+    """What both guards count per: the address, its /64 for IPv6 (a host picks new addresses within it at will), an
+    IPv4 address written into IPv6 as itself; None for loopback or no address."""
     if not address or this_machine(address):
         return None
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:  # an IPv4 host as a dual-stack server writes it: that host
+        return str(ip.ipv4_mapped)
     return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else str(ip)
 
 
