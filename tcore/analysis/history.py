@@ -45,6 +45,11 @@ class History:
     def median(self) -> float | None:
         return statistics.median(self.speedups) if self.points else None
 
+    def with_intervals(self) -> History:
+        """The runs that stated an interval of their own: those a spread between processes is learned from (one or
+        two rounds' ratio, with no interval, can land anywhere on a loaded machine)."""
+        return History([p for p in self.points if p.low is not None])
+
     @property
     def spread_pct(self) -> float | None:
         """The standard deviation of the log-speedups, in %; None under 2 runs."""

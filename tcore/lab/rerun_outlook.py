@@ -27,8 +27,7 @@ def earlier(exp: Experiment, store: RunStore, device: str | None = None) -> Earl
     """(device, the finished runs of `exp`'s setting on this machine, how many of them were host-bound); `device`:
     the device check's answer where the caller has it (the Run page's), else checked here."""
     device = device or preflight(exp)[0]
-    records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device))
-               if rerun.teaches_spread(r.result)]
+    records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device)) if r.result.get("speedup")]
     bound = sum(figures.follows_host(r.result, r.device) for r in records)
     return device, history.history(records), bound
 
@@ -70,8 +69,9 @@ def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None,
     env = machine_env(device)
     spread = history.machine_spread(store.headlines(device), env, device,
                                     rerun.kind(device, bool(bound or larger)), exclude=exp.to_dict())
-    return rerun.outlook(past.speedups, device, bound, (larger, exp.batch_size) if larger else None, spread,
-                          past.withins, gpu=env.get("gpu"))
+    taught = past.with_intervals()  # the spread is learned from runs with an interval of their own
+    return rerun.outlook(taught.speedups, device, bound, (larger, exp.batch_size) if larger else None, spread,
+                          taught.withins, gpu=env.get("gpu"))
 
 
 def words(exp: Experiment, store: RunStore, found: Earlier | None = None,
