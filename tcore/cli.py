@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 from tcore.analysis import report
@@ -51,6 +52,13 @@ class ProgressLine:
         power = f"  {self.watts:.0f} W" if self.watts is not None else ""
         sys.stderr.write(f"\r{self.phase} {self.progress}  {time.time() - self.t0:.0f} s{power}\033[K")
         sys.stderr.flush()
+
+
+def one_line(text: str) -> str:
+    """`text` (a run's label: a model file's preset and path, anyone's words) for a terminal, on one line: each control
+    or line-separator character written as its escape (a line break reads \\n, ESC \\x1b), so no label writes a
+    made-up row into `tcore list`, over its own row, or an escape sequence to the terminal of whoever lists a store."""
+    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
 
 
 def cut_echoes(message: str) -> str:
@@ -105,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except SpecError as e:  # invalid settings or the lab's limits: nothing was queued
         print(cut_echoes(f"invalid experiment: {e}"), file=sys.stderr)
         return 2
-    print(f"{exp.label}\nstore: {store.path}", file=sys.stderr)
+    print(f"{one_line(exp.label)}\nstore: {store.path}", file=sys.stderr)
     for note in list(run.notes):  # what the checks before the run found: settings that do nothing here, no estimate
         print(f"note: {note}", file=sys.stderr)
     for line in before:  # said before the run: how far this setting moved here so far
@@ -124,7 +132,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if registry.adopted_left():
         print("this process took over runs queued by a process that ended; it runs them before it exits "
               "(Ctrl-C leaves them queued for the next process that opens this store)", file=sys.stderr)
-        for adopted in runs.run_adopted(lambda r: print(f"  running {r.run_id} ({r.exp.label})", file=sys.stderr)):
+        for adopted in runs.run_adopted(lambda r: print(f"  running {r.run_id} ({one_line(r.exp.label)})",
+                                                        file=sys.stderr)):
             print(f"  {adopted.run_id}: {adopted.status}", file=sys.stderr)
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
@@ -204,7 +213,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         figures = (f"speedup {res['speedup']:.2f}x{interval}, compile {res['compile_s']:.1f} s"
                    if res.get("speedup") is not None else (r.error_kind or r.status))
         waits = "  (its process ended: the next app or `tcore run` on this store runs it)" if r.id in orphaned else ""
-        print(f"{r.id}  {when}  {r.status:8}  {r.label}  [{figures}]{waits}")
+        print(f"{r.id}  {when}  {r.status:8}  {one_line(r.label)}  [{figures}]{waits}")
     return 0
 
 
@@ -230,14 +239,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
     elif record.result:
-        print(f"{record.label}\n")
+        print(f"{one_line(record.label)}\n")
         print(report.text_table(record.result, record.spec, record.device))
         print("\n".join(_history_lines(store, record)))
     elif record.status in ("queued", "running"):  # no outcome yet: say where it stands, not "None: None"
-        print(f"{record.label}\n{record.status}" + (" (its process ended: the next app or `tcore run` on this store "
-                                                   "runs it)" if record.id in orphaned else ""))
+        print(f"{one_line(record.label)}\n{record.status}" + (" (its process ended: the next app or `tcore run` on "
+                                                             "this store runs it)" if record.id in orphaned else ""))
     else:
-        print(f"{record.label}\n{record.status}: {record.error.get('kind')}: {record.error.get('message')}")
+        print(f"{one_line(record.label)}\n{record.status}: {record.error.get('kind')}: {record.error.get('message')}")
     return 0
 
 
@@ -260,7 +269,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         res = record.result or {}
         said = (f"{res['speedup']:.3f}x ± {res.get('speedup_pm_pct') or 0:.1f}%" if res.get("speedup") else
                 f"{record.status}: {(record.error or {}).get('message', '')[:120]}")
-        print(f"  {record.id[-6:]} {record.label}: {said}", flush=True)
+        print(f"  {record.id[-6:]} {one_line(record.label)}: {said}", flush=True)
 
     spreads = calibrate.calibrate(store, device, args.runs, ended)
     gpu = calibrate.machine_env(device).get("gpu")

@@ -211,3 +211,20 @@ def test_a_refusal_cuts_a_long_input_it_repeats(argv, says, store, capsys):
     assert code in (1, 2)
     line = one_line(capsys)
     assert says in line and len(line) < 600, line[:300]
+
+
+def test_a_label_with_control_characters_is_one_line_as_typed_in_list_and_show(store, capsys):
+    """A label carries a model file's preset and path, anyone's words: one with a line break wrote a made-up row into
+    `tcore list`, a carriage return wrote over its own row, and an escape sequence (clear the screen, retitle the
+    window) reached the terminal of whoever listed a shared store. Each such character is written as its escape."""
+    evil = "tiny\n20260101-000000-ffffff  2026-01-01 00:00  finished  fake\r\x1b[2J\x1b]0;owned\x07\u2028x"
+    run_id = insert_run(store, QUICK, status="finished")
+    with store._write() as db:
+        db.execute("UPDATE runs SET label=? WHERE id=?", (evil, run_id))
+    assert cli.main(["list", "--db", str(store.path)]) == 0
+    listed = capsys.readouterr().out
+    assert listed.count("\n") == 1 and "\x1b" not in listed and "\r" not in listed and "\u2028" not in listed, listed
+    assert "tiny\\n20260101-000000-ffffff" in listed and "\\x1b[2J" in listed
+    assert cli.main(["show", run_id, "--db", str(store.path)]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "\r" not in shown and shown.startswith("tiny\\n20260101"), shown

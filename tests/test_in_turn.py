@@ -36,3 +36,25 @@ def test_held_runs_go_in_as_places_free_without_a_page_and_a_refusal_stops_the_f
             in_turn.start(batch[:1], db, owner="bob~1a2b.cafe")
     finally:
         runs.pause(db, False)
+
+
+def test_held_runs_follow_their_person_s_new_name(db, monkeypatch):
+    """A person who typed a name (or another) while the lab held some of their runs: their runs moved to the new id,
+    but the held ones went in under the id they had left, which was no longer theirs: they could not cancel them
+    ("belongs to someone else"). The tag and the secret stay with the person through a rename; the feed follows them."""
+    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "1")
+    runs.pause(db, True)
+    guest, named = "guest-1a2b.00000000cafe0001", "ada~1a2b.00000000cafe0001"
+    try:
+        token = in_turn.start([QUICK.replace(batch_size=b) for b in (1, 2)], db, owner=guest)
+        first = in_turn.view(token).queued[0]
+        assert db.people.rename_owner(guest, named, "Ada") == 1  # the sidebar's rename moves what the store holds
+        assert runs.cancel(first, db, owner=named)
+        deadline = time.time() + 20
+        while len(in_turn.view(token).queued) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        fed = in_turn.view(token).queued[1]
+        assert db.get(fed).owner == named
+        assert runs.cancel(fed, db, owner=named)
+    finally:
+        runs.pause(db, False)

@@ -197,3 +197,20 @@ def test_a_stopped_step_ends_at_once_and_takes_its_process_group_along(tmp_path)
 
     result = ladder.climb(SPEC, ["eager", "cold", "warm"], step_runner=runner, stop=threading.Event())
     assert ran == ["eager"] and result["steps"]["eager"]["failed"] == ladder.STOPPED_WORDS
+
+
+def test_the_command_line_ladder_takes_a_model_file_as_run_does(tmp_path):
+    """`tcore ladder --model file:examples/my_model.py` on a store where no run of the file was made said only that
+    "this process never imports a model file": the command line always takes a file (run has its card read by a child
+    and kept); the ladder now does the same, its path taken from where the command was given."""
+    from tcore.lab.settings.config import REPO_ROOT
+
+    model = tmp_path / "mine.py"
+    model.write_text((REPO_ROOT / "examples" / "my_model.py").read_text())
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT), "HOME": str(tmp_path),
+           "COMPILE_LAB_DB": str(tmp_path / "runs.sqlite")}
+    done = subprocess.run([sys.executable, "-m", "tcore", "ladder", "--model", "file:mine.py", "--device", "cpu",
+                           "--rungs", "eager", "--timed-s", "0.2"], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "eager" in done.stdout and "failed" not in done.stdout, done.stdout

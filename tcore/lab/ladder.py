@@ -274,6 +274,13 @@ def spec_from_args(args) -> str:
 def cmd_ladder(args) -> int:
     from tcore.experiment.spec import SpecError
 
+    if args.model.startswith("file:"):  # the command line always takes a model file, as `run` does
+        from sample_models.sources import file_model
+        from tcore.lab.outputs import model_files
+        from tcore.store import RunStore
+
+        args.model = file_model(args.model)  # the rungs run in the lab's folder, not this one
+        model_files.install(RunStore(args.db), files_allowed=lambda: True, time_limit_s=args.timeout)
     try:
         spec_json = spec_from_args(args)
     except SpecError as e:

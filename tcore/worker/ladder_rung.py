@@ -235,6 +235,10 @@ def run_step(name: str, exp: Experiment, workdir: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    from sample_models.sources import file_models
+
+    # a step is a worker's fresh process: a model file's code runs here (the lab checked that it may: probes, cli)
+    file_models.allow_imports()
     name, spec_json, workdir = argv
     result = run_step(name, Experiment.from_json(spec_json), Path(workdir))
     sync(result["device"])

@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", action="store_true", help="print the probes as JSON")
     args = p.parse_args(argv)
+    from sample_models.sources import file_models
+
+    file_models.allow_imports()  # a worker's fresh process: a model file's code runs here (tcore.lab.probes checked)
     exp = Experiment(model=args.model, preset=args.preset, batch_size=args.batch_size, device=args.device,
                      backend=args.backend, shape_count=args.shape_count)
     results = probe_all(exp, args.device, on_probe=lambda r: print(f"  {r['stance']}: done", file=sys.stderr,

@@ -9,12 +9,13 @@ draw may feed at once too (feed); both take the batch's lock, so no run is queue
 from __future__ import annotations
 
 import secrets
+import sqlite3
 import threading
 from dataclasses import dataclass, field
 
 from tcore.experiment.spec import Experiment, SpecError
 from tcore.lab.run import runs
-from tcore.store import RunStore
+from tcore.store import RunStore, StoreError
 
 FEED_S = 1.0  # how often held runs are offered the places their person's runs freed (a place frees as a run starts)
 KEPT = 200  # batches fed to the end that are still kept for a page to read its ids from
@@ -80,9 +81,25 @@ def view(token: str) -> InTurn | None:
         return InTurn(tuple(batch.queued), tuple(batch.held), batch.refusal)
 
 
+def _named_now(batch: _Batch) -> str:
+    """The batch's owner as named now: a rename (the sidebar's name box) moves a person's runs to a new id that keeps
+    the old one's tag and secret (ada~3f9a.SECRET from guest-3f9a.SECRET), and the runs still held are theirs too,
+    never left under an id that is no longer theirs, which they could not cancel."""
+    shown, dot, secret = batch.owner.rpartition(".")
+    if not dot:
+        return batch.owner
+    tag = shown.split("~")[1] if "~" in shown else shown.removeprefix("guest-")
+    try:
+        return batch.store.people.owner_ending(f"{tag}.{secret}") or batch.owner
+    except (sqlite3.Error, StoreError):  # the feed's own start says what is wrong with the store
+        return batch.owner
+
+
 def _feed(batch: _Batch) -> None:
     """Queue as many held runs as the owner's places allow, in order; a refusal other than a full queue ends it."""
     with batch.lock:
+        if batch.held:
+            batch.owner = _named_now(batch)
         while batch.held and runs.places_left(batch.owner, batch.store)[0] > 0:
             exp = batch.held[0]
             try:
