@@ -18,7 +18,7 @@ from tests.app_harness import (  # noqa: F401
     texts,
     wait_for,
 )
-from tests.helpers import HANG_S, insert_run
+from tests.helpers import HANG_S, insert_run, wait_until
 from ui.words.store_words import plain
 
 # The captioner's first deliberate graph break (EncoderBlock's `.item()`), found in its source: the line a break
@@ -207,21 +207,24 @@ def test_two_runs_code_side_by_side_with_the_kernel_change(db):
     assert "+triton_per_fused_add_softmax_0 = async_compile.triton(" in diff
 
 
-def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_waiting(db, monkeypatch):
-    """Five strategies against a bound of three waiting runs: three are queued at once, the other two as places free
-    up (here: as two of them are cancelled, the queue paused so that none starts), with no refusal."""
+def _press_recompilations(db, monkeypatch):
+    """Recompilations' Start pressed with at most 3 runs waiting per person and the queue paused (none starts): the
+    page, the person's id, and their waiting runs."""
     monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "3")
     runs.pause(db, True)
     at = app().switch_page("app_pages/diagnose.py").run()
     at.session_state["diagnose_tab"] = "Recompilations"
     at.run()
     at.button(key="diag_shape_start").click().run()
-    assert not at.exception and not at.error
     me = at.session_state["owner"]
+    return at, me, lambda: [r for r in db.list() if r.owner == me and r.status == "queued"]
 
-    def waiting():
-        return [r for r in db.list() if r.owner == me and r.status == "queued"]
 
+def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_waiting(db, monkeypatch):
+    """Five strategies against a bound of three waiting runs: three are queued at once, the other two as places free
+    up (here: as two of them are cancelled, the queue paused so that none starts), with no refusal."""
+    at, me, waiting = _press_recompilations(db, monkeypatch)
+    assert not at.exception and not at.error
     assert len(waiting()) == 3
     assert ("**2 more runs to queue**: this lab lets one person have 3 runs waiting at once, so they go in, in "
             "order, as yours start, whether or not this page is open.") in texts(at.markdown)
@@ -239,25 +242,12 @@ def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_
 def test_held_strategies_go_in_as_places_free_while_the_page_is_elsewhere(db, monkeypatch):
     """The walk's fifth strategy went in 564 s after the press, the queue empty for two minutes meanwhile: the held
     runs were fed only while the Recompilations tab drew. The lab feeds them now, with the person on another page."""
-    monkeypatch.setenv("COMPILE_LAB_MAX_QUEUED_PER_SESSION", "3")
-    runs.pause(db, True)
-    at = app().switch_page("app_pages/diagnose.py").run()
-    at.session_state["diagnose_tab"] = "Recompilations"
-    at.run()
-    at.button(key="diag_shape_start").click().run()
-    me = at.session_state["owner"]
-
-    def waiting():
-        return [r for r in db.list() if r.owner == me and r.status == "queued"]
-
+    at, me, waiting = _press_recompilations(db, monkeypatch)
     assert len(waiting()) == 3
     at.switch_page("app_pages/compare.py").run()  # the person reads another page; nothing of Diagnose draws
     for run in waiting()[:2]:
         assert runs.cancel(run.id, db, owner=me)  # two places free, as two starts would free them
-    deadline = time.time() + 30
-    while len(waiting()) < 3 and time.time() < deadline:
-        time.sleep(0.5)
-    assert len(waiting()) == 3, "the held strategies waited for the page to come back"
+    wait_until(lambda: len(waiting()) == 3, HANG_S, "the held strategies to go in with the page elsewhere")
     assert len({json.dumps(r.spec["shape_remedy"]) + str(r.spec["dynamic"]) for r in db.list() if r.owner == me}) == 5
     at.switch_page("app_pages/diagnose.py")  # back: the page follows the runs the lab queued meanwhile
     at.session_state["diagnose_tab"] = "Recompilations"
