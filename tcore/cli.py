@@ -418,5 +418,5 @@ def build_parser() -> argparse.ArgumentParser:
                                  "the lab starts a new, empty one", description=cmd_set_aside.__doc__)
     aside.set_defaults(func=cmd_set_aside)
 
-    ladder.add_command(sub, [common])
+    ladder.add_command(sub, [common], _open_store)
     return parser

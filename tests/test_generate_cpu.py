@@ -1,5 +1,6 @@
 """A generation on the CPU finishes: its defaults write a few dozen tokens, a run stopped at its limit is told what it
 can lower, and its worker log says the phase it was in."""
+import time
 import types
 
 import pytest
@@ -58,8 +59,10 @@ def test_each_phase_goes_into_the_worker_log(capsys):
 
     said = []
     run = types.SimpleNamespace(emit=said.append, sampler=None, t_start=0.0, host=HostSpeed(read=lambda: 10.0))
+    before = time.time()
     Phases.phase(run, "compiling")
-    assert said == [{"type": "phase", "phase": "compiling"}]
+    assert [{k: v for k, v in e.items() if k != "at"} for e in said] == [{"type": "phase", "phase": "compiling"}]
+    assert before <= said[0]["at"] <= time.time()  # when the phase began, in the worker's clock
     assert capsys.readouterr().err.startswith("phase: Compiling (first call) (+")
 
 

@@ -20,6 +20,7 @@ it costs is shown beside what loading it saves. A rung this torch or this model 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -231,12 +232,13 @@ def _x(ratio: float | None) -> str:
 
 
 # --- the command line: `python -m tcore ladder` ---------------------------------------------------------------------
-def add_command(sub, parents) -> None:
-    """The `ladder` subcommand of python -m tcore (tcore.cli adds it here, so its options live beside the code)."""
+def add_command(sub, parents, open_store) -> None:
+    """The `ladder` subcommand of python -m tcore (tcore.cli adds it here, so its options live beside the code).
+    `open_store(path)` is the command line's way to its store: the lab is handed one, never opens one itself."""
     p = sub.add_parser("ladder", parents=parents, help="time every way to a model's first result (start-up ladder)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
-    p.set_defaults(func=cmd_ladder)
+    p.set_defaults(func=functools.partial(cmd_ladder, open_store=open_store))
 
 
 def add_arguments(p, many_models: bool = False) -> None:
@@ -271,16 +273,15 @@ def spec_from_args(args) -> str:
     return Experiment(model=args.model, device=device, task="inference", timed_s=args.timed_s, **values).to_json()
 
 
-def cmd_ladder(args) -> int:
+def cmd_ladder(args, open_store) -> int:
     from tcore.experiment.spec import SpecError
 
     if args.model.startswith("file:"):  # the command line always takes a model file, as `run` does
         from sample_models.sources import file_model
         from tcore.lab.outputs import model_files
-        from tcore.store import RunStore
 
         args.model = file_model(args.model)  # the rungs run in the lab's folder, not this one
-        model_files.install(RunStore(args.db), files_allowed=lambda: True, time_limit_s=args.timeout)
+        model_files.install(open_store(args.db), files_allowed=lambda: True, time_limit_s=args.timeout)
     try:
         spec_json = spec_from_args(args)
     except SpecError as e:
