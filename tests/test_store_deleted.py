@@ -1,14 +1,18 @@
 """The run store deleted under a lab process while a run is under way: the run's owner is told what happened, in
 words, and the process logs no FOREIGN KEY traceback."""
+import gc
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 
 import pytest
 
 from tcore.lab.run import runs
 from tcore.lab.run.recording import store_failure
-from tcore.store import RunStore, schema
-from tests.helpers import QUICK, wait_until
+from tcore.lab.settings.config import REPO_ROOT
+from tcore.store import RunStore, changes, schema
+from tests.helpers import QUICK, insert_run, wait_until
 
 pytestmark = pytest.mark.usefixtures("no_outside_limits")
 
@@ -45,3 +49,31 @@ def test_a_new_store_s_tables_are_in_its_file_not_only_in_its_write_ahead_log(tm
 def test_a_store_whose_tables_went_is_said_as_emptied_or_deleted_not_no_such_table(tmp_path):
     said = store_failure(sqlite3.OperationalError("no such table: runs"), RunStore(tmp_path / "runs.sqlite"))
     assert said.startswith("the run store's file was emptied or deleted under this process") and "no such" not in said
+
+
+def test_wal_and_shm_deleted_under_a_process_that_keeps_the_store_open_lose_no_ones_runs(tmp_path):
+    """probe4 #6: a lab process keeps a connection open (its pages' change watch); the -wal and -shm files are deleted;
+    another process records a run, then this one finishes its own. This process's connections kept the deleted -shm
+    mapped: its write went nowhere and its last connection to close wrote the old -wal back and deleted the new one
+    by its name, taking the other process's run with it."""
+    path = tmp_path / "runs.sqlite"
+    store = RunStore(path)
+    before = insert_run(store, QUICK)
+    page = changes.reads(store)
+    assert [r.id for r in page.list()] == [before]  # the watch's connection is open from here on
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"runs.sqlite{suffix}").unlink()
+    code = ("import sys; from tcore.store import RunStore; from tests.helpers import QUICK, insert_run; "
+            "print(insert_run(RunStore(sys.argv[1]), QUICK))")
+    other = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                           cwd=REPO_ROOT).stdout.strip()
+    mine = insert_run(store, QUICK)
+    store.finish(mine, result={"speedup": 1.5})
+    assert {r.id for r in page.list()} == {before, other, mine}  # the page sees them all, on a new connection
+    changes._WATCHES.clear()  # the process lets go of the store, its kept connection last
+    gc.collect()
+    code = ("import sys; from tcore.store import RunStore; "
+            "print(*(f'{r.id}:{r.status}' for r in RunStore(sys.argv[1]).list()))")
+    seen = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                          cwd=REPO_ROOT).stdout.split()
+    assert sorted(seen) == sorted([f"{before}:running", f"{other}:running", f"{mine}:finished"])

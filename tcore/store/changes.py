@@ -29,10 +29,30 @@ class _Watch:
         self._path = path
         self._db: sqlite3.Connection | None = None
         self._inode: int | None = None
+        self._opened = 0  # connections opened so far: data_version is counted per connection
+        self._stale = False  # let go of while a question was being answered: closed before the next
         self._lock = threading.Lock()
         self.version: int | None = None
         self.answers: dict[tuple, Any] = {}
         self.reads = 0  # answers read from the store rather than kept: what the tests count
+        # A write that finds the store's -shm file replaced closes every connection of the process to it, this one's
+        # too (tcore.store.connection._Sidecars): it is opened again at the next question.
+        connection.sidecars(path).on_drain(id(self), self._let_go)
+
+    def _let_go(self) -> None:
+        """Close the kept connection, unless a question is being answered on it now (it is closed after)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._close()
+            finally:
+                self._lock.release()
+        else:
+            self._stale = True
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+        self._db, self._stale = None, False
 
     def answer(self, key: tuple, read: Callable[[], Any]) -> Any:
         # One lock for the marker, the lookup and the read: twenty sessions asking at once after a change
@@ -42,25 +62,30 @@ class _Watch:
             if version != self.version:
                 self.version, self.answers = version, {}
             if key not in self.answers:
-                self.answers[key] = read()  # an exception (a run deleted meanwhile) is raised, not kept
+                try:
+                    self.answers[key] = read()  # an exception (a run deleted meanwhile) is raised, not kept
+                finally:
+                    if self._stale:  # a write waits for this process's connections to close: let go at once
+                        self._close()
                 self.reads += 1
             return self.answers[key]
 
-    def _marker(self) -> tuple[int | None, int]:
-        """(the file's inode, SQLite's data_version). A store set aside (tcore.store.connection.set_aside) or deleted,
+    def _marker(self) -> tuple[int | None, int, int]:
+        """(the file's inode, which connection, SQLite's data_version on it: a number each connection counts on its
+        own). A store set aside (tcore.store.connection.set_aside) or deleted,
         and made anew at the same path, is another file: the connection open on the old one would never see it
         change, so it is opened again."""
         try:
             inode = os.stat(self._path).st_ino
         except FileNotFoundError:
             inode = None
-        if self._db is None or inode != self._inode:
-            if self._db is not None:
-                self._db.close()
+        if self._db is None or inode != self._inode or self._stale:
+            self._close()
             # Autocommit, so the connection never holds a read transaction open (it would pin the WAL).
-            self._db = connection.open_file(self._path, timeout=30, isolation_level=None, check_same_thread=False)
-            self._inode = inode
-        return inode, self._db.execute("PRAGMA data_version").fetchone()[0]
+            self._db = connection.open_file(self._path, kept=True, timeout=30, isolation_level=None,
+                                            check_same_thread=False)
+            self._inode, self._opened = inode, self._opened + 1
+        return inode, self._opened, self._db.execute("PRAGMA data_version").fetchone()[0]
 
 
 _WATCHES: dict[tuple[int, Path], _Watch] = {}
