@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import QUICK
+from helpers import HANG_S, QUICK
 
 from tcore.lab.launch import fork_server_client, launcher
 from tcore.lab.outputs import model_files
@@ -17,6 +17,15 @@ from tcore.lab.run import runs
 
 pytestmark = pytest.mark.skipif(not fork_server_client.available(),
                                 reason="workers are not forked on a machine with a GPU")
+
+
+@pytest.fixture(autouse=True)
+def _patient_server(monkeypatch):
+    """The lab gives up on a server that has not imported or answered in time and starts the worker the usual way;
+    these tests ask whether workers are forked, so on a loaded machine they wait for the server instead, as long as the
+    suite waits for anything (a test of the giving-up sets its own bound)."""
+    monkeypatch.setattr(fork_server_client, "IMPORTS_TIMEOUT_S", HANG_S)
+    monkeypatch.setattr(fork_server_client, "REPLY_TIMEOUT_S", HANG_S)
 
 
 def _stat(pid: int) -> tuple[int, int]:
