@@ -10,6 +10,7 @@ import re
 import signal
 import sqlite3
 import sys
+import threading
 import time
 import unicodedata
 from pathlib import Path
@@ -27,7 +28,6 @@ from tcore.store import NoSuchRun, RunStore, StoreError, default_path
 
 ECHO_CHARS = 60  # of a quoted value a refusal repeats: enough to know it again, not a screenful
 LONG_WORD_CHARS = 200  # an unquoted word past this is an echo too (file:NAME), not a path someone needs whole
-INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command ended by Ctrl-C
 CANCEL_WAIT_S = 300.0  # how long Ctrl-C waits for this command's runs to be cancelled: only a bound on a hang
 
 
@@ -319,7 +319,10 @@ def cmd_models(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Runs a command; what goes wrong outside a run (a store that cannot be used, an unknown run id, the lab's
     settings written wrongly, output closed early) is one line on stderr and a non-zero exit, with nothing changed.
-    Ctrl-C cancels the command's own runs (interrupted) and exits with 130."""
+    Ctrl-C cancels the command's own runs (interrupted) and exits with 130; SIGTERM (`kill`, a service manager, a
+    job's time limit) does the same and exits with 143."""
+    if threading.current_thread() is threading.main_thread():  # a test may call main() from another thread
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return _main(argv)
     except StoreError as e:
@@ -337,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.DatabaseError as e:  # a store that opened but breaks when read further (a damaged page)
         print(f"python -m tcore: the run store cannot be read: {e}", file=sys.stderr)
         return 2
+    except Terminated:
+        return interrupted(signal.SIGTERM)
     except KeyboardInterrupt:
         return interrupted()
     except BrokenPipeError:  # `tcore list | head -1`: the reader has what it wanted; nothing to say
@@ -345,11 +350,21 @@ def main(argv: list[str] | None = None) -> int:
         return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
 
 
-def interrupted() -> int:
-    """Ctrl-C: this command's own runs, queued or running, are cancelled in the store (one left queued would run
-    later, for no one), and one line says so. Runs it took over from a process that ended stay queued for the next
-    process that opens the store, as `run` said when it took them."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while a worker stops would leave its run behind
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt: a run ended this way is cancelled,
+    not left running in the store until its owner is found gone and then recorded crashed."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+def interrupted(signum: int = signal.SIGINT) -> int:
+    """Ctrl-C (or SIGTERM): this command's own runs, queued or running, are cancelled in the store (one left queued
+    would run later, for no one), and one line says so. Runs it took over from a process that ended stay queued for the
+    next process that opens the store, as `run` said when it took them."""
+    for each in (signal.SIGINT, signal.SIGTERM):  # a second signal while a worker stops would leave its run behind
+        signal.signal(each, signal.SIG_IGN)
     registry = sys.modules.get("tcore.lab.run.registry")  # never imported: this command queued nothing
     own = [r for r in registry.active() if not r.adopted] if registry else []
     for run in own:
@@ -357,8 +372,9 @@ def interrupted() -> int:
     for run in own:
         run.wait(CANCEL_WAIT_S)
     said = ", ".join(f"run {r.run_id} {_how_it_ended(r)}" for r in own)
-    print(f"\rinterrupted: {said or 'no run of this command was queued'}\033[K", file=sys.stderr)
-    return INTERRUPTED
+    how = "interrupted" if signum == signal.SIGINT else "terminated"
+    print(f"\r{how}: {said or 'no run of this command was queued'}\033[K", file=sys.stderr)
+    return 128 + signum  # what a shell reports for a command ended by that signal: 130 for Ctrl-C, 143 for SIGTERM
 
 
 def _how_it_ended(run) -> str:

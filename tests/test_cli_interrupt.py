@@ -24,8 +24,8 @@ def cli_run(store, *extra) -> subprocess.Popen:
                             env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0"))
 
 
-def interrupted(cli: subprocess.Popen) -> tuple[str, str]:
-    cli.send_signal(signal.SIGINT)
+def interrupted(cli: subprocess.Popen, signum: int = signal.SIGINT) -> tuple[str, str]:
+    cli.send_signal(signum)
     try:
         return cli.communicate(timeout=300)  # only a bound on a hang: a worker stops within seconds
     finally:
@@ -37,26 +37,30 @@ def own_run(store):
     return runs[0] if len(runs) == 1 else None
 
 
-def cancelled_quietly(cli, err: str, store) -> None:
-    """The command exited 130 with one line and no traceback, its own run recorded cancelled."""
-    assert cli.returncode == 130, err
+def cancelled_quietly(cli, err: str, store, *, code: int = 130, how: str = "interrupted") -> None:
+    """The command exited 130 (143 for SIGTERM) with one line and no traceback, its own run recorded cancelled."""
+    assert cli.returncode == code, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     run = own_run(store)
     assert run.status == "failed" and run.error_kind == "cancelled", (run.status, run.error)
-    assert f"interrupted: run {run.id} cancelled" in err.splitlines()[-1]
+    assert f"{how}: run {run.id} cancelled" in err.splitlines()[-1]
 
 
-def test_ctrl_c_on_a_queued_run_cancels_it_and_exits_130_without_a_traceback(store):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_on_a_queued_run_cancels_it_and_exits_without_a_traceback(store, signum):
+    """SIGTERM (`kill`, a job's time limit) left the run in the store for the app to adopt and run for no one, or, once
+    running, recorded it crashed when its owner was found gone; it is Ctrl-C's path now, exiting with 143."""
     holder = hold_cpu_slot(store, worker_started=True)  # the run waits behind this one
     cli = cli_run(store, "--timed-steps", "2")
     try:
         wait_until(lambda: ((r := own_run(store)) is not None and r.status == "queued") or cli.poll() is not None,
                    what="the run queued")
         assert cli.poll() is None, cli.communicate()
-        out, err = interrupted(cli)
+        out, err = interrupted(cli, signum)
     finally:
         cli.kill()
-    cancelled_quietly(cli, err, store)
+    cancelled_quietly(cli, err, store, code=128 + signum,
+                      how="interrupted" if signum == signal.SIGINT else "terminated")
     assert store.get(holder).status == "running"  # someone else's run is none of its business
 
 
