@@ -1,5 +1,5 @@
 """The start-up ladder: its arithmetic and order on made-up step reports, a rung this torch lacks, and the eager,
-cold, warm and Mega-Cache rungs for real on the tiny captioner (one climb for the whole module; the artifact rungs
+cold, warm and Mega-Cache rungs for real on a tiny model (one climb for the whole module; the artifact rungs
 climb in test_ladder_aot_compile.py and test_ladder_aoti.py, beside this file: tests/ladder_rungs.py says why)."""
 import json
 import subprocess
@@ -138,8 +138,8 @@ def test_the_real_climbs_together_take_every_rung():
 
 # --- the rungs made of caches for real, once -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def climbed():
-    return climb(PARTS["test_ladder.py"])
+def climbed(tmp_path_factory):
+    return climb(PARTS["test_ladder.py"], tmp_path_factory.mktemp("ladder") / "runs.sqlite")
 
 
 @pytest.mark.compile

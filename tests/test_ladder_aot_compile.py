@@ -1,5 +1,5 @@
 """The start-up ladder's aot_compile rung (torch.compile(...).aot_compile saved with save_compiled_function, loaded
-in a fresh process) for real on the tiny captioner, after eager: a part of the ladder in a file of its own, so that it
+in a fresh process) for real on a tiny model, after eager: a part of the ladder in a file of its own, so that it
 climbs beside the others (tests/ladder_rungs.py says why)."""
 import pytest
 
@@ -11,8 +11,8 @@ from tests.ladder_rungs import (
 
 
 @pytest.fixture(scope="module")
-def climbed():
-    return climb(PARTS["test_ladder_aot_compile.py"])
+def climbed(tmp_path_factory):
+    return climb(PARTS["test_ladder_aot_compile.py"], tmp_path_factory.mktemp("ladder") / "runs.sqlite")
 
 
 @pytest.mark.compile

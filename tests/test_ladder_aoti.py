@@ -1,5 +1,5 @@
 """The start-up ladder's AOTInductor rung (torch.export then an AOTInductor package, loaded in a fresh process) for
-real on the tiny captioner, after eager: a part of the ladder in a file of its own, so that it climbs beside the
+real on a tiny model, after eager: a part of the ladder in a file of its own, so that it climbs beside the
 others (tests/ladder_rungs.py says why)."""
 import pytest
 
@@ -11,8 +11,8 @@ from tests.ladder_rungs import (
 
 
 @pytest.fixture(scope="module")
-def climbed():
-    return climb(PARTS["test_ladder_aoti.py"])
+def climbed(tmp_path_factory):
+    return climb(PARTS["test_ladder_aoti.py"], tmp_path_factory.mktemp("ladder") / "runs.sqlite")
 
 
 @pytest.mark.compile

@@ -72,3 +72,18 @@ def test_a_note_said_when_the_run_queued_is_not_repeated_when_its_worker_says_it
     run.handle = [{"type": "note", "text": said}, {"type": "note", "text": "a note only the worker knows"}]
     run._read_events()
     assert run.notes == [said, "a note only the worker knows"]  # what the live panel shows (snapshot)
+
+
+def test_cancel_from_the_live_panel_says_when_the_run_had_ended_already(tmp_path, empty_registry, monkeypatch):
+    """The live panel's Cancel, pressed as the result came, said "Cancelled" of a run recorded finished."""
+    from tcore.lab import api
+
+    run = _end(_run(RunStore(tmp_path / "runs.sqlite"), "ended"))
+    registry.register(run)
+    asked = []
+    monkeypatch.setattr(LiveRun, "cancel", lambda self: asked.append(self.run_id))
+    assert api.stop("ended") is False and asked == []  # the page says it had ended: nothing stopped
+    assert api.stop("not-followed-here") is False
+    going = _run(RunStore(tmp_path / "runs.sqlite"), "going")
+    registry.register(going)
+    assert api.stop("going") is True and asked == ["going"]

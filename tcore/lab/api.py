@@ -134,11 +134,14 @@ def device_words(run_id: str) -> str | None:
     return run.device_words() if (run := registry.live(run_id)) is not None else None
 
 
-def stop(run_id: str) -> None:
+def stop(run_id: str) -> bool:
     """Cancel a run this process follows, from its own live panel: a queued run never starts, a running one has its
-    worker stopped."""
-    if (run := registry.live(run_id)) is not None:
-        run.cancel()
+    worker stopped. False where it had ended already (its result came as the button was pressed): nothing to stop."""
+    run = registry.live(run_id)
+    if run is None or run.done:
+        return False
+    run.cancel()
+    return True
 
 
 # --- the queue: what is under way, pause, the device slots --------------------------------------------------------

@@ -182,9 +182,11 @@ def draw_progress(run: api.Followed, *, key: str) -> None:
                 "Waiting for the first power samples...")
     if st.button("Cancel run", key=f"{key}_cancel_{run_id}", icon=":material/stop_circle:",
                  help="A queued run never starts; a running one has its worker stopped."):
-        api.stop(run_id)
-        st.toast("Cancelled: it leaves the queue." if queued else
-                 "Cancelling: the worker and its compile processes are being stopped.")
+        if not api.stop(run_id):
+            st.toast("It had ended already, as you pressed Cancel: nothing was stopped, and its result is kept.")
+        else:
+            st.toast("Cancelled: it leaves the queue." if queued else
+                     "Cancelling: the worker and its compile processes are being stopped.")
 
 
 _EARLIER_COMPILES: dict[str, tuple[float, bool] | None] = {}  # run id -> rerun_outlook.earlier_compile_s, asked once
