@@ -239,6 +239,21 @@ def test_the_strategies_go_in_with_one_press_however_few_runs_a_person_may_have_
     runs.pause(db, False)
 
 
+def test_the_held_strategies_can_be_let_go_and_none_of_them_goes_in_after(db, monkeypatch):
+    """One press queued five runs, three at once and two held: the person could cancel the three, but each cancel freed
+    a place that a held run took; nothing let the held ones go."""
+    at, me, waiting = _press_recompilations(db, monkeypatch)
+    assert len(waiting()) == 3
+    at.button(key="diag_shapes_live_let_go").click().run()
+    assert not at.exception and "more run" not in texts(at.markdown)
+    for run in waiting():
+        assert runs.cancel(run.id, db, owner=me)
+    at.run()
+    assert not at.exception and waiting() == []
+    assert len([r for r in db.list() if r.owner == me]) == 3  # the two held were never queued
+    runs.pause(db, False)
+
+
 def test_held_strategies_go_in_as_places_free_while_the_page_is_elsewhere(db, monkeypatch):
     """The walk's fifth strategy went in 564 s after the press, the queue empty for two minutes meanwhile: the held
     runs were fed only while the Recompilations tab drew. The lab feeds them now, with the person on another page."""

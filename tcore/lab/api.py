@@ -75,6 +75,11 @@ def in_turn_view(token: str, *, feed: bool = False) -> InTurn | None:
     return in_turn.feed(token) if feed else in_turn.view(token)
 
 
+def let_go_held(token: str) -> int:
+    """Queue none of a queue_in_turn batch's runs still held (its person changed their mind); how many were let go."""
+    return in_turn.let_go(token)
+
+
 def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor: bool = False) -> bool:
     """Cancel a run from any process; False when it had already ended."""
     return runs.cancel(run_id, store, owner=owner, instructor=instructor)

@@ -108,6 +108,14 @@ def feed_pending(key: str, store: RunStore) -> list[str]:
     return [i for i in batch.queued if i not in known]
 
 
+def let_go(key: str) -> None:
+    """The held runs of submit_in_turn(key) are not queued (a button's on_click): one press queued them all, one lets
+    the rest go; the queued ones are cancelled as any."""
+    if token := st.session_state.get(f"{key}_batch"):
+        n = api.let_go_held(token)
+        st.toast(f"{n} held run{'s' * (n != 1)} will not be queued." if n else "Nothing was held any more.")
+
+
 def pending_words(key: str, store: RunStore) -> str | None:
     """'2 more runs to queue ...', while the lab holds some of submit_in_turn(key)'s runs."""
     if not (held := pending(key)):
@@ -398,7 +406,10 @@ def live_runs_panel(run_ids: list[str], *, key: str, feed: str | None = None, st
     if not waiting and not held:
         st.rerun()  # the page draws their results now
     if held:
-        st.markdown(held)
+        words, button = st.columns([4, 1], vertical_alignment="center")
+        words.markdown(held)
+        button.button("Don't queue them", key=f"{key}_let_go", icon=":material/playlist_remove:", on_click=let_go,
+                      args=(feed,), help="The runs still held are not queued; those queued stay, each with its Cancel.")
     for run_id in waiting:
         if (run := api.follow(run_id)) is None:  # dropped since live_ids: the next redraw reruns the page
             continue

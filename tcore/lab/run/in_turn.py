@@ -81,6 +81,17 @@ def view(token: str) -> InTurn | None:
         return InTurn(tuple(batch.queued), tuple(batch.held), batch.refusal)
 
 
+def let_go(token: str) -> int:
+    """Queue no more of the batch: its person cancels what was pressed at once (the runs already queued are cancelled
+    as any); how many held runs were let go."""
+    if (batch := _BATCHES.get(token)) is None:
+        return 0
+    with batch.lock:
+        held = len(batch.held)
+        batch.held.clear()
+    return held
+
+
 def _named_now(batch: _Batch) -> str:
     """The batch's owner as named now: a rename (the sidebar's name box) moves a person's runs to a new id that keeps
     the old one's tag and secret (ada~3f9a.SECRET from guest-3f9a.SECRET), and the runs still held are theirs too,
