@@ -166,8 +166,12 @@ class _Counted(sqlite3.Connection):
             if sidecars is not None:
                 sidecars.closed(self.kept)
 
-    def __del__(self) -> None:  # one never closed still leaves the count
-        self.close()
+    def __del__(self) -> None:
+        """One never closed (a watch dropped whole) leaves the count as it goes; SQLite closes it on its own, and
+        close() here could not: a collection may run in another thread than the one that opened it."""
+        sidecars, self.sidecars = self.sidecars, None
+        if sidecars is not None:
+            sidecars.closed(self.kept)
 
 
 class _Sidecars:
