@@ -250,6 +250,9 @@ def test_after_the_instructors_reset_no_earlier_run_of_the_setting_teaches_its_s
     assert "already learns from the 3 earlier runs" in advice and "once 3 earlier runs" not in advice
     past = rerun_outlook.earlier(exp, store, device="cpu")[1]
     assert len(past.points) == 6 and len(past.teaching().points) == 3 and "learns from 3 of the 6" in past.words()
+    # the note before a run: three runs that strayed are learned from already, not "once 3 are stored"
+    strayed = rerun.outlook([1.0, 1.02, 0.7], "cpu").words()
+    assert "its interval learns the spread from those 3 runs" in strayed and "once 3" not in strayed
 
 
 def recorded_host_bound_run(**changes) -> dict:
