@@ -348,3 +348,7 @@ def latest_probe(kind: str) -> Probe | None:
 
 def ladder_table(result: dict[str, Any]) -> str:
     return ladder.text_table(result)
+
+
+def ladder_words(result: dict[str, Any]) -> list[str]:
+    return ladder.summary_words(result)
