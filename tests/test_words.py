@@ -29,6 +29,17 @@ def test_graph_words_say_where_a_break_is_and_count_kernels():
     assert "Kernels launched per step: 67 eager, 12 compiled (fusion merged them)." in words
 
 
+def test_kernel_counts_of_a_backend_that_keeps_eagers_kernels_credit_no_fusion():
+    """aot_eager runs said "(fusion merged them)" for 51 -> 50 kernels, while the same page said nothing is fused."""
+    counts = {"device": "cpu", "eager_kernels_per_step": 2382, "compiled_kernels_per_step": 442}
+    for backend in ("aot_eager", "eager"):
+        (line,) = [w for w in graph_words.graph_words(counts, backend) if w.startswith("Kernels launched")]
+        assert "fusion merged" not in line and f"nothing is fused: backend={backend} runs eager's own kernels" in line
+    same = {**counts, "compiled_kernels_per_step": 2382}
+    assert "the same kernels as eager" in graph_words.graph_words(same, "aot_eager")[0]
+    assert "(fusion merged them)" in graph_words.graph_words(counts, "inductor")[0]
+
+
 def test_graph_words_name_the_recompile_limit():
     words = graph_words.graph_words({"recompile_count": 2, "recompiles": [
         {"compile_id": "0/1", "frame": "forward", "reason": "0/0: tensor 'tokens' size mismatch at index 1"},
