@@ -124,6 +124,10 @@ def test_the_worker_stops_when_settled_or_when_another_round_would_pass_timed_s(
     assert stop_timing(exp, 9, wide + [1.4] * 3, 1.95, 0.2) == "budget"  # a tenth round would pass 2 s
     assert stop_timing(exp, 3, wide[:3], 1.8, 0.6) == "budget"  # stalled blocks: timed_s holds before 6 rounds
     assert "stayed at ± " in stop_words(exp, "budget", wide, 2.0)
+    # two rounds state no interval: the words quote none either (they said "no interval" and then "± 190.1%")
+    two = stop_words(exp, "budget", [0.35, 1.22], 2.0)
+    assert two == ("Timing used its 2 s per variant over 2 rounds, too few to give an interval of their own (their "
+                   "ratios read 0.35–1.22x).") and "±" not in two
     short = Experiment(model="captioner", timed_s=0.6, rounds=6, round_s=0.2)
     assert round_seconds(short) == pytest.approx(0.1)  # the fewest rounds still fit the timed seconds
     few = Experiment(model="captioner", timed_s=2.0, rounds=3, round_s=0.2)
