@@ -136,6 +136,28 @@ def test_the_worker_stops_when_settled_or_when_another_round_would_pass_timed_s(
     assert stop_timing(fixed, 6, wide, 9.0, 9.0) == "steps" and stop_timing(fixed, 5, wide, 9.0, 9.0) is None
 
 
+def test_a_backend_that_runs_eagers_kernels_has_no_break_even(store):
+    """hf:bert with backend=eager showed "Break-even 902 steps" beside the words "not a compiled speedup": a stored run
+    of eager or aot_eager loses its break-even when the store is opened, and the figures give none for such a run."""
+    from ui.words import run_words
+
+    stored = {"device": "cpu", "variants": ["eager", "compiled"], "speedup": 1.08, "speedup_low": 1.0,
+              "compile_s": 3.0, "eager_steps_per_s": 40.0, "unavailable": {}}
+    stored["breakeven_steps"] = figures.breakeven_steps(3.0, 1 / 40.0, 1.08)  # what its headline gives
+    eager = insert_run(store, Experiment(model="captioner", backend="eager"))
+    store.finish(eager, result=stored, env={})
+    inductor = insert_run(store, Experiment(model="captioner"))
+    store.finish(inductor, result=stored, env={})
+    assert stored_results.upgrade(store) == 1
+    r = store.get(eager).result
+    assert r["breakeven_steps"] is None and r["eager_kernels_only"] is True
+    assert r["unavailable"]["breakeven_steps"] == figures.EAGER_KERNELS_NO_PAYBACK
+    assert store.get(inductor).result["breakeven_steps"] == stored["breakeven_steps"]  # Inductor's keeps its own
+    assert figures.headline_breakeven(r) is None and run_words.payback_words(r) is None
+    (tile,) = [t for t in run_words.headline_tiles(r)[0] if "Break-even" in t["label"]]
+    assert tile["value"] == "n/a"
+
+
 def test_an_old_record_is_rewritten_with_the_paired_speedup_recomputed_from_its_blocks(store):
     blocks = drifting_rounds(5, drift=host_cpu_drift)
     old = {"device": "cuda", "variants": ["eager", "compiled"], "speedup": old_headline(blocks),
