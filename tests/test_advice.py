@@ -174,6 +174,23 @@ def test_compiled_slower_than_eager_says_where_from_the_breakdown_first():
         len([s for s in found if s.changes])  # no counterpart twice
 
 
+def test_a_headline_below_1x_whose_interval_takes_in_1x_cannot_tell_compiled_is_slower():
+    """The built-in flux read "Compiled is slower than eager" at 0.98x with an interval of 0.01-104.61x."""
+    from tcore.analysis import slower
+
+    wide = result(speedup=0.98, speedup_low=0.01, speedup_high=104.61)
+    (said,) = [s for s in suggest(spec(), wide, "cpu") if s.rule == "slower"]
+    assert said.title == "Cannot tell whether compiled is slower" and not said.changes
+    assert "its 95% interval 0.01–104.61x takes in 1x" in said.evidence
+    assert slower.words(wide, spec()) == []  # no "Why compiled is slower" either
+    two = result(speedup=0.9, speedup_no_interval="2 rounds cannot give an interval of the run's own")
+    assert [s.title for s in suggest(spec(), two, "cpu") if s.rule == "slower"] == [
+        "Cannot tell whether compiled is slower"]
+    below = result(speedup=0.8, speedup_low=0.7, speedup_high=0.9)  # the interval lies below 1x: slower, said
+    assert [s.title for s in suggest(spec(), below, "cpu") if s.rule == "slower"] == [
+        "Find out why compiled is slower"]
+
+
 def test_compiled_slower_with_nothing_grown_names_no_category():
     """A slowdown the profiled step does not show (every part shrank or stood still) quotes no "largest change"."""
     r = result(speedup=0.8)  # compiled 6 ms against eager 10 ms in the profile, 0.8x when timed

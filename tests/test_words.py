@@ -387,3 +387,12 @@ def test_the_layout_sentence_names_inductor_only_where_inductor_ran():
     assert "Eager and compiled both run in **NCHW**" in baseline_words(
         {"model": "resnet50", "backend": "aot_eager"}, "cpu", 1.4)
     assert "Inductor picks" in baseline_words({"model": "resnet50", "backend": "inductor"}, "cpu", 1.4)
+
+
+def test_a_rate_is_said_in_three_significant_digits_and_its_unit_agrees():
+    """A 2,761 ms warm-up step at batch 2 read "1 samples/s" for 0.72 samples/s."""
+    from ui.words.compare_verdicts import rate_words
+
+    assert rate_words(2 / 2.761) == "0.724 samples/s"
+    assert rate_words(1.0) == "1 sample/s" and rate_words(42.13) == "42.1 samples/s"
+    assert rate_words(3184.6) == "3,185 samples/s"

@@ -93,9 +93,17 @@ EAGER_KERNEL_BACKENDS = {
 
 def _slower_rule(run: _Run) -> Suggestion | None:
     speedup = run.result.get("speedup")
-    if run.exp.backend in EAGER_KERNEL_BACKENDS:  # not a puzzle to investigate: the backend rule says why
-        return None
-    return _slower(run.exp, run.result, speedup) if run.compiled and speedup is not None and speedup < 1.0 else None
+    if run.exp.backend in EAGER_KERNEL_BACKENDS or not run.compiled or speedup is None or speedup >= 1.0:
+        return None  # eager's kernels on both sides are not a puzzle to investigate: the backend rule says why
+    if figures.slower_than_eager(run.result) is None:  # the interval takes in 1x, or there is none
+        lo, hi = run.result.get("speedup_low"), run.result.get("speedup_high")
+        why = (f"its {figures.interval_name(run.result)} {lo:.2f}–{hi:.2f}x takes in 1x" if hi is not None else
+               "it has too few rounds for an interval of its own")
+        return Suggestion(
+            "slower", "Cannot tell whether compiled is slower",
+            f"Compiled read {speedup:.2f}x eager, but {why}: this run cannot tell compiled from eager. Time it longer "
+            "(more rounds) on a quieter machine, or rerun the setting, before looking for a cause.", {}, 0.6)
+    return _slower(run.exp, run.result, speedup)
 
 
 def _backend_rule(run: _Run) -> Suggestion | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from tcore.experiment.precision import PRECISIONS
 from tcore.figures.breakdown import ATTENTION_FORMS, CATEGORIES, FUSED_ATTENTION, WORK, shown_ms, shown_scale
+from tcore.figures.verdicts import slower_than_eager
 
 # A class grew when compiled spends more than this share of eager's time on it, and more than AT_LEAST_MS and
 # STEP_SHARE of the eager step: smaller changes are within what two profiles of the same step differ by.
@@ -138,7 +139,7 @@ def words(result: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     and no class explains it, that too. [] when there is nothing to compare or nothing grew in a faster run."""
     found = grown(result, spec)
     speedup = result.get("speedup")
-    slower = speedup is not None and speedup < 1
+    slower = slower_than_eager(result) is True  # not where its interval takes in 1x: it cannot tell
     if found is None:
         return ([f"Compiled ran at {speedup:.2f}x eager, and no eager and compiled profile of this run can say which "
                  "kernels cost it (Where the time goes says why)."] if slower else [])

@@ -81,6 +81,7 @@ from tcore.figures.verdicts import (  # noqa: F401
                                   interval_name,
                                   interval_reach,
                                   noise_reasons,
+                                  slower_than_eager,
                                   speedup_words,
                                   told_apart,
                                   unpaired_gap,
