@@ -69,6 +69,31 @@ def test_cancelled_sweep_starts_no_further_runs(db):
     assert list(table.status) == ["cancelled", "cancelled"] and "None" not in table.astype(str).to_string()
 
 
+def test_a_sweep_started_in_the_browser_belongs_to_the_person_who_started_it(db):
+    """A guest's sweep runs were owned by "the command line or a sweep" in every queue view, and were not in the guest's
+    "Your runs" on the Run page. They are the guest's now, and do not count against the guest's waiting-run limit."""
+    from tcore.lab.run import runs
+    from ui.panels import queue
+
+    runs.pause(db, True)  # nothing starts: the runs wait in the queue, as a sweep's do behind others
+    try:
+        at = app().switch_page("app_pages/sweep.py").run()
+        me = at.session_state["owner"]
+        at.button(key="sweep_start").click().run()
+        assert not at.exception
+        sweep = sweeps.get(at.session_state["sweep_id"], db)
+        assert len(sweep.runs) >= 2 and {r.owner for r in sweep.runs} == {me} and sweep.owner == me
+        assert {queue.whose(r.owner, me) for r in sweep.runs} == {"yours"}
+        assert db.queue.queued_count(me) == 0 and runs.places_left(me, db)[0] == runs.places_left("x", db)[0]
+        at.switch_page("app_pages/run.py").run()
+        assert not at.exception
+        shown = at.session_state["run_shown"]
+        assert shown in {r.id for r in sweep.runs}  # the newest of "Your runs" is one of the sweep's
+    finally:
+        sweeps.cancel(sweep.id, db)
+        runs.pause(db, False)
+
+
 def test_a_sweep_with_nothing_to_cross_says_what_to_pick(db):
     at = app().switch_page("app_pages/sweep.py").run()
     at.multiselect(key="sweep_mode").set_value([]).run()

@@ -147,7 +147,7 @@ def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
     assert queue.whose("ada~3f9a", "ada~3f9a") == "yours"
     assert queue.whose("ada~3f9a", "guest-0badc0") == "ada (3f9a)"
     assert queue.whose("guest-0badc0", "ada~3f9a") == "guest 0bad"
-    assert queue.whose("host:123", "abc") == "the command line or a sweep"
+    assert queue.whose("host:123", "abc") == "the command line"
     assert queue.whose("9f1c0e", "abc") == "another session"  # a session id from before names
     secret = "0123456789abcdef"
     assert queue.whose(f"guest-0bad.{secret}", "ada~3f9a") == "guest 0bad"  # the secret is never shown
