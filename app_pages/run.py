@@ -22,9 +22,11 @@ def submit_run(exp, checked) -> None:
 
 st.title("Run an experiment")
 if not machine.cuda_available():
-    st.info("No CUDA GPU on this machine: runs use the **CPU** with the **tiny** presets, and a run takes about a "
-            "minute, most of it compiling (the C++ compiler builds Inductor's code), longer while other runs share "
-            "the machine. Speedups on a CPU are small; the same page on a GPU machine uses the GPU.")
+    st.info("No CUDA GPU on this machine: runs use the **CPU** with the **tiny** presets. The default run takes about "
+            "a minute, most of it compiling (the C++ compiler builds Inductor's code); a library model or training "
+            "with the optimizer compiled takes several, and every run longer while other runs share the machine. "
+            "Under **Run**, the page says how long runs like yours took here. Speedups on a CPU are small; the same "
+            "page on a GPU machine uses the GPU.")
 
 knob_col, out_col = st.columns([2, 3], gap="large")
 with knob_col:
@@ -55,7 +57,8 @@ with out_col:
     elif error:
         st.error(f"**These settings cannot run:** {error}")
     else:
-        st.caption(f"Will run: **{people.plain(exp.label)}**")
+        took = api.run_length_words(exp, store, checked[0])
+        st.caption(f"Will run: **{people.plain(exp.label)}**" + (f". {took}" if took else ""))
     for note in notes:
         st.warning(note)
     if exp is not None and exp.cache == "artifacts":

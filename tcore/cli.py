@@ -160,11 +160,12 @@ def _history_lines(store: RunStore, record) -> list[str]:
     if record.result.get("speedup") is None:
         return []
     try:
-        earlier = store.same_setting(record.spec, record.device, record.env, before=record.created_at,
-                                     exclude=record.id)
+        earlier = history.history(store.same_setting(record.spec, record.device, record.env,
+                                                     before=record.created_at, exclude=record.id),
+                                  store.lab.spread_reset_at())
     except (sqlite3.Error, StoreError) as e:  # the run is recorded; only the comparison is missing
         return [f"earlier runs of this setting: n/a, the run store could not be read ({e})"]
-    return report.history_lines(history.history(earlier), record.result["speedup"])
+    return report.history_lines(earlier, record.result["speedup"], record.spec.get("cache"))
 
 
 def _history_before(store: RunStore, exp: Experiment) -> list[str]:
@@ -174,7 +175,7 @@ def _history_before(store: RunStore, exp: Experiment) -> list[str]:
 
     found = rerun_outlook.earlier(exp, store)
     earlier = found[1]
-    lines = [f"before this run: {earlier.words()}"] if earlier.points else []
+    lines = [f"before this run: {earlier.words(cache=exp.cache)}"] if earlier.points else []
     if ahead := rerun_outlook.words(exp, store, found):
         lines.append("  " + ahead.replace("**", ""))
     return lines

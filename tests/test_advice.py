@@ -106,6 +106,48 @@ def test_compile_time_that_pays_back_late_suggests_regional_then_a_warm_cache():
     assert suggest(spec(), result(breakeven_steps=300.0), "cuda") == []
 
 
+def test_regional_compilation_is_offered_only_where_a_compiled_block_is_reused():
+    """timm:efficientnet_b0 was offered regional compilation ("cuts compile time", with a button): its 15
+    InvertedResidual blocks come in 11 widths, so the regional run compiled 8 graphs with 7 recompilations (216 s
+    against 118 s whole), and then was told to look at dynamic shapes. The blocks' shapes are recorded with each run
+    (tcore.worker.compile.block_shapes); regional is offered where copies share their shapes, and after a regional run
+    the recompilations are put down to the blocks' sizes."""
+    import sample_models
+    from tcore.worker.compile import block_shapes
+
+    entry = sample_models.get("timm:efficientnet_b0")
+    shapes = block_shapes(entry.repeated_blocks(entry.build("tiny", device="cpu")))
+    assert shapes == {"InvertedResidual": {"copies": 15, "shapes": 11}}
+    effnet = spec(model="timm:efficientnet_b0", precision="fp32", cache="cold")
+    late = result(breakeven_steps=50_000.0, compile_s=118.6, repeated_block_shapes=shapes)
+    found = suggest(effnet, late, "cpu")
+    assert "Try regional compilation" not in [s.title for s in found]
+    (time_rule,) = [s for s in found if s.rule == "compile_time"]
+    assert time_rule.changes == {"cache": "warm"}
+    assert "Regional compilation would not cut it: its 15 InvertedResidual blocks come in 11 shapes" in \
+        time_rule.evidence and "recompile limit of 8" in time_rule.evidence
+    warm = suggest({**effnet, "cache": "warm"}, late, "cpu")
+    assert [(s.title, s.changes) for s in warm if s.rule == "compile_time"] == [
+        ("Regional compilation would not shorten this compile", {})]
+    # alike blocks (the captioner's) are offered it, and the words say one compiled block serves its copies
+    alike = block_shapes(sample_models.get("captioner").repeated_blocks(sample_models.get("captioner").build("tiny")))
+    (offer,) = suggest(spec(), result(breakeven_steps=50_000.0, compile_s=40.0, repeated_block_shapes=alike), "cpu")
+    assert offer.changes == {"compile": "regional"} and "its 2 EncoderBlock blocks share one shape" in offer.evidence
+    # a few widths, each shared by several copies (ConvNeXt's 12 blocks in 4 stages): offered, saying what to expect
+    few = {"ConvNeXtBlock": {"copies": 12, "shapes": 4}}
+    (offer,) = suggest(spec(model="timm:convnext_atto", precision="fp32"),
+                       result(breakeven_steps=50_000.0, compile_s=40.0, repeated_block_shapes=few), "cpu")
+    assert offer.changes == {"compile": "regional"} and "one graph per shape (4 in all" in offer.evidence
+    # after the regional run: the recompilations are the blocks' sizes, not shapes that change between calls
+    regional = result(recompile_count=7, repeated_block_shapes=shapes, recompiles=[
+        {"compile_id": "0/1", "reason": "0/0: tensor 'x' size mismatch at index 1. expected 16, actual 24"}])
+    (why,) = [s for s in suggest({**effnet, "compile": "regional"}, regional, "cpu") if s.rule == "recompiles"]
+    assert why.title == "Compile the whole model instead" and why.changes == {"compile": "whole"}
+    assert "They come from the blocks, not from the inputs" in why.evidence
+    assert "Dynamic shapes or buckets would not help" in why.evidence
+    assert "11 sizes, and torch compiles at most 8 graphs" in why.evidence
+
+
 def test_a_heavy_optimizer_in_training_suggests_compiling_it():
     r = result(eager_optimizer_ms=3.0, eager_matmul_ms=6.0)
     found = suggest(spec(task="training", precision="amp-bf16"), r, "cuda")
@@ -130,6 +172,23 @@ def test_compiled_slower_than_eager_says_where_from_the_breakdown_first():
     assert found[0].changes == {"mode": "reduce-overhead"}
     assert len(found) <= 3 and len({tuple(sorted(s.changes.items())) for s in found if s.changes}) == \
         len([s for s in found if s.changes])  # no counterpart twice
+
+
+def test_a_headline_below_1x_whose_interval_takes_in_1x_cannot_tell_compiled_is_slower():
+    """The built-in flux read "Compiled is slower than eager" at 0.98x with an interval of 0.01-104.61x."""
+    from tcore.analysis import slower
+
+    wide = result(speedup=0.98, speedup_low=0.01, speedup_high=104.61)
+    (said,) = [s for s in suggest(spec(), wide, "cpu") if s.rule == "slower"]
+    assert said.title == "Cannot tell whether compiled is slower" and not said.changes
+    assert "its 95% interval 0.01–104.61x takes in 1x" in said.evidence
+    assert slower.words(wide, spec()) == []  # no "Why compiled is slower" either
+    two = result(speedup=0.9, speedup_no_interval="2 rounds cannot give an interval of the run's own")
+    assert [s.title for s in suggest(spec(), two, "cpu") if s.rule == "slower"] == [
+        "Cannot tell whether compiled is slower"]
+    below = result(speedup=0.8, speedup_low=0.7, speedup_high=0.9)  # the interval lies below 1x: slower, said
+    assert [s.title for s in suggest(spec(), below, "cpu") if s.rule == "slower"] == [
+        "Find out why compiled is slower"]
 
 
 def test_compiled_slower_with_nothing_grown_names_no_category():

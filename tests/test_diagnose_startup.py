@@ -35,7 +35,8 @@ def test_the_tab_names_each_rung_and_stance_in_the_run_pages_words(db):
     words = texts(at.markdown)
     assert "**warm**: torch.compile again on the cold rung's cache folders: a restart on this machine (the Run " \
            "page's cache=warm)" in words
-    assert "artifacts loaded, as a new machine that ships its cache (the Run page's cache=artifacts)" in words
+    assert ("artifacts loaded, as a new machine that ships its cache (the Run page's cache=artifacts, the same "
+            "bundle)") in words
     assert "**eager_then_compile**: a function's first call runs eagerly, its second compiles" in words
     assert {b.key for b in at.button} >= {"diag_ladder_start", "diag_stance_start"}
 
@@ -55,9 +56,9 @@ def test_a_ladder_started_on_the_page_shows_its_steps_then_its_table(db, monkeyp
     at.button(key="diag_ladder_start").click().run()
     assert not at.exception
     probe = wait_done(at.session_state["diag_ladder_probe"])
-    assert probe.steps == ["eager: 2.0 s; first result after 2.0 s (s: imports 0.50, first_call 1.50)",
-                           "cold: 40.0 s; first result after 40.0 s (s: imports 0.50, first_call 39.50)",
-                           "warm: 10.0 s; first result after 10.0 s (s: imports 0.50, first_call 9.50)"]
+    assert probe.steps == ["eager: 2.0 s; first result after 2.0 s (s: imports 0.50, first call 1.50)",
+                           "cold: 40.0 s; first result after 40.0 s (s: imports 0.50, first call 39.50)",
+                           "warm: 10.0 s; first result after 10.0 s (s: imports 0.50, first call 9.50)"]
     at.run()
     table = next(d.value for d in at.dataframe if "rung" in d.value.columns)
     assert list(table["rung"]) == ["eager first call", "cold compile", "warm local caches"]
@@ -65,8 +66,10 @@ def test_a_ladder_started_on_the_page_shows_its_steps_then_its_table(db, monkeyp
     # each figure with its unit, n/a where there is none (the table showed "1.9321", "1361.375", "None")
     assert list(table["first result"]) == ["2.00 s", "40.00 s", "10.00 s"]
     assert list(table["throughput"])[1:] == ["100.0 samples/s", "100.0 samples/s"] and "None" not in str(table)
-    assert ("**warm local caches** reached its first result in 10.0 s against the cold compile's 40.0 s (0.25x)."
+    assert ("**warm local caches** reached its first result in 10.0 s against the cold compile's 40.0 s (0.25x)"
             in texts(at.markdown))
+    assert "**eager first call** reached its first result in 2.0 s" in texts(at.markdown)
+    assert any("what the Run page calls compile time" in c.value for c in at.caption)
 
 
 def test_the_person_who_started_a_ladder_can_stop_it_and_keeps_the_steps_it_finished(db, monkeypatch):
@@ -94,7 +97,7 @@ def test_the_person_who_started_a_ladder_can_stop_it_and_keeps_the_steps_it_fini
     at.button(key=f"diag_stop_{probe_id}").click().run()
     probe = wait_done(probe_id)
     assert probe.stopped and probe.error == ladder.STOPPED_WORDS and probe.steps == [
-        "eager: 2.0 s; first result after 2.0 s (s: imports 0.50, first_call 1.50)"]
+        "eager: 2.0 s; first result after 2.0 s (s: imports 0.50, first call 1.50)"]
     at.run()
     assert not at.exception
     said = texts(at.info)

@@ -94,10 +94,29 @@ def test_the_bandwidth_tile_names_each_yardstick_with_its_figure():
     assert bandwidth_tile({"compiled_decode_tb_s": 0.000139})["value"] == "reads 139 MB/s"
     assert bandwidth_tile({"compiled_decode_tb_s": 1.26e-6})["value"] == "reads 1.26 MB/s"  # not "0.00126 GB/s"
     assert bandwidth_tile({})["value"] == "n/a"
-    assert bandwidth_words(cpu).startswith("Memory bandwidth share: n/a, on the CPU")
+    assert bandwidth_words({**cpu, "compiled_decode_tb_s": None}).startswith("Memory bandwidth share: n/a, on the CPU")
     old = {"compiled_decode_bw_pct": 41.0}  # a GPU record saved before the lab kept the TB/s: the share it has
     assert bandwidth_words(old) == "Compiled decode reaches 41.0% of its datasheet bandwidth."
     assert bandwidth_tile(old)["value"] == "41.0% datasheet"
+
+
+
+def test_a_cpu_generate_run_shows_no_bandwidth_tile_and_says_its_read_rate_once():
+    """A CPU run showed "Decode memory bandwidth reads 1.06 GB/s" in a tile, then that the lab measures a GPU's memory
+    bandwidth only: the tile goes, and one sentence says the rate and why there is no share."""
+    pytest.importorskip("streamlit")
+    from ui.panels.generate import bandwidth_words, headline_tiles
+
+    cpu = {"device": "cpu", "variants": ["eager", "compiled"], "compiled_decode_tb_s": 0.00106, "unavailable": {
+        "compiled_decode_bw_measured_pct": "on the CPU: the lab measures a GPU's memory bandwidth only",
+        "compiled_decode_bw_pct": "on the CPU: no GPU memory bandwidth to compare with"}}
+    labels = [t["label"] for row in headline_tiles(cpu) for t in row]
+    assert "Decode memory bandwidth" not in labels
+    assert bandwidth_words(cpu) == ("Compiled decode reads 1.06 GB/s of weights and cache, a rate with no share of a "
+                                    "peak beside it: on the CPU the lab measures a GPU's memory bandwidth only.")
+    gpu = {**cpu, "device": "cuda", "compiled_decode_tb_s": 1.42, "compiled_decode_bw_pct": 42.4,
+           "mem_bw_datasheet_tb_s": 3.35}
+    assert "Decode memory bandwidth" in [t["label"] for row in headline_tiles(gpu) for t in row]
 
 
 def test_same_tokens_counts_positions_that_agree():
@@ -247,9 +266,10 @@ def test_the_run_page_offers_generation_and_shows_its_headline_in_tokens_per_sec
     assert metrics["Decode speedup"].endswith(" x")
     assert float(metrics["Eager tokens/s"]) > 0 and float(metrics["Compiled tokens/s"]) > 0
     assert float(metrics["Time to first token (ms)"]) > 0
-    # the CPU: neither yardstick, so the tile is the rate read, with its unit (not "n/a" above it)
-    assert re.fullmatch(r"reads [\d.,]+ [KMG]B/s", metrics["Decode memory bandwidth"]), metrics
-    assert "Memory bandwidth share: n/a, on the CPU" in texts(at.caption)
+    # the CPU: neither yardstick, so no tile; the rate read is said once, with its unit and why it has no share
+    assert "Decode memory bandwidth" not in metrics
+    assert re.search(r"Compiled decode reads [\d.,]+ [KMG]B/s of weights and cache, a rate with no share of a peak "
+                     r"beside it: on the CPU the lab measures a GPU's memory bandwidth only", texts(at.caption))
     assert "Compiled wrote exactly eager's tokens (a 4-token prompt, 10 new tokens, greedy)." in texts(at.success)
     assert "a prompt one token shorter caused 1 recompilation(s)" in texts(at.caption)
 

@@ -46,14 +46,59 @@ def test_each_step_of_a_climb_says_its_phases_as_it_ends():
     from tcore.lab import probes
 
     said = probes.step_words("cold", {**report("cold", 40.0), "process_wall_s": 41.2})
-    assert said == "cold: 41.2 s; first result after 40.0 s (s: imports 0.50, first_call 39.50)"
+    assert said == "cold: 41.2 s; first result after 40.0 s (s: imports 0.50, first call 39.50)"
     assert probes.step_words("aoti_build", {"step": "aoti_build", "unavailable": "torch.export failed\nmore"}) == \
         "aoti_build: torch.export failed"
     climbed = []
     ladder.climb(SPEC, ["eager", "cold"], step_runner=lambda step, *a, **k: {**report(step), "process_wall_s": 2.0},
                  on_step=lambda step, rep: climbed.append(probes.step_words(step, rep)))
-    assert climbed == ["eager: 2.0 s; first result after 1.0 s (s: imports 0.50, first_call 0.50)",
-                       "cold: 2.0 s; first result after 1.0 s (s: imports 0.50, first_call 0.50)"]
+    assert climbed == ["eager: 2.0 s; first result after 1.0 s (s: imports 0.50, first call 0.50)",
+                       "cold: 2.0 s; first result after 1.0 s (s: imports 0.50, first call 0.50)"]
+    # the phases in words, the compile inside the first call said as such, never a raw key
+    split = ladder.phase_split({"interpreter_s": 0.05, "imports_s": 3.1, "build_s": 0.41, "load_s": 2.25,
+                                "first_call_s": 25.02, "save_s": 0.1, "first_result_s": 30.8,
+                                "first_call_extra_s": 24.9})
+    assert split == ("interpreter 0.05, imports 3.10, model build 0.41, loading the artifact 2.25, first call 25.02 "
+                     "(of it compiling 24.90), saving the artifacts 0.10")
+    assert "_" not in split
+
+
+def test_every_rung_that_ran_gets_a_sentence_with_its_whole_start_and_its_compile():
+    """The summary covered warm and Mega-Cache only (aot_compile and AOTInductor stood in the table alone), and said
+    first results alone: the Mega-Cache's 25.8 s against cold's 27.7 s read as 'artifacts barely help' beside the
+    Run page's 3.6 s compile of the same artifacts. Each rung now says its whole start and the compile in it."""
+    def phases(first, load=None, compile_s=None):
+        out = {"interpreter_s": 0.05, "imports_s": 4.0, "build_s": 0.45, "first_call_s": first - 4.5 - (load or 0),
+               "first_result_s": first}
+        if load is not None:
+            out["load_s"] = load
+        if compile_s is not None:
+            out["first_call_extra_s"] = compile_s
+        return out
+
+    steps = {"eager": {**report("eager", 5.0, 30.0), "phases": phases(5.0, compile_s=0.3)},
+             "cold": {**report("cold", 81.5, 120.0), "phases": phases(81.5, compile_s=76.3), "cpp_kernels_built": 14},
+             "mega_cache": {**report("mega_cache", 10.2, 118.0, artifact_bytes=3_200_000, cpp_kernels_built=0,
+                                     cpp_kernels_loaded=14), "phases": phases(10.2, load=2.2, compile_s=3.4)},
+             "aot_build": {**report("aot_build", artifact_bytes=1_000_000), "process_wall_s": 60.0},
+             "aot_load": {**report("aot_load", 7.0, 125.0, artifact_bytes=1_000_000),
+                          "phases": phases(7.0, load=1.0, compile_s=0.0)},
+             "aoti_build": {"step": "aoti_build", "phases": {}, "unavailable": "torch.export does not take it: X"}}
+    rows = ladder.summarize(steps, ["eager", "cold", "mega_cache", "aot_compile", "aoti"])
+    opening, *said = ladder.summary_words({"rungs": rows})
+    assert "the first call less one steady step, what the Run page calls compile time" in opening
+    assert "about 4.5 s here" in opening
+    eager, cold, mega, aot, aoti = said
+    assert eager.startswith("**eager first call** reached its first result in 5.0 s, with nothing to compile")
+    assert cold.startswith("**cold compile** reached its first result in 81.5 s: compiling took 76.3 s")
+    assert "14 C++ kernels had to be built" in cold
+    assert mega.startswith("**artifacts loaded (Mega-Cache)** reached its first result in 10.2 s against the cold "
+                           "compile's 81.5 s (0.13x): compiling took 3.4 s against cold's 76.3 s; loading its 3.20 MB "
+                           "artifact 2.2 s; no C++ kernel had to be built")
+    assert aot.startswith("**aot_compile artifact loaded** reached its first result in 7.0 s against the cold")
+    assert "making the artifact took 60.0 s in a process of its own, paid once" in aot
+    assert "1.04x the cold compile's throughput" in aot
+    assert aoti == "**AOTInductor package loaded** did not run: torch.export does not take it: X"
 
 
 def test_a_rung_that_cannot_run_says_why_and_its_load_is_not_tried():
@@ -146,6 +191,18 @@ def climbed(tmp_path_factory):
 @pytest.mark.parametrize("rung", CACHE_RUNGS)
 def test_each_rung_reaches_a_first_result_that_matches_eager(climbed, rung):
     assert_rung_reached_a_first_result_that_matches_eager(climbed, rung)
+
+
+@pytest.mark.compile
+def test_the_artifacts_rung_loads_what_the_run_pages_cache_artifacts_loads(climbed):
+    """On the CPU the Mega-Cache leaves out the C++ kernels Inductor builds: the rung loaded it alone and built every
+    kernel again with g++ (first call 43.6 s against cold's 76.4 s), while the Run page's cache=artifacts, which ships
+    the kernels beside it, compiled in 3.6 s. Both load one bundle now: its first call builds no C++ kernel."""
+    rows = {r["rung"]: r for r in climbed["rungs"]}
+    assert rows["cold"]["cpp_kernels_built"] > 0
+    assert rows["mega_cache"]["cpp_kernels_loaded"] >= rows["cold"]["cpp_kernels_built"]
+    assert rows["mega_cache"]["cpp_kernels_built"] == 0 and rows["warm"]["cpp_kernels_built"] == 0
+    assert any("as the Run page's cache=artifacts ships them" in n for n in rows["mega_cache"]["notes"])
 
 
 @pytest.mark.compile

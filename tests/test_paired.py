@@ -124,12 +124,38 @@ def test_the_worker_stops_when_settled_or_when_another_round_would_pass_timed_s(
     assert stop_timing(exp, 9, wide + [1.4] * 3, 1.95, 0.2) == "budget"  # a tenth round would pass 2 s
     assert stop_timing(exp, 3, wide[:3], 1.8, 0.6) == "budget"  # stalled blocks: timed_s holds before 6 rounds
     assert "stayed at ± " in stop_words(exp, "budget", wide, 2.0)
+    # two rounds state no interval: the words quote none either (they said "no interval" and then "± 190.1%")
+    two = stop_words(exp, "budget", [0.35, 1.22], 2.0)
+    assert two == ("Timing used its 2 s per variant over 2 rounds, too few to give an interval of their own (their "
+                   "ratios read 0.35–1.22x).") and "±" not in two
     short = Experiment(model="captioner", timed_s=0.6, rounds=6, round_s=0.2)
     assert round_seconds(short) == pytest.approx(0.1)  # the fewest rounds still fit the timed seconds
     few = Experiment(model="captioner", timed_s=2.0, rounds=3, round_s=0.2)
     assert stop_timing(few, 3, steady[:3], 0.6, 0.2) is None  # 3 rounds reach only 75%: not settled before 6
     fixed = Experiment(model="captioner", timed_steps=12, rounds=6)
     assert stop_timing(fixed, 6, wide, 9.0, 9.0) == "steps" and stop_timing(fixed, 5, wide, 9.0, 9.0) is None
+
+
+def test_a_backend_that_runs_eagers_kernels_has_no_break_even(store):
+    """hf:bert with backend=eager showed "Break-even 902 steps" beside the words "not a compiled speedup": a stored run
+    of eager or aot_eager loses its break-even when the store is opened, and the figures give none for such a run."""
+    from ui.words import run_words
+
+    stored = {"device": "cpu", "variants": ["eager", "compiled"], "speedup": 1.08, "speedup_low": 1.0,
+              "compile_s": 3.0, "eager_steps_per_s": 40.0, "unavailable": {}}
+    stored["breakeven_steps"] = figures.breakeven_steps(3.0, 1 / 40.0, 1.08)  # what its headline gives
+    eager = insert_run(store, Experiment(model="captioner", backend="eager"))
+    store.finish(eager, result=stored, env={})
+    inductor = insert_run(store, Experiment(model="captioner"))
+    store.finish(inductor, result=stored, env={})
+    assert stored_results.upgrade(store) == 1
+    r = store.get(eager).result
+    assert r["breakeven_steps"] is None and r["eager_kernels_only"] is True
+    assert r["unavailable"]["breakeven_steps"] == figures.EAGER_KERNELS_NO_PAYBACK
+    assert store.get(inductor).result["breakeven_steps"] == stored["breakeven_steps"]  # Inductor's keeps its own
+    assert figures.headline_breakeven(r) is None and run_words.payback_words(r) is None
+    (tile,) = [t for t in run_words.headline_tiles(r)[0] if "Break-even" in t["label"]]
+    assert tile["value"] == "n/a"
 
 
 def test_an_old_record_is_rewritten_with_the_paired_speedup_recomputed_from_its_blocks(store):

@@ -228,6 +228,7 @@ def test_a_real_model_runs_end_to_end_through_the_command_line(tmp_path):
     assert record["spec"]["model"] == EXAMPLE and record["label"].startswith(EXAMPLE + "/tiny bs4 fp32 training")
     result = record["result"]
     assert result["regional_blocks"] == {"Block": 2} and result["regional_call"] == "block.compile"
+    assert result["repeated_block_shapes"] == {"Block": {"copies": 2, "shapes": 1}}  # what the advisor reads
     assert result["correctness_ok"] and result["graph_break_count"] == 0
 
 

@@ -187,13 +187,72 @@ def test_the_history_query_takes_the_same_setting_on_the_same_machine_only(store
     h = history.history(found)
     assert h.median == pytest.approx(1.52) and 0 < h.spread_pct < 1
     assert h.words(1.60) == ("3 earlier runs of this setting on this machine: 1.51–1.53x, median 1.52x (σ 0.7%); "
-                             "this run 1.60x, +5.3% from their median.")
+                             "this run 1.60x, +5.3% from their median. The interval's spread between processes learns "
+                             "from 0 of the 3 (those with an interval of their own; one or two rounds' ratio can land "
+                             "anywhere).")
     line = history.dots(h, 1.60, width=11)
     assert line == "1.51x |···       •| 1.60x"
-    lines = report.history_lines(h, 1.60)
+    lines = report.history_lines(h, 1.60, "cold")
     assert lines[0].startswith("history: 3 earlier runs") and "• this run" in lines[1]
+    # the warm-cache run counts alike, and the words say why: the cache changes the compile time, not the speedup
+    assert "Runs that compiled from another cache (warm) count alike" in lines[0]
     assert report.history_lines(history.history([]), 1.5) == [
         "history: No earlier run of this setting on this machine: rerun it to see how far the figure moves."]
+
+
+def test_after_the_instructors_reset_no_earlier_run_of_the_setting_teaches_its_spread(store):
+    """After the instructor reset the machine's spread, a setting's runs from before it (one of them 0.62x, another
+    5x: a loaded machine) still made its rerun's interval 0.02-30.71x (σ 457%). They stay listed, said to be from
+    before the reset, and teach nothing: not the interval after the run, not the note before it; and the advice
+    counts the runs it did learn from."""
+    from tcore.lab import calibrate, rerun_outlook
+    from tcore.store.lab_state import SPREAD_RESET
+    from ui.words import run_words
+
+    env = rerun_outlook.machine_env("cpu")  # this machine, as the note before a run looks for it
+    exp = Experiment(model="captioner", preset="tiny", batch_size=2, backend="inductor")
+
+    def stored(speedup: float, cache: str = "warm") -> str:
+        run_id = insert_run(store, exp.replace(cache=cache))
+        store.finish(run_id, result={"device": "cpu", "speedup": speedup, "speedup_low": 0.9 * speedup,
+                                     "speedup_high": 1.1 * speedup, "speedup_kind": "cpu",
+                                     "variants": ["eager", "compiled"]}, env=env)
+        return run_id
+
+    for speedup, cache in ((0.62, "warm"), (5.0, "artifacts"), (0.3, "warm")):
+        stored(speedup, cache)
+    with store._write() as db:  # they ran well before the reset, whatever this machine's clock resolves
+        db.execute("UPDATE runs SET created_at = created_at - 100")
+    store.lab.set_lab_state(SPREAD_RESET, {"at": store.get(store.list()[0].id).created_at + 50})
+    assert calibrate.reset_at(store) == store.lab.spread_reset_at() is not None
+    blocks = {"eager": [[100, 1.0]] * 4, "compiled": [[62, 1.0], [63, 1.0], [62, 1.0], [61, 1.0]]}
+    mine = insert_run(store, exp)
+    restated = with_history(store, mine, exp.to_dict(), {"device": "cpu", "variants": ["eager", "compiled"],
+                                                        "blocks": blocks}, env)
+    assert restated["speedup_history_runs"] == 0 and restated["speedup_between_source"] == "default"
+    assert restated["speedup_between_pct"] == pytest.approx(rerun.FALLBACK_BETWEEN_PCT["cpu"])
+    # before a run: the note learns nothing from them either, but the runs are listed and said to be before the reset
+    device, past, _ = rerun_outlook.earlier(exp, store, device="cpu")
+    assert len(past.points) == 3 and past.teaching().points == []
+    ahead = rerun_outlook.outlook(exp, store, device="cpu")
+    assert ahead.between_pct == pytest.approx(rerun.FALLBACK_BETWEEN_PCT["cpu"]) and ahead.moved_pct is None
+    said = past.words(0.6, "warm")
+    assert "3 of them ran before the instructor's reset of this machine's spread" in said
+    assert "learns from 0 of the 3" in said and "another cache (artifacts) count alike" in said
+    # three runs since the reset teach it, and the words count the same three
+    for speedup in (0.60, 0.64, 0.61):
+        stored(speedup)
+    restated = with_history(store, mine, exp.to_dict(), {"device": "cpu", "variants": ["eager", "compiled"],
+                                                        "blocks": blocks}, env)
+    assert restated["speedup_between_source"] == "history" and restated["speedup_history_runs"] == 3
+    assert restated["speedup_pm_pct"] < 50
+    advice = run_words.noise_advice({**restated, "speedup_between_pct": 40.0, "speedup_rounds_pm_pct": 1.0})
+    assert "already learns from the 3 earlier runs" in advice and "once 3 earlier runs" not in advice
+    past = rerun_outlook.earlier(exp, store, device="cpu")[1]
+    assert len(past.points) == 6 and len(past.teaching().points) == 3 and "learns from 3 of the 6" in past.words()
+    # the note before a run: three runs that strayed are learned from already, not "once 3 are stored"
+    strayed = rerun.outlook([1.0, 1.02, 0.7], "cpu").words()
+    assert "its interval learns the spread from those 3 runs" in strayed and "once 3" not in strayed
 
 
 def recorded_host_bound_run(**changes) -> dict:

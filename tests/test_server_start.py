@@ -30,3 +30,32 @@ def test_the_name_box_says_two_people_need_two_browsers_and_the_cpu_run_is_about
     if not machine.cuda_available():
         said = app_harness.texts(at.info)
         assert "seconds to a minute" not in said and "about a minute, most of it compiling" in said
+        # not "a run takes about a minute": efficientnet_b0 took 2.5 min, training with the optimizer compiled 4.5
+        assert "a library model or training with the optimizer compiled takes several" in said
+
+
+def test_the_run_page_says_how_long_runs_like_the_chosen_one_took_here(tmp_path, monkeypatch):
+    """The Run page's one length for every run (about a minute) fit the default only: under the Run button it says
+    what runs of the chosen model, task and compile took on this machine, and nothing for one never run here."""
+    pytest.importorskip("streamlit")
+    from tcore.experiment.spec import Experiment
+    from tcore.lab.queue import scheduler
+    from tcore.store import RunStore
+    from tests import app_harness
+
+    monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
+    at = app_harness.app()
+    shown = app_harness.texts(at.caption)
+    assert "Will run:" in shown and " took about " not in shown  # nothing like it finished here yet
+    store, proc = RunStore(), scheduler.this_process()
+    exp = Experiment(model="captioner", preset="tiny", device="cpu", timed_s=2.0)  # another timing: same model
+    for _ in range(2):
+        run_id = store.queue.enqueue(exp, device="cpu", owner="ada~0001.00000000c0ffee00", proc=proc, timeout_s=600)
+        assert store.queue.claim_next(proc, "cpu", ["cpu"], {run_id})
+        store.finish(run_id, result={"speedup": 1.2}, env={})
+    with store._write() as db:  # each took 150 s from its start, whatever this machine's clock did meanwhile
+        db.execute("UPDATE runs SET finished_at = started_at + 150")
+    at.run()
+    assert not at.exception
+    (said,) = [c for c in app_harness.texts(at.caption).split("\n") if "Will run:" in c]
+    assert "took about 2 min" in said and "here (median of 2), start-up and compile included" in said

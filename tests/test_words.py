@@ -29,6 +29,17 @@ def test_graph_words_say_where_a_break_is_and_count_kernels():
     assert "Kernels launched per step: 67 eager, 12 compiled (fusion merged them)." in words
 
 
+def test_kernel_counts_of_a_backend_that_keeps_eagers_kernels_credit_no_fusion():
+    """aot_eager runs said "(fusion merged them)" for 51 -> 50 kernels, while the same page said nothing is fused."""
+    counts = {"device": "cpu", "eager_kernels_per_step": 2382, "compiled_kernels_per_step": 442}
+    for backend in ("aot_eager", "eager"):
+        (line,) = [w for w in graph_words.graph_words(counts, backend) if w.startswith("Kernels launched")]
+        assert "fusion merged" not in line and f"nothing is fused: backend={backend} runs eager's own kernels" in line
+    same = {**counts, "compiled_kernels_per_step": 2382}
+    assert "the same kernels as eager" in graph_words.graph_words(same, "aot_eager")[0]
+    assert "(fusion merged them)" in graph_words.graph_words(counts, "inductor")[0]
+
+
 def test_graph_words_name_the_recompile_limit():
     words = graph_words.graph_words({"recompile_count": 2, "recompiles": [
         {"compile_id": "0/1", "frame": "forward", "reason": "0/0: tensor 'tokens' size mismatch at index 1"},
@@ -136,7 +147,7 @@ def test_whose_run_it_is_reads_as_the_name_its_owner_chose():
     assert queue.whose("ada~3f9a", "ada~3f9a") == "yours"
     assert queue.whose("ada~3f9a", "guest-0badc0") == "ada (3f9a)"
     assert queue.whose("guest-0badc0", "ada~3f9a") == "guest 0bad"
-    assert queue.whose("host:123", "abc") == "the command line or a sweep"
+    assert queue.whose("host:123", "abc") == "the command line"
     assert queue.whose("9f1c0e", "abc") == "another session"  # a session id from before names
     secret = "0123456789abcdef"
     assert queue.whose(f"guest-0bad.{secret}", "ada~3f9a") == "guest 0bad"  # the secret is never shown
@@ -376,3 +387,12 @@ def test_the_layout_sentence_names_inductor_only_where_inductor_ran():
     assert "Eager and compiled both run in **NCHW**" in baseline_words(
         {"model": "resnet50", "backend": "aot_eager"}, "cpu", 1.4)
     assert "Inductor picks" in baseline_words({"model": "resnet50", "backend": "inductor"}, "cpu", 1.4)
+
+
+def test_a_rate_is_said_in_three_significant_digits_and_its_unit_agrees():
+    """A 2,761 ms warm-up step at batch 2 read "1 samples/s" for 0.72 samples/s."""
+    from ui.words.compare_verdicts import rate_words
+
+    assert rate_words(2 / 2.761) == "0.724 samples/s"
+    assert rate_words(1.0) == "1 sample/s" and rate_words(42.13) == "42.1 samples/s"
+    assert rate_words(3184.6) == "3,185 samples/s"

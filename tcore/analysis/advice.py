@@ -93,9 +93,17 @@ EAGER_KERNEL_BACKENDS = {
 
 def _slower_rule(run: _Run) -> Suggestion | None:
     speedup = run.result.get("speedup")
-    if run.exp.backend in EAGER_KERNEL_BACKENDS:  # not a puzzle to investigate: the backend rule says why
-        return None
-    return _slower(run.exp, run.result, speedup) if run.compiled and speedup is not None and speedup < 1.0 else None
+    if run.exp.backend in EAGER_KERNEL_BACKENDS or not run.compiled or speedup is None or speedup >= 1.0:
+        return None  # eager's kernels on both sides are not a puzzle to investigate: the backend rule says why
+    if figures.slower_than_eager(run.result) is None:  # the interval takes in 1x, or there is none
+        lo, hi = run.result.get("speedup_low"), run.result.get("speedup_high")
+        why = (f"its {figures.interval_name(run.result)} {lo:.2f}–{hi:.2f}x takes in 1x" if hi is not None else
+               "it has too few rounds for an interval of its own")
+        return Suggestion(
+            "slower", "Cannot tell whether compiled is slower",
+            f"Compiled read {speedup:.2f}x eager, but {why}: this run cannot tell compiled from eager. Time it longer "
+            "(more rounds) on a quieter machine, or rerun the setting, before looking for a cause.", {}, 0.6)
+    return _slower(run.exp, run.result, speedup)
 
 
 def _backend_rule(run: _Run) -> Suggestion | None:
@@ -170,11 +178,42 @@ def _layout_rule(run: _Run) -> Suggestion | None:
     return None
 
 
+RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default on the versions the lab runs (NOTES.md)
+
+
+def unlike_blocks(result: dict) -> list[tuple[str, int, int]]:
+    """(class, copies, distinct shapes) of the repeated block classes whose copies differ in parameter or buffer
+    shapes (tcore.worker.compile.block_shapes, stored with each compiled run): a compiled copy serves none of the
+    others of another shape. [] where they are alike, or where the run did not record them."""
+    found = result.get("repeated_block_shapes") or {}
+    return [(name, g["copies"], g["shapes"]) for name, g in found.items() if g.get("shapes", 1) > 1]
+
+
+def _blocks_words(unlike: list[tuple[str, int, int]]) -> str:
+    """'its 15 InvertedResidual blocks come in 8 shapes (their parameters' shapes differ: ...)'."""
+    parts = [f"{copies} {name} blocks come in {shapes} shapes" for name, copies, shapes in unlike]
+    return "its " + " and ".join(parts) + " (their parameters' shapes differ: the widths change along the model)"
+
+
 def _recompiles_rule(run: _Run) -> Suggestion | None:
     exp, result = run.exp, run.result
     if not result.get("recompile_count"):
         return None
     first = (result.get("recompiles") or [{}])[0].get("reason") or "a guard failed"
+    unlike = unlike_blocks(result)
+    if exp.compile in ("regional", "hierarchical") and unlike:
+        # not a shape that changes between calls: each block of another width fails the compiled block's guards
+        sizes = sum(shapes for _, _, shapes in unlike)
+        graphs = (f"{sizes} sizes, one graph each" if all(s <= RECOMPILE_LIMIT for *_, s in unlike) else
+                  f"{sizes} sizes, and torch compiles at most {RECOMPILE_LIMIT} graphs of one function, its recompile "
+                  "limit: the other sizes run eagerly")
+        return Suggestion(
+            "recompiles", "Compile the whole model instead",
+            f"{result['recompile_count']} recompilation(s); the first because: {first}. They come from the blocks, "
+            f"not from the inputs: {_blocks_words(unlike)}, and a compiled block is reused only by copies of the same "
+            f"shapes, so each new size recompiles it ({graphs}). Dynamic shapes or buckets would "
+            "not help: nothing changes between calls. Compiling the whole model compiles it once.",
+            {"compile": "whole"}, 0.5)
     if exp.dynamic is False:
         changes, title = {"dynamic": None}, "Try dynamic=None (automatic)"
     elif exp.shape_count and exp.shape_remedy == "none":
@@ -214,16 +253,40 @@ def _compile_time_rule(run: _Run) -> Suggestion | None:
     if not (run.compiled and compile_s and breakeven is not None and breakeven > BREAKEVEN_STEPS):
         return None
     pays = f"pays back only after {breakeven:,.0f} steps"
-    if run.exp.compile == "whole" and run.entry.repeats_blocks:
+    unlike = unlike_blocks(run.result)
+    regional = run.exp.compile == "whole" and run.entry.repeats_blocks
+    # blocks of a few sizes, each shared by several copies, still reuse their graphs; one size per copy or two, or
+    # more sizes than torch compiles one function for, do not
+    reused = all(copies >= 2 * shapes and shapes <= RECOMPILE_LIMIT for _, copies, shapes in unlike)
+    if regional and reused:
+        alike = run.result.get("repeated_block_shapes") or {}
+        if not alike:  # a run stored before the lab recorded its blocks' shapes
+            how = "compiling one block and reusing it"
+        elif not unlike:
+            how = (" and ".join(f"its {g['copies']} {name} blocks share one shape" for name, g in alike.items())
+                   + ", so one compiled block serves every copy of its kind")
+        else:
+            how = (f"{_blocks_words(unlike)}: regional compilation compiles one graph per shape "
+                   f"({sum(s for *_, s in unlike)} in all, each a recompile of the block after the first), each "
+                   "reused by the copies of its shape")
         return Suggestion(
             "compile_time", "Try regional compilation",
-            f"Compiling took {compile_s:.1f} s and {pays}. {run.entry.title} repeats its blocks: compiling one "
-            "block and reusing it cuts compile time, usually at nearly the same speed.", {"compile": "regional"}, 0.3)
+            f"Compiling took {compile_s:.1f} s and {pays}. {run.entry.title} repeats its blocks: {how}; that "
+            "cuts compile time, usually at nearly the same speed.", {"compile": "regional"}, 0.3)
+    # blocks that differ in size would each be compiled again regionally: say so rather than offer it
+    not_regional = (f" Regional compilation would not cut it: {_blocks_words(unlike)}, and a compiled block is reused "
+                    f"only by copies of the same shapes, so it would compile one graph per size, each a recompile"
+                    + (f" (past torch's recompile limit of {RECOMPILE_LIMIT} the other sizes would run eagerly)"
+                       if any(shapes > RECOMPILE_LIMIT for *_, shapes in unlike) else "") + "."
+                    if regional else "")
     if run.exp.cache == "cold":
         return Suggestion(
             "compile_time", "Try a warm compile cache",
             f"Compiling took {compile_s:.1f} s and {pays}. A restart with a warm cache (or shipped compile "
-            "artifacts) reuses the compiled kernels.", {"cache": "warm"}, 0.3)
+            f"artifacts) reuses the compiled kernels.{not_regional}", {"cache": "warm"}, 0.3)
+    if not_regional:
+        return Suggestion("compile_time", "Regional compilation would not shorten this compile",
+                          f"Compiling took {compile_s:.1f} s and {pays}.{not_regional}", {}, 0.2)
     return None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -25,13 +26,16 @@ class Point:
     low: float | None
     high: float | None
     within: float = 0.0  # the run's own σ in log space (tcore.figures.rerun.within_sigma)
+    cache: str | None = None  # the cache its compile started from (cold, warm, artifacts)
 
 
 @dataclass(frozen=True)
 class History:
-    """The runs of one setting on one machine, oldest first, and their spread."""
+    """The runs of one setting on one machine, oldest first, and their spread. `reset_at`: when the instructor last
+    reset this machine's spread (tcore.lab.calibrate.reset): runs created before it stay listed but teach nothing."""
 
     points: list[Point]
+    reset_at: float | None = None
 
     @property
     def speedups(self) -> list[float]:
@@ -46,9 +50,20 @@ class History:
         return statistics.median(self.speedups) if self.points else None
 
     def with_intervals(self) -> History:
-        """The runs that stated an interval of their own: those a spread between processes is learned from (one or
-        two rounds' ratio, with no interval, can land anywhere on a loaded machine)."""
-        return History([p for p in self.points if p.low is not None])
+        """The runs that stated an interval of their own (one or two rounds' ratio, with no interval, can land
+        anywhere on a loaded machine)."""
+        return History([p for p in self.points if p.low is not None], self.reset_at)
+
+    @property
+    def before_reset(self) -> list[Point]:
+        """The runs created before the instructor's last reset of the machine's spread."""
+        return [p for p in self.points if self.reset_at is not None and p.created_at < self.reset_at]
+
+    def teaching(self) -> History:
+        """The runs a spread between processes is learned from: those with an interval of their own, created since the
+        instructor's last reset of the machine's spread (a reset says the earlier runs no longer describe it)."""
+        gone = {p.run_id for p in self.before_reset}
+        return History([p for p in self.points if p.low is not None and p.run_id not in gone], self.reset_at)
 
     @property
     def spread_pct(self) -> float | None:
@@ -57,8 +72,9 @@ class History:
             return None
         return 100 * (math.exp(statistics.stdev(math.log(s) for s in self.speedups)) - 1)
 
-    def words(self, current: float | None = None) -> str:
-        """'4 earlier runs of this setting on this machine: 1.51–1.53x, median 1.52x (σ 0.4%); this run 1.52x.'"""
+    def words(self, current: float | None = None, cache: str | None = None) -> str:
+        """'4 earlier runs of this setting on this machine: 1.51–1.53x, median 1.52x (σ 0.4%); this run 1.52x.', and
+        which of them teach its spread (teaching_words; `cache`: this run's)."""
         n = len(self.points)
         if n == 0:
             return "No earlier run of this setting on this machine: rerun it to see how far the figure moves."
@@ -69,15 +85,37 @@ class History:
             said += f" (σ {self.spread_pct:.1f}%)"
         if current is not None and self.median:
             said += f"; this run {current:.2f}x, {100 * (current / self.median - 1):+.1f}% from their median"
-        return said + "."
+        return said + "." + self.teaching_words(cache)
+
+    def teaching_words(self, cache: str | None = None) -> str:
+        """Which of the runs teach the setting's spread between processes, and why the others do not; and, where they
+        compiled from other caches than `cache` (this run's), why they count alike. '' where every run teaches."""
+        n, taught, before = len(self.points), len(self.teaching().points), len(self.before_reset)
+        said = ""
+        if before:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.reset_at))
+            said += (f" {before} of them ran before the instructor's reset of this machine's spread ({when}, the "
+                     f"server's clock): {'it is' if before == 1 else 'they are'} listed, but teach the interval "
+                     "nothing.")
+        if taught != n:
+            said += (f" The interval's spread between processes learns from {taught} of the {n} (runs since the "
+                     "reset with an interval of their own)." if before else
+                     f" The interval's spread between processes learns from {taught} of the {n} (those with an "
+                     "interval of their own; one or two rounds' ratio can land anywhere).")
+        others = sorted({p.cache for p in self.points if p.cache and cache and p.cache != cache})
+        if others:
+            said += (f" Runs that compiled from another cache ({', '.join(others)}) count alike: the cache changes "
+                     "how long the compile takes, not the compiled code or its speedup.")
+        return said
 
 
-def history(records: Sequence[Any]) -> History:
-    """The finished runs with a speedup among `records` (RunRecords), oldest first."""
+def history(records: Sequence[Any], reset_at: float | None = None) -> History:
+    """The finished runs with a speedup among `records` (RunRecords), oldest first; `reset_at`: when the instructor
+    last reset the machine's spread (None: never)."""
     points = [Point(r.id, r.created_at, r.result["speedup"], r.result.get("speedup_low"), r.result.get("speedup_high"),
-                    within_sigma(r.result.get("speedup_within_pct")))
+                    within_sigma(r.result.get("speedup_within_pct")), (r.spec or {}).get("cache"))
               for r in records if r.status == "finished" and (r.result or {}).get("speedup")]
-    return History(sorted(points, key=lambda p: p.created_at))
+    return History(sorted(points, key=lambda p: p.created_at), reset_at)
 
 
 def dots(h: History, current: float | None = None, width: int = 40) -> str:

@@ -90,9 +90,10 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
     return "\n".join(lines)
 
 
-def history_lines(earlier: History, current: float | None) -> list[str]:
-    """The earlier runs of this setting on this machine, beside the headline: a sentence and the speedups as dots."""
-    lines = [f"history: {earlier.words(current)}"]
+def history_lines(earlier: History, current: float | None, cache: str | None = None) -> list[str]:
+    """The earlier runs of this setting on this machine, beside the headline: a sentence and the speedups as dots
+    (`cache`: this run's, which the sentence sets the others' beside)."""
+    lines = [f"history: {earlier.words(current, cache)}"]
     if earlier.points:
         lines.append(f"         {dots(earlier, current)}  (· earlier runs, • this run)")
     return lines

@@ -4,7 +4,10 @@ the kernel names explains it.
 
 Pure functions of a stored spec and result (the two breakdowns of tcore.figures.breakdown), tested on the CPU. The
 milliseconds of a class are the bars "Where the time goes" draws (breakdown.shown_ms), so a sentence here never
-quotes another figure than the chart beside it; the kernels' own milliseconds are the profiler's.
+quotes another figure than the chart beside it; its kernels' milliseconds are scaled alike (breakdown.shown_scale),
+so a class and its kernels are in one unit. A class counts as grown only where it grew in the profile itself too:
+the two variants' profiled steps are scaled to their timed steps by different factors, and a class that ran faster
+compiled in the profile must not be blamed for a slowdown the timed steps alone show.
 """
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcore.experiment.precision import PRECISIONS
-from tcore.figures.breakdown import ATTENTION_FORMS, CATEGORIES, FUSED_ATTENTION, WORK, shown_ms
+from tcore.figures.breakdown import ATTENTION_FORMS, CATEGORIES, FUSED_ATTENTION, WORK, shown_ms, shown_scale
+from tcore.figures.verdicts import slower_than_eager
 
 # A class grew when compiled spends more than this share of eager's time on it, and more than AT_LEAST_MS and
 # STEP_SHARE of the eager step: smaller changes are within what two profiles of the same step differ by.
@@ -54,17 +58,40 @@ def grown(result: dict[str, Any], spec: dict[str, Any]) -> list[Growth] | None:
         return None
     e_bars, c_bars = bars["eager"], bars["compiled"]
     eager, compiled = found["eager"], found["compiled"]
-    floor = max(AT_LEAST_MS, STEP_SHARE * sum(e_bars.values()))
+    scale = shown_scale(result)
     out = []
     for category in WORK:
-        before, after = e_bars.get(category, 0.0), c_bars.get(category, 0.0)
-        if after - before <= max(floor, GROWTH * before):
+        if not (_grew(e_bars, c_bars, category) and _grew(eager["ms"], compiled["ms"], category)):
             continue
         causes, left = _causes(category, eager, compiled, spec)
-        out.append(Growth(category, before, after, tuple(causes),
-                          tuple((eager.get("by_class") or {}).get(category, ())),
-                          tuple((compiled.get("by_class") or {}).get(category, ())), left))
+        out.append(Growth(category, e_bars.get(category, 0.0), c_bars.get(category, 0.0), tuple(causes),
+                          _scaled((eager.get("by_class") or {}).get(category, ()), scale.get("eager", 1.0)),
+                          _scaled((compiled.get("by_class") or {}).get(category, ()), scale.get("compiled", 1.0)),
+                          left))
     return sorted(out, key=lambda g: g.eager_ms - g.compiled_ms)
+
+
+def _grew(eager: dict[str, float], compiled: dict[str, float], category: str) -> bool:
+    """Whether compiled spends more on `category` than eager, beyond what two profiles of one step differ by."""
+    before, after = eager.get(category, 0.0), compiled.get(category, 0.0)
+    return after - before > max(AT_LEAST_MS, STEP_SHARE * sum(eager.values()), GROWTH * before)
+
+
+def _scaled(kernels, factor: float) -> tuple[dict[str, Any], ...]:
+    """A class's top kernels with their ms scaled as its bar is (breakdown.shown_scale)."""
+    return tuple({**k, "ms": k["ms"] * factor} for k in kernels)
+
+
+def scaled_words(result: dict[str, Any]) -> str:
+    """How the milliseconds below are made, where a variant's bars are scaled to its timed step; '' where they are
+    the profiler's own."""
+    scale = shown_scale(result)
+    if all(abs(f - 1.0) < 1e-9 for f in scale.values()):
+        return ""
+    found = result.get("breakdown") or {}
+    profiled = " and ".join(f"{v} {sum(found[v]['ms'].values()):.2f} ms" for v in ("eager", "compiled") if v in found)
+    return (" Milliseconds per timed step: each variant's profiled kernels scaled to its timed step, as Where the time "
+            f"goes draws them (the profiled steps took {profiled}).")
 
 
 def _causes(category: str, eager: dict, compiled: dict, spec: dict) -> tuple[list[str], bool]:
@@ -112,16 +139,24 @@ def words(result: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     and no class explains it, that too. [] when there is nothing to compare or nothing grew in a faster run."""
     found = grown(result, spec)
     speedup = result.get("speedup")
-    slower = speedup is not None and speedup < 1
+    slower = slower_than_eager(result) is True  # not where its interval takes in 1x: it cannot tell
     if found is None:
         return ([f"Compiled ran at {speedup:.2f}x eager, and no eager and compiled profile of this run can say which "
                  "kernels cost it (Where the time goes says why)."] if slower else [])
     if not found:
-        return ([f"Compiled ran at {speedup:.2f}x eager, yet no class of kernels costs it more than eager's: the time "
-                 "goes between kernels (idle, launches) or in steps the profile did not see."] if slower else [])
+        if not slower:
+            return []
+        profiled = {v: sum(b["ms"].values()) for v, b in (result.get("breakdown") or {}).items()}
+        if profiled.get("compiled", 0.0) < profiled.get("eager", 0.0):  # slower only in the timed steps
+            return [f"Compiled ran at {speedup:.2f}x eager in the timed steps, yet in the profile it ran faster "
+                    f"({profiled['compiled']:.2f} against {profiled['eager']:.2f} ms a step) and no class of kernels "
+                    "cost it more: the slowdown is not in the kernels but in the timed steps themselves (other work "
+                    "on the machine while they ran, or waits the profile did not see)."]
+        return [f"Compiled ran at {speedup:.2f}x eager, yet no class of kernels costs it more than eager's: the time "
+                "goes between kernels (idle, launches) or in steps the profile did not see."]
     head = (f"**Why compiled is slower ({speedup:.2f}x), from the kernels**" if slower else
             "**Where compiled spends more than eager, from the kernels**")
-    lines = [head]
+    lines = [head + scaled_words(result)]
     for g in found:
         line = f"- **{g.title}**: {g.eager_ms:.2f} → {g.compiled_ms:.2f} ms per step. "
         line += ("; ".join(g.causes) + "." if g.causes else

@@ -324,6 +324,9 @@ def choice_docs(name: str) -> dict[Any, str]:
 
 # torch.compile's own defaults: the snippet leaves out an argument that has its default ("default" is mode=None's)
 TORCH_DEFAULTS = {"backend": "inductor", "mode": "default", "fullgraph": False, "dynamic": None}
+# Backends that trace the model and then run its graphs with eager's own kernels: nothing is generated or fused, so
+# their "compiled" variant is not a compiled speedup, and there is no compile to pay back (no break-even).
+EAGER_KERNEL_BACKENDS = frozenset({"eager", "aot_eager"})
 
 
 def compile_kwargs(exp: Experiment) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from paired rounds), rerun.py (its interval for a rerun) and breakdown.py (where
 profiler trace). The worker, the app, the command line and the store all import this package.
 """
 from tcore.figures.derived import (  # noqa: F401
+                                  EAGER_KERNELS_NO_PAYBACK,
                                   NEVER_PAYS,
                                   Block,
                                   bandwidth_pct,
@@ -80,6 +81,7 @@ from tcore.figures.verdicts import (  # noqa: F401
                                   interval_name,
                                   interval_reach,
                                   noise_reasons,
+                                  slower_than_eager,
                                   speedup_words,
                                   told_apart,
                                   unpaired_gap,

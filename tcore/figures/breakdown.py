@@ -453,6 +453,19 @@ def shown_ms(result: dict[str, Any]) -> dict[str, dict[str, float]]:
     return {v: s["ms"] for v, s in shown.items() if s["ms"]}
 
 
+def shown_scale(result: dict[str, Any]) -> dict[str, float]:
+    """variant -> the factor its profiled milliseconds were multiplied by to draw its bars (as_timed: 1.0 where drawn
+    as profiled, timed / profiled where scaled); {} where shown_ms is. Whatever quotes a kernel of a variant beside its
+    bars multiplies by this, so a kernel and its class are in one unit."""
+    if not shown_ms(result):
+        return {}
+    scale = {}
+    for variant, shown in as_timed(result).items():
+        profiled = sum(result["breakdown"][variant]["ms"].values())
+        scale[variant] = result[f"{variant}_latency_ms_p50"] / profiled if shown["shown"] == "scaled" else 1.0
+    return scale
+
+
 def differences(eager: dict[str, Any], compiled: dict[str, Any], *, most: int = 3, at_least_ms: float = 0.0) -> str:
     """The biggest changes from eager to compiled, in words: 'pointwise 4.10 → 0.90 ms (fusion); ...'.
 

@@ -161,13 +161,17 @@ def breakeven_steps(compile_s: float, eager_step_s: float, speedup: float) -> fl
 
 
 NEVER_PAYS = "the compiled variant is not faster, so compiling never pays back"
+# A result whose compiled variant ran eager's own kernels (eager_kernels_only: backend eager or aot_eager) has no
+# break-even: its speedup is not a compiled one.
+EAGER_KERNELS_NO_PAYBACK = ("this backend runs eager's own kernels, so its speedup is not a compiled speedup and there "
+                            "is no compile to pay back")
 
 
 def headline_breakeven(result: Mapping[str, Any]) -> float | None:
     """A stored result's break-even from its headline speedup, compile time and eager throughput; the stored figure
     where those are not all stored."""
     speedup, compile_s, eager_sps = result.get("speedup"), result.get("compile_s"), result.get("eager_steps_per_s")
-    if speedup is not None and speedup <= 1:
+    if (speedup is not None and speedup <= 1) or result.get("eager_kernels_only"):
         return None
     if speedup is None or compile_s is None or not eager_sps:
         return result.get("breakeven_steps")
@@ -193,7 +197,9 @@ def with_headline_breakeven(result: dict[str, Any]) -> dict[str, Any]:
     result = dict(result)
     result["breakeven_steps"] = steps
     unavailable = dict(result.get("unavailable") or {})
-    if steps is None:
+    if steps is None and result.get("eager_kernels_only"):
+        unavailable["breakeven_steps"] = EAGER_KERNELS_NO_PAYBACK
+    elif steps is None:
         unavailable.setdefault("breakeven_steps", NEVER_PAYS)
     else:
         unavailable.pop("breakeven_steps", None)

@@ -369,6 +369,7 @@ class Outlook:
     reach_pct: float       # ± % of the median that HOLD_SHARE of reruns should land within
     moved_pct: float | None  # how far the earlier runs here strayed from their median, %; None under 2 runs
     reason: str            # the evidence, in a clause
+    history_runs: int = 0  # earlier runs of the setting the σ was learned from (0: too few, MIN_HISTORY)
 
     @property
     def holds(self) -> bool:
@@ -379,9 +380,11 @@ class Outlook:
         if self.holds:
             return None
         if self.moved_pct is not None and self.moved_pct > self.reach_pct:  # the runs strayed past what is assumed
+            learns = (f"its interval learns the spread from those {self.history_runs} runs" if self.history_runs else
+                      f"its interval learns the spread once {MIN_HISTORY} earlier runs are stored")
             read = (f"The earlier runs strayed further than that σ allows ({HOLD_SHARE:.0%} of reruns within "
-                    f"± {self.reach_pct:.0f}%): read one run's speedup no closer than ± {self.moved_pct:.0f}% (its "
-                    f"interval learns the spread once {MIN_HISTORY} earlier runs are stored)")
+                    f"± {self.reach_pct:.0f}%): read one run's speedup no closer than ± {self.moved_pct:.0f}% "
+                    f"({learns})")
         else:
             read = (f"{HOLD_SHARE:.0%} of reruns should land within ± {self.reach_pct:.0f}% of their median: read one "
                     "run's speedup no closer than that (its interval allows for it)")
@@ -430,4 +433,4 @@ def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
         f" ({prior} pooled with those {n} runs)" if source == "history" else
         f" ({prior}, until {MIN_HISTORY} earlier runs of this setting here teach it)")
     reach = 100 * (math.exp(z_value(HOLD_SHARE) * s) - 1)
-    return Outlook(between, reach, moved, "; ".join(parts + [expect]))
+    return Outlook(between, reach, moved, "; ".join(parts + [expect]), n if source == "history" else 0)

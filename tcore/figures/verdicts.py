@@ -74,6 +74,21 @@ def speedup_words(result: Mapping[str, Any]) -> str | None:
     return words + "."
 
 
+def slower_than_eager(result: Mapping[str, Any]) -> bool | None:
+    """Whether the run shows compiled slower than eager: True where its interval lies below 1x, False where the
+    headline is 1x or more, None where it cannot tell (an interval that takes in 1x: 0.98x within 0.01-104.61x; or
+    too few rounds for an interval). A record from before intervals, with none and no reason, reads by its headline."""
+    s, high = result.get("speedup"), result.get("speedup_high")
+    if s is None or s >= 1:
+        return False if s is not None else None
+    if high is not None:
+        return True if high < 1 else None
+    rounds = result.get("paired_rounds")
+    if result.get("speedup_no_interval") or (rounds is not None and rounds < 2):
+        return None
+    return True
+
+
 def _gap(result: Mapping[str, Any]) -> bool:
     """Whether the ratio of the two median throughputs is further than UNPAIRED_GAP_PCT from the paired headline."""
     s, medians = result.get("speedup"), result.get("speedup_of_medians")

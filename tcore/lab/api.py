@@ -22,7 +22,7 @@ from tcore.lab.policy.guards import NEW_PEOPLE_WINDOW_H, NewPeopleGuard, Passcod
 from tcore.lab.policy.limits import FILES_OFF, Limits
 from tcore.lab.policy.memory import NoEstimate
 from tcore.lab.probes import Busy, Probe
-from tcore.lab.queue import room, scheduler
+from tcore.lab.queue import room, scheduler, waiting
 from tcore.lab.queue.room import RoomPlan
 from tcore.lab.queue.waiting import Wait, duration_words, wait_words
 from tcore.lab.run import in_turn, registry, runs
@@ -294,6 +294,20 @@ def tlparse_report(run_id: str, store: RunStore) -> Report:
     return tlparse.report(run_id, store)
 
 
+def run_length_words(exp: Experiment, store: RunStore, device: str) -> str | None:
+    """'Runs of these settings took about 2 min 30 s here (median of 3), compile included.' for the Run page, from
+    the queue's own estimate of a run's length (tcore.lab.queue.waiting.duration_like); None where no run of this
+    model, task and compile finished on this machine."""
+    _, _, history = store.queue.queue_state(scheduler.this_process().host, device, recent=waiting.HISTORY_RUNS)
+    found = waiting.duration_like(exp.to_dict(), history)
+    if found is None:
+        return None
+    seconds, like, n = found
+    return (f"{like[0].upper()}{like[1:]} took about {waiting.rough_words(seconds)} here "
+            f"({'median of ' + str(n) if n > 1 else 'one run'}), start-up and compile included; more while other "
+            "runs share the machine.")
+
+
 def rerun_words(exp: Experiment, store: RunStore, device: str) -> str | None:
     """What the earlier runs of this setting say about running it again, or None."""
     return rerun_outlook.words(exp, store, device=device)
@@ -356,3 +370,7 @@ def latest_probe(kind: str) -> Probe | None:
 
 def ladder_table(result: dict[str, Any]) -> str:
     return ladder.text_table(result)
+
+
+def ladder_words(result: dict[str, Any]) -> list[str]:
+    return ladder.summary_words(result)

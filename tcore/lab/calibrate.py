@@ -84,8 +84,7 @@ def reset(store: RunStore) -> None:
 
 def reset_at(store: RunStore) -> float | None:
     """When the machine's spread was last reset, or None."""
-    state = store.lab.lab_state(SPREAD_RESET)
-    return state["at"] if state else None
+    return store.lab.spread_reset_at()
 
 
 @dataclass(frozen=True)

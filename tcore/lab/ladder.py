@@ -7,15 +7,20 @@ Rungs, each a fresh Python process started here (tcore.worker.ladder_rung runs i
   cold         torch.compile with fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR: a first-ever start
   warm         torch.compile again with the cold rung's cache directories: a restart on the same machine (the
                Run page's cache=warm, whose shared folder a cold run fills once it has measured)
-  mega_cache   fresh cache directories seeded with torch.compiler.load_cache_artifacts() from what the cold rung
-               saved (save_cache_artifacts): a new machine that ships its compile cache (the Run page's
-               cache=artifacts, "artifacts loaded" on the Diagnose page)
+  mega_cache   fresh cache directories seeded with the compile artifacts the cold rung saved: the Mega-Cache
+               (save_cache_artifacts, loaded with load_cache_artifacts) and, on the CPU, the C++ kernels it leaves
+               out, the very bundle the Run page's runs save (tcore.worker.compile_artifacts): a new machine that
+               ships its compile cache (the Run page's cache=artifacts, "artifacts loaded" on the Diagnose page)
   aot_compile  torch.compile(..., fullgraph=True).aot_compile(...) saved with save_compiled_function, loaded in a
                fresh process (fresh cache directories) with torch.compiler.load_compiled_function
   aoti         torch.export then an AOTInductor package (aoti_compile_and_package), loaded in a fresh process with
                aoti_load_package: inference only, where torch.export takes the model
 The two artifact rungs build their artifact in a process of their own first (fresh caches too), so what making
 it costs is shown beside what loading it saves. A rung this torch or this model cannot do says why.
+
+A rung's "first result" is its whole start: the interpreter, the imports, the model's build, any artifact's load and
+the first call. Its compile is the first call less one steady step: the figure the Run page calls compile time, which
+leaves the imports and the build out (summary_words says both).
 """
 from __future__ import annotations
 
@@ -43,7 +48,7 @@ RUNGS: dict[str, dict[str, Any]] = {
     "eager": dict(title="eager first call", build=None, run="eager", caches="fresh"),
     "cold": dict(title="cold compile", build=None, run="cold", caches="local"),
     "warm": dict(title="warm local caches", build=None, run="warm", caches="local"),
-    "mega_cache": dict(title="Mega-Cache loaded", build=None, run="mega_cache", caches="fresh"),
+    "mega_cache": dict(title="artifacts loaded (Mega-Cache)", build=None, run="mega_cache", caches="fresh"),
     "aot_compile": dict(title="aot_compile artifact loaded", build="aot_build", run="aot_load", caches="fresh"),
     "aoti": dict(title="AOTInductor package loaded", build="aoti_build", run="aoti_load", caches="fresh"),
 }
@@ -181,7 +186,9 @@ def summarize(steps: dict[str, dict[str, Any]], rungs: list[str]) -> list[dict[s
                                        else None),
                    artifact_bytes=ran.get("artifact_bytes") or ran.get("mega_cache_bytes"),
                    correctness_ok=ran.get("correctness_ok"),
-                   correctness_max_abs_diff=ran.get("correctness_max_abs_diff"), notes=ran.get("notes", []))
+                   correctness_max_abs_diff=ran.get("correctness_max_abs_diff"), notes=ran.get("notes", []),
+                   compile_s=phases.get("first_call_extra_s"), cpp_kernels_built=ran.get("cpp_kernels_built"),
+                   cpp_kernels_loaded=ran.get("cpp_kernels_loaded"))
         if built:
             row["build"] = {"phases": built["phases"], "process_wall_s": built.get("process_wall_s"),
                             "artifact_bytes": built.get("artifact_bytes")}
@@ -221,10 +228,80 @@ def text_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# A step's phases (tcore.worker.ladder_rung) in words, in the order they happen. first_result_s, their sum, is said
+# apart; first_call_extra_s is not a phase of its own but the part of the first call beyond one steady step.
+PHASE_WORDS = {"interpreter_s": "interpreter", "imports_s": "imports", "build_s": "model build",
+               "load_s": "loading the artifact", "export_s": "torch.export", "compile_s": "compiling",
+               "first_call_s": "first call", "save_s": "saving the artifacts"}
+COMPILE_WORDS = "compiling (the first call less one steady step)"
+
+
 def phase_split(phases: dict[str, float]) -> str:
-    """A step's phases in seconds, as it reported them when its process ended: 'interpreter 0.05, imports 3.10, build
-    0.41, first_call 25.02' (first_result, their sum to the first result, is said apart)."""
-    return ", ".join(f"{k.removesuffix('_s')} {v:.2f}" for k, v in phases.items() if k != "first_result_s" and v)
+    """A step's phases in seconds, as it reported them when its process ended, in words: 'interpreter 0.05, imports
+    3.10, model build 0.41, first call 25.02 (of it compiling 24.90)'."""
+    said = []
+    for key, value in phases.items():
+        if key in ("first_result_s", "first_call_extra_s") or not value:
+            continue
+        said.append(f"{PHASE_WORDS.get(key, key.removesuffix('_s').replace('_', ' '))} {value:.2f}")
+        if key == "first_call_s" and phases.get("first_call_extra_s"):
+            said[-1] += f" (of it compiling {phases['first_call_extra_s']:.2f})"
+    return ", ".join(said)
+
+
+def summary_words(result: dict[str, Any]) -> list[str]:
+    """A sentence per rung that ran, against the cold compile where there is one, each saying both figures: the whole
+    first result (what a restarted service waits for) and the compile in it (the Run page's compile time); for the
+    artifact rungs, what making and loading the artifact cost; and why a rung did not run."""
+    rows = result.get("rungs", [])
+    cold = next((r for r in rows if r["rung"] == "cold" and r.get("first_result_s")), None)
+    said = [f"First result: from the process's start to the first output (interpreter, imports, model build, any "
+            f"artifact's load and the first call). Compiling: the first call less one steady step, what the Run "
+            f"page calls compile time; the imports and the build ({_imports_build(rows)}) come on top of it."]
+    for r in rows:
+        title = f"**{r['title']}**"
+        if "unavailable" in r:
+            said.append(f"{title} did not run: {r['unavailable'].splitlines()[0]}")
+            continue
+        first = r.get("first_result_s")
+        if first is None:
+            continue
+        line = f"{title} reached its first result in {first:.1f} s"
+        if r["rung"] == "eager":
+            said.append(line + ", with nothing to compile: the floor every compiled start is measured against.")
+            continue
+        if cold is not None and r is not cold:
+            cold_first = cold["first_result_s"]
+            line += f" against the cold compile's {cold_first:.1f} s ({first / cold_first:.2f}x)"
+        parts = []
+        if r.get("compile_s") is not None:
+            parts.append(f"compiling took {r['compile_s']:.1f} s" + (
+                f" against cold's {cold['compile_s']:.1f} s" if cold is not None and r is not cold and
+                cold.get("compile_s") is not None else ""))
+        if r.get("phases", {}).get("load_s") is not None:
+            size = f" {r['artifact_bytes'] / 1e6:.2f} MB" if r.get("artifact_bytes") else ""
+            parts.append(f"loading its{size} artifact {r['phases']['load_s']:.1f} s")
+        if r.get("cpp_kernels_built") is not None:
+            n = r["cpp_kernels_built"]
+            parts.append("no C++ kernel had to be built" if n == 0 else
+                         f"{n} C++ kernel{'s' if n != 1 else ''} had to be built with the compiler")
+        if r.get("build"):
+            made = r["build"].get("process_wall_s")
+            if made is not None:
+                parts.append(f"making the artifact took {made:.1f} s in a process of its own, paid once")
+        if cold is not None and r is not cold and r.get("throughput_vs_cold") is not None:
+            parts.append(f"it then runs at {r['throughput_vs_cold']:.2f}x the cold compile's throughput")
+        said.append(line + (": " + "; ".join(parts) if parts else "") + ".")
+    return said
+
+
+def _imports_build(rows: list[dict[str, Any]]) -> str:
+    """The imports and build of the eager rung (else the first that ran), in seconds: 'about 4.2 s here'."""
+    ran = [r for r in rows if r.get("phases")]
+    if not ran:
+        return "a few seconds"
+    phases = next((r for r in ran if r["rung"] == "eager"), ran[0])["phases"]
+    return f"about {sum(phases.get(k, 0.0) for k in ('interpreter_s', 'imports_s', 'build_s')):.1f} s here"
 
 
 def _x(ratio: float | None) -> str:
@@ -289,6 +366,7 @@ def cmd_ladder(args, open_store) -> int:
         return 2
     result = ladder(spec_json, [r for r in args.rungs.split(",") if r], timeout_s=args.timeout)
     print(text_table(result))
+    print("\n".join(line.replace("**", "") for line in summary_words(result)))
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(result, indent=2))

@@ -24,12 +24,15 @@ Earlier = tuple[str, history.History, int]  # earlier()'s answer: device, the ru
 
 
 def earlier(exp: Experiment, store: RunStore, device: str | None = None) -> Earlier:
-    """(device, the finished runs of `exp`'s setting on this machine, how many of them were host-bound); `device`:
-    the device check's answer where the caller has it (the Run page's), else checked here."""
+    """(device, the finished runs of `exp`'s setting on this machine, how many of those that teach its spread were
+    host-bound); `device`: the device check's answer where the caller has it (the Run page's), else checked here.
+    The runs are those of any cache: the cache changes the compile time, not the compiled code or its speedup."""
     device = device or preflight(exp)[0]
     records = [r for r in store.same_setting(exp.to_dict(), device, machine_env(device)) if r.result.get("speedup")]
-    bound = sum(figures.follows_host(r.result, r.device) for r in records)
-    return device, history.history(records), bound
+    past = history.history(records, store.lab.spread_reset_at())
+    teaching = {p.run_id for p in past.teaching().points}
+    bound = sum(figures.follows_host(r.result, r.device) for r in records if r.id in teaching)
+    return device, past, bound
 
 
 def earlier_compile_s(exp: Experiment, store: RunStore, device: str) -> tuple[float, bool] | None:
@@ -63,13 +66,14 @@ def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None,
     if not exp.has_compiled_variant:
         return None
     device, past, bound = found or earlier(exp, store, device)
-    if bound and 2 * bound < len(past.points):  # the setting's kind is its history's majority (rerun.setting_kind)
+    # the spread is learned from runs with an interval of their own, created since the instructor's last reset
+    taught = past.teaching()
+    if bound and 2 * bound < len(taught.points):  # the setting's kind is its history's majority (rerun.setting_kind)
         bound = 0
     larger = bound_at_larger_batch(exp, store, device) if not bound else None
     env = machine_env(device)
     spread = history.machine_spread(store.headlines(device), env, device,
                                     rerun.kind(device, bool(bound or larger)), exclude=exp.to_dict())
-    taught = past.with_intervals()  # the spread is learned from runs with an interval of their own
     return rerun.outlook(taught.speedups, device, bound, (larger, exp.batch_size) if larger else None, spread,
                           taught.withins, gpu=env.get("gpu"))
 

@@ -41,8 +41,10 @@ def start(experiments: list[Experiment], store: RunStore, *, owner: str | None =
           timeout_s: float | None = None, label: str = "", skipped: list[str] | None = None) -> str:
     """Queue `experiments` as one sweep; returns its id. SpecError (nothing left queued) if the lab refuses one.
 
-    owner: the browser session that started it, so its page finds it again; its runs are queued by this
-    process (owner None for the queue), so the per-session limit on waiting runs does not cut a sweep short.
+    owner: the person who started it (a browser's owner id; None from the command line): the sweep and its runs are
+    theirs, so their page finds it again and every queue view and their "Your runs" show the runs as theirs. The
+    runs are queued at once, as the lab queues its own (for_the_lab): the per-session limit on waiting runs does not
+    cut a sweep short, and a sweep's runs do not count against it (tcore.store.run_queue.RunQueue.queued_count).
     """
     if not experiments:
         raise SpecError("a sweep needs at least one experiment that can run")
@@ -50,7 +52,7 @@ def start(experiments: list[Experiment], store: RunStore, *, owner: str | None =
                                          skipped=list(skipped or []))
     try:
         for i, exp in enumerate(experiments):
-            runs.start(exp, store, timeout_s=timeout_s, sweep=(sweep_id, i))
+            runs.start(exp, store, owner=owner, timeout_s=timeout_s, sweep=(sweep_id, i), for_the_lab=True)
     except SpecError:
         cancel(sweep_id, store)
         raise

@@ -22,6 +22,12 @@ class LabState(Part):
             row = db.execute("SELECT value FROM lab_state WHERE key=?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def spread_reset_at(self) -> float | None:
+        """When the instructor last reset the machine's spread between processes (SPREAD_RESET), or None: runs created
+        before it teach no spread, neither the machine's nor a setting's own."""
+        state = self.lab_state(SPREAD_RESET)
+        return state["at"] if state else None
+
     def set_lab_state(self, key: str, value: Any) -> None:
         """Set (None: clear) a value of the room's state."""
         with self._write() as db:

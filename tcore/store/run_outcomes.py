@@ -63,11 +63,11 @@ class Runs(StoreFile):
                            [(run_id, i, zlib.compress(src.encode())) for i, src in enumerate(code or [])])
         return True
 
-    def rewrite_results(self, upgrade: Callable[[dict], dict], version: str, *, wait: bool = True) -> int:
-        """Rewrite every stored result through `upgrade`, once per `version`: the lab hands the store the figures'
-        upgrade (tcore.lab.outputs.stored_results), so the store returns results as it keeps them and leans on nothing
-        that reads them. Returns how many results changed; 0 once this version is written. wait=False: "database is
-        locked" at once where another process holds the write lock."""
+    def rewrite_results(self, upgrade: Callable[[dict, dict], dict], version: str, *, wait: bool = True) -> int:
+        """Rewrite every stored result through `upgrade(result, spec)`, once per `version`: the lab hands the store the
+        figures' upgrade (tcore.lab.outputs.stored_results), so the store returns results as it keeps them and leans on
+        nothing that reads them. Returns how many results changed; 0 once this version is written. wait=False:
+        "database is locked" at once where another process holds the write lock."""
         with self._connect() as db:  # a read first: the write lock only where there is something to write
             if _results_version(db) == version:
                 return 0
@@ -75,9 +75,10 @@ class Runs(StoreFile):
         with self._write(wait=wait) as db:
             if _results_version(db) == version:  # another process wrote it meanwhile
                 return 0
-            for run_id, text in db.execute("SELECT id, result FROM runs WHERE result IS NOT NULL").fetchall():
+            for run_id, text, spec in db.execute(
+                    "SELECT id, result, spec FROM runs WHERE result IS NOT NULL").fetchall():
                 stored = json.loads(text)
-                upgraded = upgrade(stored)
+                upgraded = upgrade(stored, json.loads(spec or "{}"))
                 if upgraded != stored:
                     db.execute("UPDATE runs SET result=? WHERE id=?", (to_json(upgraded), run_id))
                     changed += 1

@@ -223,8 +223,11 @@ class Queue(Part):
                 [*run_ids, proc.pid, proc.started])}
 
     def queued_count(self, owner: str) -> int:
+        """How many runs `owner` has waiting, the per-session bound's count: a sweep's runs are not among them (a sweep
+        is one request, queued whole at once)."""
         with self._connect() as db:
-            return db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=?", (owner,)).fetchone()[0]
+            return db.execute("SELECT COUNT(*) FROM runs WHERE status='queued' AND owner=? AND sweep_id IS NULL",
+                              (owner,)).fetchone()[0]
 
     def queue_state(self, host: str, device: str, *, recent: int = 200) -> tuple[list, list, list]:
         """For one device kind on one host, what the wait estimate needs (tcore.lab.queue.scheduler.places):

@@ -33,6 +33,19 @@ def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module], re
     return model
 
 
+def block_shapes(blocks: list[nn.Module]) -> dict[str, dict[str, int]]:
+    """Class name -> {"copies": how many blocks of it, "shapes": how many distinct sets of parameter and buffer shapes
+    they hold}. A compiled block is reused only by copies alike in both (Dynamo guards on each tensor's shape): a class
+    whose copies differ in width (timm's efficientnet_b0: 15 InvertedResidual blocks in several channel counts) is
+    compiled again per width, so regional compilation saves nothing there (tcore.analysis.advice reads this)."""
+    found: dict[str, tuple[int, set]] = {}
+    for block in blocks:
+        shapes = tuple((name, tuple(t.shape)) for name, t in [*block.named_parameters(), *block.named_buffers()])
+        copies, seen = found.get(type(block).__name__, (0, set()))
+        found[type(block).__name__] = (copies + 1, seen | {shapes})
+    return {name: {"copies": copies, "shapes": len(seen)} for name, (copies, seen) in found.items()}
+
+
 def mark_nested_regions(blocks: list[nn.Module]) -> None:
     """Mark each block's forward a nested compile region, so that a whole-model compile traces each kind of block as
     a region of its own that its copies can reuse (hierarchical compilation); eager calls are unchanged.

@@ -32,38 +32,60 @@ def load(env: dict[str, Any]) -> tuple[str, str | None]:
         return "cold", os.environ[COLD_BECAUSE]
     if not os.environ.get(LOAD_ARTIFACTS_FROM):
         return "none", None
-    import torch
-
     source = json.loads(os.environ[ARTIFACTS_MADE_ON])
     here = made_on(env)
     mismatched = [f"{k} {source.get(k)} (here {here[k]})" for k in here if source.get(k) != here[k]]
     if mismatched:
         return "cold", ("the saved compile artifacts were made with " + ", ".join(mismatched) +
                         ": they would not match, so this run compiles cold")
-    with zipfile.ZipFile(os.environ[LOAD_ARTIFACTS_FROM]) as bundle:
+    load_bundle(Path(os.environ[LOAD_ARTIFACTS_FROM]))
+    return "loaded", f"loaded compile artifacts saved by run {source['run_id']}"
+
+
+def load_bundle(path: Path) -> int:
+    """Seed this process's caches from a bundle that save_bundle wrote: its C++ kernels back where Inductor looks for
+    them, then the Mega-Cache. Returns how many C++ kernel files it put back (0 on a GPU). The start-up ladder's
+    artifact rung loads the same bundle, so it measures what the Run page's cache=artifacts does."""
+    import torch
+
+    restored = 0
+    with zipfile.ZipFile(path) as bundle:
         for name in bundle.namelist():
             if name.startswith("cpp/"):  # compiled C++ kernels go back where Inductor looks for them
                 target = _inductor_dir() / name.removeprefix("cpp/")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(bundle.read(name))
+                restored += target.suffix == ".so"
         torch.compiler.load_cache_artifacts(bundle.read("mega-cache.bin"))
-    return "loaded", f"loaded compile artifacts saved by run {source['run_id']}"
+    return restored
 
 
 def save() -> int:
     """After compiling: write this process's compile artifacts for later runs; returns their size in bytes."""
-    import torch
-
     if not os.environ.get(SAVE_ARTIFACTS_TO):
         return 0
+    return save_bundle(Path(os.environ[SAVE_ARTIFACTS_TO])) or 0
+
+
+def save_bundle(path: Path) -> int | None:
+    """This process's compile artifacts as one file at `path`: the Mega-Cache (torch.compiler.save_cache_artifacts)
+    and, on the CPU, the C++ kernels it leaves out. Returns its size in bytes; None where nothing was compiled
+    through a cache that can be saved (e.g. backend="eager"), and then no file is written."""
+    import torch
+
     saved = torch.compiler.save_cache_artifacts()
-    if saved is None:  # nothing was compiled through a cache that can be saved (e.g. backend="eager")
-        return 0
+    if saved is None:
+        return None
     data, _info = saved
-    with zipfile.ZipFile(os.environ[SAVE_ARTIFACTS_TO], "w", zipfile.ZIP_DEFLATED) as bundle:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
         bundle.writestr("mega-cache.bin", data)
-        for path in _inductor_dir().glob("*/*.so"):  # C++ kernels (CPU); GPU kernels are in the mega-cache
-            for built in (path, path.with_suffix(".cpp")):
+        for built_so in cpp_kernels():  # C++ kernels (CPU); GPU kernels are in the mega-cache
+            for built in (built_so, built_so.with_suffix(".cpp")):
                 if built.exists():
                     bundle.write(built, "cpp/" + str(built.relative_to(_inductor_dir())))
-    return Path(os.environ[SAVE_ARTIFACTS_TO]).stat().st_size
+    return path.stat().st_size
+
+
+def cpp_kernels() -> list[Path]:
+    """The C++ kernels Inductor has built into this process's cache folder (the CPU's; none on a GPU)."""
+    return sorted(_inductor_dir().glob("*/*.so"))

@@ -4,11 +4,12 @@
 
 The lab side (tcore.lab.ladder) decides the process and the cache directories each step gets: a cold compile
 is a fresh process with fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR, a warm one reuses the cold one's.
-Steps: eager (also writes the reference output), cold and warm (torch.compile; cold saves the Mega-Cache),
-mega_cache (loads it, then torch.compile), aot_build / aot_load (torch.compile(...).aot_compile, saved with
-save_compiled_function, loaded with torch.compiler.load_compiled_function), aoti_build / aoti_load (torch.export,
-AOTInductor package). Each reports its phases in seconds, its artifact's size, its steady-state throughput and
-how far its output is from eager's.
+Steps: eager (also writes the reference output), cold and warm (torch.compile; cold saves its compile artifacts:
+the Mega-Cache and, on the CPU, the C++ kernels it leaves out, the bundle the Run page's runs save), mega_cache
+(loads that bundle as the Run page's cache=artifacts does, then torch.compile), aot_build / aot_load
+(torch.compile(...).aot_compile, saved with save_compiled_function, loaded with
+torch.compiler.load_compiled_function), aoti_build / aoti_load (torch.export, AOTInductor package). Each reports
+its phases in seconds, its artifact's size, its steady-state throughput and how far its output is from eager's.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import torch  # noqa: E402
 from tcore.experiment.device import resolve_device  # noqa: E402
 from tcore.experiment.spec import PRECISIONS, Experiment  # noqa: E402
 from tcore.host import features  # noqa: E402
+from tcore.worker import compile_artifacts  # noqa: E402
 from tcore.worker.build import DTYPES, build, clone, compare  # noqa: E402
 from tcore.worker.timing import sync, timed_call  # noqa: E402
 
@@ -38,7 +40,7 @@ IMPORTS_S = time.perf_counter() - _T_IMPORT
 
 STEPS = ("eager", "cold", "warm", "mega_cache", "aot_build", "aot_load", "aoti_build", "aoti_load")
 REFERENCE = "reference.pt"    # the eager output every other step compares with
-MEGA_CACHE = "mega-cache.bin"
+MEGA_CACHE = "compile-artifacts.zip"  # the Mega-Cache and the CPU's C++ kernels (compile_artifacts.save_bundle)
 AOT_FUNCTION = "aot-compiled.bin"
 AOTI_PACKAGE = "model.pt2"
 
@@ -82,7 +84,11 @@ class Step:
             call = getattr(self, f"_{self.name}")(model, inputs, forward)
             if call is None:  # a build step: it made an artifact, there is nothing to run
                 return self._report()
+            built_before = self._cpp_kernels()
             first = self.timed("first_call_s", lambda: call(model, *inputs))
+            if built_before is not None and self.name != "eager":
+                # how many C++ kernels the first call had to build with g++: none where a cache held them all
+                self.out["cpp_kernels_built"] = self._cpp_kernels() - built_before
             self._steady(lambda: call(model, *inputs))
             self._check(first)
         return self._report()
@@ -104,10 +110,16 @@ class Step:
         return self._warm(model, inputs, forward)
 
     def _mega_cache(self, model, inputs, forward):
+        """The Run page's cache=artifacts: the cold rung's bundle loaded into fresh cache folders (on the CPU the
+        Mega-Cache alone would leave every C++ kernel to build again: most of a CPU compile)."""
         self._require("mega_cache")
-        data = (self.workdir / MEGA_CACHE).read_bytes()
-        self.out["artifact_bytes"] = len(data)
-        self.timed("load_s", lambda: torch.compiler.load_cache_artifacts(data))
+        path = self.workdir / MEGA_CACHE
+        self.out["artifact_bytes"] = path.stat().st_size
+        restored = self.timed("load_s", lambda: compile_artifacts.load_bundle(path))
+        if restored:
+            self.out["cpp_kernels_loaded"] = restored
+            self.out["notes"].append(f"{restored} C++ kernel(s) shipped beside the Mega-Cache, which leaves them out, "
+                                     "as the Run page's cache=artifacts ships them")
         return self._warm(model, inputs, forward)
 
     def _aot_build(self, model, inputs, forward):
@@ -170,19 +182,23 @@ class Step:
         if reason:
             raise Unavailable(reason)
 
+    def _cpp_kernels(self) -> int | None:
+        """How many C++ kernels this process's Inductor cache folder holds (the CPU's); None on a GPU."""
+        return len(compile_artifacts.cpp_kernels()) if self.device == "cpu" else None
+
     def _save_mega_cache(self) -> None:
-        """After the cold compile: what Mega-Cache would ship to a new machine (its size, and how long saving took)."""
+        """After the cold compile: what a new machine would be shipped (its size, and how long saving took): the
+        bundle the Run page's runs save, the Mega-Cache and the CPU's C++ kernels (tcore.worker.compile_artifacts)."""
         if not features.available("mega_cache"):
             self.out["notes"].append(features.missing("mega_cache"))
             return
         t0 = time.perf_counter()
-        saved = torch.compiler.save_cache_artifacts()
+        size = compile_artifacts.save_bundle(self.workdir / MEGA_CACHE)
         self.phases["save_s"] = round(time.perf_counter() - t0, 4)
-        if saved is None:
+        if size is None:
             self.out["notes"].append("save_cache_artifacts saved nothing: no compile went through a cache it bundles")
             return
-        (self.workdir / MEGA_CACHE).write_bytes(saved[0])
-        self.out["mega_cache_bytes"] = len(saved[0])
+        self.out["mega_cache_bytes"] = size
 
     def _steady(self, step: Callable[[], Any]) -> None:
         """Median step time after a short warm-up, as samples per second: what the artifact runs at once started."""

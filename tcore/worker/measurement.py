@@ -35,7 +35,7 @@ from tcore.worker.build import (
     snapshot,
     step_fn,
 )
-from tcore.worker.compile import apply_compile, graph_break_errors, optimizer_step
+from tcore.worker.compile import apply_compile, block_shapes, graph_break_errors, optimizer_step
 from tcore.worker.device_lease import DeviceLease
 from tcore.worker.generate_measurement import GenerateMeasurement
 from tcore.worker.phases import Emit
@@ -180,6 +180,8 @@ class Measurement(StepRounds):
         diagnostics.reset()
         with compile_errors():
             blocks = w.entry.repeated_blocks(w.model)
+            if blocks:  # whether one compiled block could serve its copies: what a regional compile would reuse
+                self.result.details["repeated_block_shapes"] = block_shapes(blocks)
             # class -> copies: the page says what was compiled and what shares it
             if exp.compile in ("regional", "hierarchical"):
                 self.result.details["regional_blocks"] = dict(Counter(type(b).__name__ for b in blocks))

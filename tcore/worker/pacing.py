@@ -6,6 +6,7 @@ import os
 
 from tcore.experiment.spec import Experiment
 from tcore.figures import paired
+from tcore.figures.rerun import MIN_INTERVAL_ROUNDS
 
 SETTLE_ENV = "COMPILE_LAB_SETTLE"  # "0": the timed rounds begin at once, unsettled (to measure what settling does)
 
@@ -62,8 +63,14 @@ def stop_words(exp: Experiment, why: str, ratios: list[float], spent_s: float) -
     """The timed stage's end, in a sentence stored with the run."""
     n = max(len(ratios), 1)
     rounds = f"{n} round{'s' if n != 1 else ''}"
-    width = paired.estimate(ratios).half_width_pct if ratios else None
+    # under MIN_INTERVAL_ROUNDS the run states no interval (tcore.figures.rerun): the spread is not quoted as one
+    width = paired.estimate(ratios).half_width_pct if len(ratios) >= MIN_INTERVAL_ROUNDS else None
     said = "" if width is None else f" ± {width:.1f}%"
+    if why == "budget" and ratios and width is None:
+        spread = (f" (their ratios read {min(ratios):.2f}–{max(ratios):.2f}x)" if len(ratios) > 1 else
+                  f" (its ratio read {ratios[0]:.2f}x)")
+        return (f"Timing used its {exp.timed_s:g} s per variant over {rounds}, too few to give an interval of "
+                f"their own{spread}.")
     if why == "settled":
         return (f"Timing stopped after {rounds} ({spent_s:.1f} of at most {exp.timed_s:g} s per variant): the "
                 f"rounds' own interval reached{said}, within ± {paired.rounds_target(exp.target_pct):g}%, which "

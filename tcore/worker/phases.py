@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from tcore import figures
 from tcore.experiment import protocol
-from tcore.experiment.spec import Experiment
+from tcore.experiment.spec import EAGER_KERNEL_BACKENDS, Experiment
 from tcore.figures import Result, RunFigures, VariantFigures, paired
 from tcore.host.power import PowerMeter, PowerSampler
 from tcore.worker import diagnostics, failures, hostspeed
@@ -177,5 +177,9 @@ class Phases:
         run.speedup_min, run.speedup_max = min(per_round), max(per_round)
         # From the headline, so the two never disagree: a compiled step is the eager one over the paired speedup.
         run.breakeven_steps = figures.breakeven_steps(run.compile_s, 1 / result.eager.steps_per_s, run.speedup)
-        if run.breakeven_steps is None:
+        if self.exp.backend in EAGER_KERNEL_BACKENDS:  # eager's kernels on both sides: nothing compiled to pay back
+            result.details["eager_kernels_only"] = True
+            run.breakeven_steps = None
+            result.unavailable["breakeven_steps"] = figures.EAGER_KERNELS_NO_PAYBACK
+        elif run.breakeven_steps is None:
             result.unavailable["breakeven_steps"] = never_pays

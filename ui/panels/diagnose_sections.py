@@ -370,7 +370,8 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
     if "compiled" not in r.get("variants", ()):
         st.info("This run compiled nothing (compile=off): there are no graphs, breaks or generated code to show.")
         return
-    st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in graph_words.graph_words(r)))
+    words = graph_words.graph_words(r, rec.spec.get("backend"))
+    st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in words))
     if r.get("graph_breaks"):
         show_breaks(r)
     if rec.spec.get("task") == "generate":  # a new prompt length: recompiles without a static cache, not with one

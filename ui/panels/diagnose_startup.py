@@ -25,8 +25,9 @@ RUNG_WORDS = {
     "cold": "torch.compile with fresh cache folders: a first-ever start",
     "warm": "torch.compile again on the cold rung's cache folders: a restart on this machine (the Run page's "
             "cache=warm)",
-    "mega_cache": "fresh folders seeded with the Mega-Cache the cold rung saved: artifacts loaded, as a new machine "
-                  "that ships its cache (the Run page's cache=artifacts)",
+    "mega_cache": "fresh folders seeded with the compile artifacts the cold rung saved (the Mega-Cache, and on the "
+                  "CPU the C++ kernels it leaves out): artifacts loaded, as a new machine that ships its cache (the "
+                  "Run page's cache=artifacts, the same bundle)",
     "aot_compile": "torch.compile(...).aot_compile, saved and loaded in a fresh process",
     "aoti": "torch.export, then an AOTInductor package loaded in a fresh process (inference only)",
 }
@@ -101,12 +102,9 @@ def show_ladder(probe: api.Probe) -> None:
     machine = result.get("device_name") or result.get("device")
     st.markdown(f"**{probe.title}** · {machine}, torch {result.get('torch')}")
     st.dataframe(ladder_rows(result), hide_index=True, width="stretch", key="diag_ladder_table")
-    cold = next((r for r in result["rungs"] if r["rung"] == "cold" and "first_result_s" in r), None)
-    for r in result["rungs"]:
-        if r["rung"] in ("warm", "mega_cache") and cold and r.get("first_result_s"):
-            first, cold_first = r["first_result_s"], cold["first_result_s"]
-            st.markdown(f"- **{r['title']}** reached its first result in {first:.1f} s against the cold compile's "
-                        f"{cold_first:.1f} s ({first / cold_first:.2f}x).")
+    opening, *rungs = api.ladder_words(result)
+    st.caption(opening)
+    st.markdown("\n".join(f"- {line}" for line in rungs))
     with st.expander("As the command line prints it"):
         st.code(api.ladder_table(result), language=None)
 

@@ -14,8 +14,10 @@ from ui.words import run_words
 
 
 def earlier_runs(rec: RunRecord, store: RunStore) -> history.History:
-    """The finished runs of `rec`'s setting on its machine that were started before it."""
-    return history.history(store.same_setting(rec.spec, rec.device, rec.env, before=rec.created_at, exclude=rec.id))
+    """The finished runs of `rec`'s setting on its machine that were started before it (those before the instructor's
+    reset of the machine's spread among them: listed, but marked as teaching nothing)."""
+    return history.history(store.same_setting(rec.spec, rec.device, rec.env, before=rec.created_at, exclude=rec.id),
+                           store.lab.spread_reset_at())
 
 
 def history_figure(earlier: history.History, rec: RunRecord) -> go.Figure:
@@ -25,10 +27,15 @@ def history_figure(earlier: history.History, rec: RunRecord) -> go.Figure:
                     array=[(p.high - p.speedup) if p.high else 0 for p in points],
                     arrayminus=[(p.speedup - p.low) if p.low else 0 for p in points])
 
-    when = [datetime.datetime.fromtimestamp(p.created_at) for p in earlier.points]
-    fig = go.Figure(go.Scatter(x=when, y=earlier.speedups, mode="markers", name="earlier runs", error_y=bars(
-        earlier.points), marker=dict(size=9, color="#7f7f7f"), customdata=[p.run_id for p in earlier.points],
-        hovertemplate="%{y:.2f}x<br>run %{customdata}<extra></extra>"))
+    fig = go.Figure()
+    gone = earlier.before_reset
+    for name, points, symbol in (("before the spread's reset", gone, "circle-open"),
+                                 ("earlier runs", [p for p in earlier.points if p not in gone], "circle")):
+        if points:
+            fig.add_trace(go.Scatter(
+                x=[datetime.datetime.fromtimestamp(p.created_at) for p in points], y=[p.speedup for p in points],
+                mode="markers", name=name, error_y=bars(points), marker=dict(size=9, color="#7f7f7f", symbol=symbol),
+                customdata=[p.run_id for p in points], hovertemplate="%{y:.2f}x<br>run %{customdata}<extra></extra>"))
     r = run_words.as_shown(rec.result)  # a single round: no whisker
     mine = history.Point(rec.id, rec.created_at, r["speedup"], r.get("speedup_low"), r.get("speedup_high"))
     fig.add_trace(go.Scatter(x=[datetime.datetime.fromtimestamp(rec.created_at)], y=[mine.speedup], mode="markers",
@@ -76,6 +83,6 @@ def show(rec: RunRecord, store: RunStore, *, key: str) -> None:
     earlier = earlier_runs(rec, store)
     with st.container(border=True, key=f"{key}_history"):
         st.markdown("**Earlier runs of this setting**")
-        st.caption(earlier.words(rec.result["speedup"]))
+        st.caption(earlier.words(rec.result["speedup"], rec.spec.get("cache")))
         if earlier.points:
             st.plotly_chart(history_figure(earlier, rec), width="stretch", key=f"{key}_history_chart")

@@ -54,7 +54,8 @@ def headline_tiles(result: dict) -> list[list[dict[str, Any]]]:
                "delta_color": "normal" if variant == "compiled" else "off",
                "delta_arrow": "auto" if variant == "compiled" else "off",
                "help": fig.means + (why if variant == "compiled" else "")} for variant in ("eager", "compiled")]
-    bottom.append(bandwidth_tile(result))
+    if result.get("device") != "cpu":  # the CPU has no bandwidth yardstick: the sentence under the tiles says so once
+        bottom.append(bandwidth_tile(result))
     return [top, bottom]
 
 
@@ -167,6 +168,10 @@ def bandwidth_words(result: dict) -> str | None:
                      + (f"the {datasheet:.3g} TB/s of its datasheet" if datasheet else "its datasheet bandwidth"))
     if not parts:
         why = unavailable.get("compiled_decode_bw_measured_pct") or unavailable.get("compiled_decode_bw_pct")
+        if rate is not None and result.get("device") == "cpu":  # a rate with no yardstick: said once, as such
+            return (f"Compiled decode reads {_bandwidth(rate)} of weights and cache, a rate with no share of a peak "
+                    f"beside it: on the CPU "
+                    f"{(why or 'the lab measures a GPU memory bandwidth only').removeprefix('on the CPU: ')}.")
         return f"Memory bandwidth share: n/a, {why}." if why else None
     said = f"Compiled decode reads {_bandwidth(rate)}: " if rate is not None else "Compiled decode reaches "
     return said + ", and ".join(parts) + "."

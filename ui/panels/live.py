@@ -20,7 +20,7 @@ from tcore.store import RunRecord, RunStore
 from ui.charts import compare_charts
 from ui.charts import run_charts as charts
 from ui.panels import exports, results
-from ui.words import run_state, run_table, sweep_matrix
+from ui.words import compare_verdicts, run_state, run_table, sweep_matrix
 from ui.words.store_words import plain
 
 # What happens in each phase, for an audience watching the progress bar.
@@ -237,7 +237,7 @@ def so_far(figures: dict[str, dict]) -> None:
     if (eager := figures.get("eager_step_s")) is not None:
         rate = eager.get("samples_per_s")
         cols[0].metric("Eager step (warm-up)", f"{eager['value'] * 1e3:,.1f} ms",
-                       delta=f"{rate:,.0f} samples/s" if rate else None, delta_color="off", delta_arrow="off",
+                       delta=compare_verdicts.rate_words(rate) if rate else None, delta_color="off", delta_arrow="off",
                        help="The median eager warm-up step, known before compiling starts. The result's eager "
                             "throughput comes from the timed rounds, paired with the compiled ones.")
     if (compiled := figures.get("compile_s")) is not None:

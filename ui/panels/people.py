@@ -200,7 +200,7 @@ def owner_for(name: str, current: str) -> str | None:
 
 
 def display_name(owner: str | None, *, digits: bool = True, store: RunStore | None = None) -> str:
-    """How a run's owner reads on a page: 'Ada (3f9a)', 'guest 3f9a', 'the command line or a sweep', 'another
+    """How a run's owner reads on a page: 'Ada (3f9a)', 'guest 3f9a', 'the command line', 'another
     session'. The name as its owner typed it, where the store (`store`, else the default one) keeps it, else the id's
     lower-case slug. The four digits tell two people of one name apart (docs/room.md); `digits=False` gives the name
     alone (the name box, the sidebar's "You")."""
@@ -212,8 +212,8 @@ def display_name(owner: str | None, *, digits: bool = True, store: RunStore | No
         name, tag = owner.split(".")[0].split("~")
         name = typed_name(owner, store) or name
         return f"{name} ({tag})" if digits else name
-    if ":" in owner:  # tcore.lab.queue.scheduler.Proc.name, "host:pid": queued without a browser session
-        return "the command line or a sweep"
+    if ":" in owner:  # tcore.lab.queue.scheduler.Proc.name, "host:pid": queued without a browser session (a sweep
+        return "the command line"  # started on a page belongs to the person who started it)
     return "another session"  # an older session id
 
 

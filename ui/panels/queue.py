@@ -38,7 +38,7 @@ _LATE_FAILURES: dict[str, str] = {}  # owner id -> why their cancel failed after
 
 
 def whose(owner: str | None, me: str) -> str:
-    """'yours', or whose it is: 'ada', 'guest 3f9a', 'the command line or a sweep'."""
+    """'yours', or whose it is: 'ada', 'guest 3f9a', 'the command line'."""
     return "yours" if owner == me else people.display_name(owner)
 
 

@@ -165,7 +165,8 @@ def show_compiler(r: dict, spec: dict) -> None:
         if words := scope_words(r, spec):
             st.markdown(words)
         # Sentences as paragraphs; "- " lines stay together as one list.
-        st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in graph_words.graph_words(r)))
+        words = graph_words.graph_words(r, spec.get("backend"))
+        st.markdown("".join(("\n" if w.startswith("- ") else "\n\n") + w for w in words))
         if r.get("graph_breaks") or r.get("recompiles"):
             with st.expander("Full messages from torch"):
                 for b in graph_words.group_breaks(r.get("graph_breaks", [])):  # one per place, as counted above

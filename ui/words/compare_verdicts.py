@@ -91,7 +91,8 @@ def ranking_verdict(named: list[tuple[str, dict[str, Any]]], *, what: str = "set
                  "each over its own eager, is the figure to compare.")
     elif len(done) > 1 and by_rate != [n for n, _ in ranked]:
         eager = [r.get("eager_samples_per_s") for _, r in done if r.get("eager_samples_per_s")]
-        moved = f" (eager read {min(eager):,.0f}–{max(eager):,.0f} samples/s across them)" if eager else ""
+        moved = (f" (eager read {rate_words(min(eager)).split()[0]}–{rate_words(max(eager))} across them)" if eager
+                 else "")
         text += (f" By compiled samples/s alone the order differs ({' > '.join(by_rate)}): each run's throughput "
                  f"also carries the machine's speed at its time{moved}, which the speedup, paired with eager "
                  "round by round inside each run, cancels. The speedup is the figure to compare.")
@@ -231,3 +232,10 @@ def _reruns_sentence(named: list[tuple[str, dict[str, Any]]], *, whole: bool) ->
 def _apart(low: float, high: float) -> str:
     """'8.3% apart'; 'about 32 times apart' where a percentage would run to thousands."""
     return f"about {high / low:.0f} times apart" if high >= 2 * low else f"{100 * (high / low - 1):.1f}% apart"
+
+
+def rate_words(rate: float, unit: str = "samples/s") -> str:
+    """'0.724 samples/s', '42.1 samples/s', '3,185 samples/s', '1 sample/s': three significant digits (a loaded CPU's
+    0.72 samples/s read '1 samples/s'), the unit singular only for exactly one."""
+    said = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+    return f"{said} {unit.replace('samples/', 'sample/') if said == '1' else unit}"

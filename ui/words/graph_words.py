@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tcore.analysis.advice import inside_torch
+from tcore.analysis.advice import EAGER_KERNEL_BACKENDS, inside_torch
 from tcore.figures import breakdown
 
 
@@ -17,10 +17,11 @@ def first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else "(no reason given)"
 
 
-def graph_words(result: dict) -> list[str]:
+def graph_words(result: dict, backend: str | None = None) -> list[str]:
     """Graphs, graph breaks and recompilations in sentences, each number saying what it counts, and the list under
     a count as long as the count: breaks are counted by place in the code (Dynamo meets one place once per frame it
-    traces through it, so its own counter and log can say 2 and 3 for the same two lines)."""
+    traces through it, so its own counter and log can say 2 and 3 for the same two lines). `backend`: the run's
+    (a backend that keeps eager's kernels fuses nothing, whatever the kernel counts say)."""
     lines = []
     graphs, breaks = result.get("graph_count"), group_breaks(result.get("graph_breaks") or [])
     recompiles = result.get("recompiles") or []
@@ -87,8 +88,15 @@ def graph_words(result: dict) -> list[str]:
                 "kernels of compiled code only where Inductor marks them for it, so a count that holds still does not "
                 f"say fusion did nothing; {bars})." if cpu else
                 f" (no fewer: fusion did not cut the kernels one step launches; {bars}).")
-        lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled"
-                     + (" (fusion merged them)." if compiled_k < eager_k else same))
+        if backend in EAGER_KERNEL_BACKENDS:  # aot_eager and eager trace, then run eager's own kernels
+            kept = (f" (nothing is fused: backend={backend} runs eager's own kernels; "
+                    + ("the count moved only where tracing changed which operators run, such as no-ops it dropped or "
+                       "operators it decomposed)." if compiled_k != eager_k else "the same kernels as eager).")
+                    )
+            lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled{kept}")
+        else:
+            lines.append(f"Kernels launched per step: {eager_k} eager, {compiled_k} compiled"
+                         + (" (fusion merged them)." if compiled_k < eager_k else same))
     if skips := result.get("cudagraph_skip_count"):
         reasons = "; ".join(first_line(r) for r in result.get("cudagraph_skip_reasons") or [])
         if result.get("device") == "cpu":  # Inductor counts a skip for each graph it would have captured

@@ -257,9 +257,13 @@ def noise_advice(result: dict) -> str:
         return ("Run it again with nothing else running on this machine, or time it for longer (Advanced › timed "
                 "seconds): its rounds disagree, and more of them narrow the interval.")
     cpu = result.get("device") == "cpu"
+    learned = result.get("speedup_history_runs") or 0
+    rerun_it = (f"Rerun the setting (its interval already learns from the {learned} earlier runs of it here; each "
+                "further rerun narrows what it learned)" if result.get("speedup_between_source") == "history" else
+                f"Rerun the setting (once {rerun.MIN_HISTORY} earlier runs of it with an interval of their own are "
+                "stored here since the last reset of the machine's spread, the interval learns its real spread)")
     return (f"Timing longer will not narrow it: most of its width is the spread between fresh processes (σ "
-            f"{between:.1f}%), which a longer run cannot see. Rerun the setting (once {rerun.MIN_HISTORY} earlier "
-            "runs of it are stored here, the interval learns its real spread) or calibrate this machine "
+            f"{between:.1f}%), which a longer run cannot see. {rerun_it} or calibrate this machine "
             "(`python -m tcore calibrate`)"
             + ("; on the CPU a step with more work in it (a larger batch or preset) holds stiller." if cpu else "."))
 

@@ -144,13 +144,26 @@ def expected_duration(spec: dict, history: list[tuple[dict, float]]) -> float | 
     the latest runs with the same settings; else of runs that compile the same thing (SIMILAR), else of the same
     model and compile, else of any recent run, each less its own timed stage and plus this one's (a run timed
     for 60 s per variant does not take what one timed for 4 s took)."""
+    found = duration_like(spec, history, any_run=True)
+    return found[0] if found else None
+
+
+# duration_like's tiers, each with what its runs have in common with the one asked about, in words
+LIKE_WORDS = ("runs of these settings", "runs that compile the same model the same way",
+              "runs of this model, task and compile", "recent runs of any model")
+
+
+def duration_like(spec: dict, history: list[tuple[dict, float]], *,
+                  any_run: bool = False) -> tuple[float, str, int] | None:
+    """(seconds, which runs it is made of: LIKE_WORDS, how many) for expected_duration; without `any_run`, None
+    where no run of this model, task and compile finished here (a page says no other model's time as this one's)."""
     tiers = ((lambda s: s == spec, False), (lambda s: all(s.get(k) == spec.get(k) for k in SIMILAR), True),
              (lambda s: all(s.get(k) == spec.get(k) for k in SAME_MODEL), True), (lambda s: True, True))
-    for same, adjust in tiers:
+    for (same, adjust), words in list(zip(tiers, LIKE_WORDS))[:None if any_run else 3]:
         durations = [d - timed_stage_s(s) + timed_stage_s(spec) if adjust else d
                      for s, d in history if same(s)][:RECENT_RUNS]
         if durations:
-            return max(statistics.median(durations), timed_stage_s(spec))
+            return max(statistics.median(durations), timed_stage_s(spec)), words, len(durations)
     return None
 
 

@@ -58,12 +58,15 @@ def store_failure(e: Exception, store: RunStore | None = None) -> str:
 def with_history(store: RunStore, run_id: str, spec: dict[str, Any], result: dict[str, Any],
                  env: dict[str, Any]) -> dict[str, Any]:
     """The worker's result with its headline interval restated from the store: the earlier runs of the same setting on
-    the same machine, and what the machine's reruns of other settings of this kind of run have shown (the worker,
+    the same machine (those with an interval of their own, created since the instructor's last reset of the spread),
+    and what the machine's reruns of other settings of this kind of run have shown (the worker,
     which cannot see the store, used the starting spread between processes). The kind of run is the setting's
     history's (rerun.setting_kind: the majority of its runs' own readings here, this one's included), so its width does
     not flip with one process's reading; where this run read otherwise, a note says so."""
     device = result.get("device")
-    records = [r for r in store.same_setting(spec, device, env, exclude=run_id) if rerun.teaches_spread(r.result)]
+    since = store.lab.spread_reset_at() or 0.0  # the instructor's reset: earlier runs no longer describe the machine
+    records = [r for r in store.same_setting(spec, device, env, exclude=run_id)
+               if rerun.teaches_spread(r.result) and r.created_at >= since]
     earlier = history.history(records)
     own = figures.follows_host(result, device)
     readings = [figures.follows_host(r.result, r.device) for r in records] + [own]

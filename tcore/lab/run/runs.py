@@ -90,8 +90,8 @@ def start(exp: Experiment, store: RunStore, *, owner: str | None = None, timeout
 
     owner: the submitting session (the app passes its browser session id); it bounds how many runs
     one session may queue. None (the command line, a sweep) means this process, with no such bound.
-    for_the_lab: a run the lab queues for itself under `owner`'s name (a calibration's references, all queued at
-    once): no per-session bound either.
+    for_the_lab: a run queued with others at once under `owner`'s name (a calibration's references, a sweep's runs):
+    no per-session bound either.
     from_app: queued by a page of the app, where a `file:` model runs only if the lab allows files.
     sweep: (sweep id, place in it) for a run of a sweep (tcore.lab.sweeps).
     checked: preflight's answer for `exp`, where the caller made it moments ago in this process (the Run page, as it
