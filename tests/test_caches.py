@@ -12,6 +12,7 @@ from tcore.experiment.comparable import compile_key
 from tcore.experiment.spec import Experiment
 from tcore.lab.outputs import artifact_handover
 from tcore.lab.run import runs
+from tcore.store import RunStore
 from tcore.worker import compile_artifacts as worker_artifacts
 from tcore.worker import envinfo
 
@@ -23,12 +24,28 @@ def test_compile_key_ignores_timing_but_not_compile_settings():
     assert compile_key(base, "cpu") != compile_key(base, "cuda")
 
 
+COLD = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1, timed_steps=2,
+                  rounds=1, cache="cold", seed=7)
+
+
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory):
+    """One cold run that the warm start and the artifacts start below both follow (each would otherwise pay its own
+    cold compile, a minute of the suite's cores): its store, its record, and the shared compile cache it filled,
+    which COMPILE_LAB_CACHE_DIR names for this file's runs (empty before it: nothing warm before the cold run)."""
+    folder = tmp_path_factory.mktemp("caches")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COMPILE_LAB_CACHE_DIR", str(folder / "shared"))
+        store = RunStore(folder / "runs.sqlite")
+        cold = runs.execute(COLD, store)
+        assert cold.status == "finished", cold.error
+        yield store, cold, folder / "shared"
+
+
 @pytest.mark.compile
-def test_artifacts_from_a_cold_run_spare_the_next_start_its_compile(store, tmp_path, monkeypatch):
-    exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1,
-                     timed_steps=2, rounds=1, cache="cold")
-    cold = runs.execute(exp, store)
-    assert cold.status == "finished", cold.error
+def test_artifacts_from_a_cold_run_spare_the_next_start_its_compile(cold_run, tmp_path, monkeypatch):
+    store, cold, _ = cold_run  # first of the two: a run after it saves artifacts too, and the newest are loaded
+    exp = COLD
     assert cold.result["cache_artifacts_bytes"] > 0
 
     warm = runs.execute(exp.replace(cache="artifacts"), store)
@@ -52,6 +69,21 @@ def test_artifacts_from_a_cold_run_spare_the_next_start_its_compile(store, tmp_p
     what, note = worker_artifacts.load(envinfo.collect("cpu"))
     assert what == "cold"
     assert "made with torch 2.11.0+cu130" in note and "compiles cold" in note
+
+
+@pytest.mark.compile
+def test_the_first_warm_run_after_a_cold_one_finds_its_compile(cold_run):
+    """A cold run filled no cache a warm run reads, so the first warm run after it compiled from scratch (72.9 s warm
+    against 77.9 s cold, 0 hits, on a GPU) under the label "warm (local cache)". The cold run's own compile stays
+    cold; once it has measured, its compile goes into the shared cache, and the warm run hits."""
+    store, cold, shared = cold_run
+    assert cold.result["fx_graph_cache_hits"] == 0 and cold.result["fx_graph_cache_misses"] > 0
+    assert list((shared / "inductor").rglob("*")), "the cold run left nothing for warm runs"
+
+    warm = runs.execute(COLD.replace(cache="warm"), store)
+    assert warm.status == "finished", warm.error
+    assert warm.result["fx_graph_cache_misses"] == 0
+    assert warm.result["fx_graph_cache_hits"] > 0
 
 
 def test_artifacts_without_an_earlier_run_say_so(store):
@@ -85,22 +117,3 @@ def test_a_cold_runs_compile_goes_into_the_shared_cache_whole_and_without_its_lo
     assert not (shared / "inductor" / "locks").exists()
     assert not list(shared.rglob("*.part"))  # every file renamed into place
     assert artifact_handover.share_compiled(fresh, shared) == 0  # a second copy adds nothing
-
-
-@pytest.mark.compile
-def test_the_first_warm_run_after_a_cold_one_finds_its_compile(store, tmp_path, monkeypatch):
-    """A cold run filled no cache a warm run reads, so the first warm run after it compiled from scratch (72.9 s warm
-    against 77.9 s cold, 0 hits, on a GPU) under the label "warm (local cache)". The cold run's own compile stays
-    cold; once it has measured, its compile goes into the shared cache, and the warm run hits."""
-    monkeypatch.setenv("COMPILE_LAB_CACHE_DIR", str(tmp_path / "shared"))  # empty: nothing warm before the cold run
-    exp = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", warmup_steps=1,
-                     timed_steps=2, rounds=1, cache="cold", seed=7)
-    cold = runs.execute(exp, store)
-    assert cold.status == "finished", cold.error
-    assert cold.result["fx_graph_cache_hits"] == 0 and cold.result["fx_graph_cache_misses"] > 0
-    assert list((tmp_path / "shared" / "inductor").rglob("*")), "the cold run left nothing for warm runs"
-
-    warm = runs.execute(exp.replace(cache="warm"), store)
-    assert warm.status == "finished", warm.error
-    assert warm.result["fx_graph_cache_misses"] == 0
-    assert warm.result["fx_graph_cache_hits"] > 0
