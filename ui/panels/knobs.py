@@ -136,16 +136,22 @@ KEPT = "kept_settings"  # session_state: a copy of every setting, under a key no
 SAVED = "saved_settings"  # session_state: the copy last written to the store for this person
 
 
+# The Compare page's choices, kept the same way: its filters and the runs chosen side by side.
+COMPARE_CHOICES = ("compare_model", "compare_device", "compare_status", "compare_runs")
+
+
 def kept_keys(prefix: str | None = None) -> list[str]:
-    """The session_state keys of every setting the Run and Sweep pages keep; of one page's (its prefix) if given."""
+    """The session_state keys of every setting the Run, Sweep and Compare pages keep; of one page's (its prefix,
+    "run_", "sweep_" or "compare_") if given."""
     return [f"{p}{name}" for p in ("run_", "sweep_") if prefix in (None, p) for name in SETTINGS] + (
-        [*SWEEP_AXES, LENGTHS_FOR] if prefix in (None, "sweep_") else [])
+        [*SWEEP_AXES, LENGTHS_FOR] if prefix in (None, "sweep_") else []) + (
+        list(COMPARE_CHOICES) if prefix in (None, "compare_") else [])
 
 
 def keep_settings(store: RunStore, owner: str, *, drawing: str | None = None) -> None:
     """Keep the pages' settings while another page is shown, and across a reload (app.py calls this on every run,
-    once `owner` is known). `drawing`: the prefix of the page about to run ("run_", "sweep_"), None for a page that
-    draws neither's knobs.
+    once `owner` is known). `drawing`: the prefix of the page about to run ("run_", "sweep_", "compare_"), None for a
+    page that draws none of these.
 
     Streamlit drops a widget's value from the session when a run does not draw that widget, so a visit to
     Compare would put the Run page back to its defaults; storing each value again as plain state keeps it. So each
@@ -189,6 +195,8 @@ def restorable(saved: dict) -> dict:
         except ValueError:
             continue  # the page starts from its defaults, as for someone new
         out.update(mine)
+    # runs deleted since, and filter values no run has now, the Compare page leaves out as it draws
+    out.update({k: v for k, v in saved.items() if k in COMPARE_CHOICES and isinstance(v, list)})
     return out
 
 
