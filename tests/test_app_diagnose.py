@@ -365,3 +365,18 @@ def test_the_break_pair_is_of_the_setting_picked_and_the_model_stays_picked_acro
         assert (at.selectbox(key="diag_break_model").value, at.selectbox(key="diag_break_backend").value) == (
             "captioner", "aot_eager"), page
 
+
+def test_the_open_tab_is_still_open_after_a_visit_to_another_page(db):
+    """Diagnose always came back on Graph breaks after a page switch, though each tab keeps its choices."""
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert [b.key for b in at.button if b.key == "diag_break_start"]
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    at.number_input(key="diag_shape_count").set_value(5).run()
+    for page in ("run", "compare"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        at.switch_page("app_pages/diagnose.py").run()
+        assert not at.exception
+        shown = {b.key for b in at.button}
+        assert "diag_shape_start" in shown and "diag_break_start" not in shown, page
+        assert at.number_input(key="diag_shape_count").value == 5, page  # and its choices with it
