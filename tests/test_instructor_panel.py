@@ -28,6 +28,11 @@ def test_a_paused_queue_says_since_when_by_the_clock_not_how_long_ago(tmp_path, 
         said = "\n".join(str(m.value) for m in at.markdown)
         assert f"Paused since {time.strftime('%H:%M:%S', time.localtime(since))}" in said
         assert "ago" not in said.split("Paused since")[1].split("\n")[0]
+        # the queue box beside it too: "paused 3 min ago" stood still between its redraws while its rows ticked on
+        clock = time.strftime('%H:%M:%S', time.localtime(since))
+        (paused,) = [str(w.value) for w in at.warning if "paused the queue" in str(w.value)]
+        assert paused.startswith(f"The instructor paused the queue at {clock} (the server's clock): ") and " ago" \
+            not in paused
     finally:
         runs.pause(store, False)
 
