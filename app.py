@@ -28,18 +28,19 @@ def start_queue(db_path: str) -> int:
 st.set_page_config(page_title="Compile Lab", page_icon=str(Path(__file__).parent / "ui" / "favicon.png"), layout="wide")
 run_page = st.Page("app_pages/run.py", title="Run", icon=":material/play_arrow:", default=True)
 sweep_page = st.Page("app_pages/sweep.py", title="Sweep", icon=":material/grid_on:")
+compare_page = st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:")
 page = st.navigation([
     run_page,
     st.Page("app_pages/diagnose.py", title="Diagnose", icon=":material/troubleshoot:"),
-    st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    compare_page,
     sweep_page,
     st.Page("app_pages/system.py", title="System", icon=":material/memory:"),
 ])
 try:
     start_queue(str(default_path()))
     people.identity_sidebar(RunStore())
-    knobs.keep_settings(RunStore(), people.me(),
-                        drawing="run_" if page is run_page else "sweep_" if page is sweep_page else None)
+    knobs.keep_settings(RunStore(), people.me(), drawing={run_page: "run_", sweep_page: "sweep_",
+                                                          compare_page: "compare_"}.get(page))
     exports.format_picker()
     page.run()
 except (StoreError, sqlite3.Error) as e:  # a store deleted, corrupted, full or locked: a sentence, not a traceback

@@ -58,9 +58,15 @@ if frame.empty:
     st.info("No runs stored yet: start one on the Run page, or a few at once on the Sweep page.")
     st.stop()
 
+# The filters and the chosen runs are kept across a page switch and a reload (ui.panels.knobs.keep_settings): a value
+# no run has any more leaves them before they are drawn.
 cols = st.columns(3)
-filters = {c: cols[i].multiselect(c.capitalize(), sorted(frame[c].dropna().unique()), key=f"compare_{c}",
-                                  placeholder=f"every {c}") for i, c in enumerate(("model", "device", "status"))}
+filters = {}
+for i, c in enumerate(("model", "device", "status")):
+    options = sorted(frame[c].dropna().unique())
+    if f"compare_{c}" in st.session_state:
+        st.session_state[f"compare_{c}"] = [v for v in st.session_state[f"compare_{c}"] if v in options]
+    filters[c] = cols[i].multiselect(c.capitalize(), options, key=f"compare_{c}", placeholder=f"every {c}")
 view = frame
 for column, chosen in filters.items():
     if chosen:  # nothing chosen means no filter

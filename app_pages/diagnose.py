@@ -16,9 +16,15 @@ st.caption("Each section queues the runs it needs (they wait their turn on the d
 tabs = ["Graph breaks", "Recompilations", "Cold vs loaded artifacts", "One run: graphs and generated code",
         "Two runs' code side by side", "Start-up and stances"]
 # Lazy tabs: the script runs only the open section (its charts and its store queries); the sections' widgets keep
-# their values while closed (persist_state="page"). The open tab is session_state["diagnose_tab"], a label.
-breaks, shapes, caches, one_run, two_codes, startup = st.tabs(tabs, default=tabs[3] if opened else None,
-                                                              key="diagnose_tab", on_change="rerun")
+# their values while closed and while another page is shown (persist_state="session"). The open tab is
+# session_state["diagnose_tab"], a label; Streamlit drops it when another page is drawn, so it is kept under a key no
+# widget owns and put back on the way in (the page came back on Graph breaks), unless a link opened a run.
+KEPT_TAB = "diagnose_tab_kept"
+if "diagnose_tab" not in st.session_state and not opened and st.session_state.get(KEPT_TAB) in tabs:
+    st.session_state.diagnose_tab = st.session_state[KEPT_TAB]
+sections = st.tabs(tabs, default=tabs[3] if opened else None, key="diagnose_tab", on_change="rerun")
+st.session_state[KEPT_TAB] = next(label for label, tab in zip(tabs, sections) if tab.open)
+breaks, shapes, caches, one_run, two_codes, startup = sections
 if breaks.open:
     with breaks:
         diagnose_sections.breaks_section(store, records)

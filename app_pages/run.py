@@ -8,6 +8,14 @@ from ui.panels import generate, knob_values, knobs, live, model_picker, people, 
 from ui.words import run_state
 
 store = RunStore()
+# The run drawn below is session_state["run_shown"], a key no widget owns; "Show below" has a key of its own and is
+# set from it before it is drawn. As the selector's own key, a value set before the selector was first drawn (a
+# person's one run) came back after a page switch dropped the selector's: the run shown before Run was pressed.
+PICK = "run_show_below"
+
+
+def picked() -> None:
+    st.session_state.run_shown = st.session_state[PICK]
 
 
 def submit_run(exp, checked) -> None:
@@ -94,7 +102,9 @@ with out_col:
         with table_box:
             (queue.runs_table if following else queue.my_runs_table)(store)
         if len(mine) > 1:
-            pick_box.selectbox("Show below", mine, key="run_shown", format_func=labels.get)
+            if st.session_state.get(PICK) != shown:
+                st.session_state[PICK] = shown
+            pick_box.selectbox("Show below", mine, key=PICK, format_func=labels.get, on_change=picked)
         with shown_box:
             if following:
                 live.run_panel(following, store)

@@ -26,6 +26,7 @@ from tests.app_harness import (  # noqa: F401 (the db fixture)
 from tests.helpers import insert_run
 from ui.words.store_words import plain
 
+OWNER = "ada~abcd.00000000c0ffee00"  # a name tag and its secret part, as the page keeps them
 PAGES = ["app_pages/run.py", "app_pages/diagnose.py", "app_pages/compare.py", "app_pages/sweep.py",
          "app_pages/system.py"]
 
@@ -117,6 +118,39 @@ def test_the_page_drawn_after_run_already_follows_the_run_in_one_pass(db, monkey
     assert len(passes) == 1  # one pass of the page
     assert any(s.value.startswith("Queued: ") for s in at.subheader)
     assert "in the queue**" in texts(at.markdown) and "Nothing is running or waiting" not in texts(at.caption)
+
+
+def show_below(at: AppTest) -> list:
+    return [s for s in at.selectbox if s.label == "Show below"]
+
+
+def test_the_run_just_queued_is_still_shown_after_a_visit_to_another_page(db):
+    """A person with one run pressed Run, opened Compare and came back: "Show below" held their first run again and
+    the new run's live progress was gone (a reload showed the right one). The value set before the selector was
+    first drawn came back once a page switch had dropped the selector's own."""
+    first = stored_run(db, Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager"))
+    runs.pause(db, True)  # the new run stays queued, followed: no worker needed
+    at = AppTest.from_file("../app.py", default_timeout=300)
+    at.query_params["me"] = OWNER
+    with db._write() as c:
+        c.execute("UPDATE runs SET owner=? WHERE id=?", (OWNER, first))
+    at.run()
+    assert not show_below(at)  # one run: nothing to choose
+    at.button(key="run_start").click().run()
+    new = db.list()[0].id
+    assert new != first
+    for page in ("compare", "diagnose", "system"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        at.switch_page("app_pages/run.py").run()
+        assert not at.exception
+        assert show_below(at)[0].value == new, page
+        assert any(s.value.startswith("Queued: ") for s in at.subheader), page  # still followed live
+    # a pick below is kept across a visit too
+    show_below(at)[0].set_value(first).run()
+    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("app_pages/run.py").run()
+    assert show_below(at)[0].value == first
+    assert not any(s.value.startswith("Queued: ") for s in at.subheader)
 
 
 def test_cancel_from_the_run_page_shows_why_the_run_ended(db):

@@ -87,3 +87,35 @@ def test_the_html_export_s_verdict_shows_each_label_as_typed_not_escaped_for_mar
     assert "/" in tiny.label and "," in tiny.label
     assert f"<p>Fastest run: {html.escape(tiny.label)} · {whole[-6:]}, 1.30x (1.25–1.35) eager." in page
     assert "\\/" not in page.split("<div class='chart'>")[0]  # no Markdown escape in the notes above the charts
+
+
+def test_the_chosen_runs_survive_a_visit_to_another_page_and_a_reload(db):
+    """Compare forgot "Runs to compare side by side" on a page switch and on a reload (back to the newest four),
+    while the Run and Sweep pages kept their settings: it keeps them the same way, in the session and in the store
+    under the person's id."""
+    from streamlit.testing.v1 import AppTest
+
+    tiny = Experiment(model="captioner", device="cpu")
+    made = []
+    for i in range(6):
+        made.append(stored_run(db, tiny.replace(batch_size=i + 1), speedup=1.1, compile_s=1.0))
+        time.sleep(0.01)  # the newest first
+    chosen = [made[0], made[2]]  # two of the oldest: not the default four
+    at = app().switch_page("app_pages/compare.py").run()
+    at.multiselect(key="compare_status").set_value(["finished"]).run()
+    at.multiselect(key="compare_runs").set_value(chosen).run()
+    for page in ("run", "sweep", "diagnose"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        at.switch_page("app_pages/compare.py").run()
+        assert not at.exception
+        assert at.multiselect(key="compare_runs").value == chosen, page
+        assert at.multiselect(key="compare_status").value == ["finished"], page
+    reloaded = AppTest.from_file("../app.py", default_timeout=300)
+    reloaded.query_params["me"] = at.session_state["owner"]
+    reloaded.switch_page("app_pages/compare.py").run()
+    assert not reloaded.exception
+    assert reloaded.multiselect(key="compare_runs").value == chosen
+    # a kept run deleted since leaves the selection rather than break the widget
+    db.delete(made[0])
+    reloaded.run()
+    assert not reloaded.exception and reloaded.multiselect(key="compare_runs").value == [made[2]]

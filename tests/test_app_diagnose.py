@@ -136,7 +136,8 @@ def test_diagnose_shows_breaks_with_their_source_and_the_compile_timeline(db):
 
 def test_diagnose_queues_the_break_pair_for_this_session_and_cancels_it(db):
     at = app().switch_page("app_pages/diagnose.py").run()
-    assert "No finished run with the deliberate break is stored yet" in texts(at.info)
+    assert ("No finished run of Toy image captioner (whole, backend inductor) with the deliberate break is stored yet"
+            in texts(at.info))
     at.selectbox(key="diag_break_backend").set_value("eager").run()
     at.button(key="diag_break_start").click().run()
     assert not at.exception
@@ -337,3 +338,60 @@ def test_recompilations_crown_no_strategy_that_compiled_nothing_nor_one_without_
     said = texts(at.markdown)
     assert "Fastest strategy" not in said
     assert "None of these strategies compiled code (backend aot_eager" in said
+
+
+def test_the_break_pair_is_of_the_setting_picked_and_the_model_stays_picked_across_pages(db):
+    """Graph breaks paired "without the break" of a ResNet (reduce-overhead, Inductor) with "with the break" of the
+    captioner (aot_eager) and read a cost from them, also for a model with no run stored; and the model went back to
+    the captioner after a page switch. Only runs of the model, scope and backend picked are listed, a pair is one
+    setting, and the choices are kept."""
+    from ui.panels.diagnose_sections import base_experiment
+
+    captioner = base_experiment("captioner", compile="whole", backend="aot_eager")
+    stored_run(db, base_experiment("resnet50", compile="whole", backend="inductor", mode="reduce-overhead"),
+               speedup=1.5, graph_count=1, compile_s=90.0)
+    time.sleep(0.01)
+    broken = stored_run(db, captioner.replace(graph_break=True), speedup=1.1, graph_count=2, compile_s=8.0,
+                        graph_breaks=[])
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert not at.exception
+    # starts at the stored break run's setting; nothing without the break of it is stored: no pair, no cost
+    assert (at.selectbox(key="diag_break_model").value, at.selectbox(key="diag_break_backend").value) == (
+        "captioner", "aot_eager")
+    assert at.selectbox(key="diag_with").value == broken
+    assert not [s for s in at.selectbox if s.key == "diag_without"]
+    assert f"No finished run without the break is stored with the settings of run {broken[-6:]}" in texts(at.info)
+    assert "Compiling took" not in texts(at.markdown)
+
+    at.selectbox(key="diag_break_model").set_value("flux").run()  # no run of it at all
+    assert "No finished run of Flux" in texts(at.info) and "with the deliberate break is stored yet" in texts(at.info)
+    assert not [s for s in at.selectbox if s.key in ("diag_with", "diag_without")]
+    assert "Compiling took" not in texts(at.markdown)
+
+    clean = stored_run(db, captioner, speedup=1.3, graph_count=1, compile_s=7.0)
+    at.selectbox(key="diag_break_model").set_value("captioner").run()
+    assert (at.selectbox(key="diag_without").value, at.selectbox(key="diag_with").value) == (clean, broken)
+    assert "Compiling took 8.0 s instead of 7.0 s." in texts(at.markdown)
+
+    for page in ("run", "compare"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        at.switch_page("app_pages/diagnose.py").run()
+        assert not at.exception
+        assert (at.selectbox(key="diag_break_model").value, at.selectbox(key="diag_break_backend").value) == (
+            "captioner", "aot_eager"), page
+
+
+def test_the_open_tab_is_still_open_after_a_visit_to_another_page(db):
+    """Diagnose always came back on Graph breaks after a page switch, though each tab keeps its choices."""
+    at = app().switch_page("app_pages/diagnose.py").run()
+    assert [b.key for b in at.button if b.key == "diag_break_start"]
+    at.session_state["diagnose_tab"] = "Recompilations"
+    at.run()
+    at.number_input(key="diag_shape_count").set_value(5).run()
+    for page in ("run", "compare"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        at.switch_page("app_pages/diagnose.py").run()
+        assert not at.exception
+        shown = {b.key for b in at.button}
+        assert "diag_shape_start" in shown and "diag_break_start" not in shown, page
+        assert at.number_input(key="diag_shape_count").value == 5, page  # and its choices with it

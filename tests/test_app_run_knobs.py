@@ -6,6 +6,16 @@ from tcore.experiment.spec import Experiment
 from tests.app_harness import app, db, stored_run, texts  # noqa: F401 (the db fixture)
 from ui.panels import timeline_bar
 
+OWNER = "ada~abcd.00000000c0ffee00"  # a name tag and its secret part, as the page keeps them
+
+
+def app_as(owner: str):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../app.py", default_timeout=300)
+    at.query_params["me"] = owner
+    return at.run()
+
 
 def will_run(at) -> list[str]:
     return [str(c.value) for c in at.caption if str(c.value).startswith("Will run")]
@@ -234,3 +244,65 @@ def test_a_generation_gets_one_batch_whichever_of_task_and_model_is_picked_first
     model_first.number_input(key="run_batch_size").set_value(4).run()
     model_first.radio(key="run_task").set_value("generate").run()
     assert sizes(model_first) == (4, "hf:gpt2")  # typed: kept
+
+
+def test_what_a_passing_limit_lowered_comes_back_when_the_instructor_lifts_it(db):
+    """The instructor set Longest run to 30 s and Largest batch to 4 for a while, then pressed "Back to the file's
+    limits": a participant's "Stop the run after" stayed at 1 min (their next run timed out at 60 s) and their batch at
+    4, with no word. What a limit lowered comes back, and the page says so; what the person changed since stays."""
+    from tcore.lab import api
+
+    at = app()
+    assert (at.number_input(key="run_batch_size").value, at.number_input(key="run_timeout_min").value) == (8, 15)
+    api.set_limits(db, {"max_run_s": 30.0, "max_batch_size": 4})
+    at.run()
+    assert (at.number_input(key="run_batch_size").value, at.number_input(key="run_timeout_min").value) == (4, 1)
+    api.set_limits(db, {"max_run_s": 300.0, "max_batch_size": 6})  # raised, not yet lifted: as far as it allows
+    at.run()
+    assert (at.number_input(key="run_batch_size").value, at.number_input(key="run_timeout_min").value) == (6, 5)
+    assert "Back to 6, from 4: this lab's limit that lowered it was raised to 6." in texts(at.info)
+    api.set_limits(db, None)  # Back to the file's limits
+    at.run()
+    assert (at.number_input(key="run_batch_size").value, at.number_input(key="run_timeout_min").value) == (8, 15)
+    assert "Back to 15, from 5: this lab's limit that lowered it was raised to 15." in texts(at.info)
+    assert not at.button(key="run_start").disabled
+
+    # A value the person changed after the limit lowered it is theirs: lifting the limit leaves it.
+    api.set_limits(db, {"max_run_s": 60.0, "max_batch_size": 4})
+    at.run()
+    at.number_input(key="run_batch_size").set_value(3).run()
+    api.set_limits(db, None)
+    at.run()
+    assert (at.number_input(key="run_batch_size").value, at.number_input(key="run_timeout_min").value) == (3, 15)
+
+    # A model picked under the limit opens at its practical batch brought down to it, which comes back the same way.
+    api.set_limits(db, {"max_batch_size": 4})
+    at.run()
+    at.selectbox(key="run_builtin").set_value("resnet50").run()
+    assert at.number_input(key="run_batch_size").value == 4
+    api.set_limits(db, None)
+    at.run()
+    assert at.number_input(key="run_batch_size").value == 8
+
+
+def test_a_run_the_instructors_longest_run_stopped_says_so_and_not_to_raise_its_own_limit(db):
+    """A run stopped at the instructor's 30 s longest run was told to "raise 'Stop the run after'", which cannot go
+    past that limit. Once the limit is lifted, raising it is the advice again."""
+    from tcore.lab import api
+    from tests.helpers import insert_run
+
+    run_id = insert_run(db, Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu"))
+    with db._write() as c:
+        c.execute("UPDATE runs SET owner=?, timeout_s=30 WHERE id=?", (OWNER, run_id))
+    db.finish(run_id, error={"kind": "timeout", "phase": "compiling",
+                             "message": "stopped at the 30 s time limit, in the phase 'Compiling (first call)'"})
+    api.set_limits(db, {"max_run_s": 30.0})
+    at = app_as(OWNER)
+    said = texts(at.caption)
+    assert ("What stopped it is this lab's longest run, 30 s, set by the instructor: 'Stop the run after' cannot go "
+            "past it, so a longer run needs the instructor to raise Longest run on the System page.") in said
+    assert "raise 'Stop the run after'" not in said
+    api.set_limits(db, None)
+    at.run()
+    assert "Or raise 'Stop the run after' under Advanced." in texts(at.caption)
+    assert "What stopped it" not in texts(at.caption)

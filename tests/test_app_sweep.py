@@ -94,6 +94,25 @@ def test_a_sweep_started_in_the_browser_belongs_to_the_person_who_started_it(db)
         runs.pause(db, False)
 
 
+def test_a_sweep_cancelled_before_any_run_started_says_so(db):
+    """"Cancel the sweep" said "Cancelling the current run" with nothing running yet."""
+    from tcore.lab.run import runs
+
+    base = Experiment(model="captioner", device="cpu", backend="eager", batch_size=2, timed_steps=2, rounds=1)
+    runs.pause(db, True)  # nothing starts
+    try:
+        sweep_id = sweeps.start(sweeps.cross(base, {"compile": ["whole", "regional"]})[0], db)
+        at = app().switch_page("app_pages/sweep.py").run()
+        at.button(key=f"sweep_cancel_{sweep_id}").click().run()
+        assert not at.exception
+        said = [str(t.value) for t in at.toast]
+        assert "Sweep cancelled: none of its runs had started, and none will." in said, said
+        assert not any("current run" in t for t in said), said
+        assert [r.error_kind for r in sweeps.get(sweep_id, db).runs] == ["cancelled", "cancelled"]
+    finally:
+        runs.pause(db, False)
+
+
 def test_a_sweep_with_nothing_to_cross_says_what_to_pick(db):
     at = app().switch_page("app_pages/sweep.py").run()
     at.multiselect(key="sweep_mode").set_value([]).run()

@@ -306,9 +306,14 @@ def test_the_instructor_changes_the_limits_and_sets_them_back(browser, lab):
     system.get_by_label("Instructor passcode", exact=True).fill(PASSCODE)
     system.get_by_role("button", name="Unlock").click()
     largest = system.get_by_label("Largest batch (samples)", exact=True)
+    largest.fill("8")
+    largest.press("Enter")  # applied a half-typed 8 to the whole room at once; only the button applies
     largest.fill("16")
     system.get_by_role("button", name="Apply to everyone").click()
-    system.get_by_text(re.compile(r"^Applied to everyone at .*They apply to the next run submitted\.")).wait_for()
+    applied = system.get_by_text(re.compile(r"^Applied to everyone at [\d:]+: Largest batch \d+ samples → 16 samples\. "
+                                            r"They apply to the next run submitted\."))
+    applied.wait_for()
+    assert "8 samples →" not in applied.inner_text()  # the 8 was never applied
     no_exception(system)
     assert lab["store"].lab.lab_state(INSTRUCTOR_LIMITS)["max_batch_size"] == 16
 

@@ -52,6 +52,17 @@ def test_a_timeout_names_what_this_run_can_lower():
     assert "New tokens" not in bigger and "mode=" not in bigger
 
 
+def test_a_timeout_at_the_labs_longest_run_says_who_can_raise_it_not_the_runs_own_limit():
+    """A run stopped at the lab's longest run was told to raise 'Stop the run after', which cannot go past it."""
+    capped = run_words.timeout_words({"kind": "timeout", "phase": "compiling"}, LLAMA, limit_s=30.0, longest_s=30.0,
+                                     longest_by="compile-lab.toml")
+    assert "raise 'Stop the run after'" not in capped and "mode=lite" in capped
+    assert capped.endswith("What stopped it is this lab's longest run, 30 s, set by compile-lab.toml: 'Stop the run "
+                           "after' cannot go past it, so a longer run needs a larger max_run_s (compile-lab.toml).")
+    below = run_words.timeout_words({"kind": "timeout", "phase": "compiling"}, LLAMA, limit_s=60.0, longest_s=600.0)
+    assert below.endswith("Or raise 'Stop the run after' under Advanced.")
+
+
 def test_each_phase_goes_into_the_worker_log(capsys):
     """A timed-out run's log held one line ("worker ready"): the phase it was stopped in was in the events alone."""
     from tcore.worker.hostspeed import HostSpeed

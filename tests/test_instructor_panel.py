@@ -28,6 +28,11 @@ def test_a_paused_queue_says_since_when_by_the_clock_not_how_long_ago(tmp_path, 
         said = "\n".join(str(m.value) for m in at.markdown)
         assert f"Paused since {time.strftime('%H:%M:%S', time.localtime(since))}" in said
         assert "ago" not in said.split("Paused since")[1].split("\n")[0]
+        # the queue box beside it too: "paused 3 min ago" stood still between its redraws while its rows ticked on
+        clock = time.strftime('%H:%M:%S', time.localtime(since))
+        (paused,) = [str(w.value) for w in at.warning if "paused the queue" in str(w.value)]
+        assert paused.startswith(f"The instructor paused the queue at {clock} (the server's clock): ") and " ago" \
+            not in paused
     finally:
         runs.pause(store, False)
 
@@ -121,7 +126,7 @@ def test_a_negative_largest_batch_is_refused_in_a_sentence_not_stored_as_no_limi
         next(b for b in at.button if b.label == "Apply to everyone").click().run()
         assert not at.exception, at.exception
         said = "\n".join(str(e.value) for e in at.error)
-        assert f"Nothing was changed: Largest batch must be at least 1 samples, not {bad}." in said, said
+        assert f"Nothing was changed: Largest batch must be at least 1 sample, not {bad}." in said, said
         assert limits.load(store=store).max_batch_size == limits.Limits().max_batch_size
 
 
@@ -134,6 +139,19 @@ def test_apply_says_what_it_applied_beside_the_form(tmp_path, monkeypatch):
     assert "Applied to everyone at " in said and ": Longest run 900 s → 600 s. They apply to the next run" in said
     next(b for b in at.button if b.label == "Apply to everyone").click().run()  # the same values again
     assert "no limit changed" in "\n".join(str(s.value) for s in at.success)
+
+
+def test_enter_in_a_limit_field_applies_nothing_and_what_was_applied_reads_in_good_plurals(tmp_path, monkeypatch):
+    """Enter in a field of the limits form applied it to the whole room at once (a form submits on Enter), and the
+    click meant for it then read "no limit changed"; "1 runs" read so. Only the form's buttons apply
+    (tests/test_browser_buttons.py presses Enter in Chromium)."""
+    store, at = _unlocked_with_the_files_limits(tmp_path, monkeypatch)
+    (form,) = [f for f in at.get("form") if f.proto.form.form_id == "instructor_limits"]
+    assert form.proto.form.enter_to_submit is False
+    at.number_input(key="instructor_max_queued_per_session").set_value(1)
+    next(b for b in at.button if b.label == "Apply to everyone").click().run()
+    said = "\n".join(str(s.value) for s in at.success)
+    assert f"Runs one person may have waiting {limits.Limits().max_queued_per_session} runs → 1 run." in said, said
 
 
 def test_the_instructors_cancel_of_another_persons_run_asks_first(tmp_path, monkeypatch):

@@ -37,6 +37,11 @@ def test_your_own_file_needs_the_lab_s_permission(app, tmp_path):
     assert not app.exception
     assert any("allow_files = true" in i.value for i in app.info)
     assert app.session_state["run_model"] == "captioner"  # nothing of the file was imported or picked
+    # the rest of the page stays, and says why nothing runs (it went blank: the queue, Your runs and the results)
+    said = "\n".join(str(m.value) for m in app.markdown)
+    assert "**The queue on this machine**" in said and "#### Compiler" in said
+    assert app.button(key="run_start").disabled
+    assert any(w.value.startswith("**Your own file is off in this lab**") for w in app.warning)
     (tmp_path / "compile-lab.toml").write_text("[models]\nallow_files = true\n")
     widget(app.radio, "Source").set_value("builtin").run()
     widget(app.radio, "Source").set_value("file").run()

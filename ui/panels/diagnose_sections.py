@@ -64,7 +64,7 @@ def pick_model(key: str, *, builtin_only: bool = False) -> str:
     if not builtin_only:
         chosen = st.session_state.get("run_model")
         options += [m for m in (*REAL_PICKS, chosen) if m and m not in options]
-    return st.selectbox("Model", options, persist_state="page", key=key,
+    return st.selectbox("Model", options, persist_state="session", key=key,
                         format_func=lambda m: sample_models.get(m).title
                         if sample_models.is_builtin(m) else m,
                         help=None if builtin_only else "Real models (SOURCE:NAME): the Run page's Source and search "
@@ -102,25 +102,41 @@ def _waiting(key: str, records: list[RunRecord], store: RunStore) -> list[str]:
 BREAK_PANELS = ["compiled_samples_per_s", "speedup", "graph_count", "compile_s", "compiled_kernels_per_step"]
 
 
+def _start_at_newest_break(records: list[RunRecord]) -> None:
+    """On the section's first draw, point its model, scope and backend at the newest stored run with the break, so
+    that the pair it draws is there at once; after that they are the person's choice."""
+    if "diag_break_model" in st.session_state:
+        return
+    newest = next((r for r in records if r.status == "finished" and r.spec.get("graph_break")
+                   and sample_models.is_builtin(r.spec.get("model", ""))
+                   and r.spec.get("compile") in ("whole", "regional")
+                   and r.spec.get("backend", "inductor") in CHOICES["backend"]
+                   and r.spec.get("backend") != "cudagraphs"), None)
+    if newest is not None:
+        st.session_state.diag_break_model = newest.spec["model"]
+        st.session_state.diag_break_scope = newest.spec["compile"]
+        st.session_state.diag_break_backend = newest.spec.get("backend", "inductor")
+
+
 def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
     st.markdown("A **graph break** is code Dynamo cannot put in a graph (here a Python `if` on a tensor's value, "
                 "through `.item()`): the graph ends there, Python runs the line, and a new graph starts after it. "
                 "Each break costs a round trip to Python and the fusion across it. Run a model with and without "
                 "its deliberate break to see what that costs.")
+    _start_at_newest_break(records)
     cols = st.columns(3)
     with cols[0]:
         model = pick_model("diag_break_model", builtin_only=True)
-    scope = cols[1].radio("Compile", ["whole", "regional"], persist_state="page", key="diag_break_scope",
+    scope = cols[1].radio("Compile", ["whole", "regional"], persist_state="session", key="diag_break_scope",
                           horizontal=True,
                           format_func={"whole": "whole model", "regional": "regional (blocks)"}.get)
-    _start_at_shown("diag_break_backend", [r for r in records if r.status == "finished" and r.spec.get("graph_break")])
     backend = cols[2].selectbox("Backend", [b for b in CHOICES["backend"] if b != "cudagraphs"],
-                                persist_state="page", key="diag_break_backend")
+                                persist_state="session", key="diag_break_backend")
     st.caption(knobs.explain("compile", scope) + " " + knobs.explain("backend", backend))
     fullgraph = st.toggle("Also show what fullgraph=True does: a third run, with the break, that must fail",
-                          persist_state="page", key="diag_break_fullgraph")
+                          persist_state="session", key="diag_break_fullgraph")
     reuse = st.toggle("Reuse a stored run without the break, of these settings on this machine, when there is one",
-                      value=True, persist_state="page", key="diag_break_reuse",
+                      value=True, persist_state="session", key="diag_break_reuse",
                       help="Off: the run without the break is measured again, beside the one with it.")
     if st.button("Run without and with the break", key="diag_break_start", type="primary",
                  icon=":material/play_arrow:"):
@@ -132,33 +148,41 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
                + ([base.replace(graph_break=True, fullgraph=True)] if fullgraph else []), store, key="diag_breaks",
                reused=[twin.id] if twin else [])
     session = dict(zip(("without", "with", "fullgraph"), _waiting("diag_breaks", records, store)))
-    if (reused := st.session_state.get("diag_breaks_reused")) and session.get("without") == reused:
-        rec = next((r for r in records if r.id == reused), None)
-        if rec is not None:
-            st.info(f"The run without the break is run {rec.id[-6:]} ({plain(rec.label)}, "
-                    f"{compare_verdicts.interval_text(rec.result)}), stored earlier with these settings on this "
-                    "machine: "
-                    "reused, so only the run with the break was queued. Turn off the reuse above to measure it again.",
-                    icon=":material/recycling:")
+    reused_box = st.container()  # the reused run's note, while the picker below (once drawn) shows that run
 
-    done = [r for r in records if r.status == "finished" and r.spec.get("compile") != "off"]
+    # Only runs of the model, scope and backend above, and a pair only of one setting on one device: a pair of two
+    # models (a ResNet without the break beside the captioner with it) read as what the break costs.
+    done = [r for r in records if r.status == "finished" and r.spec.get("model") == model
+            and r.spec.get("compile") == scope and r.spec.get("backend", "inductor") == backend]
+    reused = st.session_state.get("diag_breaks_reused")
+    reused = next((r for r in done if r.id == reused), None) if session.get("without") == reused else None
     with_break = [r for r in done if r.spec.get("graph_break")]
+    title = sample_models.get(model).title
     if not with_break:
-        st.info("No finished run with the deliberate break is stored yet: press the button above.")
+        _say_reused(reused_box, reused)
+        st.info(f"No finished run of {title} ({scope}, backend {backend}) with the deliberate break is stored yet: "
+                "press **Run without and with the break** above.")
         return
     names = _names(done)
     left, right = st.columns(2)
     _pick("diag_with", [r.id for r in with_break], session.get("with"))
     chosen = next(r for r in with_break if r.id == st.session_state.diag_with)
-    without = [r for r in done if not r.spec.get("graph_break")]
+    without = diagnose_queries.without_the_break(chosen, done)
     twin = diagnose_queries.counterpart(chosen, records, graph_break=False)
     _pick("diag_without", [r.id for r in without], session.get("without") or (twin.id if twin else None))
-    left.selectbox("Without the break", [r.id for r in without], persist_state="page", key="diag_without",
-                   format_func=names.get)
-    right.selectbox("With the break", [r.id for r in with_break], persist_state="page", key="diag_with",
+    if without:
+        left.selectbox("Without the break", [r.id for r in without], persist_state="session", key="diag_without",
+                       format_func=names.get)
+    right.selectbox("With the break", [r.id for r in with_break], persist_state="session", key="diag_with",
                     format_func=names.get)
 
     clean = next((r for r in without if r.id == st.session_state.diag_without), None)
+    if reused is not None and clean is not None and clean.id == reused.id:
+        _say_reused(reused_box, reused)
+    if clean is None:
+        left.info(f"No finished run without the break is stored with the settings of run {chosen.id[-6:]} "
+                  f"({plain(chosen.label)}) on its device: press **Run without and with the break** above to "
+                  "measure the pair. Its breaks are listed below.")
     pair = [("without the break", clean.result)] if clean else []
     # Drawn with the verdict's caveat when the runs cannot tell the two apart: bars of different lengths then
     # differ within the runs' noise, and the chart alone would say otherwise.
@@ -174,6 +198,15 @@ def breaks_section(store: RunStore, records: list[RunRecord]) -> None:
     show_breaks(chosen.result)
     if fullgraph:
         show_fullgraph(records, chosen, session.get("fullgraph"))
+
+
+def _say_reused(box, rec: RunRecord | None) -> None:
+    """The stored run the section reused for the run without the break, in `box`."""
+    if rec is not None:
+        box.info(f"The run without the break is run {rec.id[-6:]} ({plain(rec.label)}, "
+                 f"{compare_verdicts.interval_text(rec.result)}), stored earlier with these settings on this machine: "
+                 "reused, so only the run with the break was queued. Turn off the reuse above to measure it again.",
+                 icon=":material/recycling:")
 
 
 def show_breaks(result: dict) -> None:
@@ -233,24 +266,24 @@ def strategy_form(store: RunStore, records: list[RunRecord]) -> None:
     with cols[0]:
         model = pick_model("diag_shape_model")
     count = cols[1].number_input("Distinct shapes", min_value=2, max_value=32, value=10,
-                                 persist_state="page", key="diag_shape_count")
-    order = cols[2].radio("Order", CHOICES["shape_order"], persist_state="page", key="diag_shape_order",
+                                 persist_state="session", key="diag_shape_count")
+    order = cols[2].radio("Order", CHOICES["shape_order"], persist_state="session", key="diag_shape_order",
                           horizontal=True)
     limit = cols[3].number_input("Recompile limit", min_value=1, max_value=64, value=8,
-                                 persist_state="page", key="diag_shape_limit")
+                                 persist_state="session", key="diag_shape_limit")
     cols = st.columns([1, 1, 2])
     buckets = cols[0].number_input("Buckets (for padding)", min_value=1, max_value=31, value=3,
-                                   persist_state="page", key="diag_shape_buckets")
+                                   persist_state="session", key="diag_shape_buckets")
     cpu = knobs.target_device("auto") == "cpu"
     backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
     # On a CPU every Inductor compile runs g++ (20-30 s each): aot_eager shows the same guards in seconds.
     _start_at_shown("diag_shape_backend", list(strategy_runs(records).values()),
                     fallback="aot_eager" if cpu else "inductor")
-    backend = cols[1].selectbox("Backend", backends, persist_state="page", key="diag_shape_backend")
+    backend = cols[1].selectbox("Backend", backends, persist_state="session", key="diag_shape_backend")
     cols[2].caption(knobs.explain("backend", backend) + (" On this CPU, Inductor compiles take tens of seconds "
                                                          "each, so aot_eager is the default here." if cpu else ""))
-    chosen = st.multiselect("Strategies", list(STRATEGIES), default=list(STRATEGIES),
-                            persist_state="page", key="diag_shape_strategies", format_func=lambda s: STRATEGIES[s][0])
+    chosen = st.multiselect("Strategies", list(STRATEGIES), default=list(STRATEGIES), persist_state="session",
+                            key="diag_shape_strategies", format_func=lambda s: STRATEGIES[s][0])
     if st.button("Run the strategies side by side", key="diag_shape_start", type="primary",
                  icon=":material/play_arrow:", disabled=not chosen):
         try:
@@ -275,7 +308,7 @@ def show_strategies(records: list[RunRecord], session: list[str]) -> None:
         st.session_state.diag_shape_runs, st.session_state.diag_shape_runs_applied = default, default
     st.session_state.diag_shape_runs = [i for i in st.session_state.get("diag_shape_runs", []) if i in _names(done)]
     with st.expander(f"Runs shown: {len(st.session_state.diag_shape_runs)} (pick other stored runs)"):
-        picked_ids = st.multiselect("Runs shown", [r.id for r in done], persist_state="page", key="diag_shape_runs",
+        picked_ids = st.multiselect("Runs shown", [r.id for r in done], persist_state="session", key="diag_shape_runs",
                                     format_func=_names(done).get)
     picked = sorted((r for r in done if r.id in picked_ids),
                     key=lambda r: list(STRATEGIES).index(strategy_of(r.spec)))
@@ -360,7 +393,7 @@ def run_section(store: RunStore, records: list[RunRecord], opened: str | None) -
         return
     _pick("diag_run", [r.id for r in candidates], opened)
     names = {r.id: f"{r.label} · {r.id[-6:]} ({r.status})" for r in candidates}
-    run_id = st.selectbox("Run", list(names), persist_state="page", key="diag_run", format_func=names.get,
+    run_id = st.selectbox("Run", list(names), persist_state="session", key="diag_run", format_func=names.get,
                           help="Any stored run; the Compare page links here with its run chosen.")
     rec = store.get(run_id)
     if rec.status == "failed":
@@ -399,7 +432,7 @@ def show_code(rec: RunRecord, sources: list[str]) -> None:
         return
     if st.session_state.get("diag_code_graph", 0) >= len(sources):  # another run, with fewer graphs
         st.session_state.diag_code_graph = 0
-    graph = st.selectbox("Generated program", range(len(sources)), persist_state="page", key="diag_code_graph",
+    graph = st.selectbox("Generated program", range(len(sources)), persist_state="session", key="diag_code_graph",
                          format_func=lambda i: f"Program {i + 1} of {len(sources)} · "
                                                f"{sources[i].count(chr(10)) + 1} lines",
                          help="One per graph Inductor compiled. In training each Dynamo graph gives two, its "

@@ -67,8 +67,8 @@ def ladder_part() -> None:
     cols = st.columns([1, 2])
     with cols[0]:
         model = diagnose_sections.pick_model("diag_ladder_model")
-    rungs = cols[1].multiselect("Rungs", list(api.LADDER_RUNGS), default=list(api.LADDER_RUNGS), persist_state="page",
-                                key="diag_ladder_rungs",
+    rungs = cols[1].multiselect("Rungs", list(api.LADDER_RUNGS), default=list(api.LADDER_RUNGS),
+                                persist_state="session", key="diag_ladder_rungs",
                                 help="warm and mega_cache need the cold rung: it runs too when they are picked.")
     st.caption("Each rung is a fresh process: on this CPU a cold compile takes tens of seconds, and AOTInductor "
                "builds the whole model's C++ (minutes). The eager rung always runs first: the others compare their "
@@ -143,11 +143,11 @@ def stances_part() -> None:
     cols = st.columns(3)
     with cols[0]:
         model = diagnose_sections.pick_model("diag_stance_model")
-    count = cols[1].number_input("Distinct shapes", min_value=2, max_value=8, value=3, persist_state="page",
+    count = cols[1].number_input("Distinct shapes", min_value=2, max_value=8, value=3, persist_state="session",
                                  key="diag_stance_count")
     backends = [b for b in CHOICES["backend"] if b != "cudagraphs"]
     st.session_state.setdefault("diag_stance_backend", "eager" if knobs.target_device("auto") == "cpu" else "inductor")
-    backend = cols[2].selectbox("Backend", backends, persist_state="page", key="diag_stance_backend")
+    backend = cols[2].selectbox("Backend", backends, persist_state="session", key="diag_stance_backend")
     st.caption(knobs.explain("backend", backend) + " The stances change Dynamo's side, which every backend shares.")
     started = st.button("Probe the stances", key="diag_stance_start", type="primary", icon=":material/play_arrow:")
     start_and_follow("stances", started,

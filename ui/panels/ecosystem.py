@@ -100,7 +100,7 @@ def code_side_by_side(store: RunStore, records: list[RunRecord]) -> None:
         st.info("No stored run has generated code yet: run something with compile=whole or regional and the "
                 "inductor backend.")
         return
-    model = st.selectbox("Model", models, persist_state="page", key="codes_model")
+    model = st.selectbox("Model", models, persist_state="session", key="codes_model")
     mine = [r for r in with_code if r.spec["model"] == model]
     names = {r.id: f"{r.label} · {r.id[-6:]}" for r in mine}
     if len(mine) < 2:
@@ -108,8 +108,8 @@ def code_side_by_side(store: RunStore, records: list[RunRecord]) -> None:
                 "precision, regional, a graph break...) to compare the code.")
         return
     left, right = st.columns(2)
-    a = left.selectbox("Run A", list(names), persist_state="page", key="codes_a", format_func=names.get)
-    b = right.selectbox("Run B", list(names), index=1, persist_state="page", key="codes_b", format_func=names.get)
+    a = left.selectbox("Run A", list(names), persist_state="session", key="codes_a", format_func=names.get)
+    b = right.selectbox("Run B", list(names), index=1, persist_state="session", key="codes_b", format_func=names.get)
     try:
         ra, rb = store.get(a), store.get(b)
     except KeyError:  # deleted since the list was read
@@ -130,14 +130,14 @@ def code_side_by_side(store: RunStore, records: list[RunRecord]) -> None:
         st.info("Run A and run B are the same run: pick another for B.")
         return
     pick = st.columns(2)
-    ia = pick[0].selectbox("A's program", range(len(pa)), persist_state="page", key="codes_pa",
+    ia = pick[0].selectbox("A's program", range(len(pa)), persist_state="session", key="codes_pa",
                            format_func=lambda i: f"Program {i + 1} of {len(pa)}")
-    ib = pick[1].selectbox("B's program", range(len(pb)), persist_state="page", key="codes_pb",
+    ib = pick[1].selectbox("B's program", range(len(pb)), persist_state="session", key="codes_pb",
                            format_func=lambda i: f"Program {i + 1} of {len(pb)}")
     if ia is None or ib is None:
         return
     shown = st.segmented_control("Show", ["Side by side", "Diff"], default="Side by side",
-                                 persist_state="page", key="codes_view")
+                                 persist_state="session", key="codes_view")
     if shown == "Diff":
         diff = "".join(difflib.unified_diff(pa[ia].splitlines(True), pb[ib].splitlines(True),
                                             f"A {a[-6:]} program {ia + 1}", f"B {b[-6:]} program {ib + 1}", n=2))

@@ -101,7 +101,9 @@ def limits_form(store: RunStore) -> None:
     if st.session_state.pop(_REFILL, False) or f"instructor_{next(iter(_FIELDS))}" not in st.session_state:
         st.session_state.update(field_values(now))
     told = st.session_state.pop(_TOLD, None)  # said under the form, where the click was, until the next action
-    with st.form("instructor_limits"):
+    # Enter in a field does not submit: it applied a half-typed change to the whole room at once (and the click meant
+    # for it then read "no limit changed"). Only the buttons act.
+    with st.form("instructor_limits", enter_to_submit=False):
         st.markdown("**Limits for every run** (they apply to the next run submitted)")
         values, too_low = {}, []
         for name, (label, unit, low, step, optional) in _FIELDS.items():
@@ -119,7 +121,7 @@ def limits_form(store: RunStore) -> None:
             unlimited = optional and cols[1].checkbox("No limit", key=f"instructor_{name}_none")
             values[name] = None if unlimited or number is None else number
             if values[name] is not None and values[name] < low:
-                too_low.append(f"{label} must be at least {low:g} {unit}, not {number:g}")
+                too_low.append(f"{label} must be at least {amount(low, unit)}, not {number:g}")
         apply, reset = st.columns(2)
         if apply.form_submit_button("Apply to everyone", type="primary"):
             # a refusal leaves the typed values in the fields, beside the sentence that refuses them
@@ -142,12 +144,20 @@ def limits_form(store: RunStore) -> None:
 def applied_words(before: api.Limits, after: api.Limits, what: str) -> str:
     """'Applied to everyone at 14:02:11: Longest run 900 → 600 s. They apply to the next run submitted.'"""
     def shown(value, unit: str) -> str:
-        return "no limit" if value is None else f"{value:g} {unit}"
+        return "no limit" if value is None else amount(value, unit)
 
     changed = [f"{label} {shown(getattr(before, name), unit)} → {shown(getattr(after, name), unit)}"
                for name, (label, unit, *_) in _FIELDS.items() if getattr(before, name) != getattr(after, name)]
     return (f"{what} at {time.strftime('%H:%M:%S')}: " + ("; ".join(changed) if changed else "no limit changed")
             + ". They apply to the next run submitted.")
+
+
+_ONE = {"samples": "sample", "runs": "run", "people": "person"}  # a unit's name for one
+
+
+def amount(value: float, unit: str) -> str:
+    """'900 s', '1 run', '3 runs', '1 person'."""
+    return f"{value:g} {_ONE.get(unit, unit) if value == 1 else unit}"
 
 
 def field_values(now: api.Limits) -> dict[str, object]:

@@ -68,8 +68,8 @@ def _reset_sizes(prefix: str) -> None:
     for name, value in practical_defaults(st.session_state[prefix + "model"], dev, task).items():
         if name not in LENGTHS or prefix in LENGTH_BOXES:
             st.session_state[prefix + name] = value
-    if (most := lab_limit("max_batch_size")) is not None:  # a default past the lab's limit would open refused
-        st.session_state[prefix + "batch_size"] = min(st.session_state[prefix + "batch_size"], most)
+    # a default past the lab's limit would open refused
+    _set_within_limit(prefix + "batch_size", st.session_state[prefix + "batch_size"], lab_limit("max_batch_size"))
     # A CPU step of even a tiny model takes ~0.1-0.4 s on two cores: 2 s per variant keeps a run under a minute.
     st.session_state[prefix + "timed_s"] = 2.0 if dev == "cpu" else 4.0
     # At least 6 paired rounds of 0.2 s (the fewest whose interval reaches 95%); more until theirs is within ± 3%, the
@@ -111,7 +111,7 @@ def _reset_precision(prefix: str) -> None:
 
     practical = {capped(practical_defaults(model, dev, task)["batch_size"]) for task in CHOICES["task"]}
     if st.session_state.get(prefix + "batch_size") in practical:
-        st.session_state[prefix + "batch_size"] = capped(defaults["batch_size"])
+        _set_within_limit(prefix + "batch_size", defaults["batch_size"], most)
 
 
 def _defaults(prefix: str) -> None:
@@ -136,16 +136,22 @@ KEPT = "kept_settings"  # session_state: a copy of every setting, under a key no
 SAVED = "saved_settings"  # session_state: the copy last written to the store for this person
 
 
+# The Compare page's choices, kept the same way: its filters and the runs chosen side by side.
+COMPARE_CHOICES = ("compare_model", "compare_device", "compare_status", "compare_runs")
+
+
 def kept_keys(prefix: str | None = None) -> list[str]:
-    """The session_state keys of every setting the Run and Sweep pages keep; of one page's (its prefix) if given."""
+    """The session_state keys of every setting the Run, Sweep and Compare pages keep; of one page's (its prefix,
+    "run_", "sweep_" or "compare_") if given."""
     return [f"{p}{name}" for p in ("run_", "sweep_") if prefix in (None, p) for name in SETTINGS] + (
-        [*SWEEP_AXES, LENGTHS_FOR] if prefix in (None, "sweep_") else [])
+        [*SWEEP_AXES, LENGTHS_FOR] if prefix in (None, "sweep_") else []) + (
+        list(COMPARE_CHOICES) if prefix in (None, "compare_") else [])
 
 
 def keep_settings(store: RunStore, owner: str, *, drawing: str | None = None) -> None:
     """Keep the pages' settings while another page is shown, and across a reload (app.py calls this on every run,
-    once `owner` is known). `drawing`: the prefix of the page about to run ("run_", "sweep_"), None for a page that
-    draws neither's knobs.
+    once `owner` is known). `drawing`: the prefix of the page about to run ("run_", "sweep_", "compare_"), None for a
+    page that draws none of these.
 
     Streamlit drops a widget's value from the session when a run does not draw that widget, so a visit to
     Compare would put the Run page back to its defaults; storing each value again as plain state keeps it. So each
@@ -189,6 +195,8 @@ def restorable(saved: dict) -> dict:
         except ValueError:
             continue  # the page starts from its defaults, as for someone new
         out.update(mine)
+    # runs deleted since, and filter values no run has now, the Compare page leaves out as it draws
+    out.update({k: v for k, v in saved.items() if k in COMPARE_CHOICES and isinstance(v, list)})
     return out
 
 
@@ -196,17 +204,45 @@ def _within_limit(key: str, most: int | None) -> None:
     """Bring a widget's kept value down to `most` where that limit is new to this session (the first draw, or the
     instructor lowered it since), so what the box shows is what will run. A value typed past an unchanged limit is
     left as typed: build() refuses it with the reason. (The boxes have no maximum of their own: a browser refuses a
-    number past one without telling the server, which then ran the value from before.)"""
-    seen = key + "_limit_seen"
+    number past one without telling the server, which then ran the value from before.)
+
+    A value the limit lowered comes back as far as a raised or lifted limit allows, unless the person has changed it
+    since: an instructor's limit for a quarter of an hour (a 30 s longest run) left a participant's "Stop the run
+    after" at 1 min for the rest of the day, with no word, and their next run timed out at 60 s."""
+    seen, before = key + "_limit_seen", key + "_before_limit"
     if st.session_state.get(seen, "unset") == most:
         return
     st.session_state[seen] = most
-    if most is not None and st.session_state.get(key) is not None and st.session_state[key] > most:
+    value = st.session_state.get(key)
+    lowered = st.session_state.pop(before, None)  # (the value before a limit lowered it, what it lowered it to)
+    if lowered is not None and value != lowered[1]:
+        lowered = None  # changed since by the person: theirs
+    elif lowered is not None and (most is None or most > value):
+        back = lowered[0] if most is None else min(lowered[0], most)
+        st.session_state[key + "_lowered"] = (f"Back to {back:,}, from {value:,}: this lab's limit that lowered it "
+                                              f"{'is gone' if most is None else f'was raised to {most:,}'}.")
+        st.session_state[key] = value = back
+        lowered = (lowered[0], back) if back < lowered[0] else None  # the rest comes back with the limit
+    if most is not None and value is not None and value > most:
         # said under the box, where the number changed (a toast alone goes by unseen, and the number changes silently)
-        st.session_state[key + "_lowered"] = (f"Lowered from {st.session_state[key]:,} to {most:,}: this lab's "
-                                              "limit, which the instructor sets.")
+        st.session_state[key + "_lowered"] = (f"Lowered from {value:,} to {most:,}: this lab's limit, which the "
+                                              "instructor sets. It comes back when the limit is raised, unless you "
+                                              "change it.")
+        lowered = (lowered[0] if lowered else value, most)
         st.session_state[key] = most
         st.toast(f"Lowered to {most}, this lab's limit.")
+    if lowered is not None:
+        st.session_state[before] = lowered
+
+
+def _set_within_limit(key: str, value: int, most: int | None) -> None:
+    """Set a box to a default `value`, brought down to `most`: one brought down comes back with the limit, as a value
+    _within_limit lowered does."""
+    st.session_state.pop(key + "_before_limit", None)
+    if most is not None and value > most:
+        st.session_state[key + "_before_limit"] = (value, most)
+        value = most
+    st.session_state[key] = value
 
 
 def _say_lowered(key: str) -> None:

@@ -293,7 +293,14 @@ def sweep_panel(sweep_id: str, store: RunStore) -> None:
             draw_progress(run, key="sweep")
     if st.button("Cancel the sweep", key=f"sweep_cancel_{sweep_id}", icon=":material/stop_circle:"):
         api.cancel_sweep(sweep_id, store)
-        st.toast("Cancelling the current run; no further runs will start.")
+        st.toast(sweep_cancel_words(running is not None))
+
+
+def sweep_cancel_words(running: bool) -> str:
+    """What 'Cancel the sweep' did: it said 'Cancelling the current run' with none running yet."""
+    if running:
+        return "Cancelling the sweep: its current run is being stopped, and no further runs will start."
+    return "Sweep cancelled: none of its runs had started, and none will."
 
 
 def draw_sweep(sweep: api.SweepRecord) -> None:

@@ -76,9 +76,12 @@ def model_picker(prefix: str, on_pick: Callable[[str], None]) -> str:
                             args=(prefix, prefix + "builtin", "builtin", on_pick),
                             format_func=lambda m: sample_models.get(m).title)
     if source == "file":
-        if not _files_allowed():
+        if not _files_allowed():  # said, and nothing runs; the rest of the page (the queue, your runs) stays
             st.info(_files_off(), icon=":material/lock:")
-            st.stop()
+            st.session_state[prefix + "unpicked"] = (
+                "**Your own file is off in this lab** (why: under Source). Pick another source to run a model; the "
+                f"sizes below are still {model}'s.")
+            return model
         st.text_input("Model file (.py)", value=model.removeprefix("file:") if model.startswith("file:") else
                       SOURCE_FIRST["file"].removeprefix("file:"), key=prefix + "file_path",
                       on_change=_file_given, args=(prefix, on_pick),

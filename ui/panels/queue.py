@@ -201,7 +201,9 @@ def draw_queue(store: RunStore, *, key: str, rows=None) -> None:
     show_toast()
     st.markdown("**The queue on this machine**")
     if (since := api.paused_since(reads(store))) is not None:
-        st.warning(f"The instructor paused the queue {api.duration_words(time.time() - since)} ago: runs under way "
+        # a clock time, not "N min ago": the words stood still between redraws while the rows under them ticked on
+        st.warning(f"The instructor paused the queue at {time.strftime('%H:%M:%S', time.localtime(since))} (the "
+                   "server's clock): runs under way "
                    "finish, waiting runs keep their place and start when it resumes.", icon=":material/pause:")
     if problem := api.queue_problem(store):
         st.error(f"The queue cannot start runs right now and keeps retrying every {api.QUEUE_TICK_S:g} s: {problem}")

@@ -15,6 +15,7 @@ from tcore.analysis.advice import launch_bound
 from tcore.experiment.protocol import ERROR_KINDS
 from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import RUN_FIGURES
+from tcore.lab import api
 from tcore.store import RunRecord, RunStore
 from ui.charts import diagnose_charts
 from ui.charts import run_charts as charts
@@ -72,7 +73,12 @@ def show_failure(rec: RunRecord) -> None:
     explained = kind == "crashed" and rec.error.get("traceback") is not None and "phase" in rec.error
     hint = FAILURE_HINTS.get(f"{kind}:{rec.error.get('compile_phase')}") or FAILURE_HINTS.get(kind)
     if kind == "timeout":
-        hint = run_words.timeout_words(rec.error, rec.spec)
+        try:  # this lab's longest run now: where it is what stopped the run, a larger 'Stop the run after' cannot help
+            lab = api.lab_limits(RunStore())
+        except api.LimitsError:
+            lab = None
+        longest = {"longest_s": lab.max_run_s, "longest_by": lab.set_by("max_run_s")} if lab else {}
+        hint = run_words.timeout_words(rec.error, rec.spec, limit_s=rec.timeout_s, **longest)
     if explained:
         hint = "The run raised an error, said above where; the raw traceback is under Traceback below."
     if hint:

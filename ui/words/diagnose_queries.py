@@ -106,6 +106,16 @@ def counterpart(rec, records: list, **changes):
     return next((r for r in records if r.status == "finished" and r.id != rec.id and settings(r.spec) == want), None)
 
 
+def without_the_break(rec, records: list) -> list:
+    """The finished runs among `records` (newest first) that compiled what `rec` did but for its graph break, on the
+    device kind `rec` ran on: the only runs its break's cost may be read against."""
+    def ran_on(r) -> str | None:
+        return r.device or r.result.get("device")
+
+    return [r for r in records if r.status == "finished" and not r.spec.get("graph_break") and ran_on(r) == ran_on(rec)
+            and same_compile(r.spec, rec.spec, varying={"graph_break"})]
+
+
 def stored_twin(spec: dict, records: list, device: str):
     """The newest finished run among `records` (newest first) of `spec`'s setting (what it compiles, whatever its
     cache and timing) that ran on `device` kind here, or None: a section reuses it rather than measure it again."""

@@ -323,9 +323,12 @@ def cache_words(result: dict, spec: dict) -> str | None:
     return f"Compile cache: {kind}; {hits}.{keep}"
 
 
-def timeout_words(error: dict, spec: dict) -> str:
+def timeout_words(error: dict, spec: dict, *, limit_s: float | None = None, longest_s: float | None = None,
+                  longest_by: str = "the lab's default") -> str:
     """What to lower for a run stopped at its time limit, by the phase it was in: only knobs this run can still lower
-    ("pick a smaller preset" was offered for a tiny preset, the smallest there is)."""
+    ("pick a smaller preset" was offered for a tiny preset, the smallest there is). `limit_s`: the time limit it ran
+    under; `longest_s`: this lab's longest run now, set by `longest_by` (tcore.lab.policy.limits.Limits.set_by). Where
+    that longest run is what stopped it, raising "Stop the run after" cannot help, and the words say who can."""
     import sample_models
 
     phase, task, generating = error.get("phase"), spec.get("task"), spec.get("task") == "generate"
@@ -353,6 +356,12 @@ def timeout_words(error: dict, spec: dict) -> str:
         presets = []
     if spec.get("preset") in presets and presets.index(spec["preset"]) > 0:
         lower.append(f"a smaller preset ({presets[0]})")
+    if limit_s is not None and longest_s is not None and limit_s >= longest_s:
+        who = ("the instructor to raise Longest run on the System page" if longest_by == "the instructor" else
+               f"a larger max_run_s ({longest_by})")
+        capped = (f"What stopped it is this lab's longest run, {longest_s:g} s, set by {longest_by}: 'Stop the run "
+                  f"after' cannot go past it, so a longer run needs {who}.")
+        return ("To finish within the limit, lower " + "; or ".join(lower) + ". " if lower else "") + capped
     raise_limit = "raise 'Stop the run after' under Advanced"
     if not lower:
         return raise_limit[0].upper() + raise_limit[1:] + "."

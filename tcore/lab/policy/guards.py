@@ -87,6 +87,7 @@ class PasscodeGuard:
         self._sessions: dict[str, tuple[int, float]] = {}   # session -> (wrong tries in a row, may try again at)
         self._addresses: dict[str, tuple[int, float]] = {}  # address -> the same, over all its sessions
         self._wrong: list[tuple[float, str]] = []           # (when, address) of every wrong try, for the instructor
+        self._latest_wrong_at: float | None = None          # the latest one by the server's clock (time.time())
         self._lock = threading.Lock()
 
     def _wait_s(self, wrong: int, free: int) -> float:
@@ -127,6 +128,7 @@ class PasscodeGuard:
                     self._addresses = {k: v for k, v in self._addresses.items() if v[1] > now}
                 self._addresses[where] = (address_wrong, now + address_delay)
             self._wrong = [*self._wrong[-999:], (now, address or THIS_MACHINE)]
+            self._latest_wrong_at = time.time()
         LOG.warning("instructor passcode: wrong try refused (session %s at %s, %d wrong in a row; next try allowed in "
                     "%.0f s)", session[:8], address or THIS_MACHINE, wrong, delay)
         return False, ("That is not the passcode."
@@ -135,15 +137,16 @@ class PasscodeGuard:
     def wrong_tries(self) -> str | None:
         """For the instructor: how many wrong tries this server has seen, from where, and how recently; None if none."""
         with self._lock:
-            wrong = list(self._wrong)
+            wrong, latest = list(self._wrong), self._latest_wrong_at
         if not wrong:
             return None
         addresses = collections.Counter(a for _, a in wrong)
         top = ", ".join(f"{a} ({n})" for a, n in addresses.most_common(3))
-        ago = self._clock() - wrong[-1][0]
+        # a clock time, not "3 s ago": the panel is drawn once, and "ago" stood still while the page's queue ticked on
         return (f"{len(wrong)} wrong passcode tr{'y' if len(wrong) == 1 else 'ies'} since the server started, from "
-                f"{len(addresses)} address(es): {top}; the latest {_ago(ago)} ago. Guessers are slowed per session "
-                "and per address; the passcode keeps working for you.")
+                f"{len(addresses)} address{'' if len(addresses) == 1 else 'es'}: {top}; the latest at "
+                f"{time.strftime('%H:%M:%S', time.localtime(latest))} (the server's clock). Guessers are slowed per "
+                "session and per address; the passcode keeps working for you.")
 
 
 NEW_PEOPLE_WINDOW_H = 12  # a workshop's day: the ids one address started within it count against its limit
@@ -199,10 +202,6 @@ def new_people_message(limits: Limits) -> str:
             f"{NEW_PEOPLE_WINDOW_H} hours, this lab's limit ({limits.describe('max_new_people_per_address')}). Open "
             "the lab from a tab that already has your name (its address ends in ?me=...), or ask the instructor: "
             "a room that shares one network address needs the limit raised.")
-
-
-def _ago(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 LOG = logging.getLogger("compile_lab")

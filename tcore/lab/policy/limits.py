@@ -46,6 +46,7 @@ class TooBig(SpecError):
 
 
 INSTRUCTOR_LIMITS = "limits"  # the key, in the store's lab_state, of the limits the instructor set in the app
+BY_INSTRUCTOR = "the instructor, in the app"  # a limit's origin when the instructor set it
 ENV = {
     "max_run_s": "COMPILE_LAB_MAX_RUN_S",
     "max_batch_size": "COMPILE_LAB_MAX_BATCH_SIZE",
@@ -96,6 +97,12 @@ class Limits:
         """'max_batch_size = 64 (from compile-lab.toml)', for messages that say what to change."""
         return f"{name} = {getattr(self, name)}{self._from(name)}"
 
+    def set_by(self, name: str) -> str:
+        """Who set a limit, for a sentence: 'the instructor', 'compile-lab.toml', 'COMPILE_LAB_MAX_RUN_S' or 'the
+        lab's default'."""
+        where = self.origin.get(name, "default")
+        return {BY_INSTRUCTOR: "the instructor", "default": "the lab's default"}.get(where, where)
+
     def run_time(self, requested_s: float | None) -> tuple[float, str | None]:
         """The time limit a run gets: the one asked for, at most max_run_s; and a note when it was lowered.
 
@@ -129,7 +136,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: str | Path | None = None
     instructor = (store.lab.lab_state(INSTRUCTOR_LIMITS) if store is not None else None) or {}
     for name, value in instructor.items():
         if name in _RULES:
-            values[name], origin[name] = value, "the instructor, in the app"
+            values[name], origin[name] = value, BY_INSTRUCTOR
     return Limits(**values, origin=origin)
 
 
