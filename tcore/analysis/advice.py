@@ -178,7 +178,7 @@ def _layout_rule(run: _Run) -> Suggestion | None:
     return None
 
 
-RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default on the versions the lab runs (NOTES.md)
+RECOMPILE_LIMIT = 8  # torch._dynamo.config.recompile_limit's default on the versions the lab runs (2.11, 2.13)
 
 
 def unlike_blocks(result: dict) -> list[tuple[str, int, int]]:

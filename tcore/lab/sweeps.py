@@ -44,7 +44,7 @@ def start(experiments: list[Experiment], store: RunStore, *, owner: str | None =
     owner: the person who started it (a browser's owner id; None from the command line): the sweep and its runs are
     theirs, so their page finds it again and every queue view and their "Your runs" show the runs as theirs. The
     runs are queued at once, as the lab queues its own (for_the_lab): the per-session limit on waiting runs does not
-    cut a sweep short, and a sweep's runs do not count against it (tcore.store.run_queue.RunQueue.queued_count).
+    cut a sweep short, and a sweep's runs do not count against it (tcore.store.run_queue.Queue.queued_count).
     """
     if not experiments:
         raise SpecError("a sweep needs at least one experiment that can run")
