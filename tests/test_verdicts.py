@@ -103,6 +103,13 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
          "breakeven_steps": 2.0}])], ignore_index=True)
     text = sweep_matrix.best_setting(lone)
     assert "Fastest" not in text and "cannot tell apart" in text and "a run has none of its own" in text
+    # the sweep page's own matrix: paired intervals (none here, too few rounds) and no rounds' range columns
+    walked = pd.DataFrame([{"setting": "whole · default", "speedup": 0.75, "speedup_low": None, "speedup_high": None,
+                            "compile_s": 41.0, "breakeven_steps": None},
+                           {"setting": "regional · default", "speedup": 2.97, "speedup_low": None,
+                            "speedup_high": None, "compile_s": 40.8, "breakeven_steps": 30.0}])
+    text = sweep_matrix.best_setting(walked)
+    assert "Fastest" not in text and "cannot tell apart" in text and "a run has none of its own" in text
     cells = compare_charts.sweep_heatmap(matrix).data[1].text
     assert cells[0][0] == "1.50x ± 4.0%<br>20.0 s"  # as every page writes an interval's reach
 

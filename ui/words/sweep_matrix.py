@@ -93,15 +93,18 @@ def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     if ranged:
         rivals = others[(others[high] >= best[low]) | others[high].isna()] if high in others else others[:0]
     else:
-        rivals = others if low in done.columns and high in done.columns else done[:0]
+        # the sweep's own matrix keeps paired intervals, not the rounds' range: its best without an interval reached
+        # "Fastest" for want of the range's columns (a 1-round 2.97x beside reruns of 12.2x, 0.07x and 0.75x)
+        rivals = others if keeps_intervals or (low in done.columns and high in done.columns) else done[:0]
     if rivals.empty:
         text = (f"Fastest: **{best.setting}**, {best.speedup:.2f}x eager{spread} after {best.compile_s:.1f} s of "
                 "compiling.")
     else:
         tied = [best, *(r for _, r in rivals.iterrows())]
-        names = ", ".join(f"**{r.setting}** ({r.speedup:.2f}x" + (f", {r[low]:.2f}–{r[high]:.2f}x" if pd.notna(r[low])
-                                                                    and pd.notna(r[high]) else "") + ")" for r in tied)
-        unknown = not ranged or rivals[high].isna().any()
+        names = ", ".join(f"**{r.setting}** ({r.speedup:.2f}x" + (f", {r[low]:.2f}–{r[high]:.2f}x"
+                                                                    if pd.notna(r.get(low)) and pd.notna(r.get(high))
+                                                                    else "") + ")" for r in tied)
+        unknown = not ranged or high not in rivals or rivals[high].isna().any()
         text = (f"These runs **cannot tell apart** {names}: their {'intervals' if paired else 'rounds'} overlap"
                 + (" or a run has none of its own" if unknown else "")
                 + ", so none of them is named the fastest. Time them for longer before picking one.")
