@@ -110,6 +110,8 @@ def test_sweep_names_what_it_cannot_tell_apart_by_the_intervals_and_the_heatmap_
                             "speedup_high": None, "compile_s": 40.8, "breakeven_steps": 30.0}])
     text = sweep_matrix.best_setting(walked)
     assert "Fastest" not in text and "cannot tell apart" in text and "a run has none of its own" in text
+    assert sweep_matrix.interval_cells(walked) == ["none: too few rounds"] * 2  # the table said "None"
+    assert sweep_matrix.interval_cells(matrix.iloc[:1]) == ["1.45–1.56x"]
     cells = compare_charts.sweep_heatmap(matrix).data[1].text
     assert cells[0][0] == "1.50x ± 4.0%<br>20.0 s"  # as every page writes an interval's reach
 

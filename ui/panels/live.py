@@ -316,12 +316,15 @@ def draw_sweep(sweep: api.SweepRecord) -> None:
     if best := sweep_matrix.best_setting(matrix, final=sweep.done):
         (st.success if sweep.done else st.info)(("" if sweep.done else "So far: ") + best)
     exports.show(st, compare_charts.sweep_heatmap(matrix), key=f"sweep_heatmap_{sweep.id}")
-    st.dataframe(matrix.drop(columns=["row", "col", "interval_name"], errors="ignore"), hide_index=True,
-                 width="stretch",
-                 key=f"sweep_matrix_{sweep.id}",
+    shown = matrix.drop(columns=["row", "col", "interval_name", "speedup_low", "speedup_high"], errors="ignore")
+    if not matrix.empty:  # one cell in words: an empty number cell read "None" where a run had too few rounds
+        shown.insert(shown.columns.get_loc("speedup") + 1, "interval", sweep_matrix.interval_cells(matrix))
+    figures = [c for c in sweep_matrix.SWEEP_FIGURES if c not in ("speedup_low", "speedup_high")]
+    st.dataframe(shown, hide_index=True, width="stretch", key=f"sweep_matrix_{sweep.id}",
                  column_config={"setting": "Setting", "status": "Status", "error": "Why it failed", "run_id": "Run id",
+                                "interval": "Speedup interval",
                                 **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)
-                                   in run_table.number_formats(sweep_matrix.SWEEP_FIGURES).items()}})
+                                   in run_table.number_formats(figures).items()}})
     if sweep.skipped:
         with st.expander(f"{len(sweep.skipped)} combination{'s' if len(sweep.skipped) != 1 else ''} skipped, and why"):
             st.markdown("\n".join(f"- {s}" for s in sweep.skipped))

@@ -63,6 +63,12 @@ def sweep_matrix(experiments: list[Experiment], records: list) -> pd.DataFrame:
     return frame
 
 
+def interval_cells(matrix: pd.DataFrame) -> list[str]:
+    """Each row's speedup interval in words: its reach, or why it has none (a run of too few rounds), or nothing yet."""
+    return [f"{r.speedup_low:.2f}–{r.speedup_high:.2f}x" if pd.notna(r.speedup_low) and pd.notna(r.speedup_high)
+            else "none: too few rounds" if pd.notna(r.speedup) else "" for r in matrix.itertuples()]
+
+
 def best_setting(matrix: pd.DataFrame, *, final: bool = True) -> str | None:
     """The fastest setting, and the one that pays back soonest when that is another, in a sentence."""
     done = matrix.dropna(subset=["speedup"]) if not matrix.empty else matrix
