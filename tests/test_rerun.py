@@ -395,6 +395,22 @@ def test_the_machines_reruns_of_other_settings_replace_the_default_once_there_ar
     assert history.machine_spread(rows, env, "cuda", "cuda-host-bound", exclude=rows[0][0]).settings == 1
 
 
+def test_runs_whose_own_rounds_spread_too_wide_to_see_a_spread_between_processes_teach_none(store):
+    """Walk 6: three aot_eager reruns on a loaded CPU read 0.93x, 2.22x and 0.37x, each with an interval of about
+    ± 100% of its own; their own σ, taken out of their scatter, left "learned σ 0.00%", and "a new setting gets σ 8%",
+    under the 10% it starts from: noisy runs narrowed every other setting's interval."""
+    env = {"hostname": "h1", "cpu": "x"}
+    spec = Experiment(model="captioner", preset="tiny", batch_size=2, backend="aot_eager").to_dict()
+    noisy = [(spec, env, x, "cpu", 110.0) for x in (0.93, 2.22, 0.37)]
+    assert history.machine_spread(noisy, env, "cpu", "cpu") is None  # nothing learned: the starting value stands
+    assert history.machine_spread([(spec, env, x, "cpu", 3.0) for x in (0.93, 0.95, 0.94)], env, "cpu", "cpu").dof == 2
+    assert not rerun.teaches_spread({"speedup": 0.93, "speedup_low": 0.2, "speedup_within_pct": 110.0})
+    assert rerun.teaches_spread({"speedup": 0.93, "speedup_low": 0.9, "speedup_within_pct": 3.0})
+    points = history.History([history.Point(f"r{i}", i, x, x / 2, x * 2, rerun.within_sigma(110.0))
+                              for i, x in enumerate((0.93, 2.22, 0.37))])
+    assert points.teaching().points == []
+
+
 def test_the_spread_between_processes_leaves_out_what_each_runs_own_rounds_explain(store):
     """Headlines scatter by their own rounds and by what a fresh process adds; the interval counts the rounds once,
     in the run's own part, so the machine's spread is the scatter the rounds do not explain (never below zero). A

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from tcore.experiment.comparable import PROVENANCE_FIELDS, machine, same_setting, settings
+from tcore.figures import rerun
 from tcore.figures.rerun import setting_kind, within_sigma
 
 
@@ -52,7 +53,7 @@ class History:
     def with_intervals(self) -> History:
         """The runs that stated an interval of their own (one or two rounds' ratio, with no interval, can land
         anywhere on a loaded machine)."""
-        return History([p for p in self.points if p.low is not None], self.reset_at)
+        return History([p for p in self.points if rerun.teaches(p.low, _pct(p.within))], self.reset_at)
 
     @property
     def before_reset(self) -> list[Point]:
@@ -63,7 +64,8 @@ class History:
         """The runs a spread between processes is learned from: those with an interval of their own, created since the
         instructor's last reset of the machine's spread (a reset says the earlier runs no longer describe it)."""
         gone = {p.run_id for p in self.before_reset}
-        return History([p for p in self.points if p.low is not None and p.run_id not in gone], self.reset_at)
+        return History([p for p in self.points if rerun.teaches(p.low, _pct(p.within)) and p.run_id not in gone],
+                       self.reset_at)
 
     @property
     def spread_pct(self) -> float | None:
@@ -107,6 +109,11 @@ class History:
             said += (f" Runs that compiled from another cache ({', '.join(others)}) count alike: the cache changes "
                      "how long the compile takes, not the compiled code or its speedup.")
         return said
+
+
+def _pct(within: float) -> float:
+    """A Point's own σ (log space) back in %, as its result stated it (speedup_within_pct)."""
+    return 100 * math.expm1(within)
 
 
 def history(records: Sequence[Any], reset_at: float | None = None) -> History:
@@ -174,6 +181,8 @@ def machine_spread(rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any], fl
             continue
         key = repr(sorted(settings(dict(spec), ignoring=PROVENANCE_FIELDS).items()))
         own, created = (more + [None, None])[:2]
+        if not rerun.teaches(0.0, own):  # its own rounds too wide to see a spread between processes
+            continue
         groups.setdefault(key, []).append((math.log(speedup), within_sigma(own), created, their_kind))
     # a setting counts for the kind most of its runs were stated as (setting_kind), all its runs with it: a setting
     # whose runs were split between kinds by one process's reading would otherwise teach each kind half its scatter

@@ -174,11 +174,24 @@ class Rerun:
         return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+# A run whose own rounds spread wider than this (its speedup_within_pct) cannot see a spread between processes of the
+# size the lab states (its starting values are 2-10%): the between-process σ is what its reruns' scatter leaves once
+# each run's own σ is taken out, and runs of 0.93x, 2.22x and 0.37x, each ± 100% or so of its own, took out more than
+# they scattered and taught the machine "σ 0%", narrowing every other setting's interval (walk 6). They teach none.
+MAX_TEACHING_WITHIN_PCT = 25.0
+
+
+def teaches(low: float | None, within_pct: float | None) -> bool:
+    """Whether a headline with this interval's low end and this own spread (%) teaches a spread between processes."""
+    return low is not None and (within_pct is None or within_pct <= MAX_TEACHING_WITHIN_PCT)
+
+
 def teaches_spread(result: dict) -> bool:
     """Whether a stored result counts among the earlier runs a setting's spread between processes is learned from:
-    a headline with an interval of its own. One or two rounds' ratio (no interval) can land anywhere on a loaded
-    machine, and one such run of 37x beside 0.6x made a setting's reruns "expected within ± 7520%"."""
-    return bool(result.get("speedup")) and result.get("speedup_low") is not None
+    a headline with an interval of its own, and a run whose own rounds agree well enough to see one (teaches). One or
+    two rounds' ratio (no interval) can land anywhere on a loaded machine, and one such run of 37x beside 0.6x made a
+    setting's reruns "expected within ± 7520%"."""
+    return bool(result.get("speedup")) and teaches(result.get("speedup_low"), result.get("speedup_within_pct"))
 
 
 def z_value(confidence: float) -> float:
