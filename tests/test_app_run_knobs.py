@@ -285,6 +285,29 @@ def test_what_a_passing_limit_lowered_comes_back_when_the_instructor_lifts_it(db
     assert at.number_input(key="run_batch_size").value == 8
 
 
+def test_what_a_limit_lowered_and_brought_back_stays_back_across_page_switches(db):
+    """Walk 6: with the 30 s limit on, the participant changed other settings, the instructor lifted the limit, and
+    "Stop the run after" read 15 min, then 1 min again after a visit to Compare: the kept copy of the page's settings
+    was taken before the limit lowered or brought back the box, and a page switch put the stale copy back."""
+    from tcore.lab import api
+
+    at = app()
+    api.set_limits(db, {"max_run_s": 30.0, "max_batch_size": 4})
+    at.run()
+    at.radio(key="run_task").set_value("training").run()
+    at.radio(key="run_task").set_value("inference").run()
+    at.switch_page("app_pages/compare.py").run()
+    at.switch_page("app_pages/run.py").run()
+    assert (at.number_input(key="run_batch_size").value, at.number_input(key="run_timeout_min").value) == (4, 1)
+    api.set_limits(db, None)
+    at.run()
+    for _ in range(2):
+        at.switch_page("app_pages/compare.py").run()
+        at.switch_page("app_pages/run.py").run()
+        assert not at.exception
+        assert (at.number_input(key="run_batch_size").value, at.number_input(key="run_timeout_min").value) == (8, 15)
+
+
 def test_a_run_the_instructors_longest_run_stopped_says_so_and_not_to_raise_its_own_limit(db):
     """A run stopped at the instructor's 30 s longest run was told to "raise 'Stop the run after'", which cannot go
     past that limit. Once the limit is lifted, raising it is the advice again."""

@@ -221,7 +221,8 @@ def _within_limit(key: str, most: int | None) -> None:
         back = lowered[0] if most is None else min(lowered[0], most)
         st.session_state[key + "_lowered"] = (f"Back to {back:,}, from {value:,}: this lab's limit that lowered it "
                                               f"{'is gone' if most is None else f'was raised to {most:,}'}.")
-        st.session_state[key] = value = back
+        _set_kept(key, back)
+        value = back
         lowered = (lowered[0], back) if back < lowered[0] else None  # the rest comes back with the limit
     if most is not None and value is not None and value > most:
         # said under the box, where the number changed (a toast alone goes by unseen, and the number changes silently)
@@ -229,7 +230,7 @@ def _within_limit(key: str, most: int | None) -> None:
                                               "instructor sets. It comes back when the limit is raised, unless you "
                                               "change it.")
         lowered = (lowered[0] if lowered else value, most)
-        st.session_state[key] = most
+        _set_kept(key, most)
         st.toast(f"Lowered to {most}, this lab's limit.")
     if lowered is not None:
         st.session_state[before] = lowered
@@ -242,7 +243,16 @@ def _set_within_limit(key: str, value: int, most: int | None) -> None:
     if most is not None and value > most:
         st.session_state[key + "_before_limit"] = (value, most)
         value = most
+    _set_kept(key, value)
+
+
+def _set_kept(key: str, value) -> None:
+    """Set a box's value and its kept copy (keep_settings) together: the copy is taken as a page run starts, before the
+    limit lowers or brings back the value, and a page switch then put the copy's stale value back (walk 6: "Stop the
+    run after" went 10, then 1 again, after the instructor lifted the 30 s limit)."""
     st.session_state[key] = value
+    if KEPT in st.session_state and key in kept_keys():
+        st.session_state[KEPT][key] = value
 
 
 def _say_lowered(key: str) -> None:
