@@ -247,6 +247,9 @@ def test_the_held_strategies_can_be_let_go_and_none_of_them_goes_in_after(db, mo
     assert len(waiting()) == 3
     at.button(key="diag_shapes_live_let_go").click().run()
     assert not at.exception and "more run" not in texts(at.markdown)
+    assert not at.toast  # a toast from a fragment's callback is refused, with a warning in the server's log
+    assert "2 held runs will not be queued; those queued stay, each with its Cancel." in texts(at.info) + texts(
+        at.warning)
     for run in waiting():
         assert runs.cancel(run.id, db, owner=me)
     at.run()

@@ -113,7 +113,9 @@ def let_go(key: str) -> None:
     the rest go; the queued ones are cancelled as any."""
     if token := st.session_state.get(f"{key}_batch"):
         n = api.let_go_held(token)
-        st.toast(f"{n} held run{'s' * (n != 1)} will not be queued." if n else "Nothing was held any more.")
+        # said by the page as it redraws: a toast from a callback of a fragment's button is refused with a warning
+        st.session_state[f"{key}_notice"] = (f"{n} held run{'s' * (n != 1)} will not be queued; those queued stay, "
+                                             "each with its Cancel." if n else "Nothing was held any more.")
 
 
 def pending_words(key: str, store: RunStore) -> str | None:
@@ -406,7 +408,9 @@ def live_runs_panel(run_ids: list[str], *, key: str, feed: str | None = None, st
     waiting = live_ids(run_ids, store or RunStore())
     held = pending_words(feed, store) if feed is not None else None
     if not waiting and not held:
-        st.rerun()  # the page draws their results now
+        st.rerun()  # the page draws their results now (and show_refusal what Don't queue them said)
+    if feed is not None and (said := st.session_state.pop(f"{feed}_notice", None)):
+        st.info(said)  # drawn here too: a press of Don't queue them reruns this fragment alone
     if held:
         words, button = st.columns([4, 1], vertical_alignment="center")
         words.markdown(held)
