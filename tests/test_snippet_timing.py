@@ -58,3 +58,23 @@ def test_the_snippet_stops_where_the_run_stops_when_its_seconds_run_out():
     ratios = [r[True] / r[False] for r in scope["rounds"]]
     assert stop_timing(exp, done, ratios, sum(blocks), blocks[-1]) == "budget"
     assert stop_timing(exp, done - 1, ratios[:-1], sum(blocks[:-1]), blocks[-2]) is None  # not a round sooner
+
+
+def test_the_snippet_says_no_interval_for_too_few_rounds_as_the_lab_does():
+    """Walk 6: the copied code of a one-round run printed 'interval 1.29-1.29x', a range of one point, where the
+    lab's own page says the run has no interval."""
+    import contextlib
+    import io
+
+    exp = TINY.replace(timed_s=0.2, round_s=0.3)  # the seconds allow one round
+    code = code_for(exp.to_dict(), "cpu")
+    tail = code[code.index("per_step = {"):]
+    tail = tail[:tail.index("\n\n")] if "\n\n" in tail else tail
+    scope = {"median_and_interval": snippet_function(code, "median_and_interval"), "batches": [None],
+             "seconds_per_step": lambda n, eager: 0.010 if eager else 0.008}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(tail, scope)
+    assert len(scope["rounds"]) < 3
+    said = out.getvalue()
+    assert "no interval: 1 paired round(s), and an interval takes 3" in said and "interval 1.25-1.25x" not in said

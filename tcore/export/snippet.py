@@ -352,7 +352,7 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
     (tcore.figures.paired), printed. The rule is the run's own (its seconds per round, its target, its seconds per
     variant at most, its fewest rounds), so the program and the run it copies time alike; a run timed by a fixed number
     of steps is copied as its seconds rule."""
-    from tcore.figures import paired
+    from tcore.figures import paired, rerun
     sync = "torch.cuda.synchronize()" if device == "cuda" else "pass  # the CPU runs each op before returning"
     round_s, timed_s, target = exp.round_s, exp.timed_s, exp.target_pct
     # GPU runs settle first, as the run (a run of fixed steps is copied as its seconds rule); the CPU's do not
@@ -437,7 +437,11 @@ def _timing_lines(device: str, exp: Experiment) -> list[str]:
             "    speedup, low, high = median_and_interval([r[True] / r[False] for r in clean])",
             "    print(f'{len(rounds) - len(clean)} disturbed rounds left out')",
             "eager_ms, compiled_ms = (sorted(r[e] for r in rounds)[len(rounds) // 2] * 1e3 for e in (True, False))",
-            "print(f'speedup {speedup:.2f}x (interval {low:.2f}-{high:.2f}x, {len(rounds)} paired rounds; eager '",
+            f"said = (f'interval {{low:.2f}}-{{high:.2f}}x, {{len(rounds)}} paired rounds' if len(rounds) >= "
+            f"{rerun.MIN_INTERVAL_ROUNDS} else",
+            f"        f'no interval: {{len(rounds)}} paired round(s), and an interval takes "
+            f"{rerun.MIN_INTERVAL_ROUNDS}')",
+            "print(f'speedup {speedup:.2f}x ({said}; eager '",
             "      f'{eager_ms:.2f} ms/step, compiled {compiled_ms:.2f} ms/step, medians of the rounds)')"]
 
 
