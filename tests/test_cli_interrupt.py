@@ -19,7 +19,11 @@ CLI_QUICK = ["--model", "captioner", "--preset", "tiny", "--batch-size", "2", "-
 def cli_run(store, *extra) -> subprocess.Popen:
     from tcore.lab.settings.config import REPO_ROOT
 
-    return subprocess.Popen([sys.executable, "-m", "tcore", "run", "--db", str(store.path), *CLI_QUICK, *extra],
+    # Ctrl-C as a terminal's foreground command gets it: a suite started in the background by a script (`make test &`,
+    # bench/ci_soak.sh) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt for it
+    start = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+             "sys.argv[0] = 'tcore'; runpy.run_module('tcore', run_name='__main__', alter_sys=True)")
+    return subprocess.Popen([sys.executable, "-c", start, "run", "--db", str(store.path), *CLI_QUICK, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                             env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), COMPILE_LAB_SPARE_WORKERS="0"))
 

@@ -81,13 +81,18 @@ def test_a_snippet_runs_verbatim_through_inductor_and_prints_the_speedup_with_it
                           env=_with_repo_on_path(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shape (1," in done.stdout
+    # the snippet stops as the run does, when another round would pass the timed seconds (test_snippet_timing):
+    # how many rounds fit in 1 s depends on this machine's speed; under 3 there is no interval, as the lab says
     found = re.search(r"speedup (\d+\.\d+)x \(interval (\d+\.\d+)-(\d+\.\d+)x, (\d+) paired rounds; eager "
                       r"\d+\.\d+ ms/step, compiled \d+\.\d+ ms/step", done.stdout)
-    assert found, done.stdout
-    speedup, low, high, rounds = float(found[1]), float(found[2]), float(found[3]), int(found[4])
-    # the snippet stops as the run does, when another round would pass the timed seconds (test_snippet_timing):
-    # how many rounds fit in 1 s depends on this machine's speed, so only that there was one is asserted
-    assert low <= speedup <= high and rounds >= 1
+    few = re.search(r"speedup (\d+\.\d+)x \(no interval: ([12]) paired round\(s\), and an interval takes 3; eager "
+                    r"\d+\.\d+ ms/step, compiled \d+\.\d+ ms/step", done.stdout)
+    assert found or few, done.stdout
+    if found:
+        speedup, low, high, rounds = float(found[1]), float(found[2]), float(found[3]), int(found[4])
+        assert low <= speedup <= high and rounds >= 3
+    else:
+        assert float(few[1]) > 0
 
 
 def _with_repo_on_path(**extra):
