@@ -409,6 +409,9 @@ def test_runs_whose_own_rounds_spread_too_wide_to_see_a_spread_between_processes
     points = history.History([history.Point(f"r{i}", i, x, x / 2, x * 2, rerun.within_sigma(110.0))
                               for i, x in enumerate((0.93, 2.22, 0.37))])
     assert points.teaching().points == []
+    assert ("learns from 0 of the 3 (those with an interval of their own; one or two rounds' ratio can land anywhere; "
+            "3 of them had rounds spreading wider than ± 25% of their own, too wide to see a spread between "
+            "processes)") in points.teaching_words()  # walk 7: the words gave the rounds' reason alone
 
 
 def test_the_spread_between_processes_leaves_out_what_each_runs_own_rounds_explain(store):

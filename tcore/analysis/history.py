@@ -100,10 +100,13 @@ class History:
                      f"server's clock): {'it is' if before == 1 else 'they are'} listed, but teach the interval "
                      "nothing.")
         if taught != n:
+            noisy = sum(1 for p in self.points if p.low is not None and not rerun.teaches(p.low, _pct(p.within)))
+            why = (f"; {noisy} of them had rounds spreading wider than ± {rerun.MAX_TEACHING_WITHIN_PCT:.0f}% of "
+                   f"their own, too wide to see a spread between processes" if noisy else "")
             said += (f" The interval's spread between processes learns from {taught} of the {n} (runs since the "
-                     "reset with an interval of their own)." if before else
+                     f"reset with an interval of their own{why})." if before else
                      f" The interval's spread between processes learns from {taught} of the {n} (those with an "
-                     "interval of their own; one or two rounds' ratio can land anywhere).")
+                     f"interval of their own; one or two rounds' ratio can land anywhere{why}).")
         others = sorted({p.cache for p in self.points if p.cache and cache and p.cache != cache})
         if others:
             said += (f" Runs that compiled from another cache ({', '.join(others)}) count alike: the cache changes "
