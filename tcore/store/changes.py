@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from tcore.store import connection
+from tcore.store import connection, sidecars
 
 # The read-only RunStore methods whose answers are kept, a part's named after it; each answer stands until the file
 # changes.
@@ -36,8 +36,8 @@ class _Watch:
         self.answers: dict[tuple, Any] = {}
         self.reads = 0  # answers read from the store rather than kept: what the tests count
         # A write that finds the store's -shm file replaced closes every connection of the process to it, this one's
-        # too (tcore.store.connection._Sidecars): it is opened again at the next question.
-        connection.sidecars(path).on_drain(id(self), self._let_go)
+        # too (tcore.store.sidecars._Sidecars): it is opened again at the next question.
+        sidecars.sidecars(path).on_drain(id(self), self._let_go)
 
     def _let_go(self) -> None:
         """Close the kept connection, unless a question is being answered on it now (it is closed after)."""
