@@ -50,11 +50,6 @@ class History:
     def median(self) -> float | None:
         return statistics.median(self.speedups) if self.points else None
 
-    def with_intervals(self) -> History:
-        """The runs that stated an interval of their own (one or two rounds' ratio, with no interval, can land
-        anywhere on a loaded machine)."""
-        return History([p for p in self.points if rerun.teaches(p.low, _pct(p.within))], self.reset_at)
-
     @property
     def before_reset(self) -> list[Point]:
         """The runs created before the instructor's last reset of the machine's spread."""

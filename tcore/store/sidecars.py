@@ -88,23 +88,23 @@ class _Sidecars:
                 self._mapped = inode
             return inode is None or inode != self._mapped
 
-    def drain(self, own: int = 0) -> bool:
-        """Close every connection of this process to the file but `own` of the caller's (still open), new ones
-        waiting meanwhile; False where some stayed open past DRAIN_S."""
+    def drain(self) -> bool:
+        """Close every connection of this process to the file, new ones waiting meanwhile; False where some stayed open
+        past DRAIN_S."""
         with self._cond:
             self._draining = True
             closers = list(self._closers.values())
         try:
             with self._cond:  # the read-only ones kept open close last (see above)
-                self._cond.wait_for(lambda: self._open - self._kept_open <= own, timeout=self.DRAIN_S)
+                self._cond.wait_for(lambda: self._open - self._kept_open <= 0, timeout=self.DRAIN_S)
             for close in closers:
                 close()
             with self._cond:
-                return self._cond.wait_for(lambda: self._open <= own, timeout=self.DRAIN_S)
+                return self._cond.wait_for(lambda: self._open <= 0, timeout=self.DRAIN_S)
         finally:
             with self._cond:
                 self._draining = False
-                if self._open <= own:
+                if self._open <= 0:
                     self._mapped = None
                 self._cond.notify_all()
 
