@@ -29,7 +29,7 @@ test: $(VENV)/.test-installed
 	$(VENV)/bin/ruff check . || exit 1; \
 	COMPILE_LAB_SPARE_WORKERS=0 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		-m "not browser" --durations=25; first=$$?; \
-	$(PY) -m pytest -n $(BROWSER_WORKERS) --dist loadfile -m browser; second=$$?; \
+	$(PY) -m pytest -n $(BROWSER_WORKERS) --dist loadfile -m browser --durations=10; second=$$?; \
 	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 
 # Runs on a Ray cluster (README: "On a cluster"; docs/cluster.md): two nodes on this machine and the app.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Is CI green every time on a fresh clone, quiet or loaded? Clones a branch afresh for each run, runs CI's own
-# command in it (`CI=true bash .ci/run`), some runs with one core kept busy by a Python spin loop in another process,
+# command in it (`CI=true bash .ci/run`), some runs beside Python spin loops in other processes (every core kept busy),
 # and appends one line per run (pass/fail, minutes, quiet/loaded) to a result file named after the machine.
 set -euo pipefail
 
@@ -10,8 +10,8 @@ usage() {
 Usage: bash bench/ci_soak.sh [options]
 
 Clones BRANCH of REPO into a fresh temporary folder for every run and runs CI's command there
-(CI=true bash .ci/run), RUNS times in a row. The runs named by --loaded have one core kept busy for
-the whole run by a plain Python spin loop in another process (another user of the machine, say).
+(CI=true bash .ci/run), RUNS times in a row. The runs named by --loaded run beside SPIN plain Python
+spin loops in other processes for the whole run (other users of the machine, say).
 One line per run goes to stdout and is appended to the result file; the clone's output goes to a
 log beside it. Exits 1 if any run failed.
 
@@ -19,7 +19,9 @@ Options:
   --repo PATH|URL    the repository to clone (default: the one this script lives in, $HERE)
   --branch NAME      the branch to clone (default: main)
   --runs N           how many runs (default: 5)
-  --loaded LIST      which runs, 1-based and comma-separated, run beside a busy core (default: 2,4)
+  --loaded LIST      which runs, 1-based and comma-separated, run beside the spin loops (default: 2,4)
+  --spin N           how many spin loops a loaded run has beside it (default: 1; two per core, \$(( 2 * \$(nproc) )),
+                     keeps every core busy whatever the suite does)
   --venv PATH        reuse this virtual environment: it is symlinked as the clone's .venv, so make
                      test does not reinstall several GB per run (default: REPO/.venv when REPO is a
                      folder that has one; "none" installs afresh in every clone, as a new user would).
@@ -32,6 +34,7 @@ Options:
 
 Examples:
   bash bench/ci_soak.sh                                  # the proof: 5 runs, the 2nd and 4th loaded
+  bash bench/ci_soak.sh --runs 6 --loaded 1,3,5 --spin 4  # three loaded (two loops per core here), three quiet
   bash bench/ci_soak.sh --runs 2 --loaded 2 --dry-run    # checks the script in seconds
 EOF
 }
@@ -40,6 +43,7 @@ REPO="$HERE"
 BRANCH=main
 RUNS=5
 LOADED=2,4
+SPIN=1
 VENV=""
 COMMAND="CI=true bash .ci/run"
 OUT=""
@@ -49,6 +53,7 @@ while [ $# -gt 0 ]; do
         --branch) BRANCH="$2"; shift 2 ;;
         --runs) RUNS="$2"; shift 2 ;;
         --loaded) LOADED="$2"; shift 2 ;;
+        --spin) SPIN="$2"; shift 2 ;;
         --venv) VENV="$2"; shift 2 ;;
         --command) COMMAND="$2"; shift 2 ;;
         --dry-run) COMMAND="true"; shift ;;
@@ -64,10 +69,13 @@ OUT="${OUT:-$HERE/bench/results/ci-soak-cpu-$(nproc)core.txt}"
 mkdir -p "$(dirname "$OUT")"
 LOG="${OUT%.txt}.log"
 
-spinner=""
-stop_spinner() { if [ -n "$spinner" ]; then kill "$spinner" 2>/dev/null || true; wait "$spinner" 2>/dev/null || true; spinner=""; fi; }
+spinners=""
+stop_spinners() {
+    for pid in $spinners; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    spinners=""
+}
 work=""
-trap 'stop_spinner; [ -n "$work" ] && rm -rf "$work"' EXIT
+trap 'stop_spinners; [ -n "$work" ] && rm -rf "$work"' EXIT
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(hostname), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo);" \
      "$BRANCH of $REPO; command: $COMMAND; venv: ${VENV:-installed in each clone}" | tee -a "$OUT"
@@ -82,15 +90,17 @@ for i in $(seq 1 "$RUNS"); do
     fi
     load=quiet
     if [[ ",$LOADED," == *",$i,"* ]]; then
-        load="loaded (one core spinning)"
-        python3 -c 'while True: pass' &
-        spinner=$!
+        load="loaded ($SPIN spin loop$([ "$SPIN" = 1 ] || echo s) on $(nproc) cores)"
+        for _ in $(seq 1 "$SPIN"); do
+            python3 -c 'while True: pass' &
+            spinners="$spinners $!"
+        done
     fi
     echo "=== run $i of $RUNS, $commit, $load: $(date -u '+%H:%M:%S')" >> "$LOG"
     start=$(date +%s)
     if (cd "$work/repo" && bash -c "$COMMAND") > "$work/output" 2>&1; then verdict=pass; else verdict=FAIL; failed=1; fi
     seconds=$(( $(date +%s) - start ))
-    stop_spinner
+    stop_spinners
     cat "$work/output" >> "$LOG"
     # pytest's closing lines, one per part of make test: "=== 480 passed, 27 skipped in 370.1s ==="
     parts="$(grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped|deselected).* in [0-9.]+s' "$work/output" | tr -d '=' \
