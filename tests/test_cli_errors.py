@@ -228,3 +228,19 @@ def test_a_label_with_control_characters_is_one_line_as_typed_in_list_and_show(s
     assert cli.main(["show", run_id, "--db", str(store.path)]) == 0
     shown = capsys.readouterr().out
     assert "\x1b" not in shown and "\r" not in shown and shown.startswith("tiny\\n20260101"), shown
+
+
+def test_a_label_with_bidirectional_overrides_is_listed_in_the_order_it_was_typed(store, capsys):
+    """A model file's preset "tiny<U+202E> gnp.exe" (right-to-left override) showed in a terminal as "tiny exe.png",
+    and the override reversed the rest of its row of `tcore list` too (its status, its figures): the bidirectional
+    controls are written as their escapes, as the control characters are, so a row reads in the order it was typed."""
+    evil = "tiny\u202e gnp.exe\u2066x\u2069\u200f"
+    run_id = insert_run(store, QUICK, status="finished")
+    with store._write() as db:
+        db.execute("UPDATE runs SET label=? WHERE id=?", (evil, run_id))
+    assert cli.main(["list", "--db", str(store.path)]) == 0
+    listed = capsys.readouterr().out
+    assert not any(c in listed for c in "\u202e\u2066\u2069\u200f"), ascii(listed)
+    assert "tiny\\u202e gnp.exe\\u2066x\\u2069\\u200f" in listed, ascii(listed)
+    assert cli.main(["show", run_id, "--db", str(store.path)]) == 0
+    assert "\u202e" not in capsys.readouterr().out

@@ -3,6 +3,7 @@ and no run changes hands between two tabs of one browser. Two tabs here are two 
 address (?me=), as a second tab of the browser is; tests/test_browser_people.py does the same in Chromium."""
 import secrets
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tcore.lab.queue import scheduler
@@ -138,3 +139,20 @@ def test_the_notice_of_a_rename_in_another_tab_goes_once_seen_not_all_session(db
     assert "from Dee Two to Dee Three" in sidebar_says(first)
     first.button(key="people_renamed_dismiss").click().run()
     assert "Another tab of this browser" not in sidebar_says(first) and not first.exception
+
+
+@pytest.mark.parametrize("typed, slugged", [("Иван", None), ("王芳", None), ("Zoë Ünal", "zoe-unal")])
+def test_a_name_in_any_script_is_taken_and_shown_as_typed(db, typed, slugged):
+    """"Иван" or "王芳" was refused with "A name needs a letter or a digit" (only a to z counted as letters), and
+    "Zoë Ünal" lost its accented letters from the address ("zo-nal"). Accents fold to their letters; a name with no
+    letter a to z still gets an address of its own, and shows as typed."""
+    me = AppTest.from_file("../app.py", default_timeout=300).run()
+    me.text_input(key="people_name").set_value(typed).run()
+    owner = me.session_state["owner"]
+    assert not owner.startswith("guest-") and me.query_params["me"] == owner, owner
+    assert slugged is None or owner.startswith(f"{slugged}~"), owner
+    assert f"You: **{typed}**" in sidebar_says(me) and "needs a letter" not in sidebar_says(me)
+    again = AppTest.from_file("../app.py", default_timeout=300).run()  # another person of the same name: apart
+    again.text_input(key="people_name").set_value(typed).run()
+    assert again.session_state["owner"].split("~")[0] == owner.split("~")[0] != ""
+    assert again.session_state["owner"] != owner

@@ -124,6 +124,26 @@ INJECTIONS = ["tiny\n import os; os.system('x')", "tiny\nimport os; os.system('x
               "tiny\u2028import os; os.system('x')  #", "tiny\x00\x0bimport os; os.system('x')  #"]
 
 
+def test_a_preset_name_s_bidirectional_overrides_are_escaped_in_the_snippet_s_comments(monkeypatch):
+    """A right-to-left override in a file model's preset made the snippet's header comment show its words reordered
+    ("tiny<U+202E> gnp.exe" read "tiny exe.png"), the trick of Trojan Source (CVE-2021-42574) in code people paste
+    and run: the comment carries the escape, so it reads as the run's name was typed; the code keeps the very string."""
+    from sample_models.sources import file_models
+    from tcore.experiment.spec import DEFAULTS
+
+    preset, path = "tiny\u202e gnp.exe", "/tmp/models/\u2067evil\u2069.py"
+    card = {"name": f"file:{path}", "ref": path, "title": "evil", "description": "", "presets": [preset],
+            "default_preset": {"cpu": preset, "cuda": preset}, "default_batch": {"cpu": 2, "cuda": 2},
+            "supports_channels_last": False, "param_counts": {preset: 10}}
+    monkeypatch.setattr(file_models, "card_finder", lambda name: card)
+    spec = {**DEFAULTS, "model": f"file:{path}", "preset": preset, "device": "cpu", "batch_size": 2}
+    src = code_for(spec, "cpu", run_id="r1")
+    comments = [line for line in src.splitlines() if line.lstrip().startswith("#")]
+    assert not any(c in line for line in comments for c in "\u202e\u2067\u2069"), ascii(comments[:3])
+    assert "tiny\\u202e gnp.exe" in src.splitlines()[0], ascii(src.splitlines()[0])
+    compile(src, "snippet.py", "exec")
+
+
 @pytest.mark.parametrize("preset", INJECTIONS, ids=["newline-indented", "newline", "cr", "line-separator", "nul-vt"])
 def test_a_file_model_s_preset_name_is_text_in_the_snippet_never_a_line_of_code(preset, monkeypatch):
     """A file model's preset names are its author's words, and copy-as-code is run by whoever copies it: a line

@@ -35,6 +35,25 @@ def test_a_store_from_before_the_queue_gains_its_columns_and_tables_and_keeps_it
     assert store.lab.lab_state("paused") is None
 
 
+
+def test_a_run_left_running_by_a_version_from_before_the_queue_is_ended_when_the_store_gains_its_queue(tmp_path):
+    """A run the app of a version without the queue was running when it stopped stayed "running" for ever: no owner
+    process is recorded for it, so no recovery ever ended it (Owners.recover looks at runs with an owner), and tcore
+    list, Compare and the queue's pages showed it under way. The store's upgrade ends it as crashed, saying why."""
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(BEFORE_THE_QUEUE)
+        for run_id, status in (("done", "finished"), ("cut", "running")):
+            db.execute("INSERT INTO runs (id, created_at, status, label, model, preset, spec, pid) VALUES "
+                       "(?, 1.0, ?, 'x', 'captioner', 'tiny', ?, 99999)", (run_id, status, QUICK.to_json()))
+    store = RunStore(path)
+    cut = store.get("cut")
+    assert cut.status == "failed" and cut.error_kind == "crashed" and cut.finished_at is not None
+    assert "older version" in cut.error["message"], cut.error
+    assert store.get("done").status == "finished"
+    RunStore(path)  # opened again: nothing more changes
+    assert store.get("cut").finished_at == cut.finished_at
+
 def test_every_table_is_made_in_the_schema_module_only():
     sources = [p for folder in ("tcore", "ui", "app_pages", "bench") for p in (ROOT / folder).glob("**/*.py")]
     makers = {str(p.relative_to(ROOT)) for p in sources if re.search(r"CREATE\s+(TABLE|INDEX)", p.read_text())}

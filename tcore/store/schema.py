@@ -7,8 +7,10 @@ ALTER TABLE, so a store written by an older version keeps its runs and gains wha
 """
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
+import time
 import uuid
 
 TABLES = """
@@ -142,6 +144,11 @@ CREATE TABLE IF NOT EXISTS torch_traces (
                                   -- (tcore.lab.outputs.tlparse)
 );
 """
+# A run that a version of the lab without the queue left under way (its app stopped mid-run): no process records how
+# it ended, and no recovery finds it (it names no owner process), so the store's upgrade ends it.
+LEFT_BY_AN_OLDER_VERSION = ("an older version of the lab, from before its queue, left this run under way when it "
+                            "stopped; it never recorded how the run ended")
+
 # The queue's columns of `runs`: added with ALTER TABLE, so a store written before the queue keeps its runs.
 QUEUE_COLUMNS = {
     "owner": "TEXT",               # who submitted it: a browser session id, or the command-line process
@@ -189,6 +196,10 @@ def create(db: sqlite3.Connection) -> bool:
         for name, decl in QUEUE_COLUMNS.items():
             if name not in have:
                 db.execute(f"ALTER TABLE runs ADD COLUMN {name} {decl}")
+        if "owner_pid" not in have:  # a store from before the queue: what it says is under way, nothing will end
+            db.execute("UPDATE runs SET status='failed', error_kind='crashed', finished_at=?, error=? WHERE status IN"
+                       " ('queued', 'running')", (time.time(), json.dumps({"type": "error", "kind": "crashed",
+                                                                          "message": LEFT_BY_AN_OLDER_VERSION})))
         db.execute("CREATE INDEX IF NOT EXISTS runs_queue ON runs(status, host, device)")
         db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (uuid.uuid4().hex,))
     except BaseException:

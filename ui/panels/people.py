@@ -32,6 +32,7 @@ import sqlite3
 import threading
 import time
 import traceback
+import unicodedata
 from typing import Iterator, NamedTuple
 
 import streamlit as st
@@ -186,9 +187,14 @@ def new_guest() -> str:
 
 
 def slug(name: str) -> str:
-    """What of a typed name goes into the owner id and the address: lower case, '-' for spaces and marks ("Ada L" is
-    ada-l); '' for a name with no letter or digit."""
-    return re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")[:24].strip("-")
+    """What of a typed name goes into the owner id and the address: lower case, accents folded, '-' for spaces and
+    marks ("Ada L" is ada-l, "Zoë" zoe); a name whose letters are none of a to z ("Иван", "王芳") gets "n-" and 8 hex
+    digits of its own (it shows as typed; only the address holds this); '' for a name with no letter or digit."""
+    folded = unicodedata.normalize("NFKD", name.strip().lower()).encode("ascii", "ignore").decode()
+    slugged = re.sub(r"[^a-z0-9]+", "-", folded).strip("-")[:24].strip("-")
+    if slugged or not any(c.isalnum() for c in name):
+        return slugged
+    return "n-" + hashlib.sha256(name.strip().lower().encode()).hexdigest()[:8]
 
 
 def owner_for(name: str, current: str) -> str | None:
