@@ -98,15 +98,29 @@ for i in $(seq 1 "$RUNS"); do
     fi
     echo "=== run $i of $RUNS, $commit, $load: $(date -u '+%H:%M:%S')" >> "$LOG"
     start=$(date +%s)
+    cpu_before="$(head -1 /proc/stat)"
+    # a line a minute in the log: the cores' busy share over that minute, to see which part of the run left them idle
+    (prev="$cpu_before"; while sleep 60; do now="$(head -1 /proc/stat)"
+        printf '%s\n%s\n' "$prev" "$now" | awk -v t="$(date -u +%H:%M)" '{idle[NR] = $5 + $6; total[NR] = 0;
+            for (i = 2; i <= NF; i++) total[NR] += $i}
+            END {printf "cpu %s %.0f%% busy\n", t, 100 * (1 - (idle[2] - idle[1]) / (total[2] - total[1]))}'
+        prev="$now"; done) > "$work/cpu" &
+    sampler=$!
     if (cd "$work/repo" && bash -c "$COMMAND") > "$work/output" 2>&1; then verdict=pass; else verdict=FAIL; failed=1; fi
     seconds=$(( $(date +%s) - start ))
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    # how busy the machine's cores were over the run (all processes, spin loops included): where a quiet run's cores
+    # idle, more test workers would finish sooner; where they are busy, only less work would
+    busy="$(printf '%s\n%s\n' "$cpu_before" "$(head -1 /proc/stat)" | awk '{idle[NR] = $5 + $6; total[NR] = 0;
+        for (i = 2; i <= NF; i++) total[NR] += $i} END {printf "%.0f", 100 * (1 - (idle[2] - idle[1]) / (total[2] - total[1]))}')"
     stop_spinners
-    cat "$work/output" >> "$LOG"
+    cat "$work/output" "$work/cpu" >> "$LOG"
     # pytest's closing lines, one per part of make test: "=== 480 passed, 27 skipped in 370.1s ==="
     parts="$(grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped|deselected).* in [0-9.]+s' "$work/output" | tr -d '=' \
              | sed 's/^ *//; s/ *$//' | paste -sd ';' - || true)"
-    printf '%s  run %d/%d  %s  %s  %d:%02d min  %s%s\n' "$(date -u '+%Y-%m-%d %H:%M')" "$i" "$RUNS" "$commit" \
-        "$verdict" $((seconds / 60)) $((seconds % 60)) "$load" "${parts:+  ($parts)}" | tee -a "$OUT"
+    printf '%s  run %d/%d  %s  %s  %d:%02d min  %s, cores %s%% busy%s\n' "$(date -u '+%Y-%m-%d %H:%M')" "$i" "$RUNS" \
+        "$commit" "$verdict" $((seconds / 60)) $((seconds % 60)) "$load" "$busy" "${parts:+  ($parts)}" | tee -a "$OUT"
     rm -rf "$work"
     work=""
 done

@@ -12,12 +12,11 @@ import sqlite3
 import sys
 import threading
 import time
-import unicodedata
 from pathlib import Path
 
 from tcore.analysis import report
 from tcore.experiment.protocol import ERROR_KINDS, PHASE_TITLES
-from tcore.experiment.spec import Experiment, SpecError
+from tcore.experiment.spec import Experiment, SpecError, escaped_label
 from tcore.lab import (
     ladder,  # imports no torch: its steps run in processes of their own
 )
@@ -55,18 +54,10 @@ class ProgressLine:
 
 
 def one_line(text: str) -> str:
-    """`text` (a run's label: a model file's preset and path, anyone's words) for a terminal, on one line: each control
-    or line-separator character written as its escape (a line break reads \\n, ESC \\x1b), so no label writes a
-    made-up row into `tcore list`, over its own row, or an escape sequence to the terminal of whoever lists a store.
-    The bidirectional controls too (BIDI_CONTROLS): a right-to-left override showed "tiny<U+202E> gnp.exe" as "tiny
-    exe.png" and reversed the rest of its row."""
-    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in BIDI_CONTROLS else c
-                   for c in text)
-
-
-# Unicode's explicit bidirectional formatting characters (UAX #9: marks, embeddings, overrides, isolates): format
-# characters that reorder how the text after them is shown (Trojan Source, CVE-2021-42574)
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    """`text` (a run's label, anyone's words) for a terminal, on one line and in the order typed (escaped_label): no
+    label writes a made-up row into `tcore list`, over its own row, an escape sequence to the terminal of whoever lists
+    a store, or reverses its row with a right-to-left override ("tiny<U+202E> gnp.exe" showed as "tiny exe.png")."""
+    return escaped_label(text)
 
 
 def cut_echoes(message: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -306,6 +307,20 @@ def _option_label(name: str, value: Any) -> str:
 
 
 _NO_CHOICE = object()
+
+
+# Unicode's explicit bidirectional formatting characters (UAX #9: marks, embeddings, overrides, isolates): format
+# characters that reorder how the text after them is shown (Trojan Source, CVE-2021-42574)
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def escaped_label(text: str) -> str:
+    """`text` (a run's label: a model file's preset and path, anyone's words) with each control, line-separator and
+    bidirectional character written as its escape, as repr() writes it (a newline reads \\n, ESC \\x1b, a
+    right-to-left override \\u202e): on one line, shown in the order it was typed, wherever it is printed (a terminal's
+    `tcore list`, a snippet's # comment, where a line break would make the rest code)."""
+    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in BIDI_CONTROLS else c
+                   for c in text)
 
 
 def describe(name: str, value: Any = _NO_CHOICE) -> str:

@@ -18,7 +18,6 @@ figure can be reproduced on the reader's machine.
 """
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 import torch
@@ -26,7 +25,15 @@ import torch
 import sample_models
 from tcore.experiment import schedule as schedules
 from tcore.experiment.precision import TORCH_DTYPES
-from tcore.experiment.spec import DEFAULTS, INDUCTOR_OPTIONS, LR, PRECISIONS, Experiment, call_args
+from tcore.experiment.spec import (
+    DEFAULTS,
+    INDUCTOR_OPTIONS,
+    LR,
+    PRECISIONS,
+    Experiment,
+    call_args,
+    escaped_label,
+)
 from tcore.export import snippet_generate, snippet_sources
 
 # A run's shape schedule as the snippet writes it: sizes, buckets, varying (tensor, dim), inputs per batch (_schedule)
@@ -49,17 +56,11 @@ def code_for(spec: dict[str, Any], device: str, *, run_id: str = "") -> str:
     return "\n".join(line for section in sections for line in section) + "\n"
 
 
-# Unicode's explicit bidirectional formatting characters (UAX #9): marks, embeddings, overrides, isolates
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
 def comment_text(text: str) -> str:
-    """`text` (a preset's or a file's name: anyone's words) made safe inside a # comment: a line break of any kind
-    would end the comment and make the rest code, so each control or line-separator character is written as its
-    escape (a newline reads \\n), as repr() writes it in a string. The bidirectional controls too: a right-to-left
-    override in a comment shows the code's words reordered (Trojan Source, CVE-2021-42574)."""
-    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in BIDI_CONTROLS else c
-                   for c in text)
+    """`text` (a preset's or a file's name: anyone's words) made safe inside a # comment (escaped_label): a line break
+    of any kind would end the comment and make the rest code, and a right-to-left override would show the code's
+    words reordered."""
+    return escaped_label(text)
 
 
 def _header(exp: Experiment, entry: sample_models.SampleModel, run_id: str) -> list[str]:
