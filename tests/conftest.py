@@ -17,15 +17,15 @@ from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 
 # The files that take longest, longest first (their tests' times added up, from a run of the first part on this
-# 2-core machine shared with other users, 2026-11-25). `make test` gives each file whole to one worker (--dist
+# 2-core machine shared with other users, 2026-11-28). `make test` gives each file whole to one worker (--dist
 # loadfile --no-loadscope-reorder) in the order collected, so these start first and no long file starts last to hold
 # the suite up alone. Only how long the suite takes depends on this order; a file not named runs after them, in the
 # order collected.
-LONGEST_FIRST = ("test_snippet.py", "test_queue.py", "test_generate.py", "test_cluster.py", "test_diagnostics.py",
-                 "test_ladder.py", "test_worker.py", "test_ownership.py", "test_ladder_aot_compile.py",
-                 "test_ladder_aoti.py", "test_real_models.py", "test_caches.py", "test_sweep_queue.py",
-                 "test_timeouts.py", "test_snippet_real.py", "test_app.py", "test_app_diagnose.py", "test_failures.py",
-                 "test_serve.py", "test_full_disk.py")
+LONGEST_FIRST = ("test_snippet.py", "test_queue.py", "test_snippet_real.py", "test_generate.py", "test_cluster.py",
+                 "test_real_models.py", "test_worker.py", "test_caches.py", "test_ladder.py", "test_room.py",
+                 "test_ownership.py", "test_generate_diagnose.py", "test_diagnostics.py", "test_ladder_aoti.py",
+                 "test_sweep_queue.py", "test_ladder_aot_compile.py", "test_forkserver.py", "test_app.py",
+                 "test_model_sweep.py", "test_full_disk.py", "test_timeouts.py", "test_app_diagnose.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,7 +1,11 @@
 """Warm starts: portable compile artifacts spare a cold compile, and mismatched ones fall back to cold.
 
 How much time they save is measured, not tested (BENCHMARKS.md: cold against warm); here, that the warm run built
-no Inductor graph of its own."""
+no Inductor graph of its own. The file's one cold Inductor run also answers what Diagnose shows of a real compile
+(fewer kernels than eager, each step's time accounted for): the suite's other real Inductor runs on the CPU are few,
+each most of a minute of its cores.
+"""
+import gzip
 import json
 import os
 import sqlite3
@@ -10,6 +14,7 @@ import pytest
 
 from tcore.experiment.comparable import compile_key
 from tcore.experiment.spec import Experiment
+from tcore.figures.breakdown import CATEGORIES
 from tcore.lab.outputs import artifact_handover
 from tcore.lab.run import runs
 from tcore.store import RunStore
@@ -84,6 +89,25 @@ def test_the_first_warm_run_after_a_cold_one_finds_its_compile(cold_run):
     assert warm.status == "finished", warm.error
     assert warm.result["fx_graph_cache_misses"] == 0
     assert warm.result["fx_graph_cache_hits"] > 0
+
+
+@pytest.mark.compile
+def test_inductor_launches_fewer_kernels_than_eager_and_each_step_is_accounted_for(cold_run):
+    """The cold run's profile: fewer kernels compiled than eager, and a time breakdown of each variant that adds up."""
+    store, rec, _ = cold_run
+    result = rec.result
+    assert 0 < result["compiled_kernels_per_step"] < result["eager_kernels_per_step"]
+    assert result["generated_graph_count"] == result["graph_count"] == 1
+    for variant in ("eager", "compiled"):
+        b = result["breakdown"][variant]
+        assert b["source"] == "cpu ops" and b["steps"] >= 3
+        assert sum(b["ms"].values()) == pytest.approx(b["step_ms"], rel=0.01)  # categories + idle = the step
+        assert b["ms"]["matmul"] > 0 and b["top"]
+        assert result[f"{variant}_profiled_step_ms"] == pytest.approx(b["step_ms"], abs=1e-3)
+        assert set(b["ms"]) == set(CATEGORIES)
+        trace = store.artifacts.profiler_trace(rec.id, variant)
+        assert "traceEvents" in json.loads(gzip.decompress(trace))  # a Chrome trace, kept with the run
+    assert any("cpp_fused" in t["name"] for t in result["breakdown"]["compiled"]["top"])
 
 
 def test_artifacts_without_an_earlier_run_say_so(store):
