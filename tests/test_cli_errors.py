@@ -244,3 +244,19 @@ def test_a_label_with_bidirectional_overrides_is_listed_in_the_order_it_was_type
     assert "tiny\\u202e gnp.exe\\u2066x\\u2069\\u200f" in listed, ascii(listed)
     assert cli.main(["show", run_id, "--db", str(store.path)]) == 0
     assert "\u202e" not in capsys.readouterr().out
+
+
+def test_show_names_a_field_only_a_newer_version_knows_and_shows_the_rest(store, capsys):
+    """`tcore show` of a run whose spec has a field this version does not know (a newer version sharing the store
+    wrote it) was a traceback from the advice (Experiment.from_dict): one line names the field."""
+    run_id = insert_run(store, QUICK)
+    store.finish(run_id, result={"device": "cpu", "speedup": 1.2, "compile_s": 1.0,
+                                 "variants": ["eager", "compiled"]})
+    with store._write() as db:
+        db.execute("UPDATE runs SET spec=json_set(spec, '$.future_knob', 3) WHERE id=?", (run_id,))
+    assert cli.main(["show", run_id, "--db", str(store.path)]) == 0
+    out, err = capsys.readouterr()
+    assert "Compile time" in out and "history: " in out and err == "", err
+    assert [line for line in out.splitlines() if "future_knob" in line] == [
+        "try next: n/a, its settings have a field this version of Compile Lab does not know (future_knob), written "
+        "by a newer version sharing the run store"]
