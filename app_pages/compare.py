@@ -158,11 +158,12 @@ st.session_state.compare_detail_for = list(chosen)
 detail = st.selectbox("One run in detail", shown_ids, format_func=labels.get, key="compare_detail",
                       filter_mode="contains")
 if detail:
-    with st.container(border=True):
-        results.show_run(store.get(detail), store, key="compare_detail_run")
-    st.page_link("app_pages/diagnose.py", label="Why is it slow? Open this run on the Diagnose page",
-                 icon=":material/troubleshoot:", query_params={"run": detail})
     record = store.get(detail)
+    with st.container(border=True):
+        results.show_run(record, store, key="compare_detail_run")
+    if not record.unreadable:  # the Diagnose page reads only the runs it can read
+        st.page_link("app_pages/diagnose.py", label="Why is it slow? Open this run on the Diagnose page",
+                     icon=":material/troubleshoot:", query_params={"run": detail})
     mine = record.owner == people.me()
     under_way = record.status in ("queued", "running")
     allowed = mine or people.is_instructor()

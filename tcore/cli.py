@@ -24,6 +24,7 @@ from tcore.lab.launch.cluster import ClusterError
 from tcore.lab.run.flags import add_spec_args, experiment_from_args
 from tcore.lab.settings.config import LimitsError
 from tcore.store import NoSuchRun, RunStore, StoreError, default_path
+from tcore.store.records import unreadable_words
 
 ECHO_CHARS = 60  # of a quoted value a refusal repeats: enough to know it again, not a screenful
 LONG_WORD_CHARS = 200  # an unquoted word past this is an echo too (file:NAME), not a path someone needs whole
@@ -201,12 +202,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     store = _open_store(args.db)
     model_files.install(store, files_allowed=lambda: False)  # what workers stored of a model file is enough here
     orphaned = _notice_dead_owners(store, "listed")
-    records = store.list(limit=args.limit)
+    records = store.list(limit=args.limit, unreadable=True)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in records], indent=2, default=str))
         return 0
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
+        if r.unreadable:  # its id, its status and why, on its row: every other run lists as before
+            print(f"{r.id}  {when}  {r.status:8}  {one_line(r.label)}  [unreadable: {one_line(r.unreadable)}; "
+                  f"`python -m tcore show {r.id}` says how to delete it]")
+            continue
         res = r.result
         interval = (f" ({res['speedup_low']:.2f}-{res['speedup_high']:.2f})" if res.get("speedup_low") is not None
                     else "")
@@ -238,6 +243,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     record = store.get(args.run_id)
     if args.json:
         print(json.dumps(dataclasses.asdict(record), indent=2, default=str))
+    elif record.unreadable:
+        print(f"{one_line(record.label)}\n{record.status}\n{one_line(unreadable_words(record))}")
     elif record.result:
         print(f"{one_line(record.label)}\n")
         print(report.text_table(record.result, record.spec, record.device))

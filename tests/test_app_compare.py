@@ -119,3 +119,26 @@ def test_the_chosen_runs_survive_a_visit_to_another_page_and_a_reload(db):
     db.delete(made[0])
     reloaded.run()
     assert not reloaded.exception and reloaded.multiselect(key="compare_runs").value == [made[2]]
+
+
+def test_a_run_whose_row_cannot_be_read_is_marked_in_the_table_and_the_instructor_deletes_it(db, monkeypatch):
+    """One row with malformed JSON made the Compare page "This app has encountered an error" for everyone, and its
+    store-trouble words sent the instructor to `tcore store set-aside`, which refuses a store SQLite reads."""
+    from tests.app_harness import unlock
+
+    good = stored_run(db, Experiment(model="captioner", device="cpu"), speedup=1.2, compile_s=1.0)
+    bad = stored_run(db, Experiment(model="captioner", device="cpu"), speedup=1.3, compile_s=1.0)
+    with db._write() as conn:
+        conn.execute("UPDATE runs SET spec='{not json' WHERE id=?", (bad,))
+    monkeypatch.setenv("COMPILE_LAB_INSTRUCTOR_PASSCODE", "sesame")
+    at = unlock(app(), "sesame").switch_page("app_pages/compare.py").run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert dict(zip(table["Run id"], table["Status"])) == {good: "finished", bad: "unreadable"}
+    assert at.multiselect(key="compare_runs").value == [good]  # never charted
+    at.multiselect(key="compare_status").set_value(["unreadable"]).run()
+    assert at.selectbox(key="compare_detail").value == bad
+    assert "its spec column is not JSON" in texts(at.error) and "Compare page" in texts(at.error)
+    at.button(key="compare_delete").click().run()
+    assert not at.exception, at.exception
+    assert [r.id for r in db.list(unreadable=True)] == [good]

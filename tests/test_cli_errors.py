@@ -244,3 +244,39 @@ def test_a_label_with_bidirectional_overrides_is_listed_in_the_order_it_was_type
     assert "tiny\\u202e gnp.exe\\u2066x\\u2069\\u200f" in listed, ascii(listed)
     assert cli.main(["show", run_id, "--db", str(store.path)]) == 0
     assert "\u202e" not in capsys.readouterr().out
+
+
+def test_a_run_whose_row_cannot_be_read_is_listed_as_unreadable_and_the_others_as_before(store, capsys):
+    """One row with malformed JSON made `tcore list` and `tcore show` (of any run) a traceback for everyone, and
+    `tcore run` "malformed JSON": it is one row of the listing, saying which column and how it goes."""
+    good = insert_run(store, QUICK, status="finished")
+    bad = insert_run(store, QUICK, status="finished")
+    with store._write() as db:
+        db.execute("UPDATE runs SET spec='{not json' WHERE id=?", (bad,))
+    assert cli.main(["list", "--db", str(store.path)]) == 0
+    out, err = capsys.readouterr()
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert set(rows) == {good, bad} and err == "", err
+    assert "finished" in rows[bad] and "[unreadable: its spec column is not JSON (" in rows[bad]
+    assert rows[good].endswith("[finished]")
+    assert cli.main(["show", bad, "--db", str(store.path)]) == 0
+    shown = capsys.readouterr().out
+    assert f"run {bad} cannot be read: its spec column is not JSON" in shown and "on the Compare page" in shown
+    assert cli.main(["show", good, "--db", str(store.path)]) == 0
+    assert capsys.readouterr().out.endswith("finished: None: None\n")
+
+
+def test_show_names_a_field_only_a_newer_version_knows_and_shows_the_rest(store, capsys):
+    """`tcore show` of a run whose spec has a field this version does not know (a newer version sharing the store
+    wrote it) was a traceback from the advice (Experiment.from_dict): one line names the field."""
+    run_id = insert_run(store, QUICK)
+    store.finish(run_id, result={"device": "cpu", "speedup": 1.2, "compile_s": 1.0,
+                                 "variants": ["eager", "compiled"]})
+    with store._write() as db:
+        db.execute("UPDATE runs SET spec=json_set(spec, '$.future_knob', 3) WHERE id=?", (run_id,))
+    assert cli.main(["show", run_id, "--db", str(store.path)]) == 0
+    out, err = capsys.readouterr()
+    assert "Compile time" in out and "history: " in out and err == "", err
+    assert [line for line in out.splitlines() if "future_knob" in line] == [
+        "try next: n/a, its settings have a field this version of Compile Lab does not know (future_knob), written "
+        "by a newer version sharing the run store"]

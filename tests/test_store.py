@@ -74,3 +74,39 @@ def test_processes_creating_a_new_store_at_once_all_open_it(tmp_path):
         for p in procs:
             p.join(60)
         assert [p.exitcode for p in procs] == [0] * 6
+
+
+@pytest.mark.parametrize("column, text, says", [
+    ("spec", "{not json", "its spec column is not JSON"),
+    ("result", '{"speedup": 1.', "its result column is not JSON"),
+    ("env", "[1, 2]", "its env column is JSON but not an object"),
+])
+def test_a_row_whose_json_cannot_be_read_is_listed_as_unreadable_and_every_other_run_reads(store, column, text, says):
+    """One row with malformed JSON (written by hand, `sqlite3 runs.sqlite "update runs set spec='{not json' ..."`)
+    broke every listing: RunRecord.from_row raised, and SQLite's json_extract said "malformed JSON" for the whole
+    query. It reads as unreadable, with the column named, and every other run as before; it can be deleted."""
+    from tcore.lab.run import runs
+
+    exp = Experiment(model="captioner", preset="tiny", device="cpu")
+    good = insert_run(store, exp)
+    store.finish(good, result={"device": "cpu", "speedup": 1.5, "speedup_low": 1.4, "speedup_high": 1.6},
+                 env={"device": "cpu"})
+    bad = insert_run(store, exp)
+    store.finish(bad, result={"device": "cpu", "speedup": 1.2, "speedup_low": 1.1, "speedup_high": 1.3},
+                 env={"device": "cpu"})
+    with store._write() as db:
+        db.execute(f"UPDATE runs SET {column}=? WHERE id=?", (text, bad))
+
+    assert [r.id for r in store.list()] == [good]  # what reads runs for their figures never sees it
+    listed = {r.id: r for r in store.list(unreadable=True)}
+    assert listed[good].unreadable is None and listed[good].result["speedup"] == 1.5
+    assert listed[bad].status == "finished" and says in listed[bad].unreadable
+    assert store.get(bad).unreadable == listed[bad].unreadable and store.get(good).unreadable is None
+    frame = store.dataframe()
+    assert dict(zip(frame.id, frame.status)) == {good: "finished", bad: "unreadable"}
+    assert [r.id for r in store.same_setting(exp.to_dict(), "cpu", {"device": "cpu"})] == [good]
+    assert [h[2] for h in store.headlines("cpu")] == [1.5]
+    store.rewrite_results(lambda result, spec: {**result, "seen": True}, "test-version")  # every `tcore` opening
+    assert store.get(good).result["seen"]
+    runs.delete(bad, store)  # the Compare page's delete: it reads only the plain columns
+    assert [r.id for r in store.list(unreadable=True)] == [good]

@@ -5,6 +5,7 @@ from typing import Any
 
 from tcore.analysis import advice, slower
 from tcore.analysis.history import History, dots
+from tcore.experiment.spec import newer_fields_words, unknown_fields
 from tcore.figures import (
     RUN_FIGURES,
     VARIANT_FIGURES,
@@ -85,8 +86,11 @@ def text_table(result: dict[str, Any], spec: dict[str, Any] | None = None, devic
     if spec is not None:
         for line in slower.words(result, spec):  # the same words the Run page shows beside the headline
             lines.append("why: " + line.replace("**", "").removeprefix("- "))
-        for s in advice.suggest(spec, result, device):
-            lines.append(f"try next: {s.title}. {s.evidence}")
+        if unknown := unknown_fields(spec):  # the advice reads the run as an experiment: a newer version's is not one
+            lines.append(f"try next: n/a, {newer_fields_words(unknown)}")
+        else:
+            for s in advice.suggest(spec, result, device):
+                lines.append(f"try next: {s.title}. {s.evidence}")
     return "\n".join(lines)
 
 

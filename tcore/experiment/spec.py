@@ -275,15 +275,26 @@ class Experiment:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Experiment:
         data = upgrade(data)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
+        if unknown := unknown_fields(data):
+            known = {f.name for f in dataclasses.fields(cls)}
             raise SpecError(f"unknown experiment field(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return cls(**data)
 
     @classmethod
     def from_json(cls, text: str) -> Experiment:
         return cls.from_dict(json.loads(text))
+
+
+def unknown_fields(data: dict[str, Any]) -> list[str]:
+    """The fields of a spec (as stored, or upgraded) that this version does not know, sorted: what
+    Experiment.from_dict refuses. A stored run's can only be a newer version's, sharing the store."""
+    return sorted(set(upgrade(data)) - {f.name for f in dataclasses.fields(Experiment)})
+
+
+def newer_fields_words(unknown: list[str]) -> str:
+    """Why a stored run's settings cannot be read as an experiment here, naming the fields."""
+    return (f"its settings have {'fields' if len(unknown) > 1 else 'a field'} this version of Compile Lab does not "
+            f"know ({escaped_label(', '.join(unknown))}), written by a newer version sharing the run store")
 
 
 # The fixed choices of each field that has them, for validation, the command line and the app's widgets.

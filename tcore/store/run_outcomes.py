@@ -14,7 +14,7 @@ from typing import Callable
 from tcore.experiment import comparable
 from tcore.store.connection import StoreFile
 from tcore.store.lab_state import SPREAD_RESET
-from tcore.store.records import RunRecord, to_json
+from tcore.store.records import RunRecord, Unreadable, json_field, json_object, to_json
 from tcore.store.run_ends import ended
 from tcore.store.run_queue import Proc, cancel_words
 
@@ -77,8 +77,11 @@ class Runs(StoreFile):
                 return 0
             for run_id, text, spec in db.execute(
                     "SELECT id, result, spec FROM runs WHERE result IS NOT NULL").fetchall():
-                stored = json.loads(text)
-                upgraded = upgrade(stored, json.loads(spec or "{}"))
+                try:
+                    stored, spec = json_object(text, "result"), json_object(spec, "spec")
+                except Unreadable:  # left as it is: it reads as unreadable (RunRecord.from_row), and can be deleted
+                    continue
+                upgraded = upgrade(stored, spec)
                 if upgraded != stored:
                     db.execute("UPDATE runs SET result=? WHERE id=?", (to_json(upgraded), run_id))
                     changed += 1
@@ -107,11 +110,14 @@ class Runs(StoreFile):
             raise NoSuchRun(f"no run {run_id!r} in {self.path}")
         return RunRecord.from_row(row)
 
-    def list(self, *, limit: int | None = None) -> list[RunRecord]:
-        """Runs, newest first."""
+    def list(self, *, limit: int | None = None, unreadable: bool = False) -> list[RunRecord]:
+        """Runs, newest first (of the `limit` newest rows). A run whose row cannot be read (RunRecord.unreadable) is
+        left out, unless `unreadable`: then it is listed where it stands, marked, for a listing to show and a person
+        to delete; what reads runs for their figures never sees one."""
         sql = "SELECT * FROM runs ORDER BY created_at DESC" + (" LIMIT ?" if limit else "")
         with self._connect() as db:
-            return [RunRecord.from_row(r) for r in db.execute(sql, (limit,) if limit else ())]
+            records = [RunRecord.from_row(r) for r in db.execute(sql, (limit,) if limit else ())]
+        return records if unreadable else [r for r in records if not r.unreadable]
 
     def same_setting(self, spec: dict, device: str | None, env: dict, *, before: float | None = None,
                      exclude: str | None = None, limit: int = 200,
@@ -121,8 +127,8 @@ class Runs(StoreFile):
         `ignoring` names fields that may differ (the batch size, for the runs of a setting at other batches)."""
         # The model and batch narrow the rows in SQL; the whole setting and the machine are compared below.
         any_batch = "batch_size" in ignoring
-        sql = ("SELECT * FROM runs WHERE status='finished' AND device IS ? AND json_extract(spec, '$.model') IS ?"
-               + ("" if any_batch else " AND json_extract(spec, '$.batch_size') IS ?")
+        sql = (f"SELECT * FROM runs WHERE status='finished' AND device IS ? AND {json_field('spec', '$.model')} IS ?"
+               + ("" if any_batch else f" AND {json_field('spec', '$.batch_size')} IS ?")
                + (" AND created_at < ?" if before else ""))
         args = (device, spec.get("model"), *(() if any_batch else (spec.get("batch_size"),)),
                 *((before,) if before else ()))
@@ -132,8 +138,9 @@ class Runs(StoreFile):
         found = []
         for row in rows:
             rec = RunRecord.from_row(row)
-            if rec.id != exclude and comparable.machine(rec.env, rec.device) == here and comparable.same_setting(
-                    rec.spec, spec, ignoring):
+            if rec.unreadable or rec.id == exclude:
+                continue
+            if comparable.machine(rec.env, rec.device) == here and comparable.same_setting(rec.spec, spec, ignoring):
                 found.append(rec)
                 if len(found) >= limit:
                     break
@@ -148,15 +155,22 @@ class Runs(StoreFile):
         headline is one or two rounds' ratio, which says nothing of where a process settles. Runs created before
         the instructor's last reset of that spread (lab_state SPREAD_RESET) are left out. Reads only those columns'
         parts, not whole results."""
+        speedup = json_field("result", "$.speedup")
         with self._connect() as db:
             rows = db.execute(
-                "SELECT spec, env, json_extract(result, '$.speedup'), json_extract(result, '$.speedup_kind'),"
-                " json_extract(result, '$.speedup_within_pct'), created_at"
-                " FROM runs WHERE status='finished' AND device IS ? AND json_extract(result, '$.speedup') IS NOT NULL"
-                " AND json_extract(result, '$.speedup_low') IS NOT NULL"
+                f"SELECT spec, env, {speedup}, {json_field('result', '$.speedup_kind')},"
+                f" {json_field('result', '$.speedup_within_pct')}, created_at"
+                f" FROM runs WHERE status='finished' AND device IS ? AND {speedup} IS NOT NULL"
+                f" AND {json_field('result', '$.speedup_low')} IS NOT NULL"
                 " AND created_at >= COALESCE((SELECT json_extract(value, '$.at') FROM lab_state WHERE key=?), 0)"
                 " ORDER BY created_at DESC LIMIT ?", (device, SPREAD_RESET, limit)).fetchall()
-        return [(json.loads(r[0]), json.loads(r[1] or "{}"), r[2], r[3], r[4], r[5]) for r in rows]
+        found = []
+        for r in rows:
+            try:
+                found.append((json_object(r[0], "spec"), json_object(r[1], "env"), r[2], r[3], r[4], r[5]))
+            except Unreadable:  # an unreadable run says nothing of the spread
+                pass
+        return found
 
     def power_samples(self, run_id: str) -> list[list]:
         """The run's power samples, [[t_s, watts, phase, util_pct], ...], or [] if it kept none."""
@@ -176,12 +190,15 @@ class Runs(StoreFile):
 
     def dataframe(self):
         """One row per run: id, status, label, times, every spec field and every scalar result field. A cancelled
-        run's status reads "cancelled" (the store keeps it as a failure of kind "cancelled"): nothing went wrong."""
+        run's status reads "cancelled" (the store keeps it as a failure of kind "cancelled"): nothing went wrong. A
+        run whose row cannot be read is a row of its plain columns, its status "unreadable": listed, so that it can be
+        found and deleted, and among no status a page charts."""
         import pandas as pd
 
         rows = []
-        for rec in self.list():
-            status = "cancelled" if rec.status == "failed" and rec.error_kind == "cancelled" else rec.status
+        for rec in self.list(unreadable=True):
+            status = ("unreadable" if rec.unreadable else
+                      "cancelled" if rec.status == "failed" and rec.error_kind == "cancelled" else rec.status)
             row = {"id": rec.id, "status": status, "label": rec.label, "created_at": rec.created_at,
                    "error_kind": rec.error_kind, "gpu": rec.env.get("gpu"), **rec.spec,
                    "device": rec.device or rec.spec.get("device")}  # where it ran, not the spec's "auto"

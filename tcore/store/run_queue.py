@@ -9,13 +9,12 @@ and its `owners` table are in schema.py; what a run's end sets off is run_ends.p
 """
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from typing import Callable, NamedTuple, Protocol
 
 from tcore.store.connection import Part
-from tcore.store.records import RunRecord, new_id, to_json
+from tcore.store.records import RunRecord, Unreadable, json_object, new_id, to_json
 from tcore.store.run_ends import ended
 
 PAUSED = "paused"  # lab_state key: set while the instructor holds the queue ({"at": time})
@@ -234,18 +233,18 @@ class Queue(Part):
         queued runs, oldest first, as (id, spec, time limit); running runs as (spec, time limit, start
         time); the `recent` latest runs that ran to their end (finished, or stopped at their time limit), newest
         first, as (spec, duration in s)."""
-        with self._connect() as db:
-            queued = [(r[0], json.loads(r[1]), r[2]) for r in db.execute(
+        with self._connect() as db:  # a run whose spec cannot be read (tcore.store.records) is in no estimate
+            queued = [(r[0], spec, r[2]) for r in db.execute(
                 "SELECT id, spec, timeout_s FROM runs WHERE status='queued' AND held=0 AND host=? AND device=?"
-                " ORDER BY rowid", (host, device))]
-            running = [(json.loads(r[0]), r[1], r[2]) for r in db.execute(
+                " ORDER BY rowid", (host, device)) if (spec := _spec(r[1])) is not None]
+            running = [(spec, r[1], r[2]) for r in db.execute(
                 "SELECT spec, timeout_s, started_at FROM runs WHERE status='running' AND host=? AND device=?"
-                " AND started_at IS NOT NULL", (host, device))]
-            history = [(json.loads(r[0]), r[1]) for r in db.execute(
+                " AND started_at IS NOT NULL", (host, device)) if (spec := _spec(r[0])) is not None]
+            history = [(spec, r[1]) for r in db.execute(
                 # runs that ran to their end: a crash or a refusal at start-up says nothing of how long a run takes
                 "SELECT spec, finished_at - started_at FROM runs WHERE (status='finished' OR error_kind='timeout')"
                 " AND host=? AND device=? AND started_at IS NOT NULL"
-                " ORDER BY finished_at DESC LIMIT ?", (host, device, recent))]
+                " ORDER BY finished_at DESC LIMIT ?", (host, device, recent)) if (spec := _spec(r[0])) is not None]
         return queued, running, history
 
     def running_and_queued(self, host: str) -> list[RunRecord]:
@@ -256,6 +255,14 @@ class Queue(Part):
             return [RunRecord.from_row(r) for r in db.execute(
                 "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
                 " ORDER BY status DESC, rowid", (host,))]
+
+def _spec(text: str) -> dict | None:
+    """A stored spec, or None where it cannot be read."""
+    try:
+        return json_object(text, "spec")
+    except Unreadable:
+        return None
+
 
 def _residents(db: sqlite3.Connection, host: str) -> dict[str, list[float | None]]:
     out: dict[str, list[float | None]] = {}

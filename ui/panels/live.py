@@ -12,11 +12,12 @@ from collections.abc import Callable
 import streamlit as st
 
 from tcore.experiment.protocol import PHASE_TITLES, phases_for
-from tcore.experiment.spec import Experiment
+from tcore.experiment.spec import Experiment, newer_fields_words, unknown_fields
 from tcore.figures import paired
 from tcore.host import machine
 from tcore.lab import api
 from tcore.store import RunRecord, RunStore
+from tcore.store.records import unreadable_words
 from ui.charts import compare_charts
 from ui.charts import run_charts as charts
 from ui.panels import exports, results
@@ -304,7 +305,10 @@ def sweep_cancel_words(running: bool) -> str:
 
 
 def draw_sweep(sweep: api.SweepRecord) -> None:
-    matrix = sweep_matrix.sweep_matrix([Experiment.from_dict(r.spec) for r in sweep.runs], sweep_cells(sweep))
+    # a run whose row cannot be read, or whose settings a newer version wrote, is no cell of the matrix: said below
+    readable = [(r, cell) for r, cell in zip(sweep.runs, sweep_cells(sweep))
+                if not r.unreadable and not unknown_fields(r.spec)]
+    matrix = sweep_matrix.sweep_matrix([Experiment.from_dict(r.spec) for r, _ in readable], [c for _, c in readable])
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
     cancelled = sum(1 for r in sweep.runs if r.error_kind == "cancelled")
     failed = sum(1 for r in sweep.runs if r.status == "failed") - cancelled
@@ -325,6 +329,10 @@ def draw_sweep(sweep: api.SweepRecord) -> None:
                                 "interval": "Speedup interval",
                                 **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)
                                    in run_table.number_formats(figures).items()}})
+    if left_out := [r for r in sweep.runs if r.unreadable or unknown_fields(r.spec)]:
+        st.caption("Not in the matrix: " + "; ".join(
+            plain(unreadable_words(r) if r.unreadable else f"run {r.id}: {newer_fields_words(unknown_fields(r.spec))}")
+            for r in left_out) + ".")
     if sweep.skipped:
         with st.expander(f"{len(sweep.skipped)} combination{'s' if len(sweep.skipped) != 1 else ''} skipped, and why"):
             st.markdown("\n".join(f"- {s}" for s in sweep.skipped))

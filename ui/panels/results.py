@@ -17,6 +17,7 @@ from tcore.experiment.spec import CUDAGRAPH_MODES
 from tcore.figures import RUN_FIGURES
 from tcore.lab import api
 from tcore.store import RunRecord, RunStore
+from tcore.store.records import unreadable_words
 from ui.charts import diagnose_charts
 from ui.charts import run_charts as charts
 from ui.panels import earlier_runs, ecosystem, exports, generate, kernel_why, timeline_bar, why_faster
@@ -53,6 +54,11 @@ def header_times(rec: RunRecord) -> str:
 
 def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
     st.subheader(plain(rec.label))
+    if rec.unreadable:  # its plain columns and why: nothing else of it can be drawn
+        st.caption(f"Run {rec.id} · {header_times(rec)} · {rec.status}")
+        words = unreadable_words(rec)
+        st.error(plain(words[:1].upper() + words[1:]) + ".")
+        return
     st.caption(f"Run {rec.id} · {header_times(rec)} · device {rec.device or rec.spec.get('device')}")
     if rec.status == "failed":
         show_failure(rec)

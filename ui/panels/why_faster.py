@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from tcore.analysis import advice
+from tcore.experiment.spec import newer_fields_words, unknown_fields
 from tcore.figures import RUN_FIGURES, VARIANT_FIGURES
 from tcore.figures.breakdown import CATEGORIES, as_timed
 from tcore.store import RunRecord, RunStore
@@ -17,6 +18,7 @@ from ui.charts import run_charts as charts
 from ui.charts import style
 from ui.panels import exports, queue
 from ui.words import run_words
+from ui.words.store_words import plain
 
 PAIRS = "suggested_pairs"  # session_state: counterpart run id -> the id of the run that suggested it
 SIDE_BY_SIDE = ("samples_per_s", "latency_ms_p50", "peak_mem_gib", "energy_j_per_step", "kernels_per_step")
@@ -54,8 +56,11 @@ def where_time_goes(rec: RunRecord, store: RunStore | None, *, key: str) -> None
 
 def next_steps(rec: RunRecord, store: RunStore | None, *, key: str) -> None:
     """Up to three suggestions from the run's own evidence, each with a button that queues its counterpart."""
-    found = advice.suggest(rec.spec, rec.result, rec.device)
     st.markdown("**What to try next**")
+    if unknown := unknown_fields(rec.spec):  # the advice reads the run as an experiment: a newer version's is not one
+        st.caption(f"n/a: {plain(newer_fields_words(unknown))}.")
+        return
+    found = advice.suggest(rec.spec, rec.result, rec.device)
     if not found:
         st.caption("Nothing in this run's figures points to an obvious next step.")
         return

@@ -26,7 +26,8 @@ def store_trouble(e: Exception) -> str:
         return ("The lab's run store cannot be used right now: the file at its path is not a run store (not a SQLite "
                 "database). Please tell the instructor: on the server, name another file for the store "
                 "(COMPILE_LAB_DB, or --db) or move that file away; then reload the page.")
-    if "malformed" in text or "not a database" in text or "cut short" in text:
+    # "malformed JSON" is one row's column, not the file (tcore.store.records reads such a row as unreadable)
+    if ("malformed" in text and "malformed JSON" not in text) or "not a database" in text or "cut short" in text:
         # nothing mends it in place: a new store beside the damaged one, which is kept for whoever recovers it
         return ("The lab's run store cannot be used right now: its file is damaged. Please tell the instructor: on "
                 "the server, `python -m tcore store set-aside` (with the server's COMPILE_LAB_DB, or --db naming the "

@@ -63,6 +63,10 @@ def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
 
 def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
     """A LiveRun here for a queued run whose owning process died."""
+    if record.unreadable:  # its settings are not there to run: an empty spec would run the defaults
+        store.finish(record.id, error=error_event("invalid_spec", f"queued by a process that has ended, and its "
+                                                                  f"row cannot be read: {record.unreadable}"))
+        return None
     if record.spec.get("model", "").startswith("file:") and not model_files.files_allowed_here():
         # queued by a command line (which allows model files) that ended: its code runs only where files are allowed
         store.finish(record.id, error=error_event("invalid_spec", f"queued by a process that has ended; this one "
