@@ -165,3 +165,21 @@ def test_a_run_whose_worker_the_store_cannot_record_is_not_started_and_keeps_its
     rec = run.wait(HANG_S)
     assert failures and rec.status == "finished", rec.error
     assert any("was not started and nothing was measured" in note for note in run.notes)
+
+
+def test_a_process_that_keeps_no_spares_counts_none_for_the_room_s_free_places(store, monkeypatch):
+    """What a measurement takes for the lab's own processes on its GPU (tcore.lab.run.following._lab_processes): the
+    other runs resident in the slot, and a spare for each free place only where this process keeps spares (the app).
+    A test's or a command line's run counted three spares of a four-run room that never start, and a process not of
+    the lab, computing on the GPU beside the run, was taken for one of them: no noise reason (the H200's GPU test)."""
+    from tcore.lab.queue import spares
+    from tcore.lab.run import following
+
+    monkeypatch.setattr(scheduler, "room_plan", lambda device: room.RoomPlan(device, runs_per_slot=4))
+    monkeypatch.setattr(type(store.queue), "residents", lambda self, host: {"cuda:0": [None]})  # this run alone
+    monkeypatch.setattr(spares.SPARES, "waiting", lambda slot: 0)
+    monkeypatch.setattr(spares, "_SPARE_DEVICES", set())
+    assert following._lab_processes(store, "cuda", "cuda:0") == 0
+    monkeypatch.setattr(spares, "_SPARE_DEVICES", {"cuda"})  # the app keeps a spare in each free place
+    assert following._lab_processes(store, "cuda", "cuda:0") == 3
+    assert following._lab_processes(store, "cuda", None) == 0  # no slot: nothing shares it

@@ -27,6 +27,11 @@ def keep_spares(device: str) -> bool:
     return True
 
 
+def kept_for(device: str) -> bool:
+    """Whether this process keeps spare workers for `device` (keep_spares named it): where it does not, none starts."""
+    return device in _SPARE_DEVICES
+
+
 def _spare_for_next(device: str, slot: str | None) -> None:
     """A GPU run has reached its profiling pass: start the next run's spare now, so a busy queue gains too.
 

@@ -16,7 +16,7 @@ from tcore.experiment import protocol
 from tcore.experiment.protocol import TERMINAL
 from tcore.experiment.protocol import error as error_event
 from tcore.lab.outputs import artifact_handover, model_files
-from tcore.lab.queue import lease, quiet, scheduler
+from tcore.lab.queue import lease, quiet, scheduler, spares
 from tcore.lab.queue.spares import SPARES, _spare_for_next
 from tcore.lab.run.recording import store_failure, through_locks, with_history
 from tcore.store import NoSuchRun, RunRecord, RunStore, StoreError
@@ -27,16 +27,18 @@ LOST_ROW_NOTE = ("the store lost this run's record while it ran (its -wal file w
 
 def _lab_processes(store: RunStore, device: str, slot: str | None) -> int:
     """The most processes of the lab's own that may hold a context on `slot`'s GPU while a run there holds it: the
-    other runs resident there (compiling, or waiting for it), the spare workers waiting, and a spare for each free
-    place (the queue starts them at any moment). None of them computes while the run holds the device; a measurement
-    counts them apart from processes that are not the lab's."""
+    other runs resident there (compiling, or waiting for it), the spare workers waiting, and, where this process keeps
+    spares for the device (the app does), a spare for each free place (the queue starts them at any moment). None of
+    them computes while the run holds the device; a measurement counts them apart from processes that are not the
+    lab's. Spares that this process never starts are not counted: a command line's or a test's run counted a spare
+    for each free place of the room and so took a process not of the lab, computing on the GPU, for one of its own."""
     if slot is None:
         return 0
     try:
         residents = len(store.queue.residents(scheduler.this_process().host).get(slot, []))
     except (sqlite3.Error, StoreError):
         residents = 1
-    free = max(scheduler.room_plan(device).runs_per_slot - residents, 0)
+    free = max(scheduler.room_plan(device).runs_per_slot - residents, 0) if spares.kept_for(device) else 0
     return max(residents - 1, 0) + max(SPARES.waiting(slot), free)
 
 class Following:
