@@ -96,3 +96,13 @@ def test_the_run_page_says_it_before_a_cpu_run_and_not_before_a_steady_gpu_one(d
     at.run()
     (note,) = [i.value for i in at.info if NOTE in i.value]
     assert "its 3 earlier runs on this machine read 1.65–2.03x" in note and "all of them were host-bound" in note
+
+
+def test_the_note_before_a_run_says_which_earlier_runs_teach_the_spread_nothing():
+    """Walk 7: beside earlier runs that teach nothing (no interval, or rounds spread wider than ± 25%), the note said
+    "until 3 earlier runs of this setting here teach it" as if any stored run counted."""
+    words = rerun.outlook([], "cpu", untaught=2).words()
+    assert ("until 3 earlier runs of this setting here teach it; its 2 earlier runs here teach nothing: a run teaches "
+            "it with an interval of its own whose rounds agree within ± 25%") in words
+    assert "teaches nothing" in rerun.outlook([], "cpu", untaught=1).words()
+    assert "teach nothing" not in rerun.outlook([], "cpu").words()

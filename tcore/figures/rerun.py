@@ -194,6 +194,16 @@ def teaches_spread(result: dict) -> bool:
     return bool(result.get("speedup")) and teaches(result.get("speedup_low"), result.get("speedup_within_pct"))
 
 
+def _untaught_words(untaught: int) -> str:
+    """What the note before a run says of the earlier runs that teach the setting's spread nothing: none count toward
+    MIN_HISTORY, so "until 3 earlier runs teach it" beside 3 stored runs would read as if the next one would."""
+    if not untaught:
+        return ""
+    which = "its earlier run here teaches" if untaught == 1 else f"its {untaught} earlier runs here teach"
+    return (f"; {which} nothing: a run teaches it with an interval of its own whose rounds agree within "
+            f"± {MAX_TEACHING_WITHIN_PCT:.0f}%")
+
+
 def z_value(confidence: float) -> float:
     """The two-sided normal quantile: 1.96 for 95%."""
     return statistics.NormalDist().inv_cdf((1 + confidence) / 2)
@@ -407,7 +417,7 @@ class Outlook:
 
 def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
             bound_at_batch: tuple[int, int] | None = None, machine: Spread | None = None,
-            history_within: Sequence[float] = (), gpu: str | None = None) -> Outlook:
+            history_within: Sequence[float] = (), gpu: str | None = None, untaught: int = 0) -> Outlook:
     """The outlook for a rerun of a setting, from the headlines of its earlier runs on this machine (`history`), how
     many of those were host-bound, and the device: between_sigma's σ, as the run's interval will use it.
     `bound_at_batch` (that batch, this batch): an earlier run of the setting at a larger batch here was host-bound;
@@ -444,6 +454,6 @@ def outlook(history: Sequence[float], device: str, host_bound_runs: int = 0,
     expect = f"the lab expects σ {between:.0f}% between fresh processes" + (
         f" (learned from those {n} runs)" if source == "history" and n - 1 >= MIN_MACHINE_DOF else
         f" ({prior} pooled with those {n} runs)" if source == "history" else
-        f" ({prior}, until {MIN_HISTORY} earlier runs of this setting here teach it)")
+        f" ({prior}, until {MIN_HISTORY} earlier runs of this setting here teach it{_untaught_words(untaught)})")
     reach = 100 * (math.exp(z_value(HOLD_SHARE) * s) - 1)
     return Outlook(between, reach, moved, "; ".join(parts + [expect]), n if source == "history" else 0)

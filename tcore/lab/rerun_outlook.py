@@ -75,7 +75,8 @@ def outlook(exp: Experiment, store: RunStore, found: Earlier | None = None,
     spread = history.machine_spread(store.headlines(device), env, device,
                                     rerun.kind(device, bool(bound or larger)), exclude=exp.to_dict())
     return rerun.outlook(taught.speedups, device, bound, (larger, exp.batch_size) if larger else None, spread,
-                          taught.withins, gpu=env.get("gpu"))
+                          taught.withins, gpu=env.get("gpu"),
+                          untaught=len(past.points) - len(past.before_reset) - len(taught.points))
 
 
 def words(exp: Experiment, store: RunStore, found: Earlier | None = None,
