@@ -84,11 +84,11 @@ def _waiting(key: str, records: list[RunRecord], store: RunStore) -> list[str]:
     nor a fullgraph run on the deliberate break: it is meant to)."""
     # the runs the lab queued from this section's held ones since the page last drew, wherever the person was
     st.session_state[key] = ids = [*st.session_state.get(key, []), *queue.feed_pending(key, store)]
-    if (waiting := queue.live_ids(ids, store)) or queue.pending(key):
+    if panel := bool((waiting := queue.live_ids(ids, store)) or queue.pending(key)):
         with st.container(border=True):
             queue.live_runs_panel(waiting, key=f"{key}_live", feed=key, store=store)
         ids = st.session_state.get(key, [])
-    queue.show_refusal(key)
+    queue.show_refusal(key, panel=panel)
     for rec in records:
         expected = rec.error_kind == "cancelled" or (rec.spec.get("fullgraph") and rec.spec.get("graph_break"))
         if rec.id in ids and rec.status == "failed" and not expected:

@@ -33,6 +33,9 @@ _CANCELLING: dict[str, float] = {}  # run id -> when someone in this process ask
 STATE_COLUMN_PX = 250
 TOAST = "queue_toast"  # session_state: a cancel's answer, for the next redraw to show
 CANCEL_WAIT_S = 0.5  # how long a click on Cancel waits for the cancel before the page redraws
+# how long the live panel keeps saying what a press of Don't queue them did: it redraws every 2 s, and the words
+# drawn once went with the next redraw, before a person had read them (walk 7)
+NOTICE_S = 15.0
 CANCELLED = "Cancelled: a queued run never starts"  # the toast's words once a cancel is done
 _LATE_FAILURES: dict[str, str] = {}  # owner id -> why their cancel failed after the click stopped waiting
 
@@ -116,6 +119,7 @@ def let_go(key: str) -> None:
         # said by the page as it redraws: a toast from a callback of a fragment's button is refused with a warning
         st.session_state[f"{key}_notice"] = (f"{n} held run{'s' * (n != 1)} will not be queued; those queued stay, "
                                              "each with its Cancel." if n else "Nothing was held any more.")
+        st.session_state[f"{key}_notice_until"] = time.time() + NOTICE_S
 
 
 def pending_words(key: str, store: RunStore) -> str | None:
@@ -134,12 +138,17 @@ def identical_waiting(exp: Experiment, store: RunStore) -> int:
     return sum(1 for r in my_runs(store, limit=200) if r.status in ("queued", "running") and r.spec == spec)
 
 
-def show_refusal(key: str) -> None:
-    """The last refusal or notice, once: submit() is followed by st.rerun(), which would wipe one drawn there."""
+def show_refusal(key: str, *, panel: bool = False) -> None:
+    """The last refusal or notice, once: submit() is followed by st.rerun(), which would wipe one drawn there. panel:
+    live_runs_panel(feed=key) was drawn above, and says the notice of a press of Don't queue them itself as it
+    redraws (NOTICE_S); it is said here once the panel is gone."""
     if message := st.session_state.pop(f"{key}_refusal", None):
         st.error(message)
+    if panel and f"{key}_notice_until" in st.session_state:
+        return
     if message := st.session_state.pop(f"{key}_notice", None):
         st.warning(message)
+    st.session_state.pop(f"{key}_notice_until", None)
 
 
 def my_runs(store: RunStore, limit: int | None = MY_RUNS_SHOWN) -> list:
@@ -409,8 +418,10 @@ def live_runs_panel(run_ids: list[str], *, key: str, feed: str | None = None, st
     held = pending_words(feed, store) if feed is not None else None
     if not waiting and not held:
         st.rerun()  # the page draws their results now (and show_refusal what Don't queue them said)
-    if feed is not None and (said := st.session_state.pop(f"{feed}_notice", None)):
-        st.info(said)  # drawn here too: a press of Don't queue them reruns this fragment alone
+    if feed is not None and (said := st.session_state.get(f"{feed}_notice")):
+        st.info(said)  # drawn here too: a press of Don't queue them reruns this fragment alone, and its redraws
+        if time.time() >= st.session_state.get(f"{feed}_notice_until", 0):  # keep it as they redraw, NOTICE_S long
+            st.session_state.pop(f"{feed}_notice", None)
     if held:
         words, button = st.columns([4, 1], vertical_alignment="center")
         words.markdown(held)
