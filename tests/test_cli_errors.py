@@ -213,14 +213,20 @@ def test_a_refusal_cuts_a_long_input_it_repeats(argv, says, store, capsys):
     assert says in line and len(line) < 600, line[:300]
 
 
+def _finished_run_labelled(store, label: str) -> str:
+    """A finished run whose label is `label`, as a model file's preset and path can make it."""
+    run_id = insert_run(store, QUICK, status="finished")
+    with store._write() as db:
+        db.execute("UPDATE runs SET label=? WHERE id=?", (label, run_id))
+    return run_id
+
+
 def test_a_label_with_control_characters_is_one_line_as_typed_in_list_and_show(store, capsys):
     """A label carries a model file's preset and path, anyone's words: one with a line break wrote a made-up row into
     `tcore list`, a carriage return wrote over its own row, and an escape sequence (clear the screen, retitle the
     window) reached the terminal of whoever listed a shared store. Each such character is written as its escape."""
     evil = "tiny\n20260101-000000-ffffff  2026-01-01 00:00  finished  fake\r\x1b[2J\x1b]0;owned\x07\u2028x"
-    run_id = insert_run(store, QUICK, status="finished")
-    with store._write() as db:
-        db.execute("UPDATE runs SET label=? WHERE id=?", (evil, run_id))
+    run_id = _finished_run_labelled(store, evil)
     assert cli.main(["list", "--db", str(store.path)]) == 0
     listed = capsys.readouterr().out
     assert listed.count("\n") == 1 and "\x1b" not in listed and "\r" not in listed and "\u2028" not in listed, listed
@@ -235,9 +241,7 @@ def test_a_label_with_bidirectional_overrides_is_listed_in_the_order_it_was_type
     and the override reversed the rest of its row of `tcore list` too (its status, its figures): the bidirectional
     controls are written as their escapes, as the control characters are, so a row reads in the order it was typed."""
     evil = "tiny\u202e gnp.exe\u2066x\u2069\u200f"
-    run_id = insert_run(store, QUICK, status="finished")
-    with store._write() as db:
-        db.execute("UPDATE runs SET label=? WHERE id=?", (evil, run_id))
+    run_id = _finished_run_labelled(store, evil)
     assert cli.main(["list", "--db", str(store.path)]) == 0
     listed = capsys.readouterr().out
     assert not any(c in listed for c in "\u202e\u2066\u2069\u200f"), ascii(listed)
