@@ -256,6 +256,7 @@ class Queue(Part):
                 "SELECT * FROM runs WHERE status IN ('queued', 'running') AND held=0 AND host=?"
                 " ORDER BY status DESC, rowid", (host,))]
 
+
 def _spec(text: str) -> dict | None:
     """A stored spec, or None where it cannot be read."""
     try:
