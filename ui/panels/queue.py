@@ -33,9 +33,6 @@ _CANCELLING: dict[str, float] = {}  # run id -> when someone in this process ask
 STATE_COLUMN_PX = 250
 TOAST = "queue_toast"  # session_state: a cancel's answer, for the next redraw to show
 CANCEL_WAIT_S = 0.5  # how long a click on Cancel waits for the cancel before the page redraws
-# how long the live panel keeps saying what a press of Don't queue them did: it redraws every 2 s, and the words
-# drawn once went with the next redraw, before a person had read them (walk 7)
-NOTICE_S = 15.0
 CANCELLED = "Cancelled: a queued run never starts"  # the toast's words once a cancel is done
 _LATE_FAILURES: dict[str, str] = {}  # owner id -> why their cancel failed after the click stopped waiting
 
@@ -119,7 +116,6 @@ def let_go(key: str) -> None:
         # said by the page as it redraws: a toast from a callback of a fragment's button is refused with a warning
         st.session_state[f"{key}_notice"] = (f"{n} held run{'s' * (n != 1)} will not be queued; those queued stay, "
                                              "each with its Cancel." if n else "Nothing was held any more.")
-        st.session_state[f"{key}_notice_until"] = time.time() + NOTICE_S
 
 
 def pending_words(key: str, store: RunStore) -> str | None:
@@ -140,15 +136,12 @@ def identical_waiting(exp: Experiment, store: RunStore) -> int:
 
 def show_refusal(key: str, *, panel: bool = False) -> None:
     """The last refusal or notice, once: submit() is followed by st.rerun(), which would wipe one drawn there. panel:
-    live_runs_panel(feed=key) was drawn above, and says the notice of a press of Don't queue them itself as it
-    redraws (NOTICE_S); it is said here once the panel is gone."""
+    live_runs_panel(feed=key) was drawn above this run and said the notice of a press of Don't queue them already:
+    it says it at each of its redraws until the page runs whole again (a person's next click), and then no more."""
     if message := st.session_state.pop(f"{key}_refusal", None):
         st.error(message)
-    if panel and f"{key}_notice_until" in st.session_state:
-        return
-    if message := st.session_state.pop(f"{key}_notice", None):
+    if (message := st.session_state.pop(f"{key}_notice", None)) and not panel:
         st.warning(message)
-    st.session_state.pop(f"{key}_notice_until", None)
 
 
 def my_runs(store: RunStore, limit: int | None = MY_RUNS_SHOWN) -> list:
@@ -419,9 +412,9 @@ def live_runs_panel(run_ids: list[str], *, key: str, feed: str | None = None, st
     if not waiting and not held:
         st.rerun()  # the page draws their results now (and show_refusal what Don't queue them said)
     if feed is not None and (said := st.session_state.get(f"{feed}_notice")):
-        st.info(said)  # drawn here too: a press of Don't queue them reruns this fragment alone, and its redraws
-        if time.time() >= st.session_state.get(f"{feed}_notice_until", 0):  # keep it as they redraw, NOTICE_S long
-            st.session_state.pop(f"{feed}_notice", None)
+        # a press of Don't queue them reruns this fragment alone: said here, at each redraw, until the page runs whole
+        # (show_refusal lets it go then); popped at the first, it went with the next redraw, 2 s on, unread (walk 7)
+        st.info(said)
     if held:
         words, button = st.columns([4, 1], vertical_alignment="center")
         words.markdown(held)
