@@ -180,3 +180,18 @@ def test_a_generate_sweep_on_the_cpu_starts_from_the_run_pages_lengths(db):
     assert at.multiselect(key="sweep_new_tokens").value == [CPU_NEW_TOKENS, 8]
     at.radio(key="sweep_source").set_value("builtin").run()  # the captioner's own lengths are shorter: "default"
     assert at.multiselect(key="sweep_prompt_lens").value == [0] and at.multiselect(key="sweep_new_tokens").value == [0]
+
+
+def test_the_sweep_says_why_its_rounds_stop_no_sooner_than_six_when_fewer_were_asked():
+    """Walk 7: with Rounds 2 the sweep's caption said "after 6 at the fewest" and no word of the 2."""
+    from tcore.store.records import RunRecord
+    from tcore.store.sweep_records import SweepRecord
+    from ui.panels import live
+
+    def said(rounds: int) -> str:
+        spec = Experiment(model="captioner", device="cpu", rounds=rounds, timed_steps=None).to_dict()
+        run = RunRecord(id="r", status="queued", created_at=0.0, label="x", spec=spec)
+        return live.sweep_settings(SweepRecord("s", 0.0, None, "x", 1, [], False, runs=[run]))
+
+    assert "after 6 at the fewest; 2 asked, and 6 are the fewest for a 95% interval, or the seconds" in said(2)
+    assert "after 8 at the fewest" in said(8) and "asked" not in said(8)

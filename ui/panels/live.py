@@ -265,11 +265,14 @@ def sweep_settings(sweep: api.SweepRecord) -> str:
         return "no runs"
     spec = sweep.runs[0].spec
     settle = max(spec.get("rounds") or 0, paired.MIN_ROUNDS)
+    # Rounds 2 asked, "after 6" said with no word why (walk 7)
+    fewer = (f"; {spec.get('rounds')} asked, and {paired.MIN_ROUNDS} are the fewest for a 95% interval"
+             if (spec.get("rounds") or 0) < paired.MIN_ROUNDS else "")
     timed = (f"{spec['timed_steps']} steps per variant in {spec.get('rounds')} rounds" if spec.get("timed_steps") else
              f"at least {spec.get('rounds')} rounds, then until the interval is narrow enough or "
              f"{spec.get('timed_s')} s per variant are spent" if spec.get("task") == "generate" else
              f"at most {spec.get('timed_s')} s per variant (rounds added until the interval is narrow enough, "
-             f"after {settle} at the fewest, or the seconds are spent)")
+             f"after {settle} at the fewest{fewer}, or the seconds are spent)")
     backend = {r.spec.get("backend") for r in sweep.runs if r.spec.get("compile") != "off"}
     return (f"{spec.get('precision')} {spec.get('task')}, batch {spec.get('batch_size')}, backend "
             f"{', '.join(sorted(backend)) or 'none'}, {timed}")
