@@ -61,6 +61,8 @@ def test_each_step_of_a_climb_says_its_phases_as_it_ends():
     assert split == ("interpreter 0.05, imports 3.10, model build 0.41, loading the artifact 2.25, first call 25.02 "
                      "(of it compiling 24.90), saving the artifacts 0.10")
     assert "_" not in split
+    eager = ladder.phase_split({"imports_s": 3.1, "first_call_s": 0.9, "first_call_extra_s": 0.82}, compiled=False)
+    assert eager == "imports 3.10, first call 0.90 (of it one-time set-up 0.82)"  # eager compiles nothing
 
 
 def test_every_rung_that_ran_gets_a_sentence_with_its_whole_start_and_its_compile():

@@ -216,7 +216,7 @@ def text_table(result: dict[str, Any]) -> str:
         if "unavailable" in r:
             lines.append(f"{r['title']:30} {'-':>12}  {r['unavailable'].splitlines()[0]}")
             continue
-        phases = phase_split(r["phases"])
+        phases = phase_split(r["phases"], compiled=r["rung"] != "eager")
         size = f"{r['artifact_bytes'] / 1e6:.2f} MB" if r.get("artifact_bytes") else "-"
         ok = "" if r.get("correctness_ok") in (None, True) else "  OUTPUT DIFFERS FROM EAGER"
         lines.append(f"{r['title']:30} {r['first_result_s']:>10.2f} s {_x(r.get('first_result_vs_cold')):>8} "
@@ -236,16 +236,18 @@ PHASE_WORDS = {"interpreter_s": "interpreter", "imports_s": "imports", "build_s"
 COMPILE_WORDS = "compiling (the first call less one steady step)"
 
 
-def phase_split(phases: dict[str, float]) -> str:
+def phase_split(phases: dict[str, float], *, compiled: bool = True) -> str:
     """A step's phases in seconds, as it reported them when its process ended, in words: 'interpreter 0.05, imports
-    3.10, model build 0.41, first call 25.02 (of it compiling 24.90)'."""
+    3.10, model build 0.41, first call 25.02 (of it compiling 24.90)'. compiled=False (the eager rung): the first
+    call's part beyond a steady step is its one-time set-up, not a compile (walk 6 read "of it compiling" for eager)."""
+    extra = "compiling" if compiled else "one-time set-up"
     said = []
     for key, value in phases.items():
         if key in ("first_result_s", "first_call_extra_s") or not value:
             continue
         said.append(f"{PHASE_WORDS.get(key, key.removesuffix('_s').replace('_', ' '))} {value:.2f}")
         if key == "first_call_s" and phases.get("first_call_extra_s"):
-            said[-1] += f" (of it compiling {phases['first_call_extra_s']:.2f})"
+            said[-1] += f" (of it {extra} {phases['first_call_extra_s']:.2f})"
     return ", ".join(said)
 
 

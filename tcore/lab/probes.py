@@ -147,7 +147,8 @@ def step_words(step: str, report: dict[str, Any]) -> str:
         return f"{step}: {why.splitlines()[0]}"
     phases = report.get("phases") or {}
     first = f"; first result after {phases['first_result_s']:.1f} s" if phases.get("first_result_s") else ""
-    split = f" (s: {ladder.phase_split(phases)})" if ladder.phase_split(phases) else ""
+    said = ladder.phase_split(phases, compiled=step != "eager")
+    split = f" (s: {said})" if said else ""
     return f"{step}: {report.get('process_wall_s', 0):.1f} s{first}{split}"
 
 
