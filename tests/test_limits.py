@@ -91,6 +91,16 @@ def test_a_run_that_cannot_finish_in_its_time_limit_is_refused_with_the_numbers(
     runs.start(long.replace(timed_s=4.0, rounds=2), store).cancel()  # what fits is accepted
 
 
+def test_the_compile_a_run_must_fit_is_that_of_runs_from_the_same_kind_of_cache(store):
+    """Walk 6: a run from artifacts was held to its cold runs' compile time, which loading an artifact never nears."""
+    cold = QUICK.replace(cache="cold")
+    for exp, compile_s in ((cold, 600.0), (QUICK.replace(cache="artifacts"), 3.0)):
+        store.finish(insert_run(store, exp), result={"device": "cpu", "compile_s": compile_s}, env={})
+    assert limits.typical_compile_s(cold, "cpu", store) == 600.0
+    assert limits.typical_compile_s(QUICK.replace(cache="artifacts"), "cpu", store) == 3.0
+    assert limits.typical_compile_s(QUICK.replace(cache="warm"), "cpu", store) is None  # none warm yet: no bound
+
+
 def test_only_the_owner_or_the_instructor_may_cancel_or_delete_a_run(store):
     run_id = insert_run(store, QUICK)
     with store._write() as db:

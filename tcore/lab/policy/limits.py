@@ -231,10 +231,12 @@ def minimum_run_s(exp: Experiment, typical_compile_s: float | None = None) -> tu
 
 
 def typical_compile_s(exp: Experiment, device: str, store: RunStore, recent: int = 5) -> float | None:
-    """The median cold compile time of the latest finished runs that compiled what `exp` compiles, or None."""
+    """The median compile time of the latest finished runs that compiled what `exp` compiles from the same kind of
+    cache (cold, warm, artifacts), or None. A warm start or loaded artifacts take a fraction of a cold compile: a run
+    from artifacts was refused on its cold runs' compile time, a bound it never comes near (walk 6)."""
     key = compile_key(exp.to_dict(), device)
     times = [r.result["compile_s"] for r in store.list(limit=200)
-             if r.status == "finished" and r.result.get("compile_s") is not None and r.spec.get("cache") == "cold"
+             if r.status == "finished" and r.result.get("compile_s") is not None and r.spec.get("cache") == exp.cache
              and compile_key(r.spec, r.device or device) == key][:recent]
     return statistics.median(times) if times else None
 
