@@ -71,3 +71,29 @@ spare = launcher.Worker({})
 print(json.dumps([spare.proc.pid, str(spare.workdir)]), flush=True)
 time.sleep(600)
 """
+
+
+def test_a_lab_process_at_exit_signals_no_group_by_the_number_of_a_worker_reaped_long_since(tmp_path, monkeypatch):
+    """A spare that died was reaped; its number, which pid_max (32768 here) soon hands to another process, stayed in the
+    list the lab's exit goes through, and the exit sent SIGKILL to that number's group: another run's worker, or a
+    stand-in a test held still (a loaded CI run read it never stopped). A worker not reaped yet is ended as before."""
+    import weakref
+
+    from tcore.lab.launch import launcher
+
+    class Stub:  # what _remove_folders_at_exit reads of a worker
+        def __init__(self, proc, folder):
+            self.proc, self.workdir, self.taken = proc, folder, False
+
+    reaped = subprocess.Popen([sys.executable, "-c", "pass"])
+    reaped.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    workers = [Stub(reaped, tmp_path / "reaped"), Stub(alive, tmp_path / "alive")]
+    for w in workers:
+        w.workdir.mkdir()
+    ended = []
+    monkeypatch.setattr(launcher, "_STARTED", weakref.WeakSet(workers))
+    monkeypatch.setattr(launcher.processes, "end_group", lambda pgid, *sig: ended.append(pgid) or alive.kill())
+    launcher._remove_folders_at_exit()
+    assert ended == [alive.pid]  # the reaped one's number is no one's to signal
+    assert not any(w.workdir.exists() for w in workers)  # both folders go

@@ -162,7 +162,9 @@ def _remove_folders_at_exit() -> None:
     for worker in list(_STARTED):
         if worker.taken and worker.proc.poll() is None:
             continue
-        if not worker.taken:
+        if not worker.taken and worker.proc.returncode is None:
+            # Only a worker not reaped yet: its pid is still its own. One reaped long since (a spare that died) left a
+            # number that pid_max (32768 here) soon hands to another process, which its group's SIGKILL would end.
             _end_group(worker.proc)
             worker.proc.wait()  # gone before its folder goes, so nothing of it writes there again
         shutil.rmtree(worker.workdir, ignore_errors=True)
