@@ -309,8 +309,9 @@ def sweep_cancel_words(running: bool) -> str:
 
 def draw_sweep(sweep: api.SweepRecord) -> None:
     # a run whose row cannot be read, or whose settings a newer version wrote, is no cell of the matrix: said below
-    readable = [(r, cell) for r, cell in zip(sweep.runs, sweep_cells(sweep))
-                if not r.unreadable and not unknown_fields(r.spec)]
+    left_out = [r for r in sweep.runs if r.unreadable or unknown_fields(r.spec)]
+    gone = {r.id for r in left_out}
+    readable = [(r, cell) for r, cell in zip(sweep.runs, sweep_cells(sweep)) if r.id not in gone]
     matrix = sweep_matrix.sweep_matrix([Experiment.from_dict(r.spec) for r, _ in readable], [c for _, c in readable])
     state = "cancelled" if sweep.cancelled else "finished" if sweep.done else "running"
     cancelled = sum(1 for r in sweep.runs if r.error_kind == "cancelled")
@@ -332,7 +333,7 @@ def draw_sweep(sweep: api.SweepRecord) -> None:
                                 "interval": "Speedup interval",
                                 **{c: st.column_config.NumberColumn(title, format=f) for c, (title, f)
                                    in run_table.number_formats(figures).items()}})
-    if left_out := [r for r in sweep.runs if r.unreadable or unknown_fields(r.spec)]:
+    if left_out:
         st.caption("Not in the matrix: " + "; ".join(
             plain(unreadable_words(r) if r.unreadable else f"run {r.id}: {newer_fields_words(unknown_fields(r.spec))}")
             for r in left_out) + ".")
