@@ -189,7 +189,7 @@ def test_two_processes_submitting_at_once_never_overlap_on_the_cpu_slot(tmp_path
     for p in procs:
         p.start()
     for p in procs:
-        p.join(240)
+        p.join(HANG_S)  # a bound on a hang only
         assert p.exitcode == 0
     records = RunStore(path).list()
     assert len(records) == 4 and {r.owner for r in records} == {"proc0", "proc1"}

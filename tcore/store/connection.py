@@ -199,11 +199,20 @@ def check_path(path: Path) -> None:
         time.sleep(0.1)
     else:
         raise StoreError(f"{where}: it is cut short ({size} bytes; its header says {expected})")
+    uri = path.resolve().as_uri()
     try:
         # immutable: read the file as it lies, making no -wal or -shm beside it (nothing touched if it is bad)
-        _read_schema(f"{path.resolve().as_uri()}?mode=ro&immutable=1")
+        _read_schema(f"{uri}?mode=ro&immutable=1")
     except sqlite3.DatabaseError as e:
-        raise StoreError(f"{where}: SQLite cannot read it: {e}") from None
+        if not _in_use(path):
+            raise StoreError(f"{where}: SQLite cannot read it: {e}") from None
+        # Another connection has it open: its checkpoint may be copying pages from the log into the file as the
+        # lock-free read above reads them, and a page half written reads "malformed". SQLite reading under its
+        # locks, the log included, is the judge; beside a store in use, that makes no file that is not there.
+        try:
+            _read_schema(f"{uri}?mode=ro")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{where}: SQLite cannot read it: {e}") from None
 
 
 def _read_schema(uri: str) -> None:
@@ -213,6 +222,11 @@ def _read_schema(uri: str) -> None:
         db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
     finally:
         db.close()
+
+
+def _in_use(path: Path) -> bool:
+    """Whether a connection has the store open now, or left it without closing: its -wal or -shm is beside it."""
+    return any(path.with_name(path.name + suffix).exists() for suffix in ("-wal", "-shm"))
 
 
 def _wal_size(path: Path) -> int:
