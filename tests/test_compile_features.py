@@ -206,7 +206,7 @@ def test_the_run_page_greys_hierarchical_on_a_torch_without_nested_regions(monke
 
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
     monkeypatch.delattr(torch.compiler, "nested_compile_region")
-    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
     radio = at.radio(key="run_compile")
     assert "hierarchical" in radio.options[-1] and "needs torch 2.8" in radio.options[-1]  # shown, never hidden
     radio.set_value("hierarchical").run()
@@ -252,7 +252,7 @@ def test_error_on_graph_break_on_a_torch_without_it_is_greyed_and_a_run_says_why
     with pytest.raises(RuntimeError, match=r"torch 2\.9 brings it"):
         graph_break_errors(Experiment(**TINY, error_on_graph_break=True))
     monkeypatch.setenv("COMPILE_LAB_DB", str(tmp_path / "runs.sqlite"))
-    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    at = AppTest.from_file("../app.py", default_timeout=300).run()
     toggle = at.toggle(key="run_error_on_graph_break")
     assert toggle.disabled and "needs torch 2.9" in toggle.label
 

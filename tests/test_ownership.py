@@ -16,6 +16,7 @@ from tcore.lab.settings.config import REPO_ROOT
 from tcore.store import owners as store_owners
 from tcore.store import run_queue as store_queue
 from tests.helpers import (
+    HANG_S,
     QUICK,
     hold_cpu_slot,
     killed_after_it_reports,
@@ -103,7 +104,7 @@ def test_a_command_line_that_adopted_runs_runs_them_before_it_exits(store):
         wait_until(lambda: not {r.id for r in store.list() if r.id in theirs} & store.queue.orphaned(
             scheduler.this_process().host, scheduler.is_alive), what="the command line's adoption")
         store.finish(holder, error={"type": "error", "kind": "cancelled", "message": "held by the test"})
-        out, err = command_line.communicate(timeout=240)
+        out, err = command_line.communicate(timeout=HANG_S)
     finally:
         command_line.kill()
     assert command_line.returncode == 0, err
@@ -144,8 +145,8 @@ def test_a_stopped_command_line_whose_run_was_taken_over_reports_how_it_really_e
 
         wait_until(beat_twice, what="two heartbeats after fg")
         store.finish(holder, error={"type": "error", "kind": "cancelled", "message": "held by the test"})
-        assert adopted[0].wait(180).status == "finished"
-        out, err = command_line.communicate(timeout=180)
+        assert adopted[0].wait(HANG_S).status == "finished"
+        out, err = command_line.communicate(timeout=HANG_S)
     finally:
         command_line.kill()
     assert "None: None" not in err
