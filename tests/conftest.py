@@ -16,14 +16,6 @@ import torch  # noqa: E402
 from tcore.experiment.spec import Experiment
 from tcore.store import RunStore
 
-# Without a GPU, Inductor's kernels are C++ that g++ builds at -O3; the suite tests the lab (its compiles, caches,
-# artifacts, figures and words), never how fast a kernel runs, and at -O0 the same kernels build in about 40% less
-# time (the tiny captioner's cold compile: 62 s against 99 s on 2 busy cores), which its real compiles take most of.
-# The variable is read at each build (torch._inductor.cpp_builder), so every worker, ladder step and snippet the
-# tests start inherits it; set it to 0 to build as a user's run would. A GPU machine keeps -O3: its tests time runs.
-if not torch.cuda.is_available():
-    os.environ.setdefault("TORCHINDUCTOR_DEBUG_COMPILE", "1")
-
 # The files that take longest, longest first (their tests' times added up, from a run of the first part on this
 # 2-core machine shared with other users, 2026-11-28). `make test` gives each file whole to one worker (--dist
 # loadfile --no-loadscope-reorder) in the order collected, so these start first and no long file starts last to hold
