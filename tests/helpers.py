@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -133,10 +134,11 @@ HANG_S = 600
 
 
 def wait_until(condition, limit_s=180, what="condition"):
-    """Poll until condition() holds; the limit only stops a hang (a loaded machine is slow, not wrong)."""
+    """Poll until condition() holds; the limit only stops a hang (a loaded machine is slow, not wrong). `what` may be
+    a function: what it says at the limit (the state that was found instead, say)."""
     deadline = time.time() + limit_s
     while not condition():
-        assert time.time() < deadline, f"no {what} within {limit_s} s"
+        assert time.time() < deadline, f"no {what() if callable(what) else what} within {limit_s} s"
         time.sleep(0.05)
 
 
@@ -146,6 +148,24 @@ def last_heartbeat(store: RunStore, pid: int) -> float | None:
     with store._connect() as db:
         row = db.execute("SELECT max(seen_at) FROM owners WHERE pid=?", (pid,)).fetchone()
     return row[0] if row else None
+
+
+def stop_outside_a_write(store: RunStore, pid: int) -> None:
+    """SIGSTOP process `pid`, which writes to `store`, at a moment it holds no write lock. Stopped inside one of its
+    short writes (a heartbeat, as Ctrl-Z can land), it would keep every other writer out until it goes on, and a test
+    that stops it to see it judged silent read "database is locked" instead, now and then on a loaded machine. The
+    test holds the write lock itself while it stops the process: theirs is waited out first, the next cannot begin.
+    It lets go only once the process reads stopped: a signal is delivered when the process next runs, and one waiting
+    for the lock would take it in between."""
+    db = sqlite3.connect(store.path, timeout=HANG_S, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        os.kill(pid, signal.SIGSTOP)
+        stat = Path(f"/proc/{pid}/stat")
+        wait_until(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", HANG_S, what="the process stopped")
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
 
 
 class StepClock:

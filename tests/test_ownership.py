@@ -21,6 +21,7 @@ from tests.helpers import (
     hold_cpu_slot,
     killed_after_it_reports,
     last_heartbeat,
+    stop_outside_a_write,
     wait_until,
 )
 
@@ -128,7 +129,7 @@ def test_a_stopped_command_line_whose_run_was_taken_over_reports_how_it_really_e
         (run_id,) = queued_ids(store)
         # it has said it is alive at least once (an owner never heard from is judged by being alive, and it is)
         wait_until(lambda: last_heartbeat(store, command_line.pid), what="the command line's first heartbeat")
-        os.kill(command_line.pid, signal.SIGSTOP)
+        stop_outside_a_write(store, command_line.pid)
         adopted = []
         wait_until(lambda: adopted.extend(runs.recover(store)) or adopted, what="the take-over")
         assert [r.run_id for r in adopted] == [run_id]

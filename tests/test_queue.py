@@ -26,6 +26,7 @@ from tests.helpers import (
     hold_cpu_slot,
     killed_after_it_reports,
     last_heartbeat,
+    stop_outside_a_write,
     wait_until,
 )
 
@@ -158,7 +159,7 @@ def test_a_stopped_owner_loses_its_runs_once_it_has_been_silent_too_long(store, 
     try:
         state = json.loads(child.stdout.readline())
         wait_until(lambda: last_heartbeat(store, child.pid), what="the owner's first heartbeat")  # else judged alive
-        os.kill(child.pid, signal.SIGSTOP)
+        stop_outside_a_write(store, child.pid)
         running, *queued = state["ids"]
         assert runs.recover(store) == []  # alive and heard from a moment ago: nothing is taken yet
         wait_until(lambda: store.get(running).status == "failed", what="the silent owner's run ended")

@@ -23,6 +23,17 @@ def state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+def found(pid: int) -> str:
+    """What a wait for a stop found instead, in its message: the process's state and its children's (a stand-in read
+    "no the state" twice on a loaded machine, in 1 of about 1,160 tests, with nothing more to go on)."""
+    def said() -> str:
+        try:
+            return f"stopped process group {pid}: found {state(pid)!r}, children {[state(c) for c in children(pid)]}"
+        except OSError as e:
+            return f"stopped process group {pid}: found it gone ({e})"
+    return said
+
+
 def children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(x) for x in path.read_text().split()] if path.exists() else []
@@ -52,7 +63,7 @@ def test_a_timed_run_stops_its_slots_neighbours_with_their_children_and_lets_the
     quiet.join("b", "cuda:0", b.pid)
     quiet.join("c", "cuda:1", c.pid)  # another GPU's run compiles on while cuda:0 measures
     assert quiet.hold("a") == 1
-    wait_until(lambda: state(b.pid) == "T" and state(children(b.pid)[0]) == "T", what="the state")
+    wait_until(lambda: state(b.pid) == "T" and state(children(b.pid)[0]) == "T", what=found(b.pid))
     assert state(a.pid) != "T" and state(c.pid) != "T"
     assert quiet.held("b") and not quiet.held("c")
     quiet.release("a")
@@ -65,7 +76,7 @@ def test_a_held_run_that_ends_goes_on_and_a_hold_lasts_at_most_its_limit(workers
     quiet.join("a", "cuda:0", a.pid)
     quiet.join("b", "cuda:0", b.pid)
     assert quiet.hold("a") == 1
-    wait_until(lambda: state(b.pid) == "T", what="the state")
+    wait_until(lambda: state(b.pid) == "T", what=found(b.pid))
     quiet.leave("b")  # ended (its time limit, say): it is continued so that it can end
     wait_until(lambda: state(b.pid) != "T", what="the state")
     quiet.release("a")
