@@ -150,6 +150,11 @@ def last_heartbeat(store: RunStore, pid: int) -> float | None:
     return row[0] if row else None
 
 
+def process_state(pid: int) -> str:
+    """The process's state letter from /proc: 'T' while stopped, 'Z' once ended and not yet reaped."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def stop_outside_a_write(store: RunStore, pid: int) -> None:
     """SIGSTOP process `pid`, which writes to `store`, at a moment it holds no write lock. Stopped inside one of its
     short writes (a heartbeat, as Ctrl-Z can land), it would keep every other writer out until it goes on, and a test
@@ -161,8 +166,7 @@ def stop_outside_a_write(store: RunStore, pid: int) -> None:
     try:
         db.execute("BEGIN IMMEDIATE")
         os.kill(pid, signal.SIGSTOP)
-        stat = Path(f"/proc/{pid}/stat")
-        wait_until(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", HANG_S, what="the process stopped")
+        wait_until(lambda: process_state(pid) == "T", HANG_S, what="the process stopped")
     finally:
         db.execute("ROLLBACK")
         db.close()

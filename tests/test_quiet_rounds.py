@@ -4,11 +4,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tcore.lab.queue import quiet
+from tests.helpers import process_state as state
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.skipif(not quiet.enabled(), reason="needs POSIX signals")
@@ -18,12 +20,7 @@ CHILD = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', '
         "time.sleep(120)"
 
 
-def state(pid: int) -> str:
-    """The process's state letter from /proc: 'T' while stopped."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def found(pid: int) -> str:
+def found(pid: int) -> Callable[[], str]:
     """What a wait for a stop found instead, in its message: the process's state and its children's (a stand-in read
     "no the state" twice on a loaded machine, in 1 of about 1,160 tests, with nothing more to go on)."""
     def said() -> str:
