@@ -239,7 +239,7 @@ COMPILE_WORDS = "compiling (the first call less one steady step)"
 def phase_split(phases: dict[str, float], *, compiled: bool = True) -> str:
     """A step's phases in seconds, as it reported them when its process ended, in words: 'interpreter 0.05, imports
     3.10, model build 0.41, first call 25.02 (of it compiling 24.90)'. compiled=False (the eager rung): the first
-    call's part beyond a steady step is its one-time set-up, not a compile (walk 6 read "of it compiling" for eager)."""
+    call's part beyond a steady step is its one-time set-up, not a compile (it read "of it compiling" for eager)."""
     extra = "compiling" if compiled else "one-time set-up"
     said = []
     for key, value in phases.items():

@@ -265,7 +265,7 @@ def sweep_settings(sweep: api.SweepRecord) -> str:
         return "no runs"
     spec = sweep.runs[0].spec
     settle = max(spec.get("rounds") or 0, paired.MIN_ROUNDS)
-    # Rounds 2 asked, "after 6" said with no word why (walk 7)
+    # rounds 2 asked, it said "after 6" with no word why
     fewer = (f"; {spec.get('rounds')} asked, and {paired.MIN_ROUNDS} are the fewest for a 95% interval"
              if (spec.get("rounds") or 0) < paired.MIN_ROUNDS else "")
     timed = (f"{spec['timed_steps']} steps per variant in {spec.get('rounds')} rounds" if spec.get("timed_steps") else

@@ -413,7 +413,7 @@ def live_runs_panel(run_ids: list[str], *, key: str, feed: str | None = None, st
         st.rerun()  # the page draws their results now (and show_refusal what Don't queue them said)
     if feed is not None and (said := st.session_state.get(f"{feed}_notice")):
         # a press of Don't queue them reruns this fragment alone: said here, at each redraw, until the page runs whole
-        # (show_refusal lets it go then); popped at the first, it went with the next redraw, 2 s on, unread (walk 7)
+        # (show_refusal lets it go then); popped at the first, it went with the next redraw, 2 s on, unread
         st.info(said)
     if held:
         words, button = st.columns([4, 1], vertical_alignment="center")

@@ -233,7 +233,7 @@ def minimum_run_s(exp: Experiment, typical_compile_s: float | None = None) -> tu
 def typical_compile_s(exp: Experiment, device: str, store: RunStore, recent: int = 5) -> float | None:
     """The median compile time of the latest finished runs that compiled what `exp` compiles from the same kind of
     cache (cold, warm, artifacts), or None. A warm start or loaded artifacts take a fraction of a cold compile: a run
-    from artifacts was refused on its cold runs' compile time, a bound it never comes near (walk 6)."""
+    from artifacts was refused on its cold runs' compile time, a bound it never comes near."""
     key = compile_key(exp.to_dict(), device)
     times = [r.result["compile_s"] for r in store.list(limit=200)
              if r.status == "finished" and r.result.get("compile_s") is not None and r.spec.get("cache") == exp.cache
