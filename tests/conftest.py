@@ -41,9 +41,31 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_paths(tmp_path_factory):
-    """No test touches the user's run store or compile cache; warm runs share one cache per session."""
+    """No test touches the user's run store or compile cache. Each test process has its own store; warm runs share
+    one compile cache across the whole test run, every xdist worker's too (the folder above a worker's temporary
+    folder is the run's): a graph one worker compiled, another loads instead of compiling it again. That is what a
+    room does, one cache for every run's compile side by side (Inductor writes its entries whole, then renames);
+    which test compiles a graph first already depends on how xdist hands out the files, so no test may count on a
+    warm run missing the cache."""
     os.environ["COMPILE_LAB_DB"] = str(tmp_path_factory.mktemp("store") / "runs.sqlite")
-    os.environ["COMPILE_LAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("compile-cache"))
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "compile-cache-shared"
+    shared.mkdir(exist_ok=True)
+    os.environ["COMPILE_LAB_CACHE_DIR"] = str(shared)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _queues_end_with_their_file():
+    """A test that runs anything starts this process's queue for its store (tcore.lab.run.runs), which ticks several
+    times a second (a heartbeat written, other lab processes' holds read) for as long as the process lives. A test
+    worker runs hundreds of tests, each with a store of its own: without this, a worker ticked for every store it had
+    ever used (about half a percent of a core each; 40-80 of them per worker halfway through, a quarter of this
+    2-core machine) and published a hold to every one of them. Closed after each file, not each test: a file's
+    module fixtures may share a store and its runs across its tests."""
+    yield
+    from tcore.lab.run import runs
+
+    runs.close_queues()
 
 
 @pytest.fixture(autouse=True)

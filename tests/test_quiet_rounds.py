@@ -38,10 +38,13 @@ def children(pid: int) -> list[int]:
 
 @pytest.fixture
 def workers(monkeypatch):
-    # this file's own room: no run or spare another test file left in this process takes part
+    # this file's own room: no run, spare or store another test file left in this process takes part (a hold is
+    # written to every store watched here, each write waiting out that store's lock: a slow one in a loaded run would
+    # have the hold's bound pass before hold() returned)
     monkeypatch.setattr(quiet, "_members", {})
     monkeypatch.setattr(quiet, "_holds", {})
     monkeypatch.setattr(quiet, "_spares", [])
+    monkeypatch.setattr(quiet, "_watched", {})
     procs = [subprocess.Popen([sys.executable, "-c", CHILD], start_new_session=True) for _ in range(3)]
     wait_until(lambda: all(children(p.pid) for p in procs), what="the children")
     yield procs

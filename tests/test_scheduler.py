@@ -1,5 +1,6 @@
 """The queue's scheduling, as pure logic: wait estimates and expected durations (tcore.lab.queue.waiting), telling
 processes apart, GPU slots."""
+import os
 import subprocess
 import sys
 
@@ -96,3 +97,30 @@ def test_no_run_starts_while_the_stores_disk_is_nearly_full_or_filled_up_and_the
     monkeypatch.setattr(disk, "_test_write", lambda folder: True)
     tick()
     assert job.started and sched.held is None
+
+
+def test_a_closed_queue_stops_ticking_and_the_next_run_on_its_store_starts_another(store):
+    """A process done with a store (a test worker after each file's own) closes its queue there: the queue's thread
+    and its watch of other lab processes' holds end, and a later use of the store starts them again."""
+    import threading
+
+    from tcore.lab.queue import quiet
+    from tcore.lab.run import runs
+    from tests.helpers import HANG_S, wait_until
+
+    def watchers() -> int:
+        return sum(t.name == "quiet-watch" and t.is_alive() for t in threading.enumerate())
+
+    runs.recover(store)  # starts this process's queue for the store
+    first = runs._SCHEDULERS[(os.getpid(), str(store.path.resolve()))]
+    watching = watchers()
+    assert first._thread.is_alive() and (not quiet.enabled() or str(store.path.resolve()) in quiet._watched)
+    assert str(store.path.resolve()) in runs.close_queues()
+    first._thread.join(HANG_S)
+    assert not first._thread.is_alive()
+    if quiet.enabled():
+        wait_until(lambda: watchers() == watching - 1, what="the hold watcher's end")
+    runs.recover(store)
+    again = runs._SCHEDULERS[(os.getpid(), str(store.path.resolve()))]
+    assert again is not first and again._thread.is_alive()
+    runs.close_queues()

@@ -187,10 +187,23 @@ def watch(store, me: tuple[str, int, str | None], is_alive: Callable[[int, str |
     threading.Thread(target=_watch, args=(store, me, is_alive), name="quiet-watch", daemon=True).start()
 
 
+def unwatch(store) -> None:
+    """Stop reading `store`'s holds (its watcher ends within POLL_S), and let go what this process held for them."""
+    key = str(store.path.resolve())
+    with _lock:
+        _watched.pop(key, None)
+        kept = [k for k in _holds if k.startswith(f"{ELSEWHERE}{store.path}|")]
+    for k in kept:
+        release(k)
+
+
 def _watch(store, me: tuple[str, int, str | None], is_alive: Callable[[int, str | None], bool]) -> None:
-    said = False
+    said, key = False, str(store.path.resolve())
     while True:
         time.sleep(POLL_S)
+        with _lock:
+            if key not in _watched:
+                return
         try:
             holds = store.devices.neighbour_holds(me[0])
         except (sqlite3.Error, StoreError) as e:  # said once; the holds already kept end by their bounds

@@ -199,6 +199,7 @@ class Scheduler:
         self._cancels_forwarded: set[str] = set()
         self._next_recovery = 0.0
         self._wake = threading.Event()
+        self._closed = threading.Event()
         # work this process does only while it recovers, every RECOVER_EVERY_S (the app's idle-time calibration,
         # tcore.lab.calibrate.SelfCalibration.tick): each decides for itself whether the queue is idle enough
         self.idle_hooks: list[Callable[[], None]] = []
@@ -236,8 +237,16 @@ class Scheduler:
                 adopted.append(job)
         return adopted
 
+    def close(self) -> None:
+        """Stop ticking: this process starts none of the store's queued runs from now on and no longer says it is
+        alive there, so another lab process adopts what it queued. Runs under way end and are recorded as before, by
+        their own threads. For a process done with a store it keeps on running after (a test file's own store)."""
+        self._closed.set()
+        self._wake.set()
+        _WAKES.discard(self._wake)
+
     def _loop(self) -> None:
-        while True:
+        while not self._closed.is_set():
             self._wake.clear()  # before the tick: a wake-up during it is kept, and the wait below returns at once
             try:
                 self._tick()

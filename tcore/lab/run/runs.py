@@ -61,6 +61,21 @@ def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
         return sched, sched.start()
 
 
+def close_queues() -> list[str]:
+    """Close this process's queues (tcore.lab.queue.scheduler.Scheduler.close) and its watch of other lab processes'
+    holds on their stores (tcore.lab.queue.quiet.unwatch); the paths of the stores they were for. A later run on one
+    of them starts its queue again. Each queue ticks several times a second for as long as it is kept: a process that
+    used many stores and is done with them (a test worker, after each test file's own) stops paying for them."""
+    with _SCHEDULERS_LOCK:
+        mine = [(key, sched) for key, sched in _SCHEDULERS.items() if key[0] == os.getpid()]
+        for key, _ in mine:
+            del _SCHEDULERS[key]
+    for _, sched in mine:
+        sched.close()
+        quiet.unwatch(sched.store)
+    return [key[1] for key, _ in mine]
+
+
 def _adopt(record: RunRecord, store: RunStore) -> LiveRun | None:
     """A LiveRun here for a queued run whose owning process died."""
     if record.unreadable:  # its settings are not there to run: an empty spec would run the defaults
