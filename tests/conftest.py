@@ -7,8 +7,17 @@ import sys
 # parallel saves (the verbatim snippet's cold compile: about 60 CPU-s with the pool, 41 without, on 2 cores). Every
 # kernel is still generated and built, in the compiling process; set the variable to have the pool back. A machine
 # of many cores (the GPU machine) keeps it: there, kernels building side by side is time saved.
+#
+# And there the threads of torch's OpenMP pool wait for their next parallel region asleep, not spinning (libgomp
+# spins first by default): with the test workers, their runs' workers and compiles all on two cores, the spinning
+# threads took the cores from the processes with work to do. Sampled over 5 minutes of a loaded suite, libgomp's
+# spin was a third of the test processes' CPU; a tiny MLP's 3,000 steps on two threads, loaded, took 22-35 CPU-s and
+# 59-100 s spinning against 4-5 CPU-s and 13-20 s asleep. Every process the tests start inherits it (set before torch
+# is imported: libgomp reads it once). The product keeps libgomp's default: a timed run alone on its cores is what
+# spinning is for; the GPU machine's tests keep it too.
 if (os.cpu_count() or 1) <= 4:
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest  # noqa: E402  (after the variable: torch's Inductor reads it once, at import)
 import torch  # noqa: E402
