@@ -192,9 +192,14 @@ def unwatch(store) -> None:
     key = str(store.path.resolve())
     with _lock:
         _watched.pop(key, None)
-        kept = [k for k in _holds if k.startswith(f"{ELSEWHERE}{store.path}|")]
+        kept = [k for k in _holds if k.startswith(_for_store(store))]
     for k in kept:
         release(k)
+
+
+def _for_store(store) -> str:
+    """How the holds this process keeps for other lab processes' runs on `store` begin (the rest: their run id)."""
+    return f"{ELSEWHERE}{store.path}|"
 
 
 def _watch(store, me: tuple[str, int, str | None], is_alive: Callable[[int, str | None], bool]) -> None:
@@ -220,7 +225,7 @@ def follow(store, holds: list[QuietHold], me: tuple[str, int, str | None],
     """Bring this process's holds for other lab processes' runs in line with `holds`, the store's list: a new one
     stops this process's runs of its slot for what is left of its bound; one gone, past its bound or whose process has
     ended lets them go (the row of an ended process is removed)."""
-    now, wanted, mine = time.time(), {}, f"{ELSEWHERE}{store.path}|"  # the holds this store's watcher keeps
+    now, wanted, mine = time.time(), {}, _for_store(store)
     for h in holds:
         if (h.pid, h.started) == (me[1], me[2]):
             continue
