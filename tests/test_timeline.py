@@ -51,6 +51,7 @@ def test_the_clock_puts_the_workers_clock_on_the_labs_and_splits_the_workers_sta
     now[0] = 106.0  # the worker received the run at 105.9 (its t=0.1 arrives at 106.0): imports 103.9-105.4
     clock.event({"type": "started", "t": 0.1, "imports_s": 1.5, "ready_wait_s": 0.5})
     for phase, t in [("building", 0.2), ("eager", 1.0), ("compiling", 2.0), ("warmup", 7.0), ("measuring", 8.0)]:
+        now[0] = 105.9 + t + 0.05  # each read 50 ms after it was sent
         clock.event({"type": "phase", "phase": phase, "t": t})
     now[0] = 116.1  # the timed figures arrive (sent at 10.0), before the profiling pass
     clock.event({"type": "headline", "t": 10.0})
@@ -90,11 +91,13 @@ def test_waits_for_the_gpu_are_cut_out_of_the_phase_they_fell_in(monkeypatch):
     clock.launch()
     clock.event({"type": "started", "t": 0.0})  # the worker's clock on the lab's: offset 100
     for phase, t in [("building", 0.0), ("eager", 1.0), ("compiling", 2.0)]:
+        now[0] = 100.0 + t
         clock.event({"type": "phase", "phase": phase, "t": t})
     now[0] = 105.0  # the compile's CPU work is done: its code must run, and another run holds the GPU
     clock.event({"type": "device", "ask": "compiled", "t": 5.0})
     now[0] = 108.0
     clock.granted()
+    now[0] = 109.0
     clock.event({"type": "phase", "phase": "measuring", "t": 9.0})
     now[0] = 110.0
     clock.event({"type": "result", "t": 10.0})
@@ -106,6 +109,35 @@ def test_waits_for_the_gpu_are_cut_out_of_the_phase_they_fell_in(monkeypatch):
     assert (compile_name + timeline.CONTINUED, timeline.COMPILE, pytest.approx(1.0)) in rows
     assert got["timeline_wait_s"] == pytest.approx(3.0) and got["timeline_compile_s"] == pytest.approx(4.0)
     assert sum(p["s"] for p in got["timeline"]) == pytest.approx(got["timeline_wall_s"])
+
+
+def test_a_first_event_read_late_does_not_push_the_workers_phases_past_a_wait_it_asked_for(monkeypatch):
+    """On a busy machine this process can read a worker's first events late and the next ones at once: the worker's
+    clock goes on this one by the event read soonest, so the phase it asked the device in begins before the wait,
+    as it did on the worker, and the wait is whole (it was clipped to the 15 ms before a phase placed late)."""
+    now = [100.0]
+    monkeypatch.setattr(runclock.time, "monotonic", lambda: now[0])
+    clock = runclock.RunClock()
+    clock.launch()
+    now[0] = 102.0  # the worker received the run at 100.5 (its t=0): its first two events are read 1.5 s late
+    clock.event({"type": "started", "t": 0.0})
+    clock.event({"type": "phase", "phase": "building", "t": 0.1})
+    now[0] = 102.53  # its eager phase begins at t=2.0, asking the device at once, and both are read within 30 ms
+    clock.event({"type": "phase", "phase": "eager", "t": 2.0})
+    clock.event({"type": "device", "ask": "eager", "t": 2.01})
+    now[0] = 106.0  # another run held the device until now
+    clock.granted()
+    now[0] = 106.2
+    clock.event({"type": "phase", "phase": "measuring", "t": 5.6})
+    now[0] = 106.6
+    clock.event({"type": "result", "t": 6.0})
+    now[0] = 107.0
+    got = clock.timeline({})["timeline"]
+    waits = [p for p in got if p["name"] == timeline.DEVICE_WAIT]
+    assert len(waits) == 1 and waits[0]["s"] == pytest.approx(3.48, abs=0.01)  # from t=2.01 (102.52 here) to 106.0
+    before = got[got.index(waits[0]) - 1]
+    assert before["name"] == timeline.WORKER_PHASES["eager"][0] and before["s"] == pytest.approx(0.01, abs=0.005)
+    assert sum(p["s"] for p in got) == pytest.approx(7.0)
 
 
 def test_cut_out_keeps_the_phases_end_to_end_and_clips_a_wait_at_its_phase():

@@ -1,8 +1,11 @@
 """The lab side of a run's timeline: the moments this process sees (submit, leaving the queue, each worker event's
 arrival) on its monotonic clock, turned into the timeline stored with the result (tcore.figures.timeline).
 
-The worker's events carry its own clock ("t": seconds since it received the run); the first event's arrival puts
-that clock on this one, so a worker on another machine (a Ray node) lines up as well as a local one.
+The worker's events carry its own clock ("t": seconds since it received the run); their arrivals put that clock on this
+one, so a worker on another machine (a Ray node) lines up as well as a local one. An event arrives after it was sent,
+late by however long this process took to read it, and on a busy machine the first can be late by more than the next
+few: the offset is the least (arrival - t) of all the events, the one read soonest. A wait for the device begins at the
+ask's own "t", so that it falls after the phase the worker asked in, as it did on the worker.
 """
 from __future__ import annotations
 
@@ -22,14 +25,14 @@ class RunClock:
         self.submitted = now - max(time.time() - queued_at, 0.0) if queued_at else now
         self.launched: float | None = None
         self.worker_start = "worker process start (Python)"  # what the phase from the launch to the imports was
-        self.offset: float | None = None  # lab clock = worker's "t" + offset
+        self.offset: float | None = None  # lab clock = worker's "t" + offset (the least arrival - t seen)
         self.started_t: float | None = None
         self.startup: dict[str, float] = {}
         self.phases: list[tuple[str, float]] = []  # (worker phase, worker "t")
         self.result_t: float | None = None
         self.result_received: float | None = None
         self.headline_received: float | None = None  # when the timed figures arrived, before the profiling pass
-        # [asked, granted] for each ask of the device (tcore.lab.queue.lease)
+        # [asked (the worker's "t"), granted (this clock)] for each ask of the device (tcore.lab.queue.lease)
         self.device_waits: list[list[float | None]] = []
         self.held_spans: list[tuple[float, float]] = []  # held still while another run was timed (quiet)
 
@@ -50,7 +53,7 @@ class RunClock:
         now, t = time.monotonic(), event.get("t")
         if not isinstance(t, (int, float)):
             return
-        if self.offset is None:
+        if self.offset is None or now - t < self.offset:
             self.offset = now - t
         kind = event.get("type")
         if kind == "started":
@@ -62,7 +65,7 @@ class RunClock:
         elif kind == "headline":
             self.headline_received = now
         elif kind == "device" and event.get("ask"):
-            self.device_waits.append([now, None])
+            self.device_waits.append([t, None])
         elif kind == "result":
             self.result_t, self.result_received = t, now
 
@@ -98,8 +101,8 @@ class RunClock:
         marks += [("worker exit, result handed back", LAB, lab(self.result_t)),
                   ("saving (artifacts kept, interval restated; the store write follows)", LAB, self.result_received)]
         end = time.monotonic()
-        waits = [(asked - self.submitted, (granted or end) - self.submitted) for asked, granted in self.device_waits
-                 if (granted or end) - asked > 1e-3]
+        waits = [(lab(asked) - self.submitted, (granted or end) - self.submitted)
+                 for asked, granted in self.device_waits if (granted or end) - lab(asked) > 1e-3]
         held = [(a - self.submitted, b - self.submitted) for a, b in self.held_spans]
         phases = timeline.refine(timeline.cut_out(timeline.assemble(marks, end, self.submitted), waits, held), result)
         # submit to the headline's arrival: what a person waits for the speedup (the rest is profiling and saving)
