@@ -43,6 +43,14 @@ class People(Part):
                 (len(suffix), suffix, len(suffix), suffix, len(suffix), suffix)).fetchone()
         return row[0] if row else None
 
+    def renamed_to(self, suffix: str) -> str | None:
+        """The id a participant's tag and secret (`suffix`) took in their newest rename, or None where none is kept: a
+        rename keeps one row for them here, under the new id."""
+        with self._connect() as db:
+            row = db.execute("SELECT owner FROM people WHERE substr(owner, -?) = ? ORDER BY set_at DESC LIMIT 1",
+                             (len(suffix), suffix)).fetchone()
+        return row[0] if row else None
+
     def typed_names(self) -> dict[str, str]:
         """owner id -> the name as its participant typed it, for every participant who named themselves."""
         with self._connect() as db:

@@ -92,18 +92,41 @@ def let_go(token: str) -> int:
     return held
 
 
+def _person(owner: str) -> str | None:
+    """What of an owner id stays with its person through a rename: the tag and the secret ("3f9a.SECRET" of both
+    guest-3f9a.SECRET and ada~3f9a.SECRET); None for an id without them."""
+    shown, dot, secret = owner.rpartition(".")
+    if not dot:
+        return None
+    return f"{shown.split('~')[1] if '~' in shown else shown.removeprefix('guest-')}.{secret}"
+
+
 def _named_now(batch: _Batch) -> str:
     """The batch's owner as named now: a rename (the sidebar's name box) moves a person's runs to a new id that keeps
     the old one's tag and secret (ada~3f9a.SECRET from guest-3f9a.SECRET), and the runs still held are theirs too,
     never left under an id that is no longer theirs, which they could not cancel."""
-    shown, dot, secret = batch.owner.rpartition(".")
-    if not dot:
+    if (person := _person(batch.owner)) is None:
         return batch.owner
-    tag = shown.split("~")[1] if "~" in shown else shown.removeprefix("guest-")
     try:
-        return batch.store.people.owner_ending(f"{tag}.{secret}") or batch.owner
+        return batch.store.people.owner_ending(person) or batch.owner
     except (sqlite3.Error, StoreError):  # the feed's own start says what is wrong with the store
         return batch.owner
+
+
+def _follow_a_rename_meanwhile(batch: _Batch, run_id: str, used: str) -> None:
+    """A rename that came between the feed's reading of the name and its run's insert moved the person's runs before
+    this one was there: it went in under the id they had left. Move it where the rename moved the rest (a rename
+    after the insert moved it already)."""
+    if (person := _person(used)) is None:
+        return
+    try:
+        now = batch.store.people.renamed_to(person)
+        if now is not None and now != used:
+            batch.store.people.rename_owner(used, now)
+            batch.owner = now
+    except (sqlite3.Error, StoreError) as e:  # the run stays under the old id: said, for whoever reads the log
+        print(f"compile-lab: run {run_id} queued under {used!r}, renamed meanwhile: {type(e).__name__}: {e}",
+              flush=True)
 
 
 def _feed(batch: _Batch) -> None:
@@ -113,9 +136,11 @@ def _feed(batch: _Batch) -> None:
             batch.owner = _named_now(batch)
         while batch.held and runs.places_left(batch.owner, batch.store)[0] > 0:
             exp = batch.held[0]
+            used = batch.owner
             try:
-                batch.queued.append(runs.start(exp, batch.store, owner=batch.owner, timeout_s=batch.timeout_s,
+                batch.queued.append(runs.start(exp, batch.store, owner=used, timeout_s=batch.timeout_s,
                                                from_app=True).run_id)
+                _follow_a_rename_meanwhile(batch, batch.queued[-1], used)
             except SpecError as e:
                 if runs.places_left(batch.owner, batch.store)[0] == 0:
                     break  # another tab of this person took the place meanwhile: the next feed tries again
