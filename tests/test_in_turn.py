@@ -60,6 +60,9 @@ def test_a_rename_between_the_feeds_reading_of_the_name_and_its_insert_moves_the
         assert db.get(fed[1]).owner == named
         assert runs.cancel(fed[1], db, owner=named)
         assert db.get(in_turn.feed(token).queued[2]).owner == named  # and the feed follows the new id from then on
+        # a person's id that keeps its own row (a stale tab kept its settings under it) was not renamed away from
+        db.people.keep_settings_of(guest, {})
+        assert db.people.renamed_from(guest, "1a2b.00000000cafe0002") is None
     finally:
         runs.pause(db, False)
 

@@ -43,13 +43,21 @@ class People(Part):
                 (len(suffix), suffix, len(suffix), suffix, len(suffix), suffix)).fetchone()
         return row[0] if row else None
 
-    def renamed_to(self, suffix: str) -> str | None:
-        """The id a participant's tag and secret (`suffix`) took in their newest rename, or None where none is kept: a
-        rename keeps one row for them here, under the new id."""
+    def renamed_from(self, old: str, suffix: str) -> str | None:
+        """Where a rename took the participant who was `old` (their tag and secret: `suffix`): the newest id here that
+        ends with them, once `old` has no row of its own (a rename deletes it); None while it has one, or none ends so.
+        """
         with self._connect() as db:
+            if db.execute("SELECT 1 FROM people WHERE owner=?", (old,)).fetchone():
+                return None
             row = db.execute("SELECT owner FROM people WHERE substr(owner, -?) = ? ORDER BY set_at DESC LIMIT 1",
                              (len(suffix), suffix)).fetchone()
         return row[0] if row else None
+
+    def give_run(self, run_id: str, owner: str) -> None:
+        """One run to `owner`: the rest of its old owner's stay where they are."""
+        with self._write() as db:
+            db.execute("UPDATE runs SET owner=? WHERE id=?", (owner, run_id))
 
     def typed_names(self) -> dict[str, str]:
         """owner id -> the name as its participant typed it, for every participant who named themselves."""

@@ -115,14 +115,14 @@ def _named_now(batch: _Batch) -> str:
 
 def _follow_a_rename_meanwhile(batch: _Batch, run_id: str, used: str) -> None:
     """A rename that came between the feed's reading of the name and its run's insert moved the person's runs before
-    this one was there: it went in under the id they had left. Move it where the rename moved the rest (a rename
-    after the insert moved it already)."""
+    this one was there: it went in under the id they had left. Move it, and only it, where the rename moved the rest
+    (a rename after the insert moved it already)."""
     if (person := _person(used)) is None:
         return
     try:
-        now = batch.store.people.renamed_to(person)
+        now = batch.store.people.renamed_from(used, person)
         if now is not None and now != used:
-            batch.store.people.rename_owner(used, now)
+            batch.store.people.give_run(run_id, now)
             batch.owner = now
     except (sqlite3.Error, StoreError) as e:  # the run stays under the old id: said, for whoever reads the log
         print(f"compile-lab: run {run_id} queued under {used!r}, renamed meanwhile: {type(e).__name__}: {e}",
