@@ -67,3 +67,32 @@ def test_a_click_on_a_row_of_a_run_that_has_ended_since_says_nothing_was_cancell
     queue.cancel(run.run_id, store)
     assert st.session_state[queue.TOAST] == f"Run {run.run_id} had already ended: nothing was cancelled."
     assert store.get(run.run_id).error["message"].startswith("cancelled")  # as it ended, not changed
+
+
+
+def test_an_answer_whose_toast_a_rerun_interrupted_is_shown_by_the_next_redraw(ada, monkeypatch):
+    """Every st call is where Streamlit stops a script that has a rerun pending (another tab's sync, a fragment's
+    st.rerun): it raises inside st.toast before the toast is sent. The click's answer, and a late failure, must
+    wait for the next redraw rather than be lost with the stopped one."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    calls, shown = [], []
+
+    def toast(message, **kw):
+        calls.append(message)
+        if len(calls) in (1, 3):  # the first try of each: a rerun was pending
+            raise RerunException(None)  # what the script runner raises at a yield point then
+        shown.append(message)
+
+    monkeypatch.setattr(st, "toast", toast)
+    answer = f"{queue.CANCELLED}; a running one has its worker stopped."
+    late = "The cancel of run r2 failed: the run store is locked"
+    st.session_state[queue.TOAST] = answer
+    queue._LATE_FAILURES["ada~0123456789abcdef"] = late
+    for _ in range(2):  # stopped at the answer, then at the late failure
+        with pytest.raises(RerunException):
+            queue.show_toast()
+    queue.show_toast()
+    queue.show_toast()  # nothing is left: nothing is shown twice
+    assert shown == [answer, late]
+    assert queue.TOAST not in st.session_state and queue._LATE_FAILURES == {}

@@ -374,11 +374,16 @@ def show_toast() -> None:
     """The cancel's answer, as a toast. Kept in the session by the click's callback and shown by whichever redraw
     comes next: a toast made in the callback itself is lost when that redraw turns into a whole-page rerun (the
     queue emptied, or the followed run ended, so the page goes round). A cancel that failed after its click stopped
-    waiting is told the same way, to the person who clicked."""
-    if message := st.session_state.pop(TOAST, None):
+    waiting is told the same way, to the person who clicked. Each message is forgotten only once st.toast has
+    returned: a rerun asked for meanwhile (another tab's sync, a click) stops the script inside st.toast before its
+    message is sent, and a message taken out first would be lost with it; the next redraw shows it instead."""
+    if message := st.session_state.get(TOAST):
         st.toast(message)
-    if message := _LATE_FAILURES.pop(people.me(), None):
+        st.session_state.pop(TOAST, None)
+    me = people.me()
+    if message := _LATE_FAILURES.get(me):
         st.toast(message, icon=":material/error:")
+        _LATE_FAILURES.pop(me, None)
 
 
 def cancelling(rows: list[dict]) -> set[str]:
