@@ -16,18 +16,25 @@ from tests.helpers import wait_until
 pytestmark = pytest.mark.skipif(not quiet.enabled(), reason="needs POSIX signals")
 
 # A worker stand-in that also starts a child in its group, as a worker's compile jobs are.
-CHILD = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); " \
-        "time.sleep(120)"
+# Each sleeps far longer than any wait here (the fixture kills them): one that ended on its own mid-test would read 'Z'.
+CHILD = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)']); " \
+        "time.sleep(3600)"
 
 
-def found(pid: int) -> Callable[[], str]:
-    """What a wait for a stop found instead, in its message: the process's state and its children's (a stand-in read
-    "no the state" twice on a loaded machine, in 1 of about 1,160 tests, with nothing more to go on)."""
+def found(*pids: int) -> Callable[[], str]:
+    """What a wait for a stop or a continue found instead, in its message: each process's state and its children's,
+    and whom this process's holds had stopped then (a stand-in read never stopped three times in loaded clones, in 1
+    of about 1,190 tests, with nothing more to go on)."""
     def said() -> str:
-        try:
-            return f"stopped process group {pid}: found {state(pid)!r}, children {[state(c) for c in children(pid)]}"
-        except OSError as e:
-            return f"stopped process group {pid}: found it gone ({e})"
+        words = []
+        for pid in pids:
+            try:
+                words.append(f"process group {pid}: found {state(pid)!r}, children {[state(c) for c in children(pid)]}")
+            except OSError as e:
+                words.append(f"process group {pid}: found it gone ({e})")
+        holds = {key: [(x.who, x.pgid) for x in stopped] for key, (stopped, _) in dict(quiet._holds).items()}
+        members = {run: (m.slot, m.pgid) for run, m in dict(quiet._members).items()}
+        return f"{'; '.join(words)}; holds {holds}; members {members}"
     return said
 
 
@@ -67,7 +74,7 @@ def test_a_timed_run_stops_its_slots_neighbours_with_their_children_and_lets_the
     assert state(a.pid) != "T" and state(c.pid) != "T"
     assert quiet.held("b") and not quiet.held("c")
     quiet.release("a")
-    wait_until(lambda: state(b.pid) != "T" and state(children(b.pid)[0]) != "T", what="the state")
+    wait_until(lambda: state(b.pid) != "T" and state(children(b.pid)[0]) != "T", what=found(b.pid))
     assert not quiet.held("b")
 
 
@@ -78,14 +85,14 @@ def test_a_held_run_that_ends_goes_on_and_a_hold_lasts_at_most_its_limit(workers
     assert quiet.hold("a") == 1
     wait_until(lambda: state(b.pid) == "T", what=found(b.pid))
     quiet.leave("b")  # ended (its time limit, say): it is continued so that it can end
-    wait_until(lambda: state(b.pid) != "T", what="the state")
+    wait_until(lambda: state(b.pid) != "T", what=found(b.pid))
     quiet.release("a")
     quiet.join("b", "cuda:0", b.pid)
     monkeypatch.setattr(quiet, "MAX_HOLD_S", 0.3)
     assert quiet.hold("a") == 1
-    wait_until(lambda: state(b.pid) == "T", what="the state")
+    wait_until(lambda: state(b.pid) == "T", what=found(b.pid))
     # a run that never says its rounds ended holds no one for long
-    wait_until(lambda: state(b.pid) != "T", what="the state")
+    wait_until(lambda: state(b.pid) != "T", what=found(b.pid))
     assert not quiet.held("b")
 
 
@@ -94,11 +101,11 @@ def test_the_slots_spares_hold_still_too_and_a_spare_taken_meanwhile_goes_on_at_
     monkeypatch.setattr(quiet, "_spares", [lambda slot: {"cuda:0": [spare.pid], "cuda:1": [other.pid]}[slot]])
     quiet.join("a", "cuda:0", a.pid)
     assert quiet.hold("a") == 0  # no run beside it; its slot's spare is stopped all the same
-    wait_until(lambda: state(spare.pid) == "T", what="the state")
+    wait_until(lambda: state(spare.pid) == "T", what=found(spare.pid))
     assert state(other.pid) != "T"
     quiet.join("b", "cuda:0", spare.pid)  # the spare was taken for a run while a was timed
     quiet.release("a")
-    wait_until(lambda: state(spare.pid) != "T", what="the state")
+    wait_until(lambda: state(spare.pid) != "T", what=found(spare.pid))
 
 
 def test_switched_off_no_one_is_stopped(workers, monkeypatch):
@@ -124,9 +131,9 @@ def test_the_lab_holds_the_neighbours_for_the_measuring_phase_only(workers):
     run.lease_env = {protocol.DEVICE_LEASE: "1"}
     quiet.join("a", "cuda:0", a.pid)
     run._quiet_neighbours(True)
-    wait_until(lambda: state(b.pid) == "T", what="the state")
+    wait_until(lambda: state(b.pid) == "T", what=found(b.pid))
     run._quiet_neighbours(False)
-    wait_until(lambda: state(b.pid) != "T", what="the state")
+    wait_until(lambda: state(b.pid) != "T", what=found(b.pid))
     assert run.neighbours_held == 1
     run.lease_env = {}  # a run alone on its device holds no one
     run._quiet_neighbours(True)
@@ -143,7 +150,7 @@ def test_a_held_worker_that_is_stopped_for_good_hears_its_sigterm_at_once():
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     os.killpg(proc.pid, signal.SIGSTOP)
-    wait_until(lambda: state(proc.pid) == "T", what="the state")
+    wait_until(lambda: state(proc.pid) == "T", what=found(proc.pid))
     launcher._kill_group(proc, grace_s=120.0)
     assert proc.wait() == -signal.SIGTERM
 
@@ -210,9 +217,9 @@ def test_a_run_that_starts_while_its_slot_is_timed_holds_still_with_the_rest(wor
     quiet.join("b", "cuda:0", b.pid)
     assert quiet.hold("a") == 1
     quiet.join("c", "cuda:0", c.pid)  # launched into the slot meanwhile
-    wait_until(lambda: state(c.pid) == "T", what="the state")
+    wait_until(lambda: state(c.pid) == "T", what=found(c.pid))
     quiet.release("a")
-    wait_until(lambda: state(b.pid) != "T" and state(c.pid) != "T", what="the state")
+    wait_until(lambda: state(b.pid) != "T" and state(c.pid) != "T", what=found(b.pid, c.pid))
 
 
 def test_a_lab_killed_outright_leaves_no_worker_stopped(workers):
@@ -226,10 +233,10 @@ def test_a_lab_killed_outright_leaves_no_worker_stopped(workers):
         "print(quiet.hold('a'), flush=True)\ntime.sleep(120)\n")], stdout=subprocess.PIPE, text=True,
         cwd=Path(__file__).resolve().parent.parent)
     assert lab.stdout.readline().strip() == "1"
-    wait_until(lambda: state(b.pid) == "T", what="the state")
+    wait_until(lambda: state(b.pid) == "T", what=found(b.pid))
     lab.send_signal(signal.SIGKILL)
     lab.wait()
-    wait_until(lambda: state(b.pid) != "T", what="the state")
+    wait_until(lambda: state(b.pid) != "T", what=found(b.pid))
 
 
 def test_the_worker_events_hold_the_neighbours_from_measuring_to_the_headline(workers):
@@ -248,11 +255,11 @@ def test_the_worker_events_hold_the_neighbours_from_measuring_to_the_headline(wo
         yield {"type": "phase", "phase": "warmup", "t": 1.0}
         seen["warmup"] = state(b.pid)
         yield {"type": "phase", "phase": "measuring", "t": 2.0}
-        wait_until(lambda: state(b.pid) == "T", what="the state")
+        wait_until(lambda: state(b.pid) == "T", what=found(b.pid))
         yield {"type": "progress", "phase": "measuring", "done": 3, "total": 6, "t": 3.0}
         seen["rounds"] = state(b.pid)
         yield {"type": "headline", "result": {}, "env": {}, "t": 4.0}
-        wait_until(lambda: state(b.pid) != "T", what="the state")
+        wait_until(lambda: state(b.pid) != "T", what=found(b.pid))
         yield {"type": "phase", "phase": "profiling", "t": 5.0}
         seen["profiling"] = state(b.pid)
 
