@@ -69,7 +69,6 @@ def test_a_click_on_a_row_of_a_run_that_has_ended_since_says_nothing_was_cancell
     assert store.get(run.run_id).error["message"].startswith("cancelled")  # as it ended, not changed
 
 
-
 def test_an_answer_whose_toast_a_rerun_interrupted_is_shown_by_the_next_redraw(ada, monkeypatch):
     """Every st call is where Streamlit stops a script that has a rerun pending (another tab's sync, a fragment's
     st.rerun): it raises inside st.toast before the toast is sent. The click's answer, and a late failure, must
