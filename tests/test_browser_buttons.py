@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import re
 import time
-import warnings
 
 import pytest
 
-from tests.browser_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Watch, serve
+from tests.browser_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Watch, click_until_shown, serve
 
 pytestmark = pytest.mark.browser
 
@@ -198,29 +197,6 @@ def resumed_after(lab):
 CANCEL_TAKEN = re.compile(r"^(Cancelled: a queued run never starts|Cancelling: it takes longer)")
 
 
-def click_until_it_takes(page, button, taken: str | re.Pattern, *, wait_ms: int = 15_000) -> None:
-    """Click `button`; if `taken` (text the click makes appear) has not appeared within `wait_ms`, click once more,
-    as a person would, and say so as a warning in the test report.
-
-    Once in about ten walks on a loaded machine the instructor's Cancel on the System page was not taken: its row
-    kept its Cancel button for three minutes (not "cancelling", so the button's callback never ran) beside a queue
-    box redrawn every 2 s. Not reproduced in seven walks since (load average 7-14); the warning keeps a recurrence
-    in sight without failing every later check of the walk."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    button.click()
-    try:
-        page.get_by_text(taken).first.wait_for(timeout=wait_ms)
-    except PlaywrightTimeout:
-        if not button.count():
-            raise  # taken (the button has gone with its run), but the page never said so
-        page.screenshot(path=ARTIFACTS / "buttons-click-not-taken.png")
-        warnings.warn(f"a click was not taken within {wait_ms / 1000:g} s; clicked again (see "
-                      "artifacts/buttons-click-not-taken.png)")
-        button.click()
-        page.get_by_text(taken).first.wait_for()
-
-
 def test_the_instructor_pauses_and_cancels_and_a_participant_cancels_their_own(browser, lab, resumed_after):
     teacher, bob = Person(browser, lab, TEACHER), Person(browser, lab, BOB)
     system = teacher.open("/system", "System")
@@ -247,7 +223,7 @@ def test_the_instructor_pauses_and_cancels_and_a_participant_cancels_their_own(b
     second = queued_run_of(lab["store"], BOB)
     queue_row(system, "bob", second).get_by_role("button", name="Cancel").click()  # another person's: asked first
     system.get_by_text(re.compile(r"^Cancel bob.*'s run .*\? It leaves the queue and never starts")).wait_for()
-    click_until_it_takes(system, system.get_by_role("button", name="Cancel their run"), CANCEL_TAKEN)
+    click_until_shown(system, system.get_by_role("button", name="Cancel their run"), CANCEL_TAKEN)
     table_says(run, "cancelled by the instructor")  # the owner is told who cancelled it
     run.get_by_text("cancelled by the instructor while waiting in the queue").wait_for()
     run.screenshot(path=ARTIFACTS / "buttons-cancelled-by-instructor.png")
