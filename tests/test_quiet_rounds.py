@@ -17,14 +17,32 @@ pytestmark = pytest.mark.skipif(not quiet.enabled(), reason="needs POSIX signals
 
 # A worker stand-in that also starts a child in its group, as a worker's compile jobs are.
 # Each sleeps far longer than any wait here (the fixture kills them): one that ended on its own mid-test would read 'Z'.
-CHILD = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)']); " \
-        "time.sleep(3600)"
+# It writes down who sends it each SIGCONT (blocked, so that sigtimedwait can read the sender; a blocked SIGCONT
+# continues a stopped process all the same), in LEDGER/<its pid>: a stand-in read never stopped four times in loaded
+# clones, and the ledger says whether another process let it go on, and which.
+CHILD = """
+import os, signal, subprocess, sys, time
+from pathlib import Path
+subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCONT})
+ledger = Path(sys.argv[1]) / str(os.getpid())
+ledger.write_text('')
+while (info := signal.sigtimedwait({signal.SIGCONT}, 3600)) is not None:
+    try:
+        who = Path(f'/proc/{info.si_pid}/cmdline').read_bytes().replace(bytes(1), b' ').decode()[:160]
+    except OSError:
+        who = 'gone'
+    with ledger.open('a') as f:
+        f.write(f'{time.time():.3f} SIGCONT from pid {info.si_pid} ({who}); ')
+"""
+LEDGER: dict[str, Path] = {}  # "folder": this test's stand-ins' ledgers (the workers fixture)
 
 
 def found(*pids: int) -> Callable[[], str]:
     """What a wait for a stop or a continue found instead, in its message: each process's state and its children's,
-    and whom this process's holds had stopped then (a stand-in read never stopped three times in loaded clones, in 1
-    of about 1,190 tests, with nothing more to go on)."""
+    who sent it each SIGCONT, and whom this process's holds had stopped then (a stand-in read never stopped four times
+    in loaded clones, in 1 of about 1,190 tests; the fourth time, with no hold left, since the hold's bound and the
+    wait were both 180 s)."""
     def said() -> str:
         words = []
         for pid in pids:
@@ -32,6 +50,9 @@ def found(*pids: int) -> Callable[[], str]:
                 words.append(f"process group {pid}: found {state(pid)!r}, children {[state(c) for c in children(pid)]}")
             except OSError as e:
                 words.append(f"process group {pid}: found it gone ({e})")
+            ledger = LEDGER["folder"] / str(pid) if "folder" in LEDGER else None
+            if ledger and ledger.exists():
+                words.append(f"its SIGCONTs until {time.time():.3f}: {ledger.read_text() or 'none'}")
         holds = {key: [(x.who, x.pgid) for x in stopped] for key, (stopped, _) in dict(quiet._holds).items()}
         members = {run: (m.slot, m.pgid) for run, m in dict(quiet._members).items()}
         return f"{'; '.join(words)}; holds {holds}; members {members}"
@@ -44,7 +65,7 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.fixture
-def workers(monkeypatch):
+def workers(monkeypatch, tmp_path):
     # this file's own room: no run, spare or store another test file left in this process takes part (a hold is
     # written to every store watched here, each write waiting out that store's lock: a slow one in a loaded run would
     # have the hold's bound pass before hold() returned)
@@ -52,8 +73,12 @@ def workers(monkeypatch):
     monkeypatch.setattr(quiet, "_holds", {})
     monkeypatch.setattr(quiet, "_spares", [])
     monkeypatch.setattr(quiet, "_watched", {})
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD], start_new_session=True) for _ in range(3)]
-    wait_until(lambda: all(children(p.pid) for p in procs), what="the children")
+    # A hold outlasts every wait here, so a failed wait still shows whom it had stopped (its bound was the waits' 180 s)
+    monkeypatch.setattr(quiet, "MAX_HOLD_S", 600.0)
+    monkeypatch.setitem(LEDGER, "folder", tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], start_new_session=True) for _ in range(3)]
+    wait_until(lambda: all(children(p.pid) and (tmp_path / str(p.pid)).exists() for p in procs),
+               what="the stand-ins, each with its child and its ledger")
     yield procs
     for name in ("a", "b", "c"):
         quiet.leave(name)
