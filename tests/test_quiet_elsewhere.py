@@ -11,20 +11,19 @@ import pytest
 from tcore.lab.queue import quiet, scheduler
 from tcore.store import QuietHold
 from tests.helpers import REPO_ROOT, wait_until
-from tests.test_quiet_rounds import CHILD, children, state
+from tests.test_quiet_rounds import children, stand_ins, state
 
 pytestmark = pytest.mark.skipif(not quiet.enabled(), reason="needs POSIX signals")
 
 
 @pytest.fixture
-def worker(monkeypatch):
+def worker(monkeypatch, tmp_path):
     """This process's one run of cuda:0, a worker stand-in with a child of its own, as a lab process's run is."""
     monkeypatch.setattr(quiet, "_members", {})
     monkeypatch.setattr(quiet, "_holds", {})
     monkeypatch.setattr(quiet, "_spares", [])
     monkeypatch.setattr(quiet, "_watched", {})
-    proc = subprocess.Popen([sys.executable, "-c", CHILD], start_new_session=True)
-    wait_until(lambda: children(proc.pid), what="its child")
+    proc, = stand_ins(tmp_path, 1)
     quiet.join("mine", "cuda:0", proc.pid)
     yield proc
     quiet.leave("mine")

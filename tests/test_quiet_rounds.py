@@ -38,6 +38,14 @@ while (info := signal.sigtimedwait({signal.SIGCONT}, 3600)) is not None:
 LEDGER: dict[str, Path] = {}  # "folder": this test's stand-ins' ledgers (the workers fixture)
 
 
+def stand_ins(folder: Path, n: int) -> list[subprocess.Popen]:
+    """n worker stand-ins (CHILD), each in a group of its own, once each has its child and its ledger in folder."""
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(folder)], start_new_session=True) for _ in range(n)]
+    wait_until(lambda: all(children(p.pid) and (folder / str(p.pid)).exists() for p in procs),
+               what="the stand-ins, each with its child and its ledger")
+    return procs
+
+
 def found(*pids: int) -> Callable[[], str]:
     """What a wait for a stop or a continue found instead, in its message: each process's state and its children's,
     who sent it each SIGCONT, and whom this process's holds had stopped then (a stand-in read never stopped four times
@@ -76,9 +84,7 @@ def workers(monkeypatch, tmp_path):
     # A hold outlasts every wait here, so a failed wait still shows whom it had stopped (its bound was the waits' 180 s)
     monkeypatch.setattr(quiet, "MAX_HOLD_S", 600.0)
     monkeypatch.setitem(LEDGER, "folder", tmp_path)
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], start_new_session=True) for _ in range(3)]
-    wait_until(lambda: all(children(p.pid) and (tmp_path / str(p.pid)).exists() for p in procs),
-               what="the stand-ins, each with its child and its ledger")
+    procs = stand_ins(tmp_path, 3)
     yield procs
     for name in ("a", "b", "c"):
         quiet.leave(name)
