@@ -13,7 +13,10 @@ Clones BRANCH of REPO into a fresh temporary folder for every run and runs CI's 
 (CI=true bash .ci/run), RUNS times in a row. The runs named by --loaded run beside SPIN plain Python
 spin loops in other processes for the whole run (other users of the machine, say).
 One line per run goes to stdout and is appended to the result file; the clone's output goes to a
-log beside it. Exits 1 if any run failed.
+log beside it. Exits 1 if any run failed. Each line also says the machine's pace just before its run,
+on idle cores: the seconds a fixed single-core Python loop took (a virtual machine's pace drifts
+by a third over a day, and the suite's minutes with it). Stopping the script (SIGTERM, Ctrl-C) stops
+the run in progress, every process it started, and the spin loops.
 
 Options:
   --repo PATH|URL    the repository to clone (default: the one this script lives in, $HERE)
@@ -75,7 +78,19 @@ stop_spinners() {
     spinners=""
 }
 work=""
-trap 'stop_spinners; [ -n "$work" ] && rm -rf "$work"' EXIT
+running=""  # the clone's command, in a session (process group) of its own
+stop_run() {
+    if [ -n "$running" ]; then kill -TERM -- "-$running" 2>/dev/null || true; sleep 5
+        kill -KILL -- "-$running" 2>/dev/null || true; fi
+    running=""
+}
+trap 'stop_run; stop_spinners; [ -n "$work" ] && rm -rf "$work"' EXIT
+trap 'echo "stopped by hand: $(date -u +%H:%M:%S)" >> "$LOG"; exit 130' INT TERM
+
+# The machine's pace: seconds for a fixed single-core loop (about 2 s on this kind of machine), idle cores around it
+pace() {
+    python3 -c 'import time; t = time.perf_counter(); sum(i * i for i in range(10_000_000)); print(f"{time.perf_counter() - t:.2f}")'
+}
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(hostname), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo);" \
      "$BRANCH of $REPO; command: $COMMAND; venv: ${VENV:-installed in each clone}" | tee -a "$OUT"
@@ -88,6 +103,7 @@ for i in $(seq 1 "$RUNS"); do
         ln -s "$VENV" "$work/repo/.venv"
         touch -d '2000-01-01' "$work"/repo/requirements*.txt  # older than the venv's markers: make installs nothing
     fi
+    loop_s="$(pace)"
     load=quiet
     if [[ ",$LOADED," == *",$i,"* ]]; then
         load="loaded ($SPIN spin loop$([ "$SPIN" = 1 ] || echo s) on $(nproc) cores)"
@@ -106,7 +122,10 @@ for i in $(seq 1 "$RUNS"); do
             END {printf "cpu %s %.0f%% busy\n", t, 100 * (1 - (idle[2] - idle[1]) / (total[2] - total[1]))}'
         prev="$now"; done) > "$work/cpu" &
     sampler=$!
-    if (cd "$work/repo" && bash -c "$COMMAND") > "$work/output" 2>&1; then verdict=pass; else verdict=FAIL; failed=1; fi
+    (cd "$work/repo" && exec setsid bash -c "$COMMAND") > "$work/output" 2>&1 &
+    running=$!
+    if wait "$running"; then verdict=pass; else verdict=FAIL; failed=1; fi
+    running=""
     seconds=$(( $(date +%s) - start ))
     kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
@@ -119,8 +138,9 @@ for i in $(seq 1 "$RUNS"); do
     # pytest's closing lines, one per part of make test: "=== 480 passed, 27 skipped in 370.1s ==="
     parts="$(grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped|deselected).* in [0-9.]+s' "$work/output" | tr -d '=' \
              | sed 's/^ *//; s/ *$//' | paste -sd ';' - || true)"
-    printf '%s  run %d/%d  %s  %s  %d:%02d min  %s, cores %s%% busy%s\n' "$(date -u '+%Y-%m-%d %H:%M')" "$i" "$RUNS" \
-        "$commit" "$verdict" $((seconds / 60)) $((seconds % 60)) "$load" "$busy" "${parts:+  ($parts)}" | tee -a "$OUT"
+    printf '%s  run %d/%d  %s  %s  %d:%02d min  %s, cores %s%% busy, pace loop %s s%s\n' "$(date -u '+%Y-%m-%d %H:%M')" \
+        "$i" "$RUNS" "$commit" "$verdict" $((seconds / 60)) $((seconds % 60)) "$load" "$busy" "$loop_s" \
+        "${parts:+  ($parts)}" | tee -a "$OUT"
     rm -rf "$work"
     work=""
 done
