@@ -87,7 +87,7 @@ stop_run() {
 trap 'stop_run; stop_spinners; [ -n "$work" ] && rm -rf "$work"' EXIT
 trap 'echo "stopped by hand: $(date -u +%H:%M:%S)" >> "$LOG"; exit 130' INT TERM
 
-# The machine's pace: seconds for a fixed single-core loop (about 2 s on this kind of machine), idle cores around it
+# The machine's pace: seconds for a fixed single-core loop, read while no run is going (lower is faster)
 pace() {
     python3 -c 'import time; t = time.perf_counter(); sum(i * i for i in range(10_000_000)); print(f"{time.perf_counter() - t:.2f}")'
 }
