@@ -135,9 +135,10 @@ def serve(sock: socket.socket) -> None:
 def main() -> int:
     sock = socket.socket(fileno=int(sys.argv[1]))
     try:
-        from tcore.worker.__main__ import prepare_for_fork
+        from tcore.worker.__main__ import freeze_imports, prepare_for_fork
 
         prepare_for_fork()
+        freeze_imports()
         refusal = _refusal()
     except BaseException as e:  # noqa: BLE001 (the lab starts its workers the usual way, and they report it)
         refusal = f"the imports failed: {type(e).__name__}: {e}"
