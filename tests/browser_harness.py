@@ -101,10 +101,16 @@ def free_port() -> int:
 
 @contextmanager
 def serve(folder: Path, **env: str) -> Iterator[str]:
-    """`streamlit run app.py` on a free port with its store in `folder` (and `env` set): its address, until the end."""
+    """`streamlit run app.py` on a free port with its store in `folder` (and `env` set): its address, until the end.
+
+    Without spare workers, as `make test`'s first part: a spare is a fork server (torch imported, about 7 s of a core
+    here) and a child importing the model libraries (seconds more), started with the server whether or not its test
+    runs anything: most browser tests run nothing, or one run, and the 21 servers' fork servers took 145 of the
+    browser part's 950 CPU-s (2026-11-29, this 2-core machine). A run's worker is forked when the run starts, the fork
+    server started then (tests/test_worker.py has the spares)."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian package 'chromium'): the browser test needs it")
-    env = dict(os.environ, COMPILE_LAB_DB=str(folder / "runs.sqlite"), **env)
+    env = {**os.environ, "COMPILE_LAB_SPARE_WORKERS": "0", "COMPILE_LAB_DB": str(folder / "runs.sqlite"), **env}
     deadline = time.time() + WAIT_MS / 1000
     for attempt in range(3):
         # A port free a moment ago can be taken before the server binds it (browser tests run side by side, each

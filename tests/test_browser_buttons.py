@@ -68,8 +68,7 @@ def lab(tmp_path_factory):
     folder = tmp_path_factory.mktemp("buttons")
     store = RunStore(folder / "runs.sqlite")
     seeded = {"ada": seeded_run(store, ADA), "bob": seeded_run(store, BOB, batch_size=4)}
-    with serve(folder, COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE, COMPILE_LAB_SPARE_WORKERS="0",
-               COMPILE_LAB_CACHE_DIR=str(folder / "cache")) as url:
+    with serve(folder, COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE, COMPILE_LAB_CACHE_DIR=str(folder / "cache")) as url:
         yield {"url": url, "store": store, "seeded": seeded, "log": folder / "streamlit.log"}
 
 

@@ -37,8 +37,7 @@ def lab(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("people")
     store = RunStore(folder / "runs.sqlite")
-    with serve(folder, COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE, COMPILE_LAB_SPARE_WORKERS="0",
-               COMPILE_LAB_CACHE_DIR=str(folder / "cache")) as url:
+    with serve(folder, COMPILE_LAB_INSTRUCTOR_PASSCODE=PASSCODE, COMPILE_LAB_CACHE_DIR=str(folder / "cache")) as url:
         yield {"url": url, "store": store, "log": folder / "streamlit.log"}
 
 
