@@ -232,7 +232,7 @@ class Breakdown:
 TOP_PER_CLASS = 4
 
 
-def _complete(events: Iterable[dict]) -> list[dict]:
+def complete(events: Iterable[dict]) -> list[dict]:
     return [e for e in events if e.get("ph") == "X" and "ts" in e and "dur" in e]
 
 
@@ -272,7 +272,7 @@ def launchers(events: list[dict]) -> dict[str, tuple[str, bool]]:
     The GPU's timing trace is recorded without CPU activity, because recording every host op slows
     the launches it would measure; a second, detailed trace of the same steps says who launched what.
     """
-    events = _complete(events)
+    events = complete(events)
     host = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
     launches = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
     contexts = _launch_contexts(host, launches)
@@ -291,7 +291,7 @@ def analyze(events: list[dict], steps: int, *, launched_by: dict[str, tuple[str,
     window runs from the first kernel's start to the last one's end), else from the CPU ops inside the step
     marks. `launched_by` (from launchers()) names the op behind each kernel when this trace has no CPU ops.
     None when there is nothing to break down."""
-    events = _complete(events)
+    events = complete(events)
     device = [e for e in events if e.get("cat") in DEVICE_CATS]
     if device:
         return _gpu(events, device, steps, top, launched_by)

@@ -95,8 +95,8 @@ def count_cpu_kernels(events: list[dict]) -> int:
     them (cpu_children). Read from the Chrome trace, not from the profiler's events(): building those took 1.2-1.7
     s of a tiny model's 4 s run on this 2-core machine, for the same count (tests/test_profiling.py)."""
     threads: dict[tuple, list[dict]] = {}
-    for e in events:
-        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation") and "ts" in e and "dur" in e:
+    for e in breakdown.complete(events):
+        if e.get("cat") in ("cpu_op", "user_annotation"):
             threads.setdefault((e.get("pid"), e.get("tid")), []).append(e)
     count = 0
     for ops in threads.values():
