@@ -15,7 +15,8 @@ spin loops in other processes for the whole run (other users of the machine, say
 One line per run goes to stdout and is appended to the result file; the clone's output goes to a
 log beside it. Exits 1 if any run failed. Each line also says the machine's pace just before its run,
 on idle cores: the seconds a fixed single-core Python loop took (a virtual machine's pace drifts
-by a third over a day, and the suite's minutes with it). Stopping the script (SIGTERM, Ctrl-C) stops
+by a third over a day, and the suite's minutes with it). Before each run the default Inductor cache
+(TMPDIR/torchinductor_USER) is removed, as a fresh machine has none. Stopping the script (SIGTERM, Ctrl-C) stops
 the run in progress, every process it started, and the spin loops.
 
 Options:
@@ -96,6 +97,10 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(hostname), $(nproc) cores, $(awk '/Me
      "$BRANCH of $REPO; command: $COMMAND; venv: ${VENV:-installed in each clone}" | tee -a "$OUT"
 failed=0
 for i in $(seq 1 "$RUNS"); do
+    # A fresh machine has no Inductor cache in its temporary folder: what an earlier run (or anything else here)
+    # compiled into the default one would make a test that does not choose its own cache folder warm, and its run
+    # shorter than on a machine that CI starts afresh.
+    rm -rf "${TMPDIR:-/tmp}/torchinductor_$(id -un)"
     work="$(mktemp -d -t ci-soak.XXXXXX)"
     git clone --quiet --branch "$BRANCH" "$REPO" "$work/repo"
     commit="$(git -C "$work/repo" rev-parse --short HEAD)"
