@@ -286,3 +286,28 @@ def test_the_stance_words_grey_out_on_a_torch_without_stances(monkeypatch):
     lines = stance_words(SCHEDULE_RUN)
     assert lines == ["`fail_on_recompile`: this torch has no fail_on_recompile stance: torch 2.6 brings it.",
                      "`eager_on_recompile`: this torch has no eager_on_recompile stance: torch 2.6 brings it."]
+
+
+# --- the optimizer step's backend -----------------------------------------------------------------------------------
+def test_a_run_whose_backend_generates_no_kernels_compiles_its_optimizer_step_by_that_backend(monkeypatch):
+    """A run with backend=eager and the optimizer compiled had handed its AdamW step to Inductor: kernels generated
+    (a minute of g++ on the CPU) in a run whose backend promises none. The step and its copy-as-code take the run's."""
+    import torch._inductor.compile_fx as compile_fx
+
+    from tcore.export.snippet import code_for
+    from tcore.worker.compile import make_optimizer, optimizer_step
+
+    reached = []
+    monkeypatch.setattr(compile_fx, "compile_fx", lambda *a, **k: reached.append(a) or a[0].forward)
+    torch._dynamo.reset()
+    backend = "eager"  # aot_eager goes the same way (spec.EAGER_KERNEL_BACKENDS), only slower to trace
+    exp = Experiment(**TINY, task="training", compile_optimizer=True, backend=backend)
+    model = torch.nn.Linear(4, 4)
+    optimizer = make_optimizer(model, exp, "cpu")
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer_step(optimizer, exp)()
+    assert reached == [] and float(optimizer.state[model.weight]["step"]) == 1.0  # it stepped, by no Inductor
+    assert f"@torch.compile(backend='{backend}', fullgraph=False)  # <--\ndef optimizer_step():" in code_for(
+        exp.to_dict(), "cpu")
+    torch.compile(lambda x: x + 1)(torch.randn(2))  # the recorder sees what does reach Inductor
+    assert reached, "compile_fx is no longer where Inductor starts: this test no longer tests anything"

@@ -364,6 +364,15 @@ def compile_kwargs(exp: Experiment) -> dict[str, Any]:
     return kwargs
 
 
+def optimizer_compile_kwargs(exp: Experiment) -> dict[str, Any]:
+    """What the optimizer step is compiled with (compile_optimizer): the PyTorch recipe's fullgraph=False, by Inductor;
+    by the run's own backend where that one generates no kernels (eager, aot_eager), so that nothing of such a run is
+    code-generated, as its backend says (a run with backend=eager had compiled its AdamW step through Inductor)."""
+    if exp.backend in EAGER_KERNEL_BACKENDS:
+        return {"backend": exp.backend, "fullgraph": False}
+    return {"fullgraph": False}
+
+
 # Modes whose CUDA graphs would be recorded once per prompt length: a generation's prefill is compiled without them
 # (gpt-fast leaves its prefill out of CUDA graphs too)
 NO_CUDAGRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}

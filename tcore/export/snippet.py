@@ -33,6 +33,7 @@ from tcore.experiment.spec import (
     Experiment,
     call_args,
     escaped_label,
+    optimizer_compile_kwargs,
 )
 from tcore.export import snippet_generate, snippet_sources
 
@@ -306,7 +307,7 @@ def _optimizer(exp: Experiment, device: str) -> list[str]:
             "# recompiling; eager foreach AdamW accepts one only when capturable.",
             f"optimizer = torch.optim.AdamW(model.parameters(), lr=torch.tensor({LR}, device=device){capturable})",
             "",
-            "@torch.compile(fullgraph=False)  # <--",
+            f"@torch.compile({', '.join(f'{k}={v!r}' for k, v in optimizer_compile_kwargs(exp).items())})  # <--",
             "def optimizer_step():",
             "    optimizer.step()"]
 

@@ -6,7 +6,12 @@ from typing import Callable
 import torch
 from torch import nn
 
-from tcore.experiment.spec import LR, Experiment, compile_kwargs  # one dict for the run and its copy-as-code
+from tcore.experiment.spec import (  # one dict each for the run and its copy-as-code
+    LR,
+    Experiment,
+    compile_kwargs,
+    optimizer_compile_kwargs,
+)
 
 
 def apply_compile(model: nn.Module, exp: Experiment, blocks: list[nn.Module], repeated_call: str = "") -> nn.Module:
@@ -101,5 +106,5 @@ def optimizer_step(optimizer: torch.optim.Optimizer, exp: Experiment) -> Callabl
 
     if exp.compile_optimizer:
         # fullgraph=False as in the recipe: the optimizer's bookkeeping may break the graph harmlessly.
-        return torch.compile(step, fullgraph=False)
+        return torch.compile(step, **optimizer_compile_kwargs(exp))
     return step
