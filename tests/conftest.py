@@ -78,6 +78,18 @@ def _queues_end_with_their_file():
 
 
 @pytest.fixture(autouse=True)
+def _queues_of_a_test_s_own_folder_end_with_it(request):
+    """A store in the test's own tmp_path is used by no later test: its queue ends with the test, not its file (a
+    file of twenty tests, each with a store of its own, had kept up to twenty queues ticking until its end)."""
+    yield
+    own = (request.node.funcargs or {}).get("tmp_path")  # the values of every fixture the test used, kept till now
+    if own is not None:
+        from tcore.lab.run import runs
+
+        runs.close_queues(under=own)
+
+
+@pytest.fixture(autouse=True)
 def _keep_main_module():
     """AppTest installs app.py as sys.modules["__main__"] and leaves it there; a process spawned by a later
     test would then run app.py (start the queue, recover runs) before its target. Put the real one back."""

@@ -124,3 +124,16 @@ def test_a_closed_queue_stops_ticking_and_the_next_run_on_its_store_starts_anoth
     again = runs._SCHEDULERS[(os.getpid(), str(store.path.resolve()))]
     assert again is not first and again._thread.is_alive()
     runs.close_queues()
+
+
+def test_closing_the_queues_of_one_folder_leaves_the_others_ticking(tmp_path_factory):
+    """After each test, the queues of stores in its own tmp_path end (tests/conftest.py), a shared store's do not."""
+    from tcore.lab.run import runs
+    from tcore.store import RunStore
+
+    mine, shared = (RunStore(tmp_path_factory.mktemp(name) / "runs.sqlite") for name in ("mine", "shared"))
+    for s in (mine, shared):
+        runs.recover(s)
+    assert runs.close_queues(under=mine.path.parent) == [str(mine.path.resolve())]
+    assert (os.getpid(), str(shared.path.resolve())) in runs._SCHEDULERS
+    assert runs.close_queues(under=shared.path.parent) == [str(shared.path.resolve())]

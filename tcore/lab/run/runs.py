@@ -14,6 +14,7 @@ import sqlite3
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from tcore.experiment.device import check_on_device, resolve_device
@@ -61,13 +62,16 @@ def _scheduler(store: RunStore) -> tuple[scheduler.Scheduler, list[LiveRun]]:
         return sched, sched.start()
 
 
-def close_queues() -> list[str]:
+def close_queues(under: Path | None = None) -> list[str]:
     """Close this process's queues (tcore.lab.queue.scheduler.Scheduler.close) and its watch of other lab processes'
-    holds on their stores (tcore.lab.queue.quiet.unwatch); the paths of the stores they were for. A later run on one
-    of them starts its queue again. Each queue ticks several times a second for as long as it is kept: a process that
-    used many stores and is done with them (a test worker, after each test file's own) stops paying for them."""
+    holds on their stores (tcore.lab.queue.quiet.unwatch), those of stores in the folder `under` where given; the
+    paths of the stores they were for. A later run on one of them starts its queue again. Each queue ticks several
+    times a second for as long as it is kept: a process that used many stores and is done with them (a test worker,
+    after each test's and each test file's own) stops paying for them."""
+    inside = None if under is None else under.resolve()
     with _SCHEDULERS_LOCK:
-        mine = [(key, sched) for key, sched in _SCHEDULERS.items() if key[0] == os.getpid()]
+        mine = [(key, sched) for key, sched in _SCHEDULERS.items() if key[0] == os.getpid()
+                and (inside is None or Path(key[1]).is_relative_to(inside))]
         for key, _ in mine:
             del _SCHEDULERS[key]
     for _, sched in mine:
