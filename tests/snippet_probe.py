@@ -4,10 +4,15 @@ run's own code path (tcore.worker), as JSON on stdout.
 Inductor's compile_fx is replaced by a recorder that returns the graph to run as it is, so no code is
 generated (seconds, not minutes, on the CPU) while Dynamo, the compile calls and the options it receives
 are untouched. The snippet runs first, in a process where nothing else has set anything, so a setting it
-leaves out shows; then Dynamo is reset and the lab's path runs. Usage: python tests/snippet_probe.py '<spec>'
+leaves out shows; then Dynamo is reset and the lab's path runs. Each spec is probed in a child forked after the
+imports (torch's, a few seconds of a core, paid once for all of them), so each starts as clean as a fresh process.
+Usage: python tests/snippet_probe.py '<spec>' ['<spec>' ...]; a line on stdout for each, in their order:
+PROBE {"case": i, "seen": {...}} or PROBE {"case": i, "error": "..."}.
 """
 import json
+import os
 import sys
+import traceback
 
 import torch
 import torch._inductor.compile_fx as compile_fx
@@ -56,12 +61,10 @@ def _settings():
                           "max_fusion_size")}}
 
 
-if __name__ == "__main__":
+def probe(spec: dict) -> dict:
     from tcore.experiment.spec import Experiment
     from tcore.export.snippet import code_for
 
-    compile_fx.compile_fx = _record
-    spec = json.loads(sys.argv[1])
     # Up to the timing section: it runs the compiled step again, on inputs already compiled for, and takes seconds
     # a step (tests/test_snippet_timing.py runs it); what is compared here is what the compile calls hand Inductor.
     code = code_for(spec, "cpu").split("# --- The effect")[0]
@@ -71,4 +74,32 @@ if __name__ == "__main__":
     torch._dynamo.reset()
     lab_path(Experiment.from_dict(spec))
     seen["lab"] = {"graphs": graphs, "settings": _settings()}
-    print(json.dumps(seen))
+    return seen
+
+
+def _say(line: dict) -> None:
+    sys.stdout.write("PROBE " + json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    import tcore.experiment.spec  # noqa: F401  (what every probe imports first, imported once)
+    import tcore.export.snippet  # noqa: F401
+
+    compile_fx.compile_fx = _record
+    for case, arg in enumerate(sys.argv[1:]):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _say({"case": case, "seen": probe(json.loads(arg))})
+                code = 0
+            except BaseException:  # noqa: BLE001 (said as the case's own failure; the others go on)
+                _say({"case": case, "error": traceback.format_exc()[-3000:]})
+                code = 1
+            sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if not os.WIFEXITED(status):  # killed by a signal: it said nothing
+            _say({"case": case, "error": f"the probe's process ended by signal {os.WTERMSIG(status)}"})

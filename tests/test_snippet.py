@@ -37,18 +37,37 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("exp", CASES.values(), ids=CASES.keys())
-def test_the_snippet_compiles_the_same_graphs_as_the_run(exp):
-    done = subprocess.run([sys.executable, "tests/snippet_probe.py", exp.to_json()], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=300, env=_with_repo_on_path())
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
-    snippet, lab = seen["snippet"], seen["lab"]
+def probed(cases: dict[str, Experiment]) -> dict[str, dict]:
+    """What Dynamo handed Inductor for each case, from its snippet and from the lab's path (tests/snippet_probe.py:
+    one process, torch imported once, a clean child forked for each case); a case whose probe failed maps to
+    {"error": ...}."""
+    done = subprocess.run([sys.executable, "tests/snippet_probe.py", *(exp.to_json() for exp in cases.values())],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300 * len(cases),
+                          env=_with_repo_on_path())
+    said = [json.loads(line[len("PROBE "):]) for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+    found = {line["case"]: line for line in said}
+    return {name: found.get(i, {"error": f"no word from the probe (exit {done.returncode}): {done.stderr[-3000:]}"})
+            for i, name in enumerate(cases)}
+
+
+def assert_same_graphs(probe: dict) -> None:
+    assert "error" not in probe, probe.get("error")
+    snippet, lab = probe["seen"]["snippet"], probe["seen"]["lab"]
     assert lab["graphs"], "the lab's path compiled nothing: the probe is broken"
     assert len(snippet["graphs"]) == len(lab["graphs"])
     for i, (mine, theirs) in enumerate(zip(snippet["graphs"], lab["graphs"])):
         assert mine == theirs, f"graph {i} differs"
     assert snippet["settings"] == lab["settings"]
+
+
+@pytest.fixture(scope="module")
+def probes():
+    return probed(CASES)
+
+
+@pytest.mark.parametrize("case", CASES.keys())
+def test_the_snippet_compiles_the_same_graphs_as_the_run(probes, case):
+    assert_same_graphs(probes[case])
 
 
 def test_the_snippet_says_each_setting_in_torch_s_own_words():

@@ -13,9 +13,7 @@ import pytest
 
 from tcore.experiment.spec import Experiment
 from tcore.export.snippet import code_for
-from tests.test_snippet import (
-    test_the_snippet_compiles_the_same_graphs_as_the_run as same_graphs,
-)
+from tests.test_snippet import assert_same_graphs, probed
 
 CASES = {
     # decoder layers from _no_split_modules, training with the compiled optimizer
@@ -31,9 +29,14 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("exp", CASES.values(), ids=CASES.keys())
-def test_a_real_model_s_snippet_compiles_the_same_graphs_as_the_run(exp):
-    same_graphs(exp)
+@pytest.fixture(scope="module")
+def probes():
+    return probed(CASES)
+
+
+@pytest.mark.parametrize("case", CASES.keys())
+def test_a_real_model_s_snippet_compiles_the_same_graphs_as_the_run(probes, case):
+    assert_same_graphs(probes[case])
 
 
 def test_the_snippet_builds_a_real_model_in_its_library_s_words():
