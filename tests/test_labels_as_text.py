@@ -93,3 +93,27 @@ def test_an_evil_label_shows_as_typed_in_diagnose_s_note_on_a_reused_run_without
             if rec.status == "queued":
                 runs.cancel(rec.id, db)
         runs.pause(db, False)
+
+
+def test_an_evil_error_message_shows_as_typed_on_compare_and_diagnose(db):
+    """A failed run's message carries a model file's own words (its exception), and a command line runs any file
+    into the store every participant's Compare page reads: Compare's run in detail and Diagnose's drew it as
+    Markdown, an image each browser fetched and a link dressed as the lab's."""
+    from tests.helpers import insert_run
+
+    failed = insert_run(db, Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager"))
+    # a compile error: Diagnose lists those among its runs (a crash it leaves to Compare)
+    db.finish(failed, error={"kind": "compile_error", "message": f"RuntimeError: {EVIL} :red[URGENT]"})
+    at = app().switch_page("app_pages/compare.py").run()
+    at.selectbox(key="compare_detail").set_value(failed).run()
+    assert not at.exception, at.exception
+    shown = [str(e.value) for e in at.error]
+    assert any(plain(f"RuntimeError: {EVIL} :red[URGENT]") in t for t in shown), shown
+    assert_plain(drawn(at))
+    at = app().switch_page("app_pages/diagnose.py")
+    at.query_params["run"] = failed  # opened by its id, as Compare's link does
+    at.run()
+    assert not at.exception and at.selectbox(key="diag_run").value == failed, at.exception
+    shown = [str(e.value) for e in at.error]
+    assert any(plain(f"RuntimeError: {EVIL} :red[URGENT]") in t for t in shown), shown
+    assert_plain(drawn(at))

@@ -93,7 +93,7 @@ def _waiting(key: str, records: list[RunRecord], store: RunStore) -> list[str]:
         expected = rec.error_kind == "cancelled" or (rec.spec.get("fullgraph") and rec.spec.get("graph_break"))
         if rec.id in ids and rec.status == "failed" and not expected:
             st.error(f"**{plain(rec.label)}** · {ERROR_KINDS.get(rec.error_kind, rec.error_kind)}: "
-                     f"{graph_words.first_line(rec.error.get('message'))}")
+                     f"{plain(graph_words.first_line(rec.error.get('message')))}")
     return ids
 
 

@@ -74,7 +74,8 @@ def show_run(rec: RunRecord, store: RunStore, *, key: str) -> None:
 
 def show_failure(rec: RunRecord) -> None:
     kind = rec.error.get("kind", "crashed")
-    st.error(f"**{ERROR_KINDS.get(kind, kind)}**: {rec.error.get('message', 'no message')}")
+    # the message carries anyone's words (a model file's exception, its preset): as typed, never as Markdown
+    st.error(f"**{ERROR_KINDS.get(kind, kind)}**: {plain(rec.error.get('message') or 'no message')}")
     # a failure the worker explained (its phase, op and inputs are in the message) keeps its log folded away
     explained = kind == "crashed" and rec.error.get("traceback") is not None and "phase" in rec.error
     hint = FAILURE_HINTS.get(f"{kind}:{rec.error.get('compile_phase')}") or FAILURE_HINTS.get(kind)
