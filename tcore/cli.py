@@ -61,6 +61,13 @@ def one_line(text: str) -> str:
     return escaped_label(text)
 
 
+def terminal_lines(message: str | None) -> str:
+    """A run's message (a model file's exception: anyone's words) for a terminal: its lines kept, and on each line
+    every control and bidirectional character written as its escape (one_line), so no message clears the screen,
+    colours the rest of the output or reverses its own words in the terminal of whoever shows the run."""
+    return "\n".join(one_line(line) for line in str(message).splitlines()) if message else str(message)
+
+
 def cut_echoes(message: str) -> str:
     """`message` with each quoted value longer than ECHO_CHARS, and each unquoted word longer than LONG_WORD_CHARS, cut
     to its first ECHO_CHARS characters and its length: a refusal repeats what was typed ('unknown preset ...'), and a
@@ -143,7 +150,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\n".join(_history_lines(store, record)))
     if record.status != "finished":
         err = record.error
-        print(f"run {record.id} failed: {ERROR_KINDS.get(err.get('kind'), err.get('kind'))}: {err.get('message')}",
+        print(f"run {record.id} failed: {ERROR_KINDS.get(err.get('kind'), err.get('kind'))}: "
+              f"{terminal_lines(err.get('message'))}",
               file=sys.stderr)
         if err.get("traceback"):  # the worker said what failed: its raw trace is one command away, not in the way
             print(f"the raw traceback and the worker's log: python -m tcore show {record.id} --json", file=sys.stderr)
@@ -253,7 +261,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"{one_line(record.label)}\n{record.status}" + (" (its process ended: the next app or `tcore run` on "
                                                              "this store runs it)" if record.id in orphaned else ""))
     else:
-        print(f"{one_line(record.label)}\n{record.status}: {record.error.get('kind')}: {record.error.get('message')}")
+        print(f"{one_line(record.label)}\n{record.status}: {record.error.get('kind')}: "
+              f"{terminal_lines(record.error.get('message'))}")
     return 0
 
 

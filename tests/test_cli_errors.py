@@ -236,6 +236,19 @@ def test_a_label_with_control_characters_is_one_line_as_typed_in_list_and_show(s
     assert "\x1b" not in shown and "\r" not in shown and shown.startswith("tiny\\n20260101"), shown
 
 
+def test_a_failed_run_s_message_reaches_the_terminal_with_its_escapes_written_out(store, capsys):
+    """A failed run's message is a model file's own exception, anyone's words: `tcore show` printed it raw, so its
+    ESC sequences cleared the screen and coloured the rest, and a right-to-left override reversed it, in the terminal
+    of whoever showed the run. Its lines stay lines; each control and bidi character is written as its escape."""
+    run_id = insert_run(store, QUICK)
+    store.finish(run_id, error={"kind": "crashed", "message": "RuntimeError: \x1b[2J\x1b[31mRED\x1b[0m \u202etxt.exe"
+                                                              "\nsecond line\r"})
+    assert cli.main(["show", run_id, "--db", str(store.path)]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "\u202e" not in shown and "\r" not in shown, shown
+    assert "RuntimeError: \\x1b[2J\\x1b[31mRED\\x1b[0m \\u202etxt.exe\nsecond line\n" in shown, shown
+
+
 def test_a_label_with_bidirectional_overrides_is_listed_in_the_order_it_was_typed(store, capsys):
     """A model file's preset "tiny<U+202E> gnp.exe" (right-to-left override) showed in a terminal as "tiny exe.png",
     and the override reversed the rest of its row of `tcore list` too (its status, its figures): the bidirectional
