@@ -20,6 +20,14 @@ OWNERS_KEPT_S = 86400.0  # a heartbeat older than a day is dropped; recover() th
 # was first read). Silence is judged on the observer's own clock since the heartbeat last changed, never by comparing
 # wall-clock times: a wall clock stepped forward 30 s would make every live owner look silent and lose its runs.
 _HEARD: dict[tuple, tuple[float, float]] = {}
+# A watcher that has not looked for this long was not watching: the store was write-locked under it (another
+# process's long transaction, a backup, a stalled disk), or it was stopped itself. Every other process was as
+# likely kept from writing its heartbeat then, so the silence it counts starts again from its next look: the first
+# queue to get the lock after a 40 s lock took every other live process's runs (a probe, one try in two). A queue
+# looks every 2 s (tcore.lab.queue.scheduler.RECOVER_EVERY_S).
+WATCH_GAP_S = 10.0
+# (store, host, watcher pid, watcher start) -> this process's monotonic time at its last look (recover) there
+_LOOKED: dict[tuple, float] = {}
 
 
 class Owners(Part):
@@ -50,8 +58,9 @@ class Owners(Part):
         """
         silent_s = OWNER_SILENT_S if silent_s is None else silent_s
         crashed, adopted = [], []
-        now = time.monotonic()
         with self._write(wait=wait) as db:
+            now = time.monotonic()  # once the write lock is ours: a wait for it is time nobody could write
+            self._look(proc, now)
             rows = db.execute(
                 "SELECT id, status, owner_pid, owner_started, pid, worker_started, device_slot FROM runs"
                 " WHERE status IN ('queued', 'running') AND host=? AND owner_pid IS NOT NULL", (proc.host,)).fetchall()
@@ -89,6 +98,15 @@ class Owners(Part):
         for key in [k for k in _HEARD if k[:2] == (str(self.path), proc.host) and k[2:] not in heard]:
             del _HEARD[key]  # its heartbeat row is gone (dropped after a day): nothing left to judge it by
         return crashed, adopted
+
+    def _look(self, proc: Proc, now: float) -> None:
+        """`proc` looks at the store's heartbeats at `now`: after a gap longer than WATCH_GAP_S since its last look,
+        each heartbeat's silence is counted again from now, as if first read."""
+        looked = _LOOKED.get(key := (str(self.path), proc.host, proc.pid, proc.started))
+        _LOOKED[key] = now
+        if looked is not None and now - looked > WATCH_GAP_S:
+            for heard in [k for k in _HEARD if k[:2] == (str(self.path), proc.host)]:
+                _HEARD[heard] = (_HEARD[heard][0], now)
 
     def _silent_for(self, host: str, owner: tuple, seen_at: float | None, now: float) -> float | None:
         """How long (s, on this process's monotonic clock `now`) the owner's heartbeat has read `seen_at`; None for an
