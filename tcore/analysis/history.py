@@ -80,7 +80,7 @@ class History:
                 else f"{runs}: {self.speedups[0]:.2f}x")
         if self.spread_pct is not None:
             said += f" (σ {self.spread_pct:.1f}%)"
-        if current is not None and self.median:
+        if _ratio(current) is not None and self.median:
             said += f"; this run {current:.2f}x, {100 * (current / self.median - 1):+.1f}% from their median"
         return said + "." + self.teaching_words(cache)
 
@@ -114,17 +114,33 @@ def _pct(within: float) -> float:
     return 100 * math.expm1(within)
 
 
+def _ratio(value: Any) -> float | None:
+    """`value` where it can be a ratio of two rates (finite, above 0), else None: a store written by hand or by a broken
+    version can hold NaN, an infinity or -1e308, and one such run broke the Compare page for the whole room (the log of
+    its speedup) and `tcore show` (a dot at NaN)."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value > 0 else None
+
+
 def history(records: Sequence[Any], reset_at: float | None = None) -> History:
     """The finished runs with a speedup among `records` (RunRecords), oldest first; `reset_at`: when the instructor
-    last reset the machine's spread (None: never)."""
-    points = [Point(r.id, r.created_at, r.result["speedup"], r.result.get("speedup_low"), r.result.get("speedup_high"),
-                    within_sigma(r.result.get("speedup_within_pct")), (r.spec or {}).get("cache"))
-              for r in records if r.status == "finished" and (r.result or {}).get("speedup")]
+    last reset the machine's spread (None: never). A figure that cannot be a speedup leaves its run out, and an
+    interval end or σ that cannot be one is read as not stated."""
+    points = []
+    for r in records:
+        result = r.result or {}
+        if r.status != "finished" or _ratio(result.get("speedup")) is None:
+            continue
+        within = result.get("speedup_within_pct")
+        points.append(Point(r.id, r.created_at, float(result["speedup"]), _ratio(result.get("speedup_low")),
+                            _ratio(result.get("speedup_high")),
+                            within_sigma(within if _ratio(within) is not None else None), (r.spec or {}).get("cache")))
     return History(sorted(points, key=lambda p: p.created_at), reset_at)
 
 
 def dots(h: History, current: float | None = None, width: int = 40) -> str:
-    """The speedups as dots on one text line, for the CLI: '1.45x |  ·  ··•· ·| 1.62x' (• this run)."""
+    """The speedups as dots on one text line, for the CLI: '1.45x |  ·  ··•· ·| 1.62x' (• this run, where its speedup
+    can be one)."""
+    current = _ratio(current)
     values = h.speedups + ([current] if current is not None else [])
     if not values:
         return ""
