@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from tcore.analysis import report
 from tcore.experiment.protocol import ERROR_KINDS, PHASE_TITLES
@@ -28,6 +29,7 @@ from tcore.store.records import unreadable_words
 
 ECHO_CHARS = 60  # of a quoted value a refusal repeats: enough to know it again, not a screenful
 LONG_WORD_CHARS = 200  # an unquoted word past this is an echo too (file:NAME), not a path someone needs whole
+CALIBRATE_MOST_RUNS = 20  # of each reference, queued at once: past this a calibration would hold a room's device
 CANCEL_WAIT_S = 300.0  # how long Ctrl-C waits for this command's runs to be cancelled: only a bound on a hang
 
 
@@ -406,6 +408,22 @@ def _main(argv: list[str] | None = None) -> int:
     return args.func(args)
 
 
+def count_between(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high`, else refused in a sentence (`list --limit` of 20 digits
+    ended in SQLite's OverflowError traceback; `calibrate --runs -3` queued 7 runs without a word, and 500 would have
+    queued 500 at once)."""
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{cut_echoes(repr(text))} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value if abs(value) < 10**12 else 'that number'} is outside "
+                                             f"{low:,}-{high:,}")
+        return value
+    return count
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser (bench/model_sweep.py reads its run flags with it too)."""
     parser = Parser(prog="python -m tcore", description=__doc__)
@@ -423,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("list", parents=[common], help="stored runs, newest first")
-    ls.add_argument("--limit", type=int, default=None)
+    ls.add_argument("--limit", type=count_between(1, 10**9), default=None, help="the newest this many")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=cmd_list)
 
@@ -439,8 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cal = sub.add_parser("calibrate", parents=[common], help="reruns of reference settings: the spread between fresh "
                          "processes this machine shows, which the headlines' intervals then use")
-    cal.add_argument("--runs", type=int, default=5, help="fresh runs of each reference (default 5; a kind of run "
-                                                         "with one reference gets 7, enough to replace its default)")
+    cal.add_argument("--runs", type=count_between(2, CALIBRATE_MOST_RUNS), default=5,
+                     help="fresh runs of each reference, 2-20 (default 5; a kind of run with one reference gets 7, "
+                          "enough to replace its default)")
     cal.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     cal.set_defaults(func=cmd_calibrate)
 

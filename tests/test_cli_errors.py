@@ -76,7 +76,12 @@ def test_an_unknown_run_id_is_one_line(store, capsys):
     (["run", "--rounds", "x"], "argument --rounds: invalid int value: 'x'"),
     (["run", "--no-such-option"], "unrecognized arguments: --no-such-option"),
     (["show"], "the following arguments are required: run_id"),
-    (["list", "--limit", "many"], "argument --limit: invalid int value: 'many'"),
+    (["list", "--limit", "many"], "argument --limit: 'many' is not a whole number"),
+    # SQLite's OverflowError traceback, and a calibration of -3 or 500 runs queued without a word (7, and 500)
+    (["list", "--limit", "9" * 20], "argument --limit: that number is outside 1-1,000,000,000"),
+    (["list", "--limit", "-5"], "argument --limit: -5 is outside 1-1,000,000,000"),
+    (["calibrate", "--runs", "-3"], "argument --runs: -3 is outside 2-20"),
+    (["calibrate", "--runs", "500"], "argument --runs: 500 is outside 2-20"),
 ])
 def test_command_line_mistakes_are_one_line_not_a_page_of_usage(argv, says, capsys):
     with pytest.raises(SystemExit) as exit:
