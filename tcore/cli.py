@@ -380,16 +380,22 @@ def _terminated(signum, frame) -> None:
 def interrupted(signum: int = signal.SIGINT) -> int:
     """Ctrl-C (or SIGTERM): this command's own runs, queued or running, are cancelled in the store (one left queued
     would run later, for no one), and one line says so. Runs it took over from a process that ended stay queued for the
-    next process that opens the store, as `run` said when it took them."""
+    next process that opens the store, as `run` said when it took them; one it had started is cancelled too, and named
+    (its worker ends with this process: left `running`, it waited for another process to find it crashed)."""
     for each in (signal.SIGINT, signal.SIGTERM):  # a second signal while a worker stops would leave its run behind
         signal.signal(each, signal.SIG_IGN)
     registry = sys.modules.get("tcore.lab.run.registry")  # never imported: this command queued nothing
-    own = [r for r in registry.active() if not r.adopted] if registry else []
-    for run in own:
+    active = registry.active() if registry else []
+    own = [r for r in active if not r.adopted]
+    taken = [r for r in active if r.adopted and r.launched]
+    for run in own + taken:
         run.cancel()
-    for run in own:
+    for run in own + taken:
         run.wait(CANCEL_WAIT_S)
-    said = ", ".join(f"run {r.run_id} {_how_it_ended(r)}" for r in own)
+    said = ", ".join([f"run {r.run_id} {_how_it_ended(r)}" for r in own]
+                     + [f"run {r.run_id} (taken over from a process that ended) {_how_it_ended(r)}" for r in taken])
+    if left := sum(1 for r in active if r.adopted and not r.launched):
+        said += f"{'; ' if said else ''}{left} run(s) taken over stay queued for the next process that opens the store"
     how = "interrupted" if signum == signal.SIGINT else "terminated"
     print(f"\r{how}: {said or 'no run of this command was queued'}\033[K", file=sys.stderr)
     return 128 + signum  # what a shell reports for a command ended by that signal: 130 for Ctrl-C, 143 for SIGTERM

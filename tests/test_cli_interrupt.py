@@ -94,3 +94,29 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:  # a zombie has ended
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_ctrl_c_while_a_taken_over_run_runs_cancels_it_too_and_names_it(store):
+    """The command took over a run queued by a process that ended, and was running it when Ctrl-C came: its line named
+    only its own run, and the taken-over one was left `running` with its worker gone, until another process found it
+    crashed. Its worker ends with the command, so it is cancelled too, and the line names it."""
+    from tcore.experiment.spec import Experiment
+    from tcore.lab.queue import scheduler
+
+    me = scheduler.this_process()
+    gone = scheduler.Proc(me.host, 999_999, "1")  # no such process: the command takes its run over at start
+    long = Experiment(model="captioner", preset="tiny", batch_size=2, device="cpu", backend="eager", cache="warm",
+                      timed_s=400.0, target_pct=0.0, warmup_steps=1)
+    # no time limit of its own (queued with none): its worker's end raised in the reading thread, and the command hung
+    taken = store.queue.enqueue(long, device="cpu", owner="bob", proc=gone, timeout_s=None)
+    cli = cli_run(store, "--timed-steps", "2")
+    try:
+        wait_until(lambda: worker_pid(store) or cli.poll() is not None, limit_s=300, what="the taken-over run's worker")
+        assert cli.poll() is None, cli.communicate()
+        assert store.get(taken).status == "running"
+        out, err = interrupted(cli)
+    finally:
+        cli.kill()
+    cancelled_quietly(cli, err, store)
+    assert store.get(taken).error_kind == "cancelled", store.get(taken).error
+    assert f"run {taken} (taken over from a process that ended) cancelled" in err.splitlines()[-1], err

@@ -191,13 +191,16 @@ class RunHandle(RunEvents):
             return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
 
 
-def timeout_message(limit_s: float, phase: str | None, waiting_for_device: bool = False) -> str:
+def timeout_message(limit_s: float | None, phase: str | None, waiting_for_device: bool = False) -> str:
     """What a run stopped at its time limit was doing: its phase in the words the pages use, and whether it was
-    waiting for its GPU while other runs held it."""
+    waiting for its GPU while other runs held it. Made for every run whose worker said nothing final, a run without
+    a limit too (queued with none, then taken over): its None ended the reading thread in a TypeError, and the
+    command that had taken the run over waited on it for ever."""
     doing = protocol.PHASE_TITLES.get(phase, phase) if phase else "Starting the worker (imports)"
     waited = (", waiting for the GPU while other runs of the room held it (a larger time limit, or fewer runs at "
               "once, lets it through)") if waiting_for_device else ""
-    return f"stopped at the {limit_s:g} s time limit, in the phase '{doing}'{waited}"
+    limit = f"{limit_s:g} s " if limit_s is not None else ""
+    return f"stopped at the {limit}time limit, in the phase '{doing}'{waited}"
 
 
 def _death_message(returncode: int) -> str:

@@ -198,6 +198,11 @@ class Launching:
             return
         threading.Thread(target=self._follow, name=f"run-{self.run_id}", daemon=True).start()
 
+    @property
+    def launched(self) -> bool:
+        """Claimed here for a device slot: its worker is this process's to start or stop."""
+        return self._launched
+
     def cancel(self) -> None:
         """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
         if self.elsewhere:  # its owner now is another process: ask it, as any process may
