@@ -145,8 +145,7 @@ def stop(run_id: str) -> bool:
     run = registry.live(run_id)
     if run is None or run.done:
         return False
-    run.cancel()
-    return True
+    return run.cancel()
 
 
 # --- the queue: what is under way, pause, the device slots --------------------------------------------------------

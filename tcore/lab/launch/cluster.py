@@ -246,15 +246,17 @@ class RayRunHandle(RunEvents):
             self._start_timer(timeout_s)
         threading.Thread(target=self._read, name=f"ray-events-{slot}", daemon=True).start()
 
-    def _stop(self, reason: str) -> None:
-        """KeyboardInterrupt in the task, which kills its worker's process group; Ray kills it if it lingers."""
+    def _stop(self, reason: str) -> bool:
+        """KeyboardInterrupt in the task, which kills its worker's process group; Ray kills it if it lingers. False
+        where the run had ended already."""
         if self.final is not None or self._stop_reason:
-            return
+            return False
         self._stop_reason = reason
         self._ray.cancel(self._gen, force=False)
         force = threading.Timer(CANCEL_GRACE_S, self._force_stop)
         force.daemon = True
         force.start()
+        return True
 
     def _force_stop(self) -> None:
         if self.final is None and self._ray.is_initialized():

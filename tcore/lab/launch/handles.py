@@ -40,6 +40,8 @@ class RunEvents:
         self.final: dict[str, Any] | None = None
         self.finished_at: float | None = None
         self._stop_reason: str | None = None  # "cancelled" or "timeout", set before the worker is stopped
+        self._last_word = False  # the worker's final event has been read: a stop can no longer change the outcome
+        self._ending = threading.Lock()  # a stop and the reading of the final event, one at a time
         self._queue: queue.Queue = queue.Queue()
         self._timer: threading.Timer | None = None
 
@@ -58,10 +60,12 @@ class RunEvents:
         timer.cancel()
         self._start_timer(max(0.0, self._deadline - time.monotonic()) + s)
 
-    def cancel(self) -> None:
-        self._stop("cancelled")
+    def cancel(self) -> bool:
+        """Stop the worker; False where its outcome was settled already (it said its last word, or ended), so the run
+        ends as it would have: a Cancel pressed as the result came answered "Cancelled" beside a finished run."""
+        return self._stop("cancelled") is not False
 
-    def _stop(self, reason: str) -> None:
+    def _stop(self, reason: str) -> bool | None:
         raise NotImplementedError
 
     def _unsaid(self, timed_out: str, otherwise: str) -> dict[str, Any]:
@@ -140,18 +144,22 @@ class RunHandle(RunEvents):
             except (BrokenPipeError, ValueError, OSError):  # ended, or its stdin closed at its end
                 return False
 
-    def _stop(self, reason: str) -> None:
-        if self.proc.poll() is not None or self._stop_reason:
-            return
-        self._stop_reason = reason
+    def _stop(self, reason: str) -> bool:
+        with self._ending:
+            if self.proc.poll() is not None or self._stop_reason or self._last_word:
+                return False
+            self._stop_reason = reason
         _kill_group(self.proc)
+        return True
 
     def _read(self) -> None:
         terminal = None
         for line in self.proc.stdout:
             event = protocol.parse(line)
             if event["type"] in protocol.TERMINAL:
-                terminal = event  # held back: the log tail is added once the process has ended
+                with self._ending:  # a cancel answered before this line was read stands: the run ends cancelled
+                    self._last_word = self._stop_reason != "cancelled"
+                    terminal = event if self._last_word else None  # held back: the log tail comes at the end
             else:
                 if event["type"] == "phase":
                     self.phase = event["phase"]

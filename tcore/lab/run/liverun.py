@@ -203,19 +203,19 @@ class Launching:
         """Claimed here for a device slot: its worker is this process's to start or stop."""
         return self._launched
 
-    def cancel(self) -> None:
-        """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped."""
+    def cancel(self) -> bool:
+        """Cancel: a queued run never starts; a running one has its worker (and compile workers) stopped. False where
+        it had ended, or its worker had said its last word: the run ends as it would have."""
         if self.elsewhere:  # its owner now is another process: ask it, as any process may
-            self.store.queue.request_cancel(self.run_id)
-            return
+            return self.store.queue.request_cancel(self.run_id) in ("queued", "running")
         with self._launch_lock:
             self._cancelled = True
             if self.handle is None:
                 if not self._launched and self.store.queue.cancel_queued(self.run_id):
                     self._launched = True
                     self._collect_record()
-                return  # else claimed a moment ago: launch() sees _cancelled and records it
-        self.handle.cancel()
+                return True  # else claimed a moment ago: launch() sees _cancelled and records it
+        return self.handle.cancel()
 
     def ended_in_queue(self) -> None:
         """The store says this run ended before it started (cancelled from another process, or deleted)."""

@@ -237,8 +237,7 @@ def cancel(run_id: str, store: RunStore, *, owner: str | None = None, instructor
     if (run := live(run_id)) is not None and not run.done:
         if by_instructor:
             store.queue.mark_cancel_by_instructor(run_id)
-        run.cancel()
-        return True
+        return run.cancel()  # False: its worker had said its last word; the run ends as it would have
     # the store's status under its write lock: a run that ended since the read above was not cancelled
     return store.queue.request_cancel(run_id, by_instructor=by_instructor) in ("queued", "running")
 
