@@ -21,6 +21,7 @@ def worker(monkeypatch, tmp_path):
     """This process's one run of cuda:0, a worker stand-in with a child of its own, as a lab process's run is."""
     monkeypatch.setattr(quiet, "_members", {})
     monkeypatch.setattr(quiet, "_holds", {})
+    monkeypatch.setattr(quiet, "_hold_slots", {})
     monkeypatch.setattr(quiet, "_spares", [])
     monkeypatch.setattr(quiet, "_watched", {})
     proc, = stand_ins(tmp_path, 1)
@@ -62,6 +63,31 @@ def test_a_hold_in_the_store_stops_this_processs_runs_of_its_slot_until_the_row_
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_run_that_joins_while_another_lab_process_times_its_slot_holds_still_too(worker, store, tmp_path):
+    """A run that started in this process after another lab process's hold had been followed compiled beside the
+    timed run (a probe, with stand-ins): follow() stops a slot's runs when it first sees a hold, and join() looked only
+    at this process's own timed runs."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    late, = stand_ins(tmp_path, 1)
+    try:
+        _hold_by(other.pid, store)
+        quiet.follow(store, store.devices.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
+        wait_until(lambda: state(worker.pid) == "T", what="held")
+        quiet.join("late", "cuda:0", late.pid)  # launched into the slot meanwhile
+        wait_until(lambda: state(late.pid) == "T", what="the late run held")
+        assert quiet.held("late")
+        store.devices.let_neighbours_go("theirs")
+        quiet.follow(store, store.devices.neighbour_holds(_me()[0]), _me(), scheduler.is_alive)
+        wait_until(lambda: state(worker.pid) != "T" and state(late.pid) != "T", what="both let go")
+    finally:
+        quiet.leave("late")
+        for child in children(late.pid):
+            subprocess.run(["kill", "-9", str(child)])
+        for proc in (late, other):
+            proc.kill()
+            proc.wait()
 
 
 def test_a_killed_holder_leaves_no_one_stopped_and_its_row_goes(worker, store):

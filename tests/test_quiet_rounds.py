@@ -79,6 +79,7 @@ def workers(monkeypatch, tmp_path):
     # have the hold's bound pass before hold() returned)
     monkeypatch.setattr(quiet, "_members", {})
     monkeypatch.setattr(quiet, "_holds", {})
+    monkeypatch.setattr(quiet, "_hold_slots", {})
     monkeypatch.setattr(quiet, "_spares", [])
     monkeypatch.setattr(quiet, "_watched", {})
     # A hold outlasts every wait here, so a failed wait still shows whom it had stopped (its bound was the waits' 180 s)

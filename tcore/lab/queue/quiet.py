@@ -59,6 +59,7 @@ class _Stopped:
 
 _members: dict[str, _Member] = {}
 _holds: dict[str, tuple[list[_Stopped], threading.Timer]] = {}  # run timed -> whom it stopped, its time limit
+_hold_slots: dict[str, str] = {}  # run timed (here, or another lab process's, as follow() keeps it) -> its slot
 _spares: list[Callable[[str], list[int]]] = []  # a slot's spare workers' process groups (tcore.lab.queue.spares)
 _watched: dict[str, tuple[object, QuietHold]] = {}  # store path -> (the store, this process as a hold names it)
 
@@ -82,8 +83,9 @@ def join(run_id: str, slot: str, pgid: int, waiting: Callable[[], bool] = lambda
     limit and its timeline."""
     with _lock:
         _members[run_id] = _Member(slot, pgid, waiting, continued)
-        # a run that starts while another of its slot is timed holds still with the rest
-        timing = next((r for r in _holds if r in _members and _members[r].slot == slot and r != run_id), None)
+        # a run that starts while another of its slot is timed, here or in another lab process, holds still with the
+        # rest (one timed elsewhere was missed: its hold is no member here, and follow() stops a slot at a new hold)
+        timing = next((r for r in _holds if _hold_slots.get(r) == slot and r != run_id), None)
         if timing is not None and enabled() and processes.stop_group(pgid):
             _holds[timing][0].append(_Stopped(run_id, pgid, time.monotonic(), not waiting()))
             _guard(f"+{pgid}")
@@ -138,6 +140,7 @@ def _stop_slot(key: str, slot: str, mine: int | None, bound_s: float) -> int:
         timer = threading.Timer(bound_s, release, args=(key,))
         timer.daemon = True
         _holds[key] = (stopped, timer)
+        _hold_slots[key] = slot
     timer.start()
     return sum(not x.who.startswith("spare:") for x in stopped)
 
@@ -147,6 +150,7 @@ def release(run_id: str) -> None:
     among them is told for how long it was held."""
     with _lock:
         stopped, timer = _holds.pop(run_id, ([], None))
+        _hold_slots.pop(run_id, None)
         told = [(_members.get(x.who), x) for x in stopped]
     if timer is not None:
         timer.cancel()
