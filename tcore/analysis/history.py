@@ -128,10 +128,10 @@ def history(records: Sequence[Any], reset_at: float | None = None) -> History:
     points = []
     for r in records:
         result = r.result or {}
-        if r.status != "finished" or _ratio(result.get("speedup")) is None:
+        if r.status != "finished" or (speedup := _ratio(result.get("speedup"))) is None:
             continue
         within = result.get("speedup_within_pct")
-        points.append(Point(r.id, r.created_at, float(result["speedup"]), _ratio(result.get("speedup_low")),
+        points.append(Point(r.id, r.created_at, speedup, _ratio(result.get("speedup_low")),
                             _ratio(result.get("speedup_high")),
                             within_sigma(within if _ratio(within) is not None else None), (r.spec or {}).get("cache")))
     return History(sorted(points, key=lambda p: p.created_at), reset_at)
