@@ -64,43 +64,10 @@ class Clocks:
         return self.mono
 
 
-def test_a_wall_clock_step_makes_no_live_owner_silent_but_a_silent_one_still_loses_its_run(store, monkeypatch):
-    clocks = Clocks()
-    monkeypatch.setattr(run_queue, "time", clocks)
-    monkeypatch.setattr(owners, "time", clocks)
-    monkeypatch.setattr(owners, "_HEARD", {}, raising=False)
-    owner, watcher = Proc("h", 2000, "22"), Proc("h", 3000, "33")
-    run = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=owner, timeout_s=None)
-    assert store.queue.claim_next(owner, "cpu", ["cpu"], {run}) == (run, "cpu")
-    assert store.queue.set_worker(run, 4000, "44", owner)
-    stopped = []
-
-    def recover():
-        return store.owners.recover(watcher, lambda pid, started: True,
-                                    lambda pid, started: stopped.append(pid) or True)
-
-    store.owners.heartbeat(owner)
-    assert recover() == ([], [])
-    clocks.wall += 3600.0  # the host's clock is set forward an hour, between two heartbeats
-    clocks.mono += 1.0
-    assert recover() == ([], []) and stopped == []
-    store.owners.heartbeat(owner)
-    clocks.mono += 2.0
-    assert recover() == ([], [])
-
-    for _ in range(int(owners.OWNER_SILENT_S / 2)):  # the owner stops (Ctrl-Z); the watcher looks every 2 s
-        clocks.mono += 2.0
-        assert recover() == ([], [])
-    clocks.mono += 2.0  # 32 s since its heartbeat last changed
-    assert recover() == ([run], [])
-    assert stopped == [4000] and "not heard from for 32 s" in store.get(run).error["message"]
-
-
-def test_a_store_locked_longer_than_the_silence_allows_takes_no_live_process_s_runs(store, monkeypatch):
-    """Another process held the write lock 40 s: no heartbeat could be written, and the first queue to get the lock
-    after it took the other live process's running run as silent, killing its worker mid-measurement (a probe, one
-    try in two). A watcher kept from looking counts the silence again from its next look; a process that stays
-    silent while it is watched still loses its runs."""
+@pytest.fixture
+def watched(store, monkeypatch):
+    """A running run of one lab process (the owner) and another lab process's look at it (recover), on clocks the test
+    moves: (clocks, the run, a look, the worker pids a look stopped)."""
     clocks = Clocks()
     monkeypatch.setattr(run_queue, "time", clocks)
     monkeypatch.setattr(owners, "time", clocks)
@@ -110,17 +77,49 @@ def test_a_store_locked_longer_than_the_silence_allows_takes_no_live_process_s_r
     run = store.queue.enqueue(QUICK, device="cpu", owner="ada", proc=owner, timeout_s=None)
     assert store.queue.claim_next(owner, "cpu", ["cpu"], {run}) == (run, "cpu")
     assert store.queue.set_worker(run, 4000, "44", owner)
+    store.owners.heartbeat(owner)
+    stopped = []
 
     def recover():
-        return store.owners.recover(watcher, lambda pid, started: True, lambda pid, started: True)
+        return store.owners.recover(watcher, lambda pid, started: True,
+                                    lambda pid, started: stopped.append(pid) or True)
 
-    store.owners.heartbeat(owner)
-    assert recover() == ([], [])
-    clocks.mono += 40.0  # the store write-locked: neither the owner's heartbeat nor the watcher's look got in
-    assert recover() == ([], []) and store.get(run).status == "running"  # the watcher's first look after the lock
-    for _ in range(int(owners.OWNER_SILENT_S / 2)):  # from here it watches; the owner stays silent
+    return clocks, run, recover, stopped
+
+
+def silent_while_watched(clocks, run, recover) -> None:
+    """The owner says nothing while the watcher looks every 2 s, as a queue does: its run is taken at the look past
+    OWNER_SILENT_S, 32 s after the first of them."""
+    for _ in range(int(owners.OWNER_SILENT_S / 2)):
         clocks.mono += 2.0
         assert recover() == ([], [])
     clocks.mono += 2.0
     assert recover() == ([run], [])
+
+
+def test_a_wall_clock_step_makes_no_live_owner_silent_but_a_silent_one_still_loses_its_run(store, watched):
+    clocks, run, recover, stopped = watched
+    owner = Proc("h", 2000, "22")
+    assert recover() == ([], [])
+    clocks.wall += 3600.0  # the host's clock is set forward an hour, between two heartbeats
+    clocks.mono += 1.0
+    assert recover() == ([], []) and stopped == []
+    store.owners.heartbeat(owner)
+    clocks.mono += 2.0
+    assert recover() == ([], [])
+
+    silent_while_watched(clocks, run, recover)  # the owner stops (Ctrl-Z)
+    assert stopped == [4000] and "not heard from for 32 s" in store.get(run).error["message"]
+
+
+def test_a_store_locked_longer_than_the_silence_allows_takes_no_live_process_s_runs(store, watched):
+    """Another process held the write lock 40 s: no heartbeat could be written, and the first queue to get the lock
+    after it took the other live process's running run as silent, killing its worker mid-measurement (a probe, one
+    try in two). A watcher kept from looking counts the silence again from its next look; a process that stays
+    silent while it is watched still loses its runs."""
+    clocks, run, recover, _ = watched
+    assert recover() == ([], [])
+    clocks.mono += 40.0  # the store write-locked: neither the owner's heartbeat nor the watcher's look got in
+    assert recover() == ([], []) and store.get(run).status == "running"  # the watcher's first look after the lock
+    silent_while_watched(clocks, run, recover)  # from here it watches; the owner stays silent
     assert "not heard from for 32 s" in store.get(run).error["message"]
